@@ -1,0 +1,646 @@
+/*
+ * client.c - libkvshare: the connection to kvshared, the arena mapping and the
+ * request verbs (see kvshare.h for the contract, kvs_wire.h for the format).
+ *
+ * One blocking AF_UNIX stream per client; each verb is one request and one
+ * reply read in full before returning. Any failure that leaves the stream in
+ * an unknown state (I/O error, EOF, a reply we cannot frame or trust) kills
+ * the client: the socket is closed at once, so the daemon drops our leases,
+ * and every later call answers KVS_E_DISCONNECTED until kvs_reconnect().
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "kvs_wire.h"
+#include "kvshare.h"
+
+#define KVS_MAX_FDS 4 /* ancillary room; only one fd is ever expected */
+
+struct kvs_client {
+	int fd;             /* -1 when dead or not yet connected */
+	int dead;           /* set by kill(); cleared by a successful attach */
+	uint64_t next_id;   /* req_id of the last request sent */
+	char *path;         /* socket path, owned */
+	int has_layout;
+	kvs_layout layout;  /* deep copy: strings below are owned */
+	char *model, *adapter, *salt;
+	kvs_hash seed;      /* h_{-1} of the layout, computed once */
+	uint32_t ns_id;
+	uint64_t block_bytes;
+	uint8_t *arena;     /* host arena mapping, or NULL */
+	uint64_t arena_bytes;
+	uint64_t arena_id;
+	uint8_t *buf;       /* request and reply payload scratch */
+	size_t cap;
+};
+
+static void kill_client(kvs_client *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+	c->dead = 1;
+}
+
+/* Tear down and return @err, which callers pass through. */
+static int die(kvs_client *c, int err)
+{
+	kill_client(c);
+	return err;
+}
+
+static int io_error(kvs_client *c, int err)
+{
+	if (err == -EPIPE || err == -ECONNRESET || err == 0)
+		err = KVS_E_DISCONNECTED;
+	return die(c, err);
+}
+
+static int grow(kvs_client *c, size_t n)
+{
+	uint8_t *p;
+
+	if (n <= c->cap)
+		return 0;
+	if (n < 4096)
+		n = 4096;
+	p = realloc(c->buf, n);
+	if (!p)
+		return -ENOMEM;
+	c->buf = p;
+	c->cap = n;
+	return 0;
+}
+
+static int send_msg(kvs_client *c, const uint8_t *hdr, const uint8_t *payload,
+		    size_t len)
+{
+	struct iovec iov[2] = {
+		{ .iov_base = (void *)hdr, .iov_len = KVS_WIRE_HDR_SIZE },
+		{ .iov_base = (void *)payload, .iov_len = len },
+	};
+	struct msghdr m = { .msg_iov = iov, .msg_iovlen = len ? 2 : 1 };
+
+	while (m.msg_iovlen > 0) {
+		ssize_t w = sendmsg(c->fd, &m, MSG_NOSIGNAL);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return io_error(c, -errno);
+		}
+		while (m.msg_iovlen > 0 && (size_t)w >= m.msg_iov->iov_len) {
+			w -= (ssize_t)m.msg_iov->iov_len;
+			m.msg_iov++;
+			m.msg_iovlen--;
+		}
+		if (m.msg_iovlen > 0) {
+			m.msg_iov->iov_base = (uint8_t *)m.msg_iov->iov_base + w;
+			m.msg_iov->iov_len -= (size_t)w;
+		}
+	}
+	return 0;
+}
+
+/* Keep the first fd in *fd_out (when it is not NULL and still -1); close any
+ * other, so that a confused or hostile peer cannot fill our fd table. */
+static void take_fds(struct msghdr *m, int *fd_out)
+{
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(m); cm; cm = CMSG_NXTHDR(m, cm)) {
+		size_t nfd;
+		int fds[KVS_MAX_FDS];
+
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		if (nfd > KVS_MAX_FDS)
+			nfd = KVS_MAX_FDS;
+		memcpy(fds, CMSG_DATA(cm), nfd * sizeof(int));
+		for (size_t i = 0; i < nfd; i++) {
+			if (fd_out && *fd_out < 0)
+				*fd_out = fds[i];
+			else
+				close(fds[i]);
+		}
+	}
+}
+
+/* Read exactly @n bytes with recvmsg, collecting any fds that come along. */
+static int recv_full(kvs_client *c, uint8_t *p, size_t n, int *fd_out)
+{
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(KVS_MAX_FDS * sizeof(int))];
+	} ctl;
+
+	while (n > 0) {
+		struct iovec iov = { .iov_base = p, .iov_len = n };
+		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
+				    .msg_control = ctl.buf,
+				    .msg_controllen = sizeof(ctl.buf) };
+		ssize_t r = recvmsg(c->fd, &m, MSG_CMSG_CLOEXEC);
+
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return io_error(c, -errno);
+		}
+		take_fds(&m, fd_out);
+		if (r == 0)
+			return io_error(c, 0);
+		p += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+/*
+ * One round trip. The request payload is @len bytes at c->buf; on success the
+ * reply payload replaces it there and *rlen is its length. Returns 0, the
+ * daemon's negative status, or a local error (which may have killed @c).
+ */
+static int rpc(kvs_client *c, uint16_t op, size_t len, uint32_t *rlen,
+	       int *fd_out)
+{
+	uint8_t hb[KVS_WIRE_HDR_SIZE];
+	kvs_wire_hdr h = { .magic = KVS_WIRE_MAGIC, .version = KVS_WIRE_VERSION,
+			   .opcode = op, .len = (uint32_t)len, .status = 0 };
+	int rc;
+
+	if (c->dead || c->fd < 0)
+		return KVS_E_DISCONNECTED;
+	h.req_id = ++c->next_id;
+	kvs_wire_hdr_encode(&h, hb);
+	rc = send_msg(c, hb, c->buf, len);
+	if (rc < 0)
+		return rc;
+	rc = recv_full(c, hb, sizeof(hb), fd_out);
+	if (rc < 0)
+		return rc;
+	rc = kvs_wire_hdr_decode(hb, sizeof(hb), KVS_WIRE_MAX_PAYLOAD, &h);
+	if (rc < 0)
+		return die(c, rc == KVS_E_VERSION ? rc : KVS_E_PROTO);
+	if (h.opcode != op || h.req_id != c->next_id || h.status > 0 ||
+	    (h.status != 0 && h.len != 0))
+		return die(c, KVS_E_PROTO);
+	rc = grow(c, h.len);
+	if (rc < 0)
+		return die(c, rc); /* cannot drain the reply: stream lost */
+	rc = recv_full(c, c->buf, h.len, fd_out);
+	if (rc < 0)
+		return rc;
+	*rlen = h.len;
+	return h.status;
+}
+
+int kvs_default_socket_path(char *buf, size_t len)
+{
+	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	int n;
+
+	if (!buf)
+		return -EINVAL;
+	if (xdg && xdg[0])
+		n = snprintf(buf, len, "%s/kvshare/kvshared.sock", xdg);
+	else
+		n = snprintf(buf, len, "/tmp/kvshare-%u/kvshared.sock",
+			     (unsigned)getuid());
+	if (n < 0)
+		return -EINVAL;
+	if ((size_t)n >= len)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+static int sock_connect(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd, err;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+		return fd;
+	err = errno;
+	if (err == EINTR) {
+		/* The connect goes on in the background: wait for its end. */
+		struct pollfd p = { .fd = fd, .events = POLLOUT };
+		socklen_t sl = sizeof(err);
+
+		while (poll(&p, 1, -1) < 0 && errno == EINTR)
+			;
+		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &sl) < 0)
+			err = errno;
+		if (err == 0)
+			return fd;
+	}
+	close(fd);
+	if (err == ENOENT || err == ECONNREFUSED)
+		return KVS_E_NODAEMON;
+	return -err;
+}
+
+static int map_arena(kvs_client *c, int afd, const kvs_wire_hello_reply *r)
+{
+	struct stat st;
+	void *p;
+
+	if (afd < 0 || r->host_arena_bytes == 0 ||
+	    r->host_arena_bytes > SIZE_MAX)
+		return KVS_E_PROTO;
+	/* Mapping past the file's end would turn a reader's access into SIGBUS. */
+	if (fstat(afd, &st) < 0)
+		return -errno;
+	if ((uint64_t)st.st_size < r->host_arena_bytes)
+		return KVS_E_PROTO;
+	p = mmap(NULL, (size_t)r->host_arena_bytes, PROT_READ | PROT_WRITE,
+		 MAP_SHARED, afd, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	c->arena = p;
+	c->arena_bytes = r->host_arena_bytes;
+	c->arena_id = r->host_arena_id;
+	return 0;
+}
+
+static void unmap_arena(kvs_client *c)
+{
+	if (c->arena)
+		munmap(c->arena, (size_t)c->arena_bytes);
+	c->arena = NULL;
+	c->arena_bytes = 0;
+}
+
+/* Connect, say HELLO with the saved layout, map the arena. On failure the
+ * client is left dead and unmapped; it may be retried. */
+static int attach(kvs_client *c)
+{
+	const kvs_layout *l = c->has_layout ? &c->layout : NULL;
+	kvs_wire_hello_reply r;
+	uint32_t rlen = 0;
+	int afd = -1, rc, n;
+
+	c->fd = sock_connect(c->path);
+	if (c->fd < 0) {
+		rc = c->fd;
+		c->fd = -1;
+		return rc;
+	}
+	c->dead = 0;
+	rc = grow(c, 64 + 3 * KVS_NAME_MAX);
+	if (rc < 0)
+		return die(c, rc);
+	n = kvs_wire_hello_encode(l, c->buf, c->cap);
+	if (n < 0)
+		return die(c, KVS_E_LAYOUT);
+	rc = rpc(c, KVS_OP_HELLO, (size_t)n, &rlen, &afd);
+	if (rc == 0 && kvs_wire_hello_reply_decode(c->buf, rlen, &r) < 0)
+		rc = KVS_E_PROTO;
+	if (rc == 0 && r.arena_count > 1)
+		rc = KVS_E_PROTO;
+	/* Blocks are sized by the layout on both sides; a disagreement means
+	 * the two would read each other's KV with different shapes. */
+	if (rc == 0 && l && r.block_bytes != kvs_layout_block_bytes(l))
+		rc = KVS_E_PROTO;
+	if (rc == 0 && r.arena_count == 1)
+		rc = map_arena(c, afd, &r);
+	if (afd >= 0)
+		close(afd);
+	if (rc < 0)
+		return die(c, rc);
+	c->ns_id = r.ns_id;
+	c->block_bytes = l ? r.block_bytes : 0;
+	return 0;
+}
+
+static int dup_name(const char *s, char **out)
+{
+	*out = NULL;
+	if (!s)
+		return 0;
+	if (strlen(s) > KVS_NAME_MAX)
+		return KVS_E_LAYOUT;
+	*out = strdup(s);
+	return *out ? 0 : -ENOMEM;
+}
+
+static void free_client(kvs_client *c)
+{
+	unmap_arena(c);
+	if (c->fd >= 0)
+		close(c->fd);
+	free(c->path);
+	free(c->model);
+	free(c->adapter);
+	free(c->salt);
+	free(c->buf);
+	free(c);
+}
+
+int kvs_connect(const char *socket_path, const kvs_layout *layout,
+		kvs_client **out)
+{
+	char def[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	kvs_client *c;
+	int rc;
+
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+	if (!socket_path) {
+		rc = kvs_default_socket_path(def, sizeof(def));
+		if (rc < 0)
+			return rc;
+		socket_path = def;
+	}
+	if (layout && (!layout->model || !layout->model[0] ||
+		       kvs_layout_block_bytes(layout) == 0))
+		return KVS_E_LAYOUT;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->fd = -1;
+	c->path = strdup(socket_path);
+	rc = c->path ? 0 : -ENOMEM;
+	if (rc == 0 && layout) {
+		c->has_layout = 1;
+		c->layout = *layout;
+		rc = dup_name(layout->model, &c->model);
+		if (rc == 0)
+			rc = dup_name(layout->adapter, &c->adapter);
+		if (rc == 0)
+			rc = dup_name(layout->salt, &c->salt);
+		c->layout.model = c->model;
+		c->layout.adapter = c->adapter;
+		c->layout.salt = c->salt;
+		c->seed = kvs_hash_layout_seed(&c->layout);
+	}
+	if (rc == 0)
+		rc = attach(c);
+	if (rc < 0) {
+		free_client(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+int kvs_reconnect(kvs_client *c)
+{
+	if (!c)
+		return -EINVAL;
+	kill_client(c);
+	unmap_arena(c);
+	c->ns_id = 0;
+	return attach(c);
+}
+
+void kvs_close(kvs_client *c)
+{
+	if (c)
+		free_client(c);
+}
+
+uint64_t kvs_block_bytes(const kvs_client *c)
+{
+	return c ? c->block_bytes : 0;
+}
+
+uint32_t kvs_namespace_id(const kvs_client *c)
+{
+	return c ? c->ns_id : 0;
+}
+
+int kvs_hash_tokens(const kvs_client *c, const uint32_t *tokens,
+		    size_t ntokens, kvs_hash *out, size_t max)
+{
+	if (!c)
+		return -EINVAL;
+	if (!c->has_layout)
+		return KVS_E_NOTATTACHED;
+	if ((!tokens && ntokens) || (!out && max))
+		return -EINVAL;
+	if (max > INT_MAX)
+		max = INT_MAX;
+	return (int)kvs_hash_chain(c->seed, c->layout.block_tokens, tokens,
+				   ntokens, out, max);
+}
+
+/* LOOKUP and RESERVE: same request, same reply shape. */
+static int hashes_rpc(kvs_client *c, uint16_t op, const kvs_hash *hashes,
+		      size_t n, kvs_lease *lease, kvs_block *blocks)
+{
+	kvs_wire_blocks wb;
+	uint32_t rlen;
+	int rc;
+
+	if (!c || !lease || (n && (!hashes || !blocks)))
+		return -EINVAL;
+	*lease = 0;
+	if (c->dead)
+		return KVS_E_DISCONNECTED;
+	if (!c->has_layout)
+		return KVS_E_NOTATTACHED;
+	if (n > KVS_MAX_HASHES)
+		return KVS_E_TOOMANY;
+	if (n == 0)
+		return 0;
+	rc = grow(c, 8 + n * KVS_WIRE_HASH_SIZE);
+	if (rc < 0)
+		return rc;
+	rc = kvs_wire_hashes_encode(hashes, (uint32_t)n, 0, c->buf, c->cap);
+	if (rc < 0)
+		return rc;
+	rc = rpc(c, op, (size_t)rc, &rlen, NULL);
+	if (rc < 0)
+		return rc;
+	if (kvs_wire_blocks_decode(c->buf, rlen, &wb) < 0)
+		return die(c, KVS_E_PROTO);
+	/* A lookup answers the hits (a prefix), a reserve every block. */
+	if (op == KVS_OP_LOOKUP ? wb.count > n : wb.count != n)
+		return die(c, KVS_E_PROTO);
+	for (uint32_t i = 0; i < wb.count; i++)
+		blocks[i] = kvs_wire_block_at(wb.blocks, i);
+	*lease = wb.lease;
+	return (int)wb.count;
+}
+
+int kvs_lookup(kvs_client *c, const kvs_hash *hashes, size_t n,
+	       kvs_lease *lease, kvs_block *blocks)
+{
+	return hashes_rpc(c, KVS_OP_LOOKUP, hashes, n, lease, blocks);
+}
+
+int kvs_reserve(kvs_client *c, const kvs_hash *hashes, size_t n,
+		kvs_lease *lease, kvs_block *blocks)
+{
+	int rc = hashes_rpc(c, KVS_OP_RESERVE, hashes, n, lease, blocks);
+	int fresh = 0;
+
+	if (rc < 0)
+		return rc;
+	for (int i = 0; i < rc; i++)
+		fresh += blocks[i].status == KVS_BLOCK_NEW;
+	return fresh;
+}
+
+/* COMMIT, ABORT, RELEASE: a lease in, a count out. Lease 0 is the "no lease"
+ * that lookup and reserve hand out when nothing was pinned or reserved:
+ * ending it is a no-op, so callers need not special-case it. */
+static int lease_rpc(kvs_client *c, uint16_t op, kvs_lease lease)
+{
+	uint64_t count;
+	uint32_t rlen;
+	int rc;
+
+	if (!c)
+		return -EINVAL;
+	if (c->dead)
+		return KVS_E_DISCONNECTED;
+	if (lease == 0)
+		return 0;
+	rc = grow(c, 8);
+	if (rc < 0)
+		return rc;
+	kvs_wire_u64_encode(lease, c->buf, c->cap);
+	rc = rpc(c, op, 8, &rlen, NULL);
+	if (rc < 0)
+		return rc;
+	if (kvs_wire_u64_decode(c->buf, rlen, &count) < 0 || count > INT_MAX)
+		return die(c, KVS_E_PROTO);
+	return (int)count;
+}
+
+int kvs_commit(kvs_client *c, kvs_lease lease)
+{
+	return lease_rpc(c, KVS_OP_COMMIT, lease);
+}
+
+int kvs_abort(kvs_client *c, kvs_lease lease)
+{
+	return lease_rpc(c, KVS_OP_ABORT, lease);
+}
+
+int kvs_release(kvs_client *c, kvs_lease lease)
+{
+	int rc = lease_rpc(c, KVS_OP_RELEASE, lease);
+
+	return rc < 0 ? rc : 0;
+}
+
+/* 0 if @b names a whole block inside the mapped host arena. */
+static int check_block(const kvs_client *c, const kvs_block *b)
+{
+	if (!c || !b || !c->arena || b->tier != KVS_TIER_HOST ||
+	    c->block_bytes == 0)
+		return -EINVAL;
+	if (b->offset > c->arena_bytes ||
+	    c->block_bytes > c->arena_bytes - b->offset)
+		return -ERANGE;
+	return 0;
+}
+
+void *kvs_block_ptr(const kvs_client *c, const kvs_block *b)
+{
+	if (!c || c->dead || check_block(c, b) < 0)
+		return NULL;
+	return c->arena + b->offset;
+}
+
+int kvs_block_read(const kvs_client *c, const kvs_block *b, void *dst,
+		   size_t len)
+{
+	int rc;
+
+	if (c && c->dead)
+		return KVS_E_DISCONNECTED;
+	rc = check_block(c, b);
+	if (rc < 0)
+		return rc;
+	if (len > c->block_bytes || (len && !dst))
+		return -EINVAL;
+	memcpy(dst, c->arena + b->offset, len);
+	return 0;
+}
+
+int kvs_block_write(kvs_client *c, const kvs_block *b, const void *src,
+		    size_t len)
+{
+	int rc;
+
+	if (c && c->dead)
+		return KVS_E_DISCONNECTED;
+	rc = check_block(c, b);
+	if (rc < 0)
+		return rc;
+	/* Only a reserved slot is ours to fill; a committed block is immutable. */
+	if (b->status != KVS_BLOCK_NEW || len > c->block_bytes ||
+	    (len && !src))
+		return -EINVAL;
+	memcpy(c->arena + b->offset, src, len);
+	return 0;
+}
+
+int kvs_stats(kvs_client *c, char **text)
+{
+	uint32_t rlen;
+	char *s;
+	int rc;
+
+	if (!c || !text)
+		return -EINVAL;
+	*text = NULL;
+	rc = rpc(c, KVS_OP_STATS, 0, &rlen, NULL);
+	if (rc < 0)
+		return rc;
+	s = malloc((size_t)rlen + 1);
+	if (!s)
+		return -ENOMEM;
+	memcpy(s, c->buf, rlen);
+	s[rlen] = '\0';
+	*text = s;
+	return 0;
+}
+
+int kvs_stats_value(const char *text, const char *name, int64_t *value)
+{
+	size_t nl;
+
+	if (!text || !name || !value || !name[0])
+		return -EINVAL;
+	nl = strlen(name);
+	for (const char *p = text; *p; ) {
+		const char *eol = strchr(p, '\n');
+
+		if (!eol)
+			eol = p + strlen(p);
+		if ((size_t)(eol - p) > nl && !strncmp(p, name, nl) &&
+		    (p[nl] == ' ' || p[nl] == '\t')) {
+			char *end;
+			long long v;
+
+			errno = 0;
+			v = strtoll(p + nl + 1, &end, 10);
+			if (errno || end == p + nl + 1)
+				return -EINVAL;
+			*value = v;
+			return 0;
+		}
+		p = *eol ? eol + 1 : eol;
+	}
+	return -ENOENT;
+}

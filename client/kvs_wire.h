@@ -1,0 +1,142 @@
+/*
+ * kvs_wire.h - the wire format between libkvshare and kvshared, and its codec.
+ *
+ * Every message, request or reply, is a fixed 24-byte header followed by
+ * `len` bytes of payload. All integers are little-endian. A reply carries the
+ * request's opcode and req_id, and a status (0 or a negative error code);
+ * replies come in request order, so clients may pipeline. docs/protocol.md
+ * describes every message field by field.
+ *
+ * The codec is pure: it turns bytes into structs and back, knows nothing of
+ * sockets, and is what the fuzz targets exercise. Decoders never read past the
+ * buffer they are given and never allocate; decoded hash arrays point into
+ * that buffer (possibly unaligned: read them with kvs_wire_hash_at()).
+ *
+ * Thread: every function is reentrant.
+ */
+#ifndef KVS_WIRE_H
+#define KVS_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvshare.h"
+
+#define KVS_WIRE_MAGIC 0x3153564bu /* "KVS1" */
+#define KVS_WIRE_VERSION 1
+#define KVS_WIRE_HDR_SIZE 24
+#define KVS_WIRE_MAX_PAYLOAD (1u << 20) /* 1 MiB: fits KVS_MAX_HASHES hashes */
+#define KVS_WIRE_HASH_SIZE 16
+#define KVS_WIRE_BLOCK_SIZE 16 /* one kvs_block entry in a reply */
+
+enum kvs_opcode {
+	KVS_OP_HELLO = 1,
+	KVS_OP_LOOKUP = 2,
+	KVS_OP_RESERVE = 3,
+	KVS_OP_COMMIT = 4,
+	KVS_OP_ABORT = 5,
+	KVS_OP_RELEASE = 6,
+	KVS_OP_STATS = 7,
+	KVS_OP__COUNT
+};
+
+/* HELLO flags */
+#define KVS_HELLO_CONTROL 0x1u /* no layout: control-only connection */
+
+typedef struct kvs_wire_hdr {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t opcode;
+	uint32_t len;    /* payload bytes after the header */
+	int32_t status;  /* replies: 0 or a negative error; requests: 0 */
+	uint64_t req_id; /* chosen by the client, echoed in the reply */
+} kvs_wire_hdr;
+
+/* HELLO request payload, decoded. Strings point into the buffer and are NOT
+ * NUL-terminated: use the lengths. */
+typedef struct kvs_wire_hello {
+	uint32_t flags;
+	uint32_t layers, kv_heads, head_dim, block_tokens, tp_rank, tp_size;
+	uint32_t dtype;
+	const char *model;
+	const char *adapter;
+	const char *salt;
+	uint16_t model_len, adapter_len, salt_len;
+} kvs_wire_hello;
+
+/* HELLO reply payload. One fd (the host arena memfd) travels with it by
+ * SCM_RIGHTS unless the connection is control-only. */
+typedef struct kvs_wire_hello_reply {
+	uint32_t ns_id;
+	uint32_t arena_count;  /* fds attached: 0 or 1 for now */
+	uint64_t block_bytes;
+	uint64_t host_arena_bytes;
+	uint64_t host_arena_id; /* changes with every daemon start */
+} kvs_wire_hello_reply;
+
+/* LOOKUP and RESERVE request payload. */
+typedef struct kvs_wire_hashes {
+	uint32_t count;
+	uint32_t flags;
+	const uint8_t *hashes; /* count * 16 bytes, points into the buffer */
+} kvs_wire_hashes;
+
+/* LOOKUP and RESERVE reply payload: a lease and count block entries. */
+typedef struct kvs_wire_blocks {
+	uint64_t lease;
+	uint32_t count;
+	const uint8_t *blocks; /* count * 16 bytes, points into the buffer */
+} kvs_wire_blocks;
+
+/* COMMIT, ABORT and RELEASE: request carries a lease, reply a count. */
+
+/*
+ * kvs_wire_hdr_encode - write @h into @buf (KVS_WIRE_HDR_SIZE bytes).
+ */
+void kvs_wire_hdr_encode(const kvs_wire_hdr *h, uint8_t *buf);
+
+/*
+ * kvs_wire_hdr_decode - parse a header from @buf (@n bytes available).
+ * Returns 0; -EAGAIN when n < KVS_WIRE_HDR_SIZE; KVS_E_PROTO for a bad magic;
+ * KVS_E_VERSION for an unsupported version; KVS_E_TOOBIG when len is over
+ * @max_payload. The header is filled even on KVS_E_VERSION and KVS_E_TOOBIG,
+ * so the caller can answer with the request's id.
+ */
+int kvs_wire_hdr_decode(const uint8_t *buf, size_t n, uint32_t max_payload,
+			kvs_wire_hdr *h);
+
+/*
+ * Payload encoders: each writes into @buf (of @cap bytes) and returns the
+ * number of bytes written, or -ENOBUFS if @cap is too small, or -EINVAL /
+ * KVS_E_TOOMANY for arguments that cannot be encoded.
+ */
+int kvs_wire_hello_encode(const kvs_layout *layout, uint8_t *buf, size_t cap);
+int kvs_wire_hello_reply_encode(const kvs_wire_hello_reply *r, uint8_t *buf,
+				size_t cap);
+int kvs_wire_hashes_encode(const kvs_hash *hashes, uint32_t count,
+			   uint32_t flags, uint8_t *buf, size_t cap);
+int kvs_wire_blocks_encode(uint64_t lease, const kvs_block *blocks,
+			   uint32_t count, uint8_t *buf, size_t cap);
+int kvs_wire_u64_encode(uint64_t v, uint8_t *buf, size_t cap);
+
+/*
+ * Payload decoders: parse exactly @n bytes. Return 0, or KVS_E_PROTO when the
+ * payload is truncated, has trailing bytes, or a field is out of range
+ * (string over KVS_NAME_MAX, unknown flags); KVS_E_TOOMANY when a count is over
+ * KVS_MAX_HASHES.
+ */
+int kvs_wire_hello_decode(const uint8_t *p, size_t n, kvs_wire_hello *out);
+int kvs_wire_hello_reply_decode(const uint8_t *p, size_t n,
+				kvs_wire_hello_reply *out);
+int kvs_wire_hashes_decode(const uint8_t *p, size_t n, kvs_wire_hashes *out);
+int kvs_wire_blocks_decode(const uint8_t *p, size_t n, kvs_wire_blocks *out);
+int kvs_wire_u64_decode(const uint8_t *p, size_t n, uint64_t *out);
+
+/* Element accessors for decoded arrays (which may be unaligned). */
+kvs_hash kvs_wire_hash_at(const uint8_t *hashes, uint32_t i);
+kvs_block kvs_wire_block_at(const uint8_t *blocks, uint32_t i);
+
+/* The opcode's name ("lookup"), or "unknown". */
+const char *kvs_wire_opcode_name(uint32_t opcode);
+
+#endif /* KVS_WIRE_H */

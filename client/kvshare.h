@@ -1,0 +1,328 @@
+/*
+ * kvshare.h - the client library of kvshare, a KV-cache service for LLM workers
+ * on one machine.
+ *
+ * A worker attaches to the daemon (kvshared) over a Unix socket with the layout
+ * of its KV cache, maps the daemon's host arena (a memfd handed over at attach),
+ * and then moves block contents itself: the socket carries only metadata.
+ *
+ *   kvs_client *c;
+ *   kvs_connect(NULL, &layout, &c);              // NULL: the default socket
+ *   n = kvs_hash_tokens(c, tokens, ntok, hashes, max);
+ *   hits = kvs_lookup(c, hashes, n, &lease, blocks);   // pins the hits
+ *   ... copy kvs_block_ptr(c, &blocks[i]) into the model's KV cache ...
+ *   kvs_release(c, lease);
+ *   new = kvs_reserve(c, hashes, n, &wlease, blocks);  // slots for the misses
+ *   ... write KV of blocks[i] with status KVS_BLOCK_NEW ...
+ *   kvs_commit(c, wlease);                        // publish atomically
+ *
+ * Caveats
+ *  - An arena is a trust domain: every client that maps it can read and write
+ *    all of it. Namespaces separate layouts and salts, not adversaries.
+ *  - A committed block is immutable: never write through a pointer obtained
+ *    from kvs_lookup(), only into blocks of status KVS_BLOCK_NEW before commit.
+ *  - A pointer from kvs_block_ptr() is valid only while its lease is held;
+ *    after release the slot may be reused for another block at any time.
+ *  - Leases die with the connection: if the process exits or the daemon goes
+ *    away, every pin is dropped and every uncommitted slot is freed.
+ *  - Reserve always takes the whole hash chain from block 0 (as returned by
+ *    kvs_hash_tokens()): the daemon links each block to its parent, and
+ *    blocks that already exist are reported, not rewritten.
+ *
+ * Errors: every function returns 0 (or a count) on success and a negative
+ * number on failure: -errno for system errors, KVS_E_* for kvshare's own.
+ * kvs_strerror() names both. Nothing here sets errno, exits or aborts.
+ *
+ * Thread: a kvs_client is not thread-safe; use one per thread, or lock.
+ */
+#ifndef KVSHARE_H
+#define KVSHARE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KVSHARE_VERSION_MAJOR 0
+#define KVSHARE_VERSION_MINOR 1
+
+/* kvshare's own error codes: one reserved negative range. */
+enum {
+	KVS_E_BASE = -2000,
+	KVS_E_PROTO = -2001,        /* malformed or truncated message */
+	KVS_E_VERSION = -2002,      /* protocol version not supported */
+	KVS_E_OPCODE = -2003,       /* unknown opcode */
+	KVS_E_TOOBIG = -2004,       /* message length over the limit */
+	KVS_E_TOOMANY = -2005,      /* hash count over the limit */
+	KVS_E_LAYOUT = -2006,       /* invalid layout (zero sizes, block too large) */
+	KVS_E_ATTACHED = -2007,     /* already attached with another layout */
+	KVS_E_NOTATTACHED = -2008,  /* operation needs a namespace (attach a layout) */
+	KVS_E_NOLEASE = -2009,      /* no such lease */
+	KVS_E_NOTOWNER = -2010,     /* the lease belongs to another connection */
+	KVS_E_LEASEKIND = -2011,    /* commit/abort of a read lease */
+	KVS_E_FULL = -2012,         /* cache full: every evictable block is pinned */
+	KVS_E_LIMIT = -2013,        /* a per-client limit (leases, pins) is reached */
+	KVS_E_DISCONNECTED = -2014, /* the daemon went away; kvs_reconnect() */
+	KVS_E_NODAEMON = -2015,     /* nothing listens on the socket */
+	KVS_E_DAEMON_RUNNING = -2016, /* another daemon already serves this socket */
+	KVS_E_CONFIG = -2017,       /* bad configuration value */
+	KVS_E_INTERNAL = -2018,     /* a bug: reported, never silently ignored */
+	KVS_E_LAST = -2019
+};
+
+/* Element types of the KV cache as stored. */
+typedef enum kvs_dtype {
+	KVS_DTYPE_FP16 = 1,
+	KVS_DTYPE_BF16 = 2,
+	KVS_DTYPE_FP32 = 3,
+	KVS_DTYPE_FP8_E4M3 = 4,
+	KVS_DTYPE_INT8 = 5,
+} kvs_dtype;
+
+/* Tiers a block's bytes can be in. */
+typedef enum kvs_tier {
+	KVS_TIER_NONE = 0,
+	KVS_TIER_GPU = 1,
+	KVS_TIER_HOST = 2,
+	KVS_TIER_SSD = 3,
+} kvs_tier;
+
+/* Per-block status in a reserve reply. */
+typedef enum kvs_block_status {
+	KVS_BLOCK_HIT = 0,    /* lookup: present, pinned under the lease */
+	KVS_BLOCK_NEW = 1,    /* reserve: a slot is yours to write, then commit */
+	KVS_BLOCK_EXISTS = 2, /* reserve: already committed by someone */
+	KVS_BLOCK_BUSY = 3,   /* reserve: another client is writing it now */
+	KVS_BLOCK_FULL = 4,   /* reserve: no slot could be made (all pinned) */
+} kvs_block_status;
+
+/* A 128-bit chained block hash: names a whole token prefix in one namespace. */
+typedef struct kvs_hash {
+	uint64_t lo, hi;
+} kvs_hash;
+
+/* The layout of a worker's KV cache. Identical layouts share one namespace;
+ * any difference (including the salt) isolates. Strings are NUL-terminated,
+ * at most KVS_NAME_MAX bytes; adapter and salt may be NULL (none). */
+#define KVS_NAME_MAX 255
+typedef struct kvs_layout {
+	const char *model;    /* model id, required */
+	const char *adapter;  /* LoRA/adapter id, or NULL */
+	const char *salt;     /* tenant salt, or NULL */
+	uint32_t layers;      /* transformer layers in this rank */
+	uint32_t kv_heads;    /* KV heads in this rank */
+	uint32_t head_dim;
+	uint32_t block_tokens; /* tokens per cache block */
+	uint32_t tp_rank;     /* tensor-parallel rank (0 if none) */
+	uint32_t tp_size;     /* tensor-parallel size (1 if none) */
+	kvs_dtype dtype;      /* stored element type */
+} kvs_layout;
+
+/* One block in a lookup or reserve reply. */
+typedef struct kvs_block {
+	uint64_t offset;  /* byte offset of the block in its tier's arena */
+	uint32_t gen;     /* slot generation: detects stale references */
+	uint8_t tier;     /* kvs_tier */
+	uint8_t status;   /* kvs_block_status */
+} kvs_block;
+
+typedef uint64_t kvs_lease;
+typedef struct kvs_client kvs_client;
+
+/* Limits of one request. */
+#define KVS_MAX_HASHES 16384
+
+/*
+ * kvs_strerror - name an error code.
+ * @err: a negative KVS_E_* code or -errno.
+ * Returns a static string; never NULL.
+ * Ownership: static storage. Thread: any.
+ */
+const char *kvs_strerror(int err);
+
+/*
+ * kvs_default_socket_path - the daemon's default socket path:
+ * $XDG_RUNTIME_DIR/kvshare/kvshared.sock, else /tmp/kvshare-$UID/kvshared.sock.
+ * @buf, @len: where to write it, NUL-terminated.
+ * Errors: -ENAMETOOLONG if it does not fit.
+ * Ownership: caller's buffer. Thread: any.
+ */
+int kvs_default_socket_path(char *buf, size_t len);
+
+/*
+ * kvs_dtype_bytes - bytes of one stored element of @dtype, 0 if unknown.
+ * Thread: any.
+ */
+size_t kvs_dtype_bytes(kvs_dtype dtype);
+
+/*
+ * kvs_layout_block_bytes - bytes of one block of @layout:
+ * layers * 2 (K and V) * kv_heads * head_dim * block_tokens * dtype bytes.
+ * Returns 0 if any factor is zero or the product overflows.
+ * Thread: any.
+ */
+uint64_t kvs_layout_block_bytes(const kvs_layout *layout);
+
+/*
+ * kvs_connect - connect to the daemon and attach with a layout.
+ * @socket_path: the daemon's socket, or NULL for kvs_default_socket_path().
+ * @layout: the worker's KV layout, or NULL for a control-only connection
+ *          (stats and operator commands; no arena is mapped).
+ * @out: the new client.
+ * Errors: KVS_E_NODAEMON (nothing listening), KVS_E_LAYOUT, KVS_E_VERSION,
+ *         KVS_E_PROTO, -ENOMEM, other -errno from socket/mmap.
+ * Ownership: *out belongs to the caller until kvs_close(). The layout's
+ *            strings are copied.
+ * Thread: any; the client then belongs to the calling thread.
+ */
+int kvs_connect(const char *socket_path, const kvs_layout *layout,
+		kvs_client **out);
+
+/*
+ * kvs_reconnect - after KVS_E_DISCONNECTED, connect and attach again with the
+ * same socket path and layout, mapping the (possibly new) daemon's arena.
+ * Blocks and pointers from before are invalid.
+ * Errors: as kvs_connect().
+ * Thread: the client's.
+ */
+int kvs_reconnect(kvs_client *c);
+
+/*
+ * kvs_close - detach and free the client. Leases still held are dropped by
+ * the daemon. @c may be NULL.
+ * Thread: the client's.
+ */
+void kvs_close(kvs_client *c);
+
+/*
+ * kvs_block_bytes - bytes of one block of this client's namespace
+ * (0 for a control-only client).
+ * Thread: the client's.
+ */
+uint64_t kvs_block_bytes(const kvs_client *c);
+
+/*
+ * kvs_namespace_id - the daemon's id of this client's namespace (0 if none).
+ * Thread: the client's.
+ */
+uint32_t kvs_namespace_id(const kvs_client *c);
+
+/*
+ * kvs_hash_tokens - chained hashes of the full blocks of a token array:
+ * h_i = XXH3_128(h_{i-1} || tokens of block i), h_{-1} derived from the
+ * namespace (layout and salt). A trailing partial block is not hashed.
+ * @tokens, @ntokens: token ids.
+ * @out, @max: where to write at most @max hashes.
+ * Returns the number of hashes written (ntokens / block_tokens, capped at max).
+ * Errors: KVS_E_NOTATTACHED for a control-only client, -EINVAL.
+ * Ownership: caller's arrays. Thread: the client's.
+ */
+int kvs_hash_tokens(const kvs_client *c, const uint32_t *tokens,
+		    size_t ntokens, kvs_hash *out, size_t max);
+
+/*
+ * kvs_hash_layout_seed - h_{-1} for a layout, as kvs_hash_tokens() uses it;
+ * and kvs_hash_chain - the same chaining from an explicit seed. Exposed so
+ * that tools and tests can compute hashes without a connection.
+ * Thread: any.
+ */
+kvs_hash kvs_hash_layout_seed(const kvs_layout *layout);
+size_t kvs_hash_chain(kvs_hash seed, uint32_t block_tokens,
+		      const uint32_t *tokens, size_t ntokens, kvs_hash *out,
+		      size_t max);
+
+/*
+ * kvs_lookup - find the longest cached prefix of a hash chain and pin it.
+ * @hashes, @n: the chain, from block 0 (n <= KVS_MAX_HASHES).
+ * @lease: set to the lease pinning the hits (0 when there are none).
+ * @blocks: n entries; the first <return value> are filled (status HIT).
+ * Returns the number of leading blocks present (0..n).
+ * Errors: KVS_E_NOTATTACHED, KVS_E_TOOMANY, KVS_E_LIMIT, KVS_E_DISCONNECTED.
+ * Ownership: caller's arrays; the lease must be released with kvs_release().
+ * Thread: the client's.
+ */
+int kvs_lookup(kvs_client *c, const kvs_hash *hashes, size_t n,
+	       kvs_lease *lease, kvs_block *blocks);
+
+/*
+ * kvs_reserve - get slots to write the blocks of a chain that are missing.
+ * @hashes, @n: the chain, from block 0.
+ * @lease: set to the write lease (0 if no slot was reserved).
+ * @blocks: n entries, all filled: status NEW (yours to write), EXISTS,
+ *          BUSY (someone else is writing it) or FULL (no room; the rest of
+ *          the chain is FULL too).
+ * Returns the number of NEW blocks.
+ * Errors: KVS_E_FULL when blocks were missing and not one slot could be
+ *         made; KVS_E_NOTATTACHED, KVS_E_TOOMANY, KVS_E_LIMIT,
+ *         KVS_E_DISCONNECTED.
+ * Ownership: the lease must end with kvs_commit() or kvs_abort().
+ * Thread: the client's.
+ */
+int kvs_reserve(kvs_client *c, const kvs_hash *hashes, size_t n,
+		kvs_lease *lease, kvs_block *blocks);
+
+/*
+ * kvs_commit - publish every block of a write lease atomically and end it.
+ * Returns the number of blocks published.
+ * Errors: KVS_E_NOLEASE, KVS_E_NOTOWNER, KVS_E_LEASEKIND, KVS_E_DISCONNECTED.
+ * Thread: the client's.
+ */
+int kvs_commit(kvs_client *c, kvs_lease lease);
+
+/*
+ * kvs_abort - free every uncommitted slot of a write lease and end it.
+ * Returns the number of slots freed.
+ * Errors: as kvs_commit().
+ * Thread: the client's.
+ */
+int kvs_abort(kvs_client *c, kvs_lease lease);
+
+/*
+ * kvs_release - drop the pins of a read lease (or abort a write lease).
+ * Errors: KVS_E_NOLEASE, KVS_E_NOTOWNER, KVS_E_DISCONNECTED.
+ * Thread: the client's.
+ */
+int kvs_release(kvs_client *c, kvs_lease lease);
+
+/*
+ * kvs_block_ptr - the address of a host-tier block in this client's mapping
+ * of the arena, or NULL if the block is not in the host tier or is out of
+ * the arena's bounds.
+ * Ownership: valid while the block's lease is held.
+ * Thread: the client's.
+ */
+void *kvs_block_ptr(const kvs_client *c, const kvs_block *b);
+
+/*
+ * kvs_block_read / kvs_block_write - copy @len bytes between a host-tier
+ * block and a caller buffer (len <= kvs_block_bytes()).
+ * Errors: -EINVAL (len too large, not a host block), -ERANGE (out of arena).
+ * Thread: the client's.
+ */
+int kvs_block_read(const kvs_client *c, const kvs_block *b, void *dst,
+		   size_t len);
+int kvs_block_write(kvs_client *c, const kvs_block *b, const void *src,
+		    size_t len);
+
+/*
+ * kvs_stats - the daemon's counters and gauges as text, one
+ * "section.name value" per line.
+ * @text: set to a NUL-terminated string; free() it.
+ * Errors: KVS_E_DISCONNECTED, -ENOMEM.
+ * Thread: the client's.
+ */
+int kvs_stats(kvs_client *c, char **text);
+
+/*
+ * kvs_stats_value - find "name" in a kvs_stats() text.
+ * Returns 0 and sets *value, or -ENOENT.
+ * Thread: any.
+ */
+int kvs_stats_value(const char *text, const char *name, int64_t *value);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KVSHARE_H */

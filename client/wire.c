@@ -1,0 +1,288 @@
+/* wire.c - the pure wire codec (see kvs_wire.h). Little-endian throughout. */
+#include <errno.h>
+#include <string.h>
+
+#include "kvs_wire.h"
+
+static inline void put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+static inline void put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline void put64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline uint16_t get16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static inline uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+static inline uint64_t get64(const uint8_t *p)
+{
+	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+void kvs_wire_hdr_encode(const kvs_wire_hdr *h, uint8_t *buf)
+{
+	put32(buf, h->magic);
+	put16(buf + 4, h->version);
+	put16(buf + 6, h->opcode);
+	put32(buf + 8, h->len);
+	put32(buf + 12, (uint32_t)h->status);
+	put64(buf + 16, h->req_id);
+}
+
+int kvs_wire_hdr_decode(const uint8_t *buf, size_t n, uint32_t max_payload,
+			kvs_wire_hdr *h)
+{
+	if (n < KVS_WIRE_HDR_SIZE)
+		return -EAGAIN;
+	h->magic = get32(buf);
+	h->version = get16(buf + 4);
+	h->opcode = get16(buf + 6);
+	h->len = get32(buf + 8);
+	h->status = (int32_t)get32(buf + 12);
+	h->req_id = get64(buf + 16);
+	if (h->magic != KVS_WIRE_MAGIC)
+		return KVS_E_PROTO;
+	if (h->len > max_payload)
+		return KVS_E_TOOBIG;
+	if (h->version != KVS_WIRE_VERSION)
+		return KVS_E_VERSION;
+	return 0;
+}
+
+/* HELLO: flags u32, 7 x u32 (layers, kv_heads, head_dim, block_tokens,
+ * tp_rank, tp_size, dtype), 3 x u16 string lengths, u16 zero, then strings. */
+#define HELLO_FIXED (4 + 7 * 4 + 4 * 2)
+
+static size_t name_len(const char *s)
+{
+	return s ? strlen(s) : 0;
+}
+
+int kvs_wire_hello_encode(const kvs_layout *l, uint8_t *buf, size_t cap)
+{
+	size_t ml, al, sl, need;
+	uint8_t *p = buf;
+
+	if (!l) {
+		if (cap < HELLO_FIXED)
+			return -ENOBUFS;
+		memset(buf, 0, HELLO_FIXED);
+		put32(buf, KVS_HELLO_CONTROL);
+		return HELLO_FIXED;
+	}
+	ml = name_len(l->model);
+	al = name_len(l->adapter);
+	sl = name_len(l->salt);
+	if (ml > KVS_NAME_MAX || al > KVS_NAME_MAX || sl > KVS_NAME_MAX)
+		return -EINVAL;
+	need = HELLO_FIXED + ml + al + sl;
+	if (cap < need)
+		return -ENOBUFS;
+	put32(p, 0);
+	put32(p + 4, l->layers);
+	put32(p + 8, l->kv_heads);
+	put32(p + 12, l->head_dim);
+	put32(p + 16, l->block_tokens);
+	put32(p + 20, l->tp_rank);
+	put32(p + 24, l->tp_size);
+	put32(p + 28, (uint32_t)l->dtype);
+	put16(p + 32, (uint16_t)ml);
+	put16(p + 34, (uint16_t)al);
+	put16(p + 36, (uint16_t)sl);
+	put16(p + 38, 0);
+	p += HELLO_FIXED;
+	if (ml)
+		memcpy(p, l->model, ml);
+	if (al)
+		memcpy(p + ml, l->adapter, al);
+	if (sl)
+		memcpy(p + ml + al, l->salt, sl);
+	return (int)need;
+}
+
+int kvs_wire_hello_decode(const uint8_t *p, size_t n, kvs_wire_hello *o)
+{
+	if (n < HELLO_FIXED)
+		return KVS_E_PROTO;
+	o->flags = get32(p);
+	o->layers = get32(p + 4);
+	o->kv_heads = get32(p + 8);
+	o->head_dim = get32(p + 12);
+	o->block_tokens = get32(p + 16);
+	o->tp_rank = get32(p + 20);
+	o->tp_size = get32(p + 24);
+	o->dtype = get32(p + 28);
+	o->model_len = get16(p + 32);
+	o->adapter_len = get16(p + 34);
+	o->salt_len = get16(p + 36);
+	if (o->flags & ~KVS_HELLO_CONTROL || get16(p + 38) != 0)
+		return KVS_E_PROTO;
+	if (o->model_len > KVS_NAME_MAX || o->adapter_len > KVS_NAME_MAX ||
+	    o->salt_len > KVS_NAME_MAX)
+		return KVS_E_PROTO;
+	if (n != HELLO_FIXED + (size_t)o->model_len + o->adapter_len + o->salt_len)
+		return KVS_E_PROTO;
+	o->model = (const char *)p + HELLO_FIXED;
+	o->adapter = o->model + o->model_len;
+	o->salt = o->adapter + o->adapter_len;
+	return 0;
+}
+
+#define HELLO_REPLY_SIZE 32
+
+int kvs_wire_hello_reply_encode(const kvs_wire_hello_reply *r, uint8_t *buf,
+				size_t cap)
+{
+	if (cap < HELLO_REPLY_SIZE)
+		return -ENOBUFS;
+	put32(buf, r->ns_id);
+	put32(buf + 4, r->arena_count);
+	put64(buf + 8, r->block_bytes);
+	put64(buf + 16, r->host_arena_bytes);
+	put64(buf + 24, r->host_arena_id);
+	return HELLO_REPLY_SIZE;
+}
+
+int kvs_wire_hello_reply_decode(const uint8_t *p, size_t n,
+				kvs_wire_hello_reply *o)
+{
+	if (n != HELLO_REPLY_SIZE)
+		return KVS_E_PROTO;
+	o->ns_id = get32(p);
+	o->arena_count = get32(p + 4);
+	o->block_bytes = get64(p + 8);
+	o->host_arena_bytes = get64(p + 16);
+	o->host_arena_id = get64(p + 24);
+	return 0;
+}
+
+int kvs_wire_hashes_encode(const kvs_hash *hashes, uint32_t count,
+			   uint32_t flags, uint8_t *buf, size_t cap)
+{
+	size_t need = 8 + (size_t)count * KVS_WIRE_HASH_SIZE;
+
+	if (count > KVS_MAX_HASHES)
+		return KVS_E_TOOMANY;
+	if (cap < need)
+		return -ENOBUFS;
+	put32(buf, count);
+	put32(buf + 4, flags);
+	for (uint32_t i = 0; i < count; i++) {
+		put64(buf + 8 + 16 * (size_t)i, hashes[i].lo);
+		put64(buf + 16 + 16 * (size_t)i, hashes[i].hi);
+	}
+	return (int)need;
+}
+
+int kvs_wire_hashes_decode(const uint8_t *p, size_t n, kvs_wire_hashes *o)
+{
+	if (n < 8)
+		return KVS_E_PROTO;
+	o->count = get32(p);
+	o->flags = get32(p + 4);
+	if (o->count > KVS_MAX_HASHES)
+		return KVS_E_TOOMANY;
+	if (o->flags != 0)
+		return KVS_E_PROTO;
+	if (n != 8 + (size_t)o->count * KVS_WIRE_HASH_SIZE)
+		return KVS_E_PROTO;
+	o->hashes = p + 8;
+	return 0;
+}
+
+/* Block entry: offset u64, gen u32, tier u8, status u8, u16 zero. */
+int kvs_wire_blocks_encode(uint64_t lease, const kvs_block *blocks,
+			   uint32_t count, uint8_t *buf, size_t cap)
+{
+	size_t need = 16 + (size_t)count * KVS_WIRE_BLOCK_SIZE;
+
+	if (count > KVS_MAX_HASHES)
+		return KVS_E_TOOMANY;
+	if (cap < need)
+		return -ENOBUFS;
+	put64(buf, lease);
+	put32(buf + 8, count);
+	put32(buf + 12, 0);
+	for (uint32_t i = 0; i < count; i++) {
+		uint8_t *e = buf + 16 + (size_t)i * KVS_WIRE_BLOCK_SIZE;
+
+		put64(e, blocks[i].offset);
+		put32(e + 8, blocks[i].gen);
+		e[12] = blocks[i].tier;
+		e[13] = blocks[i].status;
+		put16(e + 14, 0);
+	}
+	return (int)need;
+}
+
+int kvs_wire_blocks_decode(const uint8_t *p, size_t n, kvs_wire_blocks *o)
+{
+	if (n < 16)
+		return KVS_E_PROTO;
+	o->lease = get64(p);
+	o->count = get32(p + 8);
+	if (o->count > KVS_MAX_HASHES)
+		return KVS_E_TOOMANY;
+	if (get32(p + 12) != 0 ||
+	    n != 16 + (size_t)o->count * KVS_WIRE_BLOCK_SIZE)
+		return KVS_E_PROTO;
+	o->blocks = p + 16;
+	return 0;
+}
+
+int kvs_wire_u64_encode(uint64_t v, uint8_t *buf, size_t cap)
+{
+	if (cap < 8)
+		return -ENOBUFS;
+	put64(buf, v);
+	return 8;
+}
+
+int kvs_wire_u64_decode(const uint8_t *p, size_t n, uint64_t *out)
+{
+	if (n != 8)
+		return KVS_E_PROTO;
+	*out = get64(p);
+	return 0;
+}
+
+kvs_hash kvs_wire_hash_at(const uint8_t *hashes, uint32_t i)
+{
+	kvs_hash h;
+
+	h.lo = get64(hashes + 16 * (size_t)i);
+	h.hi = get64(hashes + 16 * (size_t)i + 8);
+	return h;
+}
+
+kvs_block kvs_wire_block_at(const uint8_t *blocks, uint32_t i)
+{
+	const uint8_t *e = blocks + (size_t)i * KVS_WIRE_BLOCK_SIZE;
+	kvs_block b;
+
+	b.offset = get64(e);
+	b.gen = get32(e + 8);
+	b.tier = e[12];
+	b.status = e[13];
+	return b;
+}
+
+const char *kvs_wire_opcode_name(uint32_t op)
+{
+	static const char *const names[KVS_OP__COUNT] = {
+		[KVS_OP_HELLO] = "hello",     [KVS_OP_LOOKUP] = "lookup",
+		[KVS_OP_RESERVE] = "reserve", [KVS_OP_COMMIT] = "commit",
+		[KVS_OP_ABORT] = "abort",     [KVS_OP_RELEASE] = "release",
+		[KVS_OP_STATS] = "stats",
+	};
+	if (op < KVS_OP__COUNT && names[op])
+		return names[op];
+	return "unknown";
+}

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# deps.sh - install the Debian packages kvshare needs to build, test and run.
+#
+# Silent and quick when everything is already installed (it only asks dpkg).
+# Otherwise it runs apt-get update + apt-get install as root, through sudo
+# when not root. Set KVS_SKIP_DEPS=1 to skip it (a non-Debian system that
+# provides the same libraries some other way).
+set -euo pipefail
+
+PACKAGES=(
+	build-essential # gcc, make, libc headers
+	cmake
+	pkg-config
+	libevent-dev  # the daemon's event loop
+	liburing-dev  # SSD tier (found now, used in a later stage)
+	liblmdb-dev   # SSD index (found now, used in a later stage)
+	libxxhash-dev # block hashes
+	python3       # tests parse JSON with it
+	procps        # ps, pgrep: tests and scripts inspect processes
+)
+
+die() {
+	echo "deps.sh: $*" >&2
+	exit 1
+}
+
+[[ ${KVS_SKIP_DEPS:-0} == 1 ]] && exit 0
+
+if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
+	die "dpkg-query/apt-get not found: this script installs Debian packages" \
+		"(Debian 12). Install the equivalents of: ${PACKAGES[*]}," \
+		"then rerun with KVS_SKIP_DEPS=1."
+fi
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+	status=$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)
+	[[ $status == installed ]] || missing+=("$pkg")
+done
+((${#missing[@]} == 0)) && exit 0
+
+if ((EUID == 0)); then
+	as_root=()
+elif command -v sudo >/dev/null 2>&1; then
+	as_root=(sudo)
+else
+	die "missing Debian packages: ${missing[*]}; installing them needs root," \
+		"and sudo is not installed. As root, run:" \
+		"apt-get update && apt-get install -y --no-install-recommends ${missing[*]}"
+fi
+
+echo "deps.sh: installing Debian packages: ${missing[*]}" >&2
+log=$(mktemp -t kvshare-deps.XXXXXX)
+# env, so that DEBIAN_FRONTEND survives sudo's environment reset.
+apt=("${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -q -y)
+if ! { "${apt[@]}" update && "${apt[@]}" install --no-install-recommends "${missing[@]}"; } >"$log" 2>&1; then
+	tail -n 30 "$log" >&2
+	die "apt-get failed (full log: $log)"
+fi
+rm -f "$log"
+
+for pkg in "${missing[@]}"; do
+	status=$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)
+	[[ $status == installed ]] || die "$pkg is still not installed after apt-get install"
+done
+echo "deps.sh: done" >&2

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# test.sh - kvshare's test command: everything CI runs, in order.
+#
+#   scripts/test.sh [extra ctest options, e.g. -R unit]
+#
+# Installs missing Debian packages (scripts/deps.sh), builds, and runs every
+# step below. Stops at the first step that fails and exits with its status
+# (for the ctest step, ctest's own). Timeouts per test are set in CMake.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+BUILD_DIR=${BUILD_DIR:-build}
+CTEST_ARGS=("$@")
+
+step_build() {
+	BUILD_DIR=$BUILD_DIR scripts/build.sh
+}
+
+step_ctest() {
+	# --no-tests=error: an empty test list is a broken build, not a pass.
+	ctest --test-dir "$BUILD_DIR" --output-on-failure -j2 --no-tests=error \
+		"${CTEST_ARGS[@]}"
+}
+
+# The steps, in order: "function|title". Later stages add theirs here.
+STEPS=(
+	"step_build|build ($BUILD_DIR, -Werror)"
+	"step_ctest|unit and integration tests (ctest)"
+)
+
+n=${#STEPS[@]}
+i=0
+for entry in "${STEPS[@]}"; do
+	i=$((i + 1))
+	fn=${entry%%|*}
+	title=${entry#*|}
+	printf '\n=== test.sh [%d/%d] %s ===\n' "$i" "$n" "$title"
+	start=$SECONDS
+	# A subshell with errexit on, run outside any || list so that errexit
+	# holds inside the step's function too.
+	set +e
+	(
+		set -e
+		"$fn"
+	)
+	status=$?
+	set -e
+	if ((status != 0)); then
+		printf '\n=== test.sh: FAILED at step %d/%d (%s): exit status %d ===\n' \
+			"$i" "$n" "$title" "$status" >&2
+		exit "$status"
+	fi
+	printf '=== test.sh [%d/%d] %s: ok (%ds) ===\n' "$i" "$n" "$title" \
+		$((SECONDS - start))
+done
+printf '\n=== test.sh: all %d steps passed ===\n' "$n"

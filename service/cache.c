@@ -1,0 +1,795 @@
+/* cache.c - blocks, namespaces, leases, eviction (see kvs_cache.h). */
+#define _GNU_SOURCE
+#include "kvs_cache.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "kvs_arena.h"
+#include "kvs_log.h"
+#include "kvs_policy.h"
+#include "kvs_slab.h"
+#include "kvs_table.h"
+
+/* An eviction loop that frees other classes' slots hoping to empty a whole
+ * slab gives up after this many victims rather than flush the cache. */
+#define MAX_EVICTIONS_PER_SLOT 4096
+
+enum lease_kind { LEASE_FREE = 0, LEASE_READ = 1, LEASE_WRITE = 2 };
+
+typedef struct lease {
+	uint32_t gen;
+	uint8_t kind;
+	kvs_owner *owner;
+	uint32_t prev, next; /* owner's list, or the free list (next) */
+	uint32_t n, cap;
+	uint32_t *recs;
+} lease;
+
+typedef struct ns {
+	kvs_ns_info info;
+	char *model, *adapter, *salt;
+	uint32_t salt_len;
+	uint32_t cls;
+} ns;
+
+struct kvs_owner {
+	uint32_t ns;      /* 0: not attached */
+	uint32_t leases;  /* head of the owner's lease list */
+	uint32_t nleases;
+};
+
+struct kvs_cache {
+	kvs_counters *stats;
+	kvs_arena *arena;
+	kvs_slab *slab;
+	kvs_table *table;
+	kvs_policy *policy;
+	uint64_t arena_id;
+	uint32_t gen;         /* slot generations handed out */
+	uint32_t max_leases;
+	lease *leases;
+	uint32_t nleases, free_lease, active_leases;
+	uint64_t pins;        /* sum of refs */
+	ns *nss;              /* namespace id i+1 is nss[i] */
+	uint32_t nns;
+};
+
+#define NONE KVS_REC_NONE
+
+static kvs_rec *rec(const kvs_cache *c, uint32_t idx)
+{
+	return kvs_table_rec(c->table, idx);
+}
+
+/* ---- evictable set ---------------------------------------------------- */
+
+/* A record is evictable when committed, unpinned and a leaf; the policy
+ * holds exactly the evictable records. Call after any of those changes. */
+static void sync_evictable(kvs_cache *c, uint32_t idx)
+{
+	kvs_rec *r = rec(c, idx);
+	int want = r->state == KVS_REC_READY && r->refs == 0 && r->children == 0;
+
+	if (want && r->pol == NONE)
+		kvs_policy_add(c->policy, idx);
+	else if (!want && r->pol != NONE)
+		kvs_policy_del(c->policy, idx);
+}
+
+static void unlink_parent(kvs_cache *c, uint32_t idx)
+{
+	uint32_t p = rec(c, idx)->parent;
+
+	if (p == NONE)
+		return;
+	rec(c, p)->children--;
+	sync_evictable(c, p);
+}
+
+static void evict(kvs_cache *c, uint32_t idx)
+{
+	kvs_rec *r = rec(c, idx);
+
+	kvs_policy_del(c->policy, idx);
+	kvs_slab_free(c->slab, r->offset);
+	c->nss[r->ns - 1].info.blocks--;
+	unlink_parent(c, idx);
+	kvs_debug("evict block %016llx%016llx ns %u",
+		  (unsigned long long)r->hash.hi, (unsigned long long)r->hash.lo,
+		  r->ns);
+	kvs_table_remove(c->table, idx);
+	c->stats->blocks_evicted++;
+}
+
+/* A free slot of class @cls, evicting as needed: a victim of the same class
+ * first (its slot is the one needed), else the oldest of any class until a
+ * slab empties and its pages can be re-cut. */
+static int alloc_slot(kvs_cache *c, uint32_t cls, uint64_t *off)
+{
+	for (int n = 0; n <= MAX_EVICTIONS_PER_SLOT; n++) {
+		uint32_t v;
+		int rc = kvs_slab_alloc(c->slab, cls, off);
+
+		if (rc != -ENOSPC)
+			return rc;
+		v = kvs_policy_victim(c->policy, cls);
+		if (v == NONE)
+			v = kvs_policy_victim(c->policy, KVS_CLASS_ANY);
+		if (v == NONE)
+			return KVS_E_FULL;
+		evict(c, v);
+	}
+	return KVS_E_FULL;
+}
+
+/* ---- leases ----------------------------------------------------------- */
+
+static uint64_t lease_id(const kvs_cache *c, uint32_t slot)
+{
+	return (uint64_t)c->leases[slot].gen << 32 | slot;
+}
+
+static int lease_new(kvs_cache *c, kvs_owner *o, uint8_t kind, uint32_t *out)
+{
+	lease *l;
+	uint32_t s;
+
+	if (o->nleases >= c->max_leases) {
+		c->stats->errors_limit++;
+		return KVS_E_LIMIT;
+	}
+	if (c->free_lease == NONE) {
+		uint32_t n = c->nleases ? c->nleases * 2 : 64;
+		lease *nl = realloc(c->leases, (size_t)n * sizeof(*nl));
+
+		if (!nl)
+			return -ENOMEM;
+		for (uint32_t i = n; i-- > c->nleases;) {
+			nl[i] = (lease){ .gen = 1, .next = c->free_lease };
+			c->free_lease = i;
+		}
+		c->leases = nl;
+		c->nleases = n;
+	}
+	s = c->free_lease;
+	l = &c->leases[s];
+	c->free_lease = l->next;
+	l->kind = kind;
+	l->owner = o;
+	l->n = 0;
+	l->prev = NONE;
+	l->next = o->leases;
+	if (o->leases != NONE)
+		c->leases[o->leases].prev = s;
+	o->leases = s;
+	o->nleases++;
+	c->active_leases++;
+	*out = s;
+	return 0;
+}
+
+static int lease_room(lease *l, uint32_t more)
+{
+	if (l->n + more > l->cap) {
+		uint32_t cap = l->cap ? l->cap : 16;
+		uint32_t *nr;
+
+		while (cap < l->n + more)
+			cap *= 2;
+		nr = realloc(l->recs, (size_t)cap * sizeof(uint32_t));
+		if (!nr)
+			return -ENOMEM;
+		l->recs = nr;
+		l->cap = cap;
+	}
+	return 0;
+}
+
+static void lease_free(kvs_cache *c, uint32_t s)
+{
+	lease *l = &c->leases[s];
+	kvs_owner *o = l->owner;
+
+	if (l->prev != NONE)
+		c->leases[l->prev].next = l->next;
+	else
+		o->leases = l->next;
+	if (l->next != NONE)
+		c->leases[l->next].prev = l->prev;
+	o->nleases--;
+	c->active_leases--;
+	l->kind = LEASE_FREE;
+	l->owner = NULL;
+	l->n = 0;
+	/* A big lease's array is not kept around for the next small one. */
+	if (l->cap > 1024) {
+		free(l->recs);
+		l->recs = NULL;
+		l->cap = 0;
+	}
+	if (++l->gen == 0)
+		l->gen = 1;
+	l->next = c->free_lease;
+	c->free_lease = s;
+}
+
+static int lease_get(kvs_cache *c, kvs_owner *o, uint64_t id, uint32_t *out)
+{
+	uint32_t s = (uint32_t)id, gen = (uint32_t)(id >> 32);
+
+	if (s >= c->nleases || c->leases[s].kind == LEASE_FREE ||
+	    c->leases[s].gen != gen) {
+		c->stats->errors_lease++;
+		return KVS_E_NOLEASE;
+	}
+	if (c->leases[s].owner != o) {
+		c->stats->errors_lease++;
+		return KVS_E_NOTOWNER;
+	}
+	*out = s;
+	return 0;
+}
+
+static uint32_t end_read(kvs_cache *c, uint32_t s)
+{
+	lease *l = &c->leases[s];
+	uint32_t n = l->n;
+
+	for (uint32_t i = 0; i < n; i++) {
+		rec(c, l->recs[i])->refs--;
+		sync_evictable(c, l->recs[i]);
+	}
+	c->pins -= n;
+	lease_free(c, s);
+	return n;
+}
+
+static uint32_t end_write(kvs_cache *c, uint32_t s, int commit)
+{
+	lease *l = &c->leases[s];
+	uint32_t n = l->n;
+
+	if (commit) {
+		for (uint32_t i = 0; i < n; i++) {
+			uint32_t idx = l->recs[i];
+			kvs_rec *r = rec(c, idx);
+			ns *sp = &c->nss[r->ns - 1];
+
+			r->state = KVS_REC_READY;
+			r->refs--;
+			sp->info.writing--;
+			sp->info.blocks++;
+			kvs_policy_touch(c->policy, idx);
+			sync_evictable(c, idx);
+		}
+		c->stats->blocks_committed += n;
+	} else {
+		/* Children were reserved after their parents: free in reverse. */
+		for (uint32_t i = n; i-- > 0;) {
+			uint32_t idx = l->recs[i];
+			kvs_rec *r = rec(c, idx);
+
+			c->nss[r->ns - 1].info.writing--;
+			kvs_slab_free(c->slab, r->offset);
+			unlink_parent(c, idx);
+			kvs_table_remove(c->table, idx);
+		}
+		c->stats->blocks_aborted += n;
+	}
+	c->pins -= n;
+	lease_free(c, s);
+	return n;
+}
+
+/* ---- life cycle ------------------------------------------------------- */
+
+int kvs_cache_create(const kvs_cache_config *cfg, kvs_counters *stats,
+		     kvs_cache **out)
+{
+	kvs_cache *c = calloc(1, sizeof(*c));
+	int rc;
+
+	if (!c)
+		return -ENOMEM;
+	c->stats = stats;
+	c->max_leases = cfg->max_leases;
+	c->free_lease = NONE;
+	if (getrandom(&c->arena_id, sizeof(c->arena_id), 0) !=
+	    sizeof(c->arena_id))
+		c->arena_id = (uint64_t)(uintptr_t)c ^ (uint64_t)getpid();
+	rc = kvs_arena_create("kvshare-host", cfg->host_bytes, &c->arena);
+	if (rc == 0)
+		rc = kvs_slab_create(kvs_arena_bytes(c->arena), cfg->page_bytes,
+				     &c->slab);
+	if (rc == 0)
+		rc = kvs_table_create(&c->table);
+	if (rc == 0)
+		rc = kvs_policy_create(cfg->policy ? cfg->policy : "lru",
+				       c->table, &c->policy);
+	if (rc < 0) {
+		kvs_cache_destroy(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+void kvs_cache_destroy(kvs_cache *c)
+{
+	if (!c)
+		return;
+	for (uint32_t i = 0; i < c->nleases; i++)
+		free(c->leases[i].recs);
+	free(c->leases);
+	for (uint32_t i = 0; i < c->nns; i++) {
+		free(c->nss[i].model);
+		free(c->nss[i].adapter);
+		free(c->nss[i].salt);
+	}
+	free(c->nss);
+	kvs_policy_destroy(c->policy);
+	kvs_table_destroy(c->table);
+	kvs_slab_destroy(c->slab);
+	kvs_arena_destroy(c->arena);
+	free(c);
+}
+
+int kvs_cache_arena_fd(const kvs_cache *c) { return kvs_arena_fd(c->arena); }
+uint64_t kvs_cache_arena_bytes(const kvs_cache *c) { return kvs_arena_bytes(c->arena); }
+uint64_t kvs_cache_arena_id(const kvs_cache *c) { return c->arena_id; }
+
+kvs_owner *kvs_cache_owner_new(kvs_cache *c)
+{
+	kvs_owner *o = calloc(1, sizeof(*o));
+
+	if (o)
+		o->leases = NONE;
+	return o;
+}
+
+void kvs_cache_owner_free(kvs_cache *c, kvs_owner *o)
+{
+	if (!o)
+		return;
+	while (o->leases != NONE) {
+		uint32_t s = o->leases;
+
+		if (c->leases[s].kind == LEASE_WRITE)
+			end_write(c, s, 0);
+		else
+			end_read(c, s);
+	}
+	if (o->ns)
+		c->nss[o->ns - 1].info.clients--;
+	free(o);
+}
+
+/* ---- namespaces ------------------------------------------------------- */
+
+static int str_eq(const char *a, const char *b, uint32_t blen)
+{
+	return strlen(a) == blen && memcmp(a, b, blen) == 0;
+}
+
+static int ns_matches(const ns *s, const kvs_wire_hello *h)
+{
+	const kvs_ns_info *i = &s->info;
+
+	return i->layers == h->layers && i->kv_heads == h->kv_heads &&
+	       i->head_dim == h->head_dim && i->block_tokens == h->block_tokens &&
+	       i->tp_rank == h->tp_rank && i->tp_size == h->tp_size &&
+	       i->dtype == h->dtype && str_eq(s->model, h->model, h->model_len) &&
+	       str_eq(s->adapter, h->adapter, h->adapter_len) &&
+	       s->salt_len == h->salt_len &&
+	       memcmp(s->salt, h->salt, h->salt_len) == 0;
+}
+
+static int layout_of(const kvs_wire_hello *h, kvs_layout *l)
+{
+	memset(l, 0, sizeof(*l));
+	l->layers = h->layers;
+	l->kv_heads = h->kv_heads;
+	l->head_dim = h->head_dim;
+	l->block_tokens = h->block_tokens;
+	l->tp_rank = h->tp_rank;
+	l->tp_size = h->tp_size;
+	l->dtype = (kvs_dtype)h->dtype;
+	if (h->model_len == 0 || h->tp_size == 0 || h->tp_rank >= h->tp_size ||
+	    kvs_dtype_bytes(l->dtype) == 0)
+		return KVS_E_LAYOUT;
+	return kvs_layout_block_bytes(l) ? 0 : KVS_E_LAYOUT;
+}
+
+static int ns_create(kvs_cache *c, const kvs_wire_hello *h, uint32_t *id)
+{
+	kvs_layout l;
+	uint64_t bytes;
+	uint32_t cls;
+	ns *nn, *s;
+	int rc = layout_of(h, &l);
+
+	if (rc < 0)
+		return rc;
+	bytes = kvs_layout_block_bytes(&l);
+	rc = kvs_slab_class(c->slab, bytes, &cls);
+	if (rc < 0)
+		return rc == -ENOMEM ? rc : KVS_E_LAYOUT;
+	nn = realloc(c->nss, (size_t)(c->nns + 1) * sizeof(*nn));
+	if (!nn)
+		return -ENOMEM;
+	c->nss = nn;
+	s = &c->nss[c->nns];
+	memset(s, 0, sizeof(*s));
+	s->model = strndup(h->model, h->model_len);
+	s->adapter = strndup(h->adapter, h->adapter_len);
+	s->salt = malloc(h->salt_len + 1u);
+	if (!s->model || !s->adapter || !s->salt) {
+		free(s->model);
+		free(s->adapter);
+		free(s->salt);
+		return -ENOMEM;
+	}
+	memcpy(s->salt, h->salt, h->salt_len);
+	s->salt_len = h->salt_len;
+	s->cls = cls;
+	s->info = (kvs_ns_info){
+		.id = c->nns + 1, .model = s->model, .adapter = s->adapter,
+		.salted = h->salt_len > 0, .layers = h->layers,
+		.kv_heads = h->kv_heads, .head_dim = h->head_dim,
+		.block_tokens = h->block_tokens, .tp_rank = h->tp_rank,
+		.tp_size = h->tp_size, .dtype = h->dtype, .block_bytes = bytes,
+	};
+	c->nns++;
+	*id = s->info.id;
+	kvs_info("namespace %u: model '%s'%s%s, %u layers x %u kv heads x %u dim, "
+		 "%u tokens/block, tp %u/%u, %llu bytes/block",
+		 *id, s->model, *s->adapter ? " adapter " : "", s->adapter,
+		 h->layers, h->kv_heads, h->head_dim, h->block_tokens, h->tp_rank,
+		 h->tp_size, (unsigned long long)bytes);
+	return 0;
+}
+
+int kvs_cache_attach(kvs_cache *c, kvs_owner *o, const kvs_wire_hello *h,
+		     uint32_t *ns_id, uint64_t *block_bytes)
+{
+	uint32_t id = 0;
+	int rc;
+
+	for (uint32_t i = 0; i < c->nns; i++) {
+		if (ns_matches(&c->nss[i], h)) {
+			id = i + 1;
+			break;
+		}
+	}
+	if (o->ns && o->ns != id) {
+		c->stats->errors_layout++;
+		return KVS_E_ATTACHED;
+	}
+	if (!id) {
+		rc = ns_create(c, h, &id);
+		if (rc < 0) {
+			if (rc == KVS_E_LAYOUT)
+				c->stats->errors_layout++;
+			return rc;
+		}
+	}
+	if (!o->ns) {
+		o->ns = id;
+		c->nss[id - 1].info.clients++;
+	}
+	*ns_id = id;
+	*block_bytes = c->nss[id - 1].info.block_bytes;
+	return 0;
+}
+
+/* ---- operations ------------------------------------------------------- */
+
+static kvs_block located(const kvs_rec *r, uint8_t status)
+{
+	return (kvs_block){ .offset = r->offset, .gen = r->gen,
+			    .tier = r->tier, .status = status };
+}
+
+int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
+		     uint32_t n, uint64_t *lease_out, kvs_block *out)
+{
+	uint32_t hits = 0, s;
+	int rc;
+
+	*lease_out = 0;
+	if (!o->ns) {
+		c->stats->errors_notattached++;
+		return KVS_E_NOTATTACHED;
+	}
+	/* Blocks of another namespace (another salt) are never matched: a
+	 * tenant cannot probe another's prefixes through the table. */
+	for (; hits < n; hits++) {
+		uint32_t idx = kvs_table_find(c->table, kvs_wire_hash_at(hashes, hits));
+
+		if (idx == NONE || rec(c, idx)->ns != o->ns ||
+		    rec(c, idx)->state != KVS_REC_READY)
+			break;
+		out[hits].offset = idx; /* remembered; filled below */
+	}
+	c->stats->blocks_lookup_miss += n - hits;
+	if (hits == 0)
+		return 0;
+	if ((rc = lease_new(c, o, LEASE_READ, &s)) < 0)
+		return rc;
+	if ((rc = lease_room(&c->leases[s], hits)) < 0) {
+		lease_free(c, s);
+		return rc;
+	}
+	for (uint32_t i = 0; i < hits; i++) {
+		uint32_t idx = (uint32_t)out[i].offset;
+		kvs_rec *r = rec(c, idx);
+
+		r->refs++;
+		r->hits++;
+		sync_evictable(c, idx);
+		kvs_policy_touch(c->policy, idx);
+		c->leases[s].recs[c->leases[s].n++] = idx;
+		out[i] = located(r, KVS_BLOCK_HIT);
+	}
+	c->pins += hits;
+	c->stats->blocks_lookup_hit += hits;
+	*lease_out = lease_id(c, s);
+	return (int)hits;
+}
+
+/* Reserve one missing block after @prev: a slot, a record, a lease entry. */
+static int reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
+		       uint32_t prev, uint32_t *idx_out)
+{
+	ns *sp = &c->nss[o->ns - 1];
+	uint64_t off;
+	uint32_t idx;
+	kvs_rec *r;
+	int rc;
+
+	if ((rc = lease_room(&c->leases[s], 1)) < 0)
+		return rc;
+	/* Link to the parent first: a parent with a child is not a leaf, so
+	 * the eviction that makes room cannot take it. */
+	if (prev != NONE) {
+		rec(c, prev)->children++;
+		sync_evictable(c, prev);
+	}
+	rc = alloc_slot(c, sp->cls, &off);
+	if (rc == 0) {
+		rc = kvs_table_insert(c->table, h, &idx);
+		if (rc < 0)
+			kvs_slab_free(c->slab, off);
+	}
+	if (rc < 0) {
+		if (prev != NONE) {
+			rec(c, prev)->children--;
+			sync_evictable(c, prev);
+		}
+		return rc;
+	}
+	r = rec(c, idx);
+	r->offset = off;
+	r->gen = ++c->gen;
+	r->parent = prev;
+	r->refs = 1;
+	r->ns = o->ns;
+	r->cls = (uint16_t)sp->cls;
+	r->tier = KVS_TIER_HOST;
+	c->leases[s].recs[c->leases[s].n++] = idx;
+	c->pins++;
+	sp->info.writing++;
+	*idx_out = idx;
+	return 0;
+}
+
+int kvs_cache_reserve(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
+		      uint32_t n, uint64_t *lease_out, kvs_block *out)
+{
+	uint32_t prev = NONE, s = NONE, fresh = 0, missing = 0;
+	uint8_t stop = 0; /* BUSY or FULL once the chain cannot continue */
+	int rc;
+
+	*lease_out = 0;
+	if (!o->ns) {
+		c->stats->errors_notattached++;
+		return KVS_E_NOTATTACHED;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		kvs_hash h = kvs_wire_hash_at(hashes, i);
+		uint32_t idx;
+
+		out[i] = (kvs_block){ .status = stop };
+		if (stop)
+			continue;
+		idx = kvs_table_find(c->table, h);
+		if (idx != NONE) {
+			kvs_rec *r = rec(c, idx);
+
+			if (r->ns == o->ns && r->state == KVS_REC_READY) {
+				out[i].status = KVS_BLOCK_EXISTS;
+				out[i].tier = r->tier;
+				prev = idx;
+			} else {
+				out[i].status = stop = KVS_BLOCK_BUSY;
+			}
+			continue;
+		}
+		missing++;
+		if (s == NONE && (rc = lease_new(c, o, LEASE_WRITE, &s)) < 0) {
+			if (rc == KVS_E_LIMIT)
+				return rc; /* nothing reserved yet */
+			out[i].status = stop = KVS_BLOCK_FULL;
+			continue;
+		}
+		rc = reserve_one(c, o, s, h, prev, &idx);
+		if (rc < 0) {
+			out[i].status = stop = KVS_BLOCK_FULL;
+			continue;
+		}
+		out[i] = located(rec(c, idx), KVS_BLOCK_NEW);
+		prev = idx;
+		fresh++;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		c->stats->blocks_reserve_exists += out[i].status == KVS_BLOCK_EXISTS;
+		c->stats->blocks_reserve_busy += out[i].status == KVS_BLOCK_BUSY;
+		c->stats->blocks_reserve_full += out[i].status == KVS_BLOCK_FULL;
+	}
+	c->stats->blocks_reserved += fresh;
+	if (s != NONE && fresh == 0)
+		lease_free(c, s);
+	else if (s != NONE)
+		*lease_out = lease_id(c, s);
+	if (fresh == 0 && missing > 0 && stop == KVS_BLOCK_FULL) {
+		c->stats->errors_full++;
+		return KVS_E_FULL;
+	}
+	return (int)fresh;
+}
+
+int kvs_cache_commit(kvs_cache *c, kvs_owner *o, uint64_t id)
+{
+	uint32_t s;
+	int rc = lease_get(c, o, id, &s);
+
+	if (rc < 0)
+		return rc;
+	if (c->leases[s].kind != LEASE_WRITE) {
+		c->stats->errors_lease++;
+		return KVS_E_LEASEKIND;
+	}
+	return (int)end_write(c, s, 1);
+}
+
+int kvs_cache_abort(kvs_cache *c, kvs_owner *o, uint64_t id)
+{
+	uint32_t s;
+	int rc = lease_get(c, o, id, &s);
+
+	if (rc < 0)
+		return rc;
+	if (c->leases[s].kind != LEASE_WRITE) {
+		c->stats->errors_lease++;
+		return KVS_E_LEASEKIND;
+	}
+	return (int)end_write(c, s, 0);
+}
+
+int kvs_cache_release(kvs_cache *c, kvs_owner *o, uint64_t id)
+{
+	uint32_t s;
+	int rc = lease_get(c, o, id, &s);
+
+	if (rc < 0)
+		return rc;
+	if (c->leases[s].kind == LEASE_WRITE)
+		return (int)end_write(c, s, 0);
+	return (int)end_read(c, s);
+}
+
+/* ---- introspection ---------------------------------------------------- */
+
+void kvs_cache_stats_fill(kvs_cache *c)
+{
+	kvs_counters *st = c->stats;
+	kvs_slab_stats ss;
+	uint64_t blocks = 0, writing = 0, lease_bytes = 0;
+
+	kvs_slab_stats_get(c->slab, &ss);
+	for (uint32_t i = 0; i < c->nns; i++) {
+		blocks += c->nss[i].info.blocks;
+		writing += c->nss[i].info.writing;
+	}
+	for (uint32_t i = 0; i < c->nleases; i++)
+		lease_bytes += c->leases[i].cap * sizeof(uint32_t);
+	st->tier_host_bytes_total = (int64_t)kvs_arena_bytes(c->arena);
+	st->tier_host_bytes_used = (int64_t)ss.slot_bytes_used;
+	st->tier_host_bytes_free =
+		(int64_t)(kvs_arena_bytes(c->arena) - ss.slot_bytes_used);
+	st->tier_host_slots_used = (int64_t)ss.slots_used;
+	st->tier_host_blocks = (int64_t)blocks;
+	st->tier_host_blocks_writing = (int64_t)writing;
+	st->tier_host_utilization_permille =
+		ss.slab_bytes ? (int64_t)(ss.slot_bytes_used * 1000 / ss.slab_bytes) : 0;
+	st->leases_active = c->active_leases;
+	st->leases_pinned_blocks = (int64_t)c->pins;
+	st->namespaces_count = c->nns;
+	st->table_records = kvs_table_count(c->table);
+	st->table_metadata_bytes =
+		(int64_t)(kvs_table_bytes(c->table) + lease_bytes +
+			  (uint64_t)c->nleases * sizeof(lease));
+}
+
+void kvs_cache_ns_foreach(const kvs_cache *c,
+			  void (*fn)(const kvs_ns_info *ns, void *arg), void *arg)
+{
+	for (uint32_t i = 0; i < c->nns; i++)
+		fn(&c->nss[i].info, arg);
+}
+
+#define CHECK(cond)                                                        \
+	do {                                                               \
+		if (!(cond)) {                                             \
+			kvs_err("cache invariant failed: %s (record %u)", \
+				#cond, idx);                               \
+			rc = KVS_E_INTERNAL;                               \
+			goto out;                                          \
+		}                                                          \
+	} while (0)
+
+int kvs_cache_check(kvs_cache *c)
+{
+	uint32_t count = kvs_table_count(c->table), hi = 0, idx = 0;
+	uint64_t pins = 0;
+	uint32_t *children;
+	kvs_slab_stats ss;
+	int rc = 0;
+
+	for (uint32_t s = 0; s < c->nleases; s++)
+		if (c->leases[s].kind != LEASE_FREE)
+			pins += c->leases[s].n;
+	kvs_slab_stats_get(c->slab, &ss);
+	if (pins != c->pins || ss.slots_used != count) {
+		kvs_err("cache invariant failed: pins %llu/%llu, slots %llu/%u",
+			(unsigned long long)pins, (unsigned long long)c->pins,
+			(unsigned long long)ss.slots_used, count);
+		return KVS_E_INTERNAL;
+	}
+	/* Records in use are spread over [0, hi]: find hi, then count every
+	 * record's children from the parent links and compare. */
+	for (uint32_t found = 0; found < count; hi++)
+		found += rec(c, hi)->state != KVS_REC_FREE;
+	children = calloc((size_t)hi + 1, sizeof(uint32_t));
+	if (!children)
+		return -ENOMEM;
+	for (idx = 0; idx < hi; idx++) {
+		kvs_rec *r = rec(c, idx);
+		int evictable;
+
+		if (r->state == KVS_REC_FREE)
+			continue;
+		CHECK(kvs_table_find(c->table, r->hash) == idx);
+		CHECK(r->ns >= 1 && r->ns <= c->nns);
+		CHECK(r->state == KVS_REC_READY || r->refs >= 1);
+		evictable = r->state == KVS_REC_READY && r->refs == 0 &&
+			    r->children == 0;
+		CHECK(evictable == (r->pol != NONE));
+		if (r->parent != NONE) {
+			CHECK(r->parent < hi);
+			CHECK(rec(c, r->parent)->state != KVS_REC_FREE);
+			CHECK(rec(c, r->parent)->ns == r->ns);
+			children[r->parent]++;
+		}
+	}
+	for (idx = 0; idx < hi; idx++)
+		if (rec(c, idx)->state != KVS_REC_FREE)
+			CHECK(rec(c, idx)->children == children[idx]);
+out:
+	free(children);
+	return rc;
+}

@@ -1,0 +1,126 @@
+/*
+ * kvs_cache.h - blocks, namespaces, leases and eviction over the host tier.
+ *
+ * This is the glue between the wire (server.c) and the engines (storage/):
+ * it knows blocks, namespaces, leases and stats; the slot allocator knows
+ * only offsets and the arena only bytes.
+ *
+ * Rules it keeps:
+ *  - Prefix closure: a block is linked to its parent (the chain one block
+ *    shorter) and is evicted only as a leaf, so the cached blocks of a
+ *    namespace always form a forest of prefixes and a lookup that stops at
+ *    the first miss loses nothing.
+ *  - A pinned block (refs > 0) is never evicted or moved.
+ *  - A reserved block is invisible until its lease commits; a lease that
+ *    ends any other way (abort, release, disconnect) frees its slots.
+ *  - After a BUSY block (being written by another lease) the rest of a
+ *    reserve's chain is BUSY too, so that no block ever has a parent that
+ *    could vanish by an abort it does not control.
+ *
+ * Leases are named by 64-bit ids: slot index in the low 32 bits, a generation
+ * in the high 32, so a stale or forged id is caught, never misapplied.
+ *
+ * Errors: 0 or a count, or a negative KVS_E_* / -errno (see each function).
+ * Thread: the daemon's loop thread only.
+ */
+#ifndef KVS_CACHE_H
+#define KVS_CACHE_H
+
+#include <stdint.h>
+
+#include "kvs_stats.h"
+#include "kvs_wire.h"
+#include "kvshare.h"
+
+typedef struct kvs_cache kvs_cache;
+typedef struct kvs_owner kvs_owner; /* one per connection */
+
+typedef struct kvs_cache_config {
+	uint64_t host_bytes;
+	uint32_t page_bytes;
+	const char *policy;  /* eviction policy name, "lru" */
+	uint32_t max_leases; /* per owner */
+} kvs_cache_config;
+
+/* A namespace as kvs_cache_ns_foreach() shows it. */
+typedef struct kvs_ns_info {
+	uint32_t id;
+	const char *model, *adapter; /* NUL-terminated copies */
+	int salted;
+	uint32_t layers, kv_heads, head_dim, block_tokens, tp_rank, tp_size;
+	uint32_t dtype;
+	uint64_t block_bytes;
+	uint64_t blocks;  /* committed */
+	uint64_t writing; /* reserved, not committed */
+	uint32_t clients;
+} kvs_ns_info;
+
+/*
+ * kvs_cache_create - the host arena, slot allocator, block table and policy.
+ * @stats: counters the cache adds to; must outlive the cache.
+ * Errors: -EINVAL (unknown policy), -ENOMEM, -errno from the arena.
+ */
+int kvs_cache_create(const kvs_cache_config *cfg, kvs_counters *stats,
+		     kvs_cache **out);
+void kvs_cache_destroy(kvs_cache *c);
+
+int kvs_cache_arena_fd(const kvs_cache *c);
+uint64_t kvs_cache_arena_bytes(const kvs_cache *c);
+uint64_t kvs_cache_arena_id(const kvs_cache *c);
+
+/* kvs_cache_owner_new - state for one connection; NULL when out of memory. */
+kvs_owner *kvs_cache_owner_new(kvs_cache *c);
+/* kvs_cache_owner_free - end every lease of @o (pins dropped, uncommitted
+ * slots freed) and free it. @o may be NULL. */
+void kvs_cache_owner_free(kvs_cache *c, kvs_owner *o);
+
+/*
+ * kvs_cache_attach - bind @o to the namespace of @h's layout, creating it on
+ * first use. Attaching again with the same layout is allowed.
+ * Errors: KVS_E_LAYOUT (a zero or out-of-range field, a block that does not
+ * fit the arena), KVS_E_ATTACHED (already bound to another namespace),
+ * -ENOMEM.
+ */
+int kvs_cache_attach(kvs_cache *c, kvs_owner *o, const kvs_wire_hello *h,
+		     uint32_t *ns_id, uint64_t *block_bytes);
+
+/*
+ * kvs_cache_lookup - pin the longest present prefix of @hashes (@n of them,
+ * 16 bytes each as on the wire). Fills out[0..hits) and *lease (0 if none).
+ * Returns hits. Errors: KVS_E_NOTATTACHED, KVS_E_LIMIT, -ENOMEM.
+ */
+int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
+		     uint32_t n, uint64_t *lease, kvs_block *out);
+
+/*
+ * kvs_cache_reserve - slots for the missing blocks of a chain; fills all of
+ * out[0..n) (NEW, EXISTS, BUSY, FULL) and *lease (0 if no NEW).
+ * Returns the number of NEW. Errors: KVS_E_FULL (blocks were missing and none
+ * could get a slot), KVS_E_NOTATTACHED, KVS_E_LIMIT.
+ */
+int kvs_cache_reserve(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
+		      uint32_t n, uint64_t *lease, kvs_block *out);
+
+/* kvs_cache_commit - publish a write lease; returns blocks published.
+ * Errors: KVS_E_NOLEASE, KVS_E_NOTOWNER, KVS_E_LEASEKIND. */
+int kvs_cache_commit(kvs_cache *c, kvs_owner *o, uint64_t lease);
+/* kvs_cache_abort - free a write lease's slots; returns slots freed.
+ * Errors: as commit. */
+int kvs_cache_abort(kvs_cache *c, kvs_owner *o, uint64_t lease);
+/* kvs_cache_release - end any lease (a write lease is aborted); returns the
+ * blocks it held. Errors: KVS_E_NOLEASE, KVS_E_NOTOWNER. */
+int kvs_cache_release(kvs_cache *c, kvs_owner *o, uint64_t lease);
+
+/* kvs_cache_stats_fill - refresh the gauges the cache owns in its stats. */
+void kvs_cache_stats_fill(kvs_cache *c);
+
+/* kvs_cache_ns_foreach - call @fn for every namespace. */
+void kvs_cache_ns_foreach(const kvs_cache *c,
+			  void (*fn)(const kvs_ns_info *ns, void *arg),
+			  void *arg);
+
+/* kvs_cache_check - verify every invariant (refs, children, evictable set,
+ * slot accounting); returns 0 or KVS_E_INTERNAL. For tests: O(records). */
+int kvs_cache_check(kvs_cache *c);
+
+#endif /* KVS_CACHE_H */

@@ -1,0 +1,54 @@
+/*
+ * kvs_config.h - the daemon's configuration: embedded defaults, then flags.
+ *
+ * Lifecycle: kvs_config_defaults() -> kvs_config_parse_args(). Defaults need
+ * no file and no flag: a socket under $XDG_RUNTIME_DIR (or /tmp/kvshare-UID),
+ * a host tier of a quarter of the RAM available at start.
+ *
+ * Thread: main() only.
+ */
+#ifndef KVS_CONFIG_H
+#define KVS_CONFIG_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "kvs_log.h"
+
+#define KVS_SOCKET_PATH_MAX 108 /* sizeof(sun_path) */
+
+typedef struct kvs_config {
+	char socket_path[KVS_SOCKET_PATH_MAX];
+	uint64_t host_bytes;    /* host arena size */
+	uint32_t page_bytes;    /* slot allocator page */
+	enum kvs_log_level log_level;
+	int ready_fd;           /* -1: none */
+	uint32_t max_clients;
+	uint32_t max_leases;    /* per client */
+	uint64_t max_outbuf;    /* per-client reply backlog before disconnect */
+} kvs_config;
+
+/*
+ * kvs_config_defaults - fill @cfg with the embedded defaults.
+ * Errors: -ENAMETOOLONG (socket path), -errno reading /proc/meminfo is not an
+ * error (a fixed 1 GiB host tier is used then).
+ */
+int kvs_config_defaults(kvs_config *cfg);
+
+/*
+ * kvs_config_parse_args - apply command-line flags over @cfg.
+ * Returns 0, 1 when --help or --version was printed (exit 0), or
+ * KVS_E_CONFIG after printing "kvshared: <why>" to stderr (exit 2).
+ */
+int kvs_config_parse_args(kvs_config *cfg, int argc, char **argv);
+
+/*
+ * kvs_parse_size - "123", "64K", "1.5G", "2GiB" -> bytes (binary units).
+ * Errors: -EINVAL (syntax, zero), -ERANGE (overflow).
+ */
+int kvs_parse_size(const char *s, uint64_t *out);
+
+/* kvs_config_usage - the --help text, every flag with its default. */
+void kvs_config_usage(FILE *f, const kvs_config *defaults);
+
+#endif /* KVS_CONFIG_H */

@@ -1,0 +1,58 @@
+/*
+ * kvs_policy.h - the eviction policy interface.
+ *
+ * The cache decides which records are evictable (committed, unpinned, and a
+ * leaf: no cached longer prefix) and tells the policy when a record enters or
+ * leaves that set and when any record is accessed. The policy only orders the
+ * evictable set and names a victim; it never frees anything itself. Victims
+ * can be asked for within one slot-allocator class (so that an eviction frees
+ * a slot of the size that is needed) or across all classes.
+ *
+ * Policies: "lru" (least recently used among evictable leaves). New ones
+ * implement kvs_policy_ops in their own file and are listed in policy.c.
+ *
+ * Thread: the daemon's loop thread only.
+ */
+#ifndef KVS_POLICY_H
+#define KVS_POLICY_H
+
+#include <stdint.h>
+
+#include "kvs_table.h"
+
+#define KVS_CLASS_ANY UINT32_MAX
+
+typedef struct kvs_policy_ops {
+	const char *name;
+	int (*create)(kvs_table *t, void **state);
+	void (*destroy)(void *state);
+	void (*add)(void *state, uint32_t idx);
+	void (*del)(void *state, uint32_t idx);
+	void (*touch)(void *state, uint32_t idx);
+	uint32_t (*victim)(void *state, uint32_t cls);
+} kvs_policy_ops;
+
+typedef struct kvs_policy kvs_policy;
+
+/*
+ * kvs_policy_create - a policy by name over table @t.
+ * Errors: -EINVAL (unknown name), -ENOMEM.
+ * Ownership: *out until kvs_policy_destroy(); @t must outlive it.
+ */
+int kvs_policy_create(const char *name, kvs_table *t, kvs_policy **out);
+void kvs_policy_destroy(kvs_policy *p);
+const char *kvs_policy_name(const kvs_policy *p);
+
+/* Record @idx became evictable / stopped being evictable. */
+void kvs_policy_add(kvs_policy *p, uint32_t idx);
+void kvs_policy_del(kvs_policy *p, uint32_t idx);
+/* Record @idx was accessed (looked up, committed); evictable or not. */
+void kvs_policy_touch(kvs_policy *p, uint32_t idx);
+/* The next victim among evictable records of class @cls (or KVS_CLASS_ANY),
+ * or KVS_REC_NONE. The record stays in the set until kvs_policy_del(). */
+uint32_t kvs_policy_victim(kvs_policy *p, uint32_t cls);
+
+/* The names of all policies, NULL-terminated, for --help. */
+const char *const *kvs_policy_names(void);
+
+#endif /* KVS_POLICY_H */

@@ -1,0 +1,79 @@
+/*
+ * kvs_stats.h - the daemon's counters, declared once.
+ *
+ * Each X(section, name, kind, help) line makes a field of kvs_counters, its line
+ * in the stats text ("section.name value"), and (later) its Prometheus metric.
+ * kind is COUNTER (only grows) or GAUGE (is set). Gauges are refreshed by
+ * kvs_stats_render() from the modules that own them.
+ *
+ * Thread: the daemon's loop thread only.
+ */
+#ifndef KVS_STATS_H
+#define KVS_STATS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define KVS_STATS_FIELDS(X)                                                   \
+	X(server, uptime_seconds, GAUGE, "seconds since the daemon started")  \
+	X(server, pid, GAUGE, "daemon process id")                            \
+	X(clients, connected, GAUGE, "connections open now")                  \
+	X(clients, attached, GAUGE, "connections attached to a namespace")    \
+	X(clients, accepted, COUNTER, "connections accepted")                 \
+	X(clients, refused, COUNTER, "connections refused (limit)")           \
+	X(clients, disconnected, COUNTER, "connections closed")               \
+	X(ops, hello, COUNTER, "hello requests")                              \
+	X(ops, lookup, COUNTER, "lookup requests")                            \
+	X(ops, reserve, COUNTER, "reserve requests")                          \
+	X(ops, commit, COUNTER, "commit requests")                            \
+	X(ops, abort, COUNTER, "abort requests")                              \
+	X(ops, release, COUNTER, "release requests")                          \
+	X(ops, stats, COUNTER, "stats requests")                              \
+	X(blocks, lookup_hit, COUNTER, "blocks found by lookups")             \
+	X(blocks, lookup_miss, COUNTER, "blocks asked for and not found")     \
+	X(blocks, reserved, COUNTER, "slots handed out by reserve")           \
+	X(blocks, reserve_exists, COUNTER, "reserve: block already present")  \
+	X(blocks, reserve_busy, COUNTER, "reserve: block being written")      \
+	X(blocks, reserve_full, COUNTER, "reserve: no slot could be made")    \
+	X(blocks, committed, COUNTER, "blocks published by commit")           \
+	X(blocks, aborted, COUNTER, "reserved slots freed uncommitted")       \
+	X(blocks, evicted, COUNTER, "committed blocks evicted")               \
+	X(tier_host, bytes_total, GAUGE, "host arena bytes")                  \
+	X(tier_host, bytes_used, GAUGE, "bytes of allocated slots")           \
+	X(tier_host, bytes_free, GAUGE, "arena bytes not in allocated slots") \
+	X(tier_host, slots_used, GAUGE, "allocated slots (blocks+writing)")   \
+	X(tier_host, blocks, GAUGE, "committed blocks in the host tier")      \
+	X(tier_host, blocks_writing, GAUGE, "reserved, uncommitted blocks")   \
+	X(tier_host, utilization_permille, GAUGE, "slot bytes / slab bytes")  \
+	X(leases, active, GAUGE, "leases held now")                           \
+	X(leases, pinned_blocks, GAUGE, "pins held now")                      \
+	X(namespaces, count, GAUGE, "namespaces known")                       \
+	X(table, records, GAUGE, "block records in use")                      \
+	X(table, metadata_bytes, GAUGE, "bytes of block table memory")        \
+	X(errors, total, COUNTER, "requests answered with an error")          \
+	X(errors, proto, COUNTER, "malformed or truncated messages")          \
+	X(errors, version, COUNTER, "unsupported protocol versions")          \
+	X(errors, opcode, COUNTER, "unknown opcodes")                         \
+	X(errors, toobig, COUNTER, "messages over the length limit")          \
+	X(errors, toomany, COUNTER, "hash counts over the limit")             \
+	X(errors, layout, COUNTER, "invalid or mismatched layouts")           \
+	X(errors, notattached, COUNTER, "operations before attach")           \
+	X(errors, lease, COUNTER, "unknown, foreign or wrong-kind leases")    \
+	X(errors, full, COUNTER, "reserves refused: cache full")              \
+	X(errors, limit, COUNTER, "per-client limits reached")
+
+typedef struct kvs_counters {
+#define KVS_STATS_X(sec, name, kind, help) int64_t sec##_##name;
+	KVS_STATS_FIELDS(KVS_STATS_X)
+#undef KVS_STATS_X
+} kvs_counters;
+
+/*
+ * kvs_stats_print - every counter as "section.name value" lines, in the
+ * order of KVS_STATS_FIELDS. Callers add their own lines after it
+ * (namespaces). Thread: the loop thread.
+ */
+#include <stdio.h>
+void kvs_stats_print(const kvs_counters *s, FILE *f);
+
+#endif /* KVS_STATS_H */

@@ -1,0 +1,43 @@
+/* main.c - kvshared: the kvshare daemon. The only place that exits. */
+#include <signal.h>
+#include <stdio.h>
+
+#include "kvs_config.h"
+#include "kvs_log.h"
+#include "kvs_server.h"
+#include "kvshare.h"
+
+int main(int argc, char **argv)
+{
+	kvs_config cfg;
+	kvs_server *srv;
+	int rc;
+
+	rc = kvs_config_defaults(&cfg);
+	if (rc < 0) {
+		fprintf(stderr, "kvshared: default configuration failed: %s\n",
+			kvs_strerror(rc));
+		return 1;
+	}
+	rc = kvs_config_parse_args(&cfg, argc, argv);
+	if (rc == 1)
+		return 0;
+	if (rc < 0)
+		return 2;
+	kvs_log_set_level(cfg.log_level);
+	/* A client that vanishes mid-reply must cost an EPIPE, not the daemon. */
+	signal(SIGPIPE, SIG_IGN);
+	rc = kvs_server_create(&cfg, &srv);
+	if (rc < 0) {
+		fprintf(stderr, "kvshared: cannot start: %s\n", kvs_strerror(rc));
+		return 1;
+	}
+	rc = kvs_server_run(srv);
+	kvs_server_destroy(srv);
+	if (rc < 0) {
+		fprintf(stderr, "kvshared: event loop failed: %s\n", kvs_strerror(rc));
+		return 1;
+	}
+	kvs_info("stopped");
+	return 0;
+}

@@ -1,0 +1,710 @@
+/* server.c - control socket, connections and dispatch (see kvs_server.h). */
+#define _GNU_SOURCE
+#include "kvs_server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+
+#include "kvs_cache.h"
+#include "kvs_log.h"
+#include "kvs_stats.h"
+#include "kvs_wire.h"
+
+#define IN_INITIAL (64u << 10)
+#define IN_MAX (KVS_WIRE_HDR_SIZE + KVS_WIRE_MAX_PAYLOAD)
+/* Stop reading a client whose replies pile up past this; resume once sent. */
+#define OUT_HIGH (1u << 20)
+
+typedef struct conn conn;
+
+struct kvs_server {
+	kvs_config cfg;
+	struct event_base *base;
+	struct event *listen_ev, *sigint_ev, *sigterm_ev;
+	int listen_fd;
+	kvs_cache *cache;
+	kvs_counters stats;
+	struct timespec started;
+	conn *conns; /* doubly linked */
+	uint32_t nconns;
+	/* Scratch for one reply at a time: the loop handles one request at once. */
+	kvs_block *blocks;
+	uint8_t *reply;
+};
+
+struct conn {
+	kvs_server *srv;
+	conn *prev, *next;
+	int fd;
+	struct event *rev, *wev;
+	uint8_t *in;
+	size_t in_off, in_len, in_cap; /* unread bytes are in[in_off, in_len) */
+	struct evbuffer *out;
+	int pending_fd;  /* fd to attach to the first byte of out, or -1 */
+	int closing;     /* close once out is flushed */
+	int reading;     /* rev is armed */
+	kvs_owner *owner;
+	uint32_t ns;
+	uint64_t id;
+};
+
+static void conn_close(conn *c, const char *why);
+static int conn_process(conn *c);
+
+/* ---- output ----------------------------------------------------------- */
+
+static void reply(conn *c, const kvs_wire_hdr *req, int status,
+		  const uint8_t *payload, size_t len)
+{
+	kvs_wire_hdr h = { .magic = KVS_WIRE_MAGIC, .version = KVS_WIRE_VERSION,
+			   .opcode = req->opcode, .req_id = req->req_id,
+			   .status = status, .len = status ? 0 : (uint32_t)len };
+	uint8_t hb[KVS_WIRE_HDR_SIZE];
+
+	kvs_wire_hdr_encode(&h, hb);
+	evbuffer_add(c->out, hb, sizeof(hb));
+	if (h.len)
+		evbuffer_add(c->out, payload, h.len);
+}
+
+static void reply_error(conn *c, const kvs_wire_hdr *req, int err)
+{
+	c->srv->stats.errors_total++;
+	kvs_debug("client %" PRIu64 ": %s failed: %s", c->id,
+		  kvs_wire_opcode_name(req->opcode), kvs_strerror(err));
+	reply(c, req, err, NULL, 0);
+}
+
+/* Send what is queued; the pending fd rides on the first byte of it. */
+static int conn_flush(conn *c)
+{
+	while (evbuffer_get_length(c->out) > 0) {
+		ssize_t n;
+
+		if (c->pending_fd >= 0) {
+			size_t len = evbuffer_get_length(c->out);
+			union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr a; } u;
+			struct iovec iov;
+			struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+					     .msg_control = u.buf,
+					     .msg_controllen = sizeof(u.buf) };
+			struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+
+			if (len > 65536)
+				len = 65536;
+			iov.iov_base = evbuffer_pullup(c->out, (ssize_t)len);
+			iov.iov_len = len;
+			cm->cmsg_level = SOL_SOCKET;
+			cm->cmsg_type = SCM_RIGHTS;
+			cm->cmsg_len = CMSG_LEN(sizeof(int));
+			memcpy(CMSG_DATA(cm), &c->pending_fd, sizeof(int));
+			n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+			if (n > 0) {
+				c->pending_fd = -1;
+				evbuffer_drain(c->out, (size_t)n);
+			}
+		} else {
+			n = evbuffer_write(c->out, c->fd);
+		}
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				break;
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+	}
+	if (evbuffer_get_length(c->out) > 0) {
+		event_add(c->wev, NULL);
+		if (evbuffer_get_length(c->out) > c->srv->cfg.max_outbuf) {
+			kvs_warn("client %" PRIu64 ": %zu reply bytes unread, "
+				 "over the %" PRIu64 " limit: disconnecting",
+				 c->id, evbuffer_get_length(c->out),
+				 c->srv->cfg.max_outbuf);
+			return -ENOBUFS;
+		}
+	} else {
+		event_del(c->wev);
+	}
+	return 0;
+}
+
+/* Reading pauses while replies back up, so a client that does not read
+ * cannot make the daemon buffer without bound. */
+static void conn_arm(conn *c)
+{
+	int want = !c->closing && evbuffer_get_length(c->out) < OUT_HIGH;
+
+	if (want && !c->reading)
+		event_add(c->rev, NULL);
+	else if (!want && c->reading)
+		event_del(c->rev);
+	c->reading = want;
+}
+
+static void on_write(evutil_socket_t fd, short what, void *arg)
+{
+	conn *c = arg;
+	int rc = conn_flush(c);
+
+	if (rc < 0) {
+		conn_close(c, NULL);
+		return;
+	}
+	if (evbuffer_get_length(c->out) == 0)
+		conn_process(c); /* requests held back behind a full buffer */
+}
+
+/* ---- requests --------------------------------------------------------- */
+
+static void do_hello(conn *c, const kvs_wire_hdr *h, const uint8_t *p)
+{
+	kvs_server *s = c->srv;
+	kvs_wire_hello hello;
+	kvs_wire_hello_reply r = { 0 };
+	uint8_t buf[64];
+	int rc = kvs_wire_hello_decode(p, h->len, &hello);
+
+	if (rc < 0) {
+		s->stats.errors_proto++;
+		reply_error(c, h, rc);
+		return;
+	}
+	if (!(hello.flags & KVS_HELLO_CONTROL)) {
+		rc = kvs_cache_attach(s->cache, c->owner, &hello, &r.ns_id,
+				      &r.block_bytes);
+		if (rc < 0) {
+			reply_error(c, h, rc);
+			return;
+		}
+		if (!c->ns)
+			s->stats.clients_attached++;
+		c->ns = r.ns_id;
+		r.arena_count = 1;
+		r.host_arena_bytes = kvs_cache_arena_bytes(s->cache);
+		r.host_arena_id = kvs_cache_arena_id(s->cache);
+		c->pending_fd = kvs_cache_arena_fd(s->cache);
+	}
+	rc = kvs_wire_hello_reply_encode(&r, buf, sizeof(buf));
+	reply(c, h, 0, buf, (size_t)rc);
+}
+
+static void do_hashes(conn *c, const kvs_wire_hdr *h, const uint8_t *p)
+{
+	kvs_server *s = c->srv;
+	kvs_wire_hashes req;
+	uint64_t lease;
+	uint32_t count;
+	int rc = kvs_wire_hashes_decode(p, h->len, &req);
+
+	if (rc < 0) {
+		if (rc == KVS_E_TOOMANY)
+			s->stats.errors_toomany++;
+		else
+			s->stats.errors_proto++;
+		reply_error(c, h, rc);
+		return;
+	}
+	if (h->opcode == KVS_OP_LOOKUP)
+		rc = kvs_cache_lookup(s->cache, c->owner, req.hashes, req.count,
+				      &lease, s->blocks);
+	else
+		rc = kvs_cache_reserve(s->cache, c->owner, req.hashes, req.count,
+				       &lease, s->blocks);
+	if (rc < 0) {
+		reply_error(c, h, rc);
+		return;
+	}
+	count = h->opcode == KVS_OP_LOOKUP ? (uint32_t)rc : req.count;
+	rc = kvs_wire_blocks_encode(lease, s->blocks, count, s->reply,
+				    KVS_WIRE_MAX_PAYLOAD);
+	reply(c, h, 0, s->reply, (size_t)rc);
+}
+
+static void do_lease(conn *c, const kvs_wire_hdr *h, const uint8_t *p)
+{
+	kvs_server *s = c->srv;
+	uint64_t lease;
+	uint8_t buf[8];
+	int rc = kvs_wire_u64_decode(p, h->len, &lease);
+
+	if (rc < 0) {
+		s->stats.errors_proto++;
+		reply_error(c, h, rc);
+		return;
+	}
+	switch (h->opcode) {
+	case KVS_OP_COMMIT:
+		rc = kvs_cache_commit(s->cache, c->owner, lease);
+		break;
+	case KVS_OP_ABORT:
+		rc = kvs_cache_abort(s->cache, c->owner, lease);
+		break;
+	default:
+		rc = kvs_cache_release(s->cache, c->owner, lease);
+		break;
+	}
+	if (rc < 0) {
+		reply_error(c, h, rc);
+		return;
+	}
+	kvs_wire_u64_encode((uint64_t)rc, buf, sizeof(buf));
+	reply(c, h, 0, buf, sizeof(buf));
+}
+
+static void ns_line(const kvs_ns_info *ns, void *arg)
+{
+	FILE *f = arg;
+
+	fprintf(f, "namespace.%u.blocks %" PRIu64 "\n", ns->id, ns->blocks);
+	fprintf(f, "namespace.%u.writing %" PRIu64 "\n", ns->id, ns->writing);
+	fprintf(f, "namespace.%u.block_bytes %" PRIu64 "\n", ns->id, ns->block_bytes);
+	fprintf(f, "namespace.%u.clients %u\n", ns->id, ns->clients);
+}
+
+static void do_stats(conn *c, const kvs_wire_hdr *h, const uint8_t *p)
+{
+	kvs_server *s = c->srv;
+	struct timespec now;
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	if (h->len != 0) {
+		s->stats.errors_proto++;
+		reply_error(c, h, KVS_E_PROTO);
+		return;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	s->stats.server_uptime_seconds = now.tv_sec - s->started.tv_sec;
+	s->stats.server_pid = getpid();
+	s->stats.clients_connected = s->nconns;
+	kvs_cache_stats_fill(s->cache);
+	f = open_memstream(&text, &len);
+	if (!f) {
+		reply_error(c, h, -ENOMEM);
+		return;
+	}
+	kvs_stats_print(&s->stats, f);
+	kvs_cache_ns_foreach(s->cache, ns_line, f);
+	if (fclose(f) != 0 || len > KVS_WIRE_MAX_PAYLOAD) {
+		free(text);
+		reply_error(c, h, -ENOMEM);
+		return;
+	}
+	reply(c, h, 0, (const uint8_t *)text, len);
+	free(text);
+}
+
+static void dispatch(conn *c, const kvs_wire_hdr *h, const uint8_t *p)
+{
+	kvs_counters *st = &c->srv->stats;
+
+	switch (h->opcode) {
+	case KVS_OP_HELLO: st->ops_hello++; do_hello(c, h, p); break;
+	case KVS_OP_LOOKUP: st->ops_lookup++; do_hashes(c, h, p); break;
+	case KVS_OP_RESERVE: st->ops_reserve++; do_hashes(c, h, p); break;
+	case KVS_OP_COMMIT: st->ops_commit++; do_lease(c, h, p); break;
+	case KVS_OP_ABORT: st->ops_abort++; do_lease(c, h, p); break;
+	case KVS_OP_RELEASE: st->ops_release++; do_lease(c, h, p); break;
+	case KVS_OP_STATS: st->ops_stats++; do_stats(c, h, p); break;
+	default:
+		st->errors_opcode++;
+		reply_error(c, h, KVS_E_OPCODE);
+		break;
+	}
+}
+
+/* Handle every complete message in the input buffer. Returns -1 when the
+ * connection was closed (c is gone), else 0. */
+static int conn_process(conn *c)
+{
+	kvs_counters *st = &c->srv->stats;
+	int stalled;
+
+	do {
+		stalled = 0;
+		while (!c->closing && evbuffer_get_length(c->out) < OUT_HIGH) {
+			const uint8_t *p = c->in + c->in_off;
+			size_t avail = c->in_len - c->in_off;
+			kvs_wire_hdr h;
+			int rc = kvs_wire_hdr_decode(p, avail, KVS_WIRE_MAX_PAYLOAD, &h);
+
+			if (rc == -EAGAIN)
+				break;
+			if (rc == KVS_E_PROTO) {
+				/* Without a trusted length there is no next message. */
+				st->errors_proto++;
+				st->errors_total++;
+				kvs_warn("client %" PRIu64 ": bad message magic %08x: "
+					 "disconnecting", c->id, h.magic);
+				conn_close(c, NULL);
+				return -1;
+			}
+			if (rc == KVS_E_TOOBIG) {
+				st->errors_toobig++;
+				kvs_warn("client %" PRIu64 ": message of %u bytes over the "
+					 "%u limit: disconnecting", c->id, h.len,
+					 KVS_WIRE_MAX_PAYLOAD);
+				reply_error(c, &h, rc);
+				c->closing = 1;
+				break;
+			}
+			if (avail < KVS_WIRE_HDR_SIZE + (size_t)h.len)
+				break;
+			/* An fd rides on the first byte of its reply: a HELLO
+			 * waits until earlier replies are out. */
+			if (h.opcode == KVS_OP_HELLO && evbuffer_get_length(c->out) > 0) {
+				stalled = 1;
+				break;
+			}
+			if (rc == KVS_E_VERSION) {
+				st->errors_version++;
+				reply_error(c, &h, rc);
+			} else {
+				dispatch(c, &h, p + KVS_WIRE_HDR_SIZE);
+			}
+			c->in_off += KVS_WIRE_HDR_SIZE + (size_t)h.len;
+			if (c->pending_fd >= 0) {
+				stalled = 1; /* send the fd before more replies queue */
+				break;
+			}
+		}
+		if (conn_flush(c) < 0) {
+			conn_close(c, NULL);
+			return -1;
+		}
+	} while (stalled && evbuffer_get_length(c->out) == 0);
+	if (c->closing && evbuffer_get_length(c->out) == 0) {
+		conn_close(c, NULL);
+		return -1;
+	}
+	conn_arm(c);
+	return 0;
+}
+
+/* Make room to read: compact, and grow up to the size of the message whose
+ * header is already in (its length was checked against the limit). */
+static int conn_make_room(conn *c)
+{
+	size_t need = IN_INITIAL, avail;
+	kvs_wire_hdr h;
+
+	if (c->in_off > 0) {
+		memmove(c->in, c->in + c->in_off, c->in_len - c->in_off);
+		c->in_len -= c->in_off;
+		c->in_off = 0;
+	}
+	avail = c->in_len;
+	if (avail >= KVS_WIRE_HDR_SIZE &&
+	    kvs_wire_hdr_decode(c->in, avail, KVS_WIRE_MAX_PAYLOAD, &h) != KVS_E_PROTO &&
+	    h.len <= KVS_WIRE_MAX_PAYLOAD)
+		need = KVS_WIRE_HDR_SIZE + (size_t)h.len;
+	if (need < IN_INITIAL)
+		need = IN_INITIAL;
+	if (need > IN_MAX)
+		need = IN_MAX;
+	if (c->in_cap < need) {
+		uint8_t *n = realloc(c->in, need);
+
+		if (!n)
+			return -ENOMEM;
+		c->in = n;
+		c->in_cap = need;
+	}
+	return 0;
+}
+
+static void drop_fds(conn *c, struct msghdr *mh)
+{
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm)) {
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		for (size_t i = 0; i < (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+			int fd;
+
+			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+			close(fd);
+		}
+		c->srv->stats.errors_proto++;
+		kvs_warn("client %" PRIu64 ": sent file descriptors: closed them", c->id);
+	}
+}
+
+static void on_read(evutil_socket_t fd, short what, void *arg)
+{
+	conn *c = arg;
+	union { char buf[CMSG_SPACE(8 * sizeof(int))]; struct cmsghdr a; } u;
+	struct iovec iov;
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	ssize_t n;
+
+	if (conn_make_room(c) < 0) {
+		conn_close(c, "out of memory");
+		return;
+	}
+	iov.iov_base = c->in + c->in_len;
+	iov.iov_len = c->in_cap - c->in_len;
+	mh.msg_control = u.buf;
+	mh.msg_controllen = sizeof(u.buf);
+	n = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	if (n < 0) {
+		if (errno == EAGAIN || errno == EINTR)
+			return;
+		conn_close(c, errno == ECONNRESET ? NULL : strerror(errno));
+		return;
+	}
+	if (mh.msg_controllen > 0)
+		drop_fds(c, &mh);
+	if (n == 0) {
+		if (c->in_len > c->in_off)
+			kvs_debug("client %" PRIu64 ": closed with %zu bytes of a "
+				  "partial message", c->id, c->in_len - c->in_off);
+		conn_close(c, NULL);
+		return;
+	}
+	c->in_len += (size_t)n;
+	conn_process(c);
+}
+
+/* ---- connections ------------------------------------------------------ */
+
+static void conn_close(conn *c, const char *why)
+{
+	kvs_server *s = c->srv;
+
+	if (why)
+		kvs_info("client %" PRIu64 ": closed: %s", c->id, why);
+	else
+		kvs_debug("client %" PRIu64 ": closed", c->id);
+	kvs_cache_owner_free(s->cache, c->owner);
+	if (c->ns)
+		s->stats.clients_attached--;
+	event_free(c->rev);
+	event_free(c->wev);
+	evbuffer_free(c->out);
+	close(c->fd);
+	free(c->in);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		s->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	s->nconns--;
+	s->stats.clients_disconnected++;
+	free(c);
+}
+
+static void on_accept(evutil_socket_t lfd, short what, void *arg)
+{
+	kvs_server *s = arg;
+	conn *c;
+	int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+	if (fd < 0) {
+		if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+			kvs_warn("accept: %s", strerror(errno));
+		return;
+	}
+	if (s->nconns >= s->cfg.max_clients) {
+		s->stats.clients_refused++;
+		kvs_warn("refusing a client: %u clients connected (--max-clients)",
+			 s->nconns);
+		close(fd);
+		return;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		goto fail;
+	c->srv = s;
+	c->fd = fd;
+	c->pending_fd = -1;
+	c->id = ++s->stats.clients_accepted;
+	c->owner = kvs_cache_owner_new(s->cache);
+	c->out = evbuffer_new();
+	c->rev = event_new(s->base, fd, EV_READ | EV_PERSIST, on_read, c);
+	c->wev = event_new(s->base, fd, EV_WRITE | EV_PERSIST, on_write, c);
+	if (!c->owner || !c->out || !c->rev || !c->wev) {
+		kvs_cache_owner_free(s->cache, c->owner);
+		if (c->out)
+			evbuffer_free(c->out);
+		if (c->rev)
+			event_free(c->rev);
+		if (c->wev)
+			event_free(c->wev);
+		free(c);
+		goto fail;
+	}
+	c->next = s->conns;
+	if (s->conns)
+		s->conns->prev = c;
+	s->conns = c;
+	s->nconns++;
+	conn_arm(c);
+	kvs_debug("client %" PRIu64 ": connected", c->id);
+	return;
+fail:
+	kvs_warn("refusing a client: out of memory");
+	close(fd);
+}
+
+/* ---- socket and life cycle -------------------------------------------- */
+
+/* Bind the control socket, replacing a stale one but never a live daemon's
+ * nor a file that is not a socket. */
+static int bind_socket(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct stat st;
+	char dir[sizeof(sa.sun_path)];
+	char *slash;
+	int fd, rc;
+
+	strncpy(sa.sun_path, path, sizeof(sa.sun_path) - 1);
+	strcpy(dir, sa.sun_path);
+	slash = strrchr(dir, '/');
+	if (slash && slash != dir) {
+		*slash = '\0';
+		if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+			rc = -errno;
+			kvs_err("cannot create socket directory %s: %s", dir,
+				strerror(errno));
+			return rc;
+		}
+	}
+	if (lstat(path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode)) {
+			kvs_err("%s exists and is not a socket: not replacing it", path);
+			return KVS_E_CONFIG;
+		}
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return -errno;
+		rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+		close(fd);
+		if (rc == 0) {
+			kvs_err("another kvshared is already serving %s", path);
+			return KVS_E_DAEMON_RUNNING;
+		}
+		kvs_info("replacing stale socket %s", path);
+		unlink(path);
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    chmod(path, 0600) < 0 || listen(fd, 128) < 0) {
+		rc = -errno;
+		kvs_err("cannot listen on %s: %s", path, strerror(errno));
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	kvs_server *s = arg;
+
+	kvs_info("%s: shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+	event_base_loopbreak(s->base);
+}
+
+int kvs_server_create(const kvs_config *cfg, kvs_server **out)
+{
+	kvs_cache_config cc = { .host_bytes = cfg->host_bytes,
+				.page_bytes = cfg->page_bytes, .policy = "lru",
+				.max_leases = cfg->max_leases };
+	kvs_server *s = calloc(1, sizeof(*s));
+	int rc;
+
+	if (!s)
+		return -ENOMEM;
+	s->cfg = *cfg;
+	s->listen_fd = -1;
+	clock_gettime(CLOCK_MONOTONIC, &s->started);
+	s->blocks = malloc(KVS_MAX_HASHES * sizeof(kvs_block));
+	s->reply = malloc(KVS_WIRE_MAX_PAYLOAD);
+	s->base = event_base_new();
+	if (!s->blocks || !s->reply || !s->base) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	rc = kvs_cache_create(&cc, &s->stats, &s->cache);
+	if (rc < 0) {
+		kvs_err("cannot create the host tier of %" PRIu64 " bytes: %s",
+			cfg->host_bytes, kvs_strerror(rc));
+		goto fail;
+	}
+	rc = bind_socket(cfg->socket_path);
+	if (rc < 0)
+		goto fail;
+	s->listen_fd = rc;
+	s->listen_ev = event_new(s->base, s->listen_fd, EV_READ | EV_PERSIST,
+				 on_accept, s);
+	s->sigint_ev = evsignal_new(s->base, SIGINT, on_signal, s);
+	s->sigterm_ev = evsignal_new(s->base, SIGTERM, on_signal, s);
+	if (!s->listen_ev || !s->sigint_ev || !s->sigterm_ev) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	event_add(s->listen_ev, NULL);
+	event_add(s->sigint_ev, NULL);
+	event_add(s->sigterm_ev, NULL);
+	*out = s;
+	return 0;
+fail:
+	kvs_server_destroy(s);
+	return rc;
+}
+
+int kvs_server_run(kvs_server *s)
+{
+	kvs_info("ready on %s: host tier %" PRIu64 " MiB, page %u KiB, "
+		 "eviction lru", s->cfg.socket_path,
+		 kvs_cache_arena_bytes(s->cache) >> 20, s->cfg.page_bytes >> 10);
+	if (s->cfg.ready_fd >= 0) {
+		(void)!write(s->cfg.ready_fd, "READY\n", 6);
+		close(s->cfg.ready_fd);
+	}
+	if (event_base_dispatch(s->base) < 0)
+		return -EIO;
+	return 0;
+}
+
+void kvs_server_destroy(kvs_server *s)
+{
+	if (!s)
+		return;
+	while (s->conns)
+		conn_close(s->conns, NULL);
+	if (s->listen_ev)
+		event_free(s->listen_ev);
+	if (s->sigint_ev)
+		event_free(s->sigint_ev);
+	if (s->sigterm_ev)
+		event_free(s->sigterm_ev);
+	if (s->listen_fd >= 0) {
+		close(s->listen_fd);
+		unlink(s->cfg.socket_path);
+	}
+	kvs_cache_destroy(s->cache);
+	if (s->base)
+		event_base_free(s->base);
+	free(s->blocks);
+	free(s->reply);
+	free(s);
+}

@@ -1,0 +1,188 @@
+/* table.c - block table (see kvs_table.h). */
+#include "kvs_table.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct kvs_table {
+	kvs_rec *recs;     /* record array */
+	uint32_t nrecs;    /* records allocated in the array */
+	uint32_t used;     /* records in use */
+	uint32_t free_head; /* free list through rec.parent */
+	uint32_t *slots;   /* index: record number or KVS_REC_NONE */
+	uint32_t mask;     /* index capacity - 1 (a power of two) */
+};
+
+#define INITIAL_SLOTS 1024u
+
+/* Block hashes are already uniform: their low word is a fine index hash. */
+static inline uint32_t home(const kvs_table *t, kvs_hash h)
+{
+	return (uint32_t)(h.lo ^ (h.lo >> 32)) & t->mask;
+}
+
+static inline int hash_eq(kvs_hash a, kvs_hash b)
+{
+	return a.lo == b.lo && a.hi == b.hi;
+}
+
+int kvs_table_create(kvs_table **out)
+{
+	kvs_table *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	t->slots = malloc(INITIAL_SLOTS * sizeof(uint32_t));
+	if (!t->slots) {
+		free(t);
+		return -ENOMEM;
+	}
+	memset(t->slots, 0xff, INITIAL_SLOTS * sizeof(uint32_t));
+	t->mask = INITIAL_SLOTS - 1;
+	t->free_head = KVS_REC_NONE;
+	*out = t;
+	return 0;
+}
+
+void kvs_table_destroy(kvs_table *t)
+{
+	if (!t)
+		return;
+	free(t->recs);
+	free(t->slots);
+	free(t);
+}
+
+uint32_t kvs_table_find(const kvs_table *t, kvs_hash h)
+{
+	for (uint32_t i = home(t, h);; i = (i + 1) & t->mask) {
+		uint32_t r = t->slots[i];
+
+		if (r == KVS_REC_NONE)
+			return KVS_REC_NONE;
+		if (hash_eq(t->recs[r].hash, h))
+			return r;
+	}
+}
+
+static void place(kvs_table *t, uint32_t r)
+{
+	uint32_t i = home(t, t->recs[r].hash);
+
+	while (t->slots[i] != KVS_REC_NONE)
+		i = (i + 1) & t->mask;
+	t->slots[i] = r;
+}
+
+static int grow_index(kvs_table *t)
+{
+	uint32_t ncap = (t->mask + 1) * 2;
+	uint32_t *old = t->slots, oldcap = t->mask + 1;
+	uint32_t *ns;
+
+	if (ncap == 0)
+		return -ENOMEM;
+	ns = malloc((size_t)ncap * sizeof(uint32_t));
+	if (!ns)
+		return -ENOMEM;
+	memset(ns, 0xff, (size_t)ncap * sizeof(uint32_t));
+	t->slots = ns;
+	t->mask = ncap - 1;
+	for (uint32_t i = 0; i < oldcap; i++)
+		if (old[i] != KVS_REC_NONE)
+			place(t, old[i]);
+	free(old);
+	return 0;
+}
+
+static int grow_recs(kvs_table *t)
+{
+	/* Grow by a quarter, not double: records are most of the table's
+	 * memory, and this keeps the slack (and so bytes per block) bounded. */
+	uint32_t n = t->nrecs < 1024 ? 1024 : t->nrecs + t->nrecs / 4;
+	kvs_rec *nr;
+
+	if (n <= t->nrecs || n >= KVS_REC_NONE)
+		return -ENOMEM;
+	nr = realloc(t->recs, (size_t)n * sizeof(kvs_rec));
+	if (!nr)
+		return -ENOMEM;
+	/* New records go on the free list in index order. */
+	for (uint32_t i = n; i-- > t->nrecs;) {
+		nr[i].state = KVS_REC_FREE;
+		nr[i].parent = t->free_head;
+		t->free_head = i;
+	}
+	t->recs = nr;
+	t->nrecs = n;
+	return 0;
+}
+
+int kvs_table_insert(kvs_table *t, kvs_hash h, uint32_t *idx)
+{
+	uint32_t r;
+	int rc;
+
+	if (kvs_table_find(t, h) != KVS_REC_NONE)
+		return -EEXIST;
+	if ((uint64_t)(t->used + 1) * 2 > (uint64_t)t->mask + 1 &&
+	    (rc = grow_index(t)) < 0)
+		return rc;
+	if (t->free_head == KVS_REC_NONE && (rc = grow_recs(t)) < 0)
+		return rc;
+	r = t->free_head;
+	t->free_head = t->recs[r].parent;
+	memset(&t->recs[r], 0, sizeof(kvs_rec));
+	t->recs[r].hash = h;
+	t->recs[r].parent = KVS_REC_NONE;
+	t->recs[r].pol = KVS_REC_NONE;
+	t->recs[r].state = KVS_REC_WRITING;
+	t->used++;
+	place(t, r);
+	*idx = r;
+	return 0;
+}
+
+void kvs_table_remove(kvs_table *t, uint32_t r)
+{
+	uint32_t i = home(t, t->recs[r].hash);
+
+	while (t->slots[i] != r)
+		i = (i + 1) & t->mask;
+	/* Backward-shift: pull later entries of the probe run into the hole so
+	 * that every lookup still finds its record without tombstones. */
+	for (uint32_t j = (i + 1) & t->mask;; j = (j + 1) & t->mask) {
+		uint32_t s = t->slots[j], k;
+
+		if (s == KVS_REC_NONE)
+			break;
+		k = home(t, t->recs[s].hash);
+		/* Move s into the hole i unless its home lies cyclically in (i, j]. */
+		if ((j > i && (k <= i || k > j)) || (j < i && (k <= i && k > j))) {
+			t->slots[i] = s;
+			i = j;
+		}
+	}
+	t->slots[i] = KVS_REC_NONE;
+	t->recs[r].state = KVS_REC_FREE;
+	t->recs[r].parent = t->free_head;
+	t->free_head = r;
+	t->used--;
+}
+
+kvs_rec *kvs_table_rec(const kvs_table *t, uint32_t idx)
+{
+	return &t->recs[idx];
+}
+
+uint32_t kvs_table_count(const kvs_table *t)
+{
+	return t->used;
+}
+
+uint64_t kvs_table_bytes(const kvs_table *t)
+{
+	return (uint64_t)t->nrecs * sizeof(kvs_rec) +
+	       ((uint64_t)t->mask + 1) * sizeof(uint32_t);
+}

@@ -1,0 +1,64 @@
+/* arena.c - memfd host arena (see kvs_arena.h). */
+#define _GNU_SOURCE
+#include "kvs_arena.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+struct kvs_arena {
+	int fd;
+	void *base;
+	uint64_t bytes;
+};
+
+int kvs_arena_create(const char *name, uint64_t bytes, kvs_arena **out)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	uint64_t size = (bytes + (uint64_t)pg - 1) / (uint64_t)pg * (uint64_t)pg;
+	kvs_arena *a;
+	int err;
+
+	if (size == 0)
+		return -EINVAL;
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	/* MFD_CLOEXEC: the fd reaches clients only by SCM_RIGHTS, never by exec. */
+	a->fd = memfd_create(name, MFD_CLOEXEC);
+	if (a->fd < 0) {
+		err = -errno;
+		free(a);
+		return err;
+	}
+	if (ftruncate(a->fd, (off_t)size) < 0) {
+		err = -errno;
+		goto fail;
+	}
+	a->base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd, 0);
+	if (a->base == MAP_FAILED) {
+		err = -errno;
+		goto fail;
+	}
+	a->bytes = size;
+	*out = a;
+	return 0;
+fail:
+	close(a->fd);
+	free(a);
+	return err;
+}
+
+void kvs_arena_destroy(kvs_arena *a)
+{
+	if (!a)
+		return;
+	munmap(a->base, a->bytes);
+	close(a->fd);
+	free(a);
+}
+
+int kvs_arena_fd(const kvs_arena *a) { return a->fd; }
+void *kvs_arena_base(const kvs_arena *a) { return a->base; }
+uint64_t kvs_arena_bytes(const kvs_arena *a) { return a->bytes; }

@@ -1,0 +1,31 @@
+/*
+ * kvs_arena.h - a host-RAM arena: one memfd of an exact size, mapped
+ * MAP_SHARED in the daemon and handed by fd to every client.
+ *
+ * The arena is sized exactly as asked (rounded up to the system page size
+ * only): no power-of-two rounding. Its pages are touched lazily, so the
+ * daemon's resident memory grows with what is written.
+ *
+ * Errors: 0 on success, -errno from memfd_create/ftruncate/mmap.
+ * Thread: create and destroy from one thread; the mapping itself is plain
+ * shared memory.
+ */
+#ifndef KVS_ARENA_H
+#define KVS_ARENA_H
+
+#include <stdint.h>
+
+typedef struct kvs_arena kvs_arena;
+
+/*
+ * kvs_arena_create - a memfd arena named @name (shown in /proc/PID/fd).
+ * Ownership: *out until kvs_arena_destroy(), which unmaps and closes the fd.
+ */
+int kvs_arena_create(const char *name, uint64_t bytes, kvs_arena **out);
+void kvs_arena_destroy(kvs_arena *a);
+
+int kvs_arena_fd(const kvs_arena *a);
+void *kvs_arena_base(const kvs_arena *a);
+uint64_t kvs_arena_bytes(const kvs_arena *a);
+
+#endif /* KVS_ARENA_H */
