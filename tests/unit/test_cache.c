@@ -1,0 +1,405 @@
+/*
+ * test_cache - blocks, namespaces, leases and eviction (service/cache.c)
+ * without a socket: reserve/commit/lookup semantics, namespace isolation,
+ * leaf-first LRU eviction, pins, aborts, lease errors and limits, and a
+ * randomized run of several owners checked against every invariant and
+ * against the bytes written.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "kvs_cache.h"
+#include "kvs_check.h"
+#include "kvs_log.h"
+
+#define PAGE (64u << 10)
+
+static kvs_counters stats;
+
+/* A layout whose block is exactly `kib` KiB: 1 layer, 1 head, fp16,
+ * 16 tokens, head_dim chosen to fit. */
+static kvs_layout layout(const char *model, const char *salt, uint32_t kib)
+{
+	return (kvs_layout){ .model = model, .salt = salt, .layers = 1,
+			     .kv_heads = 1, .head_dim = kib * 1024 / 64,
+			     .block_tokens = 16, .tp_size = 1,
+			     .dtype = KVS_DTYPE_FP16 };
+}
+
+static kvs_wire_hello hello_of(const kvs_layout *l, uint8_t *buf)
+{
+	kvs_wire_hello h;
+	int n = kvs_wire_hello_encode(l, buf, 1024);
+
+	CHECK(n > 0);
+	CHECK(kvs_wire_hello_decode(buf, (size_t)n, &h) == 0);
+	return h;
+}
+
+static kvs_cache *mk_cache(uint64_t bytes, uint32_t max_leases)
+{
+	kvs_cache_config cfg = { .host_bytes = bytes, .page_bytes = PAGE,
+				 .policy = "lru", .max_leases = max_leases };
+	kvs_cache *c = NULL;
+
+	memset(&stats, 0, sizeof(stats));
+	CHECK(kvs_cache_create(&cfg, &stats, &c) == 0);
+	return c;
+}
+
+static kvs_owner *attach(kvs_cache *c, const kvs_layout *l)
+{
+	uint8_t buf[1024];
+	kvs_wire_hello h = hello_of(l, buf);
+	kvs_owner *o = kvs_cache_owner_new(c);
+	uint32_t ns;
+	uint64_t bb;
+
+	CHECK(kvs_cache_attach(c, o, &h, &ns, &bb) == 0);
+	CHECK_EQ(bb, kvs_layout_block_bytes(l));
+	return o;
+}
+
+/* A chain of n hashes for token stream `stream` in layout l, on the wire. */
+typedef struct chain {
+	uint8_t wire[8 + 64 * 16];
+	kvs_hash h[64];
+	uint32_t n;
+} chain;
+
+static void mk_chain(chain *ch, const kvs_layout *l, uint32_t stream, uint32_t n)
+{
+	uint32_t toks[64 * 16];
+
+	for (uint32_t i = 0; i < n * 16; i++)
+		toks[i] = stream * 1000003u + i;
+	ch->n = (uint32_t)kvs_hash_chain(kvs_hash_layout_seed(l), 16, toks,
+					 n * 16, ch->h, 64);
+	CHECK(kvs_wire_hashes_encode(ch->h, ch->n, 0, ch->wire, sizeof(ch->wire)) > 0);
+}
+
+static const uint8_t *H(const chain *ch, uint32_t from)
+{
+	return ch->wire + 8 + 16 * (size_t)from;
+}
+
+static int publish(kvs_cache *c, kvs_owner *o, const chain *ch)
+{
+	kvs_block b[64];
+	uint64_t lease;
+	int n = kvs_cache_reserve(c, o, H(ch, 0), ch->n, &lease, b);
+
+	if (n > 0)
+		CHECK_EQ(kvs_cache_commit(c, o, lease), n);
+	return n;
+}
+
+static int hits(kvs_cache *c, kvs_owner *o, const chain *ch, uint32_t from,
+		uint32_t n)
+{
+	kvs_block b[64];
+	uint64_t lease;
+	int h = kvs_cache_lookup(c, o, H(ch, from), n, &lease, b);
+
+	if (h > 0)
+		CHECK(kvs_cache_release(c, o, lease) >= 0);
+	return h;
+}
+
+static void test_basic(void)
+{
+	kvs_cache *c = mk_cache(16 * PAGE, 64);
+	kvs_layout l = layout("m", NULL, 64);
+	kvs_owner *o = attach(c, &l);
+	kvs_block b[64];
+	uint64_t lease, rl;
+	chain ch;
+
+	mk_chain(&ch, &l, 1, 4);
+	CHECK_EQ(kvs_cache_reserve(c, o, H(&ch, 0), 4, &lease, b), 4);
+	CHECK(lease != 0);
+	for (int i = 0; i < 4; i++)
+		CHECK_EQ(b[i].status, KVS_BLOCK_NEW);
+	CHECK_EQ(hits(c, o, &ch, 0, 4), 0); /* invisible until commit */
+	CHECK_EQ(kvs_cache_commit(c, o, lease), 4);
+	CHECK_EQ(kvs_cache_commit(c, o, lease), KVS_E_NOLEASE); /* ended */
+	CHECK_EQ(kvs_cache_lookup(c, o, H(&ch, 0), 4, &rl, b), 4);
+	CHECK_EQ(b[3].status, KVS_BLOCK_HIT);
+	CHECK_EQ(b[0].tier, KVS_TIER_HOST);
+	CHECK_EQ(kvs_cache_commit(c, o, rl), KVS_E_LEASEKIND);
+	CHECK_EQ(kvs_cache_abort(c, o, rl), KVS_E_LEASEKIND);
+	CHECK_EQ(kvs_cache_release(c, o, rl), 4);
+	CHECK_EQ(kvs_cache_reserve(c, o, H(&ch, 0), 4, &lease, b), 0);
+	CHECK_EQ(lease, 0);
+	CHECK_EQ(b[2].status, KVS_BLOCK_EXISTS);
+	CHECK_EQ(kvs_cache_release(c, o, 12345), KVS_E_NOLEASE);
+	CHECK_EQ(stats.blocks_committed, 4);
+	CHECK_EQ(stats.blocks_lookup_hit, 4);
+	CHECK(kvs_cache_check(c) == 0);
+	kvs_cache_owner_free(c, o);
+	kvs_cache_destroy(c);
+}
+
+static void test_isolation_and_layouts(void)
+{
+	kvs_cache *c = mk_cache(16 * PAGE, 64);
+	kvs_layout a = layout("m", NULL, 64), salted = layout("m", "tenant-b", 64);
+	kvs_layout other = layout("m2", NULL, 64), bad = a, huge = layout("m", NULL, 4096);
+	kvs_owner *oa = attach(c, &a), *ob = attach(c, &salted);
+	kvs_owner *o3 = kvs_cache_owner_new(c);
+	uint8_t buf[1024];
+	kvs_wire_hello h;
+	uint32_t ns;
+	uint64_t bb;
+	chain ca, cb;
+
+	mk_chain(&ca, &a, 7, 3);
+	mk_chain(&cb, &salted, 7, 3); /* same tokens, other salt */
+	CHECK(memcmp(ca.h, cb.h, sizeof(kvs_hash)) != 0);
+	CHECK_EQ(publish(c, oa, &ca), 3);
+	CHECK_EQ(hits(c, ob, &cb, 0, 3), 0);
+	/* Even presenting the other tenant's exact hashes finds nothing. */
+	CHECK_EQ(hits(c, ob, &ca, 0, 3), 0);
+	CHECK_EQ(hits(c, oa, &ca, 0, 3), 3);
+	/* Re-attaching with another layout is refused; the same is fine. */
+	h = hello_of(&other, buf);
+	CHECK_EQ(kvs_cache_attach(c, oa, &h, &ns, &bb), KVS_E_ATTACHED);
+	h = hello_of(&a, buf);
+	CHECK_EQ(kvs_cache_attach(c, oa, &h, &ns, &bb), 0);
+	bad.layers = 0;
+	h = hello_of(&bad, buf);
+	CHECK_EQ(kvs_cache_attach(c, o3, &h, &ns, &bb), KVS_E_LAYOUT);
+	bad = a;
+	bad.tp_rank = 1; /* of tp_size 1 */
+	h = hello_of(&bad, buf);
+	CHECK_EQ(kvs_cache_attach(c, o3, &h, &ns, &bb), KVS_E_LAYOUT);
+	h = hello_of(&huge, buf); /* 4 MiB block, 1 MiB arena */
+	CHECK_EQ(kvs_cache_attach(c, o3, &h, &ns, &bb), KVS_E_LAYOUT);
+	CHECK_EQ(kvs_cache_lookup(c, o3, H(&ca, 0), 3, &bb, NULL), KVS_E_NOTATTACHED);
+	CHECK(stats.errors_layout >= 4);
+	kvs_cache_owner_free(c, oa);
+	kvs_cache_owner_free(c, ob);
+	kvs_cache_owner_free(c, o3);
+	kvs_cache_destroy(c);
+}
+
+static void test_leaf_first_lru(void)
+{
+	/* 8 slots of 64 KiB. */
+	kvs_cache *c = mk_cache(8 * PAGE, 64);
+	kvs_layout l = layout("m", NULL, 64);
+	kvs_owner *o = attach(c, &l);
+	chain a, b, n1, n2;
+
+	mk_chain(&a, &l, 1, 4);
+	mk_chain(&b, &l, 2, 4);
+	mk_chain(&n1, &l, 3, 1);
+	mk_chain(&n2, &l, 4, 2);
+	CHECK_EQ(publish(c, o, &a), 4);
+	CHECK_EQ(publish(c, o, &b), 4);
+	/* A's root is the least recently used block, but it is not a leaf:
+	 * A's tail goes first. */
+	CHECK_EQ(publish(c, o, &n1), 1);
+	CHECK_EQ(stats.blocks_evicted, 1);
+	CHECK_EQ(hits(c, o, &a, 0, 4), 3);
+	CHECK_EQ(hits(c, o, &a, 3, 1), 0);
+	CHECK_EQ(hits(c, o, &b, 0, 4), 4);
+	/* Leaves now, oldest first: N1 (committed, never read), B's tail, A's
+	 * tail (A read last). Two new blocks take N1 and B's tail. */
+	CHECK_EQ(hits(c, o, &a, 0, 3), 3);
+	CHECK_EQ(publish(c, o, &n2), 2);
+	CHECK_EQ(hits(c, o, &n1, 0, 1), 0);
+	CHECK_EQ(hits(c, o, &a, 0, 4), 3);
+	CHECK_EQ(hits(c, o, &b, 0, 4), 3);
+	CHECK_EQ(hits(c, o, &b, 3, 1), 0);
+	CHECK_EQ(stats.blocks_evicted, 3);
+	CHECK(kvs_cache_check(c) == 0);
+	kvs_cache_owner_free(c, o);
+	kvs_cache_destroy(c);
+}
+
+static void test_pins_and_full(void)
+{
+	kvs_cache *c = mk_cache(8 * PAGE, 64);
+	kvs_layout l = layout("m", NULL, 64);
+	kvs_owner *o = attach(c, &l), *r = attach(c, &l);
+	kvs_block bl[64];
+	uint64_t pin, lease;
+	chain a, b, d, e;
+
+	mk_chain(&a, &l, 1, 4);
+	mk_chain(&b, &l, 2, 4);
+	mk_chain(&d, &l, 3, 5);
+	mk_chain(&e, &l, 4, 1);
+	CHECK_EQ(publish(c, o, &a), 4);
+	CHECK_EQ(kvs_cache_lookup(c, r, H(&a, 0), 4, &pin, bl), 4);
+	CHECK_EQ(publish(c, o, &b), 4);
+	/* Only B is evictable: D gets 4 slots, its fifth block is FULL. */
+	CHECK_EQ(kvs_cache_reserve(c, o, H(&d, 0), 5, &lease, bl), 4);
+	CHECK_EQ(bl[3].status, KVS_BLOCK_NEW);
+	CHECK_EQ(bl[4].status, KVS_BLOCK_FULL);
+	CHECK_EQ(hits(c, r, &a, 0, 4), 4);
+	/* Everything is pinned or being written now. */
+	CHECK_EQ(kvs_cache_reserve(c, o, H(&e, 0), 1, &pin, bl), KVS_E_FULL);
+	CHECK(stats.errors_full == 1);
+	CHECK_EQ(kvs_cache_commit(c, o, lease), 4);
+	CHECK(kvs_cache_check(c) == 0);
+	/* The reader's connection dies: its pins go, A becomes evictable. */
+	kvs_cache_owner_free(c, r);
+	CHECK_EQ(publish(c, o, &e), 1);
+	CHECK(kvs_cache_check(c) == 0);
+	kvs_cache_owner_free(c, o);
+	kvs_cache_destroy(c);
+}
+
+static void test_abort_busy_and_limits(void)
+{
+	kvs_cache *c = mk_cache(16 * PAGE, 2);
+	kvs_layout l = layout("m", NULL, 64);
+	kvs_owner *w = attach(c, &l), *x = attach(c, &l);
+	kvs_block bl[64];
+	uint64_t lw, lx, l1, l2;
+	chain a, longer;
+
+	mk_chain(&a, &l, 1, 3);
+	mk_chain(&longer, &l, 1, 5); /* same first 3 blocks */
+	CHECK_EQ(kvs_cache_reserve(c, w, H(&a, 0), 3, &lw, bl), 3);
+	/* Someone else writing: BUSY, and the rest of the chain too. */
+	CHECK_EQ(kvs_cache_reserve(c, x, H(&longer, 0), 5, &lx, bl), 0);
+	CHECK_EQ(bl[0].status, KVS_BLOCK_BUSY);
+	CHECK_EQ(bl[4].status, KVS_BLOCK_BUSY);
+	CHECK_EQ(kvs_cache_commit(c, x, lw), KVS_E_NOTOWNER);
+	CHECK_EQ(kvs_cache_abort(c, w, lw), 3);
+	CHECK_EQ(stats.blocks_aborted, 3);
+	CHECK_EQ(kvs_cache_reserve(c, x, H(&longer, 0), 5, &lx, bl), 5);
+	CHECK_EQ(kvs_cache_commit(c, x, lx), 5);
+	/* Two leases at most per owner here. */
+	CHECK_EQ(kvs_cache_lookup(c, w, H(&a, 0), 3, &l1, bl), 3);
+	CHECK_EQ(kvs_cache_lookup(c, w, H(&a, 0), 3, &l2, bl), 3);
+	CHECK_EQ(kvs_cache_lookup(c, w, H(&a, 0), 3, &lw, bl), KVS_E_LIMIT);
+	CHECK_EQ(stats.leases_active, 0); /* a gauge: filled on demand */
+	kvs_cache_stats_fill(c);
+	CHECK_EQ(stats.leases_active, 2);
+	CHECK_EQ(stats.leases_pinned_blocks, 6);
+	CHECK(kvs_cache_check(c) == 0);
+	/* A writer that vanishes mid-write leaves nothing behind. */
+	CHECK_EQ(kvs_cache_reserve(c, x, H(&longer, 0), 5, &lx, bl), 0);
+	mk_chain(&a, &l, 9, 4);
+	CHECK_EQ(kvs_cache_reserve(c, x, H(&a, 0), 4, &lx, bl), 4);
+	kvs_cache_owner_free(c, x);
+	kvs_cache_owner_free(c, w);
+	kvs_cache_stats_fill(c);
+	CHECK_EQ(stats.tier_host_slots_used, 5);
+	CHECK_EQ(stats.tier_host_blocks_writing, 0);
+	CHECK_EQ(stats.leases_active, 0);
+	CHECK_EQ(stats.leases_pinned_blocks, 0);
+	CHECK(kvs_cache_check(c) == 0);
+	kvs_cache_destroy(c);
+}
+
+/* Several owners on shared and private chains in a cache too small for them;
+ * every committed block carries a pattern of its hash, checked whenever it is
+ * read under a lease. */
+static uint64_t pat(kvs_hash h, uint64_t i)
+{
+	return (h.lo ^ (h.hi << 1)) + i * 0x9e3779b97f4a7c15ull;
+}
+
+static void test_random(unsigned seed)
+{
+	enum { OWNERS = 5, CHAINS = 12, STEPS = 20000 };
+	kvs_cache *c = mk_cache(40 * PAGE, 16);
+	kvs_layout l = layout("m", NULL, 64);
+	kvs_owner *o[OWNERS];
+	uint64_t held[OWNERS][16];
+	int nheld[OWNERS] = { 0 };
+	chain ch[CHAINS];
+	uint8_t *base;
+	uint64_t bad = 0, verified = 0, lookups = 0;
+
+	srand(seed);
+	base = mmap(NULL, kvs_cache_arena_bytes(c), PROT_READ | PROT_WRITE,
+		    MAP_SHARED, kvs_cache_arena_fd(c), 0);
+	CHECK(base != MAP_FAILED);
+	for (int i = 0; i < OWNERS; i++)
+		o[i] = attach(c, &l);
+	/* Chains 0-5 share their first blocks in pairs (as prompts share a
+	 * system prompt); lengths up to 20 blocks. */
+	for (int i = 0; i < CHAINS; i++)
+		mk_chain(&ch[i], &l, (uint32_t)(i < 6 ? 100 : i), 4 + (uint32_t)(i * 7) % 17);
+	for (int s = 0; s < STEPS; s++) {
+		int w = rand() % OWNERS, k = rand() % CHAINS, op = rand() % 10;
+		kvs_block bl[64];
+		uint64_t lease;
+		int n;
+
+		if (op < 4 && nheld[w] < 16) {
+			n = kvs_cache_lookup(c, o[w], H(&ch[k], 0), ch[k].n, &lease, bl);
+			lookups++;
+			for (int i = 0; i < n; i++) {
+				uint64_t *p = (uint64_t *)(base + bl[i].offset);
+
+				for (uint64_t j = 0; j < PAGE / 8; j += 509, verified++)
+					bad += p[j] != pat(ch[k].h[i], j);
+			}
+			if (n > 0)
+				held[w][nheld[w]++] = lease;
+		} else if (op < 7 && nheld[w] < 16) {
+			n = kvs_cache_reserve(c, o[w], H(&ch[k], 0), ch[k].n, &lease, bl);
+			for (uint32_t i = 0; n > 0 && i < ch[k].n; i++) {
+				uint64_t *p = (uint64_t *)(base + bl[i].offset);
+
+				if (bl[i].status != KVS_BLOCK_NEW)
+					continue;
+				for (uint64_t j = 0; j < PAGE / 8; j++)
+					p[j] = pat(ch[k].h[i], j);
+			}
+			if (n > 0 && rand() % 4 == 0)
+				kvs_cache_abort(c, o[w], lease);
+			else if (n > 0)
+				CHECK_EQ(kvs_cache_commit(c, o[w], lease), n);
+		} else if (op < 9 && nheld[w] > 0) {
+			CHECK(kvs_cache_release(c, o[w], held[w][--nheld[w]]) >= 0);
+		} else if (op == 9 && rand() % 20 == 0) {
+			kvs_cache_owner_free(c, o[w]); /* a crash */
+			o[w] = attach(c, &l);
+			nheld[w] = 0;
+		}
+		if (s % 64 == 0 && kvs_cache_check(c) != 0) {
+			CHECK(!"invariant broken");
+			break;
+		}
+	}
+	CHECK(kvs_cache_check(c) == 0);
+	CHECK_EQ(bad, 0);
+	CHECK(stats.blocks_evicted > 0);
+	printf("test_cache: random run: %lld lookups hit %lld blocks, %lld evictions, "
+	       "%llu words verified, %llu wrong\n",
+	       (long long)lookups, (long long)stats.blocks_lookup_hit,
+	       (long long)stats.blocks_evicted, (unsigned long long)verified,
+	       (unsigned long long)bad);
+	for (int i = 0; i < OWNERS; i++)
+		kvs_cache_owner_free(c, o[i]);
+	kvs_cache_stats_fill(c);
+	CHECK_EQ(stats.leases_pinned_blocks, 0);
+	CHECK_EQ(stats.tier_host_blocks_writing, 0);
+	munmap(base, kvs_cache_arena_bytes(c));
+	kvs_cache_destroy(c);
+}
+
+int main(void)
+{
+	unsigned seed = (unsigned)time(NULL);
+
+	kvs_log_set_level(KVS_LOG_WARN);
+	printf("test_cache: seed %u\n", seed);
+	test_basic();
+	test_isolation_and_layouts();
+	test_leaf_first_lru();
+	test_pins_and_full();
+	test_abort_busy_and_limits();
+	test_random(seed);
+	return check_summary("test_cache");
+}

@@ -1,0 +1,73 @@
+/*
+ * test_config - the daemon's configuration: size parsing, every flag, the
+ * errors a bad flag gives, and the embedded defaults.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "kvs_check.h"
+#include "kvs_config.h"
+#include "kvshare.h"
+
+static int parse(kvs_config *cfg, const char *a1, const char *a2)
+{
+	char *argv[] = { "kvshared", (char *)a1, (char *)a2, NULL };
+
+	kvs_config_defaults(cfg);
+	return kvs_config_parse_args(cfg, a2 ? 3 : 2, argv);
+}
+
+int main(void)
+{
+	kvs_config cfg;
+	uint64_t v;
+
+	CHECK(kvs_parse_size("123", &v) == 0 && v == 123);
+	CHECK(kvs_parse_size("64K", &v) == 0 && v == 65536);
+	CHECK(kvs_parse_size("1.5G", &v) == 0 && v == 3ull << 29);
+	CHECK(kvs_parse_size("2GiB", &v) == 0 && v == 2ull << 30);
+	CHECK(kvs_parse_size("512MB", &v) == 0 && v == 512ull << 20);
+	CHECK(kvs_parse_size("1t", &v) == 0 && v == 1ull << 40);
+	CHECK_EQ(kvs_parse_size("", &v), -EINVAL);
+	CHECK_EQ(kvs_parse_size("-1G", &v), -EINVAL);
+	CHECK_EQ(kvs_parse_size("0", &v), -EINVAL);
+	CHECK_EQ(kvs_parse_size("12X", &v), -EINVAL);
+	CHECK_EQ(kvs_parse_size("G", &v), -EINVAL);
+	CHECK_EQ(kvs_parse_size("99999999999T", &v), -ERANGE);
+
+	CHECK(kvs_config_defaults(&cfg) == 0);
+	CHECK(strstr(cfg.socket_path, "kvshared.sock") != NULL);
+	CHECK(cfg.host_bytes >= 64 * 1024);
+	CHECK_EQ(cfg.page_bytes, 65536);
+	CHECK_EQ(cfg.ready_fd, -1);
+
+	CHECK_EQ(parse(&cfg, "--host-size", "256M"), 0);
+	CHECK_EQ(cfg.host_bytes, 256ull << 20);
+	CHECK_EQ(parse(&cfg, "--host-size=1G", NULL), 0);
+	CHECK_EQ(cfg.host_bytes, 1ull << 30);
+	CHECK_EQ(parse(&cfg, "--socket", "/tmp/x.sock"), 0);
+	CHECK(strcmp(cfg.socket_path, "/tmp/x.sock") == 0);
+	CHECK_EQ(parse(&cfg, "--page-size", "4K"), 0);
+	CHECK_EQ(cfg.page_bytes, 4096);
+	CHECK_EQ(parse(&cfg, "--log-level", "debug"), 0);
+	CHECK_EQ(cfg.log_level, KVS_LOG_DEBUG);
+	CHECK_EQ(parse(&cfg, "--ready-fd", "7"), 0);
+	CHECK_EQ(cfg.ready_fd, 7);
+	CHECK_EQ(parse(&cfg, "--max-clients", "3"), 0);
+	CHECK_EQ(cfg.max_clients, 3);
+	CHECK_EQ(parse(&cfg, "--max-leases", "9"), 0);
+	CHECK_EQ(cfg.max_leases, 9);
+
+	fprintf(stderr, "test_config: the next lines are expected errors:\n");
+	CHECK_EQ(parse(&cfg, "--host-size", "lots"), KVS_E_CONFIG);
+	CHECK_EQ(parse(&cfg, "--page-size", "3000"), KVS_E_CONFIG);
+	CHECK_EQ(parse(&cfg, "--page-size", "96K"), KVS_E_CONFIG);
+	CHECK_EQ(parse(&cfg, "--log-level", "loud"), KVS_E_CONFIG);
+	CHECK_EQ(parse(&cfg, "--max-clients", "0"), KVS_E_CONFIG);
+	CHECK_EQ(parse(&cfg, "--ready-fd", "x"), KVS_E_CONFIG);
+	CHECK_EQ(parse(&cfg, "--bogus", NULL), KVS_E_CONFIG);
+	CHECK_EQ(parse(&cfg, "--socket", NULL), KVS_E_CONFIG);
+	CHECK_EQ(parse(&cfg, "extra", NULL), KVS_E_CONFIG);
+	CHECK_EQ(parse(&cfg, "--host-size", "1K"), KVS_E_CONFIG); /* < a page */
+	return check_summary("test_config");
+}
