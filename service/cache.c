@@ -708,6 +708,7 @@ void kvs_cache_stats_fill(kvs_cache *c)
 	for (uint32_t i = 0; i < c->nleases; i++)
 		lease_bytes += c->leases[i].cap * sizeof(uint32_t);
 	st->tier_host_bytes_total = (int64_t)kvs_arena_bytes(c->arena);
+	st->tier_host_bytes_resident = (int64_t)kvs_arena_resident(c->arena);
 	st->tier_host_bytes_used = (int64_t)ss.slot_bytes_used;
 	st->tier_host_bytes_free =
 		(int64_t)(kvs_arena_bytes(c->arena) - ss.slot_bytes_used);

@@ -17,6 +17,7 @@
 #define KVS_STATS_FIELDS(X)                                                   \
 	X(server, uptime_seconds, GAUGE, "seconds since the daemon started")  \
 	X(server, pid, GAUGE, "daemon process id")                            \
+	X(server, rss_anon_bytes, GAUGE, "daemon private resident memory")    \
 	X(clients, connected, GAUGE, "connections open now")                  \
 	X(clients, attached, GAUGE, "connections attached to a namespace")    \
 	X(clients, accepted, COUNTER, "connections accepted")                 \
@@ -39,6 +40,7 @@
 	X(blocks, aborted, COUNTER, "reserved slots freed uncommitted")       \
 	X(blocks, evicted, COUNTER, "committed blocks evicted")               \
 	X(tier_host, bytes_total, GAUGE, "host arena bytes")                  \
+	X(tier_host, bytes_resident, GAUGE, "arena bytes backed by RAM now")   \
 	X(tier_host, bytes_used, GAUGE, "bytes of allocated slots")           \
 	X(tier_host, bytes_free, GAUGE, "arena bytes not in allocated slots") \
 	X(tier_host, slots_used, GAUGE, "allocated slots (blocks+writing)")   \

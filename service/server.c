@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -264,6 +265,23 @@ static void do_lease(conn *c, const kvs_wire_hdr *h, const uint8_t *p)
 	reply(c, h, 0, buf, sizeof(buf));
 }
 
+/* Private resident memory (RssAnon): the daemon's own footprint, apart from
+ * the arena that it shares with its clients. */
+static int64_t rss_anon_bytes(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	long long kb = 0;
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "RssAnon: %lld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb * 1024;
+}
+
 static void ns_line(const kvs_ns_info *ns, void *arg)
 {
 	FILE *f = arg;
@@ -290,6 +308,7 @@ static void do_stats(conn *c, const kvs_wire_hdr *h, const uint8_t *p)
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	s->stats.server_uptime_seconds = now.tv_sec - s->started.tv_sec;
 	s->stats.server_pid = getpid();
+	s->stats.server_rss_anon_bytes = rss_anon_bytes();
 	s->stats.clients_connected = s->nconns;
 	kvs_cache_stats_fill(s->cache);
 	f = open_memstream(&text, &len);

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 struct kvs_arena {
@@ -62,3 +63,12 @@ void kvs_arena_destroy(kvs_arena *a)
 int kvs_arena_fd(const kvs_arena *a) { return a->fd; }
 void *kvs_arena_base(const kvs_arena *a) { return a->base; }
 uint64_t kvs_arena_bytes(const kvs_arena *a) { return a->bytes; }
+
+uint64_t kvs_arena_resident(const kvs_arena *a)
+{
+	struct stat st;
+
+	if (fstat(a->fd, &st) < 0)
+		return 0;
+	return (uint64_t)st.st_blocks * 512;
+}

@@ -27,5 +27,8 @@ void kvs_arena_destroy(kvs_arena *a);
 int kvs_arena_fd(const kvs_arena *a);
 void *kvs_arena_base(const kvs_arena *a);
 uint64_t kvs_arena_bytes(const kvs_arena *a);
+/* kvs_arena_resident - bytes of the arena backed by memory now (pages some
+ * process has touched), 0 if unknown. */
+uint64_t kvs_arena_resident(const kvs_arena *a);
 
 #endif /* KVS_ARENA_H */
