@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kvs_policy.h"
 #include "kvshare.h"
 
 #define DEFAULT_PAGE_BYTES (64u << 10)
@@ -50,6 +51,7 @@ int kvs_config_defaults(kvs_config *cfg)
 	cfg->max_clients = 1024;
 	cfg->max_leases = 4096;
 	cfg->max_outbuf = 64ull << 20;
+	strcpy(cfg->policy, "lru");
 	return 0;
 }
 
@@ -101,6 +103,14 @@ static int parse_u32(const char *s, uint32_t min, uint32_t *out)
 
 void kvs_config_usage(FILE *f, const kvs_config *d)
 {
+	char policies[128] = "";
+
+	for (unsigned i = 0; kvs_policy_name_at(i); i++) {
+		if (i)
+			strncat(policies, ", ", sizeof(policies) - strlen(policies) - 1);
+		strncat(policies, kvs_policy_name_at(i),
+			sizeof(policies) - strlen(policies) - 1);
+	}
 	fprintf(f,
 		"usage: kvshared [options]\n"
 		"Shared KV-cache daemon for LLM workers on one machine.\n\n"
@@ -112,10 +122,12 @@ void kvs_config_usage(FILE *f, const kvs_config *d)
 		"  --ready-fd N        write \"READY\\n\" to fd N once serving, then close it\n"
 		"  --max-clients N     connections served at once (default %u)\n"
 		"  --max-leases N      leases one connection may hold (default %u)\n"
+		"  --eviction-policy P how blocks leave a full tier: %s (default %s)\n"
 		"  --help              this text\n"
 		"  --version           print the version\n",
 		d->socket_path, d->host_bytes >> 20, d->page_bytes >> 10,
-		kvs_log_level_name(d->log_level), d->max_clients, d->max_leases);
+		kvs_log_level_name(d->log_level), d->max_clients, d->max_leases,
+		policies, d->policy);
 }
 
 static int bad(const char *flag, const char *val, const char *why)
@@ -128,7 +140,7 @@ static int bad(const char *flag, const char *val, const char *why)
 int kvs_config_parse_args(kvs_config *cfg, int argc, char **argv)
 {
 	enum { O_SOCKET = 256, O_HOST, O_PAGE, O_LOG, O_READY, O_CLIENTS,
-	       O_LEASES, O_HELP, O_VERSION };
+	       O_LEASES, O_POLICY, O_HELP, O_VERSION };
 	static const struct option opts[] = {
 		{ "socket", required_argument, NULL, O_SOCKET },
 		{ "host-size", required_argument, NULL, O_HOST },
@@ -137,6 +149,7 @@ int kvs_config_parse_args(kvs_config *cfg, int argc, char **argv)
 		{ "ready-fd", required_argument, NULL, O_READY },
 		{ "max-clients", required_argument, NULL, O_CLIENTS },
 		{ "max-leases", required_argument, NULL, O_LEASES },
+		{ "eviction-policy", required_argument, NULL, O_POLICY },
 		{ "help", no_argument, NULL, O_HELP },
 		{ "version", no_argument, NULL, O_VERSION },
 		{ NULL, 0, NULL, 0 },
@@ -184,6 +197,12 @@ int kvs_config_parse_args(kvs_config *cfg, int argc, char **argv)
 		case O_LEASES:
 			if (parse_u32(optarg, 1, &cfg->max_leases) < 0)
 				return bad("--max-leases", optarg, "must be a number >= 1");
+			break;
+		case O_POLICY:
+			if (!kvs_policy_known(optarg) || strlen(optarg) >= sizeof(cfg->policy))
+				return bad("--eviction-policy", optarg,
+					   "unknown policy (see --help)");
+			strcpy(cfg->policy, optarg);
 			break;
 		case O_HELP:
 			kvs_config_usage(stdout, &defaults);

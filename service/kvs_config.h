@@ -26,6 +26,7 @@ typedef struct kvs_config {
 	uint32_t max_clients;
 	uint32_t max_leases;    /* per client */
 	uint64_t max_outbuf;    /* per-client reply backlog before disconnect */
+	char policy[32];        /* eviction policy name */
 } kvs_config;
 
 /*

@@ -52,7 +52,9 @@ void kvs_policy_touch(kvs_policy *p, uint32_t idx);
  * or KVS_REC_NONE. The record stays in the set until kvs_policy_del(). */
 uint32_t kvs_policy_victim(kvs_policy *p, uint32_t cls);
 
-/* The names of all policies, NULL-terminated, for --help. */
-const char *const *kvs_policy_names(void);
+/* kvs_policy_name_at - the name of policy @i (from 0), NULL past the last. */
+const char *kvs_policy_name_at(unsigned i);
+/* kvs_policy_known - 1 if @name names a policy. */
+int kvs_policy_known(const char *name);
 
 #endif /* KVS_POLICY_H */

@@ -8,7 +8,6 @@
 extern const kvs_policy_ops kvs_policy_lru;
 
 static const kvs_policy_ops *const policies[] = { &kvs_policy_lru, NULL };
-static const char *const policy_names[] = { "lru", NULL };
 
 struct kvs_policy {
 	const kvs_policy_ops *ops;
@@ -56,4 +55,16 @@ uint32_t kvs_policy_victim(kvs_policy *p, uint32_t cls)
 	return p->ops->victim(p->state, cls);
 }
 
-const char *const *kvs_policy_names(void) { return policy_names; }
+const char *kvs_policy_name_at(unsigned i)
+{
+	return i < sizeof(policies) / sizeof(policies[0]) - 1 ? policies[i]->name
+								: NULL;
+}
+
+int kvs_policy_known(const char *name)
+{
+	for (int i = 0; policies[i]; i++)
+		if (strcmp(policies[i]->name, name) == 0)
+			return 1;
+	return 0;
+}

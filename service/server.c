@@ -645,7 +645,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 {
 	kvs_cache_config cc = { .host_bytes = cfg->host_bytes,
-				.page_bytes = cfg->page_bytes, .policy = "lru",
+				.page_bytes = cfg->page_bytes, .policy = cfg->policy,
 				.max_leases = cfg->max_leases };
 	kvs_server *s = calloc(1, sizeof(*s));
 	int rc;
@@ -693,8 +693,9 @@ fail:
 int kvs_server_run(kvs_server *s)
 {
 	kvs_info("ready on %s: host tier %" PRIu64 " MiB, page %u KiB, "
-		 "eviction lru", s->cfg.socket_path,
-		 kvs_cache_arena_bytes(s->cache) >> 20, s->cfg.page_bytes >> 10);
+		 "eviction %s", s->cfg.socket_path,
+		 kvs_cache_arena_bytes(s->cache) >> 20, s->cfg.page_bytes >> 10,
+		 s->cfg.policy);
 	if (s->cfg.ready_fd >= 0) {
 		(void)!write(s->cfg.ready_fd, "READY\n", 6);
 		close(s->cfg.ready_fd);

@@ -58,7 +58,11 @@ int main(void)
 	CHECK_EQ(parse(&cfg, "--max-leases", "9"), 0);
 	CHECK_EQ(cfg.max_leases, 9);
 
+	CHECK_EQ(parse(&cfg, "--eviction-policy", "lru"), 0);
+	CHECK(strcmp(cfg.policy, "lru") == 0);
+
 	fprintf(stderr, "test_config: the next lines are expected errors:\n");
+	CHECK_EQ(parse(&cfg, "--eviction-policy", "random"), KVS_E_CONFIG);
 	CHECK_EQ(parse(&cfg, "--host-size", "lots"), KVS_E_CONFIG);
 	CHECK_EQ(parse(&cfg, "--page-size", "3000"), KVS_E_CONFIG);
 	CHECK_EQ(parse(&cfg, "--page-size", "96K"), KVS_E_CONFIG);
