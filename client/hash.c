@@ -88,16 +88,32 @@ size_t kvs_dtype_bytes(kvs_dtype dtype)
 	return 0;
 }
 
-uint64_t kvs_layout_block_bytes(const kvs_layout *l)
+static uint64_t product(const uint64_t *f, int n)
 {
-	uint64_t f[6] = { l->layers, 2, l->kv_heads, l->head_dim, l->block_tokens,
-			  kvs_dtype_bytes(l->dtype) };
 	uint64_t b = 1;
 
-	for (int i = 0; i < 6; i++) {
+	for (int i = 0; i < n; i++) {
 		if (f[i] == 0 || b > UINT64_MAX / f[i])
 			return 0;
 		b *= f[i];
 	}
 	return b;
+}
+
+uint64_t kvs_layout_block_bytes(const kvs_layout *l)
+{
+	/* Rows: one (layer, K|V, token, head) each. */
+	uint64_t rf[4] = { l->layers, 2, l->block_tokens, l->kv_heads };
+	uint64_t rows = product(rf, 4), esz = kvs_dtype_bytes(l->dtype);
+	uint64_t row_bytes;
+
+	if (!rows || !esz || l->head_dim == 0)
+		return 0;
+	row_bytes = (uint64_t)l->head_dim * esz;
+	/* Quantized rows carry their fp32 scale (stored after all the data). */
+	if (esz == 1)
+		row_bytes += 4;
+	if (row_bytes > UINT64_MAX / rows)
+		return 0;
+	return rows * row_bytes;
 }

@@ -159,7 +159,11 @@ size_t kvs_dtype_bytes(kvs_dtype dtype);
 
 /*
  * kvs_layout_block_bytes - bytes of one block of @layout:
- * layers * 2 (K and V) * kv_heads * head_dim * block_tokens * dtype bytes.
+ * layers * 2 (K and V) * block_tokens * kv_heads * head_dim * dtype bytes,
+ * and for the quantized dtypes (INT8, FP8_E4M3) one fp32 scale per
+ * (layer, K|V, token, head) after the data:
+ * + layers * 2 * block_tokens * kv_heads * 4. docs/architecture.md shows the
+ * block's byte layout.
  * Returns 0 if any factor is zero or the product overflows.
  * Thread: any.
  */
