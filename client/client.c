@@ -9,7 +9,6 @@
  * and every later call answers KVS_E_DISCONNECTED until kvs_reconnect().
  */
 #include <errno.h>
-#include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
 #include <stdio.h>
@@ -28,7 +27,7 @@
 
 struct kvs_client {
 	int fd;             /* -1 when dead or not yet connected */
-	int dead;           /* set by kill(); cleared by a successful attach */
+	int dead;           /* set by die(); cleared by a successful attach */
 	uint64_t next_id;   /* req_id of the last request sent */
 	char *path;         /* socket path, owned */
 	int has_layout;
@@ -39,7 +38,6 @@ struct kvs_client {
 	uint64_t block_bytes;
 	uint8_t *arena;     /* host arena mapping, or NULL */
 	uint64_t arena_bytes;
-	uint64_t arena_id;
 	uint8_t *buf;       /* request and reply payload scratch */
 	size_t cap;
 };
@@ -52,18 +50,13 @@ static void kill_client(kvs_client *c)
 	c->dead = 1;
 }
 
-/* Tear down and return @err, which callers pass through. */
+/* Kill @c and return @err: a lost peer (EOF is 0) reads as DISCONNECTED. */
 static int die(kvs_client *c, int err)
 {
 	kill_client(c);
-	return err;
-}
-
-static int io_error(kvs_client *c, int err)
-{
 	if (err == -EPIPE || err == -ECONNRESET || err == 0)
-		err = KVS_E_DISCONNECTED;
-	return die(c, err);
+		return KVS_E_DISCONNECTED;
+	return err;
 }
 
 static int grow(kvs_client *c, size_t n)
@@ -97,7 +90,7 @@ static int send_msg(kvs_client *c, const uint8_t *hdr, const uint8_t *payload,
 		if (w < 0) {
 			if (errno == EINTR)
 				continue;
-			return io_error(c, -errno);
+			return die(c, -errno);
 		}
 		while (m.msg_iovlen > 0 && (size_t)w >= m.msg_iov->iov_len) {
 			w -= (ssize_t)m.msg_iov->iov_len;
@@ -153,11 +146,11 @@ static int recv_full(kvs_client *c, uint8_t *p, size_t n, int *fd_out)
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
-			return io_error(c, -errno);
+			return die(c, -errno);
 		}
 		take_fds(&m, fd_out);
 		if (r == 0)
-			return io_error(c, 0);
+			return die(c, 0);
 		p += r;
 		n -= (size_t)r;
 	}
@@ -201,25 +194,6 @@ static int rpc(kvs_client *c, uint16_t op, size_t len, uint32_t *rlen,
 		return rc;
 	*rlen = h.len;
 	return h.status;
-}
-
-int kvs_default_socket_path(char *buf, size_t len)
-{
-	const char *xdg = getenv("XDG_RUNTIME_DIR");
-	int n;
-
-	if (!buf)
-		return -EINVAL;
-	if (xdg && xdg[0])
-		n = snprintf(buf, len, "%s/kvshare/kvshared.sock", xdg);
-	else
-		n = snprintf(buf, len, "/tmp/kvshare-%u/kvshared.sock",
-			     (unsigned)getuid());
-	if (n < 0)
-		return -EINVAL;
-	if ((size_t)n >= len)
-		return -ENAMETOOLONG;
-	return 0;
 }
 
 static int sock_connect(const char *path)
@@ -273,7 +247,6 @@ static int map_arena(kvs_client *c, int afd, const kvs_wire_hello_reply *r)
 		return -errno;
 	c->arena = p;
 	c->arena_bytes = r->host_arena_bytes;
-	c->arena_id = r->host_arena_id;
 	return 0;
 }
 
@@ -561,8 +534,9 @@ void *kvs_block_ptr(const kvs_client *c, const kvs_block *b)
 	return c->arena + b->offset;
 }
 
-int kvs_block_read(const kvs_client *c, const kvs_block *b, void *dst,
-		   size_t len)
+/* Where a copy of @len bytes to or from @b goes, after every check. */
+static int block_span(const kvs_client *c, const kvs_block *b, size_t len,
+		      uint8_t **p)
 {
 	int rc;
 
@@ -571,28 +545,37 @@ int kvs_block_read(const kvs_client *c, const kvs_block *b, void *dst,
 	rc = check_block(c, b);
 	if (rc < 0)
 		return rc;
-	if (len > c->block_bytes || (len && !dst))
+	if (len > c->block_bytes)
 		return -EINVAL;
-	memcpy(dst, c->arena + b->offset, len);
+	*p = c->arena + b->offset;
 	return 0;
+}
+
+int kvs_block_read(const kvs_client *c, const kvs_block *b, void *dst,
+		   size_t len)
+{
+	uint8_t *p;
+	int rc = block_span(c, b, len, &p);
+
+	if (rc == 0 && len && !dst)
+		rc = -EINVAL;
+	if (rc == 0 && len)
+		memcpy(dst, p, len);
+	return rc;
 }
 
 int kvs_block_write(kvs_client *c, const kvs_block *b, const void *src,
 		    size_t len)
 {
-	int rc;
+	uint8_t *p;
+	int rc = block_span(c, b, len, &p);
 
-	if (c && c->dead)
-		return KVS_E_DISCONNECTED;
-	rc = check_block(c, b);
-	if (rc < 0)
-		return rc;
 	/* Only a reserved slot is ours to fill; a committed block is immutable. */
-	if (b->status != KVS_BLOCK_NEW || len > c->block_bytes ||
-	    (len && !src))
-		return -EINVAL;
-	memcpy(c->arena + b->offset, src, len);
-	return 0;
+	if (rc == 0 && ((len && !src) || b->status != KVS_BLOCK_NEW))
+		rc = -EINVAL;
+	if (rc == 0 && len)
+		memcpy(p, src, len);
+	return rc;
 }
 
 int kvs_stats(kvs_client *c, char **text)
@@ -635,7 +618,7 @@ int kvs_stats_value(const char *text, const char *name, int64_t *value)
 
 			errno = 0;
 			v = strtoll(p + nl + 1, &end, 10);
-			if (errno || end == p + nl + 1)
+			if (errno || end == p + nl + 1 || end > eol)
 				return -EINVAL;
 			*value = v;
 			return 0;

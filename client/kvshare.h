@@ -176,7 +176,12 @@ uint64_t kvs_layout_block_bytes(const kvs_layout *layout);
  *          (stats and operator commands; no arena is mapped).
  * @out: the new client.
  * Errors: KVS_E_NODAEMON (nothing listening), KVS_E_LAYOUT, KVS_E_VERSION,
- *         KVS_E_PROTO, -ENOMEM, other -errno from socket/mmap.
+ *         KVS_E_PROTO (also: the daemon's block size disagrees with the
+ *         layout's), -ENOMEM, other -errno from socket/mmap.
+ * Any failure that leaves the connection in an unknown state (I/O error, a
+ * reply out of order) closes it, so the daemon drops its leases at once; every
+ * later call returns KVS_E_DISCONNECTED until kvs_reconnect(). Requests have
+ * no timeout: a daemon that stops answering blocks the caller.
  * Ownership: *out belongs to the caller until kvs_close(). The layout's
  *            strings are copied.
  * Thread: any; the client then belongs to the calling thread.
@@ -269,7 +274,8 @@ int kvs_reserve(kvs_client *c, const kvs_hash *hashes, size_t n,
 
 /*
  * kvs_commit - publish every block of a write lease atomically and end it.
- * Returns the number of blocks published.
+ * Returns the number of blocks published; lease 0 (nothing was reserved) is
+ * a no-op that returns 0 without asking the daemon (so for abort and release).
  * Errors: KVS_E_NOLEASE, KVS_E_NOTOWNER, KVS_E_LEASEKIND, KVS_E_DISCONNECTED.
  * Thread: the client's.
  */
@@ -301,8 +307,10 @@ void *kvs_block_ptr(const kvs_client *c, const kvs_block *b);
 
 /*
  * kvs_block_read / kvs_block_write - copy @len bytes between a host-tier
- * block and a caller buffer (len <= kvs_block_bytes()).
- * Errors: -EINVAL (len too large, not a host block), -ERANGE (out of arena).
+ * block and a caller buffer (len <= kvs_block_bytes()). kvs_block_write takes
+ * only blocks of status KVS_BLOCK_NEW: committed blocks are immutable.
+ * Errors: -EINVAL (len too large, not a host block, write to a block that is
+ * not NEW), -ERANGE (out of arena), KVS_E_DISCONNECTED.
  * Thread: the client's.
  */
 int kvs_block_read(const kvs_client *c, const kvs_block *b, void *dst,
@@ -321,7 +329,8 @@ int kvs_stats(kvs_client *c, char **text);
 
 /*
  * kvs_stats_value - find "name" in a kvs_stats() text.
- * Returns 0 and sets *value, or -ENOENT.
+ * Returns 0 and sets *value; -ENOENT (no such line), -EINVAL (NULL argument,
+ * value not a number).
  * Thread: any.
  */
 int kvs_stats_value(const char *text, const char *name, int64_t *value);

@@ -87,14 +87,33 @@ static size_t parse_stats(char *text, struct stat_line *out, size_t max)
 	return n;
 }
 
+/* A JSON number exactly: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? */
 static int is_number(const char *s)
 {
-	char *end;
+	const char *d;
 
-	if (!*s)
+	s += *s == '-';
+	if (*s == '0')
+		s++;
+	else if (*s >= '1' && *s <= '9')
+		s += strspn(s, "0123456789");
+	else
 		return 0;
-	strtod(s, &end);
-	return *end == '\0' && !strpbrk(s, "xXnNiI"); /* no hex, nan, inf */
+	if (*s == '.') {
+		d = ++s;
+		s += strspn(s, "0123456789");
+		if (s == d)
+			return 0;
+	}
+	if (*s == 'e' || *s == 'E') {
+		s++;
+		s += *s == '+' || *s == '-';
+		d = s;
+		s += strspn(s, "0123456789");
+		if (s == d)
+			return 0;
+	}
+	return *s == '\0';
 }
 
 static void json_str(const char *s)

@@ -10,19 +10,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kvs_check.h"
 #include "kvshare.h"
 
-static int checks, failures;
-
-#define CHECK(cond)                                                           \
-	do {                                                                  \
-		checks++;                                                     \
-		if (!(cond)) {                                                \
-			failures++;                                           \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, \
-				__LINE__, #cond);                             \
-		}                                                             \
-	} while (0)
 
 static int heq(kvs_hash a, kvs_hash b)
 {
@@ -235,10 +225,15 @@ static void test_sizes(void)
 	l.layers = l.kv_heads = 0xffffffffu;
 	l.head_dim = 1;
 	l.block_tokens = 1;
-	l.dtype = KVS_DTYPE_INT8; /* (2^32-1)^2 * 2 > 2^64: overflows */
+	l.dtype = KVS_DTYPE_FP16; /* (2^32-1)^2 * 2 * 2 > 2^64: overflows */
 	CHECK(kvs_layout_block_bytes(&l) == 0);
-	l.kv_heads = 0x7fffffffu; /* (2^32-1) * 2 * (2^31-1) < 2^64: fits */
-	CHECK(kvs_layout_block_bytes(&l) == 0xffffffffull * 2 * 0x7fffffffull);
+	l.kv_heads = 0x3fffffffu; /* (2^32-1) * 2 * (2^30-1) * 2 < 2^64: fits */
+	CHECK(kvs_layout_block_bytes(&l) == 0xffffffffull * 2 * 0x3fffffffull * 2);
+	/* Quantized rows carry a 4-byte fp32 scale each. */
+	l = base_layout();
+	l.dtype = KVS_DTYPE_INT8;
+	CHECK(kvs_layout_block_bytes(&l) ==
+	      (uint64_t)l.layers * 2 * l.block_tokens * l.kv_heads * (l.head_dim + 4));
 }
 
 int main(void)
@@ -249,11 +244,5 @@ int main(void)
 	test_chaining();
 	test_partial_and_limits();
 	test_sizes();
-	if (failures) {
-		fprintf(stderr, "test_hash: %d of %d checks failed\n", failures,
-			checks);
-		return 1;
-	}
-	printf("test_hash: %d checks passed\n", checks);
-	return 0;
+	return check_summary("test_hash");
 }

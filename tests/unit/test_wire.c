@@ -9,19 +9,9 @@
 #include <string.h>
 
 #include "kvs_wire.h"
+#include "kvs_check.h"
 #include "kvshare.h"
 
-static int checks, failures;
-
-#define CHECK(cond)                                                           \
-	do {                                                                  \
-		checks++;                                                     \
-		if (!(cond)) {                                                \
-			failures++;                                           \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, \
-				__LINE__, #cond);                             \
-		}                                                             \
-	} while (0)
 
 #define HELLO_FIXED 40 /* flags, 7 x u32, 3 x u16 lengths, u16 pad */
 
@@ -393,11 +383,5 @@ int main(void)
 	test_u64();
 	test_names();
 	test_strerror();
-	if (failures) {
-		fprintf(stderr, "test_wire: %d of %d checks failed\n", failures,
-			checks);
-		return 1;
-	}
-	printf("test_wire: %d checks passed\n", checks);
-	return 0;
+	return check_summary("test_wire");
 }
