@@ -54,6 +54,8 @@ struct kvs_cache {
 	lease *leases;
 	uint32_t nleases, free_lease, active_leases;
 	uint64_t pins;        /* sum of refs */
+	uint32_t ghosts;      /* GHOST records */
+	int leaf_only;        /* the policy evicts leaves only */
 	ns *nss;              /* namespace id i+1 is nss[i] */
 	uint32_t nns;
 };
@@ -67,12 +69,19 @@ static kvs_rec *rec(const kvs_cache *c, uint32_t idx)
 
 /* ---- evictable set ---------------------------------------------------- */
 
-/* A record is evictable when committed, unpinned and a leaf; the policy
- * holds exactly the evictable records. Call after any of those changes. */
+/* A record is evictable when committed, unpinned and (for a leaf-only
+ * policy) a leaf; the policy holds exactly the evictable records. Call after
+ * any of those changes. */
+static int evictable(const kvs_cache *c, const kvs_rec *r)
+{
+	return r->state == KVS_REC_READY && r->refs == 0 &&
+	       (r->children == 0 || !c->leaf_only);
+}
+
 static void sync_evictable(kvs_cache *c, uint32_t idx)
 {
+	int want = evictable(c, rec(c, idx));
 	kvs_rec *r = rec(c, idx);
-	int want = r->state == KVS_REC_READY && r->refs == 0 && r->children == 0;
 
 	if (want && r->pol == NONE)
 		kvs_policy_add(c->policy, idx);
@@ -80,14 +89,31 @@ static void sync_evictable(kvs_cache *c, uint32_t idx)
 		kvs_policy_del(c->policy, idx);
 }
 
-static void unlink_parent(kvs_cache *c, uint32_t idx)
+/* Record @p lost a child. A ghost without children has no reason to stay:
+ * drop it, which may in turn free its own ghost parent. */
+static void child_gone(kvs_cache *c, uint32_t p)
+{
+	while (p != NONE) {
+		kvs_rec *pr = rec(c, p);
+		uint32_t up = pr->parent;
+
+		if (--pr->children > 0 || pr->state != KVS_REC_GHOST) {
+			sync_evictable(c, p);
+			return;
+		}
+		c->ghosts--;
+		kvs_table_remove(c->table, p);
+		p = up;
+	}
+}
+
+/* Remove a record that has no children (its slot is already freed). */
+static void drop_record(kvs_cache *c, uint32_t idx)
 {
 	uint32_t p = rec(c, idx)->parent;
 
-	if (p == NONE)
-		return;
-	rec(c, p)->children--;
-	sync_evictable(c, p);
+	kvs_table_remove(c->table, idx);
+	child_gone(c, p);
 }
 
 static void evict(kvs_cache *c, uint32_t idx)
@@ -97,12 +123,19 @@ static void evict(kvs_cache *c, uint32_t idx)
 	kvs_policy_del(c->policy, idx);
 	kvs_slab_free(c->slab, r->offset);
 	c->nss[r->ns - 1].info.blocks--;
-	unlink_parent(c, idx);
+	c->stats->blocks_evicted++;
 	kvs_debug("evict block %016llx%016llx ns %u",
 		  (unsigned long long)r->hash.hi, (unsigned long long)r->hash.lo,
 		  r->ns);
-	kvs_table_remove(c->table, idx);
-	c->stats->blocks_evicted++;
+	if (r->children > 0) {
+		/* Only a flat policy evicts a parent. Its children stay cached
+		 * (unreachable by lookups until it is written again), so it
+		 * stays as a ghost for them to point at. */
+		r->state = KVS_REC_GHOST;
+		c->ghosts++;
+		return;
+	}
+	drop_record(c, idx);
 }
 
 /* A free slot of class @cls, evicting as needed: a victim of the same class
@@ -275,8 +308,15 @@ static uint32_t end_write(kvs_cache *c, uint32_t s, int commit)
 
 			c->nss[r->ns - 1].info.writing--;
 			kvs_slab_free(c->slab, r->offset);
-			unlink_parent(c, idx);
-			kvs_table_remove(c->table, idx);
+			if (r->children > 0) {
+				/* A ghost being rewritten: its children
+				 * outside this lease still need it. */
+				r->state = KVS_REC_GHOST;
+				r->refs = 0;
+				c->ghosts++;
+			} else {
+				drop_record(c, idx);
+			}
 		}
 		c->stats->blocks_aborted += n;
 	}
@@ -308,12 +348,14 @@ int kvs_cache_create(const kvs_cache_config *cfg, kvs_counters *stats,
 	if (rc == 0)
 		rc = kvs_table_create(&c->table);
 	if (rc == 0)
-		rc = kvs_policy_create(cfg->policy ? cfg->policy : "lru",
+		rc = kvs_policy_create(cfg->policy ? cfg->policy
+						   : kvs_policy_name_at(0),
 				       c->table, &c->policy);
 	if (rc < 0) {
 		kvs_cache_destroy(c);
 		return rc;
 	}
+	c->leaf_only = kvs_policy_leaf_only(c->policy);
 	*out = c;
 	return 0;
 }
@@ -541,41 +583,48 @@ int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 	return (int)hits;
 }
 
-/* Reserve one missing block after @prev: a slot, a record, a lease entry. */
+/* Reserve one missing block after @prev: a slot, a record, a lease entry.
+ * @ghost is the block's ghost record when it has one (it is rewritten in
+ * place, keeping its children), else NONE. */
 static int reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
-		       uint32_t prev, uint32_t *idx_out)
+		       uint32_t prev, uint32_t ghost, uint32_t *idx_out)
 {
 	ns *sp = &c->nss[o->ns - 1];
+	/* The record that holds the new block's place in the tree while a slot
+	 * is found: its parent gains a child now, so that the eviction making
+	 * room can neither take the parent as a leaf nor drop a ghost. */
+	uint32_t hold = ghost != NONE ? ghost : prev;
 	uint64_t off;
-	uint32_t idx;
+	uint32_t idx = ghost;
 	kvs_rec *r;
 	int rc;
 
 	if ((rc = lease_room(&c->leases[s], 1)) < 0)
 		return rc;
-	/* Link to the parent first: a parent with a child is not a leaf, so
-	 * the eviction that makes room cannot take it. */
-	if (prev != NONE) {
-		rec(c, prev)->children++;
-		sync_evictable(c, prev);
+	if (hold != NONE) {
+		rec(c, hold)->children++;
+		sync_evictable(c, hold);
 	}
 	rc = alloc_slot(c, sp->cls, &off);
-	if (rc == 0) {
+	if (rc == 0 && ghost == NONE) {
 		rc = kvs_table_insert(c->table, h, &idx);
 		if (rc < 0)
 			kvs_slab_free(c->slab, off);
 	}
 	if (rc < 0) {
-		if (prev != NONE) {
-			rec(c, prev)->children--;
-			sync_evictable(c, prev);
-		}
+		child_gone(c, hold);
 		return rc;
 	}
 	r = rec(c, idx);
+	if (ghost != NONE) {
+		r->children--; /* the hold; it keeps its real children */
+		c->ghosts--;
+		r->state = KVS_REC_WRITING;
+	} else {
+		r->parent = prev; /* prev keeps the child counted above */
+	}
 	r->offset = off;
 	r->gen = ++c->gen;
-	r->parent = prev;
 	r->refs = 1;
 	r->ns = o->ns;
 	r->cls = (uint16_t)sp->cls;
@@ -607,7 +656,8 @@ int kvs_cache_reserve(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 		if (stop)
 			continue;
 		idx = kvs_table_find(c->table, h);
-		if (idx != NONE) {
+		if (idx != NONE && (rec(c, idx)->ns != o->ns ||
+				    rec(c, idx)->state != KVS_REC_GHOST)) {
 			kvs_rec *r = rec(c, idx);
 
 			if (r->ns == o->ns && r->state == KVS_REC_READY) {
@@ -626,7 +676,7 @@ int kvs_cache_reserve(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 			out[i].status = stop = KVS_BLOCK_FULL;
 			continue;
 		}
-		rc = reserve_one(c, o, s, h, prev, &idx);
+		rc = reserve_one(c, o, s, h, prev, idx, &idx);
 		if (rc < 0) {
 			out[i].status = stop = KVS_BLOCK_FULL;
 			continue;
@@ -721,6 +771,7 @@ void kvs_cache_stats_fill(kvs_cache *c)
 	st->leases_pinned_blocks = (int64_t)c->pins;
 	st->namespaces_count = c->nns;
 	st->table_records = kvs_table_count(c->table);
+	st->table_ghosts = c->ghosts;
 	st->table_metadata_bytes =
 		(int64_t)(kvs_table_bytes(c->table) + lease_bytes +
 			  (uint64_t)c->nleases * sizeof(lease));
@@ -745,7 +796,7 @@ void kvs_cache_ns_foreach(const kvs_cache *c,
 
 int kvs_cache_check(kvs_cache *c)
 {
-	uint32_t count = kvs_table_count(c->table), hi = 0, idx = 0;
+	uint32_t count = kvs_table_count(c->table), hi = 0, idx = 0, ghosts = 0;
 	uint64_t pins = 0;
 	uint32_t *children;
 	kvs_slab_stats ss;
@@ -755,10 +806,10 @@ int kvs_cache_check(kvs_cache *c)
 		if (c->leases[s].kind != LEASE_FREE)
 			pins += c->leases[s].n;
 	kvs_slab_stats_get(c->slab, &ss);
-	if (pins != c->pins || ss.slots_used != count) {
-		kvs_err("cache invariant failed: pins %llu/%llu, slots %llu/%u",
+	if (pins != c->pins || ss.slots_used != count - c->ghosts) {
+		kvs_err("cache invariant failed: pins %llu/%llu, slots %llu/%u-%u",
 			(unsigned long long)pins, (unsigned long long)c->pins,
-			(unsigned long long)ss.slots_used, count);
+			(unsigned long long)ss.slots_used, count, c->ghosts);
 		return KVS_E_INTERNAL;
 	}
 	/* Records in use are spread over [0, hi]: find hi, then count every
@@ -770,16 +821,16 @@ int kvs_cache_check(kvs_cache *c)
 		return -ENOMEM;
 	for (idx = 0; idx < hi; idx++) {
 		kvs_rec *r = rec(c, idx);
-		int evictable;
 
 		if (r->state == KVS_REC_FREE)
 			continue;
+		ghosts += r->state == KVS_REC_GHOST;
 		CHECK(kvs_table_find(c->table, r->hash) == idx);
 		CHECK(r->ns >= 1 && r->ns <= c->nns);
-		CHECK(r->state == KVS_REC_READY || r->refs >= 1);
-		evictable = r->state == KVS_REC_READY && r->refs == 0 &&
-			    r->children == 0;
-		CHECK(evictable == (r->pol != NONE));
+		CHECK(r->state != KVS_REC_WRITING || r->refs >= 1);
+		CHECK(r->state != KVS_REC_GHOST ||
+		      (r->refs == 0 && r->children > 0 && !c->leaf_only));
+		CHECK(evictable(c, r) == (r->pol != NONE));
 		if (r->parent != NONE) {
 			CHECK(r->parent < hi);
 			CHECK(rec(c, r->parent)->state != KVS_REC_FREE);
@@ -790,6 +841,8 @@ int kvs_cache_check(kvs_cache *c)
 	for (idx = 0; idx < hi; idx++)
 		if (rec(c, idx)->state != KVS_REC_FREE)
 			CHECK(rec(c, idx)->children == children[idx]);
+	idx = 0;
+	CHECK(ghosts == c->ghosts);
 out:
 	free(children);
 	return rc;

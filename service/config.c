@@ -51,7 +51,7 @@ int kvs_config_defaults(kvs_config *cfg)
 	cfg->max_clients = 1024;
 	cfg->max_leases = 4096;
 	cfg->max_outbuf = 64ull << 20;
-	strcpy(cfg->policy, "lru");
+	strcpy(cfg->policy, kvs_policy_name_at(0));
 	return 0;
 }
 

@@ -8,7 +8,9 @@
  * can be asked for within one slot-allocator class (so that an eviction frees
  * a slot of the size that is needed) or across all classes.
  *
- * Policies: "lru" (least recently used among evictable leaves). New ones
+ * Policies: "leaf-lru" (least recently used among leaves: the default),
+ * "lru" (plain least recently used over all unpinned blocks, leaves or not:
+ * the textbook baseline that the trace reference numbers use). New ones
  * implement kvs_policy_ops in their own file and are listed in policy.c.
  *
  * Thread: the daemon's loop thread only.
@@ -24,6 +26,9 @@
 
 typedef struct kvs_policy_ops {
 	const char *name;
+	/* 1: only leaves are evictable (prefix closure holds). 0: any unpinned
+	 * block is; an evicted block with children becomes a ghost record. */
+	int leaf_only;
 	int (*create)(kvs_table *t, void **state);
 	void (*destroy)(void *state);
 	void (*add)(void *state, uint32_t idx);
@@ -42,6 +47,8 @@ typedef struct kvs_policy kvs_policy;
 int kvs_policy_create(const char *name, kvs_table *t, kvs_policy **out);
 void kvs_policy_destroy(kvs_policy *p);
 const char *kvs_policy_name(const kvs_policy *p);
+/* kvs_policy_leaf_only - the policy's leaf_only (see kvs_policy_ops). */
+int kvs_policy_leaf_only(const kvs_policy *p);
 
 /* Record @idx became evictable / stopped being evictable. */
 void kvs_policy_add(kvs_policy *p, uint32_t idx);

@@ -51,6 +51,7 @@
 	X(leases, pinned_blocks, GAUGE, "pins held now")                      \
 	X(namespaces, count, GAUGE, "namespaces known")                       \
 	X(table, records, GAUGE, "block records in use")                      \
+	X(table, ghosts, GAUGE, "records of evicted parents kept for children")\
 	X(table, metadata_bytes, GAUGE, "bytes of block table memory")        \
 	X(errors, total, COUNTER, "requests answered with an error")          \
 	X(errors, proto, COUNTER, "malformed or truncated messages")          \

@@ -27,6 +27,8 @@ enum kvs_rec_state {
 	KVS_REC_FREE = 0,    /* unused record (on the free list) */
 	KVS_REC_WRITING = 1, /* reserved: slot allocated, not yet committed */
 	KVS_REC_READY = 2,   /* committed: immutable, visible to lookups */
+	KVS_REC_GHOST = 3,   /* evicted while it had children: no bytes, kept
+			      * only as their parent until they are gone */
 };
 
 typedef struct kvs_rec {

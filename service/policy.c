@@ -5,9 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-extern const kvs_policy_ops kvs_policy_lru;
+extern const kvs_policy_ops kvs_policy_leaf_lru, kvs_policy_lru;
 
-static const kvs_policy_ops *const policies[] = { &kvs_policy_lru, NULL };
+/* The first is the default. */
+static const kvs_policy_ops *const policies[] = {
+	&kvs_policy_leaf_lru, &kvs_policy_lru, NULL
+};
 
 struct kvs_policy {
 	const kvs_policy_ops *ops;
@@ -46,6 +49,7 @@ void kvs_policy_destroy(kvs_policy *p)
 }
 
 const char *kvs_policy_name(const kvs_policy *p) { return p->ops->name; }
+int kvs_policy_leaf_only(const kvs_policy *p) { return p->ops->leaf_only; }
 void kvs_policy_add(kvs_policy *p, uint32_t idx) { p->ops->add(p->state, idx); }
 void kvs_policy_del(kvs_policy *p, uint32_t idx) { p->ops->del(p->state, idx); }
 void kvs_policy_touch(kvs_policy *p, uint32_t idx) { p->ops->touch(p->state, idx); }

@@ -1,5 +1,7 @@
 /*
- * policy_lru.c - least recently used among evictable leaves.
+ * policy_lru.c - least recently used: "leaf-lru" among evictable leaves, and
+ * "lru" over every unpinned block (the cache decides which records are in the
+ * evictable set; the ordering is the same).
  *
  * A chain's parents are always touched before their children (a lookup walks
  * from block 0), so a plain LRU list would put every parent ahead of its
@@ -189,8 +191,20 @@ static uint32_t lru_victim(void *state, uint32_t cls)
 	return best;
 }
 
+const kvs_policy_ops kvs_policy_leaf_lru = {
+	.name = "leaf-lru",
+	.leaf_only = 1,
+	.create = lru_create,
+	.destroy = lru_destroy,
+	.add = lru_add,
+	.del = lru_del,
+	.touch = lru_touch,
+	.victim = lru_victim,
+};
+
 const kvs_policy_ops kvs_policy_lru = {
 	.name = "lru",
+	.leaf_only = 0,
 	.create = lru_create,
 	.destroy = lru_destroy,
 	.add = lru_add,

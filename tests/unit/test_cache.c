@@ -17,6 +17,7 @@
 #define PAGE (64u << 10)
 
 static kvs_counters stats;
+static const char *policy = "leaf-lru";
 
 /* A layout whose block is exactly `kib` KiB: 1 layer, 1 head, fp16,
  * 16 tokens, head_dim chosen to fit. */
@@ -41,7 +42,7 @@ static kvs_wire_hello hello_of(const kvs_layout *l, uint8_t *buf)
 static kvs_cache *mk_cache(uint64_t bytes, uint32_t max_leases)
 {
 	kvs_cache_config cfg = { .host_bytes = bytes, .page_bytes = PAGE,
-				 .policy = "lru", .max_leases = max_leases };
+				 .policy = policy, .max_leases = max_leases };
 	kvs_cache *c = NULL;
 
 	memset(&stats, 0, sizeof(stats));
@@ -375,9 +376,9 @@ static void test_random(unsigned seed)
 	CHECK(kvs_cache_check(c) == 0);
 	CHECK_EQ(bad, 0);
 	CHECK(stats.blocks_evicted > 0);
-	printf("test_cache: random run: %lld lookups hit %lld blocks, %lld evictions, "
+	printf("test_cache: random run (%s): %lld lookups hit %lld blocks, %lld evictions, "
 	       "%llu words verified, %llu wrong\n",
-	       (long long)lookups, (long long)stats.blocks_lookup_hit,
+	       policy, (long long)lookups, (long long)stats.blocks_lookup_hit,
 	       (long long)stats.blocks_evicted, (unsigned long long)verified,
 	       (unsigned long long)bad);
 	for (int i = 0; i < OWNERS; i++)
@@ -387,6 +388,56 @@ static void test_random(unsigned seed)
 	CHECK_EQ(stats.tier_host_blocks_writing, 0);
 	munmap(base, kvs_cache_arena_bytes(c));
 	kvs_cache_destroy(c);
+}
+
+/* The flat "lru" evicts parents too: a chain's root goes first, its
+ * descendants stay as unreachable blocks under a ghost, and writing the root
+ * again makes the whole chain reachable again. */
+static void test_flat_lru_ghosts(void)
+{
+	kvs_cache *c;
+	kvs_layout l = layout("m", NULL, 64);
+	kvs_owner *o;
+	kvs_block bl[64];
+	uint64_t lease;
+	chain a, n1, n2;
+
+	policy = "lru";
+	c = mk_cache(8 * PAGE, 64);
+	o = attach(c, &l);
+	mk_chain(&a, &l, 1, 4);
+	mk_chain(&n1, &l, 2, 4);
+	mk_chain(&n2, &l, 3, 1);
+	CHECK_EQ(publish(c, o, &a), 4);
+	CHECK_EQ(publish(c, o, &n1), 4);
+	CHECK_EQ(publish(c, o, &n2), 1); /* evicts A's root, the oldest */
+	kvs_cache_stats_fill(c);
+	CHECK_EQ(stats.table_ghosts, 1);
+	CHECK_EQ(stats.tier_host_slots_used, 8);
+	CHECK_EQ(hits(c, o, &a, 0, 4), 0);
+	CHECK_EQ(hits(c, o, &a, 1, 3), 3); /* still there, unreachable */
+	/* Rewriting the root (evicts N1's root, now the oldest). */
+	CHECK_EQ(kvs_cache_reserve(c, o, H(&a, 0), 4, &lease, bl), 1);
+	CHECK_EQ(bl[0].status, KVS_BLOCK_NEW);
+	CHECK_EQ(bl[1].status, KVS_BLOCK_EXISTS);
+	CHECK(kvs_cache_check(c) == 0);
+	/* Aborting it leaves a ghost again, then commit for real. */
+	CHECK_EQ(kvs_cache_abort(c, o, lease), 1);
+	CHECK(kvs_cache_check(c) == 0);
+	CHECK_EQ(kvs_cache_reserve(c, o, H(&a, 0), 4, &lease, bl), 1);
+	CHECK_EQ(kvs_cache_commit(c, o, lease), 1);
+	CHECK_EQ(hits(c, o, &a, 0, 4), 4);
+	CHECK_EQ(hits(c, o, &n1, 0, 4), 0);
+	CHECK(kvs_cache_check(c) == 0);
+	/* Evicting all of N1's descendants drops its ghost too. */
+	mk_chain(&n1, &l, 4, 3);
+	CHECK_EQ(publish(c, o, &n1), 3);
+	kvs_cache_stats_fill(c);
+	CHECK_EQ(stats.table_ghosts, 0);
+	CHECK(kvs_cache_check(c) == 0);
+	kvs_cache_owner_free(c, o);
+	kvs_cache_destroy(c);
+	policy = "leaf-lru";
 }
 
 int main(void)
@@ -401,5 +452,8 @@ int main(void)
 	test_pins_and_full();
 	test_abort_busy_and_limits();
 	test_random(seed);
+	test_flat_lru_ghosts();
+	policy = "lru";
+	test_random(seed + 1);
 	return check_summary("test_cache");
 }
