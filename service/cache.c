@@ -661,6 +661,9 @@ int kvs_cache_reserve(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 			kvs_rec *r = rec(c, idx);
 
 			if (r->ns == o->ns && r->state == KVS_REC_READY) {
+				/* The request uses this block (it just
+				 * computed it): that is an access. */
+				kvs_policy_touch(c->policy, idx);
 				out[i].status = KVS_BLOCK_EXISTS;
 				out[i].tier = r->tier;
 				prev = idx;
