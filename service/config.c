@@ -123,6 +123,8 @@ void kvs_config_usage(FILE *f, const kvs_config *d)
 		"  --max-clients N     connections served at once (default %u)\n"
 		"  --max-leases N      leases one connection may hold (default %u)\n"
 		"  --eviction-policy P how blocks leave a full tier: %s (default %s)\n"
+		"  --metrics-addr ADDR serve Prometheus /metrics on HOST:PORT, or PORT on\n"
+		"                      127.0.0.1 (default off)\n"
 		"  --help              this text\n"
 		"  --version           print the version\n",
 		d->socket_path, d->host_bytes >> 20, d->page_bytes >> 10,
@@ -140,7 +142,7 @@ static int bad(const char *flag, const char *val, const char *why)
 int kvs_config_parse_args(kvs_config *cfg, int argc, char **argv)
 {
 	enum { O_SOCKET = 256, O_HOST, O_PAGE, O_LOG, O_READY, O_CLIENTS,
-	       O_LEASES, O_POLICY, O_HELP, O_VERSION };
+	       O_LEASES, O_POLICY, O_METRICS, O_HELP, O_VERSION };
 	static const struct option opts[] = {
 		{ "socket", required_argument, NULL, O_SOCKET },
 		{ "host-size", required_argument, NULL, O_HOST },
@@ -150,6 +152,7 @@ int kvs_config_parse_args(kvs_config *cfg, int argc, char **argv)
 		{ "max-clients", required_argument, NULL, O_CLIENTS },
 		{ "max-leases", required_argument, NULL, O_LEASES },
 		{ "eviction-policy", required_argument, NULL, O_POLICY },
+		{ "metrics-addr", required_argument, NULL, O_METRICS },
 		{ "help", no_argument, NULL, O_HELP },
 		{ "version", no_argument, NULL, O_VERSION },
 		{ NULL, 0, NULL, 0 },
@@ -203,6 +206,11 @@ int kvs_config_parse_args(kvs_config *cfg, int argc, char **argv)
 				return bad("--eviction-policy", optarg,
 					   "unknown policy (see --help)");
 			strcpy(cfg->policy, optarg);
+			break;
+		case O_METRICS:
+			if (!*optarg || strlen(optarg) >= sizeof(cfg->metrics_addr))
+				return bad("--metrics-addr", optarg, "empty or too long");
+			strcpy(cfg->metrics_addr, optarg);
 			break;
 		case O_HELP:
 			kvs_config_usage(stdout, &defaults);

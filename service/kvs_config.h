@@ -27,6 +27,7 @@ typedef struct kvs_config {
 	uint32_t max_leases;    /* per client */
 	uint64_t max_outbuf;    /* per-client reply backlog before disconnect */
 	char policy[32];        /* eviction policy name */
+	char metrics_addr[128]; /* "HOST:PORT" of /metrics, "" when off */
 } kvs_config;
 
 /*

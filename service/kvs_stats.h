@@ -18,6 +18,7 @@
 	X(server, uptime_seconds, GAUGE, "seconds since the daemon started")  \
 	X(server, pid, GAUGE, "daemon process id")                            \
 	X(server, rss_anon_bytes, GAUGE, "daemon private resident memory")    \
+	X(server, metrics_port, GAUGE, "TCP port of /metrics, 0 when off")    \
 	X(clients, connected, GAUGE, "connections open now")                  \
 	X(clients, attached, GAUGE, "connections attached to a namespace")    \
 	X(clients, accepted, COUNTER, "connections accepted")                 \
@@ -78,5 +79,17 @@ typedef struct kvs_counters {
  */
 #include <stdio.h>
 void kvs_stats_print(const kvs_counters *s, FILE *f);
+
+/* kvs_stats_print_prometheus - the same counters in Prometheus text format:
+ * kvshare_<section>_<name>, counters with a _total suffix. */
+#define KVS_STATS_IS_COUNTER_COUNTER 1
+#define KVS_STATS_IS_COUNTER_GAUGE 0
+void kvs_stats_print_prometheus(const kvs_counters *s, FILE *f);
+
+/* kvs_hist_print_prometheus - a latency histogram as a Prometheus histogram
+ * in seconds; @labels is "key=\"value\"" (no braces). */
+#include "kvs_hist.h"
+void kvs_hist_print_prometheus(FILE *f, const char *name, const char *labels,
+			       const kvs_hist *h);
 
 #endif /* KVS_STATS_H */

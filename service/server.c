@@ -19,7 +19,9 @@
 #include <event2/event.h>
 
 #include "kvs_cache.h"
+#include "kvs_hist.h"
 #include "kvs_log.h"
+#include "kvs_metrics.h"
 #include "kvs_stats.h"
 #include "kvs_wire.h"
 
@@ -37,6 +39,8 @@ struct kvs_server {
 	int listen_fd;
 	kvs_cache *cache;
 	kvs_counters stats;
+	kvs_hist latency[KVS_OP__COUNT]; /* by opcode */
+	kvs_metrics *metrics;
 	struct timespec started;
 	conn *conns; /* doubly linked */
 	uint32_t nconns;
@@ -292,10 +296,82 @@ static void ns_line(const kvs_ns_info *ns, void *arg)
 	fprintf(f, "namespace.%u.clients %u\n", ns->id, ns->clients);
 }
 
+/* Refresh every gauge before rendering. */
+static void stats_refresh(kvs_server *s)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	s->stats.server_uptime_seconds = now.tv_sec - s->started.tv_sec;
+	s->stats.server_pid = getpid();
+	s->stats.server_rss_anon_bytes = rss_anon_bytes();
+	s->stats.server_metrics_port = s->metrics ? kvs_metrics_port(s->metrics) : 0;
+	s->stats.clients_connected = s->nconns;
+	kvs_cache_stats_fill(s->cache);
+}
+
+static void latency_lines(kvs_server *s, FILE *f)
+{
+	for (uint32_t op = 1; op < KVS_OP__COUNT; op++) {
+		const kvs_hist *hh = &s->latency[op];
+		const char *name = kvs_wire_opcode_name(op);
+
+		fprintf(f, "latency.%s_count %" PRIu64 "\n", name, hh->count);
+		fprintf(f, "latency.%s_p50_ns %" PRIu64 "\n", name,
+			kvs_hist_quantile(hh, 0.50));
+		fprintf(f, "latency.%s_p99_ns %" PRIu64 "\n", name,
+			kvs_hist_quantile(hh, 0.99));
+	}
+}
+
+static void ns_prometheus(const kvs_ns_info *ns, void *arg)
+{
+	FILE *f = arg;
+	char model[2 * KVS_NAME_MAX + 1];
+	size_t j = 0;
+
+	/* Label values escape backslash, quote and newline. */
+	for (const char *p = ns->model; *p && j + 2 < sizeof(model); p++) {
+		if (*p == '\\' || *p == '"' || *p == '\n')
+			model[j++] = '\\';
+		model[j++] = *p == '\n' ? 'n' : *p;
+	}
+	model[j] = '\0';
+	fprintf(f, "kvshare_namespace_blocks{ns=\"%u\",model=\"%s\"} %" PRIu64 "\n",
+		ns->id, model, ns->blocks);
+	fprintf(f, "kvshare_namespace_block_bytes{ns=\"%u\",model=\"%s\"} %" PRIu64 "\n",
+		ns->id, model, ns->block_bytes);
+	fprintf(f, "kvshare_namespace_clients{ns=\"%u\",model=\"%s\"} %u\n",
+		ns->id, model, ns->clients);
+}
+
+static void render_prometheus(FILE *f, void *arg)
+{
+	kvs_server *s = arg;
+
+	stats_refresh(s);
+	kvs_stats_print_prometheus(&s->stats, f);
+	fprintf(f, "# HELP kvshare_namespace_blocks committed blocks per namespace\n"
+		   "# TYPE kvshare_namespace_blocks gauge\n"
+		   "# HELP kvshare_namespace_block_bytes bytes of one block\n"
+		   "# TYPE kvshare_namespace_block_bytes gauge\n"
+		   "# HELP kvshare_namespace_clients attached connections\n"
+		   "# TYPE kvshare_namespace_clients gauge\n");
+	kvs_cache_ns_foreach(s->cache, ns_prometheus, f);
+	fprintf(f, "# HELP kvshare_request_duration_seconds time to handle a request\n"
+		   "# TYPE kvshare_request_duration_seconds histogram\n");
+	for (uint32_t op = 1; op < KVS_OP__COUNT; op++) {
+		char labels[64];
+
+		snprintf(labels, sizeof(labels), "op=\"%s\"", kvs_wire_opcode_name(op));
+		kvs_hist_print_prometheus(f, "kvshare_request_duration_seconds",
+					  labels, &s->latency[op]);
+	}
+}
+
 static void do_stats(conn *c, const kvs_wire_hdr *h, const uint8_t *p)
 {
 	kvs_server *s = c->srv;
-	struct timespec now;
 	char *text = NULL;
 	size_t len = 0;
 	FILE *f;
@@ -305,18 +381,14 @@ static void do_stats(conn *c, const kvs_wire_hdr *h, const uint8_t *p)
 		reply_error(c, h, KVS_E_PROTO);
 		return;
 	}
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	s->stats.server_uptime_seconds = now.tv_sec - s->started.tv_sec;
-	s->stats.server_pid = getpid();
-	s->stats.server_rss_anon_bytes = rss_anon_bytes();
-	s->stats.clients_connected = s->nconns;
-	kvs_cache_stats_fill(s->cache);
+	stats_refresh(s);
 	f = open_memstream(&text, &len);
 	if (!f) {
 		reply_error(c, h, -ENOMEM);
 		return;
 	}
 	kvs_stats_print(&s->stats, f);
+	latency_lines(s, f);
 	kvs_cache_ns_foreach(s->cache, ns_line, f);
 	if (fclose(f) != 0 || len > KVS_WIRE_MAX_PAYLOAD) {
 		free(text);
@@ -327,9 +399,18 @@ static void do_stats(conn *c, const kvs_wire_hdr *h, const uint8_t *p)
 	free(text);
 }
 
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static void dispatch(conn *c, const kvs_wire_hdr *h, const uint8_t *p)
 {
 	kvs_counters *st = &c->srv->stats;
+	uint64_t t0 = now_ns();
 
 	switch (h->opcode) {
 	case KVS_OP_HELLO: st->ops_hello++; do_hello(c, h, p); break;
@@ -342,8 +423,9 @@ static void dispatch(conn *c, const kvs_wire_hdr *h, const uint8_t *p)
 	default:
 		st->errors_opcode++;
 		reply_error(c, h, KVS_E_OPCODE);
-		break;
+		return;
 	}
+	kvs_hist_add(&c->srv->latency[h->opcode], now_ns() - t0);
 }
 
 /* Handle every complete message in the input buffer. Returns -1 when the
@@ -683,6 +765,15 @@ int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 	event_add(s->listen_ev, NULL);
 	event_add(s->sigint_ev, NULL);
 	event_add(s->sigterm_ev, NULL);
+	if (cfg->metrics_addr[0]) {
+		rc = kvs_metrics_start(s->base, cfg->metrics_addr, render_prometheus,
+				       s, &s->metrics);
+		if (rc < 0) {
+			kvs_err("cannot serve metrics on %s: %s", cfg->metrics_addr,
+				kvs_strerror(rc));
+			goto fail;
+		}
+	}
 	*out = s;
 	return 0;
 fail:
@@ -717,6 +808,7 @@ void kvs_server_destroy(kvs_server *s)
 		event_free(s->sigint_ev);
 	if (s->sigterm_ev)
 		event_free(s->sigterm_ev);
+	kvs_metrics_stop(s->metrics);
 	if (s->listen_fd >= 0) {
 		close(s->listen_fd);
 		unlink(s->cfg.socket_path);
