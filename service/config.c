@@ -125,6 +125,9 @@ void kvs_config_usage(FILE *f, const kvs_config *d)
 		"  --eviction-policy P how blocks leave a full tier: %s (default %s)\n"
 		"  --metrics-addr ADDR serve Prometheus /metrics on HOST:PORT, or PORT on\n"
 		"                      127.0.0.1 (default off)\n"
+		"  --config FILE       read settings from FILE first (key = value, keys\n"
+		"                      named as these flags); flags win over the file\n"
+		"  --print-config      print the effective configuration and exit\n"
 		"  --help              this text\n"
 		"  --version           print the version\n",
 		d->socket_path, d->host_bytes >> 20, d->page_bytes >> 10,
@@ -139,78 +142,220 @@ static int bad(const char *flag, const char *val, const char *why)
 	return KVS_E_CONFIG;
 }
 
-int kvs_config_parse_args(kvs_config *cfg, int argc, char **argv)
+enum { O_SOCKET = 256, O_HOST, O_PAGE, O_LOG, O_READY, O_CLIENTS, O_LEASES,
+       O_POLICY, O_METRICS, O_CONFIG, O_PRINT, O_HELP, O_VERSION };
+
+/* Every setting, by its flag name; a config file uses the same names. */
+static const struct option opts[] = {
+	{ "socket", required_argument, NULL, O_SOCKET },
+	{ "host-size", required_argument, NULL, O_HOST },
+	{ "page-size", required_argument, NULL, O_PAGE },
+	{ "log-level", required_argument, NULL, O_LOG },
+	{ "ready-fd", required_argument, NULL, O_READY },
+	{ "max-clients", required_argument, NULL, O_CLIENTS },
+	{ "max-leases", required_argument, NULL, O_LEASES },
+	{ "eviction-policy", required_argument, NULL, O_POLICY },
+	{ "metrics-addr", required_argument, NULL, O_METRICS },
+	{ "config", required_argument, NULL, O_CONFIG },
+	{ "print-config", no_argument, NULL, O_PRINT },
+	{ "help", no_argument, NULL, O_HELP },
+	{ "version", no_argument, NULL, O_VERSION },
+	{ NULL, 0, NULL, 0 },
+};
+
+/* Apply one setting; returns NULL or why @val is refused. */
+static const char *set_option(kvs_config *cfg, int id, const char *val)
 {
-	enum { O_SOCKET = 256, O_HOST, O_PAGE, O_LOG, O_READY, O_CLIENTS,
-	       O_LEASES, O_POLICY, O_METRICS, O_HELP, O_VERSION };
-	static const struct option opts[] = {
-		{ "socket", required_argument, NULL, O_SOCKET },
-		{ "host-size", required_argument, NULL, O_HOST },
-		{ "page-size", required_argument, NULL, O_PAGE },
-		{ "log-level", required_argument, NULL, O_LOG },
-		{ "ready-fd", required_argument, NULL, O_READY },
-		{ "max-clients", required_argument, NULL, O_CLIENTS },
-		{ "max-leases", required_argument, NULL, O_LEASES },
-		{ "eviction-policy", required_argument, NULL, O_POLICY },
-		{ "metrics-addr", required_argument, NULL, O_METRICS },
-		{ "help", no_argument, NULL, O_HELP },
-		{ "version", no_argument, NULL, O_VERSION },
-		{ NULL, 0, NULL, 0 },
-	};
-	kvs_config defaults = *cfg;
 	uint64_t size;
 	uint32_t u;
-	int c;
 
+	switch (id) {
+	case O_SOCKET:
+		if (strlen(val) >= sizeof(cfg->socket_path) || !*val)
+			return "empty or longer than 107 bytes";
+		strcpy(cfg->socket_path, val);
+		return NULL;
+	case O_HOST:
+		if (kvs_parse_size(val, &size) < 0)
+			return "not a size (e.g. 512M, 8G)";
+		cfg->host_bytes = size;
+		return NULL;
+	case O_PAGE:
+		if (kvs_parse_size(val, &size) < 0 || size < 4096 ||
+		    size > (1u << 30) || (size & (size - 1)))
+			return "must be a power of two from 4K to 1G";
+		cfg->page_bytes = (uint32_t)size;
+		return NULL;
+	case O_LOG:
+		if (kvs_log_level_parse(val, &cfg->log_level) < 0)
+			return "must be error, warn, info or debug";
+		return NULL;
+	case O_READY:
+		if (parse_u32(val, 0, &u) < 0 || u > INT32_MAX)
+			return "not a file descriptor";
+		cfg->ready_fd = (int)u;
+		return NULL;
+	case O_CLIENTS:
+		return parse_u32(val, 1, &cfg->max_clients) < 0 ? "must be a number >= 1"
+								: NULL;
+	case O_LEASES:
+		return parse_u32(val, 1, &cfg->max_leases) < 0 ? "must be a number >= 1"
+							       : NULL;
+	case O_POLICY:
+		if (!kvs_policy_known(val) || strlen(val) >= sizeof(cfg->policy))
+			return "unknown policy (see --help)";
+		strcpy(cfg->policy, val);
+		return NULL;
+	case O_METRICS:
+		if (!*val || strlen(val) >= sizeof(cfg->metrics_addr))
+			return "empty or too long";
+		strcpy(cfg->metrics_addr, val);
+		return NULL;
+	}
+	return "not a setting";
+}
+
+static char *trim(char *p, char *end)
+{
+	while (p < end && (*p == ' ' || *p == '\t'))
+		p++;
+	while (end > p && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r'))
+		end--;
+	*end = '\0';
+	return p;
+}
+
+int kvs_config_parse_text(kvs_config *cfg, const char *text, size_t len,
+			  const char *name)
+{
+	char *copy = malloc(len + 1), *line, *next;
+	int lineno = 0, rc = 0;
+
+	if (!copy)
+		return -ENOMEM;
+	if (memchr(text, '\0', len)) {
+		fprintf(stderr, "kvshared: %s: not a text file (NUL byte)\n", name);
+		free(copy);
+		return KVS_E_CONFIG;
+	}
+	memcpy(copy, text, len);
+	copy[len] = '\0';
+	for (line = copy; line && rc == 0; line = next) {
+		char *nl = strchr(line, '\n'), *eq, *key, *val;
+		const char *why = NULL;
+		int id = 0;
+
+		next = nl ? nl + 1 : NULL;
+		line = trim(line, nl ? nl : line + strlen(line));
+		lineno++;
+		if (!*line || *line == '#' || *line == ';')
+			continue;
+		if (*line == '[') {
+			if (strcmp(line, "[kvshared]") != 0)
+				why = "unknown section (only [kvshared])";
+		} else if (!(eq = strchr(line, '='))) {
+			why = "expected key = value";
+		} else {
+			key = trim(line, eq);
+			val = trim(eq + 1, eq + 1 + strlen(eq + 1));
+			for (const struct option *o = opts; o->name; o++)
+				if (strcmp(o->name, key) == 0 && o->val < O_CONFIG)
+					id = o->val;
+			why = id ? set_option(cfg, id, val) : "unknown key";
+			if (why) {
+				fprintf(stderr, "kvshared: %s:%d: %s '%s': %s\n", name,
+					lineno, key, val, why);
+				rc = KVS_E_CONFIG;
+				break;
+			}
+			continue;
+		}
+		if (why) {
+			fprintf(stderr, "kvshared: %s:%d: %s\n", name, lineno, why);
+			rc = KVS_E_CONFIG;
+		}
+	}
+	free(copy);
+	return rc;
+}
+
+static int load_file(kvs_config *cfg, const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *text = NULL;
+	size_t len = 0, cap = 0, n;
+	int rc;
+
+	if (!f) {
+		fprintf(stderr, "kvshared: --config '%s': %s\n", path, strerror(errno));
+		return KVS_E_CONFIG;
+	}
+	do {
+		if (len + 4096 > cap) {
+			char *t = realloc(text, cap = cap * 2 + 4096);
+
+			if (!t) {
+				free(text);
+				fclose(f);
+				return -ENOMEM;
+			}
+			text = t;
+		}
+		n = fread(text + len, 1, cap - len, f);
+		len += n;
+	} while (n > 0 && len < (1u << 20));
+	fclose(f);
+	if (len >= (1u << 20)) {
+		free(text);
+		fprintf(stderr, "kvshared: --config '%s': larger than 1 MiB\n", path);
+		return KVS_E_CONFIG;
+	}
+	rc = kvs_config_parse_text(cfg, text ? text : "", len, path);
+	free(text);
+	return rc;
+}
+
+void kvs_config_print(FILE *f, const kvs_config *cfg)
+{
+	fprintf(f, "# kvshared effective configuration (a valid --config file)\n"
+		   "[kvshared]\n"
+		   "socket = %s\n"
+		   "host-size = %" PRIu64 "\n"
+		   "page-size = %u\n"
+		   "log-level = %s\n"
+		   "max-clients = %u\n"
+		   "max-leases = %u\n"
+		   "eviction-policy = %s\n",
+		cfg->socket_path, cfg->host_bytes, cfg->page_bytes,
+		kvs_log_level_name(cfg->log_level), cfg->max_clients,
+		cfg->max_leases, cfg->policy);
+	if (cfg->metrics_addr[0])
+		fprintf(f, "metrics-addr = %s\n", cfg->metrics_addr);
+	else
+		fprintf(f, "# metrics-addr: off\n");
+}
+
+int kvs_config_parse_args(kvs_config *cfg, int argc, char **argv)
+{
+	kvs_config defaults = *cfg;
+	int c, print = 0, rc;
+
+	/* The file first, wherever --config stands, so that flags win. */
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (c == O_CONFIG && (rc = load_file(cfg, optarg)) < 0)
+			return rc;
+	}
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		const char *why;
+
 		switch (c) {
-		case O_SOCKET:
-			if (strlen(optarg) >= sizeof(cfg->socket_path) || !*optarg)
-				return bad("--socket", optarg, "empty or longer than 107 bytes");
-			strcpy(cfg->socket_path, optarg);
+		case O_CONFIG:
 			break;
-		case O_HOST:
-			if (kvs_parse_size(optarg, &size) < 0)
-				return bad("--host-size", optarg, "not a size (e.g. 512M, 8G)");
-			cfg->host_bytes = size;
-			break;
-		case O_PAGE:
-			if (kvs_parse_size(optarg, &size) < 0 || size < 4096 ||
-			    size > (1u << 30) || (size & (size - 1)))
-				return bad("--page-size", optarg,
-					   "must be a power of two from 4K to 1G");
-			cfg->page_bytes = (uint32_t)size;
-			break;
-		case O_LOG:
-			if (kvs_log_level_parse(optarg, &cfg->log_level) < 0)
-				return bad("--log-level", optarg,
-					   "must be error, warn, info or debug");
-			break;
-		case O_READY:
-			if (parse_u32(optarg, 0, &u) < 0 || u > INT32_MAX)
-				return bad("--ready-fd", optarg, "not a file descriptor");
-			cfg->ready_fd = (int)u;
-			break;
-		case O_CLIENTS:
-			if (parse_u32(optarg, 1, &cfg->max_clients) < 0)
-				return bad("--max-clients", optarg, "must be a number >= 1");
-			break;
-		case O_LEASES:
-			if (parse_u32(optarg, 1, &cfg->max_leases) < 0)
-				return bad("--max-leases", optarg, "must be a number >= 1");
-			break;
-		case O_POLICY:
-			if (!kvs_policy_known(optarg) || strlen(optarg) >= sizeof(cfg->policy))
-				return bad("--eviction-policy", optarg,
-					   "unknown policy (see --help)");
-			strcpy(cfg->policy, optarg);
-			break;
-		case O_METRICS:
-			if (!*optarg || strlen(optarg) >= sizeof(cfg->metrics_addr))
-				return bad("--metrics-addr", optarg, "empty or too long");
-			strcpy(cfg->metrics_addr, optarg);
+		case O_PRINT:
+			print = 1;
 			break;
 		case O_HELP:
 			kvs_config_usage(stdout, &defaults);
@@ -219,14 +364,29 @@ int kvs_config_parse_args(kvs_config *cfg, int argc, char **argv)
 			printf("kvshared %d.%d\n", KVSHARE_VERSION_MAJOR,
 			       KVSHARE_VERSION_MINOR);
 			return 1;
-		default:
+		case '?':
+		case ':':
 			return bad("option", argv[optind - 1],
 				   optopt ? "needs a value" : "unknown option");
+		default:
+			why = set_option(cfg, c, optarg);
+			if (why) {
+				char flag[64] = "--";
+
+				for (const struct option *o = opts; o->name; o++)
+					if (o->val == c)
+						snprintf(flag, sizeof(flag), "--%s", o->name);
+				return bad(flag, optarg, why);
+			}
 		}
 	}
 	if (optind < argc)
 		return bad("argument", argv[optind], "unexpected");
 	if (cfg->host_bytes < cfg->page_bytes)
 		return bad("--host-size", "", "smaller than one page");
+	if (print) {
+		kvs_config_print(stdout, cfg);
+		return 1;
+	}
 	return 0;
 }

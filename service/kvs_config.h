@@ -10,6 +10,7 @@
 #ifndef KVS_CONFIG_H
 #define KVS_CONFIG_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -39,7 +40,8 @@ int kvs_config_defaults(kvs_config *cfg);
 
 /*
  * kvs_config_parse_args - apply command-line flags over @cfg.
- * Returns 0, 1 when --help or --version was printed (exit 0), or
+ * --config FILE is read first, wherever it stands, so flags win over it.
+ * Returns 0, 1 when --help, --version or --print-config printed (exit 0), or
  * KVS_E_CONFIG after printing "kvshared: <why>" to stderr (exit 2).
  */
 int kvs_config_parse_args(kvs_config *cfg, int argc, char **argv);
@@ -49,6 +51,19 @@ int kvs_config_parse_args(kvs_config *cfg, int argc, char **argv);
  * Errors: -EINVAL (syntax, zero), -ERANGE (overflow).
  */
 int kvs_parse_size(const char *s, uint64_t *out);
+
+/*
+ * kvs_config_parse_text - apply a config file's text (@name for messages):
+ * "key = value" lines with the flags' names as keys, '#' or ';' comments,
+ * an optional "[kvshared]" section header. Pure: no I/O but error messages.
+ * Errors: KVS_E_CONFIG after printing "kvshared: NAME:LINE: why" (an unknown
+ * key, a bad value, a line that is not key = value), -ENOMEM.
+ */
+int kvs_config_parse_text(kvs_config *cfg, const char *text, size_t len,
+			  const char *name);
+
+/* kvs_config_print - the effective configuration, as a valid config file. */
+void kvs_config_print(FILE *f, const kvs_config *cfg);
 
 /* kvs_config_usage - the --help text, every flag with its default. */
 void kvs_config_usage(FILE *f, const kvs_config *defaults);

@@ -3,7 +3,9 @@
  * errors a bad flag gives, and the embedded defaults.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kvs_check.h"
 #include "kvs_config.h"
@@ -74,5 +76,52 @@ int main(void)
 	CHECK_EQ(parse(&cfg, "--socket", NULL), KVS_E_CONFIG);
 	CHECK_EQ(parse(&cfg, "extra", NULL), KVS_E_CONFIG);
 	CHECK_EQ(parse(&cfg, "--host-size", "1K"), KVS_E_CONFIG); /* < a page */
+
+	/* Config files: the flags' names as keys; errors name the line. */
+	{
+		const char *good = "# comment\n; comment\n[kvshared]\n"
+				   "host-size = 128M\r\n  eviction-policy=lru  \n\n"
+				   "max-clients = 7\n";
+		char *printed = NULL;
+		size_t plen = 0;
+		kvs_config again;
+		FILE *f;
+
+		kvs_config_defaults(&cfg);
+		CHECK_EQ(kvs_config_parse_text(&cfg, good, strlen(good), "t"), 0);
+		CHECK_EQ(cfg.host_bytes, 128ull << 20);
+		CHECK(strcmp(cfg.policy, "lru") == 0);
+		CHECK_EQ(cfg.max_clients, 7);
+		/* --print-config's output is a config file giving the same. */
+		f = open_memstream(&printed, &plen);
+		kvs_config_print(f, &cfg);
+		fclose(f);
+		kvs_config_defaults(&again);
+		CHECK_EQ(kvs_config_parse_text(&again, printed, plen, "printed"), 0);
+		CHECK(memcmp(&again, &cfg, sizeof(cfg)) == 0);
+		free(printed);
+		CHECK_EQ(kvs_config_parse_text(&cfg, "bogus = 1\n", 10, "t"), KVS_E_CONFIG);
+		CHECK_EQ(kvs_config_parse_text(&cfg, "host-size = x\n", 14, "t"), KVS_E_CONFIG);
+		CHECK_EQ(kvs_config_parse_text(&cfg, "[other]\n", 8, "t"), KVS_E_CONFIG);
+		CHECK_EQ(kvs_config_parse_text(&cfg, "host-size\n", 10, "t"), KVS_E_CONFIG);
+		CHECK_EQ(kvs_config_parse_text(&cfg, "help = 1\n", 9, "t"), KVS_E_CONFIG);
+		CHECK_EQ(kvs_config_parse_text(&cfg, "a\0b", 3, "t"), KVS_E_CONFIG);
+		CHECK_EQ(kvs_config_parse_text(&cfg, "", 0, "t"), 0);
+	}
+	/* Flags win over the file, wherever --config stands. */
+	{
+		char path[] = "/tmp/test_config.XXXXXX";
+		int fd = mkstemp(path);
+		char *argv[] = { "kvshared", "--host-size", "256M", "--config", path, NULL };
+
+		CHECK(fd >= 0);
+		CHECK(write(fd, "host-size = 1G\nmax-leases = 5\n", 31) == 31);
+		close(fd);
+		kvs_config_defaults(&cfg);
+		CHECK_EQ(kvs_config_parse_args(&cfg, 5, argv), 0);
+		CHECK_EQ(cfg.host_bytes, 256ull << 20);
+		CHECK_EQ(cfg.max_leases, 5);
+		unlink(path);
+	}
 	return check_summary("test_config");
 }
