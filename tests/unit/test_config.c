@@ -115,7 +115,9 @@ int main(void)
 		char *argv[] = { "kvshared", "--host-size", "256M", "--config", path, NULL };
 
 		CHECK(fd >= 0);
-		CHECK(write(fd, "host-size = 1G\nmax-leases = 5\n", 31) == 31);
+		const char *text = "host-size = 1G\nmax-leases = 5\n";
+
+		CHECK(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
 		close(fd);
 		kvs_config_defaults(&cfg);
 		CHECK_EQ(kvs_config_parse_args(&cfg, 5, argv), 0);
