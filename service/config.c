@@ -203,7 +203,7 @@ static const char *set_option(kvs_config *cfg, int id, const char *val)
 							       : NULL;
 	case O_POLICY:
 		if (!kvs_policy_known(val) || strlen(val) >= sizeof(cfg->policy))
-			return "unknown policy (see --help)";
+			return "unknown policy";
 		strcpy(cfg->policy, val);
 		return NULL;
 	case O_METRICS:
