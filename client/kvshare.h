@@ -276,7 +276,8 @@ int kvs_reserve(kvs_client *c, const kvs_hash *hashes, size_t n,
  * kvs_commit - publish every block of a write lease atomically and end it.
  * Returns the number of blocks published; lease 0 (nothing was reserved) is
  * a no-op that returns 0 without asking the daemon (so for abort and release).
- * Errors: KVS_E_NOLEASE, KVS_E_NOTOWNER, KVS_E_LEASEKIND, KVS_E_DISCONNECTED.
+ * Errors: KVS_E_NOLEASE, KVS_E_NOTOWNER, KVS_E_LEASEKIND, KVS_E_DISCONNECTED,
+ *         KVS_E_NOTATTACHED (a control-only client holds no leases).
  * Thread: the client's.
  */
 int kvs_commit(kvs_client *c, kvs_lease lease);
@@ -291,7 +292,8 @@ int kvs_abort(kvs_client *c, kvs_lease lease);
 
 /*
  * kvs_release - drop the pins of a read lease (or abort a write lease).
- * Errors: KVS_E_NOLEASE, KVS_E_NOTOWNER, KVS_E_DISCONNECTED.
+ * Errors: KVS_E_NOLEASE, KVS_E_NOTOWNER, KVS_E_DISCONNECTED,
+ *         KVS_E_NOTATTACHED.
  * Thread: the client's.
  */
 int kvs_release(kvs_client *c, kvs_lease lease);

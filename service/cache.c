@@ -62,6 +62,16 @@ struct kvs_cache {
 
 #define NONE KVS_REC_NONE
 
+/* The table is keyed by (namespace, hash): blocks of two namespaces never
+ * share a record, so a client can neither find nor block (BUSY) another
+ * namespace's block even when it presents that block's exact hash. The mix
+ * is invertible (xor), so a record's key still names its block. */
+static inline kvs_hash ns_key(uint32_t ns_id, kvs_hash h)
+{
+	h.lo ^= (uint64_t)ns_id * 0x9e3779b97f4a7c15ull;
+	return h;
+}
+
 static kvs_rec *rec(const kvs_cache *c, uint32_t idx)
 {
 	return kvs_table_rec(c->table, idx);
@@ -254,6 +264,11 @@ static int lease_get(kvs_cache *c, kvs_owner *o, uint64_t id, uint32_t *out)
 {
 	uint32_t s = (uint32_t)id, gen = (uint32_t)(id >> 32);
 
+	if (!o->ns) {
+		/* No namespace, no leases: say so rather than "no such lease". */
+		c->stats->errors_notattached++;
+		return KVS_E_NOTATTACHED;
+	}
 	if (s >= c->nleases || c->leases[s].kind == LEASE_FREE ||
 	    c->leases[s].gen != gen) {
 		c->stats->errors_lease++;
@@ -550,7 +565,8 @@ int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 	/* Blocks of another namespace (another salt) are never matched: a
 	 * tenant cannot probe another's prefixes through the table. */
 	for (; hits < n; hits++) {
-		uint32_t idx = kvs_table_find(c->table, kvs_wire_hash_at(hashes, hits));
+		uint32_t idx = kvs_table_find(c->table,
+					      ns_key(o->ns, kvs_wire_hash_at(hashes, hits)));
 
 		if (idx == NONE || rec(c, idx)->ns != o->ns ||
 		    rec(c, idx)->state != KVS_REC_READY)
@@ -649,7 +665,7 @@ int kvs_cache_reserve(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 		return KVS_E_NOTATTACHED;
 	}
 	for (uint32_t i = 0; i < n; i++) {
-		kvs_hash h = kvs_wire_hash_at(hashes, i);
+		kvs_hash h = ns_key(o->ns, kvs_wire_hash_at(hashes, i));
 		uint32_t idx;
 
 		out[i] = (kvs_block){ .status = stop };

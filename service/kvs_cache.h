@@ -102,13 +102,13 @@ int kvs_cache_reserve(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 		      uint32_t n, uint64_t *lease, kvs_block *out);
 
 /* kvs_cache_commit - publish a write lease; returns blocks published.
- * Errors: KVS_E_NOLEASE, KVS_E_NOTOWNER, KVS_E_LEASEKIND. */
+ * Errors: KVS_E_NOTATTACHED, KVS_E_NOLEASE, KVS_E_NOTOWNER, KVS_E_LEASEKIND. */
 int kvs_cache_commit(kvs_cache *c, kvs_owner *o, uint64_t lease);
 /* kvs_cache_abort - free a write lease's slots; returns slots freed.
  * Errors: as commit. */
 int kvs_cache_abort(kvs_cache *c, kvs_owner *o, uint64_t lease);
 /* kvs_cache_release - end any lease (a write lease is aborted); returns the
- * blocks it held. Errors: KVS_E_NOLEASE, KVS_E_NOTOWNER. */
+ * blocks it held. Errors: KVS_E_NOTATTACHED, KVS_E_NOLEASE, KVS_E_NOTOWNER. */
 int kvs_cache_release(kvs_cache *c, kvs_owner *o, uint64_t lease);
 
 /* kvs_cache_stats_fill - refresh the gauges the cache owns in its stats. */

@@ -22,6 +22,7 @@
 #define TH_MAX_DAEMONS 8
 #define TH_MAX_CHILDREN 128
 #define TH_LOG_TAIL 16384
+#define TH_MAX_FAIL_LINES 50
 
 static const char *th_name = "test";
 static int th_passed, th_failed;
@@ -93,7 +94,13 @@ static void fail_note(const char *fmt, ...)
 {
 	va_list ap;
 
-	th_failed++;
+	/* A failing loop must not bury the first failures in its output. */
+	if (++th_failed > TH_MAX_FAIL_LINES) {
+		if (th_failed == TH_MAX_FAIL_LINES + 1)
+			th_note("more than %d failures: not printing the rest",
+				TH_MAX_FAIL_LINES);
+		return;
+	}
 	va_start(ap, fmt);
 	vreport("FAIL: ", fmt, ap);
 	va_end(ap);
@@ -209,11 +216,10 @@ static void raw_dump_log(const th_daemon *d)
 	close(fd);
 }
 
-static void th_watchdog(int sig)
+/* Kill every process the test started, print the logs, remove the temp
+ * dirs. Async-signal-safe. */
+static void raw_teardown(void)
 {
-	(void)sig;
-	raw_write(th_name);
-	raw_write(": FAIL: TIMEOUT: the test hung; killing its processes\n");
 	for (int i = 0; i < TH_MAX_CHILDREN; i++)
 		if (th_children[i] > 0)
 			kill(th_children[i], SIGKILL);
@@ -231,7 +237,29 @@ static void th_watchdog(int sig)
 			rmdir(d->dir);
 		}
 	}
+}
+
+static void th_watchdog(int sig)
+{
+	(void)sig;
+	raw_write(th_name);
+	raw_write(": FAIL: TIMEOUT: the test hung; killing its processes\n");
+	raw_teardown();
 	_exit(1);
+}
+
+/* A crash of the test itself: clean up, then die of the same signal. */
+static void th_crash(int sig)
+{
+	if (!in_child()) {
+		raw_write(th_name);
+		raw_write(": FAIL: the test crashed (");
+		raw_write(strsignal(sig));
+		raw_write("); killing its processes\n");
+		raw_teardown();
+	}
+	signal(sig, SIG_DFL);
+	raise(sig);
 }
 
 static void th_cleanup(void)
@@ -251,6 +279,7 @@ static void th_cleanup(void)
 
 void th_init(const char *name)
 {
+	static const int crash_signals[] = { SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL };
 	const char *bin = getenv("KVSHARED");
 	const char *t = getenv("TH_TIMEOUT");
 	struct sigaction sa;
@@ -273,6 +302,10 @@ void th_init(const char *name)
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = th_watchdog;
 	sigaction(SIGALRM, &sa, NULL);
+	sa.sa_handler = th_crash;
+	sa.sa_flags = SA_RESETHAND;
+	for (size_t i = 0; i < sizeof(crash_signals) / sizeof(crash_signals[0]); i++)
+		sigaction(crash_signals[i], &sa, NULL);
 	alarm(t && atoi(t) > 0 ? (unsigned)atoi(t) : 120);
 }
 
@@ -323,7 +356,8 @@ int th_finish(void)
 		}
 		st = th_daemon_stop(d, SIGTERM);
 		if (!CHECK_EQ(st, 0))
-			th_note("kvshared did not exit 0 on SIGTERM at the end of the test");
+			th_note("kvshared ended with status %d on SIGTERM at the end of "
+				"the test (128+N: killed by signal N)", st);
 		if (!CHECK(access(d->socket, F_OK) != 0))
 			th_note("kvshared left its socket %s behind", d->socket);
 	}
@@ -331,6 +365,11 @@ int th_finish(void)
 		for (int i = 0; i < TH_MAX_DAEMONS; i++)
 			if (th_daemons[i])
 				th_daemon_dump_log(th_daemons[i]);
+	/* Tear down now: the daemons may live in main's frame, which is gone
+	 * by the time exit handlers run. */
+	for (int i = 0; i < TH_MAX_DAEMONS; i++)
+		if (th_daemons[i])
+			th_daemon_destroy(th_daemons[i]);
 	printf("%s: %d checks passed, %d failed\n", th_name, th_passed, th_failed);
 	fflush(NULL);
 	return th_failed ? 1 : 0;
@@ -1025,13 +1064,18 @@ static void child_main(th_child_fn fn, void *arg, int fd, pid_t parent)
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != parent)
 		_exit(1);
+	/* Free the parent's control clients (closing only this process's copy
+	 * of their fds) before close_from() lets those numbers be reused, so
+	 * that LeakSanitizer has nothing to report when the child exits. */
+	for (int i = 0; i < TH_MAX_DAEMONS; i++)
+		if (th_daemons[i]) {
+			kvs_close(th_daemons[i]->ctl);
+			th_daemons[i]->ctl = NULL;
+		}
 	move_fd(fd, 3);
 	close_from(4);
 	th_passed = th_failed = 0;
 	memset(th_children, 0, sizeof(th_children));
-	for (int i = 0; i < TH_MAX_DAEMONS; i++)
-		if (th_daemons[i])
-			th_daemons[i]->ctl = NULL; /* its fd is closed now */
 	rc = fn(arg, 3);
 	if (rc == 0 && th_failed)
 		rc = 1;

@@ -23,7 +23,8 @@
  * Exit paths: th_finish() returns the exit code; th_fatal() and th_skip() exit
  * (1 and 77). Daemons and child processes still running at exit are killed and
  * the temp directories removed (set TH_KEEP=1 to keep them). A watchdog
- * (th_init's timeout) kills everything and fails the test if it hangs.
+ * (th_init's timeout) kills everything and fails the test if it hangs; a crash
+ * of the test (SIGSEGV, SIGABRT...) cleans up the same way before it dies.
  *
  * Child processes (th_spawn) run a function and exit with its result, or 1 if
  * a CHECK failed in the child; each gets a socketpair end to synchronize with
@@ -99,8 +100,11 @@ void th_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn
 /* th_fatal - print the reason as a failure and exit 1 (the test cannot go on). */
 void th_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
-/* th_finish - print "<name>: N checks passed, M failed" (and the daemons'
- * logs when M > 0) and return the exit code: 0 or 1. */
+/* th_finish - stop every daemon with SIGTERM (each must have survived the
+ * test, exit 0 and remove its socket: counted as checks), print the daemons'
+ * logs if anything failed, remove the temp dirs, print
+ * "<name>: N checks passed, M failed" and return the exit code: 0 or 1.
+ * Daemons must stay alive (static, or in main) until it returns. */
 int th_finish(void);
 
 /* Failed checks so far in this process. */

@@ -1,0 +1,257 @@
+#!/usr/bin/env bash
+# test_cli - kvshared's command line, its signals and socket handling, and the
+# tools (kvsctl, kvsbench) against a real daemon, from a shell.
+#
+# Env: KVSHARED, KVSCTL, KVSBENCH (paths of the built binaries; unset: skip).
+# Exit: 0 pass, 1 fail, 77 skip. Waits poll a condition against a deadline
+# (readiness: `kvsctl stats` succeeds); nothing waits with a bare sleep.
+set -u
+
+name=test_cli
+pass=0
+fail=0
+tmp=
+pids=()
+
+ok() { pass=$((pass + 1)); }
+bad() {
+	fail=$((fail + 1))
+	echo "$name: FAIL: $*" >&2
+}
+# check WHAT CMD...: passes when CMD succeeds.
+check() {
+	local what=$1
+	shift
+	if "$@"; then ok; else bad "$what"; fi
+}
+skip() {
+	echo "$name: SKIP: $*"
+	exit 77
+}
+
+for var in KVSHARED KVSCTL KVSBENCH; do
+	[ -n "${!var:-}" ] || skip "$var is not set (run through ctest)"
+	[ -x "${!var}" ] || skip "$var=${!var} is not executable"
+done
+command -v python3 >/dev/null || skip "python3 is not installed"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/kvscli-XXXXXX") || exit 1
+
+cleanup() {
+	local p
+	for p in "${pids[@]}"; do
+		kill -KILL "$p" 2>/dev/null
+	done
+	{ wait; } 2>/dev/null
+	if [ -n "${TH_KEEP:-}" ]; then
+		echo "$name: keeping $tmp" >&2
+	else
+		rm -rf "$tmp"
+	fi
+}
+trap cleanup EXIT
+
+# running PID: the process exists and is not a zombie.
+running() {
+	local state
+	state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
+	[ "$state" != Z ]
+}
+
+# start_daemon SOCKET LOG [ARGS...]: start kvshared in the background; sets dpid.
+start_daemon() {
+	local sock=$1 log=$2
+	shift 2
+	"$KVSHARED" --socket "$sock" "$@" 2>"$log" &
+	dpid=$!
+	pids+=("$dpid")
+}
+
+# wait_ready SOCKET PID: poll `kvsctl stats` until it succeeds (15 s at most),
+# failing early if the daemon exits.
+wait_ready() {
+	local sock=$1 pid=$2 deadline=$((SECONDS + 15))
+	while ((SECONDS < deadline)); do
+		"$KVSCTL" --socket "$sock" stats >/dev/null 2>&1 && return 0
+		running "$pid" || return 1
+		sleep 0.02
+	done
+	return 1
+}
+
+# stop_daemon PID [SIGNAL]: signal it, wait up to 10 s for the exit; sets
+# status to the exit status (128+N for signal N), or "timeout". Not in $(...):
+# only this shell can reap its child.
+stop_daemon() {
+	local pid=$1 sig=${2:-TERM} deadline=$((SECONDS + 10))
+	# bash reports a child killed by a signal ("Killed") on stderr: not ours.
+	exec 3>&2 2>/dev/null
+	kill "-$sig" "$pid"
+	while running "$pid" && ((SECONDS < deadline)); do
+		sleep 0.02
+	done
+	if running "$pid"; then
+		kill -KILL "$pid"
+		wait "$pid"
+		status=timeout
+	else
+		wait "$pid"
+		status=$?
+	fi
+	exec 2>&3 3>&-
+	forget "$pid"
+}
+
+# forget PID: reaped; cleanup must never signal its (reusable) number again.
+forget() {
+	local p keep=()
+	for p in "${pids[@]}"; do
+		[ "$p" = "$1" ] || keep+=("$p")
+	done
+	pids=("${keep[@]}")
+}
+
+dump() {
+	echo "---- $1 ----" >&2
+	tail -n 40 "$1" >&2
+	echo "---- end ----" >&2
+}
+
+# ---- --help, --version, usage errors ---------------------------------------
+
+out=$("$KVSHARED" --help 2>&1)
+check "kvshared --help exits 0" test $? -eq 0
+for flag in --socket --host-size --page-size --log-level --ready-fd \
+	--max-clients --max-leases --help --version; do
+	check "kvshared --help lists $flag" grep -q -e "$flag" <<<"$out"
+done
+
+out=$("$KVSHARED" --version 2>&1)
+check "kvshared --version exits 0" test $? -eq 0
+check "kvshared --version prints a version" grep -Eq '[0-9]+\.[0-9]+' <<<"$out"
+
+usage_error() {
+	local sock="$tmp/never.sock" rc
+	timeout 10 "$KVSHARED" --socket "$sock" "$@" >"$tmp/usage.out" 2>"$tmp/usage.err"
+	rc=$?
+	if [ "$rc" -eq 2 ]; then ok; else bad "kvshared $* exits $rc, expected 2"; fi
+	check "kvshared $* explains itself on stderr" test -s "$tmp/usage.err"
+	check "kvshared $* creates no socket" test ! -e "$sock"
+}
+usage_error --bogus
+usage_error --host-size 12Q
+usage_error --host-size abc
+usage_error --host-size 0
+usage_error --host-size -5M
+usage_error --host-size
+usage_error --page-size 1000
+usage_error --log-level loud
+usage_error --max-clients 0
+usage_error --max-leases -1
+usage_error unexpected-argument
+
+# ---- a daemon, and the tools against it -----------------------------------
+
+sock="$tmp/a.sock"
+log="$tmp/a.log"
+start_daemon "$sock" "$log" --host-size 16M
+a=$dpid
+if ! wait_ready "$sock" "$a"; then
+	bad "kvshared did not become ready on $sock"
+	dump "$log"
+	echo "$name: $pass checks passed, $fail failed"
+	exit 1
+fi
+ok
+check "kvshared logs a line to stderr when listening" test -s "$log"
+check "the socket exists" test -S "$sock"
+
+out=$("$KVSCTL" --socket "$sock" stats 2>&1)
+check "kvsctl stats exits 0" test $? -eq 0
+check "kvsctl stats shows the daemon's pid" grep -Eqw -e "$a" <<<"$out"
+
+json=$("$KVSCTL" --socket "$sock" stats --json 2>"$tmp/json.err")
+check "kvsctl stats --json exits 0" test $? -eq 0
+check "kvsctl stats --json is JSON" python3 -c 'import json,sys; json.load(sys.stdin)' <<<"$json"
+check "kvsctl stats --json has server pid $a and tier_host bytes_total 16M" \
+	python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+def get(sec, key):
+    if sec in d and isinstance(d[sec], dict):
+        return d[sec].get(key)
+    return d.get(sec + "." + key)
+sys.exit(0 if get("server", "pid") == int(sys.argv[1]) and
+         get("tier_host", "bytes_total") == 16 << 20 else 1)
+' "$a" <<<"$json"
+
+# A second daemon on a live socket refuses, and the first one goes on.
+timeout 15 "$KVSHARED" --socket "$sock" --host-size 16M 2>"$tmp/second.err" >/dev/null
+rc=$?
+if [ "$rc" -eq 1 ]; then ok; else bad "a second daemon on a live socket exits $rc, expected 1"; fi
+check "the second daemon says 'already'" grep -q already "$tmp/second.err"
+check "the first daemon still serves" "$KVSCTL" --socket "$sock" stats >/dev/null
+check "the first daemon's socket is still there" test -S "$sock"
+
+# kvsbench: worker 1 publishes the prefix, workers 2-4 hit all of it.
+bench=$(timeout 120 "$KVSBENCH" --socket "$sock" share --workers 4 --prefix-tokens 256 \
+	--suffix-tokens 64 --layers 2 --kv-heads 2 --head-dim 64 --block-tokens 16 \
+	2>"$tmp/bench.err")
+rc=$?
+check "kvsbench share exits 0 (got $rc)" test "$rc" -eq 0
+last=$(tail -n 1 <<<"$bench")
+if python3 -c '
+import json, sys
+r = json.loads(sys.argv[1])
+sys.exit(0 if r["corrupt_blocks"] == 0 and r["hit_blocks"] >= 3 * 16 else 1)
+' "$last" 2>"$tmp/bench.py.err"; then
+	ok
+else
+	bad "kvsbench share: want corrupt_blocks 0 and hit_blocks >= 48 in the last line: $last"
+	cat "$tmp/bench.err" "$tmp/bench.py.err" >&2
+fi
+
+# SIGTERM: exit 0, socket removed.
+stop_daemon "$a" TERM
+check "SIGTERM: kvshared exits 0 (got $status)" test "$status" = 0
+check "SIGTERM: the socket is removed" test ! -e "$sock"
+[ "$fail" -eq 0 ] || dump "$log"
+
+# kvsctl without a daemon fails, and says so.
+"$KVSCTL" --socket "$sock" stats >/dev/null 2>"$tmp/ctl.err"
+rc=$?
+check "kvsctl stats without a daemon fails" test "$rc" -ne 0
+check "kvsctl names itself in its error" grep -q 'kvsctl' "$tmp/ctl.err"
+
+# ---- stale sockets ---------------------------------------------------------
+
+# Left behind by a killed daemon.
+sock="$tmp/b.sock"
+start_daemon "$sock" "$tmp/b1.log" --host-size 8M
+check "daemon b1 ready" wait_ready "$sock" "$dpid"
+stop_daemon "$dpid" KILL
+check "SIGKILL: killed (got $status)" test "$status" = 137
+check "SIGKILL leaves the socket file" test -S "$sock"
+start_daemon "$sock" "$tmp/b2.log" --host-size 8M
+if wait_ready "$sock" "$dpid"; then ok; else
+	bad "a daemon did not replace the stale socket of a killed one"
+	dump "$tmp/b2.log"
+fi
+stop_daemon "$dpid" TERM
+check "daemon b2 exits 0 on SIGTERM (got $status)" test "$status" = 0
+
+# Made by something else that is gone.
+sock="$tmp/c.sock"
+python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$sock"
+check "python left a socket file" test -S "$sock"
+start_daemon "$sock" "$tmp/c.log" --host-size 8M
+if wait_ready "$sock" "$dpid"; then ok; else
+	bad "a daemon did not replace a stale socket file"
+	dump "$tmp/c.log"
+fi
+stop_daemon "$dpid" TERM
+check "daemon c exits 0 on SIGTERM (got $status)" test "$status" = 0
+check "daemon c removed its socket" test ! -e "$sock"
+
+echo "$name: $pass checks passed, $fail failed"
+[ "$fail" -eq 0 ]
