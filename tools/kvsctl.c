@@ -2,6 +2,8 @@
  * kvsctl - operator tool for kvshared, on the public client API only.
  *
  *   kvsctl [--socket PATH] stats [--json]
+ *   kvsctl [--socket PATH] plan (--preset NAME | --layers L --kv-heads H
+ *          --head-dim D) [--dtype T] [--tokens N] [--attention A] [--json]
  *
  * Subcommands live in one table; each parses its own options.
  */
@@ -21,9 +23,12 @@ struct cmd {
 };
 
 static int cmd_stats(const char *sock, int argc, char **argv);
+static int cmd_plan(const char *sock, int argc, char **argv);
 
 static const struct cmd cmds[] = {
 	{ "stats", cmd_stats, "print the daemon's counters [--json]" },
+	{ "plan", cmd_plan, "KV bytes per token of a model, and how many tokens "
+			    "of prefix fit in the running daemon's tiers" },
 };
 #define NCMDS (sizeof(cmds) / sizeof(cmds[0]))
 
@@ -320,4 +325,195 @@ int main(int argc, char **argv)
 	fprintf(stderr, "kvsctl: unknown command '%s'\n", argv[optind]);
 	usage();
 	return 2;
+}
+
+/* ---- plan ---- */
+
+/* Published shapes (config.json of each model; KV heads per the GQA/MLA
+ * setting). MLA caches one latent (kv_lora_rank) plus the decoupled RoPE key
+ * (qk_rope_head_dim) per layer and token, shared by K and V. */
+struct preset {
+	const char *name;
+	const char *attention; /* "gqa", "mha", "mqa" or "mla" */
+	uint32_t layers, kv_heads, head_dim, latent_dim;
+};
+
+static const struct preset presets[] = {
+	{ "llama-3-8b", "gqa", 32, 8, 128, 0 },
+	{ "llama-3-70b", "gqa", 80, 8, 128, 0 },
+	{ "llama-3.1-405b", "gqa", 126, 8, 128, 0 },
+	{ "mistral-7b", "gqa", 32, 8, 128, 0 },
+	{ "qwen2.5-72b", "gqa", 80, 8, 128, 0 },
+	{ "llama-2-7b", "mha", 32, 32, 128, 0 },
+	{ "falcon-7b", "mqa", 32, 1, 64, 0 },
+	{ "deepseek-v3", "mla", 61, 1, 0, 512 + 64 },
+};
+#define NPRESETS (sizeof(presets) / sizeof(presets[0]))
+
+static int dtype_parse(const char *s, kvs_dtype *out)
+{
+	static const struct { const char *name; kvs_dtype t; } names[] = {
+		{ "fp16", KVS_DTYPE_FP16 }, { "bf16", KVS_DTYPE_BF16 },
+		{ "fp32", KVS_DTYPE_FP32 }, { "fp8", KVS_DTYPE_FP8_E4M3 },
+		{ "int8", KVS_DTYPE_INT8 },
+	};
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (strcmp(s, names[i].name) == 0) {
+			*out = names[i].t;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+static void plan_usage(void)
+{
+	fprintf(stderr,
+		"usage: kvsctl plan (--preset NAME | --layers L --kv-heads H --head-dim D)\n"
+		"                   [--dtype fp16|bf16|fp32|fp8|int8] [--tokens N]\n"
+		"                   [--attention mha|gqa|mqa|mla --latent-dim R] [--json]\n"
+		"KV bytes per token (every layer, K and V; for fp8/int8 with the fp32\n"
+		"scale per token and head that kvshare stores), for N tokens, and how many\n"
+		"tokens of prefix the running daemon's tiers hold (skipped if none runs).\n"
+		"mha: kv heads = attention heads; mqa: 1 kv head; mla: one latent of\n"
+		"--latent-dim elements per layer and token (K and V share it).\n"
+		"presets:");
+	for (size_t i = 0; i < NPRESETS; i++)
+		fprintf(stderr, " %s", presets[i].name);
+	fprintf(stderr, "\n");
+}
+
+static int parse_u32_arg(const char *s, uint32_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || !*s || *end || *s == '-' || v > UINT32_MAX)
+		return -EINVAL;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+static int cmd_plan(const char *sock, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "preset", required_argument, NULL, 'p' },
+		{ "layers", required_argument, NULL, 'l' },
+		{ "kv-heads", required_argument, NULL, 'k' },
+		{ "head-dim", required_argument, NULL, 'd' },
+		{ "dtype", required_argument, NULL, 't' },
+		{ "tokens", required_argument, NULL, 'n' },
+		{ "attention", required_argument, NULL, 'a' },
+		{ "latent-dim", required_argument, NULL, 'r' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct preset m = { "custom", "gqa", 0, 0, 0, 0 };
+	kvs_dtype dtype = KVS_DTYPE_FP16;
+	uint32_t tokens = 0;
+	uint64_t per_token, esz, host = 0, scale = 0;
+	int json = 0, c, have_daemon = 0;
+	kvs_client *cl;
+	char *text = NULL;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		int bad = 0;
+
+		switch (c) {
+		case 'p':
+			bad = 1;
+			for (size_t i = 0; i < NPRESETS; i++)
+				if (strcmp(optarg, presets[i].name) == 0) {
+					m = presets[i];
+					bad = 0;
+				}
+			break;
+		case 'l': bad = parse_u32_arg(optarg, &m.layers); break;
+		case 'k': bad = parse_u32_arg(optarg, &m.kv_heads); break;
+		case 'd': bad = parse_u32_arg(optarg, &m.head_dim); break;
+		case 'n': bad = parse_u32_arg(optarg, &tokens); break;
+		case 'r': bad = parse_u32_arg(optarg, &m.latent_dim); break;
+		case 't': bad = dtype_parse(optarg, &dtype); break;
+		case 'a':
+			bad = strcmp(optarg, "mha") && strcmp(optarg, "gqa") &&
+			      strcmp(optarg, "mqa") && strcmp(optarg, "mla");
+			if (!bad)
+				m.attention = optarg;
+			break;
+		case 'j': json = 1; break;
+		case 'h': plan_usage(); return 0;
+		default: plan_usage(); return 2;
+		}
+		if (bad) {
+			fprintf(stderr, "kvsctl: plan: bad value '%s' (see kvsctl plan --help)\n",
+				optarg);
+			return 2;
+		}
+	}
+	if (strcmp(m.attention, "mqa") == 0)
+		m.kv_heads = 1;
+	esz = kvs_dtype_bytes(dtype);
+	if (strcmp(m.attention, "mla") == 0) {
+		if (!m.layers || !m.latent_dim) {
+			fprintf(stderr, "kvsctl: plan: mla needs --layers and --latent-dim\n");
+			return 2;
+		}
+		per_token = (uint64_t)m.layers * m.latent_dim * esz;
+		if (esz == 1)
+			scale = (uint64_t)m.layers * 4;
+	} else {
+		if (!m.layers || !m.kv_heads || !m.head_dim) {
+			fprintf(stderr, "kvsctl: plan: needs --preset or --layers, "
+					"--kv-heads and --head-dim\n");
+			return 2;
+		}
+		per_token = (uint64_t)m.layers * 2 * m.kv_heads * m.head_dim * esz;
+		if (esz == 1)
+			scale = (uint64_t)m.layers * 2 * m.kv_heads * 4;
+	}
+	per_token += scale;
+	if (kvs_connect(sock, NULL, &cl) == 0) {
+		if (kvs_stats(cl, &text) == 0) {
+			int64_t v;
+
+			if (kvs_stats_value(text, "tier_host.bytes_total", &v) == 0) {
+				host = (uint64_t)v;
+				have_daemon = 1;
+			}
+			free(text);
+		}
+		kvs_close(cl);
+	}
+	if (json) {
+		printf("{\"model\":\"%s\",\"attention\":\"%s\",\"layers\":%u,"
+		       "\"kv_heads\":%u,\"head_dim\":%u,\"latent_dim\":%u,"
+		       "\"dtype_bytes\":%llu,\"bytes_per_token\":%llu,\"tokens\":%u,"
+		       "\"bytes_for_tokens\":%llu",
+		       m.name, m.attention, m.layers, m.kv_heads, m.head_dim,
+		       m.latent_dim, (unsigned long long)esz,
+		       (unsigned long long)per_token, tokens,
+		       (unsigned long long)per_token * tokens);
+		if (have_daemon)
+			printf(",\"host_bytes\":%llu,\"host_tokens\":%llu",
+			       (unsigned long long)host,
+			       (unsigned long long)(host / per_token));
+		printf("}\n");
+		return 0;
+	}
+	printf("model            %s (%s)\n", m.name, m.attention);
+	printf("bytes per token  %llu (%.1f KiB)\n", (unsigned long long)per_token,
+	       per_token / 1024.0);
+	if (tokens)
+		printf("%u tokens     %.2f MiB\n", tokens,
+		       (double)per_token * tokens / (1 << 20));
+	if (have_daemon)
+		printf("host tier        %.2f GiB = %llu tokens of prefix\n",
+		       host / (double)(1u << 30), (unsigned long long)(host / per_token));
+	else
+		printf("host tier        (no daemon on the socket)\n");
+	return 0;
 }

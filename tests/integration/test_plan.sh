@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# test_plan.sh - kvsctl plan against published KV sizes, and against a real
+# daemon's host tier.
+set -euo pipefail
+: "${KVSHARED:?}" "${KVSCTL:?}"
+command -v python3 >/dev/null || { echo "skip: python3 missing"; exit 77; }
+dir=$(mktemp -d)
+pid=
+cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$dir"; }
+trap cleanup EXIT
+pass=0 fail=0
+field() { python3 -c "import json,sys; print(json.load(sys.stdin)[sys.argv[1]])" "$1"; }
+expect() { # expect NAME WANT GOT
+	if [ "$2" = "$3" ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1: want $2, got $3" >&2; fi
+}
+plan() { "$KVSCTL" --socket "$dir/s.sock" plan --json "$@"; }
+
+# Published figures: Llama-3-70B fp16 = 320 KiB/token (80 layers x 8 KV heads
+# x 128 x 2 x 2 B); Llama-3-8B = 128 KiB; Llama-2-7B (MHA, 32 heads) = 512 KiB;
+# DeepSeek-V3 MLA (61 layers x (512 + 64) x 2 B) = 70,272 B, the "~70 KB".
+expect llama-3-70b 327680 "$(plan --preset llama-3-70b | field bytes_per_token)"
+expect llama-3-8b 131072 "$(plan --preset llama-3-8b | field bytes_per_token)"
+expect llama-2-7b 524288 "$(plan --preset llama-2-7b | field bytes_per_token)"
+expect deepseek-v3 70272 "$(plan --preset deepseek-v3 | field bytes_per_token)"
+expect custom-equals-preset 327680 "$(plan --layers 80 --kv-heads 8 --head-dim 128 | field bytes_per_token)"
+expect mqa 8192 "$(plan --layers 32 --kv-heads 71 --head-dim 64 --attention mqa | field bytes_per_token)"
+# fp8: half of fp16 plus one fp32 scale per layer, K|V and head.
+expect fp8 $((163840 + 80 * 2 * 8 * 4)) "$(plan --preset llama-3-70b --dtype fp8 | field bytes_per_token)"
+expect tokens $((327680 * 4096)) "$(plan --preset llama-3-70b --tokens 4096 | field bytes_for_tokens)"
+expect no-daemon-no-tier False "$(plan --preset llama-3-8b | python3 -c 'import json,sys; print("host_tokens" in json.load(sys.stdin))')"
+set +e
+"$KVSCTL" plan --layers x >/dev/null 2>&1; expect bad-value-exit 2 $?
+"$KVSCTL" plan >/dev/null 2>&1; expect no-shape-exit 2 $?
+"$KVSCTL" plan --preset gpt-9 >/dev/null 2>&1; expect unknown-preset-exit 2 $?
+set -e
+
+mkfifo "$dir/ready"
+"$KVSHARED" --socket "$dir/s.sock" --host-size 1G --ready-fd 3 3>"$dir/ready" 2>"$dir/log" &
+pid=$!
+timeout 15 head -n1 "$dir/ready" | grep -q READY
+expect host-tokens $(( (1 << 30) / 131072 )) "$(plan --preset llama-3-8b | field host_tokens)"
+echo "test_plan: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
