@@ -43,6 +43,7 @@ tmp=$(mktemp -d -t kvshare-demo.XXXXXX)
 sock=$tmp/kvshared.sock
 log=$tmp/kvshared.log
 daemon_pid=
+tail_pid=
 
 # stop_daemon - SIGTERM, then wait up to STOP_TIMEOUT seconds for it to exit
 # (SIGKILL after that). Returns the daemon's exit status.
@@ -62,6 +63,9 @@ stop_daemon() {
 
 cleanup() {
 	stop_daemon || true
+	# tail follows the log until the daemon is gone, so it shows its last
+	# lines and then ends by itself (within its 0.2 s poll).
+	[[ -z $tail_pid ]] || wait "$tail_pid" 2>/dev/null || true
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -107,21 +111,23 @@ stats=$("$BUILD_DIR/kvsctl" --socket "$sock" stats) ||
 	show_log_and_die "kvsctl stats failed"
 printf '%s\n' "$stats"
 
-stat_value() {
-	awk -v k="$1" '$1 == k { print $2; found = 1 } END { if (!found) print 0 }' <<<"$stats"
-}
-hits=$(stat_value blocks.lookup_hit)
-misses=$(stat_value blocks.lookup_miss)
-committed=$(stat_value blocks.committed)
-# Block bytes of the layout above: layers * 2 (K, V) * kv_heads * head_dim
-# * block_tokens * 2 bytes (fp16, kvsbench's default dtype).
-block_bytes=$((8 * 2 * 8 * 128 * 16 * 2))
-
+# The summary reads the same counters as JSON, the format meant for scripts.
+stats_json=$("$BUILD_DIR/kvsctl" --socket "$sock" stats --json) ||
+	show_log_and_die "kvsctl stats --json failed"
 echo
 echo "== summary =="
-echo "blocks written once and published: $committed"
-echo "blocks served from the cache:      $hits (misses: $misses)"
-echo "KV bytes reused instead of recomputed: $((hits * block_bytes)) ($((hits * block_bytes / 1048576)) MiB)"
+python3 -c '
+import json, sys
+s = json.loads(sys.argv[1])
+b = s["blocks"]
+block_bytes = s.get("namespace", {}).get("1.block_bytes", 0)  # kvsbench made one
+hits, misses, ratio = b["lookup_hit"], b["lookup_miss"], s["derived"]["hit_ratio"]
+reused = hits * block_bytes
+print(f"hits:         {hits} of {hits + misses} blocks looked up (hit ratio {ratio:.2f})")
+print(f"bytes reused: {reused} ({reused / 2**20:.1f} MiB of KV loaded from the cache")
+print(f"              instead of recomputed; {block_bytes} bytes per block)")
+print("published:    %d blocks, each written once" % b["committed"])
+' "$stats_json"
 
 if ((keep)); then
 	echo
@@ -129,10 +135,15 @@ if ((keep)); then
 	echo "  socket: $sock"
 	echo "  try:    $BUILD_DIR/kvsctl --socket $sock stats"
 	echo "--- kvshared log (following) ---"
-	tail -n +1 --pid="$daemon_pid" -f "$log" || true
+	# tail in the background and wait on the daemon: wait, unlike a
+	# foreground command, returns at once when a trapped signal arrives.
+	tail -n +1 -f -s 0.2 --pid="$daemon_pid" "$log" &
+	tail_pid=$!
 	status=0
 	wait "$daemon_pid" || status=$?
 	daemon_pid=
+	wait "$tail_pid" || true
+	tail_pid=
 	echo "demo.sh: kvshared exited with status $status"
 	exit "$status"
 fi

@@ -17,6 +17,7 @@ PACKAGES=(
 	libxxhash-dev # block hashes
 	python3       # tests parse JSON with it
 	procps        # ps, pgrep: tests and scripts inspect processes
+	redis-server  # runtime only: kvsbench ops/data compare against it (not built against)
 )
 
 die() {
@@ -32,11 +33,21 @@ if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>
 		"then rerun with KVS_SKIP_DEPS=1."
 fi
 
-missing=()
-for pkg in "${PACKAGES[@]}"; do
-	status=$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)
-	[[ $status == installed ]] || missing+=("$pkg")
-done
+# missing_packages PKG... - print those of PKG that are not installed, in one
+# dpkg-query (it names the installed ones; unknown ones only go to stderr).
+missing_packages() {
+	local -A installed=()
+	local pkg status
+
+	while read -r pkg status; do
+		[[ $status == installed ]] && installed[${pkg%%:*}]=1
+	done < <(dpkg-query -W -f='${Package} ${db:Status-Status}\n' "$@" 2>/dev/null || true)
+	for pkg in "$@"; do
+		[[ -n ${installed[$pkg]:-} ]] || echo "$pkg"
+	done
+}
+
+mapfile -t missing < <(missing_packages "${PACKAGES[@]}")
 ((${#missing[@]} == 0)) && exit 0
 
 if ((EUID == 0)); then
@@ -59,8 +70,6 @@ if ! { "${apt[@]}" update && "${apt[@]}" install --no-install-recommends "${miss
 fi
 rm -f "$log"
 
-for pkg in "${missing[@]}"; do
-	status=$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)
-	[[ $status == installed ]] || die "$pkg is still not installed after apt-get install"
-done
+mapfile -t still < <(missing_packages "${missing[@]}")
+((${#still[@]} == 0)) || die "still not installed after apt-get install: ${still[*]}"
 echo "deps.sh: done" >&2
