@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_quality.h"
 #include "kvshare.h"
 
 #define MAX_WORKERS 1024
@@ -34,9 +35,18 @@ struct cmd {
 
 static int cmd_share(const char *sock, int argc, char **argv);
 
+/* quality needs no daemon: it measures the kernels' quantization alone. */
+static int cmd_quality(const char *sock, int argc, char **argv)
+{
+	(void)sock;
+	return kvsbench_quality(argc, argv);
+}
+
 static const struct cmd cmds[] = {
 	{ "share", cmd_share,
 	  "N workers share one prefix: publish once, hit everywhere, verify" },
+	{ "quality", cmd_quality,
+	  "attention error of KV stored as fp16/bf16/int8/fp8 (kernels' twins)" },
 };
 #define NCMDS (sizeof(cmds) / sizeof(cmds[0]))
 

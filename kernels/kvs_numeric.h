@@ -1,0 +1,189 @@
+/*
+ * kvs_numeric.h - element formats of kvshare's kernels, shared by the C twins
+ * and the CUDA kernels so that both round the same way, bit for bit:
+ *
+ *   fp16   IEEE binary16; from fp32 round-to-nearest-even, overflow to inf.
+ *   bf16   top half of an fp32; from fp32 round-to-nearest-even, NaN kept.
+ *   e4m3   OCP FP8 E4M3 ("e4m3fn": no infinities, 0x7f/0xff are NaN,
+ *          largest finite 448); from fp32 round-to-nearest-even, saturating
+ *          to +-448 (inf too); NaN becomes 0x7f, as cvt.satfinite does.
+ *   int8   symmetric, -127..127 (never -128).
+ *
+ * Row quantization (one row = one (layer, K|V, token, head), head_dim values):
+ *   absmax = max |x| (NaNs ignored)      scale = absmax / QMAX
+ *   y = x * (QMAX / absmax), or x / scale when QMAX / absmax overflows
+ *   int8: q = rint(clamp(y, -127, 127))   e4m3: q = e4m3(y)
+ *   dequantized value = float(q) * scale, then rounded to the worker's type.
+ * QMAX is 127 for int8 and 448 for e4m3. A row of zeros (or one whose scale
+ * underflows to 0) stores q = 0 and scale 0.
+ *
+ * Host code gets portable C; device code (nvcc, __CUDA_ARCH__) uses the
+ * hardware conversions, which round the same way.
+ *
+ * Thread: everything here is a pure function.
+ */
+#ifndef KVS_NUMERIC_H
+#define KVS_NUMERIC_H
+
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef __CUDACC__
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#define KVS_HD static __host__ __device__ __forceinline__
+#else
+#define KVS_HD static inline
+#endif
+
+#define KVS_INT8_QMAX 127.0f
+#define KVS_E4M3_QMAX 448.0f
+
+KVS_HD uint32_t kvs_f32_bits(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, sizeof(u));
+	return u;
+}
+
+KVS_HD float kvs_f32_from_bits(uint32_t u)
+{
+	float f;
+
+	memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+/* ---- fp16 ---- */
+
+KVS_HD uint16_t kvs_f32_to_f16(float f)
+{
+#ifdef __CUDA_ARCH__
+	return __half_as_ushort(__float2half_rn(f));
+#else
+	uint32_t x = kvs_f32_bits(f), sign = (x >> 16) & 0x8000u, r;
+
+	x &= 0x7fffffffu;
+	if (x > 0x7f800000u)
+		return (uint16_t)(sign | 0x7e00u); /* NaN */
+	if (x >= 0x477ff000u)
+		return (uint16_t)(sign | 0x7c00u); /* >= 65520 rounds to inf */
+	if (x < 0x38800000u) {
+		/* Below 2^-14: a subnormal half, in units of 2^-24 (exact
+		 * scaling; rintf rounds half to even). 1024 is 2^-14 itself. */
+		return (uint16_t)(sign |
+				  (uint32_t)rintf(kvs_f32_from_bits(x) * 16777216.0f));
+	}
+	r = x - 0x38000000u; /* rebias the exponent from 127 to 15 */
+	r += 0xfffu + ((r >> 13) & 1u);
+	return (uint16_t)(sign | (r >> 13));
+#endif
+}
+
+KVS_HD float kvs_f16_to_f32(uint16_t h)
+{
+#ifdef __CUDA_ARCH__
+	return __half2float(__ushort_as_half(h));
+#else
+	uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu,
+		 m = h & 0x3ffu;
+
+	if (e == 0) {
+		float v = (float)m * 5.9604644775390625e-8f; /* m * 2^-24 */
+		return sign ? -v : v;
+	}
+	if (e == 31)
+		return kvs_f32_from_bits(sign | 0x7f800000u | (m << 13));
+	return kvs_f32_from_bits(sign | ((e + 112u) << 23) | (m << 13));
+#endif
+}
+
+/* ---- bf16 ---- */
+
+KVS_HD uint16_t kvs_f32_to_bf16(float f)
+{
+#ifdef __CUDA_ARCH__
+	return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+#else
+	uint32_t x = kvs_f32_bits(f);
+
+	if ((x & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((x >> 16) | 0x40u); /* quiet NaN */
+	x += 0x7fffu + ((x >> 16) & 1u);
+	return (uint16_t)(x >> 16);
+#endif
+}
+
+KVS_HD float kvs_bf16_to_f32(uint16_t b)
+{
+	return kvs_f32_from_bits((uint32_t)b << 16);
+}
+
+/* ---- FP8 E4M3 ---- */
+
+KVS_HD uint8_t kvs_f32_to_e4m3(float f)
+{
+#ifdef __CUDA_ARCH__
+	return (uint8_t)__nv_cvt_float_to_fp8(f, __NV_SATFINITE, __NV_E4M3);
+#else
+	uint32_t sign = (kvs_f32_bits(f) >> 24) & 0x80u;
+	float a = fabsf(f);
+	int e;
+	uint32_t m;
+
+	if (a != a)
+		return 0x7f;
+	if (a >= 448.0f)
+		return (uint8_t)(sign | 0x7eu); /* saturate (448 itself is 0x7e) */
+	if (a < 0.015625f) /* below 2^-6: subnormal, in units of 2^-9 */
+		return (uint8_t)(sign | (uint32_t)rintf(a * 512.0f));
+	(void)frexpf(a, &e); /* a = f * 2^e, f in [0.5, 1) */
+	e -= 1;              /* a = 1.m * 2^e, e in [-6, 8] */
+	m = (uint32_t)rintf((ldexpf(a, -e) - 1.0f) * 8.0f);
+	/* m == 8 carries into the exponent, which the addition does. */
+	return (uint8_t)(sign | ((((uint32_t)(e + 7)) << 3) + m));
+#endif
+}
+
+KVS_HD float kvs_e4m3_to_f32(uint8_t b)
+{
+	uint32_t e = (b >> 3) & 0xfu, m = b & 7u;
+	float v;
+
+	if (e == 15 && m == 7)
+		return kvs_f32_from_bits(0x7fc00000u);
+	if (e == 0)
+		v = (float)m * 0.001953125f; /* m * 2^-9 */
+	else
+		v = kvs_f32_from_bits(((e + 120u) << 23) | (m << 20));
+	return (b & 0x80u) ? -v : v;
+}
+
+/* ---- row quantization ---- */
+
+/* The per-row scale and the factor that maps x to the quantized range. */
+KVS_HD void kvs_quant_params(float absmax, float qmax, float *scale,
+				    float *inv)
+{
+	*scale = absmax / qmax;
+	*inv = *scale > 0.0f ? qmax / absmax : 0.0f;
+}
+
+KVS_HD float kvs_quant_apply(float x, float scale, float inv)
+{
+	if (inv <= FLT_MAX)
+		return x * inv;
+	return x / scale; /* absmax so small that qmax / absmax overflows */
+}
+
+KVS_HD int8_t kvs_quant_int8(float y)
+{
+	/* fmaxf/fminf drop a NaN, so no NaN ever reaches the conversion. */
+	return (int8_t)(int)rintf(fminf(fmaxf(y, -KVS_INT8_QMAX), KVS_INT8_QMAX));
+}
+
+#endif /* KVS_NUMERIC_H */

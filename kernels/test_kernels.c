@@ -1,0 +1,627 @@
+/*
+ * test_kernels.c - the C twins of kernels/ against plain references in
+ * higher precision, on fresh random inputs each run (the seed is printed;
+ * KVS_TEST_SEED=N repeats a run).
+ *
+ *  - element formats: fp16, bf16 and e4m3 encoders against a nearest-value
+ *    search over every representable value (ties to the even code), decoders
+ *    against their formulas;
+ *  - scatter/gather: every worker dtype x stored dtype x worker layout, pages
+ *    smaller than and equal to the block, several blocks per call in
+ *    scrambled slots with scrambled pages; bytes outside the jobs untouched;
+ *    plain round trips bit exact; INT8 |x - q*s| <= s/2, FP8 relative error
+ *    <= 2^-4 for normal codes, |dequantized| <= 448*s; gathers equal to the
+ *    dequantized codes rounded to the worker dtype;
+ *  - attention against a long double reference;
+ *  - argument errors, and -ENODEV from the CUDA entries without a device.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kvs_attention_ref.h"
+#include "kvs_check.h"
+#include "kvs_cuda.h"
+#include "kvs_kv_copy.h"
+#include "kvs_numeric.h"
+
+static uint64_t rng_state;
+
+static uint64_t rnd(void)
+{
+	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static double unif(void) { return (double)(rnd() >> 11) * 0x1.0p-53; }
+
+static double gauss(void)
+{
+	return sqrt(-2.0 * log(1.0 - unif())) * cos(6.283185307179586 * unif());
+}
+
+/* ---- reference formats: tables of every positive finite value ---- */
+
+struct fmt {
+	const char *name;
+	uint32_t n;        /* codes 0..n-1 are the positive finite values */
+	uint32_t over;     /* code past the largest: inf, or the max (saturate) */
+	uint32_t sign_bit;
+	double *tab;
+};
+
+static double ref_f16(uint32_t c)
+{
+	uint32_t e = (c >> 10) & 31, m = c & 1023;
+
+	return e ? ldexp(1.0 + m / 1024.0, (int)e - 15) : ldexp(m, -24);
+}
+
+static double ref_bf16(uint32_t c)
+{
+	uint32_t e = (c >> 7) & 255, m = c & 127;
+
+	return e ? ldexp(1.0 + m / 128.0, (int)e - 127) : ldexp(m, -133);
+}
+
+static double ref_e4m3(uint32_t c)
+{
+	uint32_t e = (c >> 3) & 15, m = c & 7;
+
+	return e ? ldexp(1.0 + m / 8.0, (int)e - 7) : ldexp(m, -9);
+}
+
+static struct fmt F16 = { "fp16", 0x7c00, 0x7c00, 0x8000, NULL };
+static struct fmt BF16 = { "bf16", 0x7f80, 0x7f80, 0x8000, NULL };
+static struct fmt E4M3 = { "e4m3", 0x7f, 0x7e, 0x80, NULL };
+
+static void fmt_init(struct fmt *f, double (*dec)(uint32_t))
+{
+	f->tab = malloc(sizeof(double) * f->n);
+	for (uint32_t c = 0; c < f->n; c++)
+		f->tab[c] = dec(c);
+}
+
+/* Round x to the nearest code, ties to the even code. */
+static uint32_t ref_round(const struct fmt *f, double x)
+{
+	uint32_t sign = signbit(x) ? f->sign_bit : 0, lo = 0, hi = f->n - 1;
+	double a = fabs(x), top = f->tab[f->n - 1];
+
+	if (a >= top) { /* the next step would be a value of top's ulp */
+		double next = top + (top - f->tab[f->n - 2]);
+
+		if (a - top < next - a || (a - top == next - a && (f->n - 1) % 2 == 0))
+			return sign | (f->n - 1);
+		return sign | f->over;
+	}
+	while (hi - lo > 1) { /* tab[lo] <= a < tab[hi] */
+		uint32_t mid = (lo + hi) / 2;
+
+		if (f->tab[mid] <= a)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	if (a - f->tab[lo] < f->tab[hi] - a)
+		return sign | lo;
+	if (a - f->tab[lo] > f->tab[hi] - a)
+		return sign | hi;
+	return sign | (lo % 2 ? hi : lo);
+}
+
+static double ref_dec(const struct fmt *f, uint32_t c)
+{
+	double v = f->tab[c & ~f->sign_bit];
+
+	return c & f->sign_bit ? -v : v;
+}
+
+static float any_float(void) /* random magnitude, sign, and some ties */
+{
+	switch (rnd() % 4) {
+	case 0:
+		return kvs_f32_from_bits((uint32_t)rnd() & 0xff7fffffu); /* finite */
+	case 1:
+		return (float)(gauss() * ldexp(1.0, (int)(rnd() % 40) - 30));
+	case 2: { /* a midpoint of two e4m3 / fp16 values */
+		uint32_t c = (uint32_t)(rnd() % 0x7bff);
+		double m = (F16.tab[c] + F16.tab[c + 1]) / 2;
+		return (float)(rnd() % 2 ? -m : m);
+	}
+	default: {
+		uint32_t c = (uint32_t)(rnd() % 0x7e);
+		double m = (E4M3.tab[c] + E4M3.tab[c + 1]) / 2;
+		return (float)(rnd() % 2 ? m : -m * ldexp(1.0, (int)(rnd() % 3)));
+	}
+	}
+}
+
+static void test_formats(void)
+{
+	int bad16 = 0, badb = 0, bad8 = 0, dec = 0, f16native = 0;
+
+	for (uint32_t c = 0; c < 0x10000; c++) {
+		uint32_t a = c & 0x7fff;
+
+		if (a < F16.n && kvs_f16_to_f32((uint16_t)c) != (float)ref_dec(&F16, c))
+			dec++;
+		if (a < BF16.n && kvs_bf16_to_f32((uint16_t)c) != (float)ref_dec(&BF16, c))
+			dec++;
+		if (a < F16.n && kvs_f32_to_f16(kvs_f16_to_f32((uint16_t)c)) != c)
+			dec++;
+	}
+	for (uint32_t c = 0; c < 256; c++) {
+		if ((c & 0x7f) == 0x7f)
+			dec += !isnan(kvs_e4m3_to_f32((uint8_t)c));
+		else
+			dec += kvs_e4m3_to_f32((uint8_t)c) != (float)ref_dec(&E4M3, c);
+	}
+	CHECK_EQ(dec, 0);
+	for (int i = 0; i < 300000; i++) {
+		float x = any_float();
+
+		bad16 += kvs_f32_to_f16(x) != ref_round(&F16, x);
+		badb += kvs_f32_to_bf16(x) != ref_round(&BF16, x);
+		bad8 += kvs_f32_to_e4m3(x) != ref_round(&E4M3, x);
+#ifdef __FLT16_MAX__
+		{
+			_Float16 h = (_Float16)x;
+			uint16_t hb;
+
+			memcpy(&hb, &h, 2);
+			f16native += hb != kvs_f32_to_f16(x);
+		}
+#endif
+	}
+	CHECK_EQ(bad16, 0);
+	CHECK_EQ(badb, 0);
+	CHECK_EQ(bad8, 0);
+	CHECK_EQ(f16native, 0);
+	/* Saturation and specials of e4m3, NaN of int8. */
+	CHECK_EQ(kvs_f32_to_e4m3(448.0f), 0x7e);
+	CHECK_EQ(kvs_f32_to_e4m3(464.0f), 0x7e);
+	CHECK_EQ(kvs_f32_to_e4m3(1e30f), 0x7e);
+	CHECK_EQ(kvs_f32_to_e4m3(-INFINITY), 0xfe);
+	CHECK_EQ(kvs_f32_to_e4m3(NAN), 0x7f);
+	CHECK_EQ(kvs_f32_to_e4m3(-0.0f), 0x80);
+	CHECK_EQ(kvs_quant_int8(NAN), -127);
+	CHECK_EQ(kvs_quant_int8(200.0f), 127);
+	CHECK_EQ(kvs_quant_int8(-126.5f), -126);
+	CHECK_EQ(kvs_f32_to_f16(65520.0f), 0x7c00);
+	CHECK_EQ(kvs_f32_to_f16(65519.0f), 0x7bff);
+	CHECK(isnan(kvs_bf16_to_f32(kvs_f32_to_bf16(NAN))));
+}
+
+/* ---- scatter / gather ---- */
+
+struct kcase {
+	kvs_dtype w, q;
+	kvs_kv_layout layout;
+	uint32_t L, H, D, pt, bt, nblocks;
+};
+
+static double wval(kvs_dtype d, const uint8_t *p) /* independent decode */
+{
+	uint16_t h;
+	float f;
+
+	if (d == KVS_DTYPE_FP32) {
+		memcpy(&f, p, 4);
+		return f;
+	}
+	memcpy(&h, p, 2);
+	return ref_dec(d == KVS_DTYPE_FP16 ? &F16 : &BF16, h);
+}
+
+static size_t wsize(kvs_dtype d) { return d == KVS_DTYPE_FP32 ? 4 : 2; }
+
+static void fill_layer(kvs_dtype d, uint8_t *p, size_t rows, uint32_t D)
+{
+	for (size_t r = 0; r < rows; r++) {
+		double mag = rnd() % 10 == 0 ? 0.0 : pow(10.0, 5.0 * unif() - 3.0);
+		uint32_t spike = (uint32_t)(rnd() % (D * 4)); /* 1 in 4 rows */
+
+		for (uint32_t e = 0; e < D; e++) {
+			float x = (float)(gauss() * mag * (e == spike ? 50.0 : 1.0));
+			uint8_t *q = p + (r * D + e) * wsize(d);
+
+			if (d == KVS_DTYPE_FP32) {
+				memcpy(q, &x, 4);
+			} else {
+				uint16_t h = (uint16_t)ref_round(d == KVS_DTYPE_FP16 ? &F16 : &BF16, x);
+				memcpy(q, &h, 2);
+			}
+		}
+	}
+}
+
+static int all_bytes(const uint8_t *p, size_t n, uint8_t v)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != v)
+			return 0;
+	return 1;
+}
+
+static void run_case(const struct kcase *k)
+{
+	uint32_t ppb = k->bt / k->pt, npages = k->nblocks * ppb + 5;
+	size_t w = wsize(k->w), q = k->q == k->w ? w : 1;
+	size_t page_rows = (size_t)k->pt * k->H, wrow = (size_t)k->D * w;
+	size_t layer_bytes = (size_t)npages * 2 * page_rows * wrow;
+	int quant = k->q != k->w;
+	kvs_layout lay = { .layers = k->L, .kv_heads = k->H, .head_dim = k->D,
+			   .block_tokens = k->bt, .dtype = k->q };
+	void *src[8], *dst[8];
+	int32_t *ids = malloc(sizeof(int32_t) * npages);
+	uint32_t *slot = malloc(sizeof(uint32_t) * (k->nblocks + 2));
+	uint64_t *off = malloc(sizeof(uint64_t) * k->nblocks), bb, stride;
+	uint8_t *arena, *used = calloc(npages, 1);
+	kvs_kv_cache c = { src, k->L, npages, k->pt, k->H, k->D, k->w, k->layout };
+	kvs_kv_blocks b = { 0 };
+	int bad_data = 0, bad_scale = 0, bad_bound = 0, bad_gather = 0;
+	int bad_canary = 0, rc;
+
+	b.count = k->nblocks;
+	b.block_tokens = k->bt;
+	b.dtype = k->q;
+	bb = kvs_kv_block_bytes(&c, &b);
+	CHECK_EQ(bb, kvs_layout_block_bytes(&lay));
+	stride = (bb + 15) / 16 * 16 + 16; /* a canary gap after each block */
+	arena = malloc(stride * (k->nblocks + 2));
+	memset(arena, 0xa5, stride * (k->nblocks + 2));
+	for (uint32_t i = 0; i < npages; i++)
+		ids[i] = (int32_t)i;
+	for (uint32_t i = 0; i < k->nblocks + 2; i++)
+		slot[i] = i;
+	for (uint32_t i = npages - 1; i > 0; i--) {
+		uint32_t j = (uint32_t)(rnd() % (i + 1));
+		int32_t t = ids[i];
+		ids[i] = ids[j], ids[j] = t;
+	}
+	for (uint32_t i = k->nblocks + 1; i > 0; i--) {
+		uint32_t j = (uint32_t)(rnd() % (i + 1)), t = slot[i];
+		slot[i] = slot[j], slot[j] = t;
+	}
+	for (uint32_t i = 0; i < k->nblocks; i++)
+		off[i] = slot[i] * stride;
+	for (uint32_t i = 0; i < k->nblocks * ppb; i++)
+		used[ids[i]] = 1;
+	for (uint32_t l = 0; l < k->L; l++) {
+		src[l] = malloc(layer_bytes);
+		dst[l] = malloc(layer_bytes);
+		fill_layer(k->w, src[l], layer_bytes / wrow, k->D);
+		memset(dst[l], 0xa5, layer_bytes);
+	}
+	b.arena = arena;
+	b.arena_bytes = stride * (k->nblocks + 2);
+	b.offsets = off;
+	b.page_ids = ids;
+
+	rc = kvs_kv_scatter(&c, &b);
+	CHECK_EQ(rc, 0);
+	c.layer_ptrs = dst;
+	rc = kvs_kv_gather(&c, &b);
+	CHECK_EQ(rc, 0);
+
+	for (uint32_t i = 0; i < k->nblocks + 2; i++) /* gaps and free slots */
+		bad_canary += !all_bytes(arena + slot[i] * stride + (i < k->nblocks ? bb : 0),
+					 stride - (i < k->nblocks ? bb : 0), 0xa5);
+	for (uint32_t l = 0; l < k->L; l++)
+	for (uint32_t kv = 0; kv < 2; kv++)
+	for (uint32_t p = 0; p < npages; p++) {
+		size_t wp = k->layout == KVS_KV_KV_INNER ? (size_t)p * 2 + kv
+							 : (size_t)kv * npages + p;
+		if (!used[p])
+			bad_canary += !all_bytes((uint8_t *)dst[l] + wp * page_rows * wrow,
+						 page_rows * wrow, 0xa5);
+	}
+	for (uint32_t j = 0; j < k->nblocks; j++)
+	for (uint32_t l = 0; l < k->L; l++)
+	for (uint32_t kv = 0; kv < 2; kv++)
+	for (uint32_t t = 0; t < k->bt; t++)
+	for (uint32_t h = 0; h < k->H; h++) {
+		size_t page = (size_t)ids[j * ppb + t / k->pt];
+		size_t wp = k->layout == KVS_KV_KV_INNER ? page * 2 + kv
+							 : (size_t)kv * npages + page;
+		size_t wo = ((wp * k->pt + t % k->pt) * k->H + h) * wrow;
+		const uint8_t *x = (uint8_t *)src[l] + wo, *g = (uint8_t *)dst[l] + wo;
+		size_t row = (((size_t)l * 2 + kv) * k->bt + t) * k->H + h;
+		const uint8_t *blk = arena + off[j], *data = blk + row * k->D * q;
+		size_t rows = (size_t)k->L * 2 * k->bt * k->H;
+		double qmax = k->q == KVS_DTYPE_INT8 ? 127.0 : 448.0, amax = 0.0;
+		float s;
+
+		if (!quant) {
+			bad_data += memcmp(data, x, wrow) != 0;
+			bad_gather += memcmp(g, x, wrow) != 0;
+			continue;
+		}
+		memcpy(&s, blk + rows * k->D + row * 4, 4);
+		for (uint32_t e = 0; e < k->D; e++)
+			amax = fmax(amax, fabs(wval(k->w, x + e * w)));
+		bad_scale += fabs(s - amax / qmax) > amax / qmax * 0x1p-23;
+		for (uint32_t e = 0; e < k->D; e++) {
+			double xv = wval(k->w, x + e * w), dq, want;
+			uint8_t code = data[e];
+
+			if (k->q == KVS_DTYPE_INT8) {
+				/* s/2, plus the fp32 rounding of s times |q| <= 127 */
+				dq = (int8_t)code * (double)s;
+				bad_bound += (int8_t)code < -127 ||
+					     fabs(xv - dq) > s * (0.5 + 127 * 0x1p-23);
+				bad_bound += fabs(xv) == amax && amax > 0 &&
+					     abs((int8_t)code) != 127;
+			} else {
+				dq = ref_dec(&E4M3, code) * s;
+				bad_bound += (code & 0x7f) == 0x7f ||
+					     fabs(dq) > 448.0 * s * (1 + 0x1p-20);
+				if (fabs(xv) >= 0x1p-6 * s)
+					bad_bound += fabs(xv - dq) > 0x1p-4 * fabs(xv) * (1 + 0x1p-18);
+				else
+					bad_bound += fabs(xv - dq) > 0x1p-10 * s * (1 + 0x1p-10);
+				bad_bound += fabs(xv) == amax && amax > 0 &&
+					     (code & 0x7f) != 0x7e;
+			}
+			/* The gather: float(q * s) rounded to the worker dtype. */
+			want = (float)dq;
+			if (k->w != KVS_DTYPE_FP32)
+				want = ref_dec(k->w == KVS_DTYPE_FP16 ? &F16 : &BF16,
+					       ref_round(k->w == KVS_DTYPE_FP16 ? &F16 : &BF16, want));
+			bad_gather += wval(k->w, g + e * w) != want;
+		}
+	}
+	if (bad_data + bad_scale + bad_bound + bad_gather + bad_canary)
+		fprintf(stderr, "case w=%d q=%d layout=%d L=%u H=%u D=%u pt=%u bt=%u "
+			"blocks=%u: data %d scale %d bound %d gather %d canary %d\n",
+			k->w, k->q, k->layout, k->L, k->H, k->D, k->pt, k->bt,
+			k->nblocks, bad_data, bad_scale, bad_bound, bad_gather, bad_canary);
+	CHECK_EQ(bad_data, 0);
+	CHECK_EQ(bad_scale, 0);
+	CHECK_EQ(bad_bound, 0);
+	CHECK_EQ(bad_gather, 0);
+	CHECK_EQ(bad_canary, 0);
+	for (uint32_t l = 0; l < k->L; l++) {
+		free(src[l]);
+		free(dst[l]);
+	}
+	free(ids);
+	free(slot);
+	free(off);
+	free(arena);
+	free(used);
+}
+
+static void test_copy(void)
+{
+	static const kvs_dtype ws[] = { KVS_DTYPE_FP16, KVS_DTYPE_BF16, KVS_DTYPE_FP32 };
+	static const struct { uint32_t pt, bt, D; } shapes[] = {
+		{ 4, 16, 64 },   /* pages smaller than the block */
+		{ 16, 16, 128 }, /* pages equal to the block */
+		{ 16, 256, 8 },  /* 16-token pages into a 256-token block */
+		{ 2, 6, 12 },    /* head_dim not a multiple of 8 */
+	};
+
+	for (size_t wi = 0; wi < 3; wi++)
+	for (int qi = 0; qi < 3; qi++)
+	for (int layout = 0; layout < 2; layout++)
+	for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++) {
+		struct kcase k = {
+			.w = ws[wi],
+			.q = qi == 0 ? ws[wi] : qi == 1 ? KVS_DTYPE_INT8 : KVS_DTYPE_FP8_E4M3,
+			.layout = (kvs_kv_layout)layout, .L = 1 + (uint32_t)(rnd() % 3),
+			.H = 1 + (uint32_t)(rnd() % 3), .D = shapes[si].D,
+			.pt = shapes[si].pt, .bt = shapes[si].bt,
+			.nblocks = 1 + (uint32_t)(rnd() % 4),
+		};
+		run_case(&k);
+	}
+}
+
+static void test_copy_errors(void)
+{
+	static uint8_t layer[2 * 2 * 4 * 8 * 2] __attribute__((aligned(16)));
+	static uint8_t arena[4096] __attribute__((aligned(16)));
+	void *lp[1] = { layer }, *nullp[1] = { NULL };
+	uint64_t off[2] = { 0, 1024 };
+	int32_t ids[2] = { 0, 1 };
+	const kvs_kv_cache c0 = { lp, 1, 2, 4, 2, 4, KVS_DTYPE_FP16, KVS_KV_KV_INNER };
+	const kvs_kv_blocks b0 = { arena, sizeof(arena), off, ids, 2, 4, KVS_DTYPE_FP16 };
+	kvs_kv_cache c;
+	kvs_kv_blocks b;
+	int cuda_none = kvs_cuda_device_count() == 0;
+
+#define EXPECT(err, stmt)                                                    \
+	do {                                                                 \
+		c = c0, b = b0;                                              \
+		off[0] = 0, off[1] = 1024, ids[0] = 0, ids[1] = 1;           \
+		stmt;                                                        \
+		CHECK_EQ(kvs_kv_scatter(&c, &b), err);                       \
+		CHECK_EQ(kvs_kv_gather(&c, &b), err);                        \
+		if (cuda_none && (err) == -EINVAL && kvs_kv_copy_check(&c, &b))   \
+			CHECK_EQ(kvs_kv_scatter_cuda(&c, &b, NULL), -EINVAL);  \
+	} while (0)
+	EXPECT(0, (void)0);
+	EXPECT(0, (b.count = 0, b.arena = NULL, b.offsets = NULL, b.page_ids = NULL));
+	CHECK_EQ(kvs_kv_scatter(NULL, &b0), -EINVAL);
+	CHECK_EQ(kvs_kv_gather(&c0, NULL), -EINVAL);
+	EXPECT(-EINVAL, c.layer_ptrs = NULL);
+	EXPECT(-EINVAL, c.layer_ptrs = nullp);
+	EXPECT(-EINVAL, c.layers = 0);
+	EXPECT(-EINVAL, c.num_pages = 0);
+	EXPECT(-EINVAL, c.page_tokens = 0);
+	EXPECT(-EINVAL, c.kv_heads = 0);
+	EXPECT(-EINVAL, c.head_dim = 0);
+	EXPECT(-EINVAL, b.block_tokens = 0);
+	EXPECT(-EINVAL, b.block_tokens = 6);
+	EXPECT(-EINVAL, c.dtype = KVS_DTYPE_INT8);
+	EXPECT(-EINVAL, c.dtype = (kvs_dtype)0);
+	EXPECT(-EINVAL, b.dtype = (kvs_dtype)99);
+	EXPECT(-EINVAL, b.dtype = KVS_DTYPE_BF16);
+	EXPECT(-EINVAL, c.layout = (kvs_kv_layout)7);
+	EXPECT(-EINVAL, b.arena = NULL);
+	EXPECT(-EINVAL, b.offsets = NULL);
+	EXPECT(-EINVAL, b.page_ids = NULL);
+	EXPECT(-EINVAL, b.arena_bytes = 100);
+	EXPECT(-EINVAL, b.arena = arena + 1);
+	EXPECT(-EINVAL, (c.num_pages = UINT32_MAX, c.page_tokens = 1u << 16,
+			 c.kv_heads = 1u << 16, c.head_dim = 1u << 16));
+	EXPECT(-EINVAL, (c.layers = UINT32_MAX, b.block_tokens = 1u << 16,
+			 c.page_tokens = 1, c.kv_heads = 1u << 16));
+	EXPECT(-EINVAL, off[1] = 1025);
+	EXPECT(-ERANGE, ids[1] = 2);
+	EXPECT(-ERANGE, ids[1] = -1);
+	EXPECT(-ERANGE, off[1] = sizeof(arena) - 100);
+	EXPECT(-ERANGE, off[1] = UINT64_MAX);
+#undef EXPECT
+	/* Nothing is written when a later job is invalid. */
+	memset(arena, 0x5a, sizeof(arena));
+	ids[1] = 7;
+	CHECK_EQ(kvs_kv_scatter(&c0, &b0), -ERANGE);
+	CHECK(all_bytes(arena, sizeof(arena), 0x5a));
+	if (cuda_none) {
+		ids[1] = 1;
+		CHECK_EQ(kvs_kv_scatter_cuda(&c0, &b0, NULL), -ENODEV);
+		CHECK_EQ(kvs_kv_gather_cuda(&c0, &b0, NULL), -ENODEV);
+	}
+}
+
+/* ---- attention ---- */
+
+static void attn_ref(const kvs_attn_shape *s, const float *q, const float *k,
+		     const float *v, long double *out)
+{
+	uint32_t G = s->heads / s->kv_heads, D = s->head_dim;
+	long double scale = s->scale > 0 ? s->scale : 1.0L / sqrtl(D);
+	long double *sc = malloc(sizeof(long double) * s->kv_len);
+
+	for (uint32_t h = 0; h < s->heads; h++)
+	for (uint32_t i = 0; i < s->q_len; i++) {
+		long double m = -INFINITY, z = 0;
+		const float *qi = q + ((size_t)i * s->heads + h) * D;
+
+		for (uint32_t j = 0; j < s->kv_len; j++) {
+			const float *kj = k + ((size_t)j * s->kv_heads + h / G) * D;
+			long double dot = 0;
+
+			for (uint32_t d = 0; d < D; d++)
+				dot += (long double)qi[d] * kj[d];
+			sc[j] = s->causal && j > s->kv_len - s->q_len + i ? -INFINITY
+									  : dot * scale;
+			m = fmaxl(m, sc[j]);
+		}
+		for (uint32_t j = 0; j < s->kv_len; j++)
+			z += sc[j] == -INFINITY ? 0 : expl(sc[j] - m);
+		for (uint32_t d = 0; d < D; d++) {
+			long double o = 0;
+
+			for (uint32_t j = 0; j < s->kv_len; j++)
+				if (sc[j] != -INFINITY)
+					o += expl(sc[j] - m) / z *
+					     v[((size_t)j * s->kv_heads + h / G) * D + d];
+			out[((size_t)i * s->heads + h) * D + d] = o;
+		}
+	}
+	free(sc);
+}
+
+static void test_attention(void)
+{
+	static const kvs_attn_shape shapes[] = {
+		{ 1, 1, 1, 1, 1, 0, 0 },      { 5, 37, 4, 2, 16, 1, 0 },
+		{ 8, 8, 6, 3, 24, 1, 0.3f },  { 3, 50, 8, 1, 32, 0, 0 },
+		{ 16, 64, 8, 8, 64, 1, 0 },
+	};
+
+	for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++) {
+		const kvs_attn_shape *s = &shapes[si];
+		size_t nq = (size_t)s->q_len * s->heads * s->head_dim;
+		size_t nk = (size_t)s->kv_len * s->kv_heads * s->head_dim;
+		float *q = malloc(nq * 4), *k = malloc(nk * 4), *v = malloc(nk * 4);
+		float *out = malloc(nq * 4);
+		long double *ref = malloc(nq * sizeof(long double)), num = 0, den = 0;
+		int bad = 0;
+
+		for (size_t i = 0; i < nq; i++)
+			q[i] = (float)(gauss() * 2);
+		for (size_t i = 0; i < nk; i++)
+			k[i] = (float)(gauss() * 2), v[i] = (float)gauss();
+		CHECK_EQ(kvs_attention_ref(s, q, k, v, out), 0);
+		attn_ref(s, q, k, v, ref);
+		for (size_t i = 0; i < nq; i++) {
+			num += (out[i] - ref[i]) * (out[i] - ref[i]);
+			den += ref[i] * ref[i];
+			bad += fabsl(out[i] - ref[i]) > 1e-6L * (1 + fabsl(ref[i]));
+		}
+		CHECK_EQ(bad, 0);
+		CHECK(sqrtl(num / den) < 1e-6L);
+		/* Causal, q_len == kv_len: query 0 sees key 0 only. */
+		if (s->causal && s->q_len == s->kv_len)
+			CHECK(out[0] == v[0]);
+		free(q), free(k), free(v), free(out), free(ref);
+	}
+}
+
+static void test_attention_errors(void)
+{
+	float x[64] = { 0 };
+	kvs_attn_shape s0 = { 2, 4, 4, 2, 2, 1, 0 }, s;
+
+#define EXPECT(err, stmt)                                                      \
+	do {                                                                   \
+		s = s0;                                                        \
+		stmt;                                                          \
+		CHECK_EQ(kvs_attention_ref(&s, x, x, x, x + 32), err);         \
+		if (kvs_cuda_device_count() == 0)                              \
+			CHECK_EQ(kvs_attention_ref_cuda(&s, x, x, x, x + 32, NULL), \
+				 (err) ? (err) : -ENODEV);                      \
+	} while (0)
+	EXPECT(0, (void)0);
+	EXPECT(-EINVAL, s.heads = 3);
+	EXPECT(-EINVAL, s.q_len = 5);
+	EXPECT(-EINVAL, s.kv_heads = 0);
+	EXPECT(-EINVAL, s.head_dim = 0);
+	EXPECT(-EINVAL, s.scale = -1.0f);
+	EXPECT(-EINVAL, s.scale = NAN);
+	EXPECT(-EINVAL, s.scale = INFINITY);
+	EXPECT(-EINVAL, (s.q_len = 1u << 20, s.kv_len = 1u << 20, s.causal = 0));
+#undef EXPECT
+	CHECK_EQ(kvs_attention_ref(NULL, x, x, x, x), -EINVAL);
+	CHECK_EQ(kvs_attention_ref(&s0, x, NULL, x, x), -EINVAL);
+}
+
+int main(void)
+{
+	const char *env = getenv("KVS_TEST_SEED");
+	uint64_t seed = env ? strtoull(env, NULL, 0)
+			    : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+
+	printf("test_kernels: seed %llu (KVS_TEST_SEED to repeat); cuda %s, %d device(s)\n",
+	       (unsigned long long)seed, kvs_cuda_built() ? "built" : "not built",
+	       kvs_cuda_device_count());
+	rng_state = seed;
+	fmt_init(&F16, ref_f16);
+	fmt_init(&BF16, ref_bf16);
+	fmt_init(&E4M3, ref_e4m3);
+	test_formats();
+	test_copy();
+	test_copy_errors();
+	test_attention();
+	test_attention_errors();
+	if (!kvs_cuda_device_count()) {
+		void *p = (void *)1;
+
+		CHECK_EQ(kvs_cuda_malloc(&p, 16), -ENODEV);
+		CHECK(p == NULL);
+	}
+	free(F16.tab), free(BF16.tab), free(E4M3.tab);
+	return check_summary("test_kernels");
+}
