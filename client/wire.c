@@ -132,6 +132,10 @@ int kvs_wire_hello_decode(const uint8_t *p, size_t n, kvs_wire_hello *o)
 	o->model = (const char *)p + HELLO_FIXED;
 	o->adapter = o->model + o->model_len;
 	o->salt = o->adapter + o->adapter_len;
+	/* Names are C strings everywhere else: a NUL inside one would make a
+	 * layout that never matches itself (a new namespace per attach). */
+	if (memchr(o->model, '\0', (size_t)o->model_len + o->adapter_len + o->salt_len))
+		return KVS_E_PROTO;
 	return 0;
 }
 
@@ -233,6 +237,9 @@ int kvs_wire_blocks_decode(const uint8_t *p, size_t n, kvs_wire_blocks *o)
 	if (get32(p + 12) != 0 ||
 	    n != 16 + (size_t)o->count * KVS_WIRE_BLOCK_SIZE)
 		return KVS_E_PROTO;
+	for (uint32_t i = 0; i < o->count; i++)
+		if (get16(p + 16 + (size_t)i * KVS_WIRE_BLOCK_SIZE + 14) != 0)
+			return KVS_E_PROTO;
 	o->blocks = p + 16;
 	return 0;
 }

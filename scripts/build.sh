@@ -14,19 +14,25 @@ BUILD_DIR=${BUILD_DIR:-build}
 
 scripts/deps.sh
 
-# Configure every time (a second or less with a warm cache) so that the
-# options above always hold, even in a build folder configured otherwise.
-# Its chatter is shown only when it fails.
-log=$(mktemp -t kvshare-cmake.XXXXXX)
-trap 'rm -f "$log"' EXIT
-if ! cmake -S . -B "$BUILD_DIR" -DKVS_WERROR=ON \
-	-DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >"$log" 2>&1; then
-	cat "$log" >&2
-	echo "build.sh: cmake configure failed" >&2
-	exit 1
+# Configure when the folder is new or was configured with other arguments;
+# otherwise the build step alone reruns CMake if a CMakeLists.txt changed.
+# Configure's chatter is shown only when it fails.
+args=(-DKVS_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@")
+stamp=$BUILD_DIR/.kvs-configure-args
+if [[ ! -f $BUILD_DIR/CMakeCache.txt || ! -f $stamp ||
+	"$(<"$stamp")" != "${args[*]}" ]]; then
+	rm -f "$stamp"
+	mkdir -p "$BUILD_DIR"
+	log=$BUILD_DIR/configure.log
+	if ! cmake -S . -B "$BUILD_DIR" "${args[@]}" >"$log" 2>&1; then
+		cat "$log" >&2
+		echo "build.sh: cmake configure failed (log: $log)" >&2
+		exit 1
+	fi
+	# Warnings (a deprecated call, a missing optional package) are worth
+	# seeing even when configure succeeds.
+	grep -A8 -E '^CMake (Warning|Deprecation Warning)' "$log" >&2 || true
+	printf '%s' "${args[*]}" >"$stamp"
 fi
-# Warnings from configure (a deprecated call, a missing optional package)
-# are worth seeing even when it succeeds.
-grep -A8 -E '^CMake (Warning|Deprecation Warning)' "$log" >&2 || true
 
 cmake --build "$BUILD_DIR" -j"$(nproc)"

@@ -18,6 +18,9 @@ PACKAGES=(
 	python3       # tests parse JSON with it
 	procps        # ps, pgrep: tests and scripts inspect processes
 	redis-server  # runtime only: kvsbench ops/data compare against it (not built against)
+	clang         # tests/fuzz/run.sh: libFuzzer targets
+	libclang-rt-14-dev # libFuzzer and the sanitizer runtimes for clang
+	valgrind      # tests/valgrind.sh: memcheck of the daemon
 )
 
 die() {

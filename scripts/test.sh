@@ -22,10 +22,41 @@ step_ctest() {
 		"${CTEST_ARGS[@]}"
 }
 
+# The same tests on a build with AddressSanitizer and UBSan (KVS_SANITIZE):
+# a sanitizer report fails the process it is in, and with it the test.
+ASAN_BUILD_DIR=${ASAN_BUILD_DIR:-build-asan}
+step_asan() {
+	BUILD_DIR=$ASAN_BUILD_DIR scripts/build.sh -DKVS_SANITIZE=ON
+	UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
+		ctest --test-dir "$ASAN_BUILD_DIR" --output-on-failure -j2 \
+		--no-tests=error "${CTEST_ARGS[@]}"
+}
+
+# A step script's exit status 77 is a skip (it printed why): a pass here.
+skip_ok() {
+	local status=0
+
+	"$@" || status=$?
+	((status == 77)) && return 0
+	return "$status"
+}
+
+step_valgrind() {
+	export BUILD_DIR
+	skip_ok tests/valgrind.sh
+}
+
+step_fuzz() {
+	skip_ok tests/fuzz/run.sh "${FUZZ_SECONDS:-30}"
+}
+
 # The steps, in order: "function|title". Later stages add theirs here.
 STEPS=(
 	"step_build|build ($BUILD_DIR, -Werror)"
 	"step_ctest|unit and integration tests (ctest)"
+	"step_asan|the tests under ASan+UBSan ($ASAN_BUILD_DIR)"
+	"step_valgrind|valgrind memcheck of kvshared (tests/valgrind.sh)"
+	"step_fuzz|fuzz each target ${FUZZ_SECONDS:-30}s (tests/fuzz/run.sh)"
 )
 
 n=${#STEPS[@]}

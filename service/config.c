@@ -166,8 +166,17 @@ static const struct option opts[] = {
 /* Apply one setting; returns NULL or why @val is refused. */
 static const char *set_option(kvs_config *cfg, int id, const char *val)
 {
+	size_t n = strlen(val);
 	uint64_t size;
 	uint32_t u;
+
+	/* What --print-config writes must read back the same: no control
+	 * characters, no blanks at either end (a file trims them). */
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)val[i] < 0x20 || val[i] == 0x7f)
+			return "contains a control character";
+	if (n && (val[0] == ' ' || val[n - 1] == ' '))
+		return "starts or ends with a blank";
 
 	switch (id) {
 	case O_SOCKET:
@@ -340,14 +349,15 @@ int kvs_config_parse_args(kvs_config *cfg, int argc, char **argv)
 	kvs_config defaults = *cfg;
 	int c, print = 0, rc;
 
-	/* The file first, wherever --config stands, so that flags win. */
-	optind = 1;
+	/* The file first, wherever --config stands, so that flags win.
+	 * optind = 0 resets glibc's getopt fully (1 keeps cluster state). */
+	optind = 0;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		if (c == O_CONFIG && (rc = load_file(cfg, optarg)) < 0)
 			return rc;
 	}
-	optind = 1;
+	optind = 0;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		const char *why;
 
@@ -366,8 +376,16 @@ int kvs_config_parse_args(kvs_config *cfg, int argc, char **argv)
 			return 1;
 		case '?':
 		case ':':
-			return bad("option", argv[optind - 1],
-				   optopt ? "needs a value" : "unknown option");
+			/* optopt is set for a long option missing its value (its
+			 * val) and for an unknown short one (the letter). */
+			if (optopt >= O_SOCKET)
+				return bad("option", argv[optind - 1], "needs a value");
+			if (optopt) {
+				char flag[3] = { '-', (char)optopt, 0 };
+
+				return bad("option", flag, "unknown option");
+			}
+			return bad("option", argv[optind - 1], "unknown option");
 		default:
 			why = set_option(cfg, c, optarg);
 			if (why) {

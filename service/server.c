@@ -109,6 +109,8 @@ static int conn_flush(conn *c)
 
 			if (len > 65536)
 				len = 65536;
+			/* CMSG_SPACE pads past CMSG_LEN: send no stray bytes. */
+			memset(&u, 0, sizeof(u));
 			iov.iov_base = evbuffer_pullup(c->out, (ssize_t)len);
 			iov.iov_len = len;
 			cm->cmsg_level = SOL_SOCKET;

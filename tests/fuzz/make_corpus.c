@@ -1,0 +1,179 @@
+/*
+ * make_corpus - write the fuzz targets' seed corpora, made with the real
+ * encoders, so that every seed is a message the daemon or the client sends.
+ *
+ *   cc -Iclient -o /tmp/make_corpus tests/fuzz/make_corpus.c client/wire.c
+ *   /tmp/make_corpus tests/fuzz/corpus
+ *
+ * writes DIR/fuzz_wire/<name> and DIR/fuzz_config/<name> (the directories must
+ * exist), overwriting seeds of the same name. The output is committed; run it
+ * again when the wire format or the flags change. Regression inputs (crashes
+ * and findings of past runs, named regress-*) live in the same directories
+ * and are not written by this program: they are kept as they were found.
+ * Exit 0, or 1 with a reason.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvs_wire.h"
+#include "kvshare.h"
+
+static const char *out_dir;
+static int failed;
+
+static void put(const char *target, const char *name, const void *p, size_t n)
+{
+	char path[4096];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s/%s", out_dir, target, name);
+	f = fopen(path, "wb");
+	if (!f || fwrite(p, 1, n, f) != n || fclose(f) != 0) {
+		fprintf(stderr, "make_corpus: %s: %s\n", path, strerror(errno));
+		failed = 1;
+	}
+}
+
+/* A message: header + the payload an encoder wrote (rc = its length). */
+static void msg(const char *name, uint16_t op, int32_t status, uint64_t req_id,
+		const uint8_t *payload, int rc)
+{
+	uint8_t buf[KVS_WIRE_HDR_SIZE + 4096];
+	kvs_wire_hdr h = {
+		.magic = KVS_WIRE_MAGIC,
+		.version = KVS_WIRE_VERSION,
+		.opcode = op,
+		.status = status,
+		.req_id = req_id,
+	};
+
+	if (rc < 0 || (size_t)rc > sizeof(buf) - KVS_WIRE_HDR_SIZE) {
+		fprintf(stderr, "make_corpus: %s: encoder failed: %d\n", name, rc);
+		failed = 1;
+		return;
+	}
+	h.len = (uint32_t)rc;
+	kvs_wire_hdr_encode(&h, buf);
+	memcpy(buf + KVS_WIRE_HDR_SIZE, payload, (size_t)rc);
+	put("fuzz_wire", name, buf, KVS_WIRE_HDR_SIZE + (size_t)rc);
+}
+
+static void wire_seeds(void)
+{
+	kvs_layout l = {
+		.model = "llama-3-8b", .layers = 32, .kv_heads = 8, .head_dim = 128,
+		.block_tokens = 16, .tp_rank = 0, .tp_size = 1,
+		.dtype = KVS_DTYPE_BF16,
+	};
+	kvs_layout tenant = {
+		.model = "qwen2-7b", .adapter = "lora-sql", .salt = "tenant-42",
+		.layers = 28, .kv_heads = 4, .head_dim = 128, .block_tokens = 32,
+		.tp_rank = 1, .tp_size = 2, .dtype = KVS_DTYPE_FP8_E4M3,
+	};
+	kvs_wire_hello_reply r = {
+		.ns_id = 3, .arena_count = 1, .block_bytes = 2u << 20,
+		.host_arena_bytes = 8ull << 30, .host_arena_id = 0x5eed0123456789abull,
+	};
+	kvs_hash hs[4] = {
+		{ 0x0123456789abcdefull, 0xfedcba9876543210ull },
+		{ 0x1111111111111111ull, 0x2222222222222222ull },
+		{ 0xdeadbeefcafef00dull, 0x0ull },
+		{ 0x8000000000000001ull, 0x7fffffffffffffffull },
+	};
+	kvs_block bs[3] = {
+		{ .offset = 0, .gen = 1, .tier = KVS_TIER_HOST, .status = KVS_BLOCK_HIT },
+		{ .offset = 2u << 20, .gen = 7, .tier = KVS_TIER_HOST,
+		  .status = KVS_BLOCK_NEW },
+		{ .offset = 4u << 20, .gen = 0xffffffffu, .tier = KVS_TIER_HOST,
+		  .status = KVS_BLOCK_BUSY },
+	};
+	uint8_t p[4096];
+
+	msg("hello-layout", KVS_OP_HELLO, 0, 1,
+	    p, kvs_wire_hello_encode(&l, p, sizeof(p)));
+	msg("hello-tenant", KVS_OP_HELLO, 0, 1,
+	    p, kvs_wire_hello_encode(&tenant, p, sizeof(p)));
+	msg("hello-control", KVS_OP_HELLO, 0, 1,
+	    p, kvs_wire_hello_encode(NULL, p, sizeof(p)));
+	msg("hello-reply", KVS_OP_HELLO, 0, 1,
+	    p, kvs_wire_hello_reply_encode(&r, p, sizeof(p)));
+	msg("lookup-4", KVS_OP_LOOKUP, 0, 2,
+	    p, kvs_wire_hashes_encode(hs, 4, 0, p, sizeof(p)));
+	msg("reserve-1", KVS_OP_RESERVE, 0, 3,
+	    p, kvs_wire_hashes_encode(hs, 1, 0, p, sizeof(p)));
+	msg("lookup-0", KVS_OP_LOOKUP, 0, 4,
+	    p, kvs_wire_hashes_encode(hs, 0, 0, p, sizeof(p)));
+	msg("lookup-reply-3", KVS_OP_LOOKUP, 0, 2,
+	    p, kvs_wire_blocks_encode(0x100000001ull, bs, 3, p, sizeof(p)));
+	msg("reserve-reply-0", KVS_OP_RESERVE, 0, 3,
+	    p, kvs_wire_blocks_encode(0, bs, 0, p, sizeof(p)));
+	msg("commit", KVS_OP_COMMIT, 0, 5,
+	    p, kvs_wire_u64_encode(0x100000002ull, p, sizeof(p)));
+	msg("commit-reply", KVS_OP_COMMIT, 0, 5,
+	    p, kvs_wire_u64_encode(3, p, sizeof(p)));
+	msg("release", KVS_OP_RELEASE, 0, 6,
+	    p, kvs_wire_u64_encode(0x100000001ull, p, sizeof(p)));
+	msg("stats", KVS_OP_STATS, 0, 7, p, 0);
+	msg("error-reply-full", KVS_OP_RESERVE, KVS_E_FULL, 8, p, 0);
+}
+
+static void arg_seed(const char *name, const char *const *args)
+{
+	char buf[1024];
+	size_t n = 0;
+
+	/* Arguments after "kvshared", each ended by a NUL byte. */
+	for (; *args; args++) {
+		size_t len = strlen(*args) + 1;
+
+		memcpy(buf + n, *args, len);
+		n += len;
+	}
+	put("fuzz_config", name, buf, n);
+}
+
+#define ARGS(...) ((const char *const[]){ __VA_ARGS__, NULL })
+
+static void config_seeds(void)
+{
+	static const char file[] =
+		"# kvshared settings\n"
+		"; another comment\n"
+		"[kvshared]\n"
+		"socket = /run/kvshare/kvshared.sock\n"
+		"host-size = 1.5G\r\n"
+		"  page-size=64K  \n"
+		"\n"
+		"log-level = debug\n"
+		"max-clients = 64\n"
+		"max-leases = 512\n"
+		"eviction-policy = lru\n"
+		"metrics-addr = 127.0.0.1:9464\n";
+
+	put("fuzz_config", "size-512M", "512M", 4);
+	put("fuzz_config", "size-1.5GiB", "1.5GiB", 6);
+	put("fuzz_config", "size-4096B", "4096B", 5);
+	put("fuzz_config", "file", file, sizeof(file) - 1);
+	arg_seed("args-sizes", ARGS("--host-size", "256M", "--page-size=4K"));
+	arg_seed("args-all", ARGS("--socket", "/tmp/kvs.sock", "--log-level=warn",
+				  "--ready-fd", "3", "--max-clients", "8",
+				  "--max-leases", "16", "--eviction-policy", "leaf-lru",
+				  "--metrics-addr", "[::1]:9464"));
+	arg_seed("args-print", ARGS("--host-size", "1G", "--print-config"));
+	arg_seed("args-help", ARGS("--help"));
+	arg_seed("args-bad", ARGS("--max-clients", "0", "extra"));
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 2) {
+		fprintf(stderr, "usage: make_corpus DIR (e.g. tests/fuzz/corpus)\n");
+		return 1;
+	}
+	out_dir = argv[1];
+	wire_seeds();
+	config_seeds();
+	return failed;
+}

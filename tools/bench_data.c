@@ -1,0 +1,711 @@
+/*
+ * bench_data.c - kvsbench data (contract in bench_data.h).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench_data.h"
+#include "bench_ops.h"
+#include "bench_redis.h"
+#include "kvshare.h"
+
+#define DATA_MAX_SIZES 16
+#define DATA_MAX_REPS 100
+#define DATA_MAX_READERS 64
+#define DATA_AUTO_BYTES (128ull << 20) /* per pass when --blocks is not set */
+#define DATA_TOKEN_SEED 0x646174612d626c6bull
+#define DATA_VOCAB 128256
+#define DATA_KEY_LEN 48
+
+enum { SYS_OURS, SYS_MEMCPY, SYS_REDIS, SYS_N };
+static const char *const sys_name[SYS_N] = { "kvshare", "memcpy", "redis" };
+
+struct data_opts {
+	const char *sock;
+	uint64_t sizes[DATA_MAX_SIZES];
+	unsigned nsizes, blocks, reps, readers;
+	double seconds;
+	int json;
+};
+
+/* One block size's set-up, shared (read only) with the forked readers. */
+struct data_ctx {
+	const struct data_opts *o;
+	const char *sock;       /* kvshared's */
+	const char *redis_sock; /* NULL: no Redis */
+	kvs_layout layout;
+	uint64_t bb;            /* block bytes, B */
+	unsigned k;             /* blocks per pass, K */
+	kvs_hash *hashes;
+	char *keys;             /* K keys of DATA_KEY_LEN bytes */
+};
+
+/* A reader's result, in memory shared with the parent. */
+struct data_res {
+	uint64_t bytes;
+	double secs;
+};
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median(const double *v, unsigned n)
+{
+	double s[DATA_MAX_REPS];
+
+	if (n == 0)
+		return 0;
+	memcpy(s, v, n * sizeof(*s));
+	qsort(s, n, sizeof(*s), cmp_double);
+	return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
+/* Block i's bytes: a byte that depends on i, with i itself in the first and
+ * last 8 bytes, so that a reader can tell one block from another cheaply. */
+static void block_fill(uint8_t *p, uint64_t bb, uint64_t i)
+{
+	memset(p, (int)((i * 131 + 7) & 0xff), bb);
+	memcpy(p, &i, sizeof(i));
+	memcpy(p + bb - sizeof(i), &i, sizeof(i));
+}
+
+static int block_check(const uint8_t *p, uint64_t bb, uint64_t i)
+{
+	uint64_t a, z;
+
+	memcpy(&a, p, sizeof(a));
+	memcpy(&z, p + bb - sizeof(z), sizeof(z));
+	return a == i && z == i && p[bb / 2] == (uint8_t)((i * 131 + 7) & 0xff)
+		       ? 0
+		       : KVS_E_INTERNAL;
+}
+
+/* Run @expr; on failure print what failed and leave through `out`. */
+#define STEP(who, name, expr)                                                 \
+	do {                                                                  \
+		rc = (expr);                                                  \
+		if (rc < 0) {                                                 \
+			fprintf(stderr, "kvsbench: %s%s failed: %s\n", who,   \
+				name, kvs_strerror(rc));                      \
+			goto out;                                             \
+		}                                                             \
+	} while (0)
+
+/* A private buffer of @n bytes, every page touched, so that page faults are
+ * not timed. */
+static uint8_t *buffer(uint64_t n)
+{
+	uint8_t *p = aligned_alloc(4096, (n + 4095) & ~4095ull);
+
+	if (p)
+		memset(p, 0, n);
+	return p;
+}
+
+/* ---- the three readers --------------------------------------------------- */
+
+static int ours_pass(kvs_client *c, const struct data_ctx *x, kvs_block *b,
+		     uint8_t *dst, int check)
+{
+	kvs_lease lease;
+	int rc = kvs_lookup(c, x->hashes, x->k, &lease, b), rc2;
+
+	if (rc < 0)
+		return rc;
+	if ((unsigned)rc != x->k) {
+		kvs_release(c, lease);
+		fprintf(stderr, "kvsbench: data: lookup hit %d of %u blocks "
+			"(evicted?)\n", rc, x->k);
+		return KVS_E_INTERNAL;
+	}
+	rc = 0;
+	for (unsigned i = 0; rc == 0 && i < x->k; i++) {
+		const uint8_t *p = kvs_block_ptr(c, &b[i]);
+
+		if (!p) {
+			rc = -ERANGE;
+			break;
+		}
+		memcpy(dst + i * x->bb, p, x->bb);
+		if (check)
+			rc = block_check(dst + i * x->bb, x->bb, i);
+	}
+	rc2 = kvs_release(c, lease);
+	return rc < 0 ? rc : rc2;
+}
+
+static int ours_reader(const void *vctx, unsigned idx, kvsb_gate *g, void *vres)
+{
+	const struct data_ctx *x = vctx;
+	struct data_res *res = vres;
+	kvs_block *b = calloc(x->k, sizeof(*b));
+	uint8_t *dst = buffer(x->k * x->bb);
+	kvs_client *c = NULL;
+	const char *who = "data: kvshare reader: ";
+	double t0;
+	int rc;
+
+	(void)idx;
+	STEP(who, "alloc", b && dst ? 0 : -ENOMEM);
+	STEP(who, "connect", kvs_connect(x->sock, &x->layout, &c));
+	STEP(who, "first pass", ours_pass(c, x, b, dst, 1));
+	kvsb_gate_wait(g);
+	t0 = now();
+	do {
+		STEP(who, "pass", ours_pass(c, x, b, dst, 0));
+		res->bytes += x->k * x->bb;
+		res->secs = now() - t0;
+	} while (res->secs < x->o->seconds);
+	rc = 0;
+out:
+	kvs_close(c);
+	free(b);
+	free(dst);
+	return rc;
+}
+
+static int memcpy_reader(const void *vctx, unsigned idx, kvsb_gate *g,
+			 void *vres)
+{
+	const struct data_ctx *x = vctx;
+	struct data_res *res = vres;
+	uint8_t *src = buffer(x->k * x->bb), *dst = buffer(x->k * x->bb);
+	const char *who = "data: memcpy reader: ";
+	double t0;
+	int rc;
+
+	(void)idx;
+	STEP(who, "alloc", src && dst ? 0 : -ENOMEM);
+	for (unsigned i = 0; i < x->k; i++)
+		block_fill(src + i * x->bb, x->bb, i);
+	for (unsigned i = 0; i < x->k; i++)
+		memcpy(dst + i * x->bb, src + i * x->bb, x->bb);
+	kvsb_gate_wait(g);
+	t0 = now();
+	do {
+		for (unsigned i = 0; i < x->k; i++)
+			memcpy(dst + i * x->bb, src + i * x->bb, x->bb);
+		/* the copies have a use, so they cannot be elided */
+		__asm__ volatile("" : : "r"(dst) : "memory");
+		res->bytes += x->k * x->bb;
+		res->secs = now() - t0;
+	} while (res->secs < x->o->seconds);
+	rc = block_check(dst, x->bb, 0);
+	STEP(who, "check", rc);
+out:
+	free(src);
+	free(dst);
+	return rc;
+}
+
+static int redis_pass(kvsb_resp *r, const struct data_ctx *x, uint8_t *dst,
+		      int check)
+{
+	for (unsigned i = 0; i < x->k; i++) {
+		int64_t n = kvsb_resp_get_into(r, x->keys + i * DATA_KEY_LEN,
+					       dst + i * x->bb, x->bb);
+		int rc;
+
+		if (n < 0)
+			return (int)n;
+		if ((uint64_t)n != x->bb)
+			return -EPROTO;
+		if (check && (rc = block_check(dst + i * x->bb, x->bb, i)) < 0)
+			return rc;
+	}
+	return 0;
+}
+
+static int redis_reader(const void *vctx, unsigned idx, kvsb_gate *g,
+			void *vres)
+{
+	const struct data_ctx *x = vctx;
+	struct data_res *res = vres;
+	uint8_t *dst = buffer(x->k * x->bb);
+	const char *who = "data: redis reader: ";
+	kvsb_resp *r = NULL;
+	double t0;
+	int rc;
+
+	(void)idx;
+	STEP(who, "alloc", dst ? 0 : -ENOMEM);
+	STEP(who, "connect", kvsb_resp_connect(x->redis_sock, &r));
+	STEP(who, "first pass", redis_pass(r, x, dst, 1));
+	kvsb_gate_wait(g);
+	t0 = now();
+	do {
+		STEP(who, "GET", redis_pass(r, x, dst, 0));
+		res->bytes += x->k * x->bb;
+		res->secs = now() - t0;
+	} while (res->secs < x->o->seconds);
+	rc = 0;
+out:
+	kvsb_resp_close(r);
+	free(dst);
+	return rc;
+}
+
+/* GB/s of one way for one repetition, summed over its readers. */
+static int measure(const struct data_ctx *x, int sys, double *gbps)
+{
+	static const kvsb_client_fn fn[SYS_N] = { ours_reader, memcpy_reader,
+						  redis_reader };
+	struct data_res res[DATA_MAX_READERS];
+	unsigned n = sys == SYS_MEMCPY ? 1 : x->o->readers;
+	int failed;
+
+	memset(res, 0, sizeof(res));
+	failed = kvsb_clients_run(n, fn[sys], x, res, sizeof(res[0]));
+	if (failed != 0)
+		return failed < 0 ? failed : KVS_E_INTERNAL;
+	*gbps = 0;
+	for (unsigned i = 0; i < n; i++)
+		if (res[i].secs > 0)
+			*gbps += (double)res[i].bytes / res[i].secs / 1e9;
+	return 0;
+}
+
+/* ---- set-up -------------------------------------------------------------- */
+
+static unsigned blocks_for(const struct data_opts *o, uint64_t bb)
+{
+	uint64_t k = o->blocks;
+
+	if (k == 0) {
+		k = DATA_AUTO_BYTES / bb;
+		if (k < 8)
+			k = 8;
+		if (k > 4096)
+			k = 4096;
+	}
+	return (unsigned)k;
+}
+
+/* Publish K blocks of B bytes in the daemon. */
+static int setup_ours(struct data_ctx *x)
+{
+	size_t ntok = (size_t)x->k * x->layout.block_tokens;
+	uint32_t *tok = malloc(ntok * sizeof(*tok));
+	kvs_block *b = calloc(x->k, sizeof(*b));
+	uint64_t seed = DATA_TOKEN_SEED ^ x->bb;
+	const char *who = "data: ";
+	kvs_client *c = NULL;
+	kvs_lease lease = 0;
+	int rc;
+
+	STEP(who, "alloc", tok && b ? 0 : -ENOMEM);
+	for (size_t i = 0; i < ntok; i++) {
+		uint64_t z = (seed += 0x9e3779b97f4a7c15ull);
+
+		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+		z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+		tok[i] = (uint32_t)((z ^ (z >> 31)) % DATA_VOCAB);
+	}
+	STEP(who, "connect", kvs_connect(x->sock, &x->layout, &c));
+	if (kvs_block_bytes(c) != x->bb)
+		STEP(who, "layout (block bytes differ)", KVS_E_LAYOUT);
+	STEP(who, "hash", kvs_hash_tokens(c, tok, ntok, x->hashes, x->k));
+	STEP(who, "reserve", kvs_reserve(c, x->hashes, x->k, &lease, b));
+	for (unsigned i = 0; i < x->k; i++) {
+		uint8_t *p = kvs_block_ptr(c, &b[i]);
+
+		if (b[i].status == KVS_BLOCK_NEW && p)
+			block_fill(p, x->bb, i);
+		else if (b[i].status != KVS_BLOCK_EXISTS)
+			STEP(who, "reserve (the host tier is too small)",
+			     KVS_E_FULL);
+	}
+	STEP(who, "commit", kvs_commit(c, lease));
+	lease = 0;
+	rc = 0;
+out:
+	if (lease)
+		kvs_abort(c, lease);
+	kvs_close(c);
+	free(tok);
+	free(b);
+	return rc;
+}
+
+static int redis_simple(kvsb_resp *r, int argc, const char *const *argv,
+			const size_t *len)
+{
+	kvsb_reply *rep;
+	int rc = kvsb_resp_command(r, argc, argv, len, &rep);
+
+	if (rc < 0)
+		return rc;
+	rc = rep->type == KVSB_REPLY_STATUS ? 0 : -EIO;
+	if (rc < 0)
+		fprintf(stderr, "kvsbench: data: redis %s: %s\n", argv[0],
+			rep->str ? rep->str : "unexpected reply");
+	kvsb_reply_free(rep);
+	return rc;
+}
+
+/* The same K blocks as Redis values, after dropping the last size's. */
+static int setup_redis(struct data_ctx *x)
+{
+	static const char *const flush[] = { "FLUSHALL" };
+	uint8_t *value = malloc(x->bb);
+	const char *who = "data: redis ";
+	kvsb_resp *r = NULL;
+	int rc;
+
+	STEP(who, "alloc", value ? 0 : -ENOMEM);
+	STEP(who, "connect", kvsb_resp_connect(x->redis_sock, &r));
+	STEP(who, "FLUSHALL", redis_simple(r, 1, flush, NULL));
+	for (unsigned i = 0; i < x->k; i++) {
+		char *key = x->keys + i * DATA_KEY_LEN;
+		const char *argv[3] = { "SET", key, (const char *)value };
+		size_t len[3] = { 3, 0, x->bb };
+
+		snprintf(key, DATA_KEY_LEN, "kvsbench:data:%" PRIu64 ":%u",
+			 x->bb, i);
+		len[1] = strlen(key);
+		block_fill(value, x->bb, i);
+		STEP(who, "SET", redis_simple(r, 3, argv, len));
+	}
+	rc = 0;
+out:
+	kvsb_resp_close(r);
+	free(value);
+	return rc;
+}
+
+/* ---- options and output -------------------------------------------------- */
+
+static void data_usage(void)
+{
+	fprintf(stderr,
+		"usage: kvsbench [--socket PATH] data [OPTIONS]\n"
+		"  Readers copy K leased host-tier blocks of B bytes into private\n"
+		"  buffers, beside memcpy (the limit) and Redis GET of B-byte values.\n"
+		"  -s, --socket PATH      use this daemon (default: start a private\n"
+		"                         kvshared from kvsbench's directory)\n"
+		"  -b, --block-bytes B    block size, or a list: 64K,256K,1M,2M,8M\n"
+		"                         (a multiple of 64; default 2M)\n"
+		"  -k, --blocks K         blocks per pass (default: 128 MiB / B,\n"
+		"                         8..4096)\n"
+		"  -n, --readers N        reader processes (default 1; memcpy is\n"
+		"                         always one process)\n"
+		"  -t, --seconds T        seconds per run (default 0.5)\n"
+		"  -r, --reps R           repetitions, each runs all three (default 5)\n"
+		"      --json             one JSON object per result line, no table\n"
+		"  -h, --help             this help\n");
+}
+
+static int parse_uint(const char *opt, const char *s, unsigned min,
+		      unsigned max, unsigned *out)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || s[0] == '-' || v < min || v > max) {
+		fprintf(stderr, "kvsbench: --%s: '%s' is not a number in %u..%u\n",
+			opt, s, min, max);
+		return -1;
+	}
+	*out = (unsigned)v;
+	return 0;
+}
+
+/* "64K,256K,1M,2M,8M": binary K/M/G suffixes, optional "B" or "iB". */
+static int parse_sizes(const char *s, struct data_opts *o)
+{
+	const char *p = s;
+
+	o->nsizes = 0;
+	while (*p) {
+		char *end;
+		unsigned long long v;
+		uint64_t mult = 1;
+
+		errno = 0;
+		v = strtoull(p, &end, 10);
+		if (errno || end == p || *p == '-')
+			goto bad;
+		switch (*end) {
+		case 'k': case 'K': mult = 1ull << 10; end++; break;
+		case 'm': case 'M': mult = 1ull << 20; end++; break;
+		case 'g': case 'G': mult = 1ull << 30; end++; break;
+		default: break;
+		}
+		if (!strncmp(end, "iB", 2))
+			end += 2;
+		else if (*end == 'B')
+			end++;
+		if ((*end && *end != ',') || v == 0 || v > (1ull << 30) / mult ||
+		    (v * mult) % 64 || o->nsizes == DATA_MAX_SIZES)
+			goto bad;
+		o->sizes[o->nsizes++] = v * mult;
+		p = *end ? end + 1 : end;
+	}
+	if (o->nsizes > 0)
+		return 0;
+bad:
+	fprintf(stderr, "kvsbench: --block-bytes: '%s' is not a list of at most "
+		"%d sizes, each a multiple of 64 up to 1G\n", s, DATA_MAX_SIZES);
+	return -1;
+}
+
+static int parse_seconds(const char *s, double *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || !(v >= 0.01 && v <= 3600)) {
+		fprintf(stderr, "kvsbench: --seconds: '%s' is not a number in "
+			"0.01..3600\n", s);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+static void human_size(char *buf, size_t len, uint64_t b)
+{
+	if (b % (1u << 20) == 0)
+		snprintf(buf, len, "%" PRIu64 "M", b >> 20);
+	else if (b % 1024 == 0)
+		snprintf(buf, len, "%" PRIu64 "K", b >> 10);
+	else
+		snprintf(buf, len, "%" PRIu64, b);
+}
+
+struct data_row {
+	uint64_t bb;
+	unsigned k;
+	double gbps[SYS_N];        /* medians */
+	double lo[SYS_N], hi[SYS_N]; /* the range over repetitions */
+	double vs_memcpy, vs_redis; /* medians of per-rep ratios */
+};
+
+static void print_row(const struct data_opts *o, const struct data_row *w,
+		      const char *redis_na)
+{
+	char sz[32];
+
+	if (o->json) {
+		printf("{\"bench\":\"data\",\"block_bytes\":%" PRIu64
+		       ",\"blocks\":%u,\"readers\":%u,\"reps\":%u,"
+		       "\"seconds\":%.3f",
+		       w->bb, w->k, o->readers, o->reps, o->seconds);
+		for (int s = 0; s < SYS_N; s++) {
+			if (s == SYS_REDIS && redis_na) {
+				printf(",\"redis_gbps\":null");
+				continue;
+			}
+			printf(",\"%s_gbps\":%.3f,\"%s_gbps_min\":%.3f,"
+			       "\"%s_gbps_max\":%.3f", sys_name[s], w->gbps[s],
+			       sys_name[s], w->lo[s], sys_name[s], w->hi[s]);
+		}
+		printf(",\"kvshare_over_memcpy\":%.3f", w->vs_memcpy);
+		if (redis_na)
+			printf(",\"kvshare_over_redis\":null,\"redis\":\"%s\"}\n",
+			       redis_na);
+		else
+			printf(",\"kvshare_over_redis\":%.3f}\n", w->vs_redis);
+		return;
+	}
+	human_size(sz, sizeof(sz), w->bb);
+	printf("%6s %7u %12.2f %12.2f", sz, w->k, w->gbps[SYS_OURS],
+	       w->gbps[SYS_MEMCPY]);
+	if (redis_na)
+		printf(" %12s %10.2fx %10s   %s\n", "n/a", w->vs_memcpy, "n/a",
+		       redis_na);
+	else
+		printf(" %12.2f %10.2fx %10.2fx\n", w->gbps[SYS_REDIS],
+		       w->vs_memcpy, w->vs_redis);
+}
+
+/* All repetitions of one block size. */
+static int run_size(struct data_ctx *x, int have_redis, struct data_row *w)
+{
+	double g[SYS_N][DATA_MAX_REPS], rm[DATA_MAX_REPS], rr[DATA_MAX_REPS];
+	unsigned reps = x->o->reps;
+	int rc;
+
+	for (unsigned r = 0; r < reps; r++) {
+		/* rotate the order, so that no way always runs first or last */
+		for (int j = 0; j < SYS_N; j++) {
+			int s = (int)((r + (unsigned)j) % SYS_N);
+
+			g[s][r] = 0;
+			if (s == SYS_REDIS && !have_redis)
+				continue;
+			rc = measure(x, s, &g[s][r]);
+			if (rc < 0) {
+				fprintf(stderr, "kvsbench: data: %s run failed: "
+					"%s\n", sys_name[s], kvs_strerror(rc));
+				return rc;
+			}
+		}
+		rm[r] = g[SYS_MEMCPY][r] > 0 ? g[SYS_OURS][r] / g[SYS_MEMCPY][r] : 0;
+		rr[r] = g[SYS_REDIS][r] > 0 ? g[SYS_OURS][r] / g[SYS_REDIS][r] : 0;
+	}
+	w->bb = x->bb;
+	w->k = x->k;
+	for (int s = 0; s < SYS_N; s++) {
+		w->gbps[s] = median(g[s], reps);
+		w->lo[s] = w->hi[s] = g[s][0];
+		for (unsigned r = 1; r < reps; r++) {
+			if (g[s][r] < w->lo[s])
+				w->lo[s] = g[s][r];
+			if (g[s][r] > w->hi[s])
+				w->hi[s] = g[s][r];
+		}
+	}
+	w->vs_memcpy = median(rm, reps);
+	w->vs_redis = median(rr, reps);
+	return 0;
+}
+
+int kvsb_cmd_data(const char *sock, int argc, char **argv)
+{
+	enum { O_JSON = 256 };
+	static const struct option opts[] = {
+		{ "socket", required_argument, NULL, 's' },
+		{ "block-bytes", required_argument, NULL, 'b' },
+		{ "blocks", required_argument, NULL, 'k' },
+		{ "readers", required_argument, NULL, 'n' },
+		{ "seconds", required_argument, NULL, 't' },
+		{ "reps", required_argument, NULL, 'r' },
+		{ "json", no_argument, NULL, O_JSON },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct data_opts o = { .sock = sock, .sizes = { 2u << 20 }, .nsizes = 1,
+			       .reps = 5, .readers = 1, .seconds = 0.5 };
+	kvsb_daemon *d = NULL;
+	kvsb_redis *srv = NULL;
+	const char *redis_na = NULL, *dsock;
+	char redis_why[128];
+	uint64_t host = 32u << 20;
+	int opt, bad = 0, rc = 0, status = 1;
+
+	while ((opt = getopt_long(argc, argv, "s:b:k:n:t:r:h", opts, NULL)) != -1) {
+		switch (opt) {
+		case 's': o.sock = optarg; break;
+		case 'b': bad |= parse_sizes(optarg, &o); break;
+		case 'k': bad |= parse_uint("blocks", optarg, 1, KVS_MAX_HASHES, &o.blocks); break;
+		case 'n': bad |= parse_uint("readers", optarg, 1, DATA_MAX_READERS, &o.readers); break;
+		case 't': bad |= parse_seconds(optarg, &o.seconds); break;
+		case 'r': bad |= parse_uint("reps", optarg, 1, DATA_MAX_REPS, &o.reps); break;
+		case O_JSON: o.json = 1; break;
+		case 'h': data_usage(); return 0;
+		default: data_usage(); return 2;
+		}
+	}
+	if (bad || optind < argc) {
+		if (optind < argc)
+			fprintf(stderr, "kvsbench: data: unexpected argument '%s'\n",
+				argv[optind]);
+		data_usage();
+		return 2;
+	}
+	if (o.sock) {
+		dsock = o.sock;
+	} else {
+		/* every size's blocks at once, plus the allocator's slack
+		 * (slab tails, at most ~2%; one spare block per size) */
+		for (unsigned i = 0; i < o.nsizes; i++)
+			host += (blocks_for(&o, o.sizes[i]) + 1ull) * o.sizes[i] *
+				105 / 100;
+		rc = kvsb_daemon_start(host, 10.0, &d);
+		if (rc < 0) {
+			fprintf(stderr, "kvsbench: data: starting kvshared failed: "
+				"%s%s\n", kvs_strerror(rc), rc == -ENOENT ?
+				" (none beside kvsbench; pass --socket)" : "");
+			return 1;
+		}
+		dsock = kvsb_daemon_socket(d);
+	}
+	rc = kvsb_redis_start(10.0, &srv);
+	if (rc == -ENOENT) {
+		redis_na = "n/a (redis-server not installed)";
+	} else if (rc < 0) {
+		snprintf(redis_why, sizeof(redis_why), "n/a (redis-server failed "
+			 "to start: %s)", kvs_strerror(rc));
+		redis_na = redis_why;
+	}
+	rc = 0;
+	if (!o.json) {
+		printf("kvsbench data: %u reader(s) copy K blocks of B bytes into "
+		       "private buffers; %.1f s per run, %u reps, rotating order\n",
+		       o.readers, o.seconds, o.reps);
+		printf("  kvshared %s; redis-server %s; GB/s = 1e9 B/s, medians\n",
+		       d ? "private (started here)" : dsock,
+		       srv ? kvsb_redis_version(srv) : "n/a");
+		printf("%6s %7s %12s %12s %12s %11s %11s\n", "B", "K",
+		       "kvshare_GB/s", "memcpy_GB/s", "redis_GB/s",
+		       "vs_memcpy", "vs_redis");
+	}
+	for (unsigned i = 0; i < o.nsizes; i++) {
+		struct data_ctx x = {
+			.o = &o, .sock = dsock,
+			.redis_sock = srv ? kvsb_redis_socket(srv) : NULL,
+			.layout = { .model = "kvsbench-data", .layers = 1,
+				    .kv_heads = 1, .block_tokens = 16,
+				    .head_dim = (uint32_t)(o.sizes[i] / 64),
+				    .tp_size = 1, .dtype = KVS_DTYPE_FP16 },
+			.bb = o.sizes[i], .k = blocks_for(&o, o.sizes[i]),
+		};
+		struct data_row w;
+
+		x.hashes = calloc(x.k, sizeof(*x.hashes));
+		x.keys = calloc(x.k, DATA_KEY_LEN);
+		if (!x.hashes || !x.keys)
+			rc = -ENOMEM;
+		if (rc == 0)
+			rc = setup_ours(&x);
+		if (rc == 0 && srv)
+			rc = setup_redis(&x);
+		if (rc == 0)
+			rc = run_size(&x, srv != NULL, &w);
+		if (rc == 0) {
+			print_row(&o, &w, redis_na);
+			fflush(stdout);
+		}
+		free(x.hashes);
+		free(x.keys);
+		if (rc < 0)
+			goto out;
+	}
+	status = 0;
+out:
+	if (rc < 0)
+		fprintf(stderr, "kvsbench: data failed: %s\n", kvs_strerror(rc));
+	if (srv && kvsb_redis_stop(srv) < 0)
+		fprintf(stderr, "kvsbench: data: redis-server did not stop "
+			"cleanly\n");
+	if (d && kvsb_daemon_stop(d) < 0) {
+		fprintf(stderr, "kvsbench: data: kvshared did not exit 0\n");
+		status = 1;
+	}
+	return status;
+}

@@ -1,0 +1,924 @@
+/*
+ * bench_ops.c - kvsbench ops (contract in bench_ops.h), the private kvshared
+ * and the forked-client runner that bench_data.c shares.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench_ops.h"
+#include "bench_redis.h"
+#include "kvshare.h"
+
+#define OPS_MAX_CLIENTS 256
+#define OPS_MAX_REPS 100
+#define OPS_TOKEN_SEED 0x6f70732d7072656full
+#define OPS_VOCAB 128256
+
+/* ---- time and statistics ------------------------------------------------- */
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Median of @n values (sorted in a copy); the mean of the middle two for an
+ * even count. */
+static double median(const double *v, unsigned n)
+{
+	double s[OPS_MAX_REPS];
+
+	if (n == 0)
+		return 0;
+	memcpy(s, v, n * sizeof(*s));
+	qsort(s, n, sizeof(*s), cmp_double);
+	return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
+/* Log-linear latency histogram in ns: 16 buckets per power of two, so a
+ * percentile is within ~6% of the true value; merging children is a sum. */
+#define HIST_SUB 16
+#define HIST_BUCKETS (64 * HIST_SUB)
+
+static unsigned hist_index(uint64_t v)
+{
+	unsigned e;
+
+	if (v < HIST_SUB)
+		return (unsigned)v;
+	e = 63u - (unsigned)__builtin_clzll(v);
+	return (e - 3) * HIST_SUB + (unsigned)((v >> (e - 4)) & (HIST_SUB - 1));
+}
+
+static double hist_value(unsigned i)
+{
+	unsigned e, sub;
+
+	if (i < HIST_SUB)
+		return i;
+	e = i / HIST_SUB + 3;
+	sub = i % HIST_SUB;
+	/* the bucket's middle */
+	return (double)((uint64_t)(HIST_SUB + sub) << (e - 4)) +
+	       (double)(1ull << (e - 4)) / 2;
+}
+
+static double hist_quantile(const uint64_t *h, double q)
+{
+	uint64_t n = 0, want, seen = 0;
+
+	for (unsigned i = 0; i < HIST_BUCKETS; i++)
+		n += h[i];
+	if (n == 0)
+		return 0;
+	want = (uint64_t)(q * (double)n);
+	if (want < 1)
+		want = 1;
+	for (unsigned i = 0; i < HIST_BUCKETS; i++) {
+		seen += h[i];
+		if (seen >= want)
+			return hist_value(i);
+	}
+	return hist_value(HIST_BUCKETS - 1);
+}
+
+/* ---- forked clients ------------------------------------------------------ */
+
+struct kvsb_gate {
+	int ready_w; /* write one byte when set up (or failed) */
+	int go_r;    /* EOF when every client is set up */
+	int passed;
+};
+
+void kvsb_gate_wait(kvsb_gate *g)
+{
+	char c = 'R';
+	ssize_t n;
+
+	if (g->passed)
+		return;
+	g->passed = 1;
+	(void)!write(g->ready_w, &c, 1);
+	close(g->ready_w);
+	do
+		n = read(g->go_r, &c, 1);
+	while (n < 0 && errno == EINTR);
+	close(g->go_r);
+}
+
+int kvsb_clients_run(unsigned n, kvsb_client_fn fn, const void *ctx,
+		     void *res, size_t res_size)
+{
+	size_t bytes = n * res_size;
+	char *shm;
+	pid_t *pids = calloc(n, sizeof(*pids));
+	int ready[2], go[2], failed = 0, status, err;
+	unsigned started = 0, seen = 0;
+	double deadline;
+
+	if (!pids)
+		return -ENOMEM;
+	shm = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+		   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (shm == MAP_FAILED) {
+		free(pids);
+		return -errno;
+	}
+	memcpy(shm, res, bytes);
+	if (pipe2(ready, O_CLOEXEC) < 0) {
+		err = -errno;
+		munmap(shm, bytes);
+		free(pids);
+		return err;
+	}
+	if (pipe2(go, O_CLOEXEC) < 0) {
+		err = -errno;
+		close(ready[0]);
+		close(ready[1]);
+		munmap(shm, bytes);
+		free(pids);
+		return err;
+	}
+	fflush(NULL); /* nothing buffered may be written twice */
+	for (unsigned i = 0; i < n; i++) {
+		pid_t pid = fork();
+
+		if (pid < 0) {
+			fprintf(stderr, "kvsbench: fork failed: %s\n",
+				strerror(errno));
+			continue;
+		}
+		if (pid == 0) {
+			kvsb_gate g = { ready[1], go[0], 0 };
+			int rc;
+
+			close(ready[0]);
+			close(go[1]);
+			rc = fn(ctx, i, &g, shm + i * res_size);
+			if (!g.passed) {
+				char c = 'F';
+
+				(void)!write(g.ready_w, &c, 1);
+			}
+			fflush(NULL);
+			_exit(rc < 0 ? 1 : 0);
+		}
+		pids[started++] = pid;
+	}
+	close(ready[1]);
+	close(go[0]);
+	/* Every client answers once, set up or failed; a client that crashes
+	 * before that is caught by the deadline. */
+	deadline = now() + 120.0;
+	while (seen < started && now() < deadline) {
+		struct pollfd p = { ready[0], POLLIN, 0 };
+		char buf[64];
+		ssize_t got;
+
+		if (poll(&p, 1, 1000) <= 0)
+			continue;
+		got = read(ready[0], buf, sizeof(buf));
+		if (got <= 0)
+			break;
+		seen += (unsigned)got;
+	}
+	close(go[1]); /* start */
+	close(ready[0]);
+	/* Reap our clients only: the daemon and redis-server are children
+	 * too, and their exit is for their owners to see. */
+	for (unsigned i = 0; i < started; i++) {
+		pid_t p;
+
+		while ((p = waitpid(pids[i], &status, 0)) < 0 && errno == EINTR)
+			;
+		if (p < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+			failed++;
+	}
+	failed += (int)(n - started);
+	memcpy(res, shm, bytes);
+	munmap(shm, bytes);
+	free(pids);
+	return failed;
+}
+
+/* Run @expr; on failure print what failed and leave through `out`. */
+#define STEP(who, name, expr)                                                 \
+	do {                                                                  \
+		rc = (expr);                                                  \
+		if (rc < 0) {                                                 \
+			fprintf(stderr, "kvsbench: %s%s failed: %s\n", who,   \
+				name, kvs_strerror(rc));                      \
+			goto out;                                             \
+		}                                                             \
+	} while (0)
+
+/* ---- the private daemon -------------------------------------------------- */
+
+struct kvsb_daemon {
+	pid_t pid;
+	char dir[PATH_MAX];
+	char sock[108];
+	char log[PATH_MAX + 16];
+};
+
+static void daemon_log_tail(const kvsb_daemon *d)
+{
+	char buf[2048];
+	FILE *f = fopen(d->log, "r");
+	size_t n;
+	long size;
+
+	if (!f)
+		return;
+	fseek(f, 0, SEEK_END);
+	size = ftell(f);
+	fseek(f, size > (long)sizeof(buf) - 1 ? size - (long)sizeof(buf) + 1 : 0,
+	      SEEK_SET);
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	fprintf(stderr, "kvsbench: kvshared log (%s):\n%s\n", d->log, buf);
+}
+
+/* Reap @pid within @timeout_s: its wait status, or -ETIMEDOUT. */
+static int reap(pid_t pid, double timeout_s)
+{
+	double deadline = now() + timeout_s;
+	struct timespec pause = { 0, 1000000 };
+	int status;
+
+	for (;;) {
+		pid_t p = waitpid(pid, &status, WNOHANG);
+
+		if (p == pid)
+			return status;
+		if (p < 0 && errno != EINTR)
+			return -errno;
+		if (now() > deadline)
+			return -ETIMEDOUT;
+		nanosleep(&pause, NULL);
+		if (pause.tv_nsec < 20000000)
+			pause.tv_nsec *= 2;
+	}
+}
+
+static void daemon_cleanup(kvsb_daemon *d)
+{
+	unlink(d->sock);
+	unlink(d->log);
+	rmdir(d->dir);
+	free(d);
+}
+
+static int daemon_exe(char *buf, size_t len)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	int w;
+
+	if (n < 0)
+		return -errno;
+	self[n] = '\0';
+	w = snprintf(buf, len, "%s/kvshared", dirname(self));
+	if (w < 0 || (size_t)w >= len)
+		return -ENAMETOOLONG;
+	return access(buf, X_OK) == 0 ? 0 : -ENOENT;
+}
+
+int kvsb_daemon_start(uint64_t host_bytes, double timeout_s,
+		      kvsb_daemon **out)
+{
+	char exe[PATH_MAX], host[32], got[16];
+	const char *tmp = getenv("TMPDIR");
+	size_t have = 0;
+	double deadline;
+	kvsb_daemon *d;
+	int p[2], rc;
+
+	rc = daemon_exe(exe, sizeof(exe));
+	if (rc < 0)
+		return rc;
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	snprintf(d->dir, sizeof(d->dir), "%s/kvsbench-kvshared.XXXXXX",
+		 tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(d->dir)) {
+		rc = -errno;
+		free(d);
+		return rc;
+	}
+	snprintf(d->log, sizeof(d->log), "%s/kvshared.log", d->dir);
+	if ((size_t)snprintf(d->sock, sizeof(d->sock), "%s/kvshared.sock",
+			     d->dir) >= sizeof(d->sock)) {
+		daemon_cleanup(d);
+		return -ENAMETOOLONG;
+	}
+	snprintf(host, sizeof(host), "%" PRIu64 "M",
+		 (host_bytes + (1u << 20) - 1) >> 20);
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		rc = -errno;
+		daemon_cleanup(d);
+		return rc;
+	}
+	fflush(NULL);
+	d->pid = fork();
+	if (d->pid < 0) {
+		rc = -errno;
+		close(p[0]);
+		close(p[1]);
+		daemon_cleanup(d);
+		return rc;
+	}
+	if (d->pid == 0) {
+		const char *argv[] = { exe, "--socket", d->sock, "--ready-fd",
+				       "3", "--host-size", host, "--log-level",
+				       "warn", NULL };
+		int fd;
+
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		if (p[1] == 3)
+			fcntl(3, F_SETFD, 0);
+		else if (dup2(p[1], 3) < 0)
+			_exit(127);
+		fd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (fd >= 0) {
+			dup2(fd, STDOUT_FILENO);
+			dup2(fd, STDERR_FILENO);
+		}
+		execv(exe, (char *const *)argv);
+		_exit(127);
+	}
+	close(p[1]);
+	deadline = now() + timeout_s;
+	rc = -ETIMEDOUT;
+	while (now() < deadline) {
+		struct pollfd pf = { p[0], POLLIN, 0 };
+		int ms = (int)((deadline - now()) * 1000) + 1;
+		ssize_t n;
+
+		if (poll(&pf, 1, ms) <= 0)
+			continue;
+		n = read(p[0], got + have, sizeof(got) - 1 - have);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			rc = -ECHILD; /* it closed the pipe without READY */
+			break;
+		}
+		have += (size_t)n;
+		got[have] = '\0';
+		if (strstr(got, "READY")) {
+			rc = 0;
+			break;
+		}
+		if (have == sizeof(got) - 1) {
+			rc = -EPROTO;
+			break;
+		}
+	}
+	close(p[0]);
+	if (rc < 0) {
+		kill(d->pid, SIGKILL);
+		reap(d->pid, 5.0);
+		daemon_log_tail(d);
+		daemon_cleanup(d);
+		return rc;
+	}
+	*out = d;
+	return 0;
+}
+
+const char *kvsb_daemon_socket(const kvsb_daemon *d)
+{
+	return d->sock;
+}
+
+int kvsb_daemon_stop(kvsb_daemon *d)
+{
+	int status, rc = 0;
+
+	if (!d)
+		return 0;
+	kill(d->pid, SIGTERM);
+	status = reap(d->pid, 10.0);
+	if (status == -ETIMEDOUT) {
+		kill(d->pid, SIGKILL);
+		status = reap(d->pid, 5.0);
+	}
+	if (status < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		if (status >= 0 && WIFSIGNALED(status))
+			fprintf(stderr, "kvsbench: kvshared died of signal %d\n",
+				WTERMSIG(status));
+		else if (status >= 0)
+			fprintf(stderr, "kvsbench: kvshared exited %d\n",
+				WEXITSTATUS(status));
+		daemon_log_tail(d);
+		rc = -ECHILD;
+	}
+	daemon_cleanup(d);
+	return rc;
+}
+
+/* ---- ops ----------------------------------------------------------------- */
+
+struct ops_opts {
+	const char *sock;
+	unsigned clients, blocks, reps, value_bytes;
+	double seconds;
+	int json;
+};
+
+/* A client's result, in memory shared with the parent. */
+struct ops_res {
+	uint64_t ops;
+	double secs;
+	uint64_t hist[HIST_BUCKETS];
+};
+
+struct ops_ctx {
+	const struct ops_opts *o;
+	const char *sock;        /* kvshared's */
+	const char *redis_sock;
+	kvs_layout layout;
+	kvs_hash *hashes;        /* the cached prefix, K blocks */
+	const char **mget_argv;  /* "MGET" key1 .. keyK */
+};
+
+static int ours_client(const void *vctx, unsigned idx, kvsb_gate *g,
+		       void *vres)
+{
+	const struct ops_ctx *x = vctx;
+	struct ops_res *res = vres;
+	unsigned k = x->o->blocks;
+	kvs_block *b = calloc(k, sizeof(*b));
+	kvs_client *c = NULL;
+	kvs_lease lease;
+	uint64_t t, t1, end;
+	char who[32];
+	double t0;
+	int rc;
+
+	snprintf(who, sizeof(who), "client %u: ", idx + 1);
+	STEP(who, "alloc", b ? 0 : -ENOMEM);
+	STEP(who, "connect", kvs_connect(x->sock, &x->layout, &c));
+	/* one untimed round, so that the first timed one is not a cold one */
+	STEP(who, "lookup", kvs_lookup(c, x->hashes, k, &lease, b));
+	STEP(who, "release", kvs_release(c, lease));
+	kvsb_gate_wait(g);
+	t0 = now();
+	end = now_ns() + (uint64_t)(x->o->seconds * 1e9);
+	for (t = now_ns(); t < end; t = t1) {
+		STEP(who, "lookup", kvs_lookup(c, x->hashes, k, &lease, b));
+		if ((unsigned)rc != k) {
+			fprintf(stderr, "kvsbench: client %u: lookup hit %d of "
+				"%u blocks (evicted?)\n", idx + 1, rc, k);
+			rc = KVS_E_INTERNAL;
+			goto out;
+		}
+		STEP(who, "release", kvs_release(c, lease));
+		t1 = now_ns();
+		res->hist[hist_index(t1 - t)]++;
+		res->ops++;
+	}
+	res->secs = now() - t0;
+	rc = 0;
+out:
+	kvs_close(c);
+	free(b);
+	return rc;
+}
+
+/* One MGET of the K keys; every value must come back whole. */
+static int redis_mget(kvsb_resp *r, const struct ops_ctx *x)
+{
+	kvsb_reply *rep;
+	int rc = kvsb_resp_command(r, (int)x->o->blocks + 1, x->mget_argv,
+				   NULL, &rep);
+
+	if (rc < 0)
+		return rc;
+	if (rep->type != KVSB_REPLY_ARRAY || rep->nelem != x->o->blocks)
+		rc = -EPROTO;
+	for (size_t i = 0; rc == 0 && i < rep->nelem; i++) {
+		if (rep->elem[i].type != KVSB_REPLY_BULK ||
+		    rep->elem[i].len != x->o->value_bytes)
+			rc = -EPROTO;
+	}
+	kvsb_reply_free(rep);
+	return rc;
+}
+
+static int redis_client(const void *vctx, unsigned idx, kvsb_gate *g,
+			void *vres)
+{
+	const struct ops_ctx *x = vctx;
+	struct ops_res *res = vres;
+	kvsb_resp *r = NULL;
+	uint64_t t, t1, end;
+	char who[32];
+	double t0;
+	int rc;
+
+	snprintf(who, sizeof(who), "client %u: ", idx + 1);
+	STEP(who, "redis connect", kvsb_resp_connect(x->redis_sock, &r));
+	STEP(who, "MGET", redis_mget(r, x));
+	kvsb_gate_wait(g);
+	t0 = now();
+	end = now_ns() + (uint64_t)(x->o->seconds * 1e9);
+	for (t = now_ns(); t < end; t = t1) {
+		STEP(who, "MGET", redis_mget(r, x));
+		t1 = now_ns();
+		res->hist[hist_index(t1 - t)]++;
+		res->ops++;
+	}
+	res->secs = now() - t0;
+	rc = 0;
+out:
+	kvsb_resp_close(r);
+	return rc;
+}
+
+/* One system's figures for one repetition. */
+struct ops_row {
+	double ops_s, p50_us, p99_us;
+};
+
+static int measure(const struct ops_ctx *x, kvsb_client_fn fn,
+		   struct ops_res *res, uint64_t *hist, struct ops_row *row)
+{
+	unsigned n = x->o->clients;
+	int failed;
+
+	memset(res, 0, n * sizeof(*res));
+	failed = kvsb_clients_run(n, fn, x, res, sizeof(*res));
+	if (failed != 0)
+		return failed < 0 ? failed : KVS_E_INTERNAL;
+	memset(hist, 0, HIST_BUCKETS * sizeof(*hist));
+	row->ops_s = 0;
+	for (unsigned i = 0; i < n; i++) {
+		if (res[i].secs > 0)
+			row->ops_s += (double)res[i].ops / res[i].secs;
+		for (unsigned j = 0; j < HIST_BUCKETS; j++)
+			hist[j] += res[i].hist[j];
+	}
+	row->p50_us = hist_quantile(hist, 0.50) / 1e3;
+	row->p99_us = hist_quantile(hist, 0.99) / 1e3;
+	return 0;
+}
+
+/* Publish the K-block prefix that every client will look up. */
+static int ops_setup_ours(struct ops_ctx *x)
+{
+	size_t ntok = (size_t)x->o->blocks * x->layout.block_tokens;
+	uint32_t *tok = malloc(ntok * sizeof(*tok));
+	kvs_block *b = calloc(x->o->blocks, sizeof(*b));
+	uint64_t seed = OPS_TOKEN_SEED, bb;
+	const char *who = "ops: ";
+	kvs_client *c = NULL;
+	kvs_lease lease;
+	int rc;
+
+	STEP(who, "alloc", tok && b ? 0 : -ENOMEM);
+	for (size_t i = 0; i < ntok; i++) {
+		uint64_t z = (seed += 0x9e3779b97f4a7c15ull);
+
+		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+		z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+		tok[i] = (uint32_t)((z ^ (z >> 31)) % OPS_VOCAB);
+	}
+	STEP(who, "connect", kvs_connect(x->sock, &x->layout, &c));
+	bb = kvs_block_bytes(c);
+	STEP(who, "hash", kvs_hash_tokens(c, tok, ntok, x->hashes,
+					  x->o->blocks));
+	STEP(who, "reserve", kvs_reserve(c, x->hashes, x->o->blocks, &lease, b));
+	for (unsigned i = 0; i < x->o->blocks; i++) {
+		void *p = kvs_block_ptr(c, &b[i]);
+
+		if (b[i].status == KVS_BLOCK_NEW && p)
+			memset(p, (int)i, bb);
+		else if (b[i].status != KVS_BLOCK_EXISTS)
+			STEP(who, "reserve (no room for the prefix)", KVS_E_FULL);
+	}
+	STEP(who, "commit", kvs_commit(c, lease));
+	STEP(who, "lookup", kvs_lookup(c, x->hashes, x->o->blocks, &lease, b));
+	if ((unsigned)rc != x->o->blocks)
+		STEP(who, "lookup (the prefix is not cached)", KVS_E_INTERNAL);
+	STEP(who, "release", kvs_release(c, lease));
+	rc = 0;
+out:
+	kvs_close(c);
+	free(tok);
+	free(b);
+	return rc;
+}
+
+/* The same K blocks in Redis: keys named by the block hashes, as LMCache
+ * names its chunks, with values of V bytes. */
+static int ops_setup_redis(struct ops_ctx *x, char **keybuf)
+{
+	unsigned k = x->o->blocks;
+	char *value = malloc(x->o->value_bytes);
+	const char *who = "ops: redis ";
+	kvsb_resp *r = NULL;
+	kvsb_reply *rep;
+	int rc;
+
+	*keybuf = malloc((size_t)k * 48);
+	x->mget_argv = calloc(k + 1, sizeof(*x->mget_argv));
+	STEP(who, "alloc", value && *keybuf && x->mget_argv ? 0 : -ENOMEM);
+	memset(value, 'v', x->o->value_bytes);
+	x->mget_argv[0] = "MGET";
+	STEP(who, "connect", kvsb_resp_connect(x->redis_sock, &r));
+	for (unsigned i = 0; i < k; i++) {
+		char *key = *keybuf + (size_t)i * 48;
+		const char *argv[3] = { "SET", key, value };
+		size_t len[3] = { 3, 0, x->o->value_bytes };
+
+		snprintf(key, 48, "kvs:%016" PRIx64 "%016" PRIx64,
+			 x->hashes[i].hi, x->hashes[i].lo);
+		len[1] = strlen(key);
+		x->mget_argv[i + 1] = key;
+		STEP(who, "SET", kvsb_resp_command(r, 3, argv, len, &rep));
+		rc = rep->type == KVSB_REPLY_STATUS ? 0 : -EIO;
+		kvsb_reply_free(rep);
+		STEP(who, "SET", rc);
+	}
+out:
+	kvsb_resp_close(r);
+	free(value);
+	return rc;
+}
+
+static void ops_usage(void)
+{
+	fprintf(stderr,
+		"usage: kvsbench [--socket PATH] ops [OPTIONS]\n"
+		"  N clients repeat lookup+release of K cached blocks against kvshared,\n"
+		"  then MGET of K keys against a private redis-server; ratio of ops/s.\n"
+		"  -s, --socket PATH     use this daemon (default: start a private\n"
+		"                        kvshared from kvsbench's directory)\n"
+		"  -c, --clients N       client processes (default 4)\n"
+		"  -k, --blocks K        blocks per lookup / keys per MGET (default 32)\n"
+		"  -t, --seconds T       seconds per run (default 2)\n"
+		"  -r, --reps R          repetitions, each runs both (default 5)\n"
+		"      --value-bytes V   Redis value size (default 16: a block reference)\n"
+		"      --json            one JSON object per result line, no table\n"
+		"  -h, --help            this help\n");
+}
+
+static int parse_uint(const char *opt, const char *s, unsigned min,
+		      unsigned max, unsigned *out)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || s[0] == '-' || v < min || v > max) {
+		fprintf(stderr, "kvsbench: --%s: '%s' is not a number in %u..%u\n",
+			opt, s, min, max);
+		return -1;
+	}
+	*out = (unsigned)v;
+	return 0;
+}
+
+static int parse_seconds(const char *s, double *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || !(v >= 0.01 && v <= 3600)) {
+		fprintf(stderr, "kvsbench: --seconds: '%s' is not a number in "
+			"0.01..3600\n", s);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+/* One table row; @ratio is this repetition's, or for the median row the
+ * median of the per-repetition ratios (not the ratio of the medians). */
+static void print_row(const struct ops_opts *o, const char *rep,
+		      const struct ops_row *a, const struct ops_row *b,
+		      double ratio, const char *redis_na)
+{
+	if (o->json) {
+		printf("{\"bench\":\"ops\",\"rep\":\"%s\",\"reps\":%u,"
+		       "\"clients\":%u,\"blocks\":%u,\"seconds\":%.3f,"
+		       "\"kvshare_ops_s\":%.1f,"
+		       "\"kvshare_p50_us\":%.2f,\"kvshare_p99_us\":%.2f",
+		       rep, o->reps, o->clients, o->blocks, o->seconds, a->ops_s,
+		       a->p50_us, a->p99_us);
+		if (redis_na)
+			printf(",\"redis_ops_s\":null,\"redis_p50_us\":null,"
+			       "\"redis_p99_us\":null,\"ratio\":null,"
+			       "\"redis\":\"%s\"}\n", redis_na);
+		else
+			printf(",\"redis_ops_s\":%.1f,\"redis_p50_us\":%.2f,"
+			       "\"redis_p99_us\":%.2f,\"ratio\":%.3f}\n",
+			       b->ops_s, b->p50_us, b->p99_us, ratio);
+		return;
+	}
+	printf("%-7s %13.0f %8.1f %8.1f", rep, a->ops_s, a->p50_us, a->p99_us);
+	if (redis_na)
+		printf("   %s\n", redis_na);
+	else
+		printf(" %13.0f %8.1f %8.1f %7.2fx\n", b->ops_s, b->p50_us,
+		       b->p99_us, ratio);
+}
+
+int kvsb_cmd_ops(const char *sock, int argc, char **argv)
+{
+	enum { O_VALUE = 256, O_JSON };
+	static const struct option opts[] = {
+		{ "socket", required_argument, NULL, 's' },
+		{ "clients", required_argument, NULL, 'c' },
+		{ "blocks", required_argument, NULL, 'k' },
+		{ "seconds", required_argument, NULL, 't' },
+		{ "reps", required_argument, NULL, 'r' },
+		{ "value-bytes", required_argument, NULL, O_VALUE },
+		{ "json", no_argument, NULL, O_JSON },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct ops_opts o = { .sock = sock, .clients = 4, .blocks = 32,
+			      .reps = 5, .value_bytes = 16, .seconds = 2.0 };
+	struct ops_ctx x = {
+		.o = &o,
+		/* a 4 KiB block: the control plane moves no block bytes, so
+		 * the size only sets how much host memory the daemon needs */
+		.layout = { .model = "kvsbench-ops", .layers = 1, .kv_heads = 1,
+			    .head_dim = 64, .block_tokens = 16, .tp_size = 1,
+			    .dtype = KVS_DTYPE_FP16 },
+	};
+	struct ops_row a[OPS_MAX_REPS], b[OPS_MAX_REPS], ma, mb;
+	double va[OPS_MAX_REPS], vb[OPS_MAX_REPS], ratio[OPS_MAX_REPS];
+	struct ops_res *res = NULL;
+	uint64_t *hist = NULL;
+	kvsb_daemon *d = NULL;
+	kvsb_redis *srv = NULL;
+	const char *redis_na = NULL;
+	char *keybuf = NULL, redis_why[128];
+	int opt, bad = 0, rc = 0, status = 1;
+
+	while ((opt = getopt_long(argc, argv, "s:c:k:t:r:h", opts, NULL)) != -1) {
+		switch (opt) {
+		case 's': o.sock = optarg; break;
+		case 'c': bad |= parse_uint("clients", optarg, 1, OPS_MAX_CLIENTS, &o.clients); break;
+		case 'k': bad |= parse_uint("blocks", optarg, 1, KVS_MAX_HASHES, &o.blocks); break;
+		case 't': bad |= parse_seconds(optarg, &o.seconds); break;
+		case 'r': bad |= parse_uint("reps", optarg, 1, OPS_MAX_REPS, &o.reps); break;
+		case O_VALUE: bad |= parse_uint("value-bytes", optarg, 1, 1u << 20, &o.value_bytes); break;
+		case O_JSON: o.json = 1; break;
+		case 'h': ops_usage(); return 0;
+		default: ops_usage(); return 2;
+		}
+	}
+	if (bad || optind < argc) {
+		if (optind < argc)
+			fprintf(stderr, "kvsbench: ops: unexpected argument '%s'\n",
+				argv[optind]);
+		ops_usage();
+		return 2;
+	}
+	x.hashes = calloc(o.blocks, sizeof(*x.hashes));
+	res = calloc(o.clients, sizeof(*res));
+	hist = calloc(HIST_BUCKETS, sizeof(*hist));
+	if (!x.hashes || !res || !hist) {
+		fprintf(stderr, "kvsbench: alloc failed: %s\n",
+			kvs_strerror(-ENOMEM));
+		goto out;
+	}
+	if (o.sock) {
+		x.sock = o.sock;
+	} else {
+		/* K blocks of 4 KiB, plus slack for the allocator's pages */
+		rc = kvsb_daemon_start((uint64_t)o.blocks * 4096 + (16u << 20),
+				       10.0, &d);
+		if (rc < 0) {
+			fprintf(stderr, "kvsbench: ops: starting kvshared failed: "
+				"%s%s\n", kvs_strerror(rc), rc == -ENOENT ?
+				" (none beside kvsbench; pass --socket)" : "");
+			goto out;
+		}
+		x.sock = kvsb_daemon_socket(d);
+	}
+	if (ops_setup_ours(&x) < 0)
+		goto out;
+
+	rc = kvsb_redis_start(10.0, &srv);
+	if (rc == -ENOENT) {
+		redis_na = "n/a (redis-server not installed)";
+	} else if (rc < 0) {
+		snprintf(redis_why, sizeof(redis_why), "n/a (redis-server failed "
+			 "to start: %s)", kvs_strerror(rc));
+		redis_na = redis_why;
+	} else {
+		x.redis_sock = kvsb_redis_socket(srv);
+		if (ops_setup_redis(&x, &keybuf) < 0)
+			goto out;
+	}
+
+	if (!o.json) {
+		printf("kvsbench ops: %u clients; kvshare: lookup+release of %u "
+		       "cached blocks; Redis: MGET of %u keys x %u B\n",
+		       o.clients, o.blocks, o.blocks, o.value_bytes);
+		printf("  %.1f s per run, %u reps, alternating; kvshared %s; "
+		       "redis-server %s\n", o.seconds, o.reps,
+		       d ? "private (started here)" : x.sock,
+		       srv ? kvsb_redis_version(srv) : "n/a");
+		printf("%-7s %13s %8s %8s %13s %8s %8s %8s\n", "rep",
+		       "kvshare_op/s", "p50_us", "p99_us", "redis_op/s",
+		       "p50_us", "p99_us", "ratio");
+	}
+	for (unsigned r = 0; r < o.reps; r++) {
+		char name[16];
+		int redis_first = srv && r % 2 == 1;
+
+		if (redis_first && (rc = measure(&x, redis_client, res, hist, &b[r])) < 0)
+			goto run_failed;
+		if ((rc = measure(&x, ours_client, res, hist, &a[r])) < 0)
+			goto run_failed;
+		if (srv && !redis_first &&
+		    (rc = measure(&x, redis_client, res, hist, &b[r])) < 0)
+			goto run_failed;
+		if (!srv)
+			memset(&b[r], 0, sizeof(b[r]));
+		ratio[r] = b[r].ops_s > 0 ? a[r].ops_s / b[r].ops_s : 0;
+		snprintf(name, sizeof(name), "%u", r + 1);
+		print_row(&o, name, &a[r], &b[r], ratio[r], redis_na);
+		fflush(stdout);
+	}
+#define MED(field, arr, v)                                                    \
+	do {                                                                  \
+		for (unsigned r = 0; r < o.reps; r++)                         \
+			v[r] = arr[r].field;                                  \
+	} while (0)
+	MED(ops_s, a, va); ma.ops_s = median(va, o.reps);
+	MED(p50_us, a, va); ma.p50_us = median(va, o.reps);
+	MED(p99_us, a, va); ma.p99_us = median(va, o.reps);
+	MED(ops_s, b, vb); mb.ops_s = median(vb, o.reps);
+	MED(p50_us, b, vb); mb.p50_us = median(vb, o.reps);
+	MED(p99_us, b, vb); mb.p99_us = median(vb, o.reps);
+#undef MED
+	print_row(&o, "median", &ma, &mb, median(ratio, o.reps), redis_na);
+	if (!o.json && !redis_na)
+		printf("ratio = kvshare ops/s / Redis ops/s in the same "
+		       "repetition; its median row is the median of those\n");
+	status = 0;
+	goto out;
+run_failed:
+	fprintf(stderr, "kvsbench: ops: a run failed: %s\n", kvs_strerror(rc));
+out:
+	if (srv && kvsb_redis_stop(srv) < 0)
+		fprintf(stderr, "kvsbench: ops: redis-server did not stop "
+			"cleanly\n");
+	if (d && kvsb_daemon_stop(d) < 0) {
+		fprintf(stderr, "kvsbench: ops: kvshared did not exit 0\n");
+		status = 1;
+	}
+	free(keybuf);
+	free(x.mget_argv);
+	free(x.hashes);
+	free(res);
+	free(hist);
+	return status;
+}
