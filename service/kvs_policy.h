@@ -8,7 +8,9 @@
  * can be asked for within one slot-allocator class (so that an eviction frees
  * a slot of the size that is needed) or across all classes.
  *
- * Policies: "leaf-lru" (least recently used among leaves: the default),
+ * Policies: "leaf-2q" (the default: leaves in two LRU groups, blocks never
+ * reused evicted before blocks that were, see policy_2q.c), "leaf-lru"
+ * (least recently used among leaves),
  * "lru" (plain least recently used over all unpinned blocks, leaves or not:
  * the textbook baseline that the trace reference numbers use). New ones
  * implement kvs_policy_ops in their own file and are listed in policy.c.

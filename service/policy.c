@@ -5,11 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-extern const kvs_policy_ops kvs_policy_leaf_lru, kvs_policy_lru;
+extern const kvs_policy_ops kvs_policy_leaf_lru, kvs_policy_lru,
+	kvs_policy_leaf_2q;
 
 /* The first is the default. */
 static const kvs_policy_ops *const policies[] = {
-	&kvs_policy_leaf_lru, &kvs_policy_lru, NULL
+	&kvs_policy_leaf_2q, &kvs_policy_leaf_lru, &kvs_policy_lru, NULL
 };
 
 struct kvs_policy {

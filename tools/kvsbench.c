@@ -21,6 +21,7 @@
 
 #include "bench_data.h"
 #include "bench_ops.h"
+#include "bench_replay.h"
 #include "bench_quality.h"
 #include "kvshare.h"
 
@@ -47,12 +48,14 @@ static int cmd_quality(const char *sock, int argc, char **argv)
 static const struct cmd cmds[] = {
 	{ "share", cmd_share,
 	  "N workers share one prefix: publish once, hit everywhere, verify" },
+	{ "quality", cmd_quality,
+	  "attention error of KV stored as fp16/bf16/int8/fp8 (kernels' twins)" },
 	{ "ops", kvsb_cmd_ops,
 	  "control plane: lookup+release ops/s, p50/p99, beside Redis MGET" },
 	{ "data", kvsb_cmd_data,
 	  "data plane: GB/s copying leased blocks, beside memcpy and Redis GET" },
-	{ "quality", cmd_quality,
-	  "attention error of KV stored as fp16/bf16/int8/fp8 (kernels' twins)" },
+	{ "replay", kvsbench_replay,
+	  "replay a Mooncake-format trace through its own daemon: hit ratio" },
 };
 #define NCMDS (sizeof(cmds) / sizeof(cmds[0]))
 

@@ -221,7 +221,8 @@ int main(void)
 
 	th_init("test_crash");
 	L = th_layout("crash-model", BT);
-	th_daemon_up(&d, TH_ARGS("--host-size", "8M"));
+	/* The eviction-order checks below are LRU's. */
+	th_daemon_up(&d, TH_ARGS("--host-size", "8M", "--eviction-policy", "leaf-lru"));
 	obs = th_connect(&d, &L);
 	take_baseline();
 	writers_die(obs);

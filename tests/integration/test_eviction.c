@@ -379,7 +379,9 @@ int main(void)
 {
 	th_init("test_eviction");
 	L = th_layout("evict-model", BT);
-	th_daemon_up(&d, TH_ARGS("--host-size", "4M", "--page-size", "64K"));
+	/* The order checks below are LRU's; leaf-2q's are in test_policy_2q. */
+	th_daemon_up(&d, TH_ARGS("--host-size", "4M", "--page-size", "64K",
+				  "--eviction-policy", "leaf-lru"));
 	measure_capacity();
 	leaf_first();
 	leaves_touched();

@@ -60,7 +60,7 @@ int main(void)
 	CHECK_EQ(parse(&cfg, "--max-leases", "9"), 0);
 	CHECK_EQ(cfg.max_leases, 9);
 
-	CHECK(strcmp(cfg.policy, "leaf-lru") == 0); /* the default */
+	CHECK(strcmp(cfg.policy, "leaf-2q") == 0); /* the default */
 	CHECK_EQ(parse(&cfg, "--eviction-policy", "lru"), 0);
 	CHECK(strcmp(cfg.policy, "lru") == 0);
 

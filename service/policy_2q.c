@@ -1,0 +1,459 @@
+/*
+ * policy_2q.c - "leaf-2q": leaf-first eviction in two segments with a ghost
+ * history, for prefix caches whose workload mixes a few reused prefixes with
+ * many blocks that are written once and never read again.
+ *
+ * Over the evictable leaves (so prefix closure holds, as under leaf-lru):
+ *
+ * - probation holds blocks no request has reused yet: written by their first
+ *   request and not hit since. Most blocks of a KV cache end there (58% of
+ *   the blocks of the Mooncake synthetic trace are used once).
+ * - protected holds blocks that proved reuse: hit by a lookup (the record's
+ *   hits > 0: some later request shared the whole prefix up to them; a
+ *   parent's hits are never below its children's), or written again while
+ *   still remembered by the ghost history (evicted, then asked for again).
+ *
+ * Each segment is ordered by last access (a binary min-heap per slot class,
+ * as in policy_lru.c, for the same reason: parents are touched before their
+ * leaves). The victim is the oldest probation leaf if it was last accessed
+ * more than SMALL_PCT% of the cached records' count of admissions ago
+ * (S3-FIFO's small-queue share, as a time window so that no segment sizes
+ * need tracking), else the oldest protected leaf, else whatever is left. A
+ * block that is written and never read is thus gone after about a tenth of
+ * a cache turnover instead of a whole one, while reused prefixes stay until
+ * other reused prefixes push them out.
+ *
+ * The ghost history remembers the hashes of recently evicted blocks (about
+ * GHOST_FACTOR times the cached record count): a block written again while
+ * remembered comes back protected, so a prefix whose reuse distance exceeds
+ * the probation window is kept from its second write on. It is a bucketed
+ * array of 32-bit fingerprints, FIFO within each bucket; a false match (about
+ * 8 in 2^32 per admission) only protects one block too many.
+ *
+ * Per record, nothing beside the record: r->stamp holds the access clock
+ * and two flag bits, r->pol the heap position. A record is new to the policy
+ * (admitted) at its first touch, while its stamp is still 0
+ * (kvs_table_insert() zeroes it). Ages are counted in admissions: a ring
+ * holds the clock of each of the last ~SMALL_PCT% x records admissions, so
+ * "admitted more than W times since it was last accessed" is one lookup.
+ * Memory beyond the heaps (4 bytes per evictable leaf, as leaf-lru): the
+ * ghost, 2 x 4 + 0.25 bytes, and the ring, 8 x 0.1 to 0.2 bytes: 9.1 to 9.9
+ * bytes per cached block.
+ *
+ * Eviction is told apart from a leaf being pinned or growing a child by the
+ * record itself: the cache removes a victim from the policy before it changes
+ * anything, so a record that leaves the set while still committed, unpinned
+ * and childless is being evicted (cache.c: evict()); only those are
+ * remembered. A mistake there would only cost hit ratio, never correctness.
+ *
+ * Thread: the daemon's loop thread only.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "kvs_policy.h"
+
+#define SMALL_PCT 10      /* probation window, % of cached records */
+#define GHOST_FACTOR 2    /* ghost entries per cached record */
+#define GHOST_WAYS 8      /* fingerprints per ghost bucket */
+#define GHOST_MIN 64      /* ghost entries at least */
+
+#define F_REMEMBERED (1ull << 63) /* admitted on a ghost match */
+#define F_PROT (1ull << 62)       /* a member of the protected heap */
+#define CLOCK_MASK (F_PROT - 1)
+
+enum { PROB = 0, PROT = 1 };
+
+typedef struct q2_heap {
+	uint32_t *idx;
+	uint32_t n, cap;
+} q2_heap;
+
+typedef struct q2 {
+	kvs_table *t;
+	uint64_t clock;      /* touches: the access order */
+	uint64_t admitted;   /* records first seen */
+	uint64_t *ring;      /* clock of admission i at [i % ring_cap] */
+	uint64_t ring_cap;
+	uint64_t ring_lo;    /* oldest admission the ring still holds */
+	q2_heap *heaps;      /* [cls * 2 + segment] */
+	uint32_t nclasses;
+	uint32_t *ghost;     /* fingerprints, 0 = empty */
+	uint8_t *gnext;      /* per bucket: the way to overwrite next */
+	uint64_t gbuckets;
+	uint64_t gbasis;     /* record count the ghost was sized for */
+} q2;
+
+/* ---- heaps ------------------------------------------------------------ */
+
+static inline uint64_t key(const q2 *q, uint32_t idx)
+{
+	return kvs_table_rec(q->t, idx)->stamp & CLOCK_MASK;
+}
+
+static inline void set(q2 *q, q2_heap *h, uint32_t pos, uint32_t idx)
+{
+	h->idx[pos] = idx;
+	kvs_table_rec(q->t, idx)->pol = pos;
+}
+
+static void sift_up(q2 *q, q2_heap *h, uint32_t pos)
+{
+	uint32_t idx = h->idx[pos];
+	uint64_t k = key(q, idx);
+
+	while (pos > 0) {
+		uint32_t up = (pos - 1) / 2;
+
+		if (key(q, h->idx[up]) <= k)
+			break;
+		set(q, h, pos, h->idx[up]);
+		pos = up;
+	}
+	set(q, h, pos, idx);
+}
+
+static void sift_down(q2 *q, q2_heap *h, uint32_t pos)
+{
+	uint32_t idx = h->idx[pos];
+	uint64_t k = key(q, idx);
+
+	for (;;) {
+		uint32_t c = 2 * pos + 1;
+
+		if (c >= h->n)
+			break;
+		if (c + 1 < h->n && key(q, h->idx[c + 1]) < key(q, h->idx[c]))
+			c++;
+		if (key(q, h->idx[c]) >= k)
+			break;
+		set(q, h, pos, h->idx[c]);
+		pos = c;
+	}
+	set(q, h, pos, idx);
+}
+
+static q2_heap *heap_of(q2 *q, uint32_t cls, int seg)
+{
+	if (cls >= q->nclasses) {
+		uint32_t n = cls + 1;
+		q2_heap *nh = realloc(q->heaps, (size_t)n * 2 * sizeof(*nh));
+
+		if (!nh)
+			return NULL;
+		for (uint32_t i = q->nclasses * 2; i < n * 2; i++)
+			nh[i] = (q2_heap){ 0 };
+		q->heaps = nh;
+		q->nclasses = n;
+	}
+	return &q->heaps[cls * 2 + seg];
+}
+
+static int heap_push(q2 *q, q2_heap *h, uint32_t idx)
+{
+	if (h->n == h->cap) {
+		uint32_t cap = h->cap ? h->cap * 2 : 256;
+		uint32_t *ni = realloc(h->idx, (size_t)cap * sizeof(uint32_t));
+
+		if (!ni)
+			return -ENOMEM;
+		h->idx = ni;
+		h->cap = cap;
+	}
+	h->n++;
+	set(q, h, h->n - 1, idx);
+	sift_up(q, h, h->n - 1);
+	return 0;
+}
+
+static void heap_remove(q2 *q, q2_heap *h, uint32_t pos)
+{
+	uint32_t last = h->idx[--h->n];
+
+	if (pos == h->n)
+		return;
+	set(q, h, pos, last);
+	sift_up(q, h, pos);
+	sift_down(q, h, kvs_table_rec(q->t, last)->pol);
+}
+
+/* The heap that holds member @r, or NULL if it is not one. */
+static q2_heap *member_heap(q2 *q, uint32_t idx, const kvs_rec *r)
+{
+	q2_heap *h;
+
+	if (r->pol == KVS_REC_NONE || r->cls >= q->nclasses)
+		return NULL;
+	h = &q->heaps[r->cls * 2 + (r->stamp & F_PROT ? PROT : PROB)];
+	return r->pol < h->n && h->idx[r->pol] == idx ? h : NULL;
+}
+
+/* ---- ghost history ---------------------------------------------------- */
+
+static uint32_t fingerprint(kvs_hash h)
+{
+	uint32_t f = (uint32_t)(h.hi ^ (h.hi >> 32));
+
+	return f ? f : 1;
+}
+
+static uint32_t *ghost_bucket(const q2 *q, kvs_hash h)
+{
+	/* Multiply-shift: a bucket from the low word, any bucket count. */
+	uint64_t b = (uint64_t)(((unsigned __int128)h.lo * q->gbuckets) >> 64);
+
+	return &q->ghost[b * GHOST_WAYS];
+}
+
+/* Size the history for the records cached now (when there is none, or the
+ * table has doubled since). A resize forgets: fingerprints cannot be
+ * rehashed, and it happens only while the cache first fills. Without memory
+ * the policy simply goes on with the history it has, or none. */
+static void ghost_size(q2 *q)
+{
+	uint64_t want = (uint64_t)kvs_table_count(q->t) * GHOST_FACTOR;
+	uint64_t buckets;
+	uint32_t *g;
+	uint8_t *nx;
+
+	if (q->gbuckets && want <= q->gbasis * 2 * GHOST_FACTOR)
+		return;
+	if (want < GHOST_MIN)
+		want = GHOST_MIN;
+	buckets = (want + GHOST_WAYS - 1) / GHOST_WAYS;
+	g = calloc(buckets * GHOST_WAYS, sizeof(*g));
+	nx = calloc(buckets, 1);
+	if (!g || !nx) {
+		free(g);
+		free(nx);
+		return;
+	}
+	free(q->ghost);
+	free(q->gnext);
+	q->ghost = g;
+	q->gnext = nx;
+	q->gbuckets = buckets;
+	q->gbasis = want / GHOST_FACTOR;
+}
+
+static void ghost_put(q2 *q, kvs_hash h)
+{
+	uint32_t f = fingerprint(h), *b;
+	uint64_t bi;
+
+	ghost_size(q);
+	if (!q->gbuckets)
+		return;
+	b = ghost_bucket(q, h);
+	for (int w = 0; w < GHOST_WAYS; w++)
+		if (b[w] == f)
+			return;
+	bi = (uint64_t)(b - q->ghost) / GHOST_WAYS;
+	b[q->gnext[bi]] = f;
+	q->gnext[bi] = (uint8_t)((q->gnext[bi] + 1) % GHOST_WAYS);
+}
+
+/* 1 if @h is remembered; the entry is used up. */
+static int ghost_take(q2 *q, kvs_hash h)
+{
+	uint32_t f = fingerprint(h), *b;
+
+	if (!q->gbuckets)
+		return 0;
+	b = ghost_bucket(q, h);
+	for (int w = 0; w < GHOST_WAYS; w++) {
+		if (b[w] == f) {
+			b[w] = 0;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* ---- admission ages --------------------------------------------------- */
+
+/* Make the ring hold at least @n admissions, keeping those it has. Without
+ * memory it stays as it is (ages it cannot see count as old). */
+static void ring_reach(q2 *q, uint64_t n)
+{
+	uint64_t cap = n * 2, from;
+	uint64_t *nr;
+
+	if (n <= q->ring_cap)
+		return;
+	nr = malloc(cap * sizeof(*nr));
+	if (!nr)
+		return;
+	from = q->admitted > q->ring_cap ? q->admitted - q->ring_cap : 0;
+	if (from < q->ring_lo)
+		from = q->ring_lo;
+	for (uint64_t i = from; i < q->admitted; i++)
+		nr[i % cap] = q->ring[i % q->ring_cap];
+	free(q->ring);
+	q->ring = nr;
+	q->ring_cap = cap;
+	q->ring_lo = from;
+}
+
+/* The probation window: admissions a block may age before it goes. */
+static uint64_t window(const q2 *q)
+{
+	return (uint64_t)kvs_table_count(q->t) * SMALL_PCT / 100;
+}
+
+static void admit(q2 *q, uint64_t stamp)
+{
+	ring_reach(q, window(q) + 1);
+	if (q->ring_cap) {
+		q->ring[q->admitted % q->ring_cap] = stamp;
+		if (q->admitted + 1 > q->ring_cap + q->ring_lo)
+			q->ring_lo = q->admitted + 1 - q->ring_cap;
+	}
+	q->admitted++;
+}
+
+/* 1 if more than @w admissions came after access clock @stamp. */
+static int older_than(q2 *q, uint64_t stamp, uint64_t w)
+{
+	uint64_t i;
+
+	if (q->admitted <= w)
+		return 0;
+	ring_reach(q, w + 1);
+	i = q->admitted - 1 - w; /* the (w+1)-th most recent admission */
+	if (i < q->ring_lo || q->admitted - i > q->ring_cap)
+		return 1; /* beyond what the ring remembers */
+	return q->ring[i % q->ring_cap] > stamp;
+}
+
+/* ---- the policy ------------------------------------------------------- */
+
+static int is_protected(const kvs_rec *r)
+{
+	return r->hits > 0 || (r->stamp & F_REMEMBERED);
+}
+
+static int q2_create(kvs_table *t, void **state)
+{
+	q2 *q = calloc(1, sizeof(*q));
+
+	if (!q)
+		return -ENOMEM;
+	q->t = t;
+	*state = q;
+	return 0;
+}
+
+static void q2_destroy(void *state)
+{
+	q2 *q = state;
+
+	for (uint32_t i = 0; i < q->nclasses * 2; i++)
+		free(q->heaps[i].idx);
+	free(q->heaps);
+	free(q->ghost);
+	free(q->gnext);
+	free(q->ring);
+	free(q);
+}
+
+static void q2_add(void *state, uint32_t idx)
+{
+	q2 *q = state;
+	kvs_rec *r = kvs_table_rec(q->t, idx);
+	int seg = is_protected(r) ? PROT : PROB;
+	q2_heap *h = heap_of(q, r->cls, seg);
+
+	r->stamp = (r->stamp & ~F_PROT) | (seg == PROT ? F_PROT : 0);
+	if (!h || heap_push(q, h, idx) < 0)
+		/* Out of memory: the record stays unevictable; still correct,
+		 * only less of the cache can be reclaimed. */
+		r->pol = KVS_REC_NONE;
+}
+
+static void q2_del(void *state, uint32_t idx)
+{
+	q2 *q = state;
+	kvs_rec *r = kvs_table_rec(q->t, idx);
+	q2_heap *h = member_heap(q, idx, r);
+
+	if (!h)
+		return;
+	heap_remove(q, h, r->pol);
+	r->pol = KVS_REC_NONE;
+	/* Still evictable as it leaves the set: it is being evicted. */
+	if (r->state == KVS_REC_READY && r->refs == 0 && r->children == 0)
+		ghost_put(q, r->hash);
+}
+
+static void q2_touch(void *state, uint32_t idx)
+{
+	q2 *q = state;
+	kvs_rec *r = kvs_table_rec(q->t, idx);
+	q2_heap *h = member_heap(q, idx, r);
+	uint64_t flags;
+
+	if (r->stamp == 0) {
+		/* Admitted: its first access since it was written. */
+		flags = ghost_take(q, r->hash) ? F_REMEMBERED : 0;
+		r->stamp = flags | ++q->clock;
+		admit(q, q->clock);
+	} else {
+		flags = r->stamp & (F_REMEMBERED | F_PROT);
+		r->stamp = flags | ++q->clock;
+	}
+	if (!h)
+		return;
+	if ((is_protected(r) ? F_PROT : 0) != (r->stamp & F_PROT)) {
+		/* It earned protection while in the set: move it. */
+		heap_remove(q, h, r->pol);
+		r->pol = KVS_REC_NONE;
+		q2_add(q, idx);
+		return;
+	}
+	sift_down(q, h, r->pol);
+}
+
+/* The oldest leaf of segment @seg in class @cls, or across all classes. */
+static uint32_t oldest(const q2 *q, uint32_t cls, int seg)
+{
+	uint32_t best = KVS_REC_NONE;
+
+	if (cls != KVS_CLASS_ANY) {
+		const q2_heap *h;
+
+		if (cls >= q->nclasses)
+			return KVS_REC_NONE;
+		h = &q->heaps[cls * 2 + seg];
+		return h->n ? h->idx[0] : KVS_REC_NONE;
+	}
+	for (uint32_t c = 0; c < q->nclasses; c++) {
+		const q2_heap *h = &q->heaps[c * 2 + seg];
+
+		if (h->n && (best == KVS_REC_NONE ||
+			     key(q, h->idx[0]) < key(q, best)))
+			best = h->idx[0];
+	}
+	return best;
+}
+
+static uint32_t q2_victim(void *state, uint32_t cls)
+{
+	q2 *q = state;
+	uint32_t prob = oldest(q, cls, PROB), prot = oldest(q, cls, PROT);
+
+	if (prob == KVS_REC_NONE || prot == KVS_REC_NONE)
+		return prob != KVS_REC_NONE ? prob : prot;
+	return older_than(q, key(q, prob), window(q)) ? prob : prot;
+}
+
+const kvs_policy_ops kvs_policy_leaf_2q = {
+	.name = "leaf-2q",
+	.leaf_only = 1,
+	.create = q2_create,
+	.destroy = q2_destroy,
+	.add = q2_add,
+	.del = q2_del,
+	.touch = q2_touch,
+	.victim = q2_victim,
+};

@@ -1,0 +1,899 @@
+/*
+ * bench_replay.c - kvsbench replay: a trace through a real kvshared (see
+ * bench_replay.h), on the public client API only.
+ *
+ * The replay model is the one of shared/traces/SOURCES.md: capacity is
+ * floor(C / block_tokens) blocks; a request's hit is the longest run of its
+ * leading hash ids in the cache, counted as min(k * block_tokens,
+ * input_length) tokens; then every block of the request is inserted or
+ * touched, in order.
+ *
+ * Two things make the daemon count exactly like that model:
+ *
+ * - One reserve + commit per block, in order. A reserve pins every block it
+ *   creates until the commit, and pinned blocks cannot be evicted; so a
+ *   whole-chain reserve of a request longer than the cache runs out of room
+ *   (FULL) where the model evicts the request's own earlier blocks, and even
+ *   a request that fits would give its new blocks their access stamps at the
+ *   commit, after the blocks it merely touched, where the model stamps them
+ *   in chain order. Each reserve names two hashes, [h_{j-1}, h_j]: h_{j-1}
+ *   (just written or touched, the most recent block) answers EXISTS, so the
+ *   daemon links h_j to it as its parent; the leading hash of a chain is
+ *   reserved alone. The extra touch of h_{j-1} keeps the order of the model,
+ *   since h_{j-1} was the most recent block already.
+ * - The leading hits are not reserved again: the lookup touched them in
+ *   chain order, which is the order the model's touches give them, and
+ *   nothing is evicted between the lookup and the first reserve.
+ *
+ * Hash ids become 128-bit block hashes by a fixed mixing function, so a run
+ * is deterministic and two runs of one trace name the same blocks.
+ */
+#define _GNU_SOURCE
+#include "bench_replay.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kvshare.h"
+
+#define REPLAY_HASH_HI 0x6b76737265706c61ull /* "kvsrepla" */
+#define READY_TIMEOUT_MS 30000
+#define STOP_TIMEOUT_MS 10000
+#define LINE_MAX_BYTES (64u << 20)
+
+/* The daemon's layout: one block is exactly 4096 bytes (1 layer x K,V x
+ * 16 tokens x 1 head x 64 dims x fp16), one 4 KiB page, one slot. */
+#define SLOT_BYTES 4096u
+static const kvs_layout replay_layout = {
+	.model = "kvsbench-replay", .layers = 1, .kv_heads = 1,
+	.head_dim = 64, .block_tokens = 16, .tp_rank = 0, .tp_size = 1,
+	.dtype = KVS_DTYPE_FP16,
+};
+
+typedef struct req {
+	uint64_t first;  /* index of its first id in trace.ids */
+	uint32_t n;      /* hash ids */
+	uint64_t input;  /* input_length */
+} req;
+
+typedef struct trace {
+	req *reqs;
+	size_t nreqs, capreqs;
+	uint64_t *ids;
+	size_t nids, capids;
+	uint32_t max_n;
+} trace;
+
+typedef struct replay_opts {
+	const char *trace, *policy, *daemon;
+	uint64_t capacity_tokens;
+	uint32_t block_tokens;
+	int json;
+} replay_opts;
+
+typedef struct replay_result {
+	uint64_t input_tokens, hit_tokens, hit_blocks;
+	uint64_t new_blocks, exists_blocks, full_blocks, relinked;
+	int64_t evicted;
+	double seconds;
+} replay_result;
+
+typedef struct daemon_proc {
+	char dir[256], sock[PATH_MAX], log[PATH_MAX];
+	pid_t pid;
+} daemon_proc;
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static kvs_hash id_hash(uint64_t id)
+{
+	uint64_t z = id + 0x9e3779b97f4a7c15ull;
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return (kvs_hash){ .lo = z ^ (z >> 31), .hi = id ^ REPLAY_HASH_HI };
+}
+
+/* ---- trace parsing ---------------------------------------------------- */
+
+/* A JSON object per line, of numbers, strings and arrays of numbers: all
+ * this format has. Anything else is an error with its line number. */
+typedef struct cursor {
+	const char *p, *end;
+} cursor;
+
+static void skip_ws(cursor *c)
+{
+	while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' ||
+				 *c->p == '\r' || *c->p == '\n'))
+		c->p++;
+}
+
+/* 1, and past it, if the next character is @ch; else 0. */
+static int accept(cursor *c, char ch)
+{
+	skip_ws(c);
+	if (c->p >= c->end || *c->p != ch)
+		return 0;
+	c->p++;
+	return 1;
+}
+
+static int expect(cursor *c, char ch)
+{
+	return accept(c, ch) ? 0 : -1;
+}
+
+/* A string; *s, *len: its bytes between the quotes (escapes kept raw). */
+static int parse_string(cursor *c, const char **s, size_t *len)
+{
+	if (expect(c, '"') < 0)
+		return -1;
+	*s = c->p;
+	while (c->p < c->end && *c->p != '"')
+		c->p += *c->p == '\\' ? 2 : 1;
+	if (c->p >= c->end)
+		return -1;
+	*len = (size_t)(c->p - *s);
+	c->p++;
+	return 0;
+}
+
+/* A non-negative integer (a number with a fraction or exponent is
+ * accepted and truncated: timestamps may be floats). */
+static int parse_uint64(cursor *c, uint64_t *v)
+{
+	char buf[64];
+	size_t n = 0;
+	char *e;
+	double d;
+
+	skip_ws(c);
+	while (c->p + n < c->end && n < sizeof(buf) - 1 &&
+	       strchr("0123456789+-.eE", c->p[n]))
+		n++;
+	if (n == 0 || n == sizeof(buf) - 1)
+		return -1;
+	memcpy(buf, c->p, n);
+	buf[n] = 0;
+	if (buf[0] == '-')
+		return -1;
+	errno = 0;
+	*v = strtoull(buf, &e, 10);
+	if (*e) {
+		d = strtod(buf, &e);
+		if (*e || d < 0 || d >= 18446744073709551615.0)
+			return -1;
+		*v = (uint64_t)d;
+	}
+	if (errno)
+		return -1;
+	c->p += n;
+	return 0;
+}
+
+static int push_id(trace *t, uint64_t id)
+{
+	if (t->nids == t->capids) {
+		size_t cap = t->capids ? t->capids * 2 : 1u << 16;
+		uint64_t *n = realloc(t->ids, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		t->ids = n;
+		t->capids = cap;
+	}
+	t->ids[t->nids++] = id;
+	return 0;
+}
+
+static int skip_value(cursor *c);
+
+/* An array: of hash ids, appended to t->ids and counted in r->n, or of
+ * anything, skipped, when @t is NULL. */
+static int parse_array(cursor *c, trace *t, req *r)
+{
+	uint64_t id;
+
+	if (expect(c, '[') < 0)
+		return -1;
+	if (accept(c, ']'))
+		return 0;
+	do {
+		if (!t) {
+			if (skip_value(c) < 0)
+				return -1;
+		} else if (parse_uint64(c, &id) < 0 || push_id(t, id) < 0) {
+			return -1;
+		} else {
+			r->n++;
+		}
+	} while (accept(c, ','));
+	return expect(c, ']');
+}
+
+static int skip_value(cursor *c)
+{
+	const char *s;
+	size_t len;
+	uint64_t v;
+
+	skip_ws(c);
+	if (c->p < c->end && *c->p == '"')
+		return parse_string(c, &s, &len);
+	if (c->p < c->end && *c->p == '[')
+		return parse_array(c, NULL, NULL);
+	for (const char *w = "true\0false\0null\0"; *w; w += strlen(w) + 1) {
+		size_t n = strlen(w);
+
+		if ((size_t)(c->end - c->p) >= n && !memcmp(c->p, w, n)) {
+			c->p += n;
+			return 0;
+		}
+	}
+	return parse_uint64(c, &v);
+}
+
+/* One record: its hash ids are appended to t->ids. */
+static int parse_record(trace *t, const char *line, size_t len, req *r)
+{
+	cursor c = { line, line + len };
+	int have_ids = 0, have_input = 0;
+
+	r->first = t->nids;
+	r->n = 0;
+	if (expect(&c, '{') < 0)
+		return -1;
+	do {
+		const char *k;
+		size_t klen;
+
+		if (parse_string(&c, &k, &klen) < 0 || expect(&c, ':') < 0)
+			return -1;
+		if (klen == 8 && !memcmp(k, "hash_ids", 8)) {
+			if (have_ids++ || parse_array(&c, t, r) < 0)
+				return -1;
+		} else if (klen == 12 && !memcmp(k, "input_length", 12)) {
+			if (have_input++ || parse_uint64(&c, &r->input) < 0)
+				return -1;
+		} else if (skip_value(&c) < 0) {
+			return -1;
+		}
+	} while (accept(&c, ','));
+	if (expect(&c, '}') < 0)
+		return -1;
+	skip_ws(&c);
+	return have_ids && have_input && c.p == c.end ? 0 : -1;
+}
+
+static void trace_free(trace *t)
+{
+	free(t->reqs);
+	free(t->ids);
+	memset(t, 0, sizeof(*t));
+}
+
+static int trace_load(const char *path, trace *t)
+{
+	FILE *f = fopen(path, "r");
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t len;
+	unsigned long lineno = 0;
+	int rc = 0;
+
+	memset(t, 0, sizeof(*t));
+	if (!f) {
+		rc = -errno;
+		fprintf(stderr, "kvsbench: replay: open %s failed: %s\n", path,
+			kvs_strerror(rc));
+		return rc;
+	}
+	while ((len = getline(&line, &cap, f)) > 0) {
+		const char *p = line;
+		req r;
+
+		lineno++;
+		while (len > 0 && strchr(" \t\r\n", p[len - 1]))
+			len--;
+		if (len == 0)
+			continue;
+		if ((size_t)len > LINE_MAX_BYTES ||
+		    parse_record(t, p, (size_t)len, &r) < 0) {
+			fprintf(stderr, "kvsbench: replay: %s:%lu: not a trace "
+				"record (a JSON object with hash_ids and "
+				"input_length)\n", path, lineno);
+			rc = -EINVAL;
+			break;
+		}
+		if (r.n > KVS_MAX_HASHES) {
+			fprintf(stderr, "kvsbench: replay: %s:%lu: %u blocks, "
+				"more than %d per request\n", path, lineno, r.n,
+				KVS_MAX_HASHES);
+			rc = -EINVAL;
+			break;
+		}
+		if (t->nreqs == t->capreqs) {
+			size_t n = t->capreqs ? t->capreqs * 2 : 4096;
+			req *nr = realloc(t->reqs, n * sizeof(*nr));
+
+			if (!nr) {
+				rc = -ENOMEM;
+				break;
+			}
+			t->reqs = nr;
+			t->capreqs = n;
+		}
+		t->reqs[t->nreqs++] = r;
+		if (r.n > t->max_n)
+			t->max_n = r.n;
+	}
+	if (rc == 0 && ferror(f)) {
+		rc = -EIO;
+		fprintf(stderr, "kvsbench: replay: read %s failed: %s\n", path,
+			kvs_strerror(rc));
+	}
+	if (rc == 0 && t->nreqs == 0) {
+		rc = -EINVAL;
+		fprintf(stderr, "kvsbench: replay: %s has no records\n", path);
+	}
+	free(line);
+	fclose(f);
+	if (rc < 0)
+		trace_free(t);
+	return rc;
+}
+
+/* ---- the daemon ------------------------------------------------------- */
+
+/* The kvshared installed beside the running kvsbench. */
+static int daemon_beside_me(char *out, size_t len)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	char *slash;
+
+	if (n < 0)
+		return -errno;
+	self[n] = 0;
+	slash = strrchr(self, '/');
+	if (!slash)
+		return -ENOENT;
+	*slash = 0;
+	if ((size_t)snprintf(out, len, "%s/kvshared", self) >= len)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+static void print_log_tail(const daemon_proc *d)
+{
+	FILE *f = fopen(d->log, "r");
+	char buf[4096];
+	size_t n;
+	long sz;
+
+	if (!f)
+		return;
+	fseek(f, 0, SEEK_END);
+	sz = ftell(f);
+	fseek(f, sz > (long)sizeof(buf) - 1 ? sz - (long)sizeof(buf) + 1 : 0,
+	      SEEK_SET);
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n] = 0;
+	fclose(f);
+	if (n)
+		fprintf(stderr, "kvsbench: replay: kvshared log (%s):\n%s", d->log, buf);
+}
+
+static int wait_exit(pid_t pid, int timeout_ms, int *status)
+{
+	for (int waited = 0;; waited += 5) {
+		pid_t p = waitpid(pid, status, WNOHANG);
+		struct timespec ts = { 0, 5 * 1000 * 1000 };
+
+		if (p == pid)
+			return 0;
+		if (p < 0 && errno != EINTR)
+			return -errno;
+		if (waited >= timeout_ms)
+			return -ETIMEDOUT;
+		nanosleep(&ts, NULL);
+	}
+}
+
+static void exec_daemon(const daemon_proc *d, const char *bin,
+			const char *host_size, const char *policy, int ready_fd)
+{
+	const char *argv[16];
+	int n = 0, logfd, nul;
+
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	logfd = open(d->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (logfd < 0 || nul < 0)
+		_exit(127);
+	argv[n++] = bin;
+	argv[n++] = "--socket";
+	argv[n++] = d->sock;
+	argv[n++] = "--ready-fd";
+	argv[n++] = "3";
+	argv[n++] = "--page-size";
+	argv[n++] = "4K";
+	argv[n++] = "--host-size";
+	argv[n++] = host_size;
+	argv[n++] = "--log-level";
+	argv[n++] = "warn";
+	if (policy) {
+		argv[n++] = "--eviction-policy";
+		argv[n++] = policy;
+	}
+	argv[n] = NULL;
+	dup2(nul, 0);
+	dup2(logfd, 1);
+	dup2(logfd, 2);
+	if (ready_fd != 3) {
+		dup2(ready_fd, 3); /* dup2 clears FD_CLOEXEC on the copy */
+	} else {
+		int fl = fcntl(3, F_GETFD);
+
+		fcntl(3, F_SETFD, fl & ~FD_CLOEXEC);
+	}
+	execv(bin, (char *const *)argv);
+	dprintf(2, "exec %s: %s\n", bin, strerror(errno));
+	_exit(127);
+}
+
+/* Read the ready pipe until "READY", its close, or the deadline. */
+static int wait_ready(int fd)
+{
+	double deadline = now() + READY_TIMEOUT_MS / 1000.0;
+	char buf[16];
+	size_t got = 0;
+
+	while (got < 5) {
+		int left = (int)((deadline - now()) * 1000);
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		ssize_t r;
+
+		if (left <= 0)
+			return -ETIMEDOUT;
+		if (poll(&p, 1, left) < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (!p.revents)
+			continue;
+		r = read(fd, buf + got, sizeof(buf) - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -ECHILD;
+		got += (size_t)r;
+	}
+	return memcmp(buf, "READY", 5) ? -EPROTO : 0;
+}
+
+static int daemon_start(daemon_proc *d, const char *bin, uint64_t host_bytes,
+			const char *policy)
+{
+	const char *tmp = getenv("TMPDIR");
+	char host_size[32];
+	int pfd[2], rc;
+
+	memset(d, 0, sizeof(*d));
+	if (!tmp || !*tmp)
+		tmp = "/tmp";
+	if ((size_t)snprintf(d->dir, sizeof(d->dir), "%s/kvsbench-replay.XXXXXX",
+			     tmp) >= sizeof(d->dir))
+		return -ENAMETOOLONG;
+	if (!mkdtemp(d->dir))
+		return -errno;
+	snprintf(d->log, sizeof(d->log), "%s/kvshared.log", d->dir);
+	/* A socket path must fit sockaddr_un (108 bytes). */
+	if ((size_t)snprintf(d->sock, sizeof(d->sock), "%s/kvshared.sock",
+			     d->dir) >= 108)
+		return -ENAMETOOLONG;
+	snprintf(host_size, sizeof(host_size), "%" PRIu64, host_bytes);
+	if (pipe2(pfd, O_CLOEXEC) < 0)
+		return -errno;
+	fflush(NULL);
+	d->pid = fork();
+	if (d->pid < 0) {
+		rc = -errno;
+		d->pid = 0;
+		close(pfd[0]);
+		close(pfd[1]);
+		return rc;
+	}
+	if (d->pid == 0) {
+		close(pfd[0]);
+		exec_daemon(d, bin, host_size, policy, pfd[1]);
+	}
+	close(pfd[1]);
+	rc = wait_ready(pfd[0]);
+	close(pfd[0]);
+	return rc;
+}
+
+/* SIGTERM, then wait: 0 when it exited with status 0. */
+static int daemon_stop(daemon_proc *d, int *status)
+{
+	int rc;
+
+	*status = -1;
+	if (d->pid <= 0)
+		return 0;
+	kill(d->pid, SIGTERM);
+	rc = wait_exit(d->pid, STOP_TIMEOUT_MS, status);
+	if (rc == -ETIMEDOUT) {
+		kill(d->pid, SIGKILL);
+		wait_exit(d->pid, STOP_TIMEOUT_MS, status);
+	}
+	d->pid = 0;
+	if (rc < 0)
+		return rc;
+	return WIFEXITED(*status) && WEXITSTATUS(*status) == 0 ? 0 : -ECHILD;
+}
+
+static void daemon_cleanup(daemon_proc *d)
+{
+	if (!d->dir[0])
+		return;
+	unlink(d->sock);
+	unlink(d->log);
+	rmdir(d->dir);
+}
+
+/* ---- the replay ------------------------------------------------------- */
+
+#define TRY(where, expr)                                                     \
+	do {                                                                 \
+		rc = (expr);                                                 \
+		if (rc < 0) {                                                \
+			fprintf(stderr, "kvsbench: replay: %s failed: %s\n", \
+				where, kvs_strerror(rc));                    \
+			goto out;                                            \
+		}                                                            \
+	} while (0)
+
+/* Insert or touch block j of a chain (see the top of this file). Returns
+ * 0, or 1 when the daemon had no room (the rest of the request is not
+ * inserted: its parent link would be missing), or an error. */
+static int put_block(kvs_client *c, const kvs_hash *h, uint32_t j,
+		     replay_result *res)
+{
+	kvs_block b[2];
+	kvs_lease lease = 0;
+	uint32_t n = j ? 2 : 1;
+	const kvs_block *mine = &b[n - 1];
+	int rc;
+
+	rc = kvs_reserve(c, h + (j ? j - 1 : 0), n, &lease, b);
+	if (rc == KVS_E_FULL) {
+		res->full_blocks++;
+		return 1;
+	}
+	if (rc < 0) {
+		fprintf(stderr, "kvsbench: replay: reserve failed: %s\n",
+			kvs_strerror(rc));
+		return rc;
+	}
+	/* h_{j-1} is the most recent block and is there, unless the cache
+	 * holds a single block; counted, so a run shows it. */
+	if (n == 2 && b[0].status != KVS_BLOCK_EXISTS)
+		res->relinked++;
+	switch (mine->status) {
+	case KVS_BLOCK_NEW:
+		res->new_blocks++;
+		break;
+	case KVS_BLOCK_EXISTS:
+		res->exists_blocks++;
+		break;
+	case KVS_BLOCK_FULL:
+		res->full_blocks++;
+		break;
+	default:
+		fprintf(stderr, "kvsbench: replay: reserve answered status %u "
+			"(busy) with no other client\n", mine->status);
+		kvs_abort(c, lease);
+		return KVS_E_INTERNAL;
+	}
+	if (lease) {
+		rc = kvs_commit(c, lease);
+		if (rc < 0) {
+			fprintf(stderr, "kvsbench: replay: commit failed: %s\n",
+				kvs_strerror(rc));
+			return rc;
+		}
+	}
+	return mine->status == KVS_BLOCK_FULL ? 1 : 0;
+}
+
+static int replay_run(kvs_client *c, const trace *t, uint32_t block_tokens,
+		      replay_result *res)
+{
+	kvs_hash *h = calloc(t->max_n + 1, sizeof(*h));
+	kvs_block *b = calloc(t->max_n + 1, sizeof(*b));
+	double t0 = now();
+	int rc = 0;
+
+	if (!h || !b) {
+		rc = -ENOMEM;
+		fprintf(stderr, "kvsbench: replay: alloc failed: %s\n",
+			kvs_strerror(rc));
+		goto out;
+	}
+	for (size_t i = 0; i < t->nreqs; i++) {
+		const req *r = &t->reqs[i];
+		kvs_lease lease = 0;
+		uint64_t hit;
+		int k = 0;
+
+		for (uint32_t j = 0; j < r->n; j++)
+			h[j] = id_hash(t->ids[r->first + j]);
+		if (r->n)
+			TRY("lookup", k = kvs_lookup(c, h, r->n, &lease, b));
+		if (lease)
+			TRY("release", kvs_release(c, lease));
+		hit = (uint64_t)k * block_tokens;
+		res->hit_tokens += hit < r->input ? hit : r->input;
+		res->input_tokens += r->input;
+		res->hit_blocks += (uint64_t)k;
+		for (uint32_t j = (uint32_t)k; j < r->n; j++) {
+			rc = put_block(c, h, j, res);
+			if (rc < 0)
+				goto out;
+			if (rc == 1)
+				break;
+		}
+		rc = 0;
+	}
+out:
+	res->seconds = now() - t0;
+	free(h);
+	free(b);
+	return rc;
+}
+
+static void replay_usage(void)
+{
+	fprintf(stderr,
+		"usage: kvsbench replay --trace FILE --capacity-tokens C [OPTIONS]\n"
+		"Replays a Mooncake-format trace (JSONL: input_length, hash_ids)\n"
+		"through a kvshared started for the run, sized for C tokens.\n"
+		"  -t, --trace FILE           the trace (one JSON object per line)\n"
+		"  -c, --capacity-tokens C    cache capacity in tokens (e.g. 1e6)\n"
+		"  -b, --block-tokens B       tokens per hash id (default 512)\n"
+		"  -p, --policy P             the daemon's --eviction-policy\n"
+		"                             (default: the daemon's default)\n"
+		"  -d, --daemon PATH          kvshared to run (default: the one\n"
+		"                             beside kvsbench)\n"
+		"      --json                 one JSON object line for the result\n"
+		"The last line is always \"hit_ratio: X\" (hit tokens / input tokens).\n");
+}
+
+/* A count such as 1000000, 1e6 or 3e6. */
+static int parse_count(const char *opt, const char *s, uint64_t min,
+		       uint64_t max, uint64_t *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || v < (double)min || v > (double)max ||
+	    v != (double)(uint64_t)v) {
+		fprintf(stderr, "kvsbench: --%s: '%s' is not a whole number in "
+			"%" PRIu64 "..%" PRIu64 "\n", opt, s, min, max);
+		return -1;
+	}
+	*out = (uint64_t)v;
+	return 0;
+}
+
+/* @s as the inside of a JSON string. */
+static void put_json_str(const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			printf("\\%c", *s);
+		else if ((unsigned char)*s < 0x20)
+			printf("\\u%04x", (unsigned char)*s);
+		else
+			putchar(*s);
+	}
+}
+
+static void print_result(const replay_opts *o, const trace *t,
+			 uint64_t blocks, const replay_result *r)
+{
+	double ratio = r->input_tokens ?
+		(double)r->hit_tokens / (double)r->input_tokens : 0.0;
+	const char *name = strrchr(o->trace, '/');
+	const char *pol = o->policy ? o->policy : "(default)";
+
+	name = name ? name + 1 : o->trace;
+	if (o->json) {
+		printf("{\"bench\":\"replay\",\"trace\":\"");
+		put_json_str(name);
+		printf("\",\"policy\":\"");
+		put_json_str(o->policy ? o->policy : "");
+		printf("\",\"requests\":%zu,\"trace_blocks\":%zu,"
+		       "\"block_tokens\":%u,\"capacity_tokens\":%" PRIu64
+		       ",\"capacity_blocks\":%" PRIu64 ",\"input_tokens\":%" PRIu64
+		       ",\"hit_tokens\":%" PRIu64 ",\"hit_blocks\":%" PRIu64
+		       ",\"hit_ratio\":%.6f,\"new_blocks\":%" PRIu64
+		       ",\"exists_blocks\":%" PRIu64 ",\"full_blocks\":%" PRIu64
+		       ",\"relinked\":%" PRIu64 ",\"evicted\":%" PRId64
+		       ",\"seconds\":%.3f}\n",
+		       t->nreqs, t->nids,
+		       o->block_tokens, o->capacity_tokens, blocks,
+		       r->input_tokens, r->hit_tokens, r->hit_blocks, ratio,
+		       r->new_blocks, r->exists_blocks, r->full_blocks,
+		       r->relinked, r->evicted, r->seconds);
+	} else {
+		printf("kvsbench replay: %s, %zu requests, %zu blocks of %u "
+		       "tokens\n", name, t->nreqs, t->nids, o->block_tokens);
+		printf("%-10s %14s %9s %13s %13s %9s %8s %8s %6s %8s %8s\n",
+		       "policy", "capacity_tok", "blocks", "input_tok",
+		       "hit_tok", "hit_%", "new", "exists", "full", "evicted",
+		       "seconds");
+		printf("%-10s %14" PRIu64 " %9" PRIu64 " %13" PRIu64 " %13" PRIu64
+		       " %8.2f%% %8" PRIu64 " %8" PRIu64 " %6" PRIu64
+		       " %8" PRId64 " %8.2f\n",
+		       pol, o->capacity_tokens, blocks, r->input_tokens,
+		       r->hit_tokens, ratio * 100.0, r->new_blocks,
+		       r->exists_blocks, r->full_blocks, r->evicted, r->seconds);
+	}
+	printf("hit_ratio: %.4f\n", ratio);
+}
+
+int kvsbench_replay(const char *sock, int argc, char **argv)
+{
+	enum { O_JSON = 256 };
+	static const struct option opts[] = {
+		{ "trace", required_argument, NULL, 't' },
+		{ "capacity-tokens", required_argument, NULL, 'c' },
+		{ "block-tokens", required_argument, NULL, 'b' },
+		{ "policy", required_argument, NULL, 'p' },
+		{ "daemon", required_argument, NULL, 'd' },
+		{ "json", no_argument, NULL, O_JSON },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	replay_opts o = { .block_tokens = 512 };
+	replay_result res = { .evicted = -1 };
+	daemon_proc d = { .pid = 0 };
+	char bin[PATH_MAX], *stats = NULL;
+	kvs_client *c = NULL;
+	trace t = { 0 };
+	uint64_t blocks, v;
+	int opt, bad = 0, rc, status;
+
+	while ((opt = getopt_long(argc, argv, "t:c:b:p:d:h", opts, NULL)) != -1) {
+		switch (opt) {
+		case 't': o.trace = optarg; break;
+		case 'c':
+			bad |= parse_count("capacity-tokens", optarg, 1,
+					   UINT64_C(1) << 50, &o.capacity_tokens);
+			break;
+		case 'b':
+			bad |= parse_count("block-tokens", optarg, 1, 1u << 20, &v);
+			o.block_tokens = (uint32_t)v;
+			break;
+		case 'p': o.policy = optarg; break;
+		case 'd': o.daemon = optarg; break;
+		case O_JSON: o.json = 1; break;
+		case 'h': replay_usage(); return 0;
+		default: replay_usage(); return 2;
+		}
+	}
+	if (bad || optind < argc || !o.trace || !o.capacity_tokens) {
+		if (optind < argc)
+			fprintf(stderr, "kvsbench: replay: unexpected argument '%s'\n",
+				argv[optind]);
+		else if (!bad)
+			fprintf(stderr, "kvsbench: replay: --trace and "
+				"--capacity-tokens are required\n");
+		replay_usage();
+		return 2;
+	}
+	if (sock)
+		fprintf(stderr, "kvsbench: replay: --socket ignored: the replay "
+			"runs its own daemon\n");
+	blocks = o.capacity_tokens / o.block_tokens;
+	if (blocks == 0) {
+		fprintf(stderr, "kvsbench: replay: --capacity-tokens %" PRIu64
+			" holds no block of %u tokens\n", o.capacity_tokens,
+			o.block_tokens);
+		return 2;
+	}
+	if (kvs_layout_block_bytes(&replay_layout) != SLOT_BYTES) {
+		fprintf(stderr, "kvsbench: replay: layout failed: %s\n",
+			kvs_strerror(KVS_E_INTERNAL));
+		return 1;
+	}
+	if (o.daemon) {
+		snprintf(bin, sizeof(bin), "%s", o.daemon);
+	} else if ((rc = daemon_beside_me(bin, sizeof(bin))) < 0) {
+		fprintf(stderr, "kvsbench: replay: finding kvshared failed: %s "
+			"(use --daemon)\n", kvs_strerror(rc));
+		return 1;
+	}
+	if (access(bin, X_OK) < 0) {
+		fprintf(stderr, "kvsbench: replay: %s failed: %s (use --daemon)\n",
+			bin, kvs_strerror(-errno));
+		return 1;
+	}
+	if (trace_load(o.trace, &t) < 0)
+		return 1;
+
+	rc = daemon_start(&d, bin, blocks * SLOT_BYTES, o.policy);
+	if (rc < 0) {
+		int gone = rc == -ECHILD;
+
+		daemon_stop(&d, &status);
+		if (gone && status != -1 && WIFEXITED(status))
+			fprintf(stderr, "kvsbench: replay: %s exited with status "
+				"%d before it was ready\n", bin,
+				WEXITSTATUS(status));
+		else
+			fprintf(stderr, "kvsbench: replay: starting %s failed: "
+				"%s\n", bin, kvs_strerror(rc));
+		print_log_tail(&d);
+		goto out;
+	}
+	TRY("connect", kvs_connect(d.sock, &replay_layout, &c));
+	if (kvs_block_bytes(c) != SLOT_BYTES) {
+		rc = KVS_E_PROTO;
+		fprintf(stderr, "kvsbench: replay: the daemon's block is %" PRIu64
+			" bytes, not %u\n", kvs_block_bytes(c), SLOT_BYTES);
+		goto out;
+	}
+	TRY("replay", replay_run(c, &t, o.block_tokens, &res));
+	TRY("stats", kvs_stats(c, &stats));
+	if (kvs_stats_value(stats, "blocks.evicted", &res.evicted) < 0)
+		res.evicted = -1;
+	kvs_close(c);
+	c = NULL;
+	rc = daemon_stop(&d, &status);
+	if (rc < 0) {
+		fprintf(stderr, "kvsbench: replay: kvshared did not exit cleanly "
+			"on SIGTERM (status 0x%x): %s\n", (unsigned)status,
+			kvs_strerror(rc));
+		print_log_tail(&d);
+		goto out;
+	}
+	print_result(&o, &t, blocks, &res);
+out:
+	if (c)
+		kvs_close(c);
+	if (d.pid > 0) {
+		if (daemon_stop(&d, &status) < 0)
+			print_log_tail(&d);
+	}
+	daemon_cleanup(&d);
+	free(stats);
+	trace_free(&t);
+	return rc < 0 ? 1 : 0;
+}

@@ -1,0 +1,62 @@
+# hit_ratio.gp - trace replay hit ratio against cache capacity, one line per
+# eviction policy, from `kvsbench replay --json` output (one JSON line per
+# run); the points of shared/traces/SOURCES.md's reference LRU row on top,
+# which the `lru` line must go through.
+#
+#   T=../shared/traces/synthetic_trace.jsonl
+#   for p in lru leaf-lru leaf-2q; do for c in 1e4 1e5 1e6 3e6 1e7 5e7; do
+#     build/kvsbench replay --trace $T --block-tokens 512 --capacity-tokens $c \
+#       --policy $p --json | grep '^{'
+#   done; done > replay.jsonl
+#   gnuplot -e "in='replay.jsonl'; out='docs/hit_ratio.png'" tools/plots/hit_ratio.gp
+#
+# Optional: policies='lru leaf-lru leaf-2q' (the lines drawn, in order) and
+# subtitle='...'. An optional tool (Debian: gnuplot-nox), not a build
+# dependency; besides gnuplot only awk is needed, to pull the fields out of
+# the JSON lines.
+if (!exists("in")) in = 'replay.jsonl'
+if (!exists("out")) out = 'docs/hit_ratio.png'
+if (!exists("policies")) policies = 'lru leaf-lru leaf-2q'
+if (!exists("subtitle")) subtitle = 'synthetic_trace.jsonl (Mooncake FAST''25), 512-token blocks'
+
+# Columns: capacity_tokens hit_ratio, for the runs of policy p, by capacity.
+rows(p) = '< awk ''function get(k) { if (match($0, "\"" k "\":\"?[-0-9.eEa-z+]*")) { v = substr($0, RSTART + length(k) + 3, RLENGTH - length(k) - 3); gsub(/"/, "", v); return v } return "NaN" } /"bench":"replay"/ && get("policy") == "'.p.'" { print get("capacity_tokens"), get("hit_ratio") }'' '.in.' | sort -g'
+
+# Columns: capacity_tokens (1M and up), hit_ratio of policy p over that of
+# lru at the same capacity.
+rel(p) = '< awk ''function get(k) { if (match($0, "\"" k "\":\"?[-0-9.eEa-z+]*")) { v = substr($0, RSTART + length(k) + 3, RLENGTH - length(k) - 3); gsub(/"/, "", v); return v } return "NaN" } !/"bench":"replay"/ { next } NR == FNR { if (get("policy") == "lru") base[get("capacity_tokens")] = get("hit_ratio"); next } get("policy") == "'.p.'" && get("capacity_tokens") + 0 >= 1000000 && base[get("capacity_tokens")] > 0 { print get("capacity_tokens"), get("hit_ratio") / base[get("capacity_tokens")] }'' '.in.' '.in.' | sort -g'
+
+$reference << EOD
+1e4 0.0003
+1e5 0.0116
+1e6 0.1421
+3e6 0.3151
+1e7 0.5768
+5e7 0.6512
+EOD
+
+set terminal pngcairo size 900,950 font ",11" noenhanced
+set output out
+set logscale x 10
+set xrange [5e3:1e8]
+set xtics ("10k" 1e4, "100k" 1e5, "1M" 1e6, "3M" 3e6, "10M" 1e7, "50M" 5e7)
+set grid
+set multiplot layout 2,1 title "kvsbench replay: hit ratio against capacity".(subtitle eq '' ? '' : "\n".subtitle)
+
+set ylabel "hit ratio (hit tokens / input tokens)"
+set yrange [0:0.7]
+set ytics 0.1
+set key top left
+plot for [p in policies] rows(p) using 1:2 with linespoints lw 2 pt 7 title p, \
+     $reference using 1:2 with points pt 6 ps 2.2 lc rgb "black" title "SOURCES.md reference LRU"
+
+# Below 1M tokens every policy hits under 2%, where ratios say little.
+set xlabel "cache capacity (tokens), from 1M"
+set ylabel "hit ratio / lru's at the same capacity"
+set xrange [7e5:7e7]
+set yrange [0.96:1.12]
+set ytics 0.02
+set key top right
+plot for [p in policies] rel(p) using 1:2 with linespoints lw 2 pt 7 title p, \
+     1 with lines dt 2 lc rgb "gray" notitle
+unset multiplot
