@@ -40,7 +40,18 @@ struct kvs_client {
 	uint64_t arena_bytes;
 	uint8_t *buf;       /* request and reply payload scratch */
 	size_t cap;
+	/* Bytes received and not yet consumed: a reply is read with as few
+	 * recvmsg calls as the kernel allows (header and payload together),
+	 * and replies of pipelined requests may follow it. */
+	uint8_t *in;
+	size_t in_cap, in_head, in_tail;
+	uint64_t acked_id;  /* req_id of the last reply consumed */
+	uint32_t unacked;   /* kvs_release_nowait() replies still to consume */
 };
+
+/* Release replies left unread before one is read synchronously: far below
+ * what the socket buffers hold, so neither side ever blocks on the other. */
+#define KVS_MAX_UNACKED 256
 
 static void kill_client(kvs_client *c)
 {
@@ -128,16 +139,38 @@ static void take_fds(struct msghdr *m, int *fd_out)
 	}
 }
 
-/* Read exactly @n bytes with recvmsg, collecting any fds that come along. */
-static int recv_full(kvs_client *c, uint8_t *p, size_t n, int *fd_out)
+/* Make at least @n unconsumed bytes available in c->in, reading as much
+ * as the kernel has (so one recvmsg usually brings a whole reply), and
+ * collecting any fds that come along. */
+static int fill(kvs_client *c, size_t n, int *fd_out)
 {
 	union {
 		struct cmsghdr align;
 		char buf[CMSG_SPACE(KVS_MAX_FDS * sizeof(int))];
 	} ctl;
 
-	while (n > 0) {
-		struct iovec iov = { .iov_base = p, .iov_len = n };
+	if (c->in_tail - c->in_head >= n)
+		return 0;
+	if (c->in_head > 0) {
+		memmove(c->in, c->in + c->in_head, c->in_tail - c->in_head);
+		c->in_tail -= c->in_head;
+		c->in_head = 0;
+	}
+	if (n > c->in_cap) {
+		size_t cap = c->in_cap ? c->in_cap : 65536;
+		uint8_t *p;
+
+		while (cap < n)
+			cap *= 2;
+		p = realloc(c->in, cap);
+		if (!p)
+			return die(c, -ENOMEM); /* cannot drain the reply */
+		c->in = p;
+		c->in_cap = cap;
+	}
+	while (c->in_tail < n) {
+		struct iovec iov = { .iov_base = c->in + c->in_tail,
+				     .iov_len = c->in_cap - c->in_tail };
 		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
 				    .msg_control = ctl.buf,
 				    .msg_controllen = sizeof(ctl.buf) };
@@ -151,10 +184,63 @@ static int recv_full(kvs_client *c, uint8_t *p, size_t n, int *fd_out)
 		take_fds(&m, fd_out);
 		if (r == 0)
 			return die(c, 0);
-		p += r;
-		n -= (size_t)r;
+		c->in_tail += (size_t)r;
 	}
 	return 0;
+}
+
+/* Read the next reply, which must answer @op with the next req_id; its
+ * payload stays in c->in at *payload until the next read. */
+static int read_reply(kvs_client *c, uint16_t op, kvs_wire_hdr *h,
+		      const uint8_t **payload, int *fd_out)
+{
+	int rc = fill(c, KVS_WIRE_HDR_SIZE, fd_out);
+
+	if (rc < 0)
+		return rc;
+	rc = kvs_wire_hdr_decode(c->in + c->in_head, KVS_WIRE_HDR_SIZE,
+				 KVS_WIRE_MAX_PAYLOAD, h);
+	if (rc < 0)
+		return die(c, rc == KVS_E_VERSION ? rc : KVS_E_PROTO);
+	if (h->opcode != op || h->req_id != c->acked_id + 1 || h->status > 0 ||
+	    (h->status != 0 && h->len != 0))
+		return die(c, KVS_E_PROTO);
+	rc = fill(c, KVS_WIRE_HDR_SIZE + (size_t)h->len, fd_out);
+	if (rc < 0)
+		return rc;
+	*payload = c->in + c->in_head + KVS_WIRE_HDR_SIZE;
+	c->in_head += KVS_WIRE_HDR_SIZE + (size_t)h->len;
+	c->acked_id++;
+	return 0;
+}
+
+/* Consume the replies of earlier kvs_release_nowait() calls. Their errors
+ * are not reported (the daemon counts them in errors.lease). */
+static int drain_unacked(kvs_client *c)
+{
+	while (c->unacked > 0) {
+		const uint8_t *p;
+		kvs_wire_hdr h;
+		int rc = read_reply(c, KVS_OP_RELEASE, &h, &p, NULL);
+
+		if (rc < 0)
+			return rc;
+		c->unacked--;
+	}
+	return 0;
+}
+
+static int send_request(kvs_client *c, uint16_t op, size_t len)
+{
+	uint8_t hb[KVS_WIRE_HDR_SIZE];
+	kvs_wire_hdr h = { .magic = KVS_WIRE_MAGIC, .version = KVS_WIRE_VERSION,
+			   .opcode = op, .len = (uint32_t)len, .status = 0 };
+
+	if (c->dead || c->fd < 0)
+		return KVS_E_DISCONNECTED;
+	h.req_id = ++c->next_id;
+	kvs_wire_hdr_encode(&h, hb);
+	return send_msg(c, hb, c->buf, len);
 }
 
 /*
@@ -165,33 +251,20 @@ static int recv_full(kvs_client *c, uint8_t *p, size_t n, int *fd_out)
 static int rpc(kvs_client *c, uint16_t op, size_t len, uint32_t *rlen,
 	       int *fd_out)
 {
-	uint8_t hb[KVS_WIRE_HDR_SIZE];
-	kvs_wire_hdr h = { .magic = KVS_WIRE_MAGIC, .version = KVS_WIRE_VERSION,
-			   .opcode = op, .len = (uint32_t)len, .status = 0 };
-	int rc;
+	const uint8_t *p;
+	kvs_wire_hdr h;
+	int rc = send_request(c, op, len);
 
-	if (c->dead || c->fd < 0)
-		return KVS_E_DISCONNECTED;
-	h.req_id = ++c->next_id;
-	kvs_wire_hdr_encode(&h, hb);
-	rc = send_msg(c, hb, c->buf, len);
+	if (rc == 0)
+		rc = drain_unacked(c);
+	if (rc == 0)
+		rc = read_reply(c, op, &h, &p, fd_out);
 	if (rc < 0)
 		return rc;
-	rc = recv_full(c, hb, sizeof(hb), fd_out);
-	if (rc < 0)
-		return rc;
-	rc = kvs_wire_hdr_decode(hb, sizeof(hb), KVS_WIRE_MAX_PAYLOAD, &h);
-	if (rc < 0)
-		return die(c, rc == KVS_E_VERSION ? rc : KVS_E_PROTO);
-	if (h.opcode != op || h.req_id != c->next_id || h.status > 0 ||
-	    (h.status != 0 && h.len != 0))
-		return die(c, KVS_E_PROTO);
 	rc = grow(c, h.len);
 	if (rc < 0)
-		return die(c, rc); /* cannot drain the reply: stream lost */
-	rc = recv_full(c, c->buf, h.len, fd_out);
-	if (rc < 0)
-		return rc;
+		return rc; /* the reply was consumed: the stream is intact */
+	memcpy(c->buf, p, h.len);
 	*rlen = h.len;
 	return h.status;
 }
@@ -274,6 +347,9 @@ static int attach(kvs_client *c)
 		return rc;
 	}
 	c->dead = 0;
+	c->in_head = c->in_tail = 0;
+	c->next_id = c->acked_id = 0;
+	c->unacked = 0;
 	rc = grow(c, 64 + 3 * KVS_NAME_MAX);
 	if (rc < 0)
 		return die(c, rc);
@@ -321,6 +397,7 @@ static void free_client(kvs_client *c)
 	free(c->adapter);
 	free(c->salt);
 	free(c->buf);
+	free(c->in);
 	free(c);
 }
 
@@ -513,6 +590,29 @@ int kvs_release(kvs_client *c, kvs_lease lease)
 	int rc = lease_rpc(c, KVS_OP_RELEASE, lease);
 
 	return rc < 0 ? rc : 0;
+}
+
+int kvs_release_nowait(kvs_client *c, kvs_lease lease)
+{
+	int rc;
+
+	if (!c)
+		return -EINVAL;
+	if (c->dead)
+		return KVS_E_DISCONNECTED;
+	if (lease == 0)
+		return 0;
+	if (c->unacked >= KVS_MAX_UNACKED && (rc = drain_unacked(c)) < 0)
+		return rc;
+	rc = grow(c, 8);
+	if (rc < 0)
+		return rc;
+	kvs_wire_u64_encode(lease, c->buf, c->cap);
+	rc = send_request(c, KVS_OP_RELEASE, 8);
+	if (rc < 0)
+		return rc;
+	c->unacked++;
+	return 0;
 }
 
 /* 0 if @b names a whole block inside the mapped host arena. */

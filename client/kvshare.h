@@ -299,6 +299,19 @@ int kvs_abort(kvs_client *c, kvs_lease lease);
 int kvs_release(kvs_client *c, kvs_lease lease);
 
 /*
+ * kvs_release_nowait - kvs_release() without waiting for the daemon's answer:
+ * the request is sent and the call returns, saving a round trip per lookup.
+ * The daemon drops the pins when it reads the request, which is before it
+ * handles any later request of this client, so a lookup or reserve that
+ * follows sees them dropped. An error (a stale or foreign lease) is not
+ * reported: the daemon counts it in errors.lease, and the answer is
+ * consumed by the client's next call.
+ * Errors: KVS_E_DISCONNECTED, -ENOMEM, -errno from send.
+ * Thread: the client's.
+ */
+int kvs_release_nowait(kvs_client *c, kvs_lease lease);
+
+/*
  * kvs_block_ptr - the address of a host-tier block in this client's mapping
  * of the arena, or NULL if the block is not in the host tier or is out of
  * the arena's bounds.
