@@ -125,8 +125,12 @@ int tier_ssd_reading(const kvs_cache *c, uint32_t idx)
 
 int tier_ssd_promotable(const kvs_cache *c, uint32_t idx)
 {
-	return (ext_of(c, idx)->flags & (EXT_SSD | EXT_WRITING | EXT_READING)) ==
-	       EXT_SSD;
+	uint8_t f = ext_of(c, idx)->flags;
+
+	/* On SSD with no I/O in flight, or on its way there: a demotion write
+	 * in flight is served from its staging copy. */
+	return !(f & EXT_READING) && (f & (EXT_SSD | EXT_WRITING)) != 0 &&
+	       (f & (EXT_SSD | EXT_WRITING)) != (EXT_SSD | EXT_WRITING);
 }
 
 static kvs_ssd_loc loc_of(const kvs_cache *c, uint32_t idx)
@@ -367,6 +371,31 @@ static void write_done(kvs_cache *c, const kvs_ssd_cqe *q)
 
 /* ---- promotion -------------------------------------------------------- */
 
+/* The staging copy of @idx's demotion write in flight, or NULL. */
+static const void *staged_copy(const kvs_tier_ssd *t, uint32_t idx, const kvs_hash *key)
+{
+	for (uint32_t w = 0; w < t->nws; w++)
+		if (t->ws[w].idx == idx && t->ws[w].key.lo == key->lo &&
+		    t->ws[w].key.hi == key->hi)
+			return t->ws[w].buf;
+	return NULL;
+}
+
+/* @idx now has its bytes in its host slot again: back in RAM. */
+static void promoted(kvs_cache *c, uint32_t idx)
+{
+	kvs_rec *r = cache_rec(c, idx);
+
+	c->stats->tier_ssd_promotions++;
+	r->gen = ++c->gen;
+	c->nss[r->ns - 1].info.blocks++;
+	if (r->tier == KVS_TIER_SSD)
+		c->ssd->ssd_only--;
+	cache_set_tier(c, idx, KVS_TIER_HOST);
+	kvs_policy_touch(c->policy, idx);
+	cache_sync_evictable(c, idx);
+}
+
 static int promo_new(kvs_tier_ssd *t, uint32_t n, uint32_t *out)
 {
 	promo *p;
@@ -457,13 +486,7 @@ static void read_done(kvs_cache *c, const kvs_ssd_cqe *q)
 	if (q->res == 0) {
 		c->stats->tier_ssd_reads++;
 		c->stats->tier_ssd_bytes_read += q->loc.len;
-		c->stats->tier_ssd_promotions++;
-		r->gen = ++c->gen;
-		c->nss[r->ns - 1].info.blocks++;
-		t->ssd_only--;
-		cache_set_tier(c, idx, KVS_TIER_HOST);
-		kvs_policy_touch(c->policy, idx);
-		cache_sync_evictable(c, idx);
+		promoted(c, idx);
 	} else {
 		kvs_slab_free(c->slab, r->offset);
 		p->res[pos] = q->res;
@@ -517,6 +540,21 @@ int tier_ssd_promote(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_block *out,
 		}
 		r = cache_rec(c, idx);
 		r->offset = off;
+		if (t->ext[idx].flags & EXT_WRITING) {
+			/* Its demotion write is in flight: the staging copy
+			 * has the bytes; the write completes on its own. */
+			const void *buf = staged_copy(t, idx, &r->hash);
+
+			if (!buf) {
+				kvs_slab_free(c->slab, off);
+				p->cut = i;
+				break;
+			}
+			memcpy(cache_slot_ptr(c, off), buf,
+			       c->nss[r->ns - 1].info.block_bytes);
+			promoted(c, idx);
+			continue;
+		}
 		loc = loc_of(c, idx);
 		want = (kvs_ssd_blk){ .ns = r->ns, .len = loc.len,
 				      .hash = cache_ns_key(r->ns, r->hash) };
