@@ -13,54 +13,15 @@
 #include "kvs_policy.h"
 #include "kvs_slab.h"
 #include "kvs_table.h"
-
-/* An eviction loop that frees other classes' slots hoping to empty a whole
- * slab gives up after this many victims rather than flush the cache. */
-#define MAX_EVICTIONS_PER_SLOT 4096
-
-enum lease_kind { LEASE_FREE = 0, LEASE_READ = 1, LEASE_WRITE = 2 };
-
-typedef struct lease {
-	uint32_t gen;
-	uint8_t kind;
-	kvs_owner *owner;
-	uint32_t prev, next; /* owner's list, or the free list (next) */
-	uint32_t n, cap;
-	uint32_t *recs;
-} lease;
-
-typedef struct ns {
-	kvs_ns_info info;
-	char *model, *adapter, *salt;
-	uint32_t salt_len;
-	uint32_t cls;
-} ns;
-
-struct kvs_owner {
-	uint32_t ns;      /* 0: not attached */
-	uint32_t leases;  /* head of the owner's lease list */
-	uint32_t nleases;
-};
-
-struct kvs_cache {
-	kvs_counters *stats;
-	kvs_arena *arena;
-	kvs_slab *slab;
-	kvs_table *table;
-	kvs_policy *policy;
-	uint64_t arena_id;
-	uint32_t gen;         /* slot generations handed out */
-	uint32_t max_leases;
-	lease *leases;
-	uint32_t nleases, free_lease, active_leases;
-	uint64_t pins;        /* sum of refs */
-	uint32_t ghosts;      /* GHOST records */
-	int leaf_only;        /* the policy evicts leaves only */
-	ns *nss;              /* namespace id i+1 is nss[i] */
-	uint32_t nns;
-};
+#include "cache_int.h"
+#include "tier_ssd.h"
 
 #define NONE KVS_REC_NONE
+#define alloc_slot cache_alloc_slot
+#define lease_id cache_lease_id
+#define lease_new cache_lease_new
+#define lease_room cache_lease_room
+#define lease_free cache_lease_free
 
 /* The table is keyed by (namespace, hash): blocks of two namespaces never
  * share a record, so a client can neither find nor block (BUSY) another
@@ -68,8 +29,7 @@ struct kvs_cache {
  * is invertible (xor), so a record's key still names its block. */
 static inline kvs_hash ns_key(uint32_t ns_id, kvs_hash h)
 {
-	h.lo ^= (uint64_t)ns_id * 0x9e3779b97f4a7c15ull;
-	return h;
+	return cache_ns_key(ns_id, h);
 }
 
 static kvs_rec *rec(const kvs_cache *c, uint32_t idx)
@@ -82,15 +42,19 @@ static kvs_rec *rec(const kvs_cache *c, uint32_t idx)
 /* A record is evictable when committed, unpinned and (for a leaf-only
  * policy) a leaf; the policy holds exactly the evictable records. Call after
  * any of those changes. */
-static int evictable(const kvs_cache *c, const kvs_rec *r)
+/* With the SSD tier on, "leaf" means no child in host RAM: children that
+ * live only on SSD do not keep a parent in RAM. */
+static int evictable(const kvs_cache *c, uint32_t idx, const kvs_rec *r)
 {
+	uint32_t kids = c->ssd ? tier_ssd_kids(c, idx) : r->children;
+
 	return r->state == KVS_REC_READY && r->refs == 0 &&
-	       (r->children == 0 || !c->leaf_only);
+	       r->tier == KVS_TIER_HOST && (kids == 0 || !c->leaf_only);
 }
 
-static void sync_evictable(kvs_cache *c, uint32_t idx)
+void cache_sync_evictable(kvs_cache *c, uint32_t idx)
 {
-	int want = evictable(c, rec(c, idx));
+	int want = evictable(c, idx, rec(c, idx));
 	kvs_rec *r = rec(c, idx);
 
 	if (want && r->pol == NONE)
@@ -99,14 +63,34 @@ static void sync_evictable(kvs_cache *c, uint32_t idx)
 		kvs_policy_del(c->policy, idx);
 }
 
-/* Record @p lost a child. A ghost without children has no reason to stay:
- * drop it, which may in turn free its own ghost parent. */
-static void child_gone(kvs_cache *c, uint32_t p)
+#define sync_evictable cache_sync_evictable
+
+/* Move record @idx to tier @t, keeping its parent's count of children in
+ * host RAM (the SSD tier's leaf rule) exact. */
+void cache_set_tier(kvs_cache *c, uint32_t idx, uint8_t t)
+{
+	kvs_rec *r = rec(c, idx);
+	int was = r->tier == KVS_TIER_HOST, is = t == KVS_TIER_HOST;
+
+	r->tier = t;
+	if (c->ssd && r->parent != NONE && was != is) {
+		tier_ssd_kids_add(c, r->parent, is ? 1 : -1);
+		sync_evictable(c, r->parent);
+	}
+}
+
+/* Record @p lost a child (@host: one in host RAM). A ghost without children
+ * has no reason to stay: drop it, which may in turn free its own ghost
+ * parent. */
+static void child_gone(kvs_cache *c, uint32_t p, int host)
 {
 	while (p != NONE) {
 		kvs_rec *pr = rec(c, p);
 		uint32_t up = pr->parent;
 
+		if (c->ssd && host)
+			tier_ssd_kids_add(c, p, -1);
+		host = 0; /* a ghost is in no tier */
 		if (--pr->children > 0 || pr->state != KVS_REC_GHOST) {
 			sync_evictable(c, p);
 			return;
@@ -121,9 +105,27 @@ static void child_gone(kvs_cache *c, uint32_t p)
 static void drop_record(kvs_cache *c, uint32_t idx)
 {
 	uint32_t p = rec(c, idx)->parent;
+	int host = rec(c, idx)->tier == KVS_TIER_HOST;
 
 	kvs_table_remove(c->table, idx);
-	child_gone(c, p);
+	child_gone(c, p, host);
+}
+
+void cache_forget(kvs_cache *c, uint32_t idx)
+{
+	kvs_rec *r = rec(c, idx);
+
+	if (r->children > 0) {
+		/* Its children stay (unreachable by lookups until it is
+		 * written again), so it stays as a ghost for them. */
+		cache_set_tier(c, idx, KVS_TIER_NONE);
+		r->state = KVS_REC_GHOST;
+		r->refs = 0;
+		c->ghosts++;
+		sync_evictable(c, idx);
+		return;
+	}
+	drop_record(c, idx);
 }
 
 static void evict(kvs_cache *c, uint32_t idx)
@@ -131,27 +133,23 @@ static void evict(kvs_cache *c, uint32_t idx)
 	kvs_rec *r = rec(c, idx);
 
 	kvs_policy_del(c->policy, idx);
-	kvs_slab_free(c->slab, r->offset);
 	c->nss[r->ns - 1].info.blocks--;
 	c->stats->blocks_evicted++;
 	kvs_debug("evict block %016llx%016llx ns %u",
 		  (unsigned long long)r->hash.hi, (unsigned long long)r->hash.lo,
 		  r->ns);
-	if (r->children > 0) {
-		/* Only a flat policy evicts a parent. Its children stay cached
-		 * (unreachable by lookups until it is written again), so it
-		 * stays as a ghost for them to point at. */
-		r->state = KVS_REC_GHOST;
-		c->ghosts++;
+	/* Demoted: the SSD tier has it (or is writing it) and freed the slot. */
+	if (c->ssd && tier_ssd_demote(c, idx))
 		return;
-	}
-	drop_record(c, idx);
+	kvs_slab_free(c->slab, rec(c, idx)->offset);
+	/* Only a flat policy (or the SSD tier) evicts a parent. */
+	cache_forget(c, idx);
 }
 
 /* A free slot of class @cls, evicting as needed: a victim of the same class
  * first (its slot is the one needed), else the oldest of any class until a
  * slab empties and its pages can be re-cut. */
-static int alloc_slot(kvs_cache *c, uint32_t cls, uint64_t *off)
+int cache_alloc_slot(kvs_cache *c, uint32_t cls, uint64_t *off)
 {
 	for (int n = 0; n <= MAX_EVICTIONS_PER_SLOT; n++) {
 		uint32_t v;
@@ -171,12 +169,12 @@ static int alloc_slot(kvs_cache *c, uint32_t cls, uint64_t *off)
 
 /* ---- leases ----------------------------------------------------------- */
 
-static uint64_t lease_id(const kvs_cache *c, uint32_t slot)
+uint64_t cache_lease_id(const kvs_cache *c, uint32_t slot)
 {
 	return (uint64_t)c->leases[slot].gen << 32 | slot;
 }
 
-static int lease_new(kvs_cache *c, kvs_owner *o, uint8_t kind, uint32_t *out)
+int cache_lease_new(kvs_cache *c, kvs_owner *o, uint8_t kind, uint32_t *out)
 {
 	lease *l;
 	uint32_t s;
@@ -215,7 +213,7 @@ static int lease_new(kvs_cache *c, kvs_owner *o, uint8_t kind, uint32_t *out)
 	return 0;
 }
 
-static int lease_room(lease *l, uint32_t more)
+int cache_lease_room(lease *l, uint32_t more)
 {
 	if (l->n + more > l->cap) {
 		uint32_t cap = l->cap ? l->cap : 16;
@@ -232,7 +230,7 @@ static int lease_room(lease *l, uint32_t more)
 	return 0;
 }
 
-static void lease_free(kvs_cache *c, uint32_t s)
+void cache_lease_free(kvs_cache *c, uint32_t s)
 {
 	lease *l = &c->leases[s];
 	kvs_owner *o = l->owner;
@@ -313,6 +311,8 @@ static uint32_t end_write(kvs_cache *c, uint32_t s, int commit)
 			sp->info.blocks++;
 			kvs_policy_touch(c->policy, idx);
 			sync_evictable(c, idx);
+			if (c->ssd)
+				tier_ssd_commit(c, idx);
 		}
 		c->stats->blocks_committed += n;
 	} else {
@@ -323,15 +323,9 @@ static uint32_t end_write(kvs_cache *c, uint32_t s, int commit)
 
 			c->nss[r->ns - 1].info.writing--;
 			kvs_slab_free(c->slab, r->offset);
-			if (r->children > 0) {
-				/* A ghost being rewritten: its children
-				 * outside this lease still need it. */
-				r->state = KVS_REC_GHOST;
-				r->refs = 0;
-				c->ghosts++;
-			} else {
-				drop_record(c, idx);
-			}
+			/* A ghost being rewritten: its children outside
+			 * this lease still need it. */
+			cache_forget(c, idx);
 		}
 		c->stats->blocks_aborted += n;
 	}
@@ -379,6 +373,7 @@ void kvs_cache_destroy(kvs_cache *c)
 {
 	if (!c)
 		return;
+	tier_ssd_close(c); /* before the arena: reads land in it */
 	for (uint32_t i = 0; i < c->nleases; i++)
 		free(c->leases[i].recs);
 	free(c->leases);
@@ -395,6 +390,11 @@ void kvs_cache_destroy(kvs_cache *c)
 	free(c);
 }
 
+void *cache_slot_ptr(kvs_cache *c, uint64_t off)
+{
+	return (uint8_t *)kvs_arena_base(c->arena) + off;
+}
+
 int kvs_cache_arena_fd(const kvs_cache *c) { return kvs_arena_fd(c->arena); }
 uint64_t kvs_cache_arena_bytes(const kvs_cache *c) { return kvs_arena_bytes(c->arena); }
 uint64_t kvs_cache_arena_id(const kvs_cache *c) { return c->arena_id; }
@@ -403,15 +403,25 @@ kvs_owner *kvs_cache_owner_new(kvs_cache *c)
 {
 	kvs_owner *o = calloc(1, sizeof(*o));
 
-	if (o)
+	if (o) {
 		o->leases = NONE;
+		o->promo = NONE;
+	}
 	return o;
+}
+
+void kvs_cache_owner_set_done(kvs_owner *o, kvs_cache_done_fn fn, void *arg)
+{
+	o->done = fn;
+	o->done_arg = arg;
 }
 
 void kvs_cache_owner_free(kvs_cache *c, kvs_owner *o)
 {
 	if (!o)
 		return;
+	if (c->ssd)
+		tier_ssd_owner_gone(c, o);
 	while (o->leases != NONE) {
 		uint32_t s = o->leases;
 
@@ -426,6 +436,8 @@ void kvs_cache_owner_free(kvs_cache *c, kvs_owner *o)
 }
 
 /* ---- namespaces ------------------------------------------------------- */
+
+static int ns_create(kvs_cache *c, const kvs_wire_hello *h, uint32_t *id);
 
 static int str_eq(const char *a, const char *b, uint32_t blen)
 {
@@ -461,6 +473,11 @@ static int layout_of(const kvs_wire_hello *h, kvs_layout *l)
 	return kvs_layout_block_bytes(l) ? 0 : KVS_E_LAYOUT;
 }
 
+int cache_ns_restore(kvs_cache *c, const kvs_wire_hello *h, uint32_t *id)
+{
+	return ns_create(c, h, id);
+}
+
 static int ns_create(kvs_cache *c, const kvs_wire_hello *h, uint32_t *id)
 {
 	kvs_layout l;
@@ -491,6 +508,7 @@ static int ns_create(kvs_cache *c, const kvs_wire_hello *h, uint32_t *id)
 		return -ENOMEM;
 	}
 	memcpy(s->salt, h->salt, h->salt_len);
+	s->salt[h->salt_len] = '\0';
 	s->salt_len = h->salt_len;
 	s->cls = cls;
 	s->info = (kvs_ns_info){
@@ -502,6 +520,8 @@ static int ns_create(kvs_cache *c, const kvs_wire_hello *h, uint32_t *id)
 	};
 	c->nns++;
 	*id = s->info.id;
+	if (c->ssd)
+		tier_ssd_ns_created(c, *id);
 	kvs_info("namespace %u: model '%s'%s%s, %u layers x %u kv heads x %u dim, "
 		 "%u tokens/block, tp %u/%u, %llu bytes/block",
 		 *id, s->model, *s->adapter ? " adapter " : "", s->adapter,
@@ -554,7 +574,7 @@ static kvs_block located(const kvs_rec *r, uint8_t status)
 int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 		     uint32_t n, uint64_t *lease_out, kvs_block *out)
 {
-	uint32_t hits = 0, s;
+	uint32_t hits = 0, promote = 0, s;
 	int rc;
 
 	*lease_out = 0;
@@ -571,6 +591,12 @@ int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 		if (idx == NONE || rec(c, idx)->ns != o->ns ||
 		    rec(c, idx)->state != KVS_REC_READY)
 			break;
+		/* Not in RAM: it counts only if it can be read back. */
+		if (rec(c, idx)->tier != KVS_TIER_HOST) {
+			if (!c->ssd || !tier_ssd_promotable(c, idx))
+				break;
+			promote++;
+		}
 		out[hits].offset = idx; /* remembered; filled below */
 	}
 	c->stats->blocks_lookup_miss += n - hits;
@@ -591,12 +617,35 @@ int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 		sync_evictable(c, idx);
 		kvs_policy_touch(c->policy, idx);
 		c->leases[s].recs[c->leases[s].n++] = idx;
-		out[i] = located(r, KVS_BLOCK_HIT);
 	}
 	c->pins += hits;
-	c->stats->blocks_lookup_hit += hits;
-	*lease_out = lease_id(c, s);
+	if (promote)
+		return tier_ssd_promote(c, o, s, out, lease_out);
+	*lease_out = cache_lookup_finish(c, s, hits, out);
 	return (int)hits;
+}
+
+uint64_t cache_lookup_finish(kvs_cache *c, uint32_t s, uint32_t hits,
+			     kvs_block *out)
+{
+	lease *l = &c->leases[s];
+
+	/* Blocks past the first that could not be read back are not hits. */
+	for (uint32_t i = hits; i < l->n; i++) {
+		rec(c, l->recs[i])->refs--;
+		sync_evictable(c, l->recs[i]);
+	}
+	c->pins -= l->n - hits;
+	c->stats->blocks_lookup_miss += l->n - hits;
+	l->n = hits;
+	if (hits == 0) {
+		lease_free(c, s);
+		return 0;
+	}
+	for (uint32_t i = 0; i < hits; i++)
+		out[i] = located(rec(c, l->recs[i]), KVS_BLOCK_HIT);
+	c->stats->blocks_lookup_hit += hits;
+	return lease_id(c, s);
 }
 
 /* Reserve one missing block after @prev: a slot, a record, a lease entry.
@@ -619,32 +668,40 @@ static int reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 		return rc;
 	if (hold != NONE) {
 		rec(c, hold)->children++;
+		if (c->ssd)
+			tier_ssd_kids_add(c, hold, 1);
 		sync_evictable(c, hold);
 	}
 	rc = alloc_slot(c, sp->cls, &off);
 	if (rc == 0 && ghost == NONE) {
 		rc = kvs_table_insert(c->table, h, &idx);
+		if (rc == 0 && c->ssd && (rc = tier_ssd_rec_new(c, idx)) < 0)
+			kvs_table_remove(c->table, idx);
 		if (rc < 0)
 			kvs_slab_free(c->slab, off);
 	}
 	if (rc < 0) {
-		child_gone(c, hold);
+		child_gone(c, hold, 1);
 		return rc;
 	}
 	r = rec(c, idx);
 	if (ghost != NONE) {
 		r->children--; /* the hold; it keeps its real children */
+		if (c->ssd)
+			tier_ssd_kids_add(c, ghost, -1);
 		c->ghosts--;
 		r->state = KVS_REC_WRITING;
+		cache_set_tier(c, idx, KVS_TIER_HOST);
+		r = rec(c, idx);
 	} else {
 		r->parent = prev; /* prev keeps the child counted above */
+		r->tier = KVS_TIER_HOST; /* counted in prev's host children */
 	}
 	r->offset = off;
 	r->gen = ++c->gen;
 	r->refs = 1;
 	r->ns = o->ns;
 	r->cls = (uint16_t)sp->cls;
-	r->tier = KVS_TIER_HOST;
 	c->leases[s].recs[c->leases[s].n++] = idx;
 	c->pins++;
 	sp->info.writing++;
@@ -791,6 +848,8 @@ void kvs_cache_stats_fill(kvs_cache *c)
 	st->namespaces_count = c->nns;
 	st->table_records = kvs_table_count(c->table);
 	st->table_ghosts = c->ghosts;
+	if (c->ssd)
+		tier_ssd_stats_fill(c);
 	st->table_metadata_bytes =
 		(int64_t)(kvs_table_bytes(c->table) + lease_bytes +
 			  (uint64_t)c->nleases * sizeof(lease));
@@ -816,8 +875,8 @@ void kvs_cache_ns_foreach(const kvs_cache *c,
 int kvs_cache_check(kvs_cache *c)
 {
 	uint32_t count = kvs_table_count(c->table), hi = 0, idx = 0, ghosts = 0;
-	uint64_t pins = 0;
-	uint32_t *children;
+	uint64_t pins = 0, slotted = 0;
+	uint32_t *children, *hkids;
 	kvs_slab_stats ss;
 	int rc = 0;
 
@@ -825,10 +884,9 @@ int kvs_cache_check(kvs_cache *c)
 		if (c->leases[s].kind != LEASE_FREE)
 			pins += c->leases[s].n;
 	kvs_slab_stats_get(c->slab, &ss);
-	if (pins != c->pins || ss.slots_used != count - c->ghosts) {
-		kvs_err("cache invariant failed: pins %llu/%llu, slots %llu/%u-%u",
-			(unsigned long long)pins, (unsigned long long)c->pins,
-			(unsigned long long)ss.slots_used, count, c->ghosts);
+	if (pins != c->pins) {
+		kvs_err("cache invariant failed: pins %llu/%llu",
+			(unsigned long long)pins, (unsigned long long)c->pins);
 		return KVS_E_INTERNAL;
 	}
 	/* Records in use are spread over [0, hi]: find hi, then count every
@@ -836,8 +894,12 @@ int kvs_cache_check(kvs_cache *c)
 	for (uint32_t found = 0; found < count; hi++)
 		found += rec(c, hi)->state != KVS_REC_FREE;
 	children = calloc((size_t)hi + 1, sizeof(uint32_t));
-	if (!children)
+	hkids = calloc((size_t)hi + 1, sizeof(uint32_t));
+	if (!children || !hkids) {
+		free(children);
+		free(hkids);
 		return -ENOMEM;
+	}
 	for (idx = 0; idx < hi; idx++) {
 		kvs_rec *r = rec(c, idx);
 
@@ -847,22 +909,34 @@ int kvs_cache_check(kvs_cache *c)
 		CHECK(kvs_table_find(c->table, r->hash) == idx);
 		CHECK(r->ns >= 1 && r->ns <= c->nns);
 		CHECK(r->state != KVS_REC_WRITING || r->refs >= 1);
+		/* A leaf-only policy makes ghosts only when the SSD tier
+		 * loses a parent (corrupt, recycled). */
 		CHECK(r->state != KVS_REC_GHOST ||
-		      (r->refs == 0 && r->children > 0 && !c->leaf_only));
-		CHECK(evictable(c, r) == (r->pol != NONE));
+		      (r->refs == 0 && r->children > 0 &&
+		       (!c->leaf_only || c->ssd)));
+		CHECK(r->state != KVS_REC_GHOST || r->tier == KVS_TIER_NONE);
+		CHECK(evictable(c, idx, r) == (r->pol != NONE));
+		slotted += r->tier == KVS_TIER_HOST ||
+			   (c->ssd && tier_ssd_reading(c, idx));
 		if (r->parent != NONE) {
 			CHECK(r->parent < hi);
 			CHECK(rec(c, r->parent)->state != KVS_REC_FREE);
 			CHECK(rec(c, r->parent)->ns == r->ns);
 			children[r->parent]++;
+			hkids[r->parent] += r->tier == KVS_TIER_HOST;
 		}
 	}
-	for (idx = 0; idx < hi; idx++)
-		if (rec(c, idx)->state != KVS_REC_FREE)
-			CHECK(rec(c, idx)->children == children[idx]);
+	for (idx = 0; idx < hi; idx++) {
+		if (rec(c, idx)->state == KVS_REC_FREE)
+			continue;
+		CHECK(rec(c, idx)->children == children[idx]);
+		CHECK(!c->ssd || tier_ssd_kids(c, idx) == hkids[idx]);
+	}
 	idx = 0;
 	CHECK(ghosts == c->ghosts);
+	CHECK(ss.slots_used == slotted);
 out:
 	free(children);
+	free(hkids);
 	return rc;
 }

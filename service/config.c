@@ -14,6 +14,7 @@
 
 #define DEFAULT_PAGE_BYTES (64u << 10)
 #define FALLBACK_HOST_BYTES (1ull << 30)
+#define DEFAULT_SSD_SEGMENT (256ull << 20)
 
 static uint64_t mem_available(void)
 {
@@ -52,6 +53,7 @@ int kvs_config_defaults(kvs_config *cfg)
 	cfg->max_leases = 4096;
 	cfg->max_outbuf = 64ull << 20;
 	strcpy(cfg->policy, kvs_policy_name_at(0));
+	cfg->ssd_segment_bytes = DEFAULT_SSD_SEGMENT;
 	return 0;
 }
 
@@ -125,6 +127,13 @@ void kvs_config_usage(FILE *f, const kvs_config *d)
 		"  --eviction-policy P how blocks leave a full tier: %s (default %s)\n"
 		"  --metrics-addr ADDR serve Prometheus /metrics on HOST:PORT, or PORT on\n"
 		"                      127.0.0.1 (default off)\n"
+		"  --ssd-dir DIR       SSD tier: segment files and index under DIR\n"
+		"                      (default off; DIR must exist and be writable)\n"
+		"  --ssd-size SIZE     SSD tier bytes (default 4 segments)\n"
+		"  --ssd-segment SIZE  SSD segment file bytes, multiple of 4K (default %" PRIu64 " MiB)\n"
+		"  --ssd-admit RULE    blocks evicted from RAM that go to SSD: all, or hit\n"
+		"                      (hit at least once) (default %s)\n"
+		"  --ssd-write-through commit also writes blocks to SSD\n"
 		"  --config FILE       read settings from FILE first (key = value, keys\n"
 		"                      named as these flags); flags win over the file\n"
 		"  --print-config      print the effective configuration and exit\n"
@@ -132,7 +141,8 @@ void kvs_config_usage(FILE *f, const kvs_config *d)
 		"  --version           print the version\n",
 		d->socket_path, d->host_bytes >> 20, d->page_bytes >> 10,
 		kvs_log_level_name(d->log_level), d->max_clients, d->max_leases,
-		policies, d->policy);
+		policies, d->policy, d->ssd_segment_bytes >> 20,
+		d->ssd_admit_hit ? "hit" : "all");
 }
 
 static int bad(const char *flag, const char *val, const char *why)
@@ -143,7 +153,8 @@ static int bad(const char *flag, const char *val, const char *why)
 }
 
 enum { O_SOCKET = 256, O_HOST, O_PAGE, O_LOG, O_READY, O_CLIENTS, O_LEASES,
-       O_POLICY, O_METRICS, O_CONFIG, O_PRINT, O_HELP, O_VERSION };
+       O_POLICY, O_METRICS, O_SSD_DIR, O_SSD_SIZE, O_SSD_SEG, O_SSD_ADMIT,
+       O_SSD_WT, O_CONFIG, O_PRINT, O_HELP, O_VERSION };
 
 /* Every setting, by its flag name; a config file uses the same names. */
 static const struct option opts[] = {
@@ -156,6 +167,11 @@ static const struct option opts[] = {
 	{ "max-leases", required_argument, NULL, O_LEASES },
 	{ "eviction-policy", required_argument, NULL, O_POLICY },
 	{ "metrics-addr", required_argument, NULL, O_METRICS },
+	{ "ssd-dir", required_argument, NULL, O_SSD_DIR },
+	{ "ssd-size", required_argument, NULL, O_SSD_SIZE },
+	{ "ssd-segment", required_argument, NULL, O_SSD_SEG },
+	{ "ssd-admit", required_argument, NULL, O_SSD_ADMIT },
+	{ "ssd-write-through", optional_argument, NULL, O_SSD_WT },
 	{ "config", required_argument, NULL, O_CONFIG },
 	{ "print-config", no_argument, NULL, O_PRINT },
 	{ "help", no_argument, NULL, O_HELP },
@@ -219,6 +235,41 @@ static const char *set_option(kvs_config *cfg, int id, const char *val)
 		if (!*val || strlen(val) >= sizeof(cfg->metrics_addr))
 			return "empty or too long";
 		strcpy(cfg->metrics_addr, val);
+		return NULL;
+	case O_SSD_DIR:
+		if (!*val || strlen(val) >= sizeof(cfg->ssd_dir))
+			return "empty or longer than 255 bytes";
+		strcpy(cfg->ssd_dir, val);
+		return NULL;
+	case O_SSD_SIZE:
+		if (kvs_parse_size(val, &size) < 0)
+			return "not a size (e.g. 64G)";
+		cfg->ssd_bytes = size;
+		return NULL;
+	case O_SSD_SEG:
+		if (kvs_parse_size(val, &size) < 0 || size < (64u << 10) ||
+		    (size & 4095))
+			return "must be a multiple of 4K, at least 64K";
+		cfg->ssd_segment_bytes = size;
+		return NULL;
+	case O_SSD_ADMIT:
+		if (strcmp(val, "all") == 0)
+			cfg->ssd_admit_hit = 0;
+		else if (strcmp(val, "hit") == 0)
+			cfg->ssd_admit_hit = 1;
+		else
+			return "must be all or hit";
+		return NULL;
+	case O_SSD_WT:
+		/* A flag on the command line; "true"/"false" in a file. */
+		if (!val || strcmp(val, "true") == 0 || strcmp(val, "1") == 0 ||
+		    strcmp(val, "yes") == 0)
+			cfg->ssd_write_through = 1;
+		else if (strcmp(val, "false") == 0 || strcmp(val, "0") == 0 ||
+			 strcmp(val, "no") == 0)
+			cfg->ssd_write_through = 0;
+		else
+			return "must be true or false";
 		return NULL;
 	}
 	return "not a setting";
@@ -342,6 +393,19 @@ void kvs_config_print(FILE *f, const kvs_config *cfg)
 		fprintf(f, "metrics-addr = %s\n", cfg->metrics_addr);
 	else
 		fprintf(f, "# metrics-addr: off\n");
+	if (cfg->ssd_dir[0])
+		fprintf(f, "ssd-dir = %s\n", cfg->ssd_dir);
+	else
+		fprintf(f, "# ssd-dir: off\n");
+	if (cfg->ssd_bytes)
+		fprintf(f, "ssd-size = %" PRIu64 "\n", cfg->ssd_bytes);
+	else
+		fprintf(f, "# ssd-size: 4 segments\n");
+	fprintf(f, "ssd-segment = %" PRIu64 "\n"
+		   "ssd-admit = %s\n"
+		   "ssd-write-through = %s\n",
+		cfg->ssd_segment_bytes, cfg->ssd_admit_hit ? "hit" : "all",
+		cfg->ssd_write_through ? "true" : "false");
 }
 
 int kvs_config_parse_args(kvs_config *cfg, int argc, char **argv)

@@ -70,6 +70,17 @@ uint64_t kvs_cache_arena_id(const kvs_cache *c);
 
 /* kvs_cache_owner_new - state for one connection; NULL when out of memory. */
 kvs_owner *kvs_cache_owner_new(kvs_cache *c);
+/*
+ * kvs_cache_done_fn - a lookup that answered -EINPROGRESS (blocks being read
+ * back from SSD) is done: @rc hits (or an error), @lease and @out[0..rc) as
+ * kvs_cache_lookup() would have filled them. Called from kvs_cache_ssd_poll();
+ * @out is valid during the call only. The callback may issue requests.
+ */
+typedef void (*kvs_cache_done_fn)(void *arg, int rc, uint64_t lease,
+				  const kvs_block *out);
+/* kvs_cache_owner_set_done - where @o's deferred lookups answer. */
+void kvs_cache_owner_set_done(kvs_owner *o, kvs_cache_done_fn fn, void *arg);
+
 /* kvs_cache_owner_free - end every lease of @o (pins dropped, uncommitted
  * slots freed) and free it. @o may be NULL. */
 void kvs_cache_owner_free(kvs_cache *c, kvs_owner *o);
@@ -88,6 +99,9 @@ int kvs_cache_attach(kvs_cache *c, kvs_owner *o, const kvs_wire_hello *h,
  * kvs_cache_lookup - pin the longest present prefix of @hashes (@n of them,
  * 16 bytes each as on the wire). Fills out[0..hits) and *lease (0 if none).
  * Returns hits. Errors: KVS_E_NOTATTACHED, KVS_E_LIMIT, -ENOMEM.
+ * -EINPROGRESS: some hits are being read back from the SSD tier; the answer
+ * comes through the owner's kvs_cache_done_fn (set one before looking up
+ * with the SSD tier on), and @o must send no other request until then.
  */
 int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 		     uint32_t n, uint64_t *lease, kvs_block *out);
@@ -110,6 +124,29 @@ int kvs_cache_abort(kvs_cache *c, kvs_owner *o, uint64_t lease);
 /* kvs_cache_release - end any lease (a write lease is aborted); returns the
  * blocks it held. Errors: KVS_E_NOTATTACHED, KVS_E_NOLEASE, KVS_E_NOTOWNER. */
 int kvs_cache_release(kvs_cache *c, kvs_owner *o, uint64_t lease);
+
+/* The SSD tier (tier_ssd.c). */
+typedef struct kvs_cache_ssd_config {
+	const char *dir;        /* existing, writable directory */
+	uint64_t bytes;         /* tier size; 0: 4 segments */
+	uint64_t segment_bytes; /* segment file size */
+	int admit_hit;          /* demote only blocks hit at least once */
+	int write_through;      /* commit also writes to SSD */
+} kvs_cache_ssd_config;
+
+/*
+ * kvs_cache_ssd_open - turn the SSD tier on: open the segment store and its
+ * index under cfg->dir, restore the namespaces and load every valid indexed
+ * block as an SSD-only hit (warm restart). Blocking; call before serving.
+ * Errors: -ENOENT, -ENOTDIR, -EACCES, -EROFS (dir), -EBUSY (another daemon
+ * has it), -ENOSPC, -EINVAL (sizes), -ENOMEM, other -errno. Logs why.
+ */
+int kvs_cache_ssd_open(kvs_cache *c, const kvs_cache_ssd_config *cfg);
+/* kvs_cache_ssd_fd - readable when kvs_cache_ssd_poll() has work; -1 off. */
+int kvs_cache_ssd_fd(const kvs_cache *c);
+/* kvs_cache_ssd_poll - reap SSD completions (finishing demotions and
+ * promotions, answering deferred lookups), then commit the index batch. */
+void kvs_cache_ssd_poll(kvs_cache *c);
 
 /* kvs_cache_stats_fill - refresh the gauges the cache owns in its stats. */
 void kvs_cache_stats_fill(kvs_cache *c);

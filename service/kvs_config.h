@@ -29,6 +29,11 @@ typedef struct kvs_config {
 	uint64_t max_outbuf;    /* per-client reply backlog before disconnect */
 	char policy[32];        /* eviction policy name */
 	char metrics_addr[128]; /* "HOST:PORT" of /metrics, "" when off */
+	char ssd_dir[256];      /* SSD tier directory, "" when off */
+	uint64_t ssd_bytes;     /* SSD tier size (0: 4 segments) */
+	uint64_t ssd_segment_bytes;
+	int ssd_admit_hit;      /* 1: demote only blocks hit at least once */
+	int ssd_write_through;  /* 1: commit also writes to SSD */
 } kvs_config;
 
 /*

@@ -48,6 +48,32 @@
 	X(tier_host, blocks, GAUGE, "committed blocks in the host tier")      \
 	X(tier_host, blocks_writing, GAUGE, "reserved, uncommitted blocks")   \
 	X(tier_host, utilization_permille, GAUGE, "slot bytes / slab bytes")  \
+	X(tier_ssd, enabled, GAUGE, "1 when demotion to SSD is on")            \
+	X(tier_ssd, bytes_total, GAUGE, "SSD tier bytes (segment files)")     \
+	X(tier_ssd, bytes_used, GAUGE, "bytes of used segments")              \
+	X(tier_ssd, bytes_free, GAUGE, "bytes of free segments and tails")    \
+	X(tier_ssd, blocks, GAUGE, "blocks with an SSD copy")                 \
+	X(tier_ssd, blocks_ssd_only, GAUGE, "blocks only on SSD")             \
+	X(tier_ssd, writes_inflight, GAUGE, "demotion writes not completed")  \
+	X(tier_ssd, writes, COUNTER, "blocks written to SSD")                 \
+	X(tier_ssd, bytes_written, COUNTER, "payload bytes written to SSD")   \
+	X(tier_ssd, reads, COUNTER, "blocks read from SSD and verified")      \
+	X(tier_ssd, bytes_read, COUNTER, "payload bytes read and verified")   \
+	X(tier_ssd, demotions, COUNTER, "blocks evicted from RAM kept on SSD")\
+	X(tier_ssd, promotions, COUNTER, "blocks read back into RAM by lookups")\
+	X(tier_ssd, lookup_hits, COUNTER, "lookup hits served after promotion")\
+	X(tier_ssd, admission_rejected, COUNTER, "evicted blocks not admitted")\
+	X(tier_ssd, corrupt_blocks, COUNTER, "reads failing verification: dropped")\
+	X(tier_ssd, stale_blocks, COUNTER, "blocks of recycled segments dropped")\
+	X(tier_ssd, recycled_segments, COUNTER, "segments recycled")          \
+	X(tier_ssd, io_errors, COUNTER, "I/O errors and ENOSPC (demotion off)")\
+	X(tier_ssd, write_lat_avg_us, GAUGE, "average SSD write latency")     \
+	X(tier_ssd, write_lat_p99_us, GAUGE, "p99 SSD write latency")         \
+	X(tier_ssd, read_lat_avg_us, GAUGE, "average SSD read latency")       \
+	X(tier_ssd, read_lat_p99_us, GAUGE, "p99 SSD read latency")           \
+	X(tier_ssd, index_entries, GAUGE, "entries committed in the index")   \
+	X(tier_ssd, restart_blocks, GAUGE, "blocks loaded from the index at start")\
+	X(tier_ssd, restart_ms, GAUGE, "time to load the index at start, ms") \
 	X(leases, active, GAUGE, "leases held now")                           \
 	X(leases, pinned_blocks, GAUGE, "pins held now")                      \
 	X(namespaces, count, GAUGE, "namespaces known")                       \

@@ -35,7 +35,7 @@ typedef struct conn conn;
 struct kvs_server {
 	kvs_config cfg;
 	struct event_base *base;
-	struct event *listen_ev, *sigint_ev, *sigterm_ev;
+	struct event *listen_ev, *sigint_ev, *sigterm_ev, *ssd_ev;
 	int listen_fd;
 	kvs_cache *cache;
 	kvs_counters stats;
@@ -60,6 +60,9 @@ struct conn {
 	int pending_fd;  /* fd to attach to the first byte of out, or -1 */
 	int closing;     /* close once out is flushed */
 	int reading;     /* rev is armed */
+	int waiting;     /* a lookup's answer is deferred (SSD reads): no
+			  * other request is handled until it is sent */
+	kvs_wire_hdr wait_hdr; /* that lookup's header */
 	kvs_owner *owner;
 	uint32_t ns;
 	uint64_t id;
@@ -230,6 +233,12 @@ static void do_hashes(conn *c, const kvs_wire_hdr *h, const uint8_t *p)
 	else
 		rc = kvs_cache_reserve(s->cache, c->owner, req.hashes, req.count,
 				       &lease, s->blocks);
+	if (rc == -EINPROGRESS) {
+		/* Blocks are being read back from SSD: on_lookup_done(). */
+		c->waiting = 1;
+		c->wait_hdr = *h;
+		return;
+	}
 	if (rc < 0) {
 		reply_error(c, h, rc);
 		return;
@@ -238,6 +247,25 @@ static void do_hashes(conn *c, const kvs_wire_hdr *h, const uint8_t *p)
 	rc = kvs_wire_blocks_encode(lease, s->blocks, count, s->reply,
 				    KVS_WIRE_MAX_PAYLOAD);
 	reply(c, h, 0, s->reply, (size_t)rc);
+}
+
+/* A deferred lookup is answered (kvs_cache_done_fn): send it, then go on
+ * with the requests that queued behind it. */
+static void on_lookup_done(void *arg, int rc, uint64_t lease,
+			   const kvs_block *out)
+{
+	conn *c = arg;
+	kvs_server *s = c->srv;
+
+	c->waiting = 0;
+	if (rc < 0) {
+		reply_error(c, &c->wait_hdr, rc);
+	} else {
+		rc = kvs_wire_blocks_encode(lease, out, (uint32_t)rc, s->reply,
+					    KVS_WIRE_MAX_PAYLOAD);
+		reply(c, &c->wait_hdr, 0, s->reply, (size_t)rc);
+	}
+	conn_process(c);
 }
 
 static void do_lease(conn *c, const kvs_wire_hdr *h, const uint8_t *p)
@@ -439,7 +467,8 @@ static int conn_process(conn *c)
 
 	do {
 		stalled = 0;
-		while (!c->closing && evbuffer_get_length(c->out) < OUT_HIGH) {
+		while (!c->closing && !c->waiting &&
+		       evbuffer_get_length(c->out) < OUT_HIGH) {
 			const uint8_t *p = c->in + c->in_off;
 			size_t avail = c->in_len - c->in_off;
 			kvs_wire_hdr h;
@@ -637,6 +666,8 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 	c->pending_fd = -1;
 	c->id = ++s->stats.clients_accepted;
 	c->owner = kvs_cache_owner_new(s->cache);
+	if (c->owner)
+		kvs_cache_owner_set_done(c->owner, on_lookup_done, c);
 	c->out = evbuffer_new();
 	c->rev = event_new(s->base, fd, EV_READ | EV_PERSIST, on_read, c);
 	c->wev = event_new(s->base, fd, EV_WRITE | EV_PERSIST, on_write, c);
@@ -676,7 +707,8 @@ static int bind_socket(const char *path)
 	char *slash;
 	int fd, rc;
 
-	strncpy(sa.sun_path, path, sizeof(sa.sun_path) - 1);
+	/* sa is zeroed: the path stays NUL-terminated (config caps it). */
+	memcpy(sa.sun_path, path, strnlen(path, sizeof(sa.sun_path) - 1));
 	strcpy(dir, sa.sun_path);
 	slash = strrchr(dir, '/');
 	if (slash && slash != dir) {
@@ -718,6 +750,13 @@ static int bind_socket(const char *path)
 	return fd;
 }
 
+static void on_ssd(evutil_socket_t fd, short what, void *arg)
+{
+	kvs_server *s = arg;
+
+	kvs_cache_ssd_poll(s->cache);
+}
+
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
 	kvs_server *s = arg;
@@ -751,6 +790,24 @@ int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 		kvs_err("cannot create the host tier of %" PRIu64 " bytes: %s",
 			cfg->host_bytes, kvs_strerror(rc));
 		goto fail;
+	}
+	if (cfg->ssd_dir[0]) {
+		kvs_cache_ssd_config sc = {
+			.dir = cfg->ssd_dir, .bytes = cfg->ssd_bytes,
+			.segment_bytes = cfg->ssd_segment_bytes,
+			.admit_hit = cfg->ssd_admit_hit,
+			.write_through = cfg->ssd_write_through };
+
+		rc = kvs_cache_ssd_open(s->cache, &sc);
+		if (rc < 0)
+			goto fail;
+		s->ssd_ev = event_new(s->base, kvs_cache_ssd_fd(s->cache),
+				      EV_READ | EV_PERSIST, on_ssd, s);
+		if (!s->ssd_ev) {
+			rc = -ENOMEM;
+			goto fail;
+		}
+		event_add(s->ssd_ev, NULL);
 	}
 	rc = bind_socket(cfg->socket_path);
 	if (rc < 0)
@@ -810,6 +867,8 @@ void kvs_server_destroy(kvs_server *s)
 		event_free(s->sigint_ev);
 	if (s->sigterm_ev)
 		event_free(s->sigterm_ev);
+	if (s->ssd_ev)
+		event_free(s->ssd_ev);
 	kvs_metrics_stop(s->metrics);
 	if (s->listen_fd >= 0) {
 		close(s->listen_fd);
