@@ -29,6 +29,8 @@ typedef struct kvs_config {
 	uint64_t max_outbuf;    /* per-client reply backlog before disconnect */
 	char policy[32];        /* eviction policy name */
 	char metrics_addr[128]; /* "HOST:PORT" of /metrics, "" when off */
+	uint32_t max_pinned_share; /* percent of the host tier operators may pin */
+	uint64_t watch_buffer;  /* unsent event bytes per watcher before drops */
 } kvs_config;
 
 /*
