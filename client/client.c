@@ -727,3 +727,30 @@ int kvs_stats_value(const char *text, const char *name, int64_t *value)
 	}
 	return -ENOENT;
 }
+
+/* ---- internal: for admin.c (kvs_client_int.h); not exported ---------- */
+
+int kvs__rpc(kvs_client *c, uint16_t op, const void *req, size_t len,
+	     const uint8_t **reply, uint32_t *rlen)
+{
+	int rc;
+
+	if (!c)
+		return -EINVAL;
+	if ((rc = grow(c, len)) < 0)
+		return rc;
+	if (len)
+		memcpy(c->buf, req, len);
+	rc = rpc(c, op, len, rlen, NULL);
+	*reply = c->buf;
+	return rc;
+}
+
+int kvs__take_fd(kvs_client *c)
+{
+	int fd = c->fd;
+
+	c->fd = -1;
+	c->dead = 1;
+	return fd;
+}

@@ -37,6 +37,14 @@ enum kvs_opcode {
 	KVS_OP_ABORT = 5,
 	KVS_OP_RELEASE = 6,
 	KVS_OP_STATS = 7,
+	/* operator messages: kvs_wire_admin.h */
+	KVS_OP_LIST = 8,
+	KVS_OP_INSPECT = 9,
+	KVS_OP_EVICT = 10,
+	KVS_OP_PIN = 11,
+	KVS_OP_UNPIN = 12,
+	KVS_OP_WATCH = 13,
+	KVS_OP_EVENT = 14, /* daemon to a WATCH subscriber, unasked */
 	KVS_OP__COUNT
 };
 

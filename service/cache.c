@@ -6,15 +6,21 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kvs_arena.h"
+#include "kvs_cache_admin.h"
 #include "kvs_log.h"
 #include "kvs_policy.h"
 #include "kvs_slab.h"
 #include "kvs_table.h"
 #include "cache_int.h"
 #include "tier_ssd.h"
+
+static uint32_t clock_s(const kvs_cache *c);
+static void tell(kvs_cache *c, uint32_t kind, uint32_t idx);
+static void touch_atime(kvs_cache *c, uint32_t idx);
 
 #define NONE KVS_REC_NONE
 #define alloc_slot cache_alloc_slot
@@ -132,6 +138,7 @@ static void evict(kvs_cache *c, uint32_t idx)
 {
 	kvs_rec *r = rec(c, idx);
 
+	tell(c, c->evict_kind, idx);
 	kvs_policy_del(c->policy, idx);
 	c->nss[r->ns - 1].info.blocks--;
 	c->stats->blocks_evicted++;
@@ -309,10 +316,12 @@ static uint32_t end_write(kvs_cache *c, uint32_t s, int commit)
 			r->refs--;
 			sp->info.writing--;
 			sp->info.blocks++;
+			touch_atime(c, idx);
 			kvs_policy_touch(c->policy, idx);
 			sync_evictable(c, idx);
 			if (c->ssd)
 				tier_ssd_commit(c, idx);
+			tell(c, KVS_EVENT_STORED, idx);
 		}
 		c->stats->blocks_committed += n;
 	} else {
@@ -347,6 +356,8 @@ int kvs_cache_create(const kvs_cache_config *cfg, kvs_counters *stats,
 	c->stats = stats;
 	c->max_leases = cfg->max_leases;
 	c->free_lease = NONE;
+	c->evict_kind = KVS_EVENT_EVICTED;
+	clock_gettime(CLOCK_MONOTONIC, &c->born);
 	if (getrandom(&c->arena_id, sizeof(c->arena_id), 0) !=
 	    sizeof(c->arena_id))
 		c->arena_id = (uint64_t)(uintptr_t)c ^ (uint64_t)getpid();
@@ -383,6 +394,7 @@ void kvs_cache_destroy(kvs_cache *c)
 		free(c->nss[i].salt);
 	}
 	free(c->nss);
+	free(c->atime);
 	kvs_policy_destroy(c->policy);
 	kvs_table_destroy(c->table);
 	kvs_slab_destroy(c->slab);
@@ -614,6 +626,7 @@ int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 
 		r->refs++;
 		r->hits++;
+		touch_atime(c, idx);
 		sync_evictable(c, idx);
 		kvs_policy_touch(c->policy, idx);
 		c->leases[s].recs[c->leases[s].n++] = idx;
@@ -939,4 +952,110 @@ out:
 	free(children);
 	free(hkids);
 	return rc;
+}
+
+/* ---- operator primitives (kvs_cache_admin.h) -------------------------- */
+
+static uint32_t clock_s(const kvs_cache *c)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (uint32_t)(now.tv_sec - c->born.tv_sec);
+}
+
+/* Best effort: without memory for the array an age reads as 0. */
+static void touch_atime(kvs_cache *c, uint32_t idx)
+{
+	if (idx >= c->natime) {
+		uint32_t n = c->natime ? c->natime : 1024;
+		uint32_t *na;
+
+		while (n <= idx)
+			n *= 2;
+		na = realloc(c->atime, (size_t)n * sizeof(*na));
+		if (!na)
+			return;
+		memset(na + c->natime, 0, (size_t)(n - c->natime) * sizeof(*na));
+		c->atime = na;
+		c->natime = n;
+	}
+	c->atime[idx] = clock_s(c);
+}
+
+static void tell(kvs_cache *c, uint32_t kind, uint32_t idx)
+{
+	if (c->on_event)
+		c->on_event(c->event_arg, kind, rec(c, idx));
+}
+
+void kvs_cache_set_event_hook(kvs_cache *c, kvs_cache_event_fn fn, void *arg)
+{
+	c->on_event = fn;
+	c->event_arg = arg;
+}
+
+uint32_t kvs_cache_rec_span(const kvs_cache *c)
+{
+	uint32_t count = kvs_table_count(c->table), hi = 0;
+
+	for (uint32_t found = 0; found < count; hi++)
+		found += rec(c, hi)->state != KVS_REC_FREE;
+	return hi;
+}
+
+const kvs_rec *kvs_cache_rec_at(const kvs_cache *c, uint32_t idx)
+{
+	return rec(c, idx);
+}
+
+kvs_hash kvs_cache_rec_hash(const kvs_rec *r)
+{
+	return ns_key(r->ns, r->hash); /* the mix is its own inverse */
+}
+
+uint64_t kvs_cache_rec_age_s(const kvs_cache *c, uint32_t idx)
+{
+	uint32_t now = clock_s(c), t = idx < c->natime ? c->atime[idx] : now;
+
+	return now > t ? now - t : 0;
+}
+
+uint32_t kvs_cache_find(const kvs_cache *c, uint32_t ns_id, kvs_hash h)
+{
+	for (uint32_t id = ns_id ? ns_id : 1; id <= c->nns; id++) {
+		uint32_t idx = kvs_table_find(c->table, ns_key(id, h));
+
+		if (idx != NONE && rec(c, idx)->ns == id)
+			return idx;
+		if (ns_id)
+			break;
+	}
+	return NONE;
+}
+
+const kvs_ns_info *kvs_cache_ns_at(const kvs_cache *c, uint32_t id)
+{
+	return id >= 1 && id <= c->nns ? &c->nss[id - 1].info : NULL;
+}
+
+uint32_t kvs_cache_ns_count(const kvs_cache *c)
+{
+	return c->nns;
+}
+
+int kvs_cache_free_rec(kvs_cache *c, uint32_t idx, uint32_t kind)
+{
+	if (!evictable(c, idx, rec(c, idx)))
+		return 0;
+	c->evict_kind = kind;
+	evict(c, idx);
+	c->evict_kind = KVS_EVENT_EVICTED;
+	return 1;
+}
+
+void kvs_cache_pin_rec(kvs_cache *c, uint32_t idx, int delta)
+{
+	rec(c, idx)->refs += (uint32_t)delta;
+	sync_evictable(c, idx);
 }

@@ -7,8 +7,11 @@
 #ifndef KVS_CACHE_INT_H
 #define KVS_CACHE_INT_H
 
+#include <time.h>
+
 #include "kvs_arena.h"
 #include "kvs_cache.h"
+#include "kvs_cache_admin.h"
 #include "kvs_policy.h"
 #include "kvs_slab.h"
 #include "kvs_table.h"
@@ -63,6 +66,14 @@ struct kvs_cache {
 	ns *nss;              /* namespace id i+1 is nss[i] */
 	uint32_t nns;
 	kvs_tier_ssd *ssd;    /* NULL when the SSD tier is off */
+	/* operator's view (kvs_cache_admin.h; code at the end of cache.c) */
+	kvs_cache_event_fn on_event;
+	void *event_arg;
+	uint32_t evict_kind;  /* what an eviction tells on_event */
+	struct timespec born; /* atime counts seconds from here */
+	uint32_t *atime;      /* by record: last store or hit (not in kvs_rec,
+			       * which stays one cache line) */
+	uint32_t natime;
 };
 
 

@@ -54,6 +54,8 @@ int kvs_config_defaults(kvs_config *cfg)
 	cfg->max_outbuf = 64ull << 20;
 	strcpy(cfg->policy, kvs_policy_name_at(0));
 	cfg->ssd_segment_bytes = DEFAULT_SSD_SEGMENT;
+	cfg->max_pinned_share = 50;
+	cfg->watch_buffer = 1u << 20;
 	return 0;
 }
 
@@ -134,6 +136,10 @@ void kvs_config_usage(FILE *f, const kvs_config *d)
 		"  --ssd-admit RULE    blocks evicted from RAM that go to SSD: all, or hit\n"
 		"                      (hit at least once) (default %s)\n"
 		"  --ssd-write-through commit also writes blocks to SSD\n"
+		"  --max-pinned-share PERCENT  share of the host tier that kvsctl pin\n"
+		"                      may hold (default %u)\n"
+		"  --watch-buffer SIZE unsent event bytes per kvsctl watch before\n"
+		"                      events are dropped (default %" PRIu64 " KiB)\n"
 		"  --config FILE       read settings from FILE first (key = value, keys\n"
 		"                      named as these flags); flags win over the file\n"
 		"  --print-config      print the effective configuration and exit\n"
@@ -142,7 +148,8 @@ void kvs_config_usage(FILE *f, const kvs_config *d)
 		d->socket_path, d->host_bytes >> 20, d->page_bytes >> 10,
 		kvs_log_level_name(d->log_level), d->max_clients, d->max_leases,
 		policies, d->policy, d->ssd_segment_bytes >> 20,
-		d->ssd_admit_hit ? "hit" : "all");
+		d->ssd_admit_hit ? "hit" : "all", d->max_pinned_share,
+		d->watch_buffer >> 10);
 }
 
 static int bad(const char *flag, const char *val, const char *why)
@@ -154,7 +161,7 @@ static int bad(const char *flag, const char *val, const char *why)
 
 enum { O_SOCKET = 256, O_HOST, O_PAGE, O_LOG, O_READY, O_CLIENTS, O_LEASES,
        O_POLICY, O_METRICS, O_SSD_DIR, O_SSD_SIZE, O_SSD_SEG, O_SSD_ADMIT,
-       O_SSD_WT, O_CONFIG, O_PRINT, O_HELP, O_VERSION };
+       O_SSD_WT, O_PINSHARE, O_WATCHBUF, O_CONFIG, O_PRINT, O_HELP, O_VERSION };
 
 /* Every setting, by its flag name; a config file uses the same names. */
 static const struct option opts[] = {
@@ -172,6 +179,8 @@ static const struct option opts[] = {
 	{ "ssd-segment", required_argument, NULL, O_SSD_SEG },
 	{ "ssd-admit", required_argument, NULL, O_SSD_ADMIT },
 	{ "ssd-write-through", optional_argument, NULL, O_SSD_WT },
+	{ "max-pinned-share", required_argument, NULL, O_PINSHARE },
+	{ "watch-buffer", required_argument, NULL, O_WATCHBUF },
 	{ "config", required_argument, NULL, O_CONFIG },
 	{ "print-config", no_argument, NULL, O_PRINT },
 	{ "help", no_argument, NULL, O_HELP },
@@ -182,7 +191,7 @@ static const struct option opts[] = {
 /* Apply one setting; returns NULL or why @val is refused. */
 static const char *set_option(kvs_config *cfg, int id, const char *val)
 {
-	size_t n = strlen(val);
+	size_t n = val ? strlen(val) : 0; /* NULL: a flag without its value */
 	uint64_t size;
 	uint32_t u;
 
@@ -270,6 +279,17 @@ static const char *set_option(kvs_config *cfg, int id, const char *val)
 			cfg->ssd_write_through = 0;
 		else
 			return "must be true or false";
+		return NULL;
+	case O_PINSHARE:
+		if (parse_u32(val, 0, &u) < 0 || u > 100)
+			return "must be a percentage from 0 to 100";
+		cfg->max_pinned_share = u;
+		return NULL;
+	case O_WATCHBUF:
+		if (kvs_parse_size(val, &size) < 0 || size < 4096 ||
+		    size > cfg->max_outbuf / 2)
+			return "must be a size from 4K to half the reply backlog limit";
+		cfg->watch_buffer = size;
 		return NULL;
 	}
 	return "not a setting";
@@ -385,10 +405,13 @@ void kvs_config_print(FILE *f, const kvs_config *cfg)
 		   "log-level = %s\n"
 		   "max-clients = %u\n"
 		   "max-leases = %u\n"
-		   "eviction-policy = %s\n",
+		   "eviction-policy = %s\n"
+		   "max-pinned-share = %u\n"
+		   "watch-buffer = %" PRIu64 "\n",
 		cfg->socket_path, cfg->host_bytes, cfg->page_bytes,
 		kvs_log_level_name(cfg->log_level), cfg->max_clients,
-		cfg->max_leases, cfg->policy);
+		cfg->max_leases, cfg->policy, cfg->max_pinned_share,
+		cfg->watch_buffer);
 	if (cfg->metrics_addr[0])
 		fprintf(f, "metrics-addr = %s\n", cfg->metrics_addr);
 	else

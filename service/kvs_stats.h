@@ -31,6 +31,12 @@
 	X(ops, abort, COUNTER, "abort requests")                              \
 	X(ops, release, COUNTER, "release requests")                          \
 	X(ops, stats, COUNTER, "stats requests")                              \
+	X(ops, list, COUNTER, "operator list requests")                       \
+	X(ops, inspect, COUNTER, "operator inspect requests")                 \
+	X(ops, evict, COUNTER, "operator evict and flush requests")           \
+	X(ops, pin, COUNTER, "operator pin requests")                         \
+	X(ops, unpin, COUNTER, "operator unpin requests")                     \
+	X(ops, watch, COUNTER, "event subscriptions")                         \
 	X(blocks, lookup_hit, COUNTER, "blocks found by lookups")             \
 	X(blocks, lookup_miss, COUNTER, "blocks asked for and not found")     \
 	X(blocks, reserved, COUNTER, "slots handed out by reserve")           \
@@ -76,6 +82,11 @@
 	X(tier_ssd, restart_ms, GAUGE, "time to load the index at start, ms") \
 	X(leases, active, GAUGE, "leases held now")                           \
 	X(leases, pinned_blocks, GAUGE, "pins held now")                      \
+	X(pins, blocks, GAUGE, "blocks pinned by operators")                  \
+	X(pins, bytes, GAUGE, "bytes of blocks pinned by operators")          \
+	X(events, subscribers, GAUGE, "connections watching events")          \
+	X(events, published, COUNTER, "events sent to subscribers")           \
+	X(events, dropped, COUNTER, "events dropped: a subscriber's buffer was full") \
 	X(namespaces, count, GAUGE, "namespaces known")                       \
 	X(table, records, GAUGE, "block records in use")                      \
 	X(table, ghosts, GAUGE, "records of evicted parents kept for children")\

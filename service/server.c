@@ -18,6 +18,7 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
+#include "kvs_admin.h"
 #include "kvs_cache.h"
 #include "kvs_hist.h"
 #include "kvs_log.h"
@@ -38,6 +39,7 @@ struct kvs_server {
 	struct event *listen_ev, *sigint_ev, *sigterm_ev, *ssd_ev;
 	int listen_fd;
 	kvs_cache *cache;
+	kvs_admin *admin; /* operator requests and events (admin.c) */
 	kvs_counters stats;
 	kvs_hist latency[KVS_OP__COUNT]; /* by opcode */
 	kvs_metrics *metrics;
@@ -64,6 +66,7 @@ struct conn {
 			  * other request is handled until it is sent */
 	kvs_wire_hdr wait_hdr; /* that lookup's header */
 	kvs_owner *owner;
+	kvs_admin_sub *sub; /* watching events, or NULL */
 	uint32_t ns;
 	uint64_t id;
 };
@@ -429,6 +432,46 @@ static void do_stats(conn *c, const kvs_wire_hdr *h, const uint8_t *p)
 	free(text);
 }
 
+/* Operator requests: admin.c does the work, this sends the answer. */
+static void do_admin(conn *c, const kvs_wire_hdr *h, const uint8_t *p)
+{
+	size_t len = 0;
+	int rc = kvs_admin_handle(c->srv->admin, c->ns, h->opcode, p, h->len,
+				  c->srv->reply, KVS_WIRE_MAX_PAYLOAD, &len);
+
+	if (rc < 0) {
+		if (rc == KVS_E_PROTO)
+			c->srv->stats.errors_proto++;
+		reply_error(c, h, rc);
+		return;
+	}
+	reply(c, h, 0, c->srv->reply, len);
+}
+
+static void conn_wake(void *arg)
+{
+	conn *c = arg;
+
+	event_add(c->wev, NULL);
+}
+
+/* WATCH: the reply (empty) comes first, then EVENT messages with its id. */
+static void do_watch(conn *c, const kvs_wire_hdr *h, const uint8_t *p)
+{
+	int rc = h->len != 0 ? KVS_E_PROTO : c->sub ? -EALREADY : 0;
+
+	if (rc == 0)
+		rc = kvs_admin_subscribe(c->srv->admin, c->out, h->req_id,
+					 conn_wake, c, &c->sub);
+	if (rc < 0) {
+		if (rc == KVS_E_PROTO)
+			c->srv->stats.errors_proto++;
+		reply_error(c, h, rc);
+		return;
+	}
+	reply(c, h, 0, NULL, 0);
+}
+
 static uint64_t now_ns(void)
 {
 	struct timespec ts;
@@ -450,12 +493,19 @@ static void dispatch(conn *c, const kvs_wire_hdr *h, const uint8_t *p)
 	case KVS_OP_ABORT: st->ops_abort++; do_lease(c, h, p); break;
 	case KVS_OP_RELEASE: st->ops_release++; do_lease(c, h, p); break;
 	case KVS_OP_STATS: st->ops_stats++; do_stats(c, h, p); break;
+	case KVS_OP_LIST: st->ops_list++; do_admin(c, h, p); break;
+	case KVS_OP_INSPECT: st->ops_inspect++; do_admin(c, h, p); break;
+	case KVS_OP_EVICT: st->ops_evict++; do_admin(c, h, p); break;
+	case KVS_OP_PIN: st->ops_pin++; do_admin(c, h, p); break;
+	case KVS_OP_UNPIN: st->ops_unpin++; do_admin(c, h, p); break;
+	case KVS_OP_WATCH: st->ops_watch++; do_watch(c, h, p); break;
 	default:
 		st->errors_opcode++;
 		reply_error(c, h, KVS_E_OPCODE);
 		return;
 	}
 	kvs_hist_add(&c->srv->latency[h->opcode], now_ns() - t0);
+	kvs_admin_publish(c->srv->admin);
 }
 
 /* Handle every complete message in the input buffer. Returns -1 when the
@@ -621,6 +671,7 @@ static void conn_close(conn *c, const char *why)
 		kvs_info("client %" PRIu64 ": closed: %s", c->id, why);
 	else
 		kvs_debug("client %" PRIu64 ": closed", c->id);
+	kvs_admin_unsubscribe(s->admin, c->sub);
 	kvs_cache_owner_free(s->cache, c->owner);
 	if (c->ns)
 		s->stats.clients_attached--;
@@ -770,6 +821,8 @@ int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 	kvs_cache_config cc = { .host_bytes = cfg->host_bytes,
 				.page_bytes = cfg->page_bytes, .policy = cfg->policy,
 				.max_leases = cfg->max_leases };
+	kvs_admin_config ac = { .max_pinned_share = cfg->max_pinned_share,
+				.watch_buffer = cfg->watch_buffer };
 	kvs_server *s = calloc(1, sizeof(*s));
 	int rc;
 
@@ -809,6 +862,9 @@ int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 		}
 		event_add(s->ssd_ev, NULL);
 	}
+	rc = kvs_admin_create(&ac, s->cache, &s->stats, &s->admin);
+	if (rc < 0)
+		goto fail;
 	rc = bind_socket(cfg->socket_path);
 	if (rc < 0)
 		goto fail;
@@ -874,6 +930,7 @@ void kvs_server_destroy(kvs_server *s)
 		close(s->listen_fd);
 		unlink(s->cfg.socket_path);
 	}
+	kvs_admin_destroy(s->admin);
 	kvs_cache_destroy(s->cache);
 	if (s->base)
 		event_base_free(s->base);

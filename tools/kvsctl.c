@@ -2,6 +2,8 @@
  * kvsctl - operator tool for kvshared, on the public client API only.
  *
  *   kvsctl [--socket PATH] stats [--json]
+ *   kvsctl [--socket PATH] ls|inspect|evict|flush|pin|unpin|watch ...
+ *          (kvsctl_cache.c)
  *   kvsctl [--socket PATH] plan (--preset NAME | --layers L --kv-heads H
  *          --head-dim D) [--dtype T] [--tokens N] [--attention A] [--json]
  *
@@ -14,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvsctl.h"
 #include "kvshare.h"
 
 struct cmd {
@@ -29,6 +32,13 @@ static const struct cmd cmds[] = {
 	{ "stats", cmd_stats, "print the daemon's counters [--json]" },
 	{ "plan", cmd_plan, "KV bytes per token of a model, and how many tokens "
 			    "of prefix fit in the running daemon's tiers" },
+	{ "ls", kvsctl_ls, "namespaces and their cached prefix trees [--json]" },
+	{ "inspect", kvsctl_inspect, "one block by hash [--json]" },
+	{ "evict", kvsctl_evict, "free unpinned blocks of a namespace, a prefix or all" },
+	{ "flush", kvsctl_flush, "as evict, from every tier" },
+	{ "pin", kvsctl_pin, "keep a prefix cached (hashes or tokens)" },
+	{ "unpin", kvsctl_unpin, "stop keeping a prefix cached" },
+	{ "watch", kvsctl_watch, "stream KV events as lines [--json]" },
 };
 #define NCMDS (sizeof(cmds) / sizeof(cmds[0]))
 

@@ -1,0 +1,562 @@
+/* admin.c - the operator's requests and the event stream (see kvs_admin.h). */
+#include "kvs_admin.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvs_cache_admin.h"
+#include "kvs_log.h"
+#include "kvs_wire_admin.h"
+
+#define NONE KVS_REC_NONE
+
+struct kvs_admin_sub {
+	kvs_admin_sub *next;
+	struct evbuffer *out;
+	uint64_t req_id;
+	uint64_t dropped; /* not yet told to the subscriber */
+	void (*wake)(void *arg);
+	void *arg;
+};
+
+struct kvs_admin {
+	kvs_admin_config cfg;
+	kvs_cache *cache;
+	kvs_counters *stats;
+	uint8_t *pinned;   /* by record: an operator pin is held */
+	uint32_t npinned_cap;
+	uint64_t pinned_bytes;
+	kvs_admin_sub *subs;
+	kvs_wire_event *pending;
+	uint32_t npending;
+	uint64_t seq;
+};
+
+#define PENDING_MAX 4096 /* events per EVENT message */
+
+/* ---- events ----------------------------------------------------------- */
+
+static void add_event(kvs_admin *a, uint32_t kind, const kvs_rec *r)
+{
+	if (!a->subs)
+		return;
+	if (a->npending == PENDING_MAX)
+		kvs_admin_publish(a);
+	a->pending[a->npending++] = (kvs_wire_event){
+		.kind = kind, .ns = r->ns, .hash = kvs_cache_rec_hash(r),
+		.seq = ++a->seq,
+	};
+}
+
+static void on_cache_event(void *arg, uint32_t kind, const kvs_rec *r)
+{
+	add_event(arg, kind, r);
+}
+
+void kvs_admin_publish(kvs_admin *a)
+{
+	size_t len = 16 + (size_t)a->npending * KVS_WIRE_EVENT_SIZE;
+	uint8_t *msg;
+
+	if (a->npending == 0)
+		return;
+	msg = malloc(KVS_WIRE_HDR_SIZE + len);
+	for (kvs_admin_sub *s = a->subs; s; s = s->next) {
+		kvs_wire_hdr h = { .magic = KVS_WIRE_MAGIC,
+				   .version = KVS_WIRE_VERSION,
+				   .opcode = KVS_OP_EVENT, .len = (uint32_t)len,
+				   .req_id = s->req_id };
+		uint8_t *p = msg + KVS_WIRE_HDR_SIZE;
+
+		if (!msg || evbuffer_get_length(s->out) + KVS_WIRE_HDR_SIZE + len >
+				    a->cfg.watch_buffer) {
+			s->dropped += a->npending;
+			a->stats->events_dropped += a->npending;
+			continue;
+		}
+		kvs_wire_hdr_encode(&h, msg);
+		kvs_wire_events_hdr_encode(a->npending, s->dropped, p, 16);
+		for (uint32_t i = 0; i < a->npending; i++)
+			kvs_wire_event_encode(&a->pending[i],
+					      p + 16 + (size_t)i * KVS_WIRE_EVENT_SIZE,
+					      KVS_WIRE_EVENT_SIZE);
+		if (evbuffer_add(s->out, msg, KVS_WIRE_HDR_SIZE + len) < 0) {
+			s->dropped += a->npending;
+			a->stats->events_dropped += a->npending;
+			continue;
+		}
+		s->dropped = 0;
+		a->stats->events_published += a->npending;
+		s->wake(s->arg);
+	}
+	free(msg);
+	a->npending = 0;
+}
+
+int kvs_admin_subscribe(kvs_admin *a, struct evbuffer *out, uint64_t req_id,
+			void (*wake)(void *arg), void *arg, kvs_admin_sub **sub)
+{
+	kvs_admin_sub *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return -ENOMEM;
+	s->out = out;
+	s->req_id = req_id;
+	s->wake = wake;
+	s->arg = arg;
+	s->next = a->subs;
+	a->subs = s;
+	a->stats->events_subscribers++;
+	*sub = s;
+	return 0;
+}
+
+void kvs_admin_unsubscribe(kvs_admin *a, kvs_admin_sub *sub)
+{
+	for (kvs_admin_sub **pp = &a->subs; sub && *pp; pp = &(*pp)->next) {
+		if (*pp == sub) {
+			*pp = sub->next;
+			a->stats->events_subscribers--;
+			free(sub);
+			break;
+		}
+	}
+	if (!a->subs)
+		a->npending = 0;
+}
+
+/* ---- life cycle ------------------------------------------------------- */
+
+int kvs_admin_create(const kvs_admin_config *cfg, kvs_cache *cache,
+		     kvs_counters *stats, kvs_admin **out)
+{
+	kvs_admin *a = calloc(1, sizeof(*a));
+
+	if (!a || !(a->pending = malloc(PENDING_MAX * sizeof(*a->pending)))) {
+		free(a);
+		return -ENOMEM;
+	}
+	a->cfg = *cfg;
+	a->cache = cache;
+	a->stats = stats;
+	kvs_cache_set_event_hook(cache, on_cache_event, a);
+	*out = a;
+	return 0;
+}
+
+void kvs_admin_destroy(kvs_admin *a)
+{
+	if (!a)
+		return;
+	kvs_cache_set_event_hook(a->cache, NULL, NULL);
+	while (a->subs)
+		kvs_admin_unsubscribe(a, a->subs);
+	free(a->pending);
+	free(a->pinned);
+	free(a);
+}
+
+static int is_pinned(const kvs_admin *a, uint32_t idx)
+{
+	return idx < a->npinned_cap && a->pinned[idx];
+}
+
+/* ---- trees ------------------------------------------------------------ */
+
+/* Fill val[idx] for every record below @span by walking parent links once:
+ * val of a root is root_val(idx), of any other record step(val of parent,
+ * idx). @path is scratch of @span entries. Values must be non-zero. */
+typedef uint32_t (*tree_fn)(void *arg, uint32_t idx, uint32_t parent_val);
+
+static void tree_fill(const kvs_cache *c, uint32_t span, uint32_t *val,
+		      uint32_t *path, tree_fn fn, void *arg)
+{
+	for (uint32_t i = 0; i < span; i++) {
+		uint32_t n = 0, cur = i, v = 0;
+
+		if (val[i] || kvs_cache_rec_at(c, i)->state == KVS_REC_FREE)
+			continue;
+		while (cur != NONE && !val[cur]) {
+			path[n++] = cur;
+			cur = kvs_cache_rec_at(c, cur)->parent;
+		}
+		if (cur != NONE)
+			v = val[cur];
+		while (n-- > 0) {
+			v = fn(arg, path[n], v);
+			val[path[n]] = v;
+		}
+	}
+}
+
+static uint32_t depth_step(void *arg, uint32_t idx, uint32_t parent_val)
+{
+	return parent_val + 1;
+}
+
+static uint32_t root_step(void *arg, uint32_t idx, uint32_t parent_val)
+{
+	return parent_val ? parent_val : idx + 1; /* the root's index + 1 */
+}
+
+/* For a prefix: 1 in the subtree of *(uint32_t *)arg, 2 outside. */
+static uint32_t under_step(void *arg, uint32_t idx, uint32_t parent_val)
+{
+	if (idx == *(uint32_t *)arg)
+		return 1;
+	return parent_val ? parent_val : 2;
+}
+
+/* ---- list ------------------------------------------------------------- */
+
+typedef struct ns_sum {
+	kvs_wire_ns w;
+	kvs_wire_prefix top[KVS_WIRE_LIST_TOP_MAX];
+} ns_sum;
+
+static int prefix_better(const kvs_wire_prefix *x, const kvs_wire_prefix *y)
+{
+	if (x->hits != y->hits)
+		return x->hits > y->hits;
+	if (x->root_hits != y->root_hits)
+		return x->root_hits > y->root_hits;
+	return x->depth > y->depth;
+}
+
+static void top_add(ns_sum *s, uint32_t max, const kvs_wire_prefix *p)
+{
+	uint32_t i;
+
+	if (s->w.ntop == max && (max == 0 || !prefix_better(p, &s->top[max - 1])))
+		return;
+	i = s->w.ntop < max ? s->w.ntop++ : max - 1;
+	while (i > 0 && prefix_better(p, &s->top[i - 1])) {
+		s->top[i] = s->top[i - 1];
+		i--;
+	}
+	s->top[i] = *p;
+}
+
+static int do_list(kvs_admin *a, uint32_t conn_ns, const uint8_t *p, size_t n,
+		   uint8_t *out, size_t cap, size_t *len)
+{
+	kvs_cache *c = a->cache;
+	kvs_wire_list_req req;
+	uint32_t nns = kvs_cache_ns_count(c), span, count = 0;
+	uint32_t *depth = NULL, *root = NULL, *path = NULL;
+	ns_sum *sums;
+	size_t off;
+	int rc = kvs_wire_list_req_decode(p, n, &req);
+
+	if (rc < 0)
+		return rc;
+	if (conn_ns && req.ns != conn_ns) {
+		if (req.ns)
+			return -EPERM;
+		req.ns = conn_ns;
+	}
+	if (req.ns > nns)
+		return -ENOENT;
+	span = kvs_cache_rec_span(c);
+	sums = calloc((size_t)nns + 1, sizeof(*sums));
+	depth = calloc((size_t)span + 1, sizeof(uint32_t));
+	root = calloc((size_t)span + 1, sizeof(uint32_t));
+	path = malloc(((size_t)span + 1) * sizeof(uint32_t));
+	if (!sums || !depth || !root || !path) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	tree_fill(c, span, depth, path, depth_step, NULL);
+	tree_fill(c, span, root, path, root_step, NULL);
+	for (uint32_t i = 0; i < span; i++) {
+		const kvs_rec *r = kvs_cache_rec_at(c, i);
+		ns_sum *s;
+
+		if (r->state == KVS_REC_FREE || (req.ns && r->ns != req.ns))
+			continue;
+		s = &sums[r->ns];
+		if (r->parent == NONE)
+			s->w.roots++;
+		if (depth[i] > s->w.longest)
+			s->w.longest = depth[i];
+		if (r->state != KVS_REC_READY)
+			continue;
+		s->w.hits += r->hits;
+		s->w.pinned += is_pinned(a, i);
+		if (r->children == 0) {
+			kvs_wire_prefix px = {
+				.hash = kvs_cache_rec_hash(r), .hits = r->hits,
+				.root_hits = kvs_cache_rec_at(c, root[i] - 1)->hits,
+				.depth = depth[i],
+				.flags = is_pinned(a, i) ? KVS_WIRE_PREFIX_PINNED : 0,
+			};
+			top_add(s, req.top, &px);
+		}
+	}
+	off = 8;
+	for (uint32_t id = req.ns ? req.ns : 1; id <= (req.ns ? req.ns : nns); id++) {
+		const kvs_ns_info *ni = kvs_cache_ns_at(c, id);
+		kvs_wire_ns *w = &sums[id].w;
+
+		w->id = id;
+		w->layers = ni->layers;
+		w->kv_heads = ni->kv_heads;
+		w->head_dim = ni->head_dim;
+		w->block_tokens = ni->block_tokens;
+		w->tp_rank = ni->tp_rank;
+		w->tp_size = ni->tp_size;
+		w->dtype = ni->dtype;
+		w->clients = ni->clients;
+		w->flags = ni->salted ? KVS_WIRE_NS_SALTED : 0;
+		w->block_bytes = ni->block_bytes;
+		w->blocks = ni->blocks;
+		w->writing = ni->writing;
+		w->model = ni->model;
+		w->model_len = (uint16_t)strlen(ni->model);
+		w->adapter = ni->adapter;
+		w->adapter_len = (uint16_t)strlen(ni->adapter);
+		rc = kvs_wire_ns_encode(w, sums[id].top, out + off, cap - off);
+		if (rc < 0)
+			goto out;
+		off += (size_t)rc;
+		count++;
+	}
+	kvs_wire_list_hdr_encode(count, out, cap);
+	*len = off;
+	rc = 0;
+out:
+	free(sums);
+	free(depth);
+	free(root);
+	free(path);
+	return rc;
+}
+
+/* ---- inspect ---------------------------------------------------------- */
+
+static int do_inspect(kvs_admin *a, uint32_t conn_ns, const uint8_t *p,
+		      size_t n, uint8_t *out, size_t cap, size_t *len)
+{
+	kvs_cache *c = a->cache;
+	kvs_wire_inspect_req req;
+	kvs_wire_block_info bi = { 0 };
+	const kvs_rec *r;
+	uint32_t idx;
+	int rc = kvs_wire_inspect_req_decode(p, n, &req);
+
+	if (rc < 0)
+		return rc;
+	if (conn_ns && req.ns && req.ns != conn_ns)
+		return -EPERM;
+	idx = kvs_cache_find(c, conn_ns ? conn_ns : req.ns, req.hash);
+	if (idx == NONE)
+		return -ENOENT;
+	r = kvs_cache_rec_at(c, idx);
+	bi.hash = req.hash;
+	bi.ns = r->ns;
+	bi.tier = r->state == KVS_REC_GHOST ? KVS_TIER_NONE : r->tier;
+	bi.state = r->state;
+	bi.flags = is_pinned(a, idx) ? KVS_WIRE_INFO_PINNED : 0;
+	bi.offset = r->state == KVS_REC_GHOST ? 0 : r->offset;
+	bi.gen = r->gen;
+	bi.refs = r->refs;
+	bi.children = r->children;
+	bi.hits = r->hits;
+	bi.age_s = kvs_cache_rec_age_s(c, idx);
+	bi.depth = 1;
+	if (r->parent != NONE) {
+		bi.flags |= KVS_WIRE_INFO_PARENT;
+		bi.parent = kvs_cache_rec_hash(kvs_cache_rec_at(c, r->parent));
+		for (uint32_t q = r->parent; q != NONE; q = kvs_cache_rec_at(c, q)->parent)
+			bi.depth++;
+	}
+	rc = kvs_wire_block_info_encode(&bi, out, cap);
+	if (rc < 0)
+		return rc;
+	*len = (size_t)rc;
+	return 0;
+}
+
+/* ---- evict / flush ---------------------------------------------------- */
+
+static int do_evict(kvs_admin *a, uint32_t conn_ns, const uint8_t *p, size_t n,
+		    uint8_t *out, size_t cap, size_t *len)
+{
+	kvs_cache *c = a->cache;
+	kvs_wire_evict_req req;
+	kvs_wire_evict_reply rep = { 0 };
+	uint32_t span, target = NONE, *under = NULL, *path = NULL;
+	uint32_t kind;
+	int rc = kvs_wire_evict_req_decode(p, n, &req);
+
+	if (rc < 0)
+		return rc;
+	if (conn_ns)
+		return -EPERM;
+	if (req.scope == KVS_EVICT_NAMESPACE && req.ns > kvs_cache_ns_count(c))
+		return -ENOENT;
+	kind = req.flags & KVS_WIRE_EVICT_FLUSH ? KVS_EVENT_FLUSHED
+						: KVS_EVENT_EVICTED;
+	span = kvs_cache_rec_span(c);
+	if (req.scope == KVS_EVICT_PREFIX) {
+		target = kvs_cache_find(c, req.ns, req.hash);
+		if (target == NONE)
+			return -ENOENT;
+		under = calloc((size_t)span + 1, sizeof(uint32_t));
+		path = malloc(((size_t)span + 1) * sizeof(uint32_t));
+		if (!under || !path) {
+			free(under);
+			free(path);
+			return -ENOMEM;
+		}
+		tree_fill(c, span, under, path, under_step, &target);
+	}
+#define MATCH(i)                                                            \
+	(req.scope == KVS_EVICT_ALL ||                                      \
+	 (req.scope == KVS_EVICT_NAMESPACE ? kvs_cache_rec_at(c, i)->ns == req.ns \
+					   : under[i] == 1))
+	/* Leaves first: freeing a block may make its parent a leaf, which is
+	 * freed next, so one pass empties a subtree. */
+	for (uint32_t i = 0; i < span; i++) {
+		uint32_t cur = i;
+
+		while (cur != NONE) {
+			const kvs_rec *r = kvs_cache_rec_at(c, cur);
+			uint32_t parent = r->parent;
+
+			if (r->state != KVS_REC_READY || !MATCH(cur) ||
+			    !kvs_cache_free_rec(c, cur, kind))
+				break;
+			rep.freed++;
+			cur = parent;
+		}
+	}
+	for (uint32_t i = 0; i < span; i++) {
+		const kvs_rec *r = kvs_cache_rec_at(c, i);
+
+		if (r->state != KVS_REC_READY || !MATCH(i))
+			continue;
+		if (r->refs > 0)
+			rep.pinned++;
+		else
+			rep.kept++;
+	}
+#undef MATCH
+	free(under);
+	free(path);
+	kvs_info("operator %s: %llu blocks freed, %llu pinned kept, %llu kept "
+		 "as prefixes of pinned blocks",
+		 kind == KVS_EVENT_FLUSHED ? "flush" : "evict",
+		 (unsigned long long)rep.freed, (unsigned long long)rep.pinned,
+		 (unsigned long long)rep.kept);
+	rc = kvs_wire_evict_reply_encode(&rep, out, cap);
+	if (rc < 0)
+		return rc;
+	*len = (size_t)rc;
+	return 0;
+}
+
+/* ---- pin / unpin ------------------------------------------------------ */
+
+static int pinned_room(kvs_admin *a, uint32_t idx)
+{
+	if (idx >= a->npinned_cap) {
+		uint32_t cap = a->npinned_cap ? a->npinned_cap : 1024;
+		uint8_t *np;
+
+		while (cap <= idx)
+			cap *= 2;
+		np = realloc(a->pinned, cap);
+		if (!np)
+			return -ENOMEM;
+		memset(np + a->npinned_cap, 0, cap - a->npinned_cap);
+		a->pinned = np;
+		a->npinned_cap = cap;
+	}
+	return 0;
+}
+
+static int do_pin(kvs_admin *a, uint32_t conn_ns, int pin, const uint8_t *p,
+		  size_t n, uint8_t *out, size_t cap, size_t *len)
+{
+	kvs_cache *c = a->cache;
+	kvs_wire_hashes req;
+	uint32_t ns, chain = 0, fresh = 0;
+	uint64_t bytes = 0, limit;
+	int rc = kvs_wire_pin_req_decode(p, n, &ns, &req);
+
+	if (rc < 0)
+		return rc;
+	if (conn_ns)
+		return -EPERM;
+	if (ns > kvs_cache_ns_count(c))
+		return -ENOENT;
+	if (!ns && req.count > 0) {
+		uint32_t idx = kvs_cache_find(c, 0, kvs_wire_hash_at(req.hashes, 0));
+
+		ns = idx == NONE ? 0 : kvs_cache_rec_at(c, idx)->ns;
+	}
+	/* The cached part of the chain: blocks 0..chain-1. */
+	for (; ns && chain < req.count; chain++) {
+		uint32_t idx = kvs_cache_find(c, ns, kvs_wire_hash_at(req.hashes, chain));
+
+		if (idx == NONE || kvs_cache_rec_at(c, idx)->state != KVS_REC_READY)
+			break;
+		if (pin && !is_pinned(a, idx)) {
+			if ((rc = pinned_room(a, idx)) < 0)
+				return rc;
+			bytes += kvs_cache_ns_at(c, ns)->block_bytes;
+		}
+	}
+	limit = kvs_cache_arena_bytes(c) / 100 * a->cfg.max_pinned_share;
+	if (pin && a->pinned_bytes + bytes > limit) {
+		a->stats->errors_limit++;
+		kvs_warn("operator pin of %u blocks refused: %llu bytes pinned, "
+			 "the limit is %u%% of the tier (%llu bytes)", chain,
+			 (unsigned long long)(a->pinned_bytes + bytes),
+			 a->cfg.max_pinned_share, (unsigned long long)limit);
+		return KVS_E_LIMIT;
+	}
+	for (uint32_t i = 0; i < chain; i++) {
+		uint32_t idx = kvs_cache_find(c, ns, kvs_wire_hash_at(req.hashes, i));
+
+		if (is_pinned(a, idx) == pin)
+			continue;
+		a->pinned[idx] = (uint8_t)pin;
+		kvs_cache_pin_rec(c, idx, pin ? 1 : -1);
+		if (pin)
+			a->pinned_bytes += kvs_cache_ns_at(c, ns)->block_bytes;
+		else
+			a->pinned_bytes -= kvs_cache_ns_at(c, ns)->block_bytes;
+		a->stats->pins_blocks += pin ? 1 : -1;
+		add_event(a, pin ? KVS_EVENT_PINNED : KVS_EVENT_UNPINNED,
+			  kvs_cache_rec_at(c, idx));
+		fresh++;
+	}
+	a->stats->pins_bytes = (int64_t)a->pinned_bytes;
+	rc = kvs_wire_u64_encode(pin ? chain : fresh, out, cap);
+	if (rc < 0)
+		return rc;
+	*len = (size_t)rc;
+	return 0;
+}
+
+int kvs_admin_handle(kvs_admin *a, uint32_t conn_ns, uint32_t opcode,
+		     const uint8_t *p, size_t n, uint8_t *out, size_t cap,
+		     size_t *len)
+{
+	switch (opcode) {
+	case KVS_OP_LIST:
+		return do_list(a, conn_ns, p, n, out, cap, len);
+	case KVS_OP_INSPECT:
+		return do_inspect(a, conn_ns, p, n, out, cap, len);
+	case KVS_OP_EVICT:
+		return do_evict(a, conn_ns, p, n, out, cap, len);
+	case KVS_OP_PIN:
+		return do_pin(a, conn_ns, 1, p, n, out, cap, len);
+	case KVS_OP_UNPIN:
+		return do_pin(a, conn_ns, 0, p, n, out, cap, len);
+	}
+	return KVS_E_OPCODE;
+}

@@ -1,0 +1,58 @@
+/*
+ * kvs_cache_admin.h - the operator's primitives over the cache: walk and find
+ * records, free one, pin one, and hear about blocks as they are stored and
+ * freed. admin.c builds list/inspect/evict/pin/watch on these; the cache
+ * keeps its rules (prefix closure, pinned blocks stay) because every change
+ * goes through it.
+ *
+ * Errors: 0 or a negative KVS_E_* / -errno.
+ * Thread: the daemon's loop thread only.
+ */
+#ifndef KVS_CACHE_ADMIN_H
+#define KVS_CACHE_ADMIN_H
+
+#include <stdint.h>
+
+#include "kvs_cache.h"
+#include "kvs_table.h"
+#include "kvs_wire_admin.h"
+
+/* Called for KVS_EVENT_STORED (commit) and KVS_EVENT_EVICTED / FLUSHED
+ * (before the record is freed). */
+typedef void (*kvs_cache_event_fn)(void *arg, uint32_t kind, const kvs_rec *r);
+void kvs_cache_set_event_hook(kvs_cache *c, kvs_cache_event_fn fn, void *arg);
+
+/* kvs_cache_rec_span - records in use all have an index below this. O(n). */
+uint32_t kvs_cache_rec_span(const kvs_cache *c);
+/* kvs_cache_rec_at - record @idx (check its state: FREE is unused). Valid
+ * until the next change to the cache. */
+const kvs_rec *kvs_cache_rec_at(const kvs_cache *c, uint32_t idx);
+/* kvs_cache_rec_hash - the block hash a client names record @r by. */
+kvs_hash kvs_cache_rec_hash(const kvs_rec *r);
+/* kvs_cache_rec_age_s - seconds since record @idx was last stored or hit. */
+uint64_t kvs_cache_rec_age_s(const kvs_cache *c, uint32_t idx);
+
+/* kvs_cache_find - the record of block @h in namespace @ns (0: the first
+ * namespace that has it), or KVS_REC_NONE. */
+uint32_t kvs_cache_find(const kvs_cache *c, uint32_t ns, kvs_hash h);
+
+/* kvs_cache_ns_at - namespace @id (1..count), or NULL. */
+const kvs_ns_info *kvs_cache_ns_at(const kvs_cache *c, uint32_t id);
+uint32_t kvs_cache_ns_count(const kvs_cache *c);
+
+/*
+ * kvs_cache_free_rec - free committed record @idx if the policy could evict
+ * it now (unpinned; a leaf for a leaf-only policy), telling the event hook
+ * @kind (KVS_EVENT_EVICTED or KVS_EVENT_FLUSHED).
+ * Returns 1 when freed, 0 when it must stay.
+ */
+int kvs_cache_free_rec(kvs_cache *c, uint32_t idx, uint32_t kind);
+
+/*
+ * kvs_cache_pin_rec - add (+1) or drop (-1) an operator pin on committed
+ * record @idx: a pin counts like a lease's (the block is not evicted) but
+ * belongs to no connection. The caller keeps track of which it pinned.
+ */
+void kvs_cache_pin_rec(kvs_cache *c, uint32_t idx, int delta);
+
+#endif /* KVS_CACHE_ADMIN_H */

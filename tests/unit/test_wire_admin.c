@@ -1,0 +1,154 @@
+/*
+ * test_wire_admin - the operator messages' codec (client/wire_admin.c):
+ * round trips of every encoder and decoder, and the decode errors
+ * (truncated, trailing bytes, fields out of range). Exit 0 pass, 1 fail.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "kvs_check.h"
+#include "kvs_wire_admin.h"
+
+static void test_list(void)
+{
+	kvs_wire_list_req r = { .ns = 3, .top = 5 }, d;
+	kvs_wire_prefix top[2] = {
+		{ .hash = { 1, 2 }, .hits = 10, .root_hits = 20, .depth = 4,
+		  .flags = KVS_WIRE_PREFIX_PINNED },
+		{ .hash = { 3, 4 }, .hits = 5, .root_hits = 6, .depth = 2 },
+	};
+	kvs_wire_ns e = { .id = 1, .layers = 32, .kv_heads = 8, .head_dim = 128,
+			  .block_tokens = 16, .tp_rank = 0, .tp_size = 1,
+			  .dtype = 1, .clients = 2, .flags = KVS_WIRE_NS_SALTED,
+			  .block_bytes = 1 << 20, .blocks = 7, .writing = 1,
+			  .hits = 99, .pinned = 3, .roots = 2, .longest = 5,
+			  .model = "llama", .model_len = 5, .adapter = "lora",
+			  .adapter_len = 4, .ntop = 2 }, o;
+	uint8_t b[512];
+	size_t used;
+	uint32_t count;
+	int n;
+
+	CHECK(kvs_wire_list_req_encode(&r, b, sizeof(b)) == 8);
+	CHECK(kvs_wire_list_req_decode(b, 8, &d) == 0 && d.ns == 3 && d.top == 5);
+	CHECK(kvs_wire_list_req_decode(b, 7, &d) == KVS_E_PROTO);
+	r.top = KVS_WIRE_LIST_TOP_MAX + 1;
+	CHECK(kvs_wire_list_req_encode(&r, b, sizeof(b)) == -EINVAL);
+
+	CHECK(kvs_wire_list_hdr_encode(9, b, sizeof(b)) == 8);
+	CHECK(kvs_wire_list_hdr_decode(b, 8, &count) == 0 && count == 9);
+	b[4] = 1;
+	CHECK(kvs_wire_list_hdr_decode(b, 8, &count) == KVS_E_PROTO);
+
+	n = kvs_wire_ns_encode(&e, top, b, sizeof(b));
+	CHECK(n == KVS_WIRE_NS_FIXED + 9 + 2 * KVS_WIRE_PREFIX_SIZE);
+	CHECK(kvs_wire_ns_encode(&e, top, b, (size_t)n - 1) == -ENOBUFS);
+	CHECK(kvs_wire_ns_decode(b, (size_t)n + 10, &o, &used) == 0 && used == (size_t)n);
+	CHECK(o.id == 1 && o.layers == 32 && o.block_bytes == 1 << 20 &&
+	      o.hits == 99 && o.pinned == 3 && o.roots == 2 && o.longest == 5 &&
+	      o.flags == KVS_WIRE_NS_SALTED && o.ntop == 2);
+	CHECK(o.model_len == 5 && !memcmp(o.model, "llama", 5));
+	CHECK(o.adapter_len == 4 && !memcmp(o.adapter, "lora", 4));
+	{
+		kvs_wire_prefix p0 = kvs_wire_prefix_at(o.top, 0);
+		kvs_wire_prefix p1 = kvs_wire_prefix_at(o.top, 1);
+
+		CHECK(p0.hash.lo == 1 && p0.hash.hi == 2 && p0.hits == 10 &&
+		      p0.root_hits == 20 && p0.depth == 4 &&
+		      p0.flags == KVS_WIRE_PREFIX_PINNED);
+		CHECK(p1.hash.lo == 3 && p1.depth == 2 && p1.flags == 0);
+	}
+	for (int cut = 0; cut < n; cut++)
+		CHECK(kvs_wire_ns_decode(b, (size_t)cut, &o, &used) == KVS_E_PROTO);
+	b[KVS_WIRE_NS_FIXED] = '\0'; /* NUL in the model name */
+	CHECK(kvs_wire_ns_decode(b, (size_t)n, &o, &used) == KVS_E_PROTO);
+}
+
+static void test_inspect(void)
+{
+	kvs_wire_inspect_req r = { .ns = 2, .hash = { 5, 6 } }, dr;
+	kvs_wire_block_info i = { .hash = { 7, 8 }, .ns = 2, .tier = 2, .state = 2,
+				  .flags = KVS_WIRE_INFO_PINNED | KVS_WIRE_INFO_PARENT,
+				  .offset = 1 << 16, .gen = 9, .refs = 3,
+				  .children = 1, .hits = 4, .age_s = 60,
+				  .depth = 3, .parent = { 10, 11 } }, d;
+	uint8_t b[128];
+
+	CHECK(kvs_wire_inspect_req_encode(&r, b, sizeof(b)) == KVS_WIRE_INSPECT_REQ_SIZE);
+	CHECK(kvs_wire_inspect_req_decode(b, KVS_WIRE_INSPECT_REQ_SIZE, &dr) == 0 &&
+	      dr.ns == 2 && dr.hash.lo == 5 && dr.hash.hi == 6);
+	CHECK(kvs_wire_inspect_req_decode(b, KVS_WIRE_INSPECT_REQ_SIZE + 1, &dr) ==
+	      KVS_E_PROTO);
+	CHECK(kvs_wire_block_info_encode(&i, b, sizeof(b)) == KVS_WIRE_BLOCK_INFO_SIZE);
+	CHECK(kvs_wire_block_info_decode(b, KVS_WIRE_BLOCK_INFO_SIZE, &d) == 0);
+	CHECK(!memcmp(&d, &i, sizeof(d)) || (d.hash.lo == 7 && d.parent.hi == 11 &&
+	      d.age_s == 60 && d.depth == 3 && d.refs == 3 && d.flags == i.flags));
+	b[22] = 0x80; /* unknown flag */
+	CHECK(kvs_wire_block_info_decode(b, KVS_WIRE_BLOCK_INFO_SIZE, &d) == KVS_E_PROTO);
+}
+
+static void test_evict_pin(void)
+{
+	kvs_wire_evict_req r = { .scope = KVS_EVICT_PREFIX, .flags = KVS_WIRE_EVICT_FLUSH,
+				 .ns = 0, .hash = { 1, 2 } }, d;
+	kvs_wire_evict_reply rep = { 5, 6, 7 }, drep;
+	kvs_hash h[2] = { { 1, 2 }, { 3, 4 } };
+	kvs_wire_hashes dh;
+	uint8_t b[128];
+	uint32_t ns;
+	int n;
+
+	CHECK(kvs_wire_evict_req_encode(&r, b, sizeof(b)) == KVS_WIRE_EVICT_REQ_SIZE);
+	CHECK(kvs_wire_evict_req_decode(b, KVS_WIRE_EVICT_REQ_SIZE, &d) == 0 &&
+	      d.scope == KVS_EVICT_PREFIX && d.flags == KVS_WIRE_EVICT_FLUSH &&
+	      d.hash.hi == 2);
+	b[0] = 9; /* unknown scope */
+	CHECK(kvs_wire_evict_req_decode(b, KVS_WIRE_EVICT_REQ_SIZE, &d) == KVS_E_PROTO);
+	r.scope = KVS_EVICT_NAMESPACE; /* needs a namespace */
+	CHECK(kvs_wire_evict_req_encode(&r, b, sizeof(b)) == -EINVAL);
+	CHECK(kvs_wire_evict_reply_encode(&rep, b, sizeof(b)) == KVS_WIRE_EVICT_REPLY_SIZE);
+	CHECK(kvs_wire_evict_reply_decode(b, KVS_WIRE_EVICT_REPLY_SIZE, &drep) == 0 &&
+	      drep.freed == 5 && drep.pinned == 6 && drep.kept == 7);
+
+	n = kvs_wire_pin_req_encode(4, h, 2, b, sizeof(b));
+	CHECK(n == 4 + 8 + 32);
+	CHECK(kvs_wire_pin_req_decode(b, (size_t)n, &ns, &dh) == 0 && ns == 4 &&
+	      dh.count == 2 && kvs_wire_hash_at(dh.hashes, 1).hi == 4);
+	CHECK(kvs_wire_pin_req_decode(b, (size_t)n - 1, &ns, &dh) == KVS_E_PROTO);
+	CHECK(kvs_wire_pin_req_decode(b, 3, &ns, &dh) == KVS_E_PROTO);
+}
+
+static void test_events(void)
+{
+	kvs_wire_event e = { .kind = KVS_EVENT_FLUSHED, .ns = 3, .hash = { 9, 10 },
+			     .seq = 42 };
+	kvs_wire_events d;
+	uint8_t b[16 + 2 * KVS_WIRE_EVENT_SIZE];
+
+	CHECK(kvs_wire_events_hdr_encode(2, 7, b, sizeof(b)) == 16);
+	CHECK(kvs_wire_event_encode(&e, b + 16, KVS_WIRE_EVENT_SIZE) == KVS_WIRE_EVENT_SIZE);
+	e.kind = KVS_EVENT_STORED;
+	e.seq = 43;
+	CHECK(kvs_wire_event_encode(&e, b + 16 + KVS_WIRE_EVENT_SIZE,
+				    KVS_WIRE_EVENT_SIZE) == KVS_WIRE_EVENT_SIZE);
+	CHECK(kvs_wire_events_decode(b, sizeof(b), &d) == 0 && d.count == 2 &&
+	      d.dropped == 7);
+	CHECK(kvs_wire_event_at(d.events, 0).kind == KVS_EVENT_FLUSHED &&
+	      kvs_wire_event_at(d.events, 0).seq == 42 &&
+	      kvs_wire_event_at(d.events, 1).hash.hi == 10);
+	CHECK(kvs_wire_events_decode(b, sizeof(b) - 1, &d) == KVS_E_PROTO);
+	b[16] = 77; /* unknown kind */
+	CHECK(kvs_wire_events_decode(b, sizeof(b), &d) == KVS_E_PROTO);
+	e.kind = 0;
+	CHECK(kvs_wire_event_encode(&e, b, sizeof(b)) == -EINVAL);
+	CHECK(!strcmp(kvs_wire_opcode_name(KVS_OP_WATCH), "watch"));
+}
+
+int main(void)
+{
+	test_list();
+	test_inspect();
+	test_evict_pin();
+	test_events();
+	return check_summary("test_wire_admin");
+}

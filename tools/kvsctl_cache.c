@@ -1,0 +1,423 @@
+/*
+ * kvsctl_cache.c - kvsctl's commands on what is cached: ls, inspect,
+ * evict/flush, pin/unpin, watch. On the public API only (kvshare.h,
+ * kvshare_admin.h).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvsctl.h"
+#include "kvshare.h"
+#include "kvshare_admin.h"
+
+static int fail(const char *what, int rc)
+{
+	fprintf(stderr, "kvsctl: %s failed: %s\n", what, kvs_strerror(rc));
+	return 1;
+}
+
+static void json_str(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		if (ch == '"' || ch == '\\')
+			printf("\\%c", ch);
+		else if (ch < 0x20)
+			printf("\\u%04x", ch);
+		else
+			putchar(ch);
+	}
+	putchar('"');
+}
+
+static int parse_u32(const char *s, uint32_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || !*s || *end || *s == '-' || v > UINT32_MAX)
+		return -EINVAL;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+static const char *dtype_name(kvs_dtype t)
+{
+	switch (t) {
+	case KVS_DTYPE_FP16: return "fp16";
+	case KVS_DTYPE_BF16: return "bf16";
+	case KVS_DTYPE_FP32: return "fp32";
+	case KVS_DTYPE_FP8_E4M3: return "fp8";
+	case KVS_DTYPE_INT8: return "int8";
+	}
+	return "unknown";
+}
+
+static const char *tier_name(kvs_tier t)
+{
+	switch (t) {
+	case KVS_TIER_GPU: return "gpu";
+	case KVS_TIER_HOST: return "host";
+	case KVS_TIER_SSD: return "ssd";
+	default: return "none";
+	}
+}
+
+static const char *state_name(kvs_block_state s)
+{
+	switch (s) {
+	case KVS_STATE_WRITING: return "writing";
+	case KVS_STATE_READY: return "ready";
+	case KVS_STATE_GHOST: return "ghost";
+	}
+	return "unknown";
+}
+
+/* A subcommand with no positional arguments but what it names. */
+static int extra_args(const char *cmd, int argc, char **argv, int want,
+		      void (*usage)(void))
+{
+	if (argc - optind != want) {
+		if (argc - optind > want)
+			fprintf(stderr, "kvsctl: %s: unexpected argument '%s'\n", cmd,
+				argv[optind + want]);
+		else
+			fprintf(stderr, "kvsctl: %s: missing argument\n", cmd);
+		usage();
+		return 1;
+	}
+	return 0;
+}
+
+/* ---- ls ---------------------------------------------------------------- */
+
+static void ls_usage(void)
+{
+	fprintf(stderr,
+		"usage: kvsctl [--socket PATH] ls [--namespace N] [--top K] [--json]\n"
+		"  namespaces: layout, block size, blocks, hits, operator pins, and a\n"
+		"  summary of the cached prefix trees (roots, longest chain, the K most\n"
+		"  hit prefixes by their leaf-most block's hits, then their first's)\n"
+		"  -n, --namespace N  only namespace N\n"
+		"  -t, --top K        prefixes per namespace, 0..%d (default 5)\n"
+		"  -j, --json         {\"namespaces\":[{...,\"trees\":{...},\n"
+		"                     \"top_prefixes\":[...]}]}\n",
+		KVS_LIST_TOP_MAX);
+}
+
+static void ls_json(const kvs_ns_summary *v, int n)
+{
+	char hx[33];
+
+	fputs("{\"namespaces\":[", stdout);
+	for (int i = 0; i < n; i++) {
+		const kvs_ns_summary *s = &v[i];
+
+		printf("%s{\"id\":%u,\"model\":", i ? "," : "", s->id);
+		json_str(s->model);
+		fputs(",\"adapter\":", stdout);
+		json_str(s->adapter);
+		printf(",\"salted\":%s,\"layers\":%u,\"kv_heads\":%u,\"head_dim\":%u,"
+		       "\"dtype\":\"%s\",\"block_tokens\":%u,\"tp_rank\":%u,"
+		       "\"tp_size\":%u,\"block_bytes\":%" PRIu64 ",\"blocks\":%" PRIu64
+		       ",\"bytes\":%" PRIu64 ",\"writing\":%" PRIu64 ",\"hits\":%" PRIu64
+		       ",\"pinned\":%" PRIu64 ",\"clients\":%u,"
+		       "\"trees\":{\"roots\":%u,\"longest_chain\":%u},\"top_prefixes\":[",
+		       s->salted ? "true" : "false", s->layers, s->kv_heads,
+		       s->head_dim, dtype_name(s->dtype), s->block_tokens,
+		       s->tp_rank, s->tp_size, s->block_bytes, s->blocks,
+		       s->blocks * s->block_bytes, s->writing, s->hits, s->pinned,
+		       s->clients, s->roots, s->longest);
+		for (uint32_t j = 0; j < s->ntop; j++) {
+			kvs_hash_format(s->top[j].hash, hx);
+			printf("%s{\"hash\":\"%s\",\"depth\":%u,\"hits\":%" PRIu64
+			       ",\"root_hits\":%" PRIu64 ",\"pinned\":%s}",
+			       j ? "," : "", hx, s->top[j].depth, s->top[j].hits,
+			       s->top[j].root_hits, s->top[j].pinned ? "true" : "false");
+		}
+		fputs("]}", stdout);
+	}
+	fputs("]}\n", stdout);
+}
+
+static void ls_human(const kvs_ns_summary *v, int n)
+{
+	char hx[33];
+
+	if (n == 0)
+		printf("no namespaces (no worker has attached yet)\n");
+	for (int i = 0; i < n; i++) {
+		const kvs_ns_summary *s = &v[i];
+
+		printf("%snamespace %u: model %s%s%s%s\n", i ? "\n" : "", s->id,
+		       s->model, *s->adapter ? ", adapter " : "", s->adapter,
+		       s->salted ? ", salted" : "");
+		printf("  layout    %u layers x %u kv heads x %u dim, %s, %u tokens/block, "
+		       "tp %u/%u\n", s->layers, s->kv_heads, s->head_dim,
+		       dtype_name(s->dtype), s->block_tokens, s->tp_rank, s->tp_size);
+		printf("  blocks    %" PRIu64 " x %" PRIu64 " bytes = %.1f MiB, %" PRIu64
+		       " being written, %" PRIu64 " pinned\n", s->blocks,
+		       s->block_bytes, (double)(s->blocks * s->block_bytes) / 1048576.0,
+		       s->writing, s->pinned);
+		printf("  hits      %" PRIu64 "   clients %u\n", s->hits, s->clients);
+		printf("  trees     %u roots, longest chain %u blocks\n", s->roots,
+		       s->longest);
+		for (uint32_t j = 0; j < s->ntop; j++) {
+			kvs_hash_format(s->top[j].hash, hx);
+			printf("  %s %s  depth %u, hits %" PRIu64 ", first block hits %"
+			       PRIu64 "%s\n", j ? "      " : "top   ", hx,
+			       s->top[j].depth, s->top[j].hits, s->top[j].root_hits,
+			       s->top[j].pinned ? ", pinned" : "");
+		}
+	}
+}
+
+int kvsctl_ls(const char *sock, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "namespace", required_argument, NULL, 'n' },
+		{ "top", required_argument, NULL, 't' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	uint32_t ns = 0, top = 5;
+	kvs_ns_summary *v;
+	kvs_client *c;
+	int json = 0, o, rc;
+
+	while ((o = getopt_long(argc, argv, "n:t:jh", opts, NULL)) != -1) {
+		switch (o) {
+		case 'n':
+			if (parse_u32(optarg, &ns) < 0 || ns == 0) {
+				fprintf(stderr, "kvsctl: ls: bad namespace '%s'\n", optarg);
+				return 2;
+			}
+			break;
+		case 't':
+			if (parse_u32(optarg, &top) < 0 || top > KVS_LIST_TOP_MAX) {
+				fprintf(stderr, "kvsctl: ls: --top must be 0..%d\n",
+					KVS_LIST_TOP_MAX);
+				return 2;
+			}
+			break;
+		case 'j': json = 1; break;
+		case 'h': ls_usage(); return 0;
+		default: ls_usage(); return 2;
+		}
+	}
+	if (extra_args("ls", argc, argv, 0, ls_usage))
+		return 2;
+	if ((rc = kvs_connect(sock, NULL, &c)) < 0)
+		return fail("connect", rc);
+	rc = kvs_list(c, ns, top, &v);
+	kvs_close(c);
+	if (rc < 0)
+		return fail("ls", rc);
+	if (json)
+		ls_json(v, rc);
+	else
+		ls_human(v, rc);
+	free(v);
+	return fflush(stdout) == 0 ? 0 : 1;
+}
+
+/* ---- inspect ----------------------------------------------------------- */
+
+static void inspect_usage(void)
+{
+	fprintf(stderr,
+		"usage: kvsctl [--socket PATH] inspect [--namespace N] [--json] HASH\n"
+		"  one block, by its 32 hex digit hash as ls and watch print it:\n"
+		"  namespace, tier, offset, generation, refs (lease pins + operator pin),\n"
+		"  state, parent, children, hits, age (seconds since stored or last hit)\n"
+		"  -n, --namespace N  look only in namespace N (default: any)\n"
+		"  -j, --json         one JSON object\n");
+}
+
+int kvsctl_inspect(const char *sock, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "namespace", required_argument, NULL, 'n' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	uint32_t ns = 0;
+	kvs_block_info bi;
+	kvs_client *c;
+	kvs_hash h;
+	char hx[33], px[33] = "";
+	int json = 0, o, rc;
+
+	while ((o = getopt_long(argc, argv, "n:jh", opts, NULL)) != -1) {
+		switch (o) {
+		case 'n':
+			if (parse_u32(optarg, &ns) < 0 || ns == 0) {
+				fprintf(stderr, "kvsctl: inspect: bad namespace '%s'\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case 'j': json = 1; break;
+		case 'h': inspect_usage(); return 0;
+		default: inspect_usage(); return 2;
+		}
+	}
+	if (extra_args("inspect", argc, argv, 1, inspect_usage))
+		return 2;
+	if (kvs_hash_parse(argv[optind], &h) < 0) {
+		fprintf(stderr, "kvsctl: inspect: '%s' is not 32 hex digits\n",
+			argv[optind]);
+		return 2;
+	}
+	if ((rc = kvs_connect(sock, NULL, &c)) < 0)
+		return fail("connect", rc);
+	rc = kvs_inspect(c, ns, h, &bi);
+	kvs_close(c);
+	if (rc < 0)
+		return fail("inspect", rc);
+	kvs_hash_format(bi.hash, hx);
+	if (bi.has_parent)
+		kvs_hash_format(bi.parent, px);
+	if (json) {
+		printf("{\"hash\":\"%s\",\"namespace\":%u,\"tier\":\"%s\",\"state\":\"%s\","
+		       "\"offset\":%" PRIu64 ",\"generation\":%u,\"refs\":%u,"
+		       "\"pinned\":%s,\"parent\":", hx, bi.ns, tier_name(bi.tier),
+		       state_name(bi.state), bi.offset, bi.gen, bi.refs,
+		       bi.pinned ? "true" : "false");
+		if (bi.has_parent)
+			printf("\"%s\"", px);
+		else
+			fputs("null", stdout);
+		printf(",\"children\":%u,\"depth\":%u,\"hits\":%u,\"age_s\":%" PRIu64 "}\n",
+		       bi.children, bi.depth, bi.hits, bi.age_s);
+	} else {
+		printf("block      %s\n"
+		       "namespace  %u\n"
+		       "state      %s\n"
+		       "tier       %s\n"
+		       "offset     %" PRIu64 "\n"
+		       "generation %u\n"
+		       "refs       %u%s\n"
+		       "parent     %s\n"
+		       "children   %u\n"
+		       "depth      %u\n"
+		       "hits       %u\n"
+		       "age        %" PRIu64 " s\n",
+		       hx, bi.ns, state_name(bi.state), tier_name(bi.tier), bi.offset,
+		       bi.gen, bi.refs, bi.pinned ? " (pinned by an operator)" : "",
+		       bi.has_parent ? px : "none (first block of a prefix)",
+		       bi.children, bi.depth, bi.hits, bi.age_s);
+	}
+	return fflush(stdout) == 0 ? 0 : 1;
+}
+
+/* ---- evict / flush ----------------------------------------------------- */
+
+static int flushing;
+
+static void evict_usage(void)
+{
+	const char *cmd = flushing ? "flush" : "evict";
+
+	fprintf(stderr,
+		"usage: kvsctl [--socket PATH] %s (--namespace N | --prefix HASH | --all)\n"
+		"              [--json]\n"
+		"  free the unpinned committed blocks of a namespace, of a prefix (the\n"
+		"  block HASH and every block under it), or of every namespace, leaves\n"
+		"  first; pinned blocks (by a lease or kvsctl pin) and their prefixes\n"
+		"  stay and are counted as skipped. %s\n"
+		"  -n, --namespace N  with --prefix: look for HASH only in namespace N\n"
+		"  -j, --json         {\"freed\":n,\"skipped_pinned\":n,\"skipped_prefix\":n}\n",
+		cmd, flushing ? "flush: gone from every tier (watch: \"flushed\")"
+			      : "evict: leaves the host tier (watch: \"evicted\")");
+}
+
+static int evict_run(const char *sock, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "namespace", required_argument, NULL, 'n' },
+		{ "prefix", required_argument, NULL, 'p' },
+		{ "all", no_argument, NULL, 'a' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *cmd = flushing ? "flush" : "evict";
+	kvs_evict_scope scope = 0;
+	kvs_evict_result res;
+	kvs_hash h = { 0, 0 };
+	uint32_t ns = 0;
+	kvs_client *c;
+	int json = 0, o, rc, all = 0, prefix = 0;
+
+	while ((o = getopt_long(argc, argv, "n:p:ajh", opts, NULL)) != -1) {
+		switch (o) {
+		case 'n':
+			if (parse_u32(optarg, &ns) < 0 || ns == 0) {
+				fprintf(stderr, "kvsctl: %s: bad namespace '%s'\n", cmd,
+					optarg);
+				return 2;
+			}
+			break;
+		case 'p':
+			if (kvs_hash_parse(optarg, &h) < 0) {
+				fprintf(stderr, "kvsctl: %s: '%s' is not 32 hex digits\n",
+					cmd, optarg);
+				return 2;
+			}
+			prefix = 1;
+			break;
+		case 'a': all = 1; break;
+		case 'j': json = 1; break;
+		case 'h': evict_usage(); return 0;
+		default: evict_usage(); return 2;
+		}
+	}
+	if (extra_args(cmd, argc, argv, 0, evict_usage))
+		return 2;
+	if (all + prefix + (ns && !prefix) != 1) {
+		fprintf(stderr, "kvsctl: %s: give one of --namespace, --prefix, --all\n",
+			cmd);
+		evict_usage();
+		return 2;
+	}
+	scope = all ? KVS_SCOPE_ALL : prefix ? KVS_SCOPE_PREFIX : KVS_SCOPE_NAMESPACE;
+	if ((rc = kvs_connect(sock, NULL, &c)) < 0)
+		return fail("connect", rc);
+	rc = kvs_evict(c, scope, ns, h, flushing, &res);
+	kvs_close(c);
+	if (rc < 0)
+		return fail(cmd, rc);
+	if (json)
+		printf("{\"freed\":%" PRIu64 ",\"skipped_pinned\":%" PRIu64
+		       ",\"skipped_prefix\":%" PRIu64 "}\n", res.freed, res.pinned,
+		       res.kept);
+	else
+		printf("%s: %" PRIu64 " blocks freed; skipped %" PRIu64 " pinned and %"
+		       PRIu64 " that are prefixes of pinned blocks\n", cmd, res.freed,
+		       res.pinned, res.kept);
+	return fflush(stdout) == 0 ? 0 : 1;
+}
+
+int kvsctl_evict(const char *sock, int argc, char **argv)
+{
+	flushing = 0;
+	return evict_run(sock, argc, argv);
+}
+
+int kvsctl_flush(const char *sock, int argc, char **argv)
+{
+	flushing = 1;
+	return evict_run(sock, argc, argv);
+}
