@@ -40,6 +40,7 @@ struct kvs_owner {
 	uint32_t ns;      /* 0: not attached */
 	uint32_t leases;  /* head of the owner's lease list */
 	uint32_t nleases;
+	uint64_t pins;    /* entries of its leases */
 };
 
 struct kvs_cache {
@@ -51,6 +52,7 @@ struct kvs_cache {
 	uint64_t arena_id;
 	uint32_t gen;         /* slot generations handed out */
 	uint32_t max_leases;
+	uint32_t max_pinned;  /* per owner; 0: no limit */
 	lease *leases;
 	uint32_t nleases, free_lease, active_leases;
 	uint64_t pins;        /* sum of refs */
@@ -176,6 +178,15 @@ static uint64_t lease_id(const kvs_cache *c, uint32_t slot)
 	return (uint64_t)c->leases[slot].gen << 32 | slot;
 }
 
+/* Whether @more pins would take @o past --max-pinned-blocks (counted). */
+static int over_pin_limit(kvs_cache *c, kvs_owner *o, uint64_t more)
+{
+	if (!c->max_pinned || o->pins + more <= c->max_pinned)
+		return 0;
+	c->stats->errors_limit++;
+	return 1;
+}
+
 static int lease_new(kvs_cache *c, kvs_owner *o, uint8_t kind, uint32_t *out)
 {
 	lease *l;
@@ -292,6 +303,7 @@ static uint32_t end_read(kvs_cache *c, uint32_t s)
 		sync_evictable(c, l->recs[i]);
 	}
 	c->pins -= n;
+	l->owner->pins -= n;
 	lease_free(c, s);
 	return n;
 }
@@ -336,6 +348,7 @@ static uint32_t end_write(kvs_cache *c, uint32_t s, int commit)
 		c->stats->blocks_aborted += n;
 	}
 	c->pins -= n;
+	l->owner->pins -= n;
 	lease_free(c, s);
 	return n;
 }
@@ -352,6 +365,7 @@ int kvs_cache_create(const kvs_cache_config *cfg, kvs_counters *stats,
 		return -ENOMEM;
 	c->stats = stats;
 	c->max_leases = cfg->max_leases;
+	c->max_pinned = cfg->max_pinned;
 	c->free_lease = NONE;
 	if (getrandom(&c->arena_id, sizeof(c->arena_id), 0) !=
 	    sizeof(c->arena_id))
@@ -576,6 +590,8 @@ int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 	c->stats->blocks_lookup_miss += n - hits;
 	if (hits == 0)
 		return 0;
+	if (over_pin_limit(c, o, hits))
+		return KVS_E_LIMIT;
 	if ((rc = lease_new(c, o, LEASE_READ, &s)) < 0)
 		return rc;
 	if ((rc = lease_room(&c->leases[s], hits)) < 0) {
@@ -594,6 +610,7 @@ int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 		out[i] = located(r, KVS_BLOCK_HIT);
 	}
 	c->pins += hits;
+	o->pins += hits;
 	c->stats->blocks_lookup_hit += hits;
 	*lease_out = lease_id(c, s);
 	return (int)hits;
@@ -647,6 +664,7 @@ static int reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 	r->tier = KVS_TIER_HOST;
 	c->leases[s].recs[c->leases[s].n++] = idx;
 	c->pins++;
+	o->pins++;
 	sp->info.writing++;
 	*idx_out = idx;
 	return 0;
@@ -689,6 +707,14 @@ int kvs_cache_reserve(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 			continue;
 		}
 		missing++;
+		if (over_pin_limit(c, o, 1)) {
+			/* All or nothing: undo this request's NEW blocks. */
+			if (s != NONE) {
+				end_write(c, s, 0);
+				c->stats->blocks_aborted -= fresh;
+			}
+			return KVS_E_LIMIT;
+		}
 		if (s == NONE && (rc = lease_new(c, o, LEASE_WRITE, &s)) < 0) {
 			if (rc == KVS_E_LIMIT)
 				return rc; /* nothing reserved yet */
