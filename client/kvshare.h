@@ -69,7 +69,8 @@ enum {
 	KVS_E_DAEMON_RUNNING = -2016, /* another daemon already serves this socket */
 	KVS_E_CONFIG = -2017,       /* bad configuration value */
 	KVS_E_INTERNAL = -2018,     /* a bug: reported, never silently ignored */
-	KVS_E_LAST = -2019
+	KVS_E_PERM = -2019,         /* the daemon does not serve this peer's uid/gid */
+	KVS_E_LAST = -2020
 };
 
 /* Element types of the KV cache as stored. */
@@ -177,7 +178,11 @@ uint64_t kvs_layout_block_bytes(const kvs_layout *layout);
  * @out: the new client.
  * Errors: KVS_E_NODAEMON (nothing listening), KVS_E_LAYOUT, KVS_E_VERSION,
  *         KVS_E_PROTO (also: the daemon's block size disagrees with the
- *         layout's), -ENOMEM, other -errno from socket/mmap.
+ *         layout's), KVS_E_PERM (the daemon's --allow-uid/--allow-gid lists
+ *         do not name this process), KVS_E_LIMIT (the daemon serves
+ *         --max-clients connections already), -EACCES (the socket's mode
+ *         does not let this process connect), -ENOMEM, other -errno from
+ *         socket/mmap.
  * Any failure that leaves the connection in an unknown state (I/O error, a
  * reply out of order) closes it, so the daemon drops its leases at once; every
  * later call returns KVS_E_DISCONNECTED until kvs_reconnect(). Requests have

@@ -46,6 +46,13 @@ step_valgrind() {
 	skip_ok tests/valgrind.sh
 }
 
+# 64 clients for SOAK_SECONDS (20) with kills and eviction, then no leaked
+# lease, pin, slot or fd, flat RSS and no corrupt byte (tests/soak.sh).
+step_soak() {
+	export BUILD_DIR
+	skip_ok tests/soak.sh "${SOAK_SECONDS:-20}"
+}
+
 step_fuzz() {
 	skip_ok tests/fuzz/run.sh "${FUZZ_SECONDS:-30}"
 }
@@ -56,6 +63,7 @@ STEPS=(
 	"step_ctest|unit and integration tests (ctest)"
 	"step_asan|the tests under ASan+UBSan ($ASAN_BUILD_DIR)"
 	"step_valgrind|valgrind memcheck of kvshared (tests/valgrind.sh)"
+	"step_soak|soak: 64 clients for ${SOAK_SECONDS:-20}s (tests/soak.sh)"
 	"step_fuzz|fuzz each target ${FUZZ_SECONDS:-30}s (tests/fuzz/run.sh)"
 )
 

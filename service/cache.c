@@ -181,6 +181,15 @@ uint64_t cache_lease_id(const kvs_cache *c, uint32_t slot)
 	return (uint64_t)c->leases[slot].gen << 32 | slot;
 }
 
+/* Whether @more pins would take @o past --max-pinned-blocks (counted). */
+static int over_pin_limit(kvs_cache *c, kvs_owner *o, uint64_t more)
+{
+	if (!c->max_pinned || o->pins + more <= c->max_pinned)
+		return 0;
+	c->stats->errors_limit++;
+	return 1;
+}
+
 int cache_lease_new(kvs_cache *c, kvs_owner *o, uint8_t kind, uint32_t *out)
 {
 	lease *l;
@@ -297,6 +306,7 @@ static uint32_t end_read(kvs_cache *c, uint32_t s)
 		sync_evictable(c, l->recs[i]);
 	}
 	c->pins -= n;
+	l->owner->pins -= n;
 	lease_free(c, s);
 	return n;
 }
@@ -339,6 +349,7 @@ static uint32_t end_write(kvs_cache *c, uint32_t s, int commit)
 		c->stats->blocks_aborted += n;
 	}
 	c->pins -= n;
+	l->owner->pins -= n;
 	lease_free(c, s);
 	return n;
 }
@@ -355,6 +366,7 @@ int kvs_cache_create(const kvs_cache_config *cfg, kvs_counters *stats,
 		return -ENOMEM;
 	c->stats = stats;
 	c->max_leases = cfg->max_leases;
+	c->max_pinned = cfg->max_pinned;
 	c->free_lease = NONE;
 	c->evict_kind = KVS_EVENT_EVICTED;
 	clock_gettime(CLOCK_MONOTONIC, &c->born);
@@ -614,6 +626,8 @@ int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 	c->stats->blocks_lookup_miss += n - hits;
 	if (hits == 0)
 		return 0;
+	if (over_pin_limit(c, o, hits))
+		return KVS_E_LIMIT;
 	if ((rc = lease_new(c, o, LEASE_READ, &s)) < 0)
 		return rc;
 	if ((rc = lease_room(&c->leases[s], hits)) < 0) {
@@ -632,6 +646,7 @@ int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 		c->leases[s].recs[c->leases[s].n++] = idx;
 	}
 	c->pins += hits;
+	o->pins += hits;
 	if (promote)
 		return tier_ssd_promote(c, o, s, out, lease_out);
 	*lease_out = cache_lookup_finish(c, s, hits, out);
@@ -649,6 +664,7 @@ uint64_t cache_lookup_finish(kvs_cache *c, uint32_t s, uint32_t hits,
 		sync_evictable(c, l->recs[i]);
 	}
 	c->pins -= l->n - hits;
+	l->owner->pins -= l->n - hits;
 	c->stats->blocks_lookup_miss += l->n - hits;
 	l->n = hits;
 	if (hits == 0) {
@@ -717,6 +733,7 @@ static int reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 	r->cls = (uint16_t)sp->cls;
 	c->leases[s].recs[c->leases[s].n++] = idx;
 	c->pins++;
+	o->pins++;
 	sp->info.writing++;
 	*idx_out = idx;
 	return 0;
@@ -759,6 +776,14 @@ int kvs_cache_reserve(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 			continue;
 		}
 		missing++;
+		if (over_pin_limit(c, o, 1)) {
+			/* All or nothing: undo this request's NEW blocks. */
+			if (s != NONE) {
+				end_write(c, s, 0);
+				c->stats->blocks_aborted -= fresh;
+			}
+			return KVS_E_LIMIT;
+		}
 		if (s == NONE && (rc = lease_new(c, o, LEASE_WRITE, &s)) < 0) {
 			if (rc == KVS_E_LIMIT)
 				return rc; /* nothing reserved yet */

@@ -44,6 +44,7 @@ struct kvs_owner {
 	uint32_t ns;      /* 0: not attached */
 	uint32_t leases;  /* head of the owner's lease list */
 	uint32_t nleases;
+	uint64_t pins;    /* entries of its leases */
 	uint32_t promo;   /* promotion in flight (tier_ssd.c), or NONE */
 	kvs_cache_done_fn done; /* deferred lookup replies */
 	void *done_arg;
@@ -58,6 +59,7 @@ struct kvs_cache {
 	uint64_t arena_id;
 	uint32_t gen;         /* slot generations handed out */
 	uint32_t max_leases;
+	uint32_t max_pinned;  /* per owner; 0: no limit */
 	lease *leases;
 	uint32_t nleases, free_lease, active_leases;
 	uint64_t pins;        /* sum of refs */

@@ -3,7 +3,9 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <grp.h>
 #include <inttypes.h>
+#include <pwd.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,7 +53,10 @@ int kvs_config_defaults(kvs_config *cfg)
 	cfg->ready_fd = -1;
 	cfg->max_clients = 1024;
 	cfg->max_leases = 4096;
+	cfg->max_pinned_blocks = 65536;
 	cfg->max_outbuf = 64ull << 20;
+	cfg->client_timeout = 60;
+	cfg->socket_mode = 0600;
 	strcpy(cfg->policy, kvs_policy_name_at(0));
 	cfg->ssd_segment_bytes = DEFAULT_SSD_SEGMENT;
 	cfg->max_pinned_share = 50;
@@ -105,6 +110,87 @@ static int parse_u32(const char *s, uint32_t min, uint32_t *out)
 	return 0;
 }
 
+/* "0660": octal permission bits that keep the owner's read and write. */
+static int parse_mode(const char *s, uint32_t *out)
+{
+	uint32_t v = 0;
+	size_t n = strlen(s);
+
+	if (n == 0 || n > 4)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '7')
+			return -EINVAL;
+		v = v * 8 + (uint32_t)(s[i] - '0');
+	}
+	if (v > 0777 || (v & 0600) != 0600)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+/* "0,65534,alice": ids, or user (group) names looked up now, so that the
+ * configuration holds numbers only and prints back the same. A later
+ * setting replaces the list. Returns NULL or why @val is refused. */
+static const char *parse_ids(const char *val, int groups, uint32_t *ids,
+			     uint32_t *n_out)
+{
+	const char *p = val;
+	uint32_t n = 0, tmp[KVS_ALLOW_MAX];
+
+	if (!*val)
+		return "empty list";
+	while (*p) {
+		const char *comma = strchr(p, ',');
+		size_t len = comma ? (size_t)(comma - p) : strlen(p);
+		char tok[64];
+		uint32_t id;
+
+		if (len == 0 || len >= sizeof(tok))
+			return "an empty or too long entry";
+		if (n == KVS_ALLOW_MAX)
+			return "more than 64 entries";
+		memcpy(tok, p, len);
+		tok[len] = '\0';
+		if (tok[0] >= '0' && tok[0] <= '9') {
+			if (parse_u32(tok, 0, &id) < 0 || id == UINT32_MAX)
+				return "not a number or name";
+		} else if (groups) {
+			struct group *g = getgrnam(tok);
+
+			if (!g)
+				return "unknown group";
+			id = (uint32_t)g->gr_gid;
+		} else {
+			struct passwd *pw = getpwnam(tok);
+
+			if (!pw)
+				return "unknown user";
+			id = (uint32_t)pw->pw_uid;
+		}
+		tmp[n++] = id;
+		p += len;
+		if (*p == ',' && !*++p)
+			return "an empty entry";
+	}
+	memset(ids, 0, KVS_ALLOW_MAX * sizeof(*ids));
+	memcpy(ids, tmp, n * sizeof(*ids));
+	*n_out = n;
+	return NULL;
+}
+
+static void print_ids(FILE *f, const char *key, const uint32_t *ids, uint32_t n)
+{
+	if (n == 0) {
+		fprintf(f, "# %s: none\n", key);
+		return;
+	}
+	fprintf(f, "%s = ", key);
+	for (uint32_t i = 0; i < n; i++)
+		fprintf(f, "%s%u", i ? "," : "", ids[i]);
+	fprintf(f, "\n");
+}
+
 void kvs_config_usage(FILE *f, const kvs_config *d)
 {
 	char policies[128] = "";
@@ -126,6 +212,19 @@ void kvs_config_usage(FILE *f, const kvs_config *d)
 		"  --ready-fd N        write \"READY\\n\" to fd N once serving, then close it\n"
 		"  --max-clients N     connections served at once (default %u)\n"
 		"  --max-leases N      leases one connection may hold (default %u)\n"
+		"  --max-pinned-blocks N  blocks one connection may pin (read or\n"
+		"                      write) at once (default %u)\n"
+		"  --client-timeout S  close a connection that holds a partial message,\n"
+		"                      or leaves over 1 MiB of replies unread, for S\n"
+		"                      seconds; 0: never (default %u)\n"
+		"  --socket-mode MODE  octal permission bits of the socket, at least\n"
+		"                      0600 (default %04o)\n"
+		"  --allow-uid LIST    serve only these uids (comma-separated numbers or\n"
+		"                      user names) besides the daemon's own; with\n"
+		"                      --allow-gid, either list admits (default: any\n"
+		"                      peer that can open the socket)\n"
+		"  --allow-gid LIST    serve peers whose primary or supplementary group\n"
+		"                      is listed (numbers or group names)\n"
 		"  --eviction-policy P how blocks leave a full tier: %s (default %s)\n"
 		"  --metrics-addr ADDR serve Prometheus /metrics on HOST:PORT, or PORT on\n"
 		"                      127.0.0.1 (default off)\n"
@@ -147,6 +246,7 @@ void kvs_config_usage(FILE *f, const kvs_config *d)
 		"  --version           print the version\n",
 		d->socket_path, d->host_bytes >> 20, d->page_bytes >> 10,
 		kvs_log_level_name(d->log_level), d->max_clients, d->max_leases,
+		d->max_pinned_blocks, d->client_timeout, d->socket_mode,
 		policies, d->policy, d->ssd_segment_bytes >> 20,
 		d->ssd_admit_hit ? "hit" : "all", d->max_pinned_share,
 		d->watch_buffer >> 10);
@@ -161,7 +261,8 @@ static int bad(const char *flag, const char *val, const char *why)
 
 enum { O_SOCKET = 256, O_HOST, O_PAGE, O_LOG, O_READY, O_CLIENTS, O_LEASES,
        O_POLICY, O_METRICS, O_SSD_DIR, O_SSD_SIZE, O_SSD_SEG, O_SSD_ADMIT,
-       O_SSD_WT, O_PINSHARE, O_WATCHBUF, O_CONFIG, O_PRINT, O_HELP, O_VERSION };
+       O_SSD_WT, O_PINSHARE, O_WATCHBUF, O_PINNED, O_TIMEOUT, O_MODE, O_UIDS,
+       O_GIDS, O_CONFIG, O_PRINT, O_HELP, O_VERSION };
 
 /* Every setting, by its flag name; a config file uses the same names. */
 static const struct option opts[] = {
@@ -181,6 +282,11 @@ static const struct option opts[] = {
 	{ "ssd-write-through", optional_argument, NULL, O_SSD_WT },
 	{ "max-pinned-share", required_argument, NULL, O_PINSHARE },
 	{ "watch-buffer", required_argument, NULL, O_WATCHBUF },
+	{ "max-pinned-blocks", required_argument, NULL, O_PINNED },
+	{ "client-timeout", required_argument, NULL, O_TIMEOUT },
+	{ "socket-mode", required_argument, NULL, O_MODE },
+	{ "allow-uid", required_argument, NULL, O_UIDS },
+	{ "allow-gid", required_argument, NULL, O_GIDS },
 	{ "config", required_argument, NULL, O_CONFIG },
 	{ "print-config", no_argument, NULL, O_PRINT },
 	{ "help", no_argument, NULL, O_HELP },
@@ -291,6 +397,22 @@ static const char *set_option(kvs_config *cfg, int id, const char *val)
 			return "must be a size from 4K to half the reply backlog limit";
 		cfg->watch_buffer = size;
 		return NULL;
+	case O_PINNED:
+		return parse_u32(val, 1, &cfg->max_pinned_blocks) < 0
+			       ? "must be a number >= 1" : NULL;
+	case O_TIMEOUT:
+		if (parse_u32(val, 0, &u) < 0 || u > 86400)
+			return "must be seconds from 0 (never) to 86400";
+		cfg->client_timeout = u;
+		return NULL;
+	case O_MODE:
+		return parse_mode(val, &cfg->socket_mode) < 0
+			       ? "must be octal bits from 0600 to 0777 (e.g. 0660)"
+			       : NULL;
+	case O_UIDS:
+		return parse_ids(val, 0, cfg->allow_uid, &cfg->n_allow_uid);
+	case O_GIDS:
+		return parse_ids(val, 1, cfg->allow_gid, &cfg->n_allow_gid);
 	}
 	return "not a setting";
 }
@@ -405,13 +527,19 @@ void kvs_config_print(FILE *f, const kvs_config *cfg)
 		   "log-level = %s\n"
 		   "max-clients = %u\n"
 		   "max-leases = %u\n"
+		   "max-pinned-blocks = %u\n"
+		   "client-timeout = %u\n"
+		   "socket-mode = %04o\n"
 		   "eviction-policy = %s\n"
 		   "max-pinned-share = %u\n"
 		   "watch-buffer = %" PRIu64 "\n",
 		cfg->socket_path, cfg->host_bytes, cfg->page_bytes,
 		kvs_log_level_name(cfg->log_level), cfg->max_clients,
-		cfg->max_leases, cfg->policy, cfg->max_pinned_share,
+		cfg->max_leases, cfg->max_pinned_blocks, cfg->client_timeout,
+		cfg->socket_mode, cfg->policy, cfg->max_pinned_share,
 		cfg->watch_buffer);
+	print_ids(f, "allow-uid", cfg->allow_uid, cfg->n_allow_uid);
+	print_ids(f, "allow-gid", cfg->allow_gid, cfg->n_allow_gid);
 	if (cfg->metrics_addr[0])
 		fprintf(f, "metrics-addr = %s\n", cfg->metrics_addr);
 	else

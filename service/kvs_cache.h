@@ -40,6 +40,7 @@ typedef struct kvs_cache_config {
 	uint32_t page_bytes;
 	const char *policy;  /* eviction policy name, "lru" */
 	uint32_t max_leases; /* per owner */
+	uint32_t max_pinned; /* per owner: pins of all its leases; 0: none */
 } kvs_cache_config;
 
 /* A namespace as kvs_cache_ns_foreach() shows it. */
@@ -98,7 +99,9 @@ int kvs_cache_attach(kvs_cache *c, kvs_owner *o, const kvs_wire_hello *h,
 /*
  * kvs_cache_lookup - pin the longest present prefix of @hashes (@n of them,
  * 16 bytes each as on the wire). Fills out[0..hits) and *lease (0 if none).
- * Returns hits. Errors: KVS_E_NOTATTACHED, KVS_E_LIMIT, -ENOMEM.
+ * Returns hits. Errors: KVS_E_NOTATTACHED, KVS_E_LIMIT (the owner holds
+ * max_leases leases, or the hits would take its pins past max_pinned:
+ * nothing is pinned then), -ENOMEM.
  * -EINPROGRESS: some hits are being read back from the SSD tier; the answer
  * comes through the owner's kvs_cache_done_fn (set one before looking up
  * with the SSD tier on), and @o must send no other request until then.
@@ -110,7 +113,9 @@ int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
  * kvs_cache_reserve - slots for the missing blocks of a chain; fills all of
  * out[0..n) (NEW, EXISTS, BUSY, FULL) and *lease (0 if no NEW).
  * Returns the number of NEW. Errors: KVS_E_FULL (blocks were missing and none
- * could get a slot), KVS_E_NOTATTACHED, KVS_E_LIMIT.
+ * could get a slot), KVS_E_NOTATTACHED, KVS_E_LIMIT (max_leases, or the NEW
+ * blocks would take the owner's pins past max_pinned: nothing is reserved
+ * then).
  */
 int kvs_cache_reserve(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 		      uint32_t n, uint64_t *lease, kvs_block *out);

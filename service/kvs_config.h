@@ -17,6 +17,7 @@
 #include "kvs_log.h"
 
 #define KVS_SOCKET_PATH_MAX 108 /* sizeof(sun_path) */
+#define KVS_ALLOW_MAX 64        /* entries of --allow-uid, of --allow-gid */
 
 typedef struct kvs_config {
 	char socket_path[KVS_SOCKET_PATH_MAX];
@@ -26,7 +27,16 @@ typedef struct kvs_config {
 	int ready_fd;           /* -1: none */
 	uint32_t max_clients;
 	uint32_t max_leases;    /* per client */
+	uint32_t max_pinned_blocks; /* per client: pins of all its leases */
 	uint64_t max_outbuf;    /* per-client reply backlog before disconnect */
+	uint32_t client_timeout; /* seconds a partial message or an unread
+				  * backlog may last; 0: no limit */
+	uint32_t socket_mode;   /* permission bits of the socket (0600) */
+	/* Peers served besides the daemon's own uid; both empty: any peer
+	 * that can open the socket. */
+	uint32_t n_allow_uid, n_allow_gid;
+	uint32_t allow_uid[KVS_ALLOW_MAX];
+	uint32_t allow_gid[KVS_ALLOW_MAX];
 	char policy[32];        /* eviction policy name */
 	char metrics_addr[128]; /* "HOST:PORT" of /metrics, "" when off */
 	char ssd_dir[256];      /* SSD tier directory, "" when off */

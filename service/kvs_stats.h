@@ -22,7 +22,10 @@
 	X(clients, connected, GAUGE, "connections open now")                  \
 	X(clients, attached, GAUGE, "connections attached to a namespace")    \
 	X(clients, accepted, COUNTER, "connections accepted")                 \
-	X(clients, refused, COUNTER, "connections refused (limit)")           \
+	X(clients, refused, COUNTER, "connections refused (--max-clients)")   \
+	X(clients, refused_perm, COUNTER, "connections refused (uid/gid)")   \
+	X(clients, timeout_partial, COUNTER, "closed: partial message too long")\
+	X(clients, timeout_unread, COUNTER, "closed: replies left unread")    \
 	X(clients, disconnected, COUNTER, "connections closed")               \
 	X(ops, hello, COUNTER, "hello requests")                              \
 	X(ops, lookup, COUNTER, "lookup requests")                            \

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,6 +31,14 @@
 #define IN_MAX (KVS_WIRE_HDR_SIZE + KVS_WIRE_MAX_PAYLOAD)
 /* Stop reading a client whose replies pile up past this; resume once sent. */
 #define OUT_HIGH (1u << 20)
+/* Refused peers are kept only until their first message is answered; more
+ * than this many at once are closed without an answer. */
+#define REFUSING_MAX 64
+/* Supplementary groups of a peer looked at by --allow-gid. */
+#define PEER_GROUPS_MAX 256
+#ifndef SO_PEERGROUPS
+#define SO_PEERGROUPS 59 /* Linux 4.13; older kernels answer ENOPROTOOPT */
+#endif
 
 typedef struct conn conn;
 
@@ -44,8 +53,11 @@ struct kvs_server {
 	kvs_hist latency[KVS_OP__COUNT]; /* by opcode */
 	kvs_metrics *metrics;
 	struct timespec started;
-	conn *conns; /* doubly linked */
-	uint32_t nconns;
+	conn *conns; /* doubly linked: served and refusing connections */
+	uint32_t nconns;    /* served */
+	uint32_t nrefusing; /* waiting for their first message to be refused */
+	uint64_t next_id;   /* connection ids, for the log */
+	uid_t uid;          /* the daemon's own: always allowed */
 	/* Scratch for one reply at a time: the loop handles one request at once. */
 	kvs_block *blocks;
 	uint8_t *reply;
@@ -69,10 +81,95 @@ struct conn {
 	kvs_admin_sub *sub; /* watching events, or NULL */
 	uint32_t ns;
 	uint64_t id;
+	int refuse;      /* 0, or the status that answers its first message */
+	struct event *tev;   /* --client-timeout */
+	/* Monotonic ms since which the connection has held an incomplete
+	 * message (partial_msgs: messages handled by then), and since which its
+	 * replies have been over OUT_HIGH with none of them read; 0: not. */
+	uint64_t partial_since, unread_since, timer_since;
+	uint64_t msgs, partial_msgs;
 };
 
 static void conn_close(conn *c, const char *why);
 static int conn_process(conn *c);
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t now_ms(void)
+{
+	return now_ns() / 1000000u;
+}
+
+/* ---- timeouts --------------------------------------------------------- */
+
+static int conn_has_partial(const conn *c);
+
+/* Arm the timer for the older of the two conditions, or disarm it. Idle
+ * connections (nothing partial, nothing unread) have no timer.
+ * The unread clock runs while the client's replies wait unsent and hold
+ * its service back: over OUT_HIGH (reading paused), or with complete
+ * requests waiting behind them; any byte the client reads restarts it. */
+static void conn_deadline(conn *c)
+{
+	uint64_t t = (uint64_t)c->srv->cfg.client_timeout * 1000u, since, now, left;
+	size_t out = evbuffer_get_length(c->out);
+	struct timeval tv;
+
+	if (out == 0 || (out < OUT_HIGH && (c->in_len == c->in_off ||
+					    conn_has_partial(c))))
+		c->unread_since = 0;
+	else if (!c->unread_since)
+		c->unread_since = now_ms();
+	since = c->partial_since;
+	if (c->unread_since && (!since || c->unread_since < since))
+		since = c->unread_since;
+	if (!t || since == c->timer_since)
+		return;
+	c->timer_since = since;
+	if (!since) {
+		evtimer_del(c->tev);
+		return;
+	}
+	now = now_ms();
+	left = since + t > now ? since + t - now : 0;
+	tv.tv_sec = (time_t)(left / 1000u);
+	tv.tv_usec = (suseconds_t)(left % 1000u) * 1000;
+	evtimer_add(c->tev, &tv);
+}
+
+static void on_timer(evutil_socket_t fd, short what, void *arg)
+{
+	conn *c = arg;
+	kvs_server *s = c->srv;
+	uint64_t t = (uint64_t)s->cfg.client_timeout * 1000u, now = now_ms();
+
+	if (c->partial_since && now - c->partial_since >= t) {
+		s->stats.clients_timeout_partial++;
+		kvs_warn("client %" PRIu64 ": %s for %u s (--client-timeout): "
+			 "disconnecting", c->id,
+			 c->refuse ? "refused and silent"
+				   : "a partial message held",
+			 s->cfg.client_timeout);
+		conn_close(c, NULL);
+		return;
+	}
+	if (c->unread_since && now - c->unread_since >= t) {
+		s->stats.clients_timeout_unread++;
+		kvs_warn("client %" PRIu64 ": %zu reply bytes unread for %u s "
+			 "(--client-timeout): disconnecting", c->id,
+			 evbuffer_get_length(c->out), s->cfg.client_timeout);
+		conn_close(c, NULL);
+		return;
+	}
+	c->timer_since = 0; /* fired early or the condition moved: re-arm */
+	conn_deadline(c);
+}
 
 /* ---- output ----------------------------------------------------------- */
 
@@ -101,6 +198,8 @@ static void reply_error(conn *c, const kvs_wire_hdr *req, int err)
 /* Send what is queued; the pending fd rides on the first byte of it. */
 static int conn_flush(conn *c)
 {
+	int wrote = 0;
+
 	while (evbuffer_get_length(c->out) > 0) {
 		ssize_t n;
 
@@ -138,7 +237,10 @@ static int conn_flush(conn *c)
 				continue;
 			return -errno;
 		}
+		wrote |= n > 0;
 	}
+	if (wrote && c->unread_since)
+		c->unread_since = now_ms(); /* it reads: the clock starts over */
 	if (evbuffer_get_length(c->out) > 0) {
 		event_add(c->wev, NULL);
 		if (evbuffer_get_length(c->out) > c->srv->cfg.max_outbuf) {
@@ -146,6 +248,7 @@ static int conn_flush(conn *c)
 				 "over the %" PRIu64 " limit: disconnecting",
 				 c->id, evbuffer_get_length(c->out),
 				 c->srv->cfg.max_outbuf);
+			c->srv->stats.clients_timeout_unread++;
 			return -ENOBUFS;
 		}
 	} else {
@@ -165,6 +268,7 @@ static void conn_arm(conn *c)
 	else if (!want && c->reading)
 		event_del(c->rev);
 	c->reading = want;
+	conn_deadline(c);
 }
 
 static void on_write(evutil_socket_t fd, short what, void *arg)
@@ -178,6 +282,8 @@ static void on_write(evutil_socket_t fd, short what, void *arg)
 	}
 	if (evbuffer_get_length(c->out) == 0)
 		conn_process(c); /* requests held back behind a full buffer */
+	else
+		conn_deadline(c);
 }
 
 /* ---- requests --------------------------------------------------------- */
@@ -339,7 +445,7 @@ static void stats_refresh(kvs_server *s)
 	s->stats.server_pid = getpid();
 	s->stats.server_rss_anon_bytes = rss_anon_bytes();
 	s->stats.server_metrics_port = s->metrics ? kvs_metrics_port(s->metrics) : 0;
-	s->stats.clients_connected = s->nconns;
+	s->stats.clients_connected = s->nconns; /* served, not refusing */
 	kvs_cache_stats_fill(s->cache);
 }
 
@@ -472,14 +578,6 @@ static void do_watch(conn *c, const kvs_wire_hdr *h, const uint8_t *p)
 	reply(c, h, 0, NULL, 0);
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void dispatch(conn *c, const kvs_wire_hdr *h, const uint8_t *p)
 {
 	kvs_counters *st = &c->srv->stats;
@@ -506,6 +604,33 @@ static void dispatch(conn *c, const kvs_wire_hdr *h, const uint8_t *p)
 	}
 	kvs_hist_add(&c->srv->latency[h->opcode], now_ns() - t0);
 	kvs_admin_publish(c->srv->admin);
+}
+
+/* Whether the input holds the start of a message but not all of it. */
+static int conn_has_partial(const conn *c)
+{
+	size_t avail = c->in_len - c->in_off;
+	kvs_wire_hdr h;
+	int rc;
+
+	if (avail == 0)
+		return 0;
+	if (avail < KVS_WIRE_HDR_SIZE)
+		return 1;
+	rc = kvs_wire_hdr_decode(c->in + c->in_off, avail, KVS_WIRE_MAX_PAYLOAD, &h);
+	if (rc == KVS_E_PROTO || rc == KVS_E_TOOBIG)
+		return 0; /* the connection is being closed */
+	return avail < KVS_WIRE_HDR_SIZE + (size_t)h.len;
+}
+
+/* A refused peer's first message, whatever it is, is answered with the
+ * refusal, echoing its opcode and req_id (so that libkvshare's HELLO reads
+ * it as the answer), and the connection closes once that is sent. */
+static void conn_refuse(conn *c, const kvs_wire_hdr *h)
+{
+	reply(c, h, c->refuse, NULL, 0);
+	c->in_off = c->in_len;
+	c->closing = 1;
 }
 
 /* Handle every complete message in the input buffer. Returns -1 when the
@@ -535,6 +660,12 @@ static int conn_process(conn *c)
 				conn_close(c, NULL);
 				return -1;
 			}
+			if (c->refuse) {
+				if (rc == KVS_E_TOOBIG ||
+				    avail >= KVS_WIRE_HDR_SIZE + (size_t)h.len)
+					conn_refuse(c, &h);
+				break;
+			}
 			if (rc == KVS_E_TOOBIG) {
 				st->errors_toobig++;
 				kvs_warn("client %" PRIu64 ": message of %u bytes over the "
@@ -559,6 +690,7 @@ static int conn_process(conn *c)
 				dispatch(c, &h, p + KVS_WIRE_HDR_SIZE);
 			}
 			c->in_off += KVS_WIRE_HDR_SIZE + (size_t)h.len;
+			c->msgs++;
 			if (c->pending_fd >= 0) {
 				stalled = 1; /* send the fd before more replies queue */
 				break;
@@ -572,6 +704,16 @@ static int conn_process(conn *c)
 	if (c->closing && evbuffer_get_length(c->out) == 0) {
 		conn_close(c, NULL);
 		return -1;
+	}
+	/* The partial clock starts with each incomplete message; a refused
+	 * peer's runs from its accept until it is answered. */
+	if (c->refuse) {
+		/* runs from the accept */
+	} else if (!conn_has_partial(c)) {
+		c->partial_since = 0;
+	} else if (!c->partial_since || c->partial_msgs != c->msgs) {
+		c->partial_since = now_ms();
+		c->partial_msgs = c->msgs;
 	}
 	conn_arm(c);
 	return 0;
@@ -677,6 +819,7 @@ static void conn_close(conn *c, const char *why)
 		s->stats.clients_attached--;
 	event_free(c->rev);
 	event_free(c->wev);
+	event_free(c->tev);
 	evbuffer_free(c->out);
 	close(c->fd);
 	free(c->in);
@@ -686,14 +829,50 @@ static void conn_close(conn *c, const char *why)
 		s->conns = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
-	s->nconns--;
-	s->stats.clients_disconnected++;
+	if (c->refuse) {
+		s->nrefusing--;
+	} else {
+		s->nconns--;
+		s->stats.clients_disconnected++;
+	}
 	free(c);
+}
+
+/* Whether the peer's credentials pass --allow-uid / --allow-gid. The
+ * daemon's own uid always does; with neither list, everyone that can open
+ * the socket does (its mode is the gate). */
+static int peer_allowed(const kvs_server *s, int fd, const struct ucred *cr)
+{
+	const kvs_config *cfg = &s->cfg;
+	gid_t groups[PEER_GROUPS_MAX];
+	socklen_t len = sizeof(groups);
+
+	if (!cfg->n_allow_uid && !cfg->n_allow_gid)
+		return 1;
+	if (cr->uid == s->uid)
+		return 1;
+	for (uint32_t i = 0; i < cfg->n_allow_uid; i++)
+		if (cfg->allow_uid[i] == (uint32_t)cr->uid)
+			return 1;
+	for (uint32_t i = 0; i < cfg->n_allow_gid; i++)
+		if (cfg->allow_gid[i] == (uint32_t)cr->gid)
+			return 1;
+	if (!cfg->n_allow_gid ||
+	    getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0)
+		return 0; /* no supplementary groups known: primary only */
+	for (size_t g = 0; g < len / sizeof(gid_t); g++)
+		for (uint32_t i = 0; i < cfg->n_allow_gid; i++)
+			if (cfg->allow_gid[i] == (uint32_t)groups[g])
+				return 1;
+	return 0;
 }
 
 static void on_accept(evutil_socket_t lfd, short what, void *arg)
 {
 	kvs_server *s = arg;
+	struct ucred cr = { .pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1 };
+	socklen_t crlen = sizeof(cr);
+	int refuse = 0;
 	conn *c;
 	int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
@@ -702,10 +881,23 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 			kvs_warn("accept: %s", strerror(errno));
 		return;
 	}
-	if (s->nconns >= s->cfg.max_clients) {
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0)
+		kvs_warn("SO_PEERCRED: %s", strerror(errno)); /* uid -1: no list has it */
+	if (!peer_allowed(s, fd, &cr)) {
+		refuse = KVS_E_PERM;
+		s->stats.clients_refused_perm++;
+		kvs_warn("refusing a client (pid %d uid %u gid %u): not in "
+			 "--allow-uid/--allow-gid", (int)cr.pid, (unsigned)cr.uid,
+			 (unsigned)cr.gid);
+	} else if (s->nconns >= s->cfg.max_clients) {
+		refuse = KVS_E_LIMIT;
 		s->stats.clients_refused++;
-		kvs_warn("refusing a client: %u clients connected (--max-clients)",
-			 s->nconns);
+		kvs_warn("refusing a client (pid %d uid %u): %u clients "
+			 "connected (--max-clients)", (int)cr.pid,
+			 (unsigned)cr.uid, s->nconns);
+	}
+	if (refuse && s->nrefusing >= REFUSING_MAX) {
+		/* A flood of refused peers gets no answer, rather than memory. */
 		close(fd);
 		return;
 	}
@@ -715,14 +907,16 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 	c->srv = s;
 	c->fd = fd;
 	c->pending_fd = -1;
-	c->id = ++s->stats.clients_accepted;
+	c->refuse = refuse;
+	c->id = ++s->next_id;
 	c->owner = kvs_cache_owner_new(s->cache);
 	if (c->owner)
 		kvs_cache_owner_set_done(c->owner, on_lookup_done, c);
 	c->out = evbuffer_new();
 	c->rev = event_new(s->base, fd, EV_READ | EV_PERSIST, on_read, c);
 	c->wev = event_new(s->base, fd, EV_WRITE | EV_PERSIST, on_write, c);
-	if (!c->owner || !c->out || !c->rev || !c->wev) {
+	c->tev = evtimer_new(s->base, on_timer, c);
+	if (!c->owner || !c->out || !c->rev || !c->wev || !c->tev) {
 		kvs_cache_owner_free(s->cache, c->owner);
 		if (c->out)
 			evbuffer_free(c->out);
@@ -730,6 +924,8 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 			event_free(c->rev);
 		if (c->wev)
 			event_free(c->wev);
+		if (c->tev)
+			event_free(c->tev);
 		free(c);
 		goto fail;
 	}
@@ -737,9 +933,16 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 	if (s->conns)
 		s->conns->prev = c;
 	s->conns = c;
-	s->nconns++;
+	if (refuse) {
+		s->nrefusing++;
+		c->partial_since = now_ms(); /* answered or closed in time */
+	} else {
+		s->nconns++;
+		s->stats.clients_accepted++;
+	}
 	conn_arm(c);
-	kvs_debug("client %" PRIu64 ": connected", c->id);
+	kvs_debug("client %" PRIu64 ": connected (pid %d uid %u gid %u)", c->id,
+		  (int)cr.pid, (unsigned)cr.uid, (unsigned)cr.gid);
 	return;
 fail:
 	kvs_warn("refusing a client: out of memory");
@@ -750,7 +953,7 @@ fail:
 
 /* Bind the control socket, replacing a stale one but never a live daemon's
  * nor a file that is not a socket. */
-static int bind_socket(const char *path)
+static int bind_socket(const char *path, uint32_t mode)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct stat st;
@@ -763,12 +966,24 @@ static int bind_socket(const char *path)
 	strcpy(dir, sa.sun_path);
 	slash = strrchr(dir, '/');
 	if (slash && slash != dir) {
+		/* A directory made here lets through (x) whoever the socket's
+		 * mode lets in; an existing one is left as it is. */
+		uint32_t dmode = 0700 | (mode & 0060 ? 0010 : 0) | (mode & 0006 ? 0001 : 0);
+
 		*slash = '\0';
-		if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		if (mkdir(dir, dmode) == 0) {
+			(void)!chmod(dir, dmode); /* past the umask */
+		} else if (errno != EEXIST) {
 			rc = -errno;
 			kvs_err("cannot create socket directory %s: %s", dir,
 				strerror(errno));
 			return rc;
+		} else if (stat(dir, &st) == 0 &&
+			   (((mode & 0060) && !(st.st_mode & 0010)) ||
+			    ((mode & 0006) && !(st.st_mode & 0001)))) {
+			kvs_warn("--socket-mode %04o lets others in, but the "
+				 "directory %s (mode %04o) does not", mode, dir,
+				 (unsigned)(st.st_mode & 07777));
 		}
 	}
 	if (lstat(path, &st) == 0) {
@@ -792,7 +1007,7 @@ static int bind_socket(const char *path)
 	if (fd < 0)
 		return -errno;
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    chmod(path, 0600) < 0 || listen(fd, 128) < 0) {
+	    chmod(path, (mode_t)mode) < 0 || listen(fd, 128) < 0) {
 		rc = -errno;
 		kvs_err("cannot listen on %s: %s", path, strerror(errno));
 		close(fd);
@@ -820,7 +1035,8 @@ int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 {
 	kvs_cache_config cc = { .host_bytes = cfg->host_bytes,
 				.page_bytes = cfg->page_bytes, .policy = cfg->policy,
-				.max_leases = cfg->max_leases };
+				.max_leases = cfg->max_leases,
+				.max_pinned = cfg->max_pinned_blocks };
 	kvs_admin_config ac = { .max_pinned_share = cfg->max_pinned_share,
 				.watch_buffer = cfg->watch_buffer };
 	kvs_server *s = calloc(1, sizeof(*s));
@@ -830,6 +1046,7 @@ int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 		return -ENOMEM;
 	s->cfg = *cfg;
 	s->listen_fd = -1;
+	s->uid = geteuid();
 	clock_gettime(CLOCK_MONOTONIC, &s->started);
 	s->blocks = malloc(KVS_MAX_HASHES * sizeof(kvs_block));
 	s->reply = malloc(KVS_WIRE_MAX_PAYLOAD);
@@ -865,7 +1082,7 @@ int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 	rc = kvs_admin_create(&ac, s->cache, &s->stats, &s->admin);
 	if (rc < 0)
 		goto fail;
-	rc = bind_socket(cfg->socket_path);
+	rc = bind_socket(cfg->socket_path, cfg->socket_mode);
 	if (rc < 0)
 		goto fail;
 	s->listen_fd = rc;

@@ -74,6 +74,20 @@ static void check_print(const kvs_config *cfg, const char *from)
 		differs(from, "eviction-policy");
 	if (strcmp(again.metrics_addr, cfg->metrics_addr) != 0)
 		differs(from, "metrics-addr");
+	if (again.max_pinned_blocks != cfg->max_pinned_blocks)
+		differs(from, "max-pinned-blocks");
+	if (again.client_timeout != cfg->client_timeout)
+		differs(from, "client-timeout");
+	if (again.socket_mode != cfg->socket_mode)
+		differs(from, "socket-mode");
+	if (again.n_allow_uid != cfg->n_allow_uid ||
+	    memcmp(again.allow_uid, cfg->allow_uid,
+		   cfg->n_allow_uid * sizeof(uint32_t)) != 0)
+		differs(from, "allow-uid");
+	if (again.n_allow_gid != cfg->n_allow_gid ||
+	    memcmp(again.allow_gid, cfg->allow_gid,
+		   cfg->n_allow_gid * sizeof(uint32_t)) != 0)
+		differs(from, "allow-gid");
 }
 
 /* getopt keeps state between calls that optind = 1 does not clear (the

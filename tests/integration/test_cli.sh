@@ -122,7 +122,8 @@ dump() {
 out=$("$KVSHARED" --help 2>&1)
 check "kvshared --help exits 0" test $? -eq 0
 for flag in --socket --host-size --page-size --log-level --ready-fd \
-	--max-clients --max-leases --help --version; do
+	--max-clients --max-leases --max-pinned-blocks --client-timeout \
+	--socket-mode --allow-uid --allow-gid --help --version; do
 	check "kvshared --help lists $flag" grep -q -e "$flag" <<<"$out"
 done
 
@@ -148,6 +149,12 @@ usage_error --page-size 1000
 usage_error --log-level loud
 usage_error --max-clients 0
 usage_error --max-leases -1
+usage_error --max-pinned-blocks 0
+usage_error --client-timeout soon
+usage_error --socket-mode 0400
+usage_error --socket-mode 0600x
+usage_error --allow-uid 1,,2
+usage_error --allow-gid no-such-group-kvshare
 usage_error unexpected-argument
 
 # ---- a daemon, and the tools against it -----------------------------------

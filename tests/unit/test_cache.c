@@ -308,6 +308,59 @@ static uint64_t pat(kvs_hash h, uint64_t i)
 	return (h.lo ^ (h.hi << 1)) + i * 0x9e3779b97f4a7c15ull;
 }
 
+/* --max-pinned-blocks: a lookup or reserve that would pass it is refused
+ * whole (nothing pinned, nothing reserved); ending leases makes room. */
+static void test_pin_limit(void)
+{
+	kvs_cache_config cfg = { .host_bytes = 16 * PAGE, .page_bytes = PAGE,
+				 .policy = policy, .max_leases = 100,
+				 .max_pinned = 5 };
+	kvs_cache *c = NULL;
+	kvs_layout l = layout("m", NULL, 64);
+	kvs_owner *w;
+	kvs_block bl[64];
+	uint64_t l1, l2, l3;
+	chain a, b, d;
+
+	memset(&stats, 0, sizeof(stats));
+	CHECK(kvs_cache_create(&cfg, &stats, &c) == 0);
+	w = attach(c, &l);
+	mk_chain(&a, &l, 1, 4);
+	mk_chain(&b, &l, 2, 3);
+	CHECK_EQ(kvs_cache_reserve(c, w, H(&a, 0), 4, &l1, bl), 4);
+	/* 4 pinned: 3 more NEW would make 7. */
+	CHECK_EQ(kvs_cache_reserve(c, w, H(&b, 0), 3, &l2, bl), KVS_E_LIMIT);
+	CHECK_EQ(l2, 0);
+	CHECK_EQ(stats.errors_limit, 1);
+	kvs_cache_stats_fill(c);
+	CHECK_EQ(stats.leases_pinned_blocks, 4);
+	CHECK_EQ(stats.tier_host_blocks_writing, 4);
+	CHECK_EQ(stats.blocks_aborted, 0);
+	CHECK(kvs_cache_check(c) == 0);
+	CHECK_EQ(kvs_cache_commit(c, w, l1), 4);
+	/* Exactly at the limit is fine; one more pin is not. */
+	CHECK_EQ(kvs_cache_lookup(c, w, H(&a, 0), 4, &l1, bl), 4);
+	CHECK_EQ(kvs_cache_reserve(c, w, H(&b, 0), 1, &l2, bl), 1);
+	CHECK_EQ(kvs_cache_lookup(c, w, H(&a, 0), 1, &l3, bl), KVS_E_LIMIT);
+	mk_chain(&d, &l, 3, 2);
+	CHECK_EQ(kvs_cache_reserve(c, w, H(&d, 0), 2, &l3, bl), KVS_E_LIMIT);
+	CHECK_EQ(stats.errors_limit, 3);
+	kvs_cache_stats_fill(c);
+	CHECK_EQ(stats.leases_pinned_blocks, 5);
+	CHECK_EQ(stats.tier_host_blocks_writing, 1);
+	CHECK(kvs_cache_check(c) == 0);
+	CHECK_EQ(kvs_cache_release(c, w, l1), 4);
+	CHECK_EQ(kvs_cache_reserve(c, w, H(&b, 0), 3, &l3, bl), 0); /* BUSY */
+	CHECK_EQ(kvs_cache_commit(c, w, l2), 1);
+	CHECK_EQ(kvs_cache_reserve(c, w, H(&b, 0), 3, &l3, bl), 2);
+	CHECK_EQ(kvs_cache_commit(c, w, l3), 2);
+	kvs_cache_owner_free(c, w);
+	kvs_cache_stats_fill(c);
+	CHECK_EQ(stats.leases_pinned_blocks, 0);
+	CHECK(kvs_cache_check(c) == 0);
+	kvs_cache_destroy(c);
+}
+
 static void test_random(unsigned seed)
 {
 	enum { OWNERS = 5, CHAINS = 12, STEPS = 20000 };
@@ -451,6 +504,7 @@ int main(void)
 	test_leaf_first_lru();
 	test_pins_and_full();
 	test_abort_busy_and_limits();
+	test_pin_limit();
 	test_random(seed);
 	test_flat_lru_ghosts();
 	policy = "lru";

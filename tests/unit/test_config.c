@@ -60,6 +60,37 @@ int main(void)
 	CHECK_EQ(parse(&cfg, "--max-leases", "9"), 0);
 	CHECK_EQ(cfg.max_leases, 9);
 
+	CHECK_EQ(cfg.max_pinned_blocks, 65536); /* defaults */
+	CHECK_EQ(cfg.client_timeout, 60);
+	CHECK_EQ(cfg.socket_mode, 0600);
+	CHECK_EQ(cfg.n_allow_uid, 0);
+	CHECK_EQ(cfg.n_allow_gid, 0);
+	CHECK_EQ(parse(&cfg, "--max-pinned-blocks", "100"), 0);
+	CHECK_EQ(cfg.max_pinned_blocks, 100);
+	CHECK_EQ(parse(&cfg, "--client-timeout", "0"), 0);
+	CHECK_EQ(cfg.client_timeout, 0);
+	CHECK_EQ(parse(&cfg, "--socket-mode", "0660"), 0);
+	CHECK_EQ(cfg.socket_mode, 0660);
+	CHECK_EQ(parse(&cfg, "--socket-mode", "666"), 0);
+	CHECK_EQ(cfg.socket_mode, 0666);
+	CHECK_EQ(parse(&cfg, "--allow-uid", "0,65534,root"), 0);
+	CHECK_EQ(cfg.n_allow_uid, 3);
+	CHECK_EQ(cfg.allow_uid[1], 65534);
+	CHECK_EQ(cfg.allow_uid[2], 0); /* root by name */
+	{
+		/* A later setting replaces the list. */
+		char *argv[] = { "kvshared", "--allow-uid", "1,2", "--allow-uid",
+				 "7", NULL };
+
+		kvs_config_defaults(&cfg);
+		CHECK_EQ(kvs_config_parse_args(&cfg, 5, argv), 0);
+		CHECK_EQ(cfg.n_allow_uid, 1);
+		CHECK_EQ(cfg.allow_uid[0], 7);
+		CHECK_EQ(cfg.allow_uid[1], 0);
+	}
+	CHECK_EQ(parse(&cfg, "--allow-gid", "0,12"), 0);
+	CHECK_EQ(cfg.n_allow_gid, 2);
+
 	CHECK(strcmp(cfg.policy, "leaf-2q") == 0); /* the default */
 	CHECK_EQ(parse(&cfg, "--eviction-policy", "lru"), 0);
 	CHECK(strcmp(cfg.policy, "lru") == 0);
@@ -72,6 +103,19 @@ int main(void)
 	CHECK_EQ(parse(&cfg, "--log-level", "loud"), KVS_E_CONFIG);
 	CHECK_EQ(parse(&cfg, "--max-clients", "0"), KVS_E_CONFIG);
 	CHECK_EQ(parse(&cfg, "--ready-fd", "x"), KVS_E_CONFIG);
+	CHECK_EQ(parse(&cfg, "--max-pinned-blocks", "0"), KVS_E_CONFIG);
+	CHECK_EQ(parse(&cfg, "--client-timeout", "-1"), KVS_E_CONFIG);
+	CHECK_EQ(parse(&cfg, "--client-timeout", "86401"), KVS_E_CONFIG);
+	CHECK_EQ(parse(&cfg, "--socket-mode", "0644x"), KVS_E_CONFIG);
+	CHECK_EQ(parse(&cfg, "--socket-mode", "0400"), KVS_E_CONFIG); /* owner rw */
+	CHECK_EQ(parse(&cfg, "--socket-mode", "01777"), KVS_E_CONFIG);
+	CHECK_EQ(parse(&cfg, "--socket-mode", "0990"), KVS_E_CONFIG);
+	CHECK_EQ(parse(&cfg, "--allow-uid", "1,,2"), KVS_E_CONFIG);
+	CHECK_EQ(parse(&cfg, "--allow-uid", "1,"), KVS_E_CONFIG);
+	CHECK_EQ(parse(&cfg, "--allow-uid", "4294967295"), KVS_E_CONFIG);
+	CHECK_EQ(parse(&cfg, "--allow-uid", "no-such-user-kvs"), KVS_E_CONFIG);
+	CHECK_EQ(parse(&cfg, "--allow-gid", "no-such-group-kvs"), KVS_E_CONFIG);
+	CHECK_EQ(cfg.n_allow_uid, 0); /* a refused list sets nothing */
 	CHECK_EQ(parse(&cfg, "--bogus", NULL), KVS_E_CONFIG);
 	CHECK_EQ(parse(&cfg, "--socket", NULL), KVS_E_CONFIG);
 	CHECK_EQ(parse(&cfg, "extra", NULL), KVS_E_CONFIG);
@@ -81,7 +125,9 @@ int main(void)
 	{
 		const char *good = "# comment\n; comment\n[kvshared]\n"
 				   "host-size = 128M\r\n  eviction-policy=lru  \n\n"
-				   "max-clients = 7\n";
+				   "max-clients = 7\nsocket-mode = 0660\n"
+				   "allow-uid = 0,65534\nallow-gid = 5\n"
+				   "client-timeout = 3\nmax-pinned-blocks = 9\n";
 		char *printed = NULL;
 		size_t plen = 0;
 		kvs_config again;
@@ -92,6 +138,11 @@ int main(void)
 		CHECK_EQ(cfg.host_bytes, 128ull << 20);
 		CHECK(strcmp(cfg.policy, "lru") == 0);
 		CHECK_EQ(cfg.max_clients, 7);
+		CHECK_EQ(cfg.socket_mode, 0660);
+		CHECK_EQ(cfg.n_allow_uid, 2);
+		CHECK_EQ(cfg.allow_gid[0], 5);
+		CHECK_EQ(cfg.client_timeout, 3);
+		CHECK_EQ(cfg.max_pinned_blocks, 9);
 		/* --print-config's output is a config file giving the same. */
 		f = open_memstream(&printed, &plen);
 		kvs_config_print(f, &cfg);

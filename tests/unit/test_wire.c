@@ -352,7 +352,7 @@ static void test_names(void)
 
 static void test_strerror(void)
 {
-	for (int e = KVS_E_PROTO; e >= KVS_E_INTERNAL; e--) {
+	for (int e = KVS_E_PROTO; e > KVS_E_LAST; e--) {
 		const char *s = kvs_strerror(e);
 
 		CHECK(s != NULL);

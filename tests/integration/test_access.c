@@ -1,0 +1,240 @@
+/*
+ * test_access - who may use the daemon: the socket's mode and the
+ * --allow-uid / --allow-gid lists checked with SO_PEERCRED at accept.
+ *
+ * Clients of another uid are child processes that drop to 'nobody'
+ * (uid/gid 65534) with setresgid/setresuid, so the test needs root; it skips
+ * (77) otherwise.
+ *
+ *  - default mode: the socket is 0600, and nobody cannot even connect
+ *    (-EACCES); root (the owner) is served;
+ *  - --socket-mode 0666 --allow-uid 0: the socket is 0666; nobody connects
+ *    but kvs_connect answers KVS_E_PERM, counted in clients.refused_perm and
+ *    logged with its pid/uid/gid; a raw peer's first message (any opcode) is
+ *    answered KVS_E_PERM with its own req_id, then the connection closes; the
+ *    daemon's own uid is served;
+ *  - --allow-uid 0,65534: nobody is served (publish and read back its KV);
+ *  - --allow-gid 65534: nobody is served by its group alone.
+ */
+#include "harness.h"
+
+#include <grp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define BT 16
+#define NOBODY 65534
+
+static kvs_layout L;
+
+/* Child: become nobody, connect to the daemon (@arg), report kvs_connect's
+ * result on the sync fd and, when served, the result of a publish + verify. */
+static int as_nobody(void *arg, int sync_fd)
+{
+	const th_daemon *d = arg;
+	kvs_client *c = NULL;
+	kvs_hash h[4];
+	size_t bad = 1;
+	int rc;
+
+	if (setgroups(0, NULL) < 0 || setresgid(NOBODY, NOBODY, NOBODY) < 0 ||
+	    setresuid(NOBODY, NOBODY, NOBODY) < 0)
+		return 3;
+	rc = kvs_connect(d->socket, &L, &c);
+	th_send_u64(sync_fd, (uint64_t)(int64_t)rc);
+	if (rc < 0)
+		return 0;
+	th_chain(&L, (uint64_t)getpid(), 4, 0, 0, h);
+	rc = th_publish(c, h, 4, NULL);
+	if (rc == 4)
+		rc = th_verify(c, h, 4, &bad);
+	th_send_u64(sync_fd, (uint64_t)(int64_t)(rc == 4 && bad == 0 ? 0 : -1));
+	kvs_close(c);
+	return 0;
+}
+
+/* Run as_nobody against @d: kvs_connect's result (*served: the round trip
+ * after it passed). */
+static int connect_as_nobody(th_daemon *d, bool *served)
+{
+	th_child ch;
+	uint64_t v = 1, ok = 1;
+
+	*served = false;
+	th_spawn(&ch, as_nobody, d);
+	if (!CHECK_RC(th_recv_u64(ch.fd, &v, TH_WAIT_MS), 0)) {
+		th_child_wait(&ch, TH_WAIT_MS);
+		return INT32_MIN;
+	}
+	if ((int64_t)v == 0 && CHECK_RC(th_recv_u64(ch.fd, &ok, TH_WAIT_MS), 0))
+		*served = ok == 0;
+	CHECK_EQ(th_child_wait(&ch, TH_WAIT_MS), 0);
+	return (int)(int64_t)v;
+}
+
+static mode_t socket_mode(const th_daemon *d)
+{
+	struct stat st;
+
+	if (stat(d->socket, &st) < 0)
+		return 0;
+	return st.st_mode & 07777;
+}
+
+/* The daemon's log contains @needle. */
+static bool log_has(const th_daemon *d, const char *needle)
+{
+	FILE *f = fopen(d->log, "r");
+	char line[1024];
+	bool found = false;
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, needle) != NULL;
+	fclose(f);
+	return found;
+}
+
+/* Nobody must be able to reach the socket's directory (mkdtemp made it 0700):
+ * the socket's own mode is what these cases test. */
+static void open_dir(th_daemon *d)
+{
+	if (chmod(d->dir, 0711) < 0)
+		th_fatal("chmod %s: %s", d->dir, strerror(errno));
+}
+
+static void own_uid_served(th_daemon *d)
+{
+	kvs_client *c = th_connect(d, &L);
+	kvs_hash h[3];
+	size_t bad = 1;
+
+	th_chain(&L, 77, 3, 0, 0, h);
+	CHECK_RC(th_publish(c, h, 3, NULL), 3);
+	CHECK_RC(th_verify(c, h, 3, &bad), 3);
+	CHECK_EQ(bad, 0);
+	kvs_close(c);
+}
+
+static void test_default_mode(void)
+{
+	static th_daemon d;
+	bool served;
+
+	th_daemon_up(&d, TH_ARGS("--host-size", "8M"));
+	open_dir(&d);
+	CHECK_EQ(socket_mode(&d), 0600);
+	CHECK_RC(connect_as_nobody(&d, &served), -EACCES);
+	CHECK(!served);
+	CHECK_EQ(th_stat_get(&d, "clients.refused_perm"), 0);
+	own_uid_served(&d);
+}
+
+static void test_refused(void)
+{
+	static th_daemon d;
+	char want[64];
+	uint8_t payload[64];
+	kvs_wire_hdr h;
+	bool served;
+	int fd;
+
+	th_daemon_up(&d, TH_ARGS("--host-size", "8M", "--socket-mode", "0666",
+				 "--allow-uid", "0"));
+	open_dir(&d);
+	CHECK_EQ(socket_mode(&d), 0666);
+	CHECK_RC(connect_as_nobody(&d, &served), KVS_E_PERM);
+	CHECK(!served);
+	CHECK_EQ(th_stat_get(&d, "clients.refused_perm"), 1);
+	CHECK_EQ(th_stat_get(&d, "clients.refused"), 0);
+	snprintf(want, sizeof(want), "uid %d gid %d", NOBODY, NOBODY);
+	CHECK(log_has(&d, want));
+	CHECK(log_has(&d, "--allow-uid/--allow-gid"));
+	/* Refusals are not request errors. */
+	CHECK_EQ(th_stat_get(&d, "errors.total"), 0);
+	/* The daemon's own uid is served, however the lists read. */
+	own_uid_served(&d);
+	/* A raw peer is checked the same way: root is on the list. */
+	fd = th_raw_connect(&d);
+	CHECK_GE(fd, 0);
+	CHECK_RC(th_raw_request(fd, KVS_OP_STATS, 42, NULL, 0), 0);
+	CHECK_GT(th_raw_recv(fd, &h, payload, sizeof(payload), TH_WAIT_MS), 0);
+	CHECK_EQ(h.status, 0);
+	close(fd);
+	/* Only the stats client is left. */
+	CHECK(th_wait_stat(&d, "clients.connected", 1, TH_WAIT_MS));
+}
+
+/* A refused raw peer (nobody) gets its first message answered KVS_E_PERM,
+ * opcode and req_id echoed, then the connection closes. */
+static int raw_nobody(void *arg, int sync_fd)
+{
+	const th_daemon *d = arg;
+	kvs_wire_hdr h;
+	uint8_t payload[64];
+	int fd, n;
+
+	if (setgroups(0, NULL) < 0 || setresgid(NOBODY, NOBODY, NOBODY) < 0 ||
+	    setresuid(NOBODY, NOBODY, NOBODY) < 0)
+		return 3;
+	fd = th_raw_connect(d);
+	if (fd < 0)
+		return 4;
+	if (th_raw_request(fd, KVS_OP_STATS, 4242, NULL, 0) < 0)
+		return 5;
+	n = th_raw_recv(fd, &h, payload, sizeof(payload), TH_WAIT_MS);
+	if (n != 0 || h.status != KVS_E_PERM || h.req_id != 4242 ||
+	    h.opcode != KVS_OP_STATS)
+		return 6;
+	if (!th_raw_wait_closed(fd, TH_WAIT_MS))
+		return 7;
+	close(fd);
+	return 0;
+}
+
+static void test_refused_raw(void)
+{
+	static th_daemon d;
+
+	th_daemon_up(&d, TH_ARGS("--host-size", "8M", "--socket-mode", "0666",
+				 "--allow-uid", "0"));
+	open_dir(&d);
+	CHECK_EQ(th_run_child(raw_nobody, &d, TH_WAIT_MS), 0);
+	CHECK_EQ(th_stat_get(&d, "clients.refused_perm"), 1);
+	CHECK_EQ(th_stat_get(&d, "clients.accepted"), 1); /* the stats client */
+}
+
+static void test_allowed(const char *flag, const char *list)
+{
+	static th_daemon ds[2];
+	static int n;
+	th_daemon *d = &ds[n++];
+	bool served;
+
+	th_daemon_up(d, TH_ARGS("--host-size", "8M", "--socket-mode", "0666",
+				"--allow-uid", "0", flag, list));
+	open_dir(d);
+	CHECK_RC(connect_as_nobody(d, &served), 0);
+	if (!CHECK(served))
+		th_note("nobody was not served with %s %s", flag, list);
+	CHECK_EQ(th_stat_get(d, "clients.refused_perm"), 0);
+	own_uid_served(d);
+}
+
+int main(void)
+{
+	th_init("test_access");
+	if (geteuid() != 0)
+		th_skip("needs root to run clients as uid %d (nobody)", NOBODY);
+	L = th_layout("access-model", BT);
+	test_default_mode();
+	test_refused();
+	test_refused_raw();
+	test_allowed("--allow-uid", "0,65534"); /* the later list wins */
+	test_allowed("--allow-gid", "65534");
+	return th_finish();
+}

@@ -1,0 +1,207 @@
+#!/usr/bin/env bash
+# soak.sh - many clients against one daemon for a while, then count what is
+# left behind.
+#
+#   tests/soak.sh DURATION_SECONDS
+#
+# Starts kvshared with a small host tier (16 MiB: about 1000 blocks of
+# 16 KiB, for 2048 distinct blocks in play, so eviction runs all along) and
+# SOAK_CLIENTS (64) client slots. Each slot runs tests/soak_client (a random
+# mix of lookup, reserve, commit, abort, release, disconnect with leases held
+# and reconnect, and a planned exit in the middle of a write), starting a new
+# one whenever one ends; a killer sends SIGKILL to a random client every
+# SOAK_KILL_MS (300) ms. Every hit's bytes are checked against the pattern of
+# its block hash.
+#
+# Afterwards, with every client gone: leases.active, leases.pinned_blocks and
+# tier_host.blocks_writing are 0 and every slot in use holds a committed
+# block (tier_host.slots_used = tier_host.blocks); the daemon's open fds are back to their
+# count before the clients; its private RSS (server.rss_anon_bytes) after
+# the warm-up (the first quarter) grew by at most 20% + 2 MiB; no corrupt
+# byte was seen; the daemon stops cleanly (SIGTERM, exit 0). Prints the
+# figures. Exit 0 pass, 1 fail, 77 skip (not built).
+#
+# Environment: BUILD_DIR (build), KVSHARED, KVSCTL, SOAK_CLIENT (the built
+# binaries by default), SOAK_CLIENTS, SOAK_KILL_MS, SOAK_KEEP=1 to keep the
+# temp dir.
+set -uo pipefail
+
+duration=${1:-}
+if ! [[ $duration =~ ^[0-9]+$ ]] || ((duration < 4)); then
+	echo "usage: tests/soak.sh DURATION_SECONDS (at least 4)" >&2
+	exit 2
+fi
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=$root/${BUILD_DIR:-build}
+KVSHARED=${KVSHARED:-$build/kvshared}
+KVSCTL=${KVSCTL:-$build/kvsctl}
+SOAK_CLIENT=${SOAK_CLIENT:-$build/tests/soak_client}
+clients=${SOAK_CLIENTS:-64}
+kill_ms=${SOAK_KILL_MS:-300}
+for b in "$KVSHARED" "$KVSCTL" "$SOAK_CLIENT"; do
+	if [ ! -x "$b" ]; then
+		echo "soak: SKIP: $b is not built" >&2
+		exit 77
+	fi
+done
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/kvsoak.XXXXXX")
+sock=$tmp/kvshared.sock
+dpid=
+slots=()
+cleanup() {
+	local p
+	for p in "${slots[@]}"; do
+		kill "$p" 2>/dev/null
+	done
+	[ -n "$dpid" ] && kill -9 "$dpid" 2>/dev/null
+	[ "${SOAK_KEEP:-0}" = 1 ] && echo "soak: kept $tmp" >&2 || rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+fail=0
+bad() {
+	echo "soak: FAIL: $*" >&2
+	fail=1
+}
+
+# One stat, by its "section.name".
+stat() {
+	"$KVSCTL" --socket "$sock" stats --json 2>/dev/null | python3 -c '
+import json, sys
+sec, key = sys.argv[1].split(".", 1)
+print(json.load(sys.stdin)[sec][key])' "$1"
+}
+
+fds() {
+	ls "/proc/$dpid/fd" 2>/dev/null | wc -l
+}
+
+# ---- the daemon -------------------------------------------------------------
+
+"$KVSHARED" --socket "$sock" --host-size 16M --log-level warn --ready-fd 3 \
+	3>"$tmp/ready" 2>"$tmp/kvshared.log" &
+dpid=$!
+deadline=$((SECONDS + 15))
+until grep -q READY "$tmp/ready" 2>/dev/null; do
+	if ((SECONDS > deadline)) || ! kill -0 "$dpid" 2>/dev/null; then
+		echo "soak: FAIL: the daemon did not start" >&2
+		cat "$tmp/kvshared.log" >&2
+		exit 1
+	fi
+	sleep 0.05
+done
+fd_base=$(fds)
+
+# ---- the clients ------------------------------------------------------------
+
+start=$SECONDS
+end=$((start + duration))
+slot() {
+	local i=$1 n=0 left status
+	while :; do
+		left=$((end - SECONDS))
+		((left > 0)) || break
+		n=$((n + 1))
+		"$SOAK_CLIENT" "$sock" "$left" "$((i * 100000 + n))" \
+			>>"$tmp/client.$i.out" 2>>"$tmp/client.$i.err"
+		status=$?
+		# 0 clean, 3 a planned crash, 137 killed: all fine.
+		case $status in
+		0 | 3 | 137) ;;
+		*) echo "exit $status" >>"$tmp/client.$i.bad" ;;
+		esac
+	done
+	echo "$n" >"$tmp/client.$i.runs"
+}
+for ((i = 0; i < clients; i++)); do
+	slot "$i" 2>/dev/null & # no "Killed" job notices
+	slots+=($!)
+done
+
+# Warm-up: the first quarter. RSS is sampled every second after it.
+warm=$((start + duration / 4))
+rss_first=
+rss_last=
+rss_max=0
+kills=0
+while ((SECONDS < end)); do
+	sleep "$(printf '0.%03d' "$kill_ms")"
+	# SIGKILL one random running client (by its pid, a child of a slot).
+	p=$(pgrep -P "${slots[RANDOM % clients]}" soak_client | head -n 1)
+	if [ -n "$p" ] && kill -9 "$p" 2>/dev/null; then
+		kills=$((kills + 1))
+	fi
+	if ((SECONDS >= warm)) && [ "${last_sample:-0}" != "$SECONDS" ]; then
+		last_sample=$SECONDS
+		r=$(stat server.rss_anon_bytes)
+		[ -z "$rss_first" ] && rss_first=$r
+		rss_last=$r
+		((r > rss_max)) && rss_max=$r
+	fi
+done
+for p in "${slots[@]}"; do
+	wait "$p"
+done
+slots=()
+
+# ---- what is left -----------------------------------------------------------
+
+deadline=$((SECONDS + 10))
+until [ "$(stat clients.connected)" = 1 ] || ((SECONDS > deadline)); do
+	sleep 0.05
+done
+get() { stat "$1"; }
+connected=$(get clients.connected)
+leases=$(get leases.active)
+pinned=$(get leases.pinned_blocks)
+writing=$(get tier_host.blocks_writing)
+slots_used=$(get tier_host.slots_used)
+blocks=$(get tier_host.blocks)
+# The daemon closes a stats client's fd when it sees it go: poll.
+deadline=$((SECONDS + 5))
+until (($(fds) <= fd_base)) || ((SECONDS > deadline)); do
+	sleep 0.05
+done
+fd_end=$(fds)
+runs=$(cat "$tmp"/client.*.runs 2>/dev/null | awk '{s += $1} END {print s + 0}')
+read -r ops hits bytes corrupt < <(cat "$tmp"/client.*.out 2>/dev/null | awk '
+	/^soak_client:/ { o += $3; h += $5; b += $7; c += $9 }
+	END { printf "%.0f %.0f %.0f %.0f\n", o, h, b, c }')
+unexpected=$(cat "$tmp"/client.*.bad 2>/dev/null | wc -l)
+
+echo "soak: $duration s, $clients client slots, $runs client processes, $kills killed with SIGKILL"
+echo "soak: $ops operations, $hits blocks hit, $bytes bytes verified, $corrupt corrupt"
+echo "soak: daemon: $(get ops.lookup) lookups, $(get ops.reserve) reserves, $(get blocks.committed) blocks committed, $(get blocks.aborted) aborted, $(get blocks.evicted) evicted, $(get clients.accepted) connections"
+echo "soak: left: clients.connected $connected (the stats client), leases.active $leases, leases.pinned_blocks $pinned, tier_host.blocks_writing $writing"
+echo "soak: slots: $slots_used in use, $blocks committed blocks"
+echo "soak: daemon fds: $fd_base before the clients, $fd_end after"
+echo "soak: daemon rss_anon_bytes after warm-up: first $rss_first, last $rss_last, max $rss_max"
+
+[ "$connected" = 1 ] || bad "clients still connected: $connected"
+[ "$leases" = 0 ] || bad "leases left: $leases"
+[ "$pinned" = 0 ] || bad "pins left: $pinned"
+[ "$writing" = 0 ] || bad "reserved blocks left: $writing"
+[ "$slots_used" = "$blocks" ] || bad "slots leaked: $slots_used in use for $blocks blocks"
+((fd_end == fd_base)) || bad "daemon fds: $fd_base before, $fd_end after"
+((corrupt == 0)) || bad "$corrupt corrupt bytes"
+((hits > 0)) || bad "no hits at all"
+((unexpected == 0)) || {
+	bad "$unexpected client runs ended with an unexpected status"
+	cat "$tmp"/client.*.err | sort | uniq -c | head >&2
+}
+if [ -n "$rss_first" ]; then
+	((rss_last <= rss_first + rss_first / 5 + 2 * 1048576)) ||
+		bad "daemon RSS grew after warm-up: $rss_first -> $rss_last"
+fi
+
+kill -TERM "$dpid"
+wait "$dpid"
+status=$?
+dpid=
+((status == 0)) || bad "the daemon exited $status on SIGTERM"
+if ((fail)); then
+	tail -n 20 "$tmp/kvshared.log" >&2
+	exit 1
+fi
+echo "soak: PASS"
