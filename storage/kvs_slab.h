@@ -5,15 +5,33 @@
  * The arena is cut into pages of page_bytes. A size class serves one block
  * size; it owns slabs, each a run of contiguous pages holding as many slots as
  * fit. A class's slab length is chosen so that the bytes lost at the slab's
- * tail are at most ~2% of the slab (or the least possible), so that at least
- * 95% of the arena stays usable for block data when several block sizes share
- * it. A slab whose last slot is freed returns its pages to the arena, where
- * any class can take them.
+ * tail (rounding each slot up to 64 bytes included) are at most ~2% of the
+ * slab (or the least possible), so that at least 95% of the arena stays
+ * usable for block data when several block sizes share it. When no free run
+ * is long enough for that slab, a class may cut a shorter one (tail <= 10%)
+ * rather than fail. A slab whose last slot is freed returns its pages to the
+ * arena at once, where any class can take them (best fit, merged with free
+ * neighbours).
  *
  * The allocator knows offsets only: no pointers, no blocks, no namespaces.
  * All offsets are from the arena's start; every slot offset is a multiple of
  * 64 bytes (so of a cache line and of a 16-byte vector access); with block
  * sizes that are multiples of 4096, slots are 4096-aligned.
+ *
+ * Caveats
+ *  - Pages are shared by classes, so the arena fragments at page level: a free
+ *    run shorter than every class's (short) slab is lost until a neighbour
+ *    frees. Classes whose slabs are long (blocks of MiBs on 64 KiB pages)
+ *    lose most: with a small class among them the loss is ~1-3%, with only
+ *    large ones (1, 2, 3 MiB) 3-6%. So -ENOSPC from alloc does not mean "no
+ *    free bytes": the caller evicts, its own class first.
+ *  - A slab returns its pages only when all its slots are free, so evicting
+ *    blocks of other classes frees pages slowly when their slabs hold many.
+ *
+ * Cost: alloc and free O(1) (a slab's slot bitmap is scanned from a hint);
+ * cutting a new slab O(slab pages), plus a scan of the free runs of 128 pages
+ * or more when no shorter run fits. Memory: 12 bytes per page, ~40 per slab,
+ * and a bitmap per slab of more than 64 slots.
  *
  * Errors: 0 or a count on success; -EINVAL, -ENOMEM, -ENOSPC, KVS_E_LAYOUT.
  * Thread: one thread (the daemon's loop) owns a kvs_slab; no locking.
@@ -41,7 +59,8 @@ typedef struct kvs_slab_stats {
  * kvs_slab_create - an allocator over an arena of @arena_bytes, cut in pages
  * of @page_bytes (a power of two >= 4096; arena_bytes is rounded down to
  * whole pages).
- * Errors: -EINVAL (page size, arena smaller than one page), -ENOMEM.
+ * Errors: -EINVAL (page size, arena smaller than one page or of 2^31 pages
+ * or more), -ENOMEM.
  * Ownership: *out until kvs_slab_destroy().
  */
 int kvs_slab_create(uint64_t arena_bytes, uint32_t page_bytes,
@@ -57,16 +76,19 @@ void kvs_slab_destroy(kvs_slab *s);
 int kvs_slab_class(kvs_slab *s, uint64_t block_bytes, uint32_t *class_id);
 
 /*
- * kvs_slab_alloc - a free slot of @class_id; sets *offset.
+ * kvs_slab_alloc - a free slot of @class_id; sets *offset (a multiple of 64,
+ * slot + block_bytes within the arena).
  * Errors: -ENOSPC when the class's slabs are full and no page run is free for
- * a new slab; -EINVAL for an unknown class.
+ * a new slab; -EINVAL for an unknown class; -ENOMEM when a new slab's
+ * metadata cannot be allocated.
  */
 int kvs_slab_alloc(kvs_slab *s, uint32_t class_id, uint64_t *offset);
 
 /*
- * kvs_slab_free - give back the slot at @offset.
+ * kvs_slab_free - give back the slot at @offset. Never allocates, so it
+ * cannot fail on a valid slot.
  * Errors: -EINVAL when @offset is not the start of an allocated slot (a
- * double free is caught, never corrupts the allocator).
+ * double free is caught, never corrupts the allocator; nothing changes).
  */
 int kvs_slab_free(kvs_slab *s, uint64_t offset);
 

@@ -8,15 +8,12 @@
 
 #define SLAB_MAX_CLASSES 256
 #define SLAB_NONE UINT32_MAX
-#define SLAB_WASTE_PCT 2	/* tail waste a class's slab length aims under */
-#define SLAB_SEARCH_PAGES 64	/* lengths tried past the first that holds a slot */
+#define SLAB_WASTE_PCT 2	/* tail waste a slab length aims under */
+#define SLAB_SEARCH_PAGES 64	/* lengths tried past the shortest */
+#define SHORT_WASTE_PCT 10	/* tail waste allowed to a short slab */
 #define SLOT_ALIGN 64
-
-/* A run of free pages. */
-struct extent {
-	uint32_t start;
-	uint32_t len;
-};
+#define RUN_BINS 128		/* runs binned by exact length below this */
+#define PAGE_FREE 0x80000000u	/* page_map: in no slab (see below) */
 
 struct slab {
 	uint32_t first;		/* first page */
@@ -24,9 +21,17 @@ struct slab {
 	uint32_t nslots;
 	uint32_t used;
 	uint32_t cls;		/* SLAB_NONE while the record is unused */
-	uint32_t prev, next;	/* class's partial list; next chains unused records */
-	uint32_t hint;		/* no bitmap word below this one has a free slot */
-	uint64_t *bits;		/* 1 = allocated; bits past nslots stay 1 */
+	uint32_t prev, next;	/* class's partial list; next: unused records */
+	uint32_t hint;		/* no bitmap word below it has a free slot */
+	/*
+	 * Slot bitmap, 1 = allocated; bits past nslots stay 1 so a scan needs
+	 * no bound. Up to 64 slots (most KV block sizes) it lives in the
+	 * record: no malloc per slab and one cache miss less per free.
+	 */
+	union {
+		uint64_t word;
+		uint64_t *words;
+	} map;
 };
 
 struct slab_class {
@@ -34,6 +39,8 @@ struct slab_class {
 	uint64_t stride;	/* block rounded up to SLOT_ALIGN */
 	uint32_t npages;	/* slab length */
 	uint32_t nslots;	/* slots per slab */
+	uint32_t short_npages;	/* slab for when no run fits npages; 0: none */
+	uint32_t short_nslots;
 	uint32_t partial;	/* slabs with a free slot, most recent first */
 	uint32_t nslabs;
 };
@@ -42,17 +49,24 @@ struct kvs_slab {
 	unsigned shift;		/* log2(page_bytes) */
 	uint32_t pages;
 	uint32_t pages_free;
-	uint32_t *page_map;	/* page -> slab record, SLAB_NONE when free */
+	/*
+	 * page -> slab record; or PAGE_FREE, and on the first and last page
+	 * of a free run PAGE_FREE | its length (boundary tags: a freed slab
+	 * finds its free neighbours in O(1), and runs never sit side by side).
+	 */
+	uint32_t *page_map;
 
 	/*
-	 * Free runs sorted by start and never adjacent (coalesced), so there
-	 * are at most (pages + 1) / 2 of them: the array is sized for that at
-	 * create and giving pages back can never fail.
+	 * Free runs on doubly linked lists by length, indexed by first page:
+	 * bin[len] for len < RUN_BINS, bin[0] for all longer ones. A slab
+	 * takes the shortest run that holds it (best fit), found with the
+	 * bitmap of non-empty bins; only the long bin is scanned.
 	 */
-	struct extent *ext;
-	uint32_t next;
+	uint32_t *run_next, *run_prev;
+	uint32_t bin[RUN_BINS];
+	uint64_t bin_mask[RUN_BINS / 64];
 
-	struct slab *slabs;	/* records, indexed by id; realloc'd, so ids not pointers */
+	struct slab *slabs;	/* by id; realloc'd, so ids, not pointers */
 	uint32_t nrec;
 	uint32_t free_rec;
 	uint32_t nslabs;
@@ -64,6 +78,11 @@ struct kvs_slab {
 	uint64_t slot_bytes_used;
 };
 
+static inline uint64_t *slab_bits(struct slab *sl)
+{
+	return sl->nslots <= 64 ? &sl->map.word : sl->map.words;
+}
+
 static inline uint64_t page_off(const kvs_slab *s, uint32_t page)
 {
 	return (uint64_t)page << s->shift;
@@ -71,69 +90,96 @@ static inline uint64_t page_off(const kvs_slab *s, uint32_t page)
 
 /* ---- page runs ---- */
 
-static void ext_remove(kvs_slab *s, uint32_t i)
+static void run_link(kvs_slab *s, uint32_t start, uint32_t len)
 {
-	memmove(&s->ext[i], &s->ext[i + 1], (s->next - i - 1) * sizeof(*s->ext));
-	s->next--;
+	uint32_t b = len < RUN_BINS ? len : 0;
+
+	s->page_map[start] = PAGE_FREE | len;
+	s->page_map[start + len - 1] = PAGE_FREE | len;
+	s->run_prev[start] = SLAB_NONE;
+	s->run_next[start] = s->bin[b];
+	if (s->bin[b] != SLAB_NONE)
+		s->run_prev[s->bin[b]] = start;
+	s->bin[b] = start;
+	s->bin_mask[b / 64] |= 1ULL << (b % 64);
+}
+
+static void run_unlink(kvs_slab *s, uint32_t start, uint32_t len)
+{
+	uint32_t b = len < RUN_BINS ? len : 0;
+	uint32_t prev = s->run_prev[start], next = s->run_next[start];
+
+	if (prev != SLAB_NONE)
+		s->run_next[prev] = next;
+	else
+		s->bin[b] = next;
+	if (next != SLAB_NONE)
+		s->run_prev[next] = prev;
+	if (s->bin[b] == SLAB_NONE)
+		s->bin_mask[b / 64] &= ~(1ULL << (b % 64));
+}
+
+static uint32_t run_len(const kvs_slab *s, uint32_t page)
+{
+	return s->page_map[page] & ~PAGE_FREE;
 }
 
 /*
- * Best fit: the smallest run that holds @n, the lowest on a tie. It keeps
- * big runs whole for the classes with long slabs; exact fits leave no
+ * Best fit: the shortest run that holds @n, cut from its front. It keeps
+ * long runs whole for the classes with long slabs, and exact fits leave no
  * splinter at all.
  */
 static uint32_t pages_take(kvs_slab *s, uint32_t n)
 {
-	uint32_t i, best = SLAB_NONE, start;
+	uint32_t w, start = SLAB_NONE, len = 0, r, l;
+	uint64_t m;
 
-	for (i = 0; i < s->next; i++) {
-		if (s->ext[i].len < n)
-			continue;
-		if (best == SLAB_NONE || s->ext[i].len < s->ext[best].len)
-			best = i;
-		if (s->ext[i].len == n)
+	for (w = n / 64; n < RUN_BINS && w < RUN_BINS / 64; w++) {
+		m = s->bin_mask[w];
+		if (w == n / 64)
+			m &= ~0ULL << (n % 64);
+		if (m) {
+			len = w * 64 + (uint32_t)__builtin_ctzll(m);
+			start = s->bin[len];
 			break;
+		}
 	}
-	if (best == SLAB_NONE)
-		return SLAB_NONE;
-	start = s->ext[best].start;
-	s->ext[best].start += n;
-	s->ext[best].len -= n;
-	if (s->ext[best].len == 0)
-		ext_remove(s, best);
+	if (start == SLAB_NONE) {
+		/* a scan, but runs of RUN_BINS pages or more are few */
+		for (r = s->bin[0]; r != SLAB_NONE; r = s->run_next[r]) {
+			l = run_len(s, r);
+			if (l >= n && (start == SLAB_NONE || l < len)) {
+				start = r;
+				len = l;
+			}
+		}
+		if (start == SLAB_NONE)
+			return SLAB_NONE;
+	}
+	run_unlink(s, start, len);
+	if (len > n)
+		run_link(s, start + n, len - n);
 	s->pages_free -= n;
 	return start;
 }
 
+/* Pages [start, start+n) are PAGE_FREE already; merge with free neighbours. */
 static void pages_give(kvs_slab *s, uint32_t start, uint32_t n)
 {
-	uint32_t lo = 0, hi = s->next, mid;
-	int prev, next;
+	uint32_t len = n, l;
 
-	while (lo < hi) {	/* lo: first run that starts after @start */
-		mid = lo + (hi - lo) / 2;
-		if (s->ext[mid].start < start)
-			lo = mid + 1;
-		else
-			hi = mid;
+	if (start > 0 && (s->page_map[start - 1] & PAGE_FREE)) {
+		l = run_len(s, start - 1);
+		start -= l;
+		len += l;
+		run_unlink(s, start, l);
 	}
-	prev = lo > 0 && s->ext[lo - 1].start + s->ext[lo - 1].len == start;
-	next = lo < s->next && start + n == s->ext[lo].start;
-	if (prev && next) {
-		s->ext[lo - 1].len += n + s->ext[lo].len;
-		ext_remove(s, lo);
-	} else if (prev) {
-		s->ext[lo - 1].len += n;
-	} else if (next) {
-		s->ext[lo].start = start;
-		s->ext[lo].len += n;
-	} else {
-		memmove(&s->ext[lo + 1], &s->ext[lo],
-			(s->next - lo) * sizeof(*s->ext));
-		s->ext[lo].start = start;
-		s->ext[lo].len = n;
-		s->next++;
+	if (start + len < s->pages && (s->page_map[start + len] & PAGE_FREE)) {
+		l = run_len(s, start + len);
+		run_unlink(s, start + len, l);
+		len += l;
 	}
+	run_link(s, start, len);
 	s->pages_free += n;
 }
 
@@ -169,7 +215,7 @@ static int rec_get(kvs_slab *s, uint32_t *id)
 	uint32_t i;
 
 	if (s->free_rec == SLAB_NONE) {
-		/* A slab has at least one page: never more records than pages. */
+		/* a slab has a page at least: never more records than pages */
 		cap = s->nrec ? (uint64_t)s->nrec * 2 : 64;
 		if (cap > s->pages)
 			cap = s->pages;
@@ -181,7 +227,6 @@ static int rec_get(kvs_slab *s, uint32_t *id)
 		s->slabs = n;
 		for (i = (uint32_t)cap; i-- > s->nrec;) {
 			n[i].cls = SLAB_NONE;
-			n[i].bits = NULL;
 			n[i].next = s->free_rec;
 			s->free_rec = i;
 		}
@@ -202,34 +247,51 @@ static void rec_put(kvs_slab *s, uint32_t id)
 static int slab_new(kvs_slab *s, uint32_t cid)
 {
 	struct slab_class *c = &s->cls[cid];
-	uint32_t words = (c->nslots + 63) / 64, id, first, i;
+	uint32_t npages = c->npages, nslots = c->nslots, words, id, first, i;
 	struct slab *sl;
-	uint64_t *bits;
+	uint64_t *bits = NULL;
 	int err;
 
-	first = pages_take(s, c->npages);
+	first = pages_take(s, npages);
+	if (first == SLAB_NONE && c->short_npages) {
+		/*
+		 * Runs shorter than the slab but longer than a short one are
+		 * otherwise lost until a neighbour frees: a little more tail
+		 * beats -ENOSPC and an eviction.
+		 */
+		npages = c->short_npages;
+		nslots = c->short_nslots;
+		first = pages_take(s, npages);
+	}
 	if (first == SLAB_NONE)
 		return -ENOSPC;
-	bits = calloc(words, sizeof(*bits));
-	err = bits ? rec_get(s, &id) : -ENOMEM;
+	words = (nslots + 63) / 64;
+	if (words > 1 && !(bits = calloc(words, sizeof(*bits))))
+		err = -ENOMEM;
+	else
+		err = rec_get(s, &id);
 	if (err) {
 		free(bits);
-		pages_give(s, first, c->npages);
+		pages_give(s, first, npages);
 		return err;
 	}
-	if (c->nslots % 64)
-		bits[words - 1] = ~0ULL << (c->nslots % 64);
-	for (i = 0; i < c->npages; i++)
+	for (i = 0; i < npages; i++)
 		s->page_map[first + i] = id;
 
 	sl = &s->slabs[id];
 	sl->first = first;
-	sl->npages = c->npages;
-	sl->nslots = c->nslots;
+	sl->npages = npages;
+	sl->nslots = nslots;
 	sl->used = 0;
 	sl->cls = cid;
 	sl->hint = 0;
-	sl->bits = bits;
+	if (bits)
+		sl->map.words = bits;
+	else
+		sl->map.word = 0;
+	bits = slab_bits(sl);
+	if (nslots % 64)
+		bits[words - 1] = ~0ULL << (nslots % 64);
 	partial_add(s, c, id);
 	c->nslabs++;
 	s->nslabs++;
@@ -244,10 +306,10 @@ static void slab_release(kvs_slab *s, uint32_t id)
 
 	partial_del(s, c, id);
 	for (i = 0; i < sl->npages; i++)
-		s->page_map[sl->first + i] = SLAB_NONE;
+		s->page_map[sl->first + i] = PAGE_FREE;
 	pages_give(s, sl->first, sl->npages);
-	free(sl->bits);
-	sl->bits = NULL;
+	if (sl->nslots > 64)
+		free(sl->map.words);
 	c->nslabs--;
 	s->nslabs--;
 	rec_put(s, id);
@@ -264,7 +326,7 @@ int kvs_slab_create(uint64_t arena_bytes, uint32_t page_bytes, kvs_slab **out)
 	if (page_bytes < 4096 || (page_bytes & (page_bytes - 1)))
 		return -EINVAL;
 	pages = arena_bytes / page_bytes;
-	if (pages == 0 || pages >= SLAB_NONE)
+	if (pages == 0 || pages >= PAGE_FREE)
 		return -EINVAL;
 
 	s = calloc(1, sizeof(*s));
@@ -273,16 +335,17 @@ int kvs_slab_create(uint64_t arena_bytes, uint32_t page_bytes, kvs_slab **out)
 	s->shift = (unsigned)__builtin_ctz(page_bytes);
 	s->pages = (uint32_t)pages;
 	s->page_map = malloc(pages * sizeof(*s->page_map));
-	s->ext = malloc((pages + 1) / 2 * sizeof(*s->ext));
-	if (!s->page_map || !s->ext) {
+	s->run_next = malloc(pages * sizeof(*s->run_next));
+	s->run_prev = malloc(pages * sizeof(*s->run_prev));
+	if (!s->page_map || !s->run_next || !s->run_prev) {
 		kvs_slab_destroy(s);
 		return -ENOMEM;
 	}
 	for (i = 0; i < s->pages; i++)
-		s->page_map[i] = SLAB_NONE;
-	s->ext[0].start = 0;
-	s->ext[0].len = s->pages;
-	s->next = 1;
+		s->page_map[i] = PAGE_FREE;
+	for (i = 0; i < RUN_BINS; i++)
+		s->bin[i] = SLAB_NONE;
+	run_link(s, 0, s->pages);
 	s->pages_free = s->pages;
 	s->free_rec = SLAB_NONE;
 	*out = s;
@@ -296,9 +359,11 @@ void kvs_slab_destroy(kvs_slab *s)
 	if (!s)
 		return;
 	for (i = 0; i < s->nrec; i++)
-		free(s->slabs[i].bits);
+		if (s->slabs[i].cls != SLAB_NONE && s->slabs[i].nslots > 64)
+			free(s->slabs[i].map.words);
 	free(s->slabs);
-	free(s->ext);
+	free(s->run_prev);
+	free(s->run_next);
 	free(s->page_map);
 	free(s);
 }
@@ -308,7 +373,8 @@ void kvs_slab_destroy(kvs_slab *s)
  * of each slot to SLOT_ALIGN) is within SLAB_WASTE_PCT; failing that, the
  * least waste ratio among the lengths tried. Shorter is better beyond the
  * waste: a short slab empties (and gives its pages back) sooner and fits in
- * smaller holes.
+ * smaller holes. The first length within SHORT_WASTE_PCT, if shorter, is
+ * kept as the fallback for runs too short for the real one.
  */
 static int class_layout(const kvs_slab *s, struct slab_class *c)
 {
@@ -331,9 +397,16 @@ static int class_layout(const kvs_slab *s, struct slab_class *c)
 			c->npages = (uint32_t)n;
 			c->nslots = (uint32_t)slots;
 		}
+		if (!c->short_npages &&
+		    waste * 100 <= bytes * SHORT_WASTE_PCT) {
+			c->short_npages = (uint32_t)n;
+			c->short_nslots = (uint32_t)slots;
+		}
 		if (waste * 100 <= bytes * SLAB_WASTE_PCT)
 			break;
 	}
+	if (c->short_npages >= c->npages)
+		c->short_npages = 0;
 	return best <= 1.0 ? 0 : KVS_E_LAYOUT;
 }
 
@@ -356,7 +429,7 @@ int kvs_slab_class(kvs_slab *s, uint64_t block_bytes, uint32_t *class_id)
 	c = &s->cls[s->nclasses];
 	memset(c, 0, sizeof(*c));
 	c->block = block_bytes;
-	c->stride = (block_bytes + SLOT_ALIGN - 1) & ~(uint64_t)(SLOT_ALIGN - 1);
+	c->stride = (block_bytes + SLOT_ALIGN - 1) / SLOT_ALIGN * SLOT_ALIGN;
 	c->partial = SLAB_NONE;
 	err = class_layout(s, c);
 	if (err)
@@ -370,6 +443,7 @@ int kvs_slab_alloc(kvs_slab *s, uint32_t class_id, uint64_t *offset)
 	struct slab_class *c;
 	struct slab *sl;
 	uint32_t w, idx;
+	uint64_t *bits;
 	int err;
 
 	if (class_id >= s->nclasses)
@@ -381,12 +455,13 @@ int kvs_slab_alloc(kvs_slab *s, uint32_t class_id, uint64_t *offset)
 			return err;
 	}
 	sl = &s->slabs[c->partial];
+	bits = slab_bits(sl);
 	/* A partial slab has a zero bit at or past hint: the scan stops. */
-	for (w = sl->hint; sl->bits[w] == ~0ULL; w++)
+	for (w = sl->hint; bits[w] == ~0ULL; w++)
 		;
 	sl->hint = w;
-	idx = (uint32_t)__builtin_ctzll(~sl->bits[w]);
-	sl->bits[w] |= 1ULL << idx;
+	idx = (uint32_t)__builtin_ctzll(~bits[w]);
+	bits[w] |= 1ULL << idx;
 	idx += w * 64;
 	if (++sl->used == sl->nslots)
 		partial_del(s, c, c->partial);
@@ -400,13 +475,13 @@ int kvs_slab_free(kvs_slab *s, uint64_t offset)
 {
 	struct slab_class *c;
 	struct slab *sl;
-	uint64_t rel, idx, bit;
+	uint64_t rel, idx, bit, *bits;
 	uint32_t id, w;
 
 	if (offset >= page_off(s, s->pages))
 		return -EINVAL;
 	id = s->page_map[offset >> s->shift];
-	if (id == SLAB_NONE)
+	if (id & PAGE_FREE)
 		return -EINVAL;
 	sl = &s->slabs[id];
 	c = &s->cls[sl->cls];
@@ -416,10 +491,11 @@ int kvs_slab_free(kvs_slab *s, uint64_t offset)
 		return -EINVAL;
 	w = (uint32_t)(idx / 64);
 	bit = 1ULL << (idx % 64);
-	if (!(sl->bits[w] & bit))
+	bits = slab_bits(sl);
+	if (!(bits[w] & bit))
 		return -EINVAL;
 
-	sl->bits[w] &= ~bit;
+	bits[w] &= ~bit;
 	if (w < sl->hint)
 		sl->hint = w;
 	if (sl->used-- == sl->nslots)
