@@ -27,7 +27,9 @@ CFLAGS=(-g -O1 "$SAN" -fno-sanitize-recover=undefined
 TARGETS=(fuzz_wire fuzz_config)
 declare -A SOURCES=(
 	[fuzz_wire]="client/wire.c"
-	[fuzz_config]="service/config.c service/policy.c service/policy_lru.c
+	# Every eviction policy: config.c checks --eviction-policy names
+	# against the registry, which links them all.
+	[fuzz_config]="service/config.c $(echo service/policy*.c)
 		service/table.c service/log.c client/socket_path.c"
 )
 # The parsers print a line for each bad input: keep libFuzzer's output only.
