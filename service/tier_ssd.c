@@ -788,8 +788,9 @@ static int warm_load(kvs_cache *c)
 		return (int)rc;
 	kvs_index_flush(c->ssd->ix);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	ms = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000 +
-	     (uint64_t)(t1.tv_nsec - t0.tv_nsec) / 1000000;
+	/* Signed: the nanosecond part of the difference may be negative. */
+	ms = (uint64_t)(((int64_t)(t1.tv_sec - t0.tv_sec) * 1000000000 +
+			 (t1.tv_nsec - t0.tv_nsec)) / 1000000);
 	c->stats->tier_ssd_restart_blocks = (int64_t)ld.n;
 	c->stats->tier_ssd_restart_ms = (int64_t)ms;
 	kvs_info("SSD tier: loaded %" PRIu64 " indexed blocks in %" PRIu64
