@@ -18,6 +18,7 @@ PACKAGES=(
 	python3       # tests parse JSON with it
 	procps        # ps, pgrep: tests and scripts inspect processes
 	redis-server  # runtime only: kvsbench ops/data compare against it (not built against)
+	fio           # benchmark only: kvsbench ssd runs it beside the SSD tier (n/a without it)
 	clang         # tests/fuzz/run.sh: libFuzzer targets
 	libclang-rt-14-dev # libFuzzer and the sanitizer runtimes for clang
 	valgrind      # tests/valgrind.sh: memcheck of the daemon

@@ -17,6 +17,7 @@
 #define DEFAULT_PAGE_BYTES (64u << 10)
 #define FALLBACK_HOST_BYTES (1ull << 30)
 #define DEFAULT_SSD_SEGMENT (256ull << 20)
+#define DEFAULT_SSD_QD 32 /* the segment store's own default */
 
 static uint64_t mem_available(void)
 {
@@ -59,6 +60,7 @@ int kvs_config_defaults(kvs_config *cfg)
 	cfg->socket_mode = 0600;
 	strcpy(cfg->policy, kvs_policy_name_at(0));
 	cfg->ssd_segment_bytes = DEFAULT_SSD_SEGMENT;
+	cfg->ssd_queue_depth = DEFAULT_SSD_QD;
 	cfg->max_pinned_share = 50;
 	cfg->watch_buffer = 1u << 20;
 	return 0;
@@ -235,6 +237,8 @@ void kvs_config_usage(FILE *f, const kvs_config *d)
 		"  --ssd-admit RULE    blocks evicted from RAM that go to SSD: all, or hit\n"
 		"                      (hit at least once) (default %s)\n"
 		"  --ssd-write-through commit also writes blocks to SSD\n"
+		"  --ssd-queue-depth N SSD reads and writes in the kernel at once, 1..4096\n"
+		"                      (default %u)\n"
 		"  --max-pinned-share PERCENT  share of the host tier that kvsctl pin\n"
 		"                      may hold (default %u)\n"
 		"  --watch-buffer SIZE unsent event bytes per kvsctl watch before\n"
@@ -248,7 +252,8 @@ void kvs_config_usage(FILE *f, const kvs_config *d)
 		kvs_log_level_name(d->log_level), d->max_clients, d->max_leases,
 		d->max_pinned_blocks, d->client_timeout, d->socket_mode,
 		policies, d->policy, d->ssd_segment_bytes >> 20,
-		d->ssd_admit_hit ? "hit" : "all", d->max_pinned_share,
+		d->ssd_admit_hit ? "hit" : "all", d->ssd_queue_depth,
+		d->max_pinned_share,
 		d->watch_buffer >> 10);
 }
 
@@ -261,8 +266,8 @@ static int bad(const char *flag, const char *val, const char *why)
 
 enum { O_SOCKET = 256, O_HOST, O_PAGE, O_LOG, O_READY, O_CLIENTS, O_LEASES,
        O_POLICY, O_METRICS, O_SSD_DIR, O_SSD_SIZE, O_SSD_SEG, O_SSD_ADMIT,
-       O_SSD_WT, O_PINSHARE, O_WATCHBUF, O_PINNED, O_TIMEOUT, O_MODE, O_UIDS,
-       O_GIDS, O_CONFIG, O_PRINT, O_HELP, O_VERSION };
+       O_SSD_WT, O_SSD_QD, O_PINSHARE, O_WATCHBUF, O_PINNED, O_TIMEOUT, O_MODE,
+       O_UIDS, O_GIDS, O_CONFIG, O_PRINT, O_HELP, O_VERSION };
 
 /* Every setting, by its flag name; a config file uses the same names. */
 static const struct option opts[] = {
@@ -280,6 +285,7 @@ static const struct option opts[] = {
 	{ "ssd-segment", required_argument, NULL, O_SSD_SEG },
 	{ "ssd-admit", required_argument, NULL, O_SSD_ADMIT },
 	{ "ssd-write-through", optional_argument, NULL, O_SSD_WT },
+	{ "ssd-queue-depth", required_argument, NULL, O_SSD_QD },
 	{ "max-pinned-share", required_argument, NULL, O_PINSHARE },
 	{ "watch-buffer", required_argument, NULL, O_WATCHBUF },
 	{ "max-pinned-blocks", required_argument, NULL, O_PINNED },
@@ -385,6 +391,11 @@ static const char *set_option(kvs_config *cfg, int id, const char *val)
 			cfg->ssd_write_through = 0;
 		else
 			return "must be true or false";
+		return NULL;
+	case O_SSD_QD:
+		if (parse_u32(val, 1, &u) < 0 || u > 4096)
+			return "must be a number from 1 to 4096";
+		cfg->ssd_queue_depth = u;
 		return NULL;
 	case O_PINSHARE:
 		if (parse_u32(val, 0, &u) < 0 || u > 100)
@@ -554,9 +565,10 @@ void kvs_config_print(FILE *f, const kvs_config *cfg)
 		fprintf(f, "# ssd-size: 4 segments\n");
 	fprintf(f, "ssd-segment = %" PRIu64 "\n"
 		   "ssd-admit = %s\n"
-		   "ssd-write-through = %s\n",
+		   "ssd-write-through = %s\n"
+		   "ssd-queue-depth = %u\n",
 		cfg->ssd_segment_bytes, cfg->ssd_admit_hit ? "hit" : "all",
-		cfg->ssd_write_through ? "true" : "false");
+		cfg->ssd_write_through ? "true" : "false", cfg->ssd_queue_depth);
 }
 
 int kvs_config_parse_args(kvs_config *cfg, int argc, char **argv)

@@ -137,6 +137,7 @@ typedef struct kvs_cache_ssd_config {
 	uint64_t segment_bytes; /* segment file size */
 	int admit_hit;          /* demote only blocks hit at least once */
 	int write_through;      /* commit also writes to SSD */
+	unsigned queue_depth;   /* I/Os in the kernel at once; 0: the store's 32 */
 } kvs_cache_ssd_config;
 
 /*

@@ -44,6 +44,7 @@ typedef struct kvs_config {
 	uint64_t ssd_segment_bytes;
 	int ssd_admit_hit;      /* 1: demote only blocks hit at least once */
 	int ssd_write_through;  /* 1: commit also writes to SSD */
+	uint32_t ssd_queue_depth; /* SSD I/Os in the kernel at once */
 	uint32_t max_pinned_share; /* percent of the host tier operators may pin */
 	uint64_t watch_buffer;  /* unsent event bytes per watcher before drops */
 } kvs_config;

@@ -1066,7 +1066,8 @@ int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 			.dir = cfg->ssd_dir, .bytes = cfg->ssd_bytes,
 			.segment_bytes = cfg->ssd_segment_bytes,
 			.admit_hit = cfg->ssd_admit_hit,
-			.write_through = cfg->ssd_write_through };
+			.write_through = cfg->ssd_write_through,
+			.queue_depth = cfg->ssd_queue_depth };
 
 		rc = kvs_cache_ssd_open(s->cache, &sc);
 		if (rc < 0)

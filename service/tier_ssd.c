@@ -788,8 +788,9 @@ static int warm_load(kvs_cache *c)
 		return (int)rc;
 	kvs_index_flush(c->ssd->ix);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	ms = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000 +
-	     (uint64_t)(t1.tv_nsec - t0.tv_nsec) / 1000000;
+	/* Signed: the nanosecond part of the difference may be negative. */
+	ms = (uint64_t)(((int64_t)(t1.tv_sec - t0.tv_sec) * 1000000000 +
+			 (t1.tv_nsec - t0.tv_nsec)) / 1000000);
 	c->stats->tier_ssd_restart_blocks = (int64_t)ld.n;
 	c->stats->tier_ssd_restart_ms = (int64_t)ms;
 	kvs_info("SSD tier: loaded %" PRIu64 " indexed blocks in %" PRIu64
@@ -830,6 +831,8 @@ int kvs_cache_ssd_open(kvs_cache *c, const kvs_cache_ssd_config *cfg)
 		rc = kvs_ssd_set_segment_bytes(t->ssd, cfg->segment_bytes);
 	if (rc == 0)
 		rc = kvs_ssd_set_size(t->ssd, bytes);
+	if (rc == 0 && cfg->queue_depth)
+		rc = kvs_ssd_set_queue_depth(t->ssd, cfg->queue_depth);
 	if (rc == 0 && getenv("KVS_SSD_NO_URING"))
 		rc = kvs_ssd_set_flags(t->ssd, KVS_SSD_NO_URING);
 	if (rc < 0)
@@ -865,8 +868,9 @@ int kvs_cache_ssd_open(kvs_cache *c, const kvs_cache_ssd_config *cfg)
 		kvs_err("SSD tier: warm restart failed: %s", kvs_strerror(rc));
 		goto fail;
 	}
-	kvs_info("SSD tier: %s, %u segments of %" PRIu64 " MiB, admit %s%s",
-		 cfg->dir, kvs_ssd_segments(t->ssd), cfg->segment_bytes >> 20,
+	kvs_info("SSD tier: %s, %u segments of %" PRIu64 " MiB, queue depth "
+		 "%u, admit %s%s", cfg->dir, kvs_ssd_segments(t->ssd),
+		 cfg->segment_bytes >> 20, cfg->queue_depth ? cfg->queue_depth : 32,
 		 t->admit_hit ? "hit" : "all",
 		 t->write_through ? ", write-through" : "");
 	return 0;

@@ -14,6 +14,7 @@
 
 #include "bench_data.h"
 #include "bench_ops.h"
+#include "bench_proc.h"
 #include "bench_redis.h"
 #include "kvshare.h"
 

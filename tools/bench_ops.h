@@ -1,7 +1,7 @@
 /*
  * bench_ops.h - kvsbench ops: control-plane throughput and latency of
- * kvshared beside Redis; and the private kvshared that kvsbench's
- * subcommands start when no --socket is given.
+ * kvshared beside Redis; and the forked-client runner that the other
+ * subcommands share (their private kvshared: bench_proc.h).
  *
  *   kvsbench ops [--socket S] [--clients N] [--blocks K] [--seconds T]
  *                [--reps R] [--value-bytes V] [--json]
@@ -19,8 +19,6 @@
 
 #include <stdint.h>
 
-typedef struct kvsb_daemon kvsb_daemon;
-
 /*
  * kvsb_cmd_ops - the `ops` subcommand.
  * @sock: kvsbench's --socket, or NULL (the command's own --socket wins; with
@@ -30,39 +28,6 @@ typedef struct kvsb_daemon kvsb_daemon;
  * Thread: the main thread; it forks.
  */
 int kvsb_cmd_ops(const char *sock, int argc, char **argv);
-
-/*
- * kvsb_daemon_start - start a private kvshared: the executable named
- * "kvshared" in the directory of the running program (/proc/self/exe), with
- * --socket DIR/kvshared.sock in a new mkdtemp directory, --ready-fd, and
- * --host-size @host_bytes; wait for its "READY" line.
- * @host_bytes: the host tier's size.
- * @timeout_s: how long to wait for READY.
- * @out: the running daemon.
- * Errors: -ENOENT (no kvshared beside the program), -ETIMEDOUT (no READY in
- *         time; it is killed), -ECHILD (it exited during start-up; its log
- *         goes to stderr), -ENOMEM, other -errno.
- * Ownership: *out is the caller's until kvsb_daemon_stop(). The daemon gets
- *            SIGTERM if the calling thread dies first.
- * Thread: the caller's.
- */
-int kvsb_daemon_start(uint64_t host_bytes, double timeout_s,
-		      kvsb_daemon **out);
-
-/*
- * kvsb_daemon_socket - the private daemon's socket path.
- * Ownership: valid until kvsb_daemon_stop(). Thread: the daemon's owner.
- */
-const char *kvsb_daemon_socket(const kvsb_daemon *d);
-
-/*
- * kvsb_daemon_stop - SIGTERM, reap (SIGKILL after a few seconds), remove the
- * directory, free @d. @d may be NULL.
- * Errors: -ECHILD when the daemon did not exit with status 0 (its log goes
- *         to stderr; it is reaped and cleaned up all the same).
- * Thread: the thread that started it.
- */
-int kvsb_daemon_stop(kvsb_daemon *d);
 
 /*
  * Forked benchmark clients that start their timed part together.

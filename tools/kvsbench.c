@@ -22,6 +22,7 @@
 #include "bench_data.h"
 #include "bench_ops.h"
 #include "bench_replay.h"
+#include "bench_ssd.h"
 #include "bench_quality.h"
 #include "kvshare.h"
 
@@ -54,6 +55,8 @@ static const struct cmd cmds[] = {
 	  "control plane: lookup+release ops/s, p50/p99, beside Redis MGET" },
 	{ "data", kvsb_cmd_data,
 	  "data plane: GB/s copying leased blocks, beside memcpy and Redis GET" },
+	{ "ssd", kvsb_cmd_ssd,
+	  "SSD tier: demotion and promotion GB/s beside fio (io_uring, O_DIRECT)" },
 	{ "replay", kvsbench_replay,
 	  "replay a Mooncake-format trace through its own daemon: hit ratio" },
 };

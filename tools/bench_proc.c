@@ -1,0 +1,270 @@
+/*
+ * bench_proc.c - the private kvshared of kvsbench's subcommands (contract in
+ * bench_proc.h).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench_proc.h"
+
+#define MAX_ARGS 24
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+struct kvsb_daemon {
+	pid_t pid;
+	char dir[PATH_MAX];
+	char sock[108];
+	char log[PATH_MAX + 16];
+	double start_ms;
+};
+
+static void daemon_log_tail(const kvsb_daemon *d)
+{
+	char buf[2048];
+	FILE *f = fopen(d->log, "r");
+	size_t n;
+	long size;
+
+	if (!f)
+		return;
+	fseek(f, 0, SEEK_END);
+	size = ftell(f);
+	fseek(f, size > (long)sizeof(buf) - 1 ? size - (long)sizeof(buf) + 1 : 0,
+	      SEEK_SET);
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	fprintf(stderr, "kvsbench: kvshared log (%s):\n%s\n", d->log, buf);
+}
+
+/* Reap @pid within @timeout_s: its wait status, or -ETIMEDOUT. */
+static int reap(pid_t pid, double timeout_s)
+{
+	double deadline = now() + timeout_s;
+	struct timespec pause = { 0, 1000000 };
+	int status;
+
+	for (;;) {
+		pid_t p = waitpid(pid, &status, WNOHANG);
+
+		if (p == pid)
+			return status;
+		if (p < 0 && errno != EINTR)
+			return -errno;
+		if (now() > deadline)
+			return -ETIMEDOUT;
+		nanosleep(&pause, NULL);
+		if (pause.tv_nsec < 20000000)
+			pause.tv_nsec *= 2;
+	}
+}
+
+static void daemon_cleanup(kvsb_daemon *d)
+{
+	unlink(d->sock);
+	unlink(d->log);
+	rmdir(d->dir);
+	free(d);
+}
+
+static int daemon_exe(char *buf, size_t len)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	int w;
+
+	if (n < 0)
+		return -errno;
+	self[n] = '\0';
+	w = snprintf(buf, len, "%s/kvshared", dirname(self));
+	if (w < 0 || (size_t)w >= len)
+		return -ENAMETOOLONG;
+	return access(buf, X_OK) == 0 ? 0 : -ENOENT;
+}
+
+int kvsb_daemon_start(uint64_t host_bytes, double timeout_s,
+		      kvsb_daemon **out)
+{
+	char host[32];
+	const char *args[] = { "--host-size", host, "--log-level", "warn", NULL };
+
+	snprintf(host, sizeof(host), "%" PRIu64 "M",
+		 (host_bytes + (1u << 20) - 1) >> 20);
+	return kvsb_daemon_start_args(args, timeout_s, out);
+}
+
+int kvsb_daemon_start_args(const char *const *args, double timeout_s,
+			   kvsb_daemon **out)
+{
+	char exe[PATH_MAX], got[16];
+	const char *tmp = getenv("TMPDIR");
+	const char *argv[MAX_ARGS + 6];
+	size_t have = 0, nargs = 0;
+	double deadline, t0;
+	kvsb_daemon *d;
+	int p[2], rc;
+
+	while (args && args[nargs])
+		if (++nargs > MAX_ARGS)
+			return -E2BIG;
+	rc = daemon_exe(exe, sizeof(exe));
+	if (rc < 0)
+		return rc;
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	snprintf(d->dir, sizeof(d->dir), "%s/kvsbench-kvshared.XXXXXX",
+		 tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(d->dir)) {
+		rc = -errno;
+		free(d);
+		return rc;
+	}
+	snprintf(d->log, sizeof(d->log), "%s/kvshared.log", d->dir);
+	if ((size_t)snprintf(d->sock, sizeof(d->sock), "%s/kvshared.sock",
+			     d->dir) >= sizeof(d->sock)) {
+		daemon_cleanup(d);
+		return -ENAMETOOLONG;
+	}
+	argv[0] = exe;
+	argv[1] = "--socket";
+	argv[2] = d->sock;
+	argv[3] = "--ready-fd";
+	argv[4] = "3";
+	for (size_t i = 0; i < nargs; i++)
+		argv[5 + i] = args[i];
+	argv[5 + nargs] = NULL;
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		rc = -errno;
+		daemon_cleanup(d);
+		return rc;
+	}
+	fflush(NULL);
+	t0 = now();
+	d->pid = fork();
+	if (d->pid < 0) {
+		rc = -errno;
+		close(p[0]);
+		close(p[1]);
+		daemon_cleanup(d);
+		return rc;
+	}
+	if (d->pid == 0) {
+		int fd;
+
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		if (p[1] == 3)
+			fcntl(3, F_SETFD, 0);
+		else if (dup2(p[1], 3) < 0)
+			_exit(127);
+		fd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (fd >= 0) {
+			dup2(fd, STDOUT_FILENO);
+			dup2(fd, STDERR_FILENO);
+		}
+		execv(exe, (char *const *)argv);
+		_exit(127);
+	}
+	close(p[1]);
+	deadline = now() + timeout_s;
+	rc = -ETIMEDOUT;
+	while (now() < deadline) {
+		struct pollfd pf = { p[0], POLLIN, 0 };
+		int ms = (int)((deadline - now()) * 1000) + 1;
+		ssize_t n;
+
+		if (poll(&pf, 1, ms) <= 0)
+			continue;
+		n = read(p[0], got + have, sizeof(got) - 1 - have);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			rc = -ECHILD; /* it closed the pipe without READY */
+			break;
+		}
+		have += (size_t)n;
+		got[have] = '\0';
+		if (strstr(got, "READY")) {
+			rc = 0;
+			break;
+		}
+		if (have == sizeof(got) - 1) {
+			rc = -EPROTO;
+			break;
+		}
+	}
+	close(p[0]);
+	d->start_ms = (now() - t0) * 1e3;
+	if (rc < 0) {
+		kill(d->pid, SIGKILL);
+		reap(d->pid, 5.0);
+		daemon_log_tail(d);
+		daemon_cleanup(d);
+		return rc;
+	}
+	*out = d;
+	return 0;
+}
+
+const char *kvsb_daemon_socket(const kvsb_daemon *d)
+{
+	return d->sock;
+}
+
+const char *kvsb_daemon_log(const kvsb_daemon *d)
+{
+	return d->log;
+}
+
+double kvsb_daemon_start_ms(const kvsb_daemon *d)
+{
+	return d->start_ms;
+}
+
+int kvsb_daemon_stop(kvsb_daemon *d)
+{
+	int status, rc = 0;
+
+	if (!d)
+		return 0;
+	kill(d->pid, SIGTERM);
+	status = reap(d->pid, 10.0);
+	if (status == -ETIMEDOUT) {
+		kill(d->pid, SIGKILL);
+		status = reap(d->pid, 5.0);
+	}
+	if (status < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		if (status >= 0 && WIFSIGNALED(status))
+			fprintf(stderr, "kvsbench: kvshared died of signal %d\n",
+				WTERMSIG(status));
+		else if (status >= 0)
+			fprintf(stderr, "kvsbench: kvshared exited %d\n",
+				WEXITSTATUS(status));
+		daemon_log_tail(d);
+		rc = -ECHILD;
+	}
+	daemon_cleanup(d);
+	return rc;
+}

@@ -1,0 +1,64 @@
+/*
+ * bench_proc.h - the private kvshared that kvsbench's subcommands start when
+ * no --socket is given: started beside kvsbench, in its own mkdtemp
+ * directory, ready when it writes "READY" on its --ready-fd.
+ */
+#ifndef KVSB_PROC_H
+#define KVSB_PROC_H
+
+#include <stdint.h>
+
+typedef struct kvsb_daemon kvsb_daemon;
+
+/*
+ * kvsb_daemon_start - start a private kvshared with --host-size @host_bytes
+ * (rounded up to MiB) and --log-level warn; kvsb_daemon_start_args() with
+ * those two flags.
+ */
+int kvsb_daemon_start(uint64_t host_bytes, double timeout_s,
+		      kvsb_daemon **out);
+
+/*
+ * kvsb_daemon_start_args - start a private kvshared: the executable named
+ * "kvshared" in the directory of the running program (/proc/self/exe), with
+ * --socket DIR/kvshared.sock in a new mkdtemp directory, --ready-fd, then
+ * @args; wait for its "READY" line.
+ * @args: NULL-terminated extra flags (at most 24; a later flag wins over an
+ *        earlier one, so --log-level here overrides nothing but the
+ *        daemon's default). The strings are copied before the call returns.
+ * @timeout_s: how long to wait for READY.
+ * @out: the running daemon.
+ * Errors: -ENOENT (no kvshared beside the program), -ETIMEDOUT (no READY in
+ *         time; it is killed), -ECHILD (it exited during start-up; its log
+ *         goes to stderr), -E2BIG (too many @args), -ENOMEM, other -errno.
+ * Ownership: *out is the caller's until kvsb_daemon_stop(). The daemon gets
+ *            SIGTERM if the calling thread dies first.
+ * Thread: the caller's.
+ */
+int kvsb_daemon_start_args(const char *const *args, double timeout_s,
+			   kvsb_daemon **out);
+
+/*
+ * kvsb_daemon_start_ms - how long the last start took, from fork to the
+ * READY line, in milliseconds. Thread: the daemon's owner.
+ */
+double kvsb_daemon_start_ms(const kvsb_daemon *d);
+
+/*
+ * kvsb_daemon_socket, kvsb_daemon_log - the private daemon's socket path
+ * and the file that has its stdout and stderr.
+ * Ownership: valid until kvsb_daemon_stop(). Thread: the daemon's owner.
+ */
+const char *kvsb_daemon_socket(const kvsb_daemon *d);
+const char *kvsb_daemon_log(const kvsb_daemon *d);
+
+/*
+ * kvsb_daemon_stop - SIGTERM, reap (SIGKILL after a few seconds), remove the
+ * directory, free @d. @d may be NULL.
+ * Errors: -ECHILD when the daemon did not exit with status 0 (its log goes
+ *         to stderr; it is reaped and cleaned up all the same).
+ * Thread: the thread that started it.
+ */
+int kvsb_daemon_stop(kvsb_daemon *d);
+
+#endif /* KVSB_PROC_H */

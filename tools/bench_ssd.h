@@ -1,0 +1,39 @@
+/*
+ * bench_ssd.h - kvsbench ssd: the SSD tier's demotion and promotion
+ * throughput through a real kvshared, beside fio on the same directory.
+ *
+ *   kvsbench ssd [--dir DIR] [--block-bytes B] [--qd N] [--bytes TOTAL]
+ *                [--clients C] [--reps R] [--json]
+ *
+ * Each repetition starts a private kvshared with --ssd-dir in a fresh
+ * directory under DIR, --ssd-queue-depth N and a host tier of a few chains,
+ * then:
+ *  demote:  one client publishes TOTAL bytes of B-byte blocks in chains of
+ *           N blocks; the host tier evicts, every evicted block is written
+ *           to SSD. The client keeps at most 2N writes in flight (it reads
+ *           tier_ssd.writes_inflight after each chain), so the tier runs at
+ *           its queue depth without overflowing its staging (which would
+ *           drop blocks). GB/s = tier_ssd.bytes_written delta / the time
+ *           from the first reserve to the last write's completion.
+ *  promote: C clients look every SSD-only chain up again (N reads per
+ *           lookup), check each block's stamp and release. GB/s =
+ *           tier_ssd.bytes_read delta / the time from the first lookup to
+ *           the last release.
+ * Beside them: fio --ioengine=io_uring --direct=1 --rw=write, then
+ * --rw=read, --bs=B --iodepth=N --size=TOTAL on a file in the same
+ * directory. The two sides alternate (kvshare first on odd repetitions);
+ * the last row has the medians of each column and of the ratios.
+ * Without fio, its columns say n/a and why. A figure, not a test.
+ */
+#ifndef KVSB_SSD_H
+#define KVSB_SSD_H
+
+/*
+ * kvsb_cmd_ssd - the `ssd` subcommand. @sock must be NULL (it starts its own
+ * daemon: it needs --ssd-dir); argv[0] = "ssd".
+ * Returns the process exit status: 0 ran, 1 failed, 2 usage.
+ * Thread: the main thread; it forks.
+ */
+int kvsb_cmd_ssd(const char *sock, int argc, char **argv);
+
+#endif /* KVSB_SSD_H */
