@@ -24,11 +24,12 @@ CFLAGS=(-g -O1 "$SAN" -fno-sanitize-recover=undefined
 	-Wall -Wextra -Wno-unused-parameter -Iclient -Iservice -Istorage)
 
 # Each target and the sources it needs besides its own file.
-TARGETS=(fuzz_wire fuzz_config)
+TARGETS=(fuzz_wire fuzz_admin fuzz_config)
 declare -A SOURCES=(
 	[fuzz_wire]="client/wire.c"
+	[fuzz_admin]="client/wire.c client/wire_admin.c"
 	[fuzz_config]="service/config.c service/policy.c service/policy_lru.c
-		service/table.c service/log.c client/socket_path.c"
+		service/policy_2q.c service/table.c service/log.c client/socket_path.c"
 )
 # The parsers print a line for each bad input: keep libFuzzer's output only.
 declare -A EXTRA=([fuzz_config]="-close_fd_mask=3")
