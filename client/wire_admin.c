@@ -205,10 +205,17 @@ int kvs_wire_inspect_req_decode(const uint8_t *p, size_t n,
 
 #define INFO_FLAGS (KVS_WIRE_INFO_PINNED | KVS_WIRE_INFO_PARENT)
 
+/* A state (1 writing, 2 ready, 3 ghost) and tier (kvs_tier) that exist. */
+static int info_ok(const kvs_wire_block_info *i)
+{
+	return !(i->flags & ~INFO_FLAGS) && i->state >= 1 && i->state <= 3 &&
+	       i->tier <= KVS_TIER_SSD;
+}
+
 int kvs_wire_block_info_encode(const kvs_wire_block_info *i, uint8_t *buf,
 			       size_t cap)
 {
-	if (i->flags & ~INFO_FLAGS)
+	if (!info_ok(i))
 		return -EINVAL;
 	if (cap < KVS_WIRE_BLOCK_INFO_SIZE)
 		return -ENOBUFS;
@@ -247,7 +254,7 @@ int kvs_wire_block_info_decode(const uint8_t *p, size_t n,
 	o->age_s = get64(p + 48);
 	o->depth = get32(p + 56);
 	o->parent = geth(p + 64);
-	return o->flags & ~INFO_FLAGS ? KVS_E_PROTO : 0;
+	return info_ok(o) ? 0 : KVS_E_PROTO;
 }
 
 /* ---- evict ---- */

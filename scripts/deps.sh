@@ -22,6 +22,7 @@ PACKAGES=(
 	clang         # tests/fuzz/run.sh: libFuzzer targets
 	libclang-rt-14-dev # libFuzzer and the sanitizer runtimes for clang
 	valgrind      # tests/valgrind.sh: memcheck of the daemon
+	tmux          # tests/integration/test_top.sh: kvsctl top in a pseudo-terminal
 )
 
 die() {

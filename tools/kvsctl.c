@@ -3,7 +3,8 @@
  *
  *   kvsctl [--socket PATH] stats [--json]
  *   kvsctl [--socket PATH] ls|inspect|evict|flush|pin|unpin|watch ...
- *          (kvsctl_cache.c)
+ *          (kvsctl_cache.c, kvsctl_pin.c)
+ *   kvsctl [--socket PATH] top [--interval SECONDS] (kvsctl_top.c)
  *   kvsctl [--socket PATH] plan (--preset NAME | --layers L --kv-heads H
  *          --head-dim D) [--dtype T] [--tokens N] [--attention A] [--json]
  *
@@ -39,6 +40,7 @@ static const struct cmd cmds[] = {
 	{ "pin", kvsctl_pin, "keep a prefix cached (hashes or tokens)" },
 	{ "unpin", kvsctl_unpin, "stop keeping a prefix cached" },
 	{ "watch", kvsctl_watch, "stream KV events as lines [--json]" },
+	{ "top", kvsctl_top, "a live view: ops/s, hit ratio, tiers, namespaces" },
 };
 #define NCMDS (sizeof(cmds) / sizeof(cmds[0]))
 

@@ -11,5 +11,6 @@ int kvsctl_flush(const char *sock, int argc, char **argv);
 int kvsctl_pin(const char *sock, int argc, char **argv);
 int kvsctl_unpin(const char *sock, int argc, char **argv);
 int kvsctl_watch(const char *sock, int argc, char **argv);
+int kvsctl_top(const char *sock, int argc, char **argv);
 
 #endif

@@ -2,11 +2,12 @@
  * make_corpus - write the fuzz targets' seed corpora, made with the real
  * encoders, so that every seed is a message the daemon or the client sends.
  *
- *   cc -Iclient -o /tmp/make_corpus tests/fuzz/make_corpus.c client/wire.c
+ *   cc -Iclient -o /tmp/make_corpus tests/fuzz/make_corpus.c client/wire.c \
+ *      client/wire_admin.c
  *   /tmp/make_corpus tests/fuzz/corpus
  *
- * writes DIR/fuzz_wire/<name> and DIR/fuzz_config/<name> (the directories must
- * exist), overwriting seeds of the same name. The output is committed; run it
+ * writes DIR/fuzz_wire/<name>, DIR/fuzz_admin/<name> and DIR/fuzz_config/<name>
+ * (the directories must exist), overwriting seeds of the same name. The output is committed; run it
  * again when the wire format or the flags change. Regression inputs (crashes
  * and findings of past runs, named regress-*) live in the same directories
  * and are not written by this program: they are kept as they were found.
@@ -18,6 +19,7 @@
 #include <string.h>
 
 #include "kvs_wire.h"
+#include "kvs_wire_admin.h"
 #include "kvshare.h"
 
 static const char *out_dir;
@@ -36,11 +38,12 @@ static void put(const char *target, const char *name, const void *p, size_t n)
 	}
 }
 
-/* A message: header + the payload an encoder wrote (rc = its length). */
-static void msg(const char *name, uint16_t op, int32_t status, uint64_t req_id,
-		const uint8_t *payload, int rc)
+/* A message for @target: header + the payload an encoder wrote (rc = its
+ * length). */
+static void tmsg(const char *target, const char *name, uint16_t op,
+		 int32_t status, uint64_t req_id, const uint8_t *payload, int rc)
 {
-	uint8_t buf[KVS_WIRE_HDR_SIZE + 4096];
+	uint8_t buf[KVS_WIRE_HDR_SIZE + 8192];
 	kvs_wire_hdr h = {
 		.magic = KVS_WIRE_MAGIC,
 		.version = KVS_WIRE_VERSION,
@@ -57,7 +60,89 @@ static void msg(const char *name, uint16_t op, int32_t status, uint64_t req_id,
 	h.len = (uint32_t)rc;
 	kvs_wire_hdr_encode(&h, buf);
 	memcpy(buf + KVS_WIRE_HDR_SIZE, payload, (size_t)rc);
-	put("fuzz_wire", name, buf, KVS_WIRE_HDR_SIZE + (size_t)rc);
+	put(target, name, buf, KVS_WIRE_HDR_SIZE + (size_t)rc);
+}
+
+static void msg(const char *name, uint16_t op, int32_t status, uint64_t req_id,
+		const uint8_t *payload, int rc)
+{
+	tmsg("fuzz_wire", name, op, status, req_id, payload, rc);
+}
+
+#define AMSG(name, op, req_id, payload, rc) \
+	tmsg("fuzz_admin", name, op, 0, req_id, payload, rc)
+
+/* The operator messages, as kvsctl and the daemon send them. */
+static void admin_seeds(void)
+{
+	static const kvs_hash hs[3] = {
+		{ 0x0123456789abcdefull, 0xfedcba9876543210ull },
+		{ 0x1111111111111111ull, 0x2222222222222222ull },
+		{ 0xdeadbeefcafef00dull, 0x0ull },
+	};
+	kvs_wire_list_req lr = { .ns = 0, .top = 5 };
+	kvs_wire_prefix top[2] = {
+		{ .hash = hs[2], .hits = 9, .root_hits = 12, .depth = 3,
+		  .flags = KVS_WIRE_PREFIX_PINNED },
+		{ .hash = hs[1], .hits = 1, .root_hits = 12, .depth = 2 },
+	};
+	kvs_wire_ns ns1 = {
+		.id = 1, .layers = 32, .kv_heads = 8, .head_dim = 128,
+		.block_tokens = 16, .tp_size = 1, .dtype = KVS_DTYPE_BF16,
+		.clients = 2, .block_bytes = 2u << 20, .blocks = 300, .writing = 4,
+		.hits = 1234, .pinned = 3, .roots = 7, .longest = 40,
+		.model = "llama-3-8b", .model_len = 10, .ntop = 2,
+	};
+	kvs_wire_ns ns2 = {
+		.id = 2, .layers = 28, .kv_heads = 4, .head_dim = 128,
+		.block_tokens = 32, .tp_rank = 1, .tp_size = 2,
+		.dtype = KVS_DTYPE_FP8_E4M3, .flags = KVS_WIRE_NS_SALTED,
+		.model = "qwen2-7b", .model_len = 8, .adapter = "lora-sql",
+		.adapter_len = 8,
+	};
+	kvs_wire_inspect_req ir = { .ns = 1, .hash = hs[2] };
+	kvs_wire_block_info bi = {
+		.hash = hs[2], .ns = 1, .tier = KVS_TIER_HOST, .state = 2,
+		.flags = KVS_WIRE_INFO_PINNED | KVS_WIRE_INFO_PARENT,
+		.offset = 6u << 20, .gen = 3, .refs = 2, .children = 1, .hits = 9,
+		.age_s = 60, .depth = 3, .parent = hs[1],
+	};
+	kvs_wire_evict_req er = { .scope = KVS_EVICT_PREFIX,
+				  .flags = KVS_WIRE_EVICT_FLUSH, .hash = hs[1] };
+	kvs_wire_evict_req ern = { .scope = KVS_EVICT_NAMESPACE, .ns = 2 };
+	kvs_wire_evict_reply rep = { .freed = 10, .pinned = 3, .kept = 2 };
+	uint8_t p[8192];
+	int off, rc;
+
+	AMSG("list-req", KVS_OP_LIST, 1, p, kvs_wire_list_req_encode(&lr, p, sizeof(p)));
+	off = kvs_wire_list_hdr_encode(2, p, sizeof(p));
+	off += kvs_wire_ns_encode(&ns1, top, p + off, sizeof(p) - off);
+	rc = kvs_wire_ns_encode(&ns2, NULL, p + off, sizeof(p) - off);
+	AMSG("list-reply-2", KVS_OP_LIST, 1, p, rc < 0 ? rc : off + rc);
+	AMSG("list-reply-0", KVS_OP_LIST, 1, p, kvs_wire_list_hdr_encode(0, p, sizeof(p)));
+	AMSG("inspect-req", KVS_OP_INSPECT, 2, p,
+	     kvs_wire_inspect_req_encode(&ir, p, sizeof(p)));
+	AMSG("inspect-reply", KVS_OP_INSPECT, 2, p,
+	     kvs_wire_block_info_encode(&bi, p, sizeof(p)));
+	AMSG("evict-req-prefix", KVS_OP_EVICT, 3, p,
+	     kvs_wire_evict_req_encode(&er, p, sizeof(p)));
+	AMSG("evict-req-ns", KVS_OP_EVICT, 3, p,
+	     kvs_wire_evict_req_encode(&ern, p, sizeof(p)));
+	AMSG("evict-reply", KVS_OP_EVICT, 3, p,
+	     kvs_wire_evict_reply_encode(&rep, p, sizeof(p)));
+	AMSG("pin-req-3", KVS_OP_PIN, 4, p, kvs_wire_pin_req_encode(0, hs, 3, p, sizeof(p)));
+	AMSG("unpin-req-1", KVS_OP_UNPIN, 5, p,
+	     kvs_wire_pin_req_encode(2, hs, 1, p, sizeof(p)));
+	AMSG("pin-reply", KVS_OP_PIN, 4, p, kvs_wire_u64_encode(3, p, sizeof(p)));
+	AMSG("watch", KVS_OP_WATCH, 6, p, 0);
+	off = kvs_wire_events_hdr_encode(5, 2, p, sizeof(p));
+	for (uint32_t k = KVS_EVENT_STORED; k <= KVS_EVENT_FLUSHED; k++) {
+		kvs_wire_event e = { .kind = k, .ns = 1, .hash = hs[k % 3], .seq = 40 + k };
+
+		off += kvs_wire_event_encode(&e, p + off, sizeof(p) - off);
+	}
+	AMSG("event-5", KVS_OP_EVENT, 6, p, off);
+	AMSG("event-0", KVS_OP_EVENT, 6, p, kvs_wire_events_hdr_encode(0, 7, p, sizeof(p)));
 }
 
 static void wire_seeds(void)
@@ -174,6 +259,7 @@ int main(int argc, char **argv)
 	}
 	out_dir = argv[1];
 	wire_seeds();
+	admin_seeds();
 	config_seeds();
 	return failed;
 }

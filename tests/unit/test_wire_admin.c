@@ -85,6 +85,21 @@ static void test_inspect(void)
 	      d.age_s == 60 && d.depth == 3 && d.refs == 3 && d.flags == i.flags));
 	b[22] = 0x80; /* unknown flag */
 	CHECK(kvs_wire_block_info_decode(b, KVS_WIRE_BLOCK_INFO_SIZE, &d) == KVS_E_PROTO);
+	b[22] = 0;
+	/* A state or tier that does not exist (found by fuzz_admin). */
+	for (int v = 0; v < 256; v++) {
+		b[21] = (uint8_t)v;
+		CHECK((kvs_wire_block_info_decode(b, KVS_WIRE_BLOCK_INFO_SIZE, &d) == 0) ==
+		      (v >= 1 && v <= 3));
+	}
+	b[21] = 2;
+	b[20] = KVS_TIER_SSD + 1;
+	CHECK(kvs_wire_block_info_decode(b, KVS_WIRE_BLOCK_INFO_SIZE, &d) == KVS_E_PROTO);
+	i.state = 0;
+	CHECK(kvs_wire_block_info_encode(&i, b, sizeof(b)) == -EINVAL);
+	i.state = 2;
+	i.tier = 9;
+	CHECK(kvs_wire_block_info_encode(&i, b, sizeof(b)) == -EINVAL);
 }
 
 static void test_evict_pin(void)
