@@ -24,9 +24,10 @@ CFLAGS=(-g -O1 "$SAN" -fno-sanitize-recover=undefined
 	-Wall -Wextra -Wno-unused-parameter -Iclient -Iservice -Istorage)
 
 # Each target and the sources it needs besides its own file.
-TARGETS=(fuzz_wire fuzz_config)
+TARGETS=(fuzz_wire fuzz_config fuzz_ssd)
 declare -A SOURCES=(
 	[fuzz_wire]="client/wire.c"
+	[fuzz_ssd]="storage/ssd.c storage/index.c -luring -lxxhash -llmdb"
 	[fuzz_config]="service/config.c service/policy.c service/policy_lru.c
 		service/table.c service/log.c client/socket_path.c"
 )
