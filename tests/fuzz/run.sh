@@ -28,7 +28,7 @@ TARGETS=(fuzz_wire fuzz_config fuzz_ssd)
 declare -A SOURCES=(
 	[fuzz_wire]="client/wire.c"
 	[fuzz_ssd]="storage/ssd.c storage/index.c -luring -lxxhash -llmdb"
-	[fuzz_config]="service/config.c service/policy.c service/policy_lru.c
+	[fuzz_config]="service/config.c service/policy.c service/policy_lru.c service/policy_2q.c
 		service/table.c service/log.c client/socket_path.c"
 )
 # The parsers print a line for each bad input: keep libFuzzer's output only.
