@@ -11,8 +11,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#define KEY_BYTES 20
-#define VAL_BYTES 56
+#define KEY_BYTES KVS_INDEX_KEY_BYTES
+#define VAL_BYTES KVS_INDEX_VAL_BYTES
 #define FORMAT 1
 #define MiB (1ULL << 20)
 
@@ -65,21 +65,24 @@ static void put64(uint8_t *p, uint64_t v) { v = htole64(v); memcpy(p, &v, 8); }
 static uint32_t get32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return le32toh(v); }
 static uint64_t get64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return le64toh(v); }
 
-static void key_pack(uint8_t *p, const kvs_index_key *k)
+void kvs_index_key_encode(uint8_t *p, const kvs_index_key *k)
 {
 	put32(p, k->ns);
 	put64(p + 4, k->hash.lo);
 	put64(p + 12, k->hash.hi);
 }
 
-static void key_unpack(const uint8_t *p, kvs_index_key *k)
+int kvs_index_key_decode(const uint8_t *p, size_t n, kvs_index_key *k)
 {
+	if (n != KEY_BYTES)
+		return -EBADMSG;
 	k->ns = get32(p);
 	k->hash.lo = get64(p + 4);
 	k->hash.hi = get64(p + 12);
+	return 0;
 }
 
-static void val_pack(uint8_t *p, const kvs_index_val *v)
+void kvs_index_val_encode(uint8_t *p, const kvs_index_val *v)
 {
 	put32(p, v->seg);
 	put32(p + 4, v->len);
@@ -91,16 +94,26 @@ static void val_pack(uint8_t *p, const kvs_index_val *v)
 	put64(p + 48, v->atime);
 }
 
-static void val_unpack(const uint8_t *p, kvs_index_val *v)
+/* The 4 KiB superblock and alignment are the segment store's format
+ * (kvs_ssd.h); an entry breaking them was never written by the daemon. */
+int kvs_index_val_decode(const uint8_t *p, size_t n, kvs_index_val *v)
 {
-	v->seg = get32(p);
-	v->len = get32(p + 4);
-	v->gen = get64(p + 8);
-	v->off = get64(p + 16);
-	v->csum = get64(p + 24);
-	v->parent.lo = get64(p + 32);
-	v->parent.hi = get64(p + 40);
-	v->atime = get64(p + 48);
+	kvs_index_val t;
+
+	if (n != VAL_BYTES)
+		return -EBADMSG;
+	t.seg = get32(p);
+	t.len = get32(p + 4);
+	t.gen = get64(p + 8);
+	t.off = get64(p + 16);
+	t.csum = get64(p + 24);
+	t.parent.lo = get64(p + 32);
+	t.parent.hi = get64(p + 40);
+	t.atime = get64(p + 48);
+	if (t.len == 0 || t.gen == 0 || t.off < 4096 || t.off % 4096)
+		return -EBADMSG;
+	*v = t;
+	return 0;
 }
 
 /* ---- settings, open, close */
@@ -263,8 +276,8 @@ int kvs_index_put(kvs_index *ix, const kvs_index_key *key, const kvs_index_val *
 
 	if (!o)
 		return ix->opened ? -ENOMEM : -EBADF;
-	key_pack(o->key, key);
-	val_pack(o->val, val);
+	kvs_index_key_encode(o->key, key);
+	kvs_index_val_encode(o->val, val);
 	o->seg = val->seg;
 	return 0;
 }
@@ -275,7 +288,7 @@ int kvs_index_del(kvs_index *ix, const kvs_index_key *key)
 
 	if (!o)
 		return ix->opened ? -ENOMEM : -EBADF;
-	key_pack(o->key, key);
+	kvs_index_key_encode(o->key, key);
 	return 0;
 }
 
@@ -483,15 +496,13 @@ int kvs_index_get(kvs_index *ix, const kvs_index_key *key, kvs_index_val *val)
 
 	if (!ix->opened)
 		return -EBADF;
-	key_pack(kb, key);
+	kvs_index_key_encode(kb, key);
 	rc = mdb_txn_begin(ix->env, NULL, MDB_RDONLY, &txn);
 	if (rc)
 		return map_err(rc);
 	rc = mdb_get(txn, ix->blocks, &k, &d);
-	if (rc == 0 && d.mv_size != VAL_BYTES)
+	if (rc == 0 && kvs_index_val_decode(d.mv_data, d.mv_size, val) < 0)
 		rc = MDB_CORRUPTED;
-	if (rc == 0)
-		val_unpack(d.mv_data, val);
 	mdb_txn_abort(txn);
 	return map_err(rc);
 }
@@ -517,11 +528,10 @@ int64_t kvs_index_iter(kvs_index *ix, kvs_index_iter_fn fn, void *arg)
 		return map_err(rc);
 	}
 	while (!stop && (rc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) == 0) {
-		/* Sizes are fixed: anything else is not ours, skip it. */
-		if (k.mv_size != KEY_BYTES || d.mv_size != VAL_BYTES)
+		/* Anything that does not decode is not ours: skip it. */
+		if (kvs_index_key_decode(k.mv_data, k.mv_size, &key) < 0 ||
+		    kvs_index_val_decode(d.mv_data, d.mv_size, &val) < 0)
 			continue;
-		key_unpack(k.mv_data, &key);
-		val_unpack(d.mv_data, &val);
 		stop = fn(arg, &key, &val);
 		n++;
 	}

@@ -61,6 +61,7 @@
 #ifndef KVS_INDEX_H
 #define KVS_INDEX_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "kvshare.h" /* kvs_hash */
@@ -197,5 +198,27 @@ uint64_t kvs_index_count(kvs_index *ix);
 
 /* kvs_index_stats_get - fill the index's counters. */
 void kvs_index_stats_get(kvs_index *ix, kvs_index_stats *out);
+
+/* ---- record encoding (pure functions, for the index and its tests) ---- */
+
+#define KVS_INDEX_KEY_BYTES 20u
+#define KVS_INDEX_VAL_BYTES 56u
+
+/* kvs_index_key_encode / kvs_index_val_encode - the stored bytes of a key
+ * (KVS_INDEX_KEY_BYTES) or a value (KVS_INDEX_VAL_BYTES) into @buf. */
+void kvs_index_key_encode(uint8_t *buf, const kvs_index_key *key);
+void kvs_index_val_encode(uint8_t *buf, const kvs_index_val *val);
+
+/*
+ * kvs_index_key_decode - parse a stored key of exactly KVS_INDEX_KEY_BYTES.
+ * kvs_index_val_decode - parse a stored value of exactly KVS_INDEX_VAL_BYTES
+ *   that could name a record: nonzero length and generation, an offset that
+ *   is a multiple of 4 KiB past the superblock.
+ * Errors: -EBADMSG (wrong size or impossible value; *out untouched).
+ * kvs_index_get answers -EBADMSG for such an entry; kvs_index_iter skips it.
+ * Thread: any (pure).
+ */
+int kvs_index_key_decode(const uint8_t *buf, size_t n, kvs_index_key *out);
+int kvs_index_val_decode(const uint8_t *buf, size_t n, kvs_index_val *out);
 
 #endif /* KVS_INDEX_H */

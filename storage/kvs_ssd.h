@@ -282,4 +282,53 @@ unsigned kvs_ssd_inflight(const kvs_ssd *s);
 /* kvs_ssd_stats_get - fill the store's counters. */
 void kvs_ssd_stats_get(const kvs_ssd *s, kvs_ssd_stats *out);
 
+/* ---- on-disk encoding (pure functions: no store, no I/O) ---------------
+ * For the read path and the open path, and for tests and fuzzers that check
+ * them on arbitrary bytes. */
+
+#define KVS_SSD_SECTOR 4096u   /* a header sector, a superblock */
+#define KVS_SSD_HDR_BYTES 72u  /* the record header at the start of its sector */
+#define KVS_SSD_SB_BYTES 40u   /* the superblock at the start of its sector */
+
+/* A segment's superblock, decoded. */
+typedef struct kvs_ssd_sb {
+	uint32_t seg;       /* segment index, as written */
+	uint32_t used;      /* 1: holds blocks of generation gen; 0: free */
+	uint64_t seg_bytes; /* segment file size */
+	uint64_t gen;       /* generation of its current life */
+} kvs_ssd_sb;
+
+/*
+ * kvs_ssd_header_encode - write the record header of block @b at @l into
+ * @sector (KVS_SSD_SECTOR bytes: the header, then zeros). The header's
+ * length is @l->len; @b->csum is written as the payload checksum.
+ */
+void kvs_ssd_header_encode(uint8_t *sector, const kvs_ssd_blk *b,
+			   const kvs_ssd_loc *l);
+
+/*
+ * kvs_ssd_header_decode - parse the record header at @buf (@n bytes, at
+ * least KVS_SSD_HDR_BYTES used): magic, format, header size, header checksum,
+ * zero padding, a nonzero length and a sector-aligned offset past the
+ * superblock. Fills *b (csum: the payload checksum the header names) and *l
+ * (the position the header claims); the caller compares them with what it
+ * asked for. The bytes after the header in its sector are not looked at.
+ * Errors: -EBADMSG (anything wrong; *b and *l untouched).
+ * Thread: any (pure).
+ */
+int kvs_ssd_header_decode(const uint8_t *buf, size_t n, kvs_ssd_blk *b,
+			  kvs_ssd_loc *l);
+
+/* kvs_ssd_sb_encode - write superblock @sb into @sector (KVS_SSD_SECTOR bytes). */
+void kvs_ssd_sb_encode(uint8_t *sector, const kvs_ssd_sb *sb);
+
+/*
+ * kvs_ssd_sb_decode - parse the superblock at @buf (@n bytes, at least
+ * KVS_SSD_SB_BYTES used): magic, format, size, checksum, state, a segment
+ * size that is a multiple of 4 KiB and at least 64 KiB. Whether it is the
+ * right segment, of the right size, is the caller's to compare.
+ * Errors: -EBADMSG (*out untouched). Thread: any (pure).
+ */
+int kvs_ssd_sb_decode(const uint8_t *buf, size_t n, kvs_ssd_sb *out);
+
 #endif /* KVS_SSD_H */

@@ -174,11 +174,14 @@ static void hist_get(const struct hist *h, uint64_t *avg, uint64_t *p99)
 
 /* ---- on-disk encoding */
 
-static void hdr_put(uint8_t *pg, const kvs_ssd_blk *b, const kvs_ssd_loc *l)
+_Static_assert(sizeof(struct rec_hdr) == KVS_SSD_HDR_BYTES, "record header size");
+_Static_assert(sizeof(struct seg_sb) == KVS_SSD_SB_BYTES, "superblock size");
+
+void kvs_ssd_header_encode(uint8_t *pg, const kvs_ssd_blk *b, const kvs_ssd_loc *l)
 {
 	struct rec_hdr h = {
 		.magic = REC_MAGIC, .format = FORMAT, .hdr_bytes = sizeof(h),
-		.ns = b->ns, .len = b->len, .hash_lo = b->hash.lo,
+		.ns = b->ns, .len = l->len, .hash_lo = b->hash.lo,
 		.hash_hi = b->hash.hi, .csum = b->csum, .gen = l->gen,
 		.off = l->off, .seg = l->seg,
 	};
@@ -188,30 +191,76 @@ static void hdr_put(uint8_t *pg, const kvs_ssd_blk *b, const kvs_ssd_loc *l)
 	memcpy(pg, &h, sizeof(h));
 }
 
+/* Every field is checked that a writer of this format always sets: a header
+ * that passes says where and what it is, so the read path only compares. */
+int kvs_ssd_header_decode(const uint8_t *buf, size_t n, kvs_ssd_blk *b,
+			  kvs_ssd_loc *l)
+{
+	struct rec_hdr h;
+
+	if (n < sizeof(h))
+		return -EBADMSG;
+	memcpy(&h, buf, sizeof(h));
+	if (h.magic != REC_MAGIC || h.format != FORMAT || h.hdr_bytes != sizeof(h) ||
+	    h.hdr_csum != SUM_TO(&h, hdr_csum) || h.pad != 0 || h.len == 0 ||
+	    h.off < SECT || h.off % SECT)
+		return -EBADMSG;
+	*b = (kvs_ssd_blk){ .ns = h.ns, .len = h.len,
+			    .hash = { .lo = h.hash_lo, .hi = h.hash_hi },
+			    .csum = h.csum };
+	*l = (kvs_ssd_loc){ .seg = h.seg, .len = h.len, .gen = h.gen, .off = h.off };
+	return 0;
+}
+
 /* hdr_ok - the header in @pg is intact and names exactly @b at @l. */
 static int hdr_ok(const uint8_t *pg, const kvs_ssd_blk *b, const kvs_ssd_loc *l,
 		  uint64_t *csum)
 {
-	struct rec_hdr h;
+	kvs_ssd_blk hb;
+	kvs_ssd_loc hl;
 
-	memcpy(&h, pg, sizeof(h));
-	*csum = h.csum;
-	return h.magic == REC_MAGIC && h.format == FORMAT && h.hdr_bytes == sizeof(h) &&
-	       h.hdr_csum == SUM_TO(&h, hdr_csum) && h.ns == b->ns &&
-	       h.len == l->len && h.hash_lo == b->hash.lo && h.hash_hi == b->hash.hi &&
-	       h.gen == l->gen && h.off == l->off && h.seg == l->seg;
+	if (kvs_ssd_header_decode(pg, SECT, &hb, &hl) < 0)
+		return 0;
+	*csum = hb.csum;
+	return hb.ns == b->ns && hl.len == l->len && hb.hash.lo == b->hash.lo &&
+	       hb.hash.hi == b->hash.hi && hl.gen == l->gen && hl.off == l->off &&
+	       hl.seg == l->seg;
 }
 
-static void sb_put(uint8_t *pg, uint32_t seg, uint64_t seg_bytes, uint64_t gen)
+void kvs_ssd_sb_encode(uint8_t *pg, const kvs_ssd_sb *in)
 {
 	struct seg_sb sb = {
 		.magic = SB_MAGIC, .format = FORMAT, .hdr_bytes = sizeof(sb),
-		.seg = seg, .state = SB_USED, .seg_bytes = seg_bytes, .gen = gen,
+		.seg = in->seg, .state = in->used ? SB_USED : SB_FREE,
+		.seg_bytes = in->seg_bytes, .gen = in->gen,
 	};
 
 	sb.csum = SUM_TO(&sb, csum);
 	memset(pg, 0, SECT);
 	memcpy(pg, &sb, sizeof(sb));
+}
+
+int kvs_ssd_sb_decode(const uint8_t *buf, size_t n, kvs_ssd_sb *out)
+{
+	struct seg_sb sb;
+
+	if (n < sizeof(sb))
+		return -EBADMSG;
+	memcpy(&sb, buf, sizeof(sb));
+	if (sb.magic != SB_MAGIC || sb.format != FORMAT || sb.hdr_bytes != sizeof(sb) ||
+	    sb.csum != SUM_TO(&sb, csum) || sb.state > SB_USED ||
+	    sb.seg_bytes % SECT || sb.seg_bytes < (64u << 10))
+		return -EBADMSG;
+	*out = (kvs_ssd_sb){ .seg = sb.seg, .used = sb.state == SB_USED,
+			     .seg_bytes = sb.seg_bytes, .gen = sb.gen };
+	return 0;
+}
+
+static void sb_put(uint8_t *pg, uint32_t seg, uint64_t seg_bytes, uint64_t gen)
+{
+	kvs_ssd_sb sb = { .seg = seg, .used = 1, .seg_bytes = seg_bytes, .gen = gen };
+
+	kvs_ssd_sb_encode(pg, &sb);
 }
 
 /* ---- settings */
@@ -278,18 +327,16 @@ void kvs_ssd_set_recycle(kvs_ssd *s, kvs_ssd_recycle_fn fn, void *arg)
 static int seg_load(kvs_ssd *s, uint32_t i, uint8_t *pg)
 {
 	struct seg *g = &s->segs[i];
-	struct seg_sb sb;
+	kvs_ssd_sb sb;
 	struct stat st;
 
 	if (fstat(g->fd, &st) < 0 || (uint64_t)st.st_size != s->seg_bytes ||
-	    pread(g->fd, pg, SECT, 0) != SECT)
-		return 0;
-	memcpy(&sb, pg, sizeof(sb));
-	if (sb.magic != SB_MAGIC || sb.format != FORMAT || sb.csum != SUM_TO(&sb, csum) ||
-	    sb.seg != i || sb.seg_bytes != s->seg_bytes || sb.state > SB_USED)
+	    pread(g->fd, pg, SECT, 0) != SECT ||
+	    kvs_ssd_sb_decode(pg, SECT, &sb) < 0 ||
+	    sb.seg != i || sb.seg_bytes != s->seg_bytes)
 		return 0;
 	g->gen = sb.gen;
-	if (sb.state == SB_USED) {
+	if (sb.used) {
 		g->state = SEG_SEALED;
 		g->fill = s->seg_bytes; /* where it stopped is unknown: sealed */
 	}
@@ -769,7 +816,7 @@ int kvs_ssd_write(kvs_ssd *s, const kvs_ssd_blk *b, const void *payload,
 		op_drop(s, o);
 		return -ENOMEM;
 	}
-	hdr_put(o->pg, &o->c.blk, &o->c.loc);
+	kvs_ssd_header_encode(o->pg, &o->c.blk, &o->c.loc);
 	o->fd = g->fd;
 	g->fill += rec;
 	*loc = o->c.loc;

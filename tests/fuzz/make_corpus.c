@@ -2,11 +2,11 @@
  * make_corpus - write the fuzz targets' seed corpora, made with the real
  * encoders, so that every seed is a message the daemon or the client sends.
  *
- *   cc -Iclient -o /tmp/make_corpus tests/fuzz/make_corpus.c client/wire.c \
- *      client/wire_admin.c
- *   /tmp/make_corpus tests/fuzz/corpus
+ *   cmake --build build --target make_corpus
+ *   build/tests/fuzz/make_corpus tests/fuzz/corpus
  *
- * writes DIR/fuzz_wire/<name>, DIR/fuzz_admin/<name> and DIR/fuzz_config/<name>
+ * writes DIR/fuzz_wire/<name>, DIR/fuzz_admin/<name>, DIR/fuzz_config/<name>
+ * and DIR/fuzz_ssd/<name>
  * (the directories must exist), overwriting seeds of the same name. The output is committed; run it
  * again when the wire format or the flags change. Regression inputs (crashes
  * and findings of past runs, named regress-*) live in the same directories
@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvs_index.h"
+#include "kvs_ssd.h"
 #include "kvs_wire.h"
 #include "kvs_wire_admin.h"
 #include "kvshare.h"
@@ -251,6 +253,48 @@ static void config_seeds(void)
 	arg_seed("args-bad", ARGS("--max-clients", "0", "extra"));
 }
 
+/* On-disk records as the store and the index write them. A header seed is
+ * the header and the start of its sector's zero fill (the decoder reads the
+ * header only); an index seed is a key and its value, or a value alone. */
+static void ssd_seeds(void)
+{
+	static uint8_t sec[KVS_SSD_SECTOR];
+	kvs_ssd_blk b = { .ns = 1, .len = 65536,
+			  .hash = { 0x0123456789abcdefull, 0xfedcba9876543210ull },
+			  .csum = 0x9e3779b97f4a7c15ull };
+	kvs_ssd_loc l = { .seg = 3, .len = 65536, .gen = 0x18f0a1b2c3d4ull, .off = 4096 };
+	kvs_ssd_sb sb = { .seg = 3, .used = 1, .seg_bytes = 256u << 20,
+			  .gen = 0x18f0a1b2c3d4ull };
+	kvs_index_key k = { .ns = 1, .hash = b.hash };
+	kvs_index_val v = { .seg = 3, .len = 65536, .gen = l.gen, .off = 4096,
+			    .csum = b.csum, .parent = { 0x1111, 0x2222 },
+			    .atime = 123456789 };
+	uint8_t kv[KVS_INDEX_KEY_BYTES + KVS_INDEX_VAL_BYTES];
+
+	kvs_ssd_header_encode(sec, &b, &l);
+	put("fuzz_ssd", "header-64k", sec, 128);
+	b.len = l.len = 5000; /* a partial last sector */
+	b.ns = 7;
+	l.seg = 0;
+	l.off = (256u << 20) - 3 * 4096;
+	kvs_ssd_header_encode(sec, &b, &l);
+	put("fuzz_ssd", "header-tail", sec, KVS_SSD_HDR_BYTES);
+	kvs_ssd_sb_encode(sec, &sb);
+	put("fuzz_ssd", "sb-used", sec, 64);
+	sb.used = 0;
+	sb.seg = 0;
+	sb.seg_bytes = 64u << 10;
+	kvs_ssd_sb_encode(sec, &sb);
+	put("fuzz_ssd", "sb-free-64k", sec, KVS_SSD_SB_BYTES);
+	kvs_index_key_encode(kv, &k);
+	kvs_index_val_encode(kv + KVS_INDEX_KEY_BYTES, &v);
+	put("fuzz_ssd", "index-entry", kv, sizeof(kv));
+	v.parent = (kvs_hash){ 0, 0 }; /* a first block */
+	v.off = 0xfffff000ull;
+	kvs_index_val_encode(kv, &v);
+	put("fuzz_ssd", "index-val-first", kv, KVS_INDEX_VAL_BYTES);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -261,5 +305,6 @@ int main(int argc, char **argv)
 	wire_seeds();
 	admin_seeds();
 	config_seeds();
+	ssd_seeds();
 	return failed;
 }

@@ -719,6 +719,76 @@ static void t_enospc(void)
 	free(src);
 }
 
+/* ---- the on-disk codecs alone (pure: no files) */
+
+static void t_codec(void)
+{
+	static uint8_t sec[4096], good[4096];
+	kvs_ssd_blk b = { .ns = 3, .len = 65536, .hash = { 0x1111, 0x2222 }, .csum = 0xc5c5 }, ob;
+	kvs_ssd_loc l = { .seg = 7, .len = 65536, .gen = 99, .off = 8192 }, ol;
+	kvs_ssd_sb sb = { .seg = 5, .used = 1, .seg_bytes = 1 << 20, .gen = 42 }, osb;
+	size_t i;
+
+	kvs_ssd_header_encode(good, &b, &l);
+	CHECK(kvs_ssd_header_decode(good, sizeof(good), &ob, &ol) == 0);
+	CHECK(ob.ns == b.ns && ob.len == b.len && ob.hash.lo == b.hash.lo &&
+	      ob.hash.hi == b.hash.hi && ob.csum == b.csum);
+	CHECK(ol.seg == l.seg && ol.len == l.len && ol.gen == l.gen && ol.off == l.off);
+	for (i = KVS_SSD_HDR_BYTES; i < sizeof(good) && !good[i]; i++)
+		;
+	CHECK_EQ(i, sizeof(good)); /* the rest of the sector is zero */
+	CHECK(kvs_ssd_header_decode(good, KVS_SSD_HDR_BYTES, &ob, &ol) == 0);
+	CHECK(kvs_ssd_header_decode(good, KVS_SSD_HDR_BYTES - 1, &ob, &ol) == -EBADMSG);
+	/* Any one bit flipped in the header: refused (the header checksum). */
+	for (i = 0; i < KVS_SSD_HDR_BYTES * 8; i++) {
+		memcpy(sec, good, KVS_SSD_HDR_BYTES);
+		sec[i / 8] ^= (uint8_t)(1u << (i % 8));
+		if (kvs_ssd_header_decode(sec, KVS_SSD_HDR_BYTES, &ob, &ol) != -EBADMSG) {
+			CHECK(!"a flipped header bit decoded");
+			break;
+		}
+	}
+	/* Well checksummed but impossible: zero length, offsets 0 and unaligned. */
+	l.len = 0;
+	kvs_ssd_header_encode(sec, &b, &l);
+	CHECK(kvs_ssd_header_decode(sec, sizeof(sec), &ob, &ol) == -EBADMSG);
+	l.len = 65536;
+	l.off = 0;
+	kvs_ssd_header_encode(sec, &b, &l);
+	CHECK(kvs_ssd_header_decode(sec, sizeof(sec), &ob, &ol) == -EBADMSG);
+	l.off = 4096 + 512;
+	kvs_ssd_header_encode(sec, &b, &l);
+	CHECK(kvs_ssd_header_decode(sec, sizeof(sec), &ob, &ol) == -EBADMSG);
+	memset(sec, 0, sizeof(sec));
+	CHECK(kvs_ssd_header_decode(sec, sizeof(sec), &ob, &ol) == -EBADMSG);
+
+	kvs_ssd_sb_encode(good, &sb);
+	CHECK(kvs_ssd_sb_decode(good, sizeof(good), &osb) == 0);
+	CHECK(osb.seg == sb.seg && osb.used == 1 && osb.seg_bytes == sb.seg_bytes &&
+	      osb.gen == sb.gen);
+	CHECK(kvs_ssd_sb_decode(good, KVS_SSD_SB_BYTES - 1, &osb) == -EBADMSG);
+	for (i = 0; i < KVS_SSD_SB_BYTES * 8; i++) {
+		memcpy(sec, good, KVS_SSD_SB_BYTES);
+		sec[i / 8] ^= (uint8_t)(1u << (i % 8));
+		if (kvs_ssd_sb_decode(sec, KVS_SSD_SB_BYTES, &osb) != -EBADMSG) {
+			CHECK(!"a flipped superblock bit decoded");
+			break;
+		}
+	}
+	sb.used = 0;
+	kvs_ssd_sb_encode(sec, &sb);
+	CHECK(kvs_ssd_sb_decode(sec, sizeof(sec), &osb) == 0 && osb.used == 0);
+	sb.seg_bytes = 1000; /* not a multiple of 4 KiB */
+	kvs_ssd_sb_encode(sec, &sb);
+	CHECK(kvs_ssd_sb_decode(sec, sizeof(sec), &osb) == -EBADMSG);
+	sb.seg_bytes = 32 << 10; /* under 64 KiB */
+	kvs_ssd_sb_encode(sec, &sb);
+	CHECK(kvs_ssd_sb_decode(sec, sizeof(sec), &osb) == -EBADMSG);
+	memset(sec, 0, sizeof(sec)); /* a fresh, zeroed file */
+	CHECK(kvs_ssd_sb_decode(sec, sizeof(sec), &osb) == -EBADMSG);
+	printf("test_ssd: codec: header and superblock round trip; every flipped bit refused\n");
+}
+
 int main(void)
 {
 	const char *t = getenv("TMPDIR");
@@ -729,6 +799,7 @@ int main(void)
 		return 77;
 	}
 	printf("test_ssd: in %s\n", base);
+	t_codec();
 	t_errors();
 	t_roundtrip("uring", 0, 1);
 	t_roundtrip("sync", KVS_SSD_NO_URING, 1);
