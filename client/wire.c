@@ -3,28 +3,8 @@
 #include <string.h>
 
 #include "kvs_wire.h"
+#include "kvs_wire_le.h"
 
-static inline void put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
-static inline void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-static inline void put64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-static inline uint16_t get16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static inline uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
-static inline uint64_t get64(const uint8_t *p)
-{
-	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
-}
 
 void kvs_wire_hdr_encode(const kvs_wire_hdr *h, uint8_t *buf)
 {
@@ -179,8 +159,7 @@ int kvs_wire_hashes_encode(const kvs_hash *hashes, uint32_t count,
 	put32(buf, count);
 	put32(buf + 4, flags);
 	for (uint32_t i = 0; i < count; i++) {
-		put64(buf + 8 + 16 * (size_t)i, hashes[i].lo);
-		put64(buf + 16 + 16 * (size_t)i, hashes[i].hi);
+		puth(buf + 8 + 16 * (size_t)i, hashes[i]);
 	}
 	return (int)need;
 }
@@ -262,11 +241,7 @@ int kvs_wire_u64_decode(const uint8_t *p, size_t n, uint64_t *out)
 
 kvs_hash kvs_wire_hash_at(const uint8_t *hashes, uint32_t i)
 {
-	kvs_hash h;
-
-	h.lo = get64(hashes + 16 * (size_t)i);
-	h.hi = get64(hashes + 16 * (size_t)i + 8);
-	return h;
+	return geth(hashes + 16 * (size_t)i);
 }
 
 kvs_block kvs_wire_block_at(const uint8_t *blocks, uint32_t i)

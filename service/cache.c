@@ -816,7 +816,8 @@ int kvs_cache_reserve(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 	return (int)fresh;
 }
 
-int kvs_cache_commit(kvs_cache *c, kvs_owner *o, uint64_t id)
+/* End write lease @id of @o: publish it (commit) or free its slots. */
+static int write_lease_end(kvs_cache *c, kvs_owner *o, uint64_t id, int commit)
 {
 	uint32_t s;
 	int rc = lease_get(c, o, id, &s);
@@ -827,21 +828,17 @@ int kvs_cache_commit(kvs_cache *c, kvs_owner *o, uint64_t id)
 		c->stats->errors_lease++;
 		return KVS_E_LEASEKIND;
 	}
-	return (int)end_write(c, s, 1);
+	return (int)end_write(c, s, commit);
+}
+
+int kvs_cache_commit(kvs_cache *c, kvs_owner *o, uint64_t id)
+{
+	return write_lease_end(c, o, id, 1);
 }
 
 int kvs_cache_abort(kvs_cache *c, kvs_owner *o, uint64_t id)
 {
-	uint32_t s;
-	int rc = lease_get(c, o, id, &s);
-
-	if (rc < 0)
-		return rc;
-	if (c->leases[s].kind != LEASE_WRITE) {
-		c->stats->errors_lease++;
-		return KVS_E_LEASEKIND;
-	}
-	return (int)end_write(c, s, 0);
+	return write_lease_end(c, o, id, 0);
 }
 
 int kvs_cache_release(kvs_cache *c, kvs_owner *o, uint64_t id)
