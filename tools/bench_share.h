@@ -8,6 +8,14 @@
  *
  * Worker 1 runs alone and publishes the prefix; workers 2..N then run at
  * once and should hit all of it. The last line of output is one JSON object.
+ *
+ *   kvsbench share --rag [--docs D] [--docs-per-request K] [--doc-tokens T]
+ *                        [--requests R] [--order sorted|random] [--seed S]
+ *
+ * RAG mode: all N workers at once, R requests each, every request the
+ * prefix, then K of D documents (sorted by id or in draw order), then a
+ * private question; reports the hit ratio in tokens (whole blocks) and the
+ * bytes reused. docs/benchmarks.md describes both and has the numbers.
  */
 #ifndef KVSB_SHARE_H
 #define KVSB_SHARE_H
