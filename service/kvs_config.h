@@ -17,6 +17,8 @@
 #include "kvs_log.h"
 
 #define KVS_SOCKET_PATH_MAX 108 /* sizeof(sun_path) */
+#define KVS_GPU_AUTO (-1) /* --gpu auto: the tier on when a device is usable */
+#define KVS_GPU_OFF (-2)
 
 typedef struct kvs_config {
 	char socket_path[KVS_SOCKET_PATH_MAX];
@@ -34,6 +36,8 @@ typedef struct kvs_config {
 	uint64_t ssd_segment_bytes;
 	int ssd_admit_hit;      /* 1: demote only blocks hit at least once */
 	int ssd_write_through;  /* 1: commit also writes to SSD */
+	int gpu;                /* device ordinal, KVS_GPU_AUTO or KVS_GPU_OFF */
+	uint64_t gpu_bytes;     /* GPU tier size */
 	uint32_t max_pinned_share; /* percent of the host tier operators may pin */
 	uint64_t watch_buffer;  /* unsent event bytes per watcher before drops */
 } kvs_config;
