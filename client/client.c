@@ -20,10 +20,11 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "kvs_gpu.h"
 #include "kvs_wire.h"
 #include "kvshare.h"
 
-#define KVS_MAX_FDS 4 /* ancillary room; only one fd is ever expected */
+#define KVS_MAX_FDS 4 /* ancillary room; at most two fds are expected */
 
 struct kvs_client {
 	int fd;             /* -1 when dead or not yet connected */
@@ -38,6 +39,10 @@ struct kvs_client {
 	uint64_t block_bytes;
 	uint8_t *arena;     /* host arena mapping, or NULL */
 	uint64_t arena_bytes;
+	uint32_t flags;     /* KVS_CONNECT_* */
+	kvs_gpu *gpu;       /* engine of the GPU arena's kind, or NULL */
+	kvs_gpu_arena *garena; /* GPU arena mapping, or NULL */
+	int host_registered; /* the host mapping is page-locked for DMA */
 	uint8_t *buf;       /* request and reply payload scratch */
 	size_t cap;
 	/* Bytes received and not yet consumed: a reply is read with as few
@@ -116,8 +121,9 @@ static int send_msg(kvs_client *c, const uint8_t *hdr, const uint8_t *payload,
 	return 0;
 }
 
-/* Keep the first fd in *fd_out (when it is not NULL and still -1); close any
- * other, so that a confused or hostile peer cannot fill our fd table. */
+/* Keep the first two fds in fd_out[0], fd_out[1] (when it is not NULL and
+ * they are still -1); close any other, so that a confused or hostile peer
+ * cannot fill our fd table. */
 static void take_fds(struct msghdr *m, int *fd_out)
 {
 	for (struct cmsghdr *cm = CMSG_FIRSTHDR(m); cm; cm = CMSG_NXTHDR(m, cm)) {
@@ -131,8 +137,10 @@ static void take_fds(struct msghdr *m, int *fd_out)
 			nfd = KVS_MAX_FDS;
 		memcpy(fds, CMSG_DATA(cm), nfd * sizeof(int));
 		for (size_t i = 0; i < nfd; i++) {
-			if (fd_out && *fd_out < 0)
-				*fd_out = fds[i];
+			if (fd_out && fd_out[0] < 0)
+				fd_out[0] = fds[i];
+			else if (fd_out && fd_out[1] < 0)
+				fd_out[1] = fds[i];
 			else
 				close(fds[i]);
 		}
@@ -323,8 +331,44 @@ static int map_arena(kvs_client *c, int afd, const kvs_wire_hello_reply *r)
 	return 0;
 }
 
+/* The GPU arena: import the fd with the engine the daemon names (CUDA VMM,
+ * or the fake device of tests), reserve VA, map, set access: once per
+ * attach. @gfd is the arena's from here on. The host mapping is then
+ * page-locked for DMA (cuMemHostRegister) where the driver allows; a
+ * refusal only costs copy bandwidth, so it is not an error. */
+static int map_gpu(kvs_client *c, int gfd, const kvs_wire_hello_reply *r)
+{
+	int kind = (int)r->gpu_kind, rc;
+
+	if (gfd < 0 || (kind != KVS_GPU_CUDA && kind != KVS_GPU_FAKE) ||
+	    r->gpu_device > 1023) {
+		if (gfd >= 0)
+			close(gfd);
+		return KVS_E_PROTO;
+	}
+	rc = kvs_gpu_open(kind, (int)r->gpu_device, &c->gpu, NULL, 0);
+	if (rc < 0) {
+		close(gfd);
+		return rc;
+	}
+	rc = kvs_gpu_arena_import(c->gpu, gfd, r->gpu_arena_bytes, &c->garena);
+	if (rc < 0)
+		return rc == -EINVAL ? KVS_E_PROTO : rc;
+	if (c->arena && kind == KVS_GPU_CUDA)
+		c->host_registered =
+			kvs_gpu_host_register(c->gpu, c->arena, c->arena_bytes) == 0;
+	return 0;
+}
+
 static void unmap_arena(kvs_client *c)
 {
+	if (c->host_registered)
+		kvs_gpu_host_unregister(c->gpu, c->arena);
+	c->host_registered = 0;
+	kvs_gpu_arena_destroy(c->garena);
+	c->garena = NULL;
+	kvs_gpu_close(c->gpu);
+	c->gpu = NULL;
 	if (c->arena)
 		munmap(c->arena, (size_t)c->arena_bytes);
 	c->arena = NULL;
@@ -338,7 +382,7 @@ static int attach(kvs_client *c)
 	const kvs_layout *l = c->has_layout ? &c->layout : NULL;
 	kvs_wire_hello_reply r;
 	uint32_t rlen = 0;
-	int afd = -1, rc, n;
+	int afd[2] = { -1, -1 }, rc, n;
 
 	c->fd = sock_connect(c->path);
 	if (c->fd < 0) {
@@ -353,24 +397,34 @@ static int attach(kvs_client *c)
 	rc = grow(c, 64 + 3 * KVS_NAME_MAX);
 	if (rc < 0)
 		return die(c, rc);
-	n = kvs_wire_hello_encode(l, c->buf, c->cap);
+	n = kvs_wire_hello_encode_flags(l, l && (c->flags & KVS_CONNECT_GPU)
+					    ? KVS_HELLO_GPU : 0, c->buf, c->cap);
 	if (n < 0)
 		return die(c, KVS_E_LAYOUT);
-	rc = rpc(c, KVS_OP_HELLO, (size_t)n, &rlen, &afd);
+	rc = rpc(c, KVS_OP_HELLO, (size_t)n, &rlen, afd);
 	if (rc == 0 && kvs_wire_hello_reply_decode(c->buf, rlen, &r) < 0)
 		rc = KVS_E_PROTO;
-	if (rc == 0 && r.arena_count > 1)
+	/* A second arena only when we asked for it. */
+	if (rc == 0 && r.arena_count == 2 && !(c->flags & KVS_CONNECT_GPU))
 		rc = KVS_E_PROTO;
 	/* Blocks are sized by the layout on both sides; a disagreement means
 	 * the two would read each other's KV with different shapes. */
 	if (rc == 0 && l && r.block_bytes != kvs_layout_block_bytes(l))
 		rc = KVS_E_PROTO;
-	if (rc == 0 && r.arena_count == 1)
-		rc = map_arena(c, afd, &r);
-	if (afd >= 0)
-		close(afd);
-	if (rc < 0)
+	if (rc == 0 && r.arena_count >= 1)
+		rc = map_arena(c, afd[0], &r);
+	if (rc == 0 && r.arena_count == 2) {
+		rc = map_gpu(c, afd[1], &r);
+		afd[1] = -1; /* the GPU arena's now */
+	}
+	if (afd[0] >= 0)
+		close(afd[0]);
+	if (afd[1] >= 0)
+		close(afd[1]);
+	if (rc < 0) {
+		unmap_arena(c);
 		return die(c, rc);
+	}
 	c->ns_id = r.ns_id;
 	c->block_bytes = l ? r.block_bytes : 0;
 	return 0;
@@ -404,6 +458,12 @@ static void free_client(kvs_client *c)
 int kvs_connect(const char *socket_path, const kvs_layout *layout,
 		kvs_client **out)
 {
+	return kvs_connect_flags(socket_path, layout, 0, out);
+}
+
+int kvs_connect_flags(const char *socket_path, const kvs_layout *layout,
+		      uint32_t flags, kvs_client **out)
+{
 	char def[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	kvs_client *c;
 	int rc;
@@ -420,10 +480,13 @@ int kvs_connect(const char *socket_path, const kvs_layout *layout,
 	if (layout && (!layout->model || !layout->model[0] ||
 		       kvs_layout_block_bytes(layout) == 0))
 		return KVS_E_LAYOUT;
+	if (flags & ~KVS_CONNECT_GPU)
+		return -EINVAL;
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
 	c->fd = -1;
+	c->flags = flags;
 	c->path = strdup(socket_path);
 	rc = c->path ? 0 : -ENOMEM;
 	if (rc == 0 && layout) {
@@ -615,14 +678,21 @@ int kvs_release_nowait(kvs_client *c, kvs_lease lease)
 	return 0;
 }
 
-/* 0 if @b names a whole block inside the mapped host arena. */
+/* 0 if @b names a whole block inside the mapped arena of its tier (host,
+ * or GPU when this client maps the GPU arena). */
 static int check_block(const kvs_client *c, const kvs_block *b)
 {
-	if (!c || !b || !c->arena || b->tier != KVS_TIER_HOST ||
-	    c->block_bytes == 0)
+	uint64_t bytes;
+
+	if (!c || !b || c->block_bytes == 0)
 		return -EINVAL;
-	if (b->offset > c->arena_bytes ||
-	    c->block_bytes > c->arena_bytes - b->offset)
+	if (b->tier == KVS_TIER_HOST && c->arena)
+		bytes = c->arena_bytes;
+	else if (b->tier == KVS_TIER_GPU && c->garena)
+		bytes = kvs_gpu_arena_bytes(c->garena);
+	else
+		return -EINVAL;
+	if (b->offset > bytes || c->block_bytes > bytes - b->offset)
 		return -ERANGE;
 	return 0;
 }
@@ -631,12 +701,12 @@ void *kvs_block_ptr(const kvs_client *c, const kvs_block *b)
 {
 	if (!c || c->dead || check_block(c, b) < 0)
 		return NULL;
+	if (b->tier == KVS_TIER_GPU)
+		return (void *)(uintptr_t)(kvs_gpu_arena_base(c->garena) + b->offset);
 	return c->arena + b->offset;
 }
 
-/* Where a copy of @len bytes to or from @b goes, after every check. */
-static int block_span(const kvs_client *c, const kvs_block *b, size_t len,
-		      uint8_t **p)
+static int block_check_len(const kvs_client *c, const kvs_block *b, size_t len)
 {
 	int rc;
 
@@ -645,37 +715,58 @@ static int block_span(const kvs_client *c, const kvs_block *b, size_t len,
 	rc = check_block(c, b);
 	if (rc < 0)
 		return rc;
-	if (len > c->block_bytes)
-		return -EINVAL;
-	*p = c->arena + b->offset;
-	return 0;
+	return len > c->block_bytes ? -EINVAL : 0;
 }
 
+/* GPU-tier blocks are copied by the engine (cuMemcpy for CUDA: the
+ * pointer is a device pointer), host-tier blocks by memcpy. */
 int kvs_block_read(const kvs_client *c, const kvs_block *b, void *dst,
 		   size_t len)
 {
-	uint8_t *p;
-	int rc = block_span(c, b, len, &p);
+	int rc = block_check_len(c, b, len);
 
 	if (rc == 0 && len && !dst)
 		rc = -EINVAL;
-	if (rc == 0 && len)
-		memcpy(dst, p, len);
-	return rc;
+	if (rc < 0 || len == 0)
+		return rc;
+	if (b->tier == KVS_TIER_GPU)
+		return kvs_gpu_copy_to_host(c->garena, b->offset, dst, len);
+	memcpy(dst, c->arena + b->offset, len);
+	return 0;
 }
 
 int kvs_block_write(kvs_client *c, const kvs_block *b, const void *src,
 		    size_t len)
 {
-	uint8_t *p;
-	int rc = block_span(c, b, len, &p);
+	int rc = block_check_len(c, b, len);
 
 	/* Only a reserved slot is ours to fill; a committed block is immutable. */
 	if (rc == 0 && ((len && !src) || b->status != KVS_BLOCK_NEW))
 		rc = -EINVAL;
-	if (rc == 0 && len)
-		memcpy(p, src, len);
-	return rc;
+	if (rc < 0 || len == 0)
+		return rc;
+	if (b->tier == KVS_TIER_GPU)
+		return kvs_gpu_copy_from_host(c->garena, b->offset, src, len);
+	memcpy(c->arena + b->offset, src, len);
+	return 0;
+}
+
+int kvs_gpu_info(const kvs_client *c, void **base, uint64_t *bytes,
+		 int *device)
+{
+	if (!c)
+		return -EINVAL;
+	if (c->dead)
+		return KVS_E_DISCONNECTED;
+	if (!c->garena)
+		return 0;
+	if (base)
+		*base = (void *)(uintptr_t)kvs_gpu_arena_base(c->garena);
+	if (bytes)
+		*bytes = kvs_gpu_arena_bytes(c->garena);
+	if (device)
+		*device = kvs_gpu_device(c->gpu);
+	return kvs_gpu_kind(c->gpu);
 }
 
 int kvs_stats(kvs_client *c, char **text)

@@ -50,6 +50,8 @@ enum kvs_opcode {
 
 /* HELLO flags */
 #define KVS_HELLO_CONTROL 0x1u /* no layout: control-only connection */
+#define KVS_HELLO_GPU 0x2u     /* the worker maps the GPU arena and wants its
+				* reserves in the GPU tier (needs a layout) */
 
 typedef struct kvs_wire_hdr {
 	uint32_t magic;
@@ -72,14 +74,23 @@ typedef struct kvs_wire_hello {
 	uint16_t model_len, adapter_len, salt_len;
 } kvs_wire_hello;
 
-/* HELLO reply payload. One fd (the host arena memfd) travels with it by
- * SCM_RIGHTS unless the connection is control-only. */
+/* HELLO reply payload. The arenas' fds travel with it by SCM_RIGHTS, in
+ * this order: the host arena memfd (unless control-only), then the GPU
+ * arena's fd (only to a KVS_HELLO_GPU client of a daemon whose GPU tier is
+ * on). 32 bytes with arena_count 0 or 1, 48 with arena_count 2 (the gpu_*
+ * fields), so a reply to a client that did not ask for the GPU arena is
+ * the same as before the GPU tier existed. */
 typedef struct kvs_wire_hello_reply {
 	uint32_t ns_id;
-	uint32_t arena_count;  /* fds attached: 0 or 1 for now */
+	uint32_t arena_count;  /* fds attached: 0, 1 (host) or 2 (host, gpu) */
 	uint64_t block_bytes;
 	uint64_t host_arena_bytes;
 	uint64_t host_arena_id; /* changes with every daemon start */
+	/* arena_count 2 only */
+	uint64_t gpu_arena_bytes; /* a multiple of the device's granularity */
+	uint32_t gpu_kind;      /* how to import the fd: 1 CUDA VMM POSIX fd,
+				 * 2 the fake device (a memfd; tests only) */
+	uint32_t gpu_device;    /* the daemon's device ordinal */
 } kvs_wire_hello_reply;
 
 /* LOOKUP and RESERVE request payload. */
@@ -119,6 +130,10 @@ int kvs_wire_hdr_decode(const uint8_t *buf, size_t n, uint32_t max_payload,
  * KVS_E_TOOMANY for arguments that cannot be encoded.
  */
 int kvs_wire_hello_encode(const kvs_layout *layout, uint8_t *buf, size_t cap);
+/* kvs_wire_hello_encode_flags - the same with extra HELLO flags (only
+ * KVS_HELLO_GPU, and only with a layout; else -EINVAL). */
+int kvs_wire_hello_encode_flags(const kvs_layout *layout, uint32_t flags,
+				uint8_t *buf, size_t cap);
 int kvs_wire_hello_reply_encode(const kvs_wire_hello_reply *r, uint8_t *buf,
 				size_t cap);
 int kvs_wire_hashes_encode(const kvs_hash *hashes, uint32_t count,

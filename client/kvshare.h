@@ -195,6 +195,39 @@ int kvs_connect(const char *socket_path, const kvs_layout *layout,
 		kvs_client **out);
 
 /*
+ * kvs_connect_flags - kvs_connect() with options.
+ * @flags: KVS_CONNECT_GPU: this worker keeps its KV on a GPU. When the
+ *         daemon's GPU tier is on, the client imports and maps the GPU arena
+ *         (CUDA VMM, device memory shared by file descriptor) once per attach,
+ *         the host arena mapping is page-locked for DMA where the driver
+ *         allows, and this client's reserves are placed in the GPU tier first
+ *         (the host tier when the GPU tier has no room). Lookups then also
+ *         return blocks in the GPU tier (tier KVS_TIER_GPU). When the daemon
+ *         has no GPU tier, the flag changes nothing. Needs a layout.
+ *         A daemon older than the GPU tier refuses the flag (KVS_E_PROTO).
+ * Errors: as kvs_connect(); -EINVAL (unknown flag); -ENODEV / -EIO when the
+ * GPU arena cannot be imported in this process (no driver, another device).
+ * Thread: as kvs_connect().
+ */
+#define KVS_CONNECT_GPU 0x1u
+int kvs_connect_flags(const char *socket_path, const kvs_layout *layout,
+		      uint32_t flags, kvs_client **out);
+
+/*
+ * kvs_gpu_info - the GPU arena this client maps, if any.
+ * @base: set to the arena's start in this process: a CUDA device address
+ *        (or a host address with the test-only fake device); may be NULL.
+ * @bytes, @device: its size and the daemon's device ordinal; may be NULL.
+ * Returns 0 when no GPU arena is mapped (the tier is off, or the client did
+ * not ask), 1 for a CUDA arena, 2 for the fake device (KVS_GPU_FAKE=1 in the
+ * daemon's environment, tests only).
+ * Errors: -EINVAL, KVS_E_DISCONNECTED.
+ * Thread: the client's.
+ */
+int kvs_gpu_info(const kvs_client *c, void **base, uint64_t *bytes,
+		 int *device);
+
+/*
  * kvs_reconnect - after KVS_E_DISCONNECTED, connect and attach again with the
  * same socket path and layout, mapping the (possibly new) daemon's arena.
  * Blocks and pointers from before are invalid.
@@ -317,17 +350,22 @@ int kvs_release(kvs_client *c, kvs_lease lease);
 int kvs_release_nowait(kvs_client *c, kvs_lease lease);
 
 /*
- * kvs_block_ptr - the address of a host-tier block in this client's mapping
- * of the arena, or NULL if the block is not in the host tier or is out of
- * the arena's bounds.
+ * kvs_block_ptr - the address of a block in this client's mapping of its
+ * tier's arena, or NULL if the tier is not mapped here or the block is out
+ * of the arena's bounds.
+ * For a KVS_TIER_GPU block the address is a CUDA DEVICE POINTER (in this
+ * process's mapping of the GPU arena): pass it to kernels or cudaMemcpy,
+ * never dereference it on the CPU. For a KVS_TIER_HOST block it is a host
+ * pointer.
  * Ownership: valid while the block's lease is held.
  * Thread: the client's.
  */
 void *kvs_block_ptr(const kvs_client *c, const kvs_block *b);
 
 /*
- * kvs_block_read / kvs_block_write - copy @len bytes between a host-tier
- * block and a caller buffer (len <= kvs_block_bytes()). kvs_block_write takes
+ * kvs_block_read / kvs_block_write - copy @len bytes between a block (host
+ * tier, or GPU tier when the GPU arena is mapped: a synchronous device copy)
+ * and a caller host buffer (len <= kvs_block_bytes()). kvs_block_write takes
  * only blocks of status KVS_BLOCK_NEW: committed blocks are immutable.
  * Errors: -EINVAL (len too large, not a host block, write to a block that is
  * not NEW), -ERANGE (out of arena), KVS_E_DISCONNECTED.

@@ -47,9 +47,17 @@ static size_t name_len(const char *s)
 
 int kvs_wire_hello_encode(const kvs_layout *l, uint8_t *buf, size_t cap)
 {
+	return kvs_wire_hello_encode_flags(l, 0, buf, cap);
+}
+
+int kvs_wire_hello_encode_flags(const kvs_layout *l, uint32_t flags,
+				uint8_t *buf, size_t cap)
+{
 	size_t ml, al, sl, need;
 	uint8_t *p = buf;
 
+	if (flags & ~KVS_HELLO_GPU || (flags && !l))
+		return -EINVAL;
 	if (!l) {
 		if (cap < HELLO_FIXED)
 			return -ENOBUFS;
@@ -65,7 +73,7 @@ int kvs_wire_hello_encode(const kvs_layout *l, uint8_t *buf, size_t cap)
 	need = HELLO_FIXED + ml + al + sl;
 	if (cap < need)
 		return -ENOBUFS;
-	put32(p, 0);
+	put32(p, flags);
 	put32(p + 4, l->layers);
 	put32(p + 8, l->kv_heads);
 	put32(p + 12, l->head_dim);
@@ -102,7 +110,9 @@ int kvs_wire_hello_decode(const uint8_t *p, size_t n, kvs_wire_hello *o)
 	o->model_len = get16(p + 32);
 	o->adapter_len = get16(p + 34);
 	o->salt_len = get16(p + 36);
-	if (o->flags & ~KVS_HELLO_CONTROL || get16(p + 38) != 0)
+	if (o->flags & ~(KVS_HELLO_CONTROL | KVS_HELLO_GPU) ||
+	    (o->flags & KVS_HELLO_CONTROL && o->flags & KVS_HELLO_GPU) ||
+	    get16(p + 38) != 0)
 		return KVS_E_PROTO;
 	if (o->model_len > KVS_NAME_MAX || o->adapter_len > KVS_NAME_MAX ||
 	    o->salt_len > KVS_NAME_MAX)
@@ -120,30 +130,49 @@ int kvs_wire_hello_decode(const uint8_t *p, size_t n, kvs_wire_hello *o)
 }
 
 #define HELLO_REPLY_SIZE 32
+#define HELLO_REPLY_GPU_SIZE 48 /* arena_count 2 */
 
 int kvs_wire_hello_reply_encode(const kvs_wire_hello_reply *r, uint8_t *buf,
 				size_t cap)
 {
-	if (cap < HELLO_REPLY_SIZE)
+	size_t n = r->arena_count == 2 ? HELLO_REPLY_GPU_SIZE : HELLO_REPLY_SIZE;
+
+	if (r->arena_count > 2)
+		return -EINVAL;
+	if (cap < n)
 		return -ENOBUFS;
 	put32(buf, r->ns_id);
 	put32(buf + 4, r->arena_count);
 	put64(buf + 8, r->block_bytes);
 	put64(buf + 16, r->host_arena_bytes);
 	put64(buf + 24, r->host_arena_id);
-	return HELLO_REPLY_SIZE;
+	if (r->arena_count == 2) {
+		put64(buf + 32, r->gpu_arena_bytes);
+		put32(buf + 40, r->gpu_kind);
+		put32(buf + 44, r->gpu_device);
+	}
+	return (int)n;
 }
 
 int kvs_wire_hello_reply_decode(const uint8_t *p, size_t n,
 				kvs_wire_hello_reply *o)
 {
-	if (n != HELLO_REPLY_SIZE)
+	memset(o, 0, sizeof(*o));
+	if (n != HELLO_REPLY_SIZE && n != HELLO_REPLY_GPU_SIZE)
 		return KVS_E_PROTO;
 	o->ns_id = get32(p);
 	o->arena_count = get32(p + 4);
 	o->block_bytes = get64(p + 8);
 	o->host_arena_bytes = get64(p + 16);
 	o->host_arena_id = get64(p + 24);
+	if (o->arena_count > 2 ||
+	    (o->arena_count == 2) != (n == HELLO_REPLY_GPU_SIZE))
+		return KVS_E_PROTO;
+	if (n == HELLO_REPLY_GPU_SIZE) {
+		o->gpu_arena_bytes = get64(p + 32);
+		o->gpu_kind = get32(p + 40);
+		o->gpu_device = get32(p + 44);
+	}
 	return 0;
 }
 

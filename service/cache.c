@@ -17,6 +17,7 @@
 #include "kvs_table.h"
 #include "cache_int.h"
 #include "tier_ssd.h"
+#include "tier_gpu.h"
 
 static uint32_t clock_s(const kvs_cache *c);
 static void tell(kvs_cache *c, uint32_t kind, uint32_t idx);
@@ -50,12 +51,24 @@ static kvs_rec *rec(const kvs_cache *c, uint32_t idx)
  * any of those changes. */
 /* With the SSD tier on, "leaf" means no child in host RAM: children that
  * live only on SSD do not keep a parent in RAM. */
+/* With the GPU tier on, a GPU block is a leaf for GPU eviction when no
+ * child is in the GPU tier (it is demoted, not dropped: the prefix stays
+ * whole across tiers); it sits in the GPU tier's own policy. */
 static int evictable(const kvs_cache *c, uint32_t idx, const kvs_rec *r)
 {
 	uint32_t kids = c->ssd ? tier_ssd_kids(c, idx) : r->children;
 
-	return r->state == KVS_REC_READY && r->refs == 0 &&
-	       r->tier == KVS_TIER_HOST && (kids == 0 || !c->leaf_only);
+	if (r->state != KVS_REC_READY || r->refs != 0)
+		return 0;
+	if (r->tier == KVS_TIER_GPU)
+		return !c->leaf_only || tier_gpu_kids(c, idx) == 0;
+	return r->tier == KVS_TIER_HOST && (kids == 0 || !c->leaf_only);
+}
+
+/* The policy that orders record @idx: its tier's. */
+kvs_policy *cache_policy_of(const kvs_cache *c, uint32_t idx)
+{
+	return rec(c, idx)->tier == KVS_TIER_GPU ? tier_gpu_policy(c) : c->policy;
 }
 
 void cache_sync_evictable(kvs_cache *c, uint32_t idx)
@@ -64,9 +77,20 @@ void cache_sync_evictable(kvs_cache *c, uint32_t idx)
 	kvs_rec *r = rec(c, idx);
 
 	if (want && r->pol == NONE)
-		kvs_policy_add(c->policy, idx);
+		kvs_policy_add(cache_policy_of(c, idx), idx);
 	else if (!want && r->pol != NONE)
-		kvs_policy_del(c->policy, idx);
+		kvs_policy_del(cache_policy_of(c, idx), idx);
+}
+
+/* Give back record @idx's slot, in the arena of its tier. */
+static void free_slot(kvs_cache *c, uint32_t idx)
+{
+	kvs_rec *r = rec(c, idx);
+
+	if (r->tier == KVS_TIER_GPU)
+		tier_gpu_free(c, r->offset);
+	else
+		kvs_slab_free(c->slab, r->offset);
 }
 
 #define sync_evictable cache_sync_evictable
@@ -77,12 +101,22 @@ void cache_set_tier(kvs_cache *c, uint32_t idx, uint8_t t)
 {
 	kvs_rec *r = rec(c, idx);
 	int was = r->tier == KVS_TIER_HOST, is = t == KVS_TIER_HOST;
+	int wasg = r->tier == KVS_TIER_GPU, isg = t == KVS_TIER_GPU;
 
+	/* A record is in its tier's policy: leave it before moving. */
+	if (wasg != isg && r->pol != NONE)
+		kvs_policy_del(cache_policy_of(c, idx), idx);
 	r->tier = t;
 	if (c->ssd && r->parent != NONE && was != is) {
 		tier_ssd_kids_add(c, r->parent, is ? 1 : -1);
 		sync_evictable(c, r->parent);
 	}
+	if (c->gpu && r->parent != NONE && wasg != isg) {
+		tier_gpu_kids_add(c, r->parent, isg ? 1 : -1);
+		sync_evictable(c, r->parent);
+	}
+	if (wasg != isg)
+		sync_evictable(c, idx);
 }
 
 /* Record @p lost a child (@host: one in host RAM). A ghost without children
@@ -111,7 +145,11 @@ static void child_gone(kvs_cache *c, uint32_t p, int host)
 static void drop_record(kvs_cache *c, uint32_t idx)
 {
 	uint32_t p = rec(c, idx)->parent;
-	int host = rec(c, idx)->tier == KVS_TIER_HOST;
+	int host;
+
+	if (rec(c, idx)->tier == KVS_TIER_GPU)
+		cache_set_tier(c, idx, KVS_TIER_NONE); /* parent's GPU count */
+	host = rec(c, idx)->tier == KVS_TIER_HOST;
 
 	kvs_table_remove(c->table, idx);
 	child_gone(c, p, host);
@@ -139,7 +177,12 @@ static void evict(kvs_cache *c, uint32_t idx)
 	kvs_rec *r = rec(c, idx);
 
 	tell(c, c->evict_kind, idx);
-	kvs_policy_del(c->policy, idx);
+	kvs_policy_del(cache_policy_of(c, idx), idx);
+	/* Leaving the GPU tier is a demotion to host, not a loss. */
+	if (r->tier == KVS_TIER_GPU) {
+		tier_gpu_demote(c, idx);
+		return;
+	}
 	c->nss[r->ns - 1].info.blocks--;
 	c->stats->blocks_evicted++;
 	kvs_debug("evict block %016llx%016llx ns %u",
@@ -327,10 +370,11 @@ static uint32_t end_write(kvs_cache *c, uint32_t s, int commit)
 			sp->info.writing--;
 			sp->info.blocks++;
 			touch_atime(c, idx);
-			kvs_policy_touch(c->policy, idx);
+			kvs_policy_touch(cache_policy_of(c, idx), idx);
 			sync_evictable(c, idx);
-			if (c->ssd)
+			if (c->ssd && r->tier == KVS_TIER_HOST)
 				tier_ssd_commit(c, idx);
+			c->stats->tier_gpu_blocks += r->tier == KVS_TIER_GPU;
 			tell(c, KVS_EVENT_STORED, idx);
 		}
 		c->stats->blocks_committed += n;
@@ -341,7 +385,7 @@ static uint32_t end_write(kvs_cache *c, uint32_t s, int commit)
 			kvs_rec *r = rec(c, idx);
 
 			c->nss[r->ns - 1].info.writing--;
-			kvs_slab_free(c->slab, r->offset);
+			free_slot(c, idx);
 			/* A ghost being rewritten: its children outside
 			 * this lease still need it. */
 			cache_forget(c, idx);
@@ -397,6 +441,7 @@ void kvs_cache_destroy(kvs_cache *c)
 	if (!c)
 		return;
 	tier_ssd_close(c); /* before the arena: reads land in it */
+	tier_gpu_close(c);
 	for (uint32_t i = 0; i < c->nleases; i++)
 		free(c->leases[i].recs);
 	free(c->leases);
@@ -582,6 +627,7 @@ int kvs_cache_attach(kvs_cache *c, kvs_owner *o, const kvs_wire_hello *h,
 		o->ns = id;
 		c->nss[id - 1].info.clients++;
 	}
+	o->gpu = c->gpu && (h->flags & KVS_HELLO_GPU);
 	*ns_id = id;
 	*block_bytes = c->nss[id - 1].info.block_bytes;
 	return 0;
@@ -615,8 +661,13 @@ int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 		if (idx == NONE || rec(c, idx)->ns != o->ns ||
 		    rec(c, idx)->state != KVS_REC_READY)
 			break;
-		/* Not in RAM: it counts only if it can be read back. */
-		if (rec(c, idx)->tier != KVS_TIER_HOST) {
+		/* In the GPU tier: a hit for an owner that maps the GPU arena
+		 * only (promotion to host for the others is not built). */
+		if (rec(c, idx)->tier == KVS_TIER_GPU) {
+			if (!o->gpu)
+				break;
+		} else if (rec(c, idx)->tier != KVS_TIER_HOST) {
+			/* Not in RAM: it counts only if it can be read back. */
 			if (!c->ssd || !tier_ssd_promotable(c, idx))
 				break;
 			promote++;
@@ -642,8 +693,9 @@ int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 		r->hits++;
 		touch_atime(c, idx);
 		sync_evictable(c, idx);
-		kvs_policy_touch(c->policy, idx);
+		kvs_policy_touch(cache_policy_of(c, idx), idx);
 		c->leases[s].recs[c->leases[s].n++] = idx;
+		c->stats->tier_gpu_lookup_hits += r->tier == KVS_TIER_GPU;
 	}
 	c->pins += hits;
 	o->pins += hits;
@@ -690,6 +742,8 @@ static int reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 	uint32_t hold = ghost != NONE ? ghost : prev;
 	uint64_t off;
 	uint32_t idx = ghost;
+	uint16_t gcls = 0;
+	int in_gpu = 0;
 	kvs_rec *r;
 	int rc;
 
@@ -701,12 +755,20 @@ static int reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 			tier_ssd_kids_add(c, hold, 1);
 		sync_evictable(c, hold);
 	}
-	rc = alloc_slot(c, sp->cls, &off);
+	/* A GPU worker's blocks go to the GPU tier first; when it has no
+	 * room (everything there pinned), to the host tier. */
+	if (o->gpu) {
+		in_gpu = tier_gpu_alloc(c, o->ns, &off, &gcls) == 0;
+		c->stats->tier_gpu_reserve_fallbacks += !in_gpu;
+	}
+	rc = in_gpu ? 0 : alloc_slot(c, sp->cls, &off);
 	if (rc == 0 && ghost == NONE) {
 		rc = kvs_table_insert(c->table, h, &idx);
 		if (rc == 0 && c->ssd && (rc = tier_ssd_rec_new(c, idx)) < 0)
 			kvs_table_remove(c->table, idx);
-		if (rc < 0)
+		if (rc < 0 && in_gpu)
+			tier_gpu_free(c, off);
+		else if (rc < 0)
 			kvs_slab_free(c->slab, off);
 	}
 	if (rc < 0) {
@@ -731,6 +793,12 @@ static int reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 	r->refs = 1;
 	r->ns = o->ns;
 	r->cls = (uint16_t)sp->cls;
+	if (in_gpu) {
+		cache_set_tier(c, idx, KVS_TIER_GPU);
+		r = rec(c, idx);
+		r->cls = gcls;
+		c->stats->tier_gpu_reserved++;
+	}
 	c->leases[s].recs[c->leases[s].n++] = idx;
 	c->pins++;
 	o->pins++;
@@ -766,7 +834,7 @@ int kvs_cache_reserve(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 			if (r->ns == o->ns && r->state == KVS_REC_READY) {
 				/* The request uses this block (it just
 				 * computed it): that is an access. */
-				kvs_policy_touch(c->policy, idx);
+				kvs_policy_touch(cache_policy_of(c, idx), idx);
 				out[i].status = KVS_BLOCK_EXISTS;
 				out[i].tier = r->tier;
 				prev = idx;
@@ -874,7 +942,7 @@ void kvs_cache_stats_fill(kvs_cache *c)
 	st->tier_host_bytes_free =
 		(int64_t)(kvs_arena_bytes(c->arena) - ss.slot_bytes_used);
 	st->tier_host_slots_used = (int64_t)ss.slots_used;
-	st->tier_host_blocks = (int64_t)blocks;
+	st->tier_host_blocks = (int64_t)blocks - st->tier_gpu_blocks;
 	st->tier_host_blocks_writing = (int64_t)writing;
 	st->tier_host_utilization_permille =
 		ss.slab_bytes ? (int64_t)(ss.slot_bytes_used * 1000 / ss.slab_bytes) : 0;
@@ -885,6 +953,8 @@ void kvs_cache_stats_fill(kvs_cache *c)
 	st->table_ghosts = c->ghosts;
 	if (c->ssd)
 		tier_ssd_stats_fill(c);
+	if (c->gpu)
+		tier_gpu_stats_fill(c);
 	st->table_metadata_bytes =
 		(int64_t)(kvs_table_bytes(c->table) + lease_bytes +
 			  (uint64_t)c->nleases * sizeof(lease));
@@ -910,8 +980,8 @@ void kvs_cache_ns_foreach(const kvs_cache *c,
 int kvs_cache_check(kvs_cache *c)
 {
 	uint32_t count = kvs_table_count(c->table), hi = 0, idx = 0, ghosts = 0;
-	uint64_t pins = 0, slotted = 0;
-	uint32_t *children, *hkids;
+	uint64_t pins = 0, slotted = 0, gslotted = 0;
+	uint32_t *children, *hkids, *gkids;
 	kvs_slab_stats ss;
 	int rc = 0;
 
@@ -930,9 +1000,11 @@ int kvs_cache_check(kvs_cache *c)
 		found += rec(c, hi)->state != KVS_REC_FREE;
 	children = calloc((size_t)hi + 1, sizeof(uint32_t));
 	hkids = calloc((size_t)hi + 1, sizeof(uint32_t));
-	if (!children || !hkids) {
+	gkids = calloc((size_t)hi + 1, sizeof(uint32_t));
+	if (!children || !hkids || !gkids) {
 		free(children);
 		free(hkids);
+		free(gkids);
 		return -ENOMEM;
 	}
 	for (idx = 0; idx < hi; idx++) {
@@ -948,17 +1020,19 @@ int kvs_cache_check(kvs_cache *c)
 		 * loses a parent (corrupt, recycled). */
 		CHECK(r->state != KVS_REC_GHOST ||
 		      (r->refs == 0 && r->children > 0 &&
-		       (!c->leaf_only || c->ssd)));
+		       (!c->leaf_only || c->ssd || c->gpu)));
 		CHECK(r->state != KVS_REC_GHOST || r->tier == KVS_TIER_NONE);
 		CHECK(evictable(c, idx, r) == (r->pol != NONE));
 		slotted += r->tier == KVS_TIER_HOST ||
 			   (c->ssd && tier_ssd_reading(c, idx));
+		gslotted += r->tier == KVS_TIER_GPU;
 		if (r->parent != NONE) {
 			CHECK(r->parent < hi);
 			CHECK(rec(c, r->parent)->state != KVS_REC_FREE);
 			CHECK(rec(c, r->parent)->ns == r->ns);
 			children[r->parent]++;
 			hkids[r->parent] += r->tier == KVS_TIER_HOST;
+			gkids[r->parent] += r->tier == KVS_TIER_GPU;
 		}
 	}
 	for (idx = 0; idx < hi; idx++) {
@@ -966,13 +1040,16 @@ int kvs_cache_check(kvs_cache *c)
 			continue;
 		CHECK(rec(c, idx)->children == children[idx]);
 		CHECK(!c->ssd || tier_ssd_kids(c, idx) == hkids[idx]);
+		CHECK(!c->gpu || tier_gpu_kids(c, idx) == gkids[idx]);
 	}
 	idx = 0;
 	CHECK(ghosts == c->ghosts);
 	CHECK(ss.slots_used == slotted);
+	CHECK(!c->gpu || tier_gpu_slots_used(c) == gslotted);
 out:
 	free(children);
 	free(hkids);
+	free(gkids);
 	return rc;
 }
 

@@ -21,6 +21,7 @@
 #define MAX_EVICTIONS_PER_SLOT 4096
 
 typedef struct kvs_tier_ssd kvs_tier_ssd;
+typedef struct kvs_tier_gpu kvs_tier_gpu;
 
 enum lease_kind { LEASE_FREE = 0, LEASE_READ = 1, LEASE_WRITE = 2 };
 
@@ -46,6 +47,7 @@ struct kvs_owner {
 	uint32_t nleases;
 	uint64_t pins;    /* entries of its leases */
 	uint32_t promo;   /* promotion in flight (tier_ssd.c), or NONE */
+	int gpu;          /* attached with KVS_HELLO_GPU, the GPU tier on */
 	kvs_cache_done_fn done; /* deferred lookup replies */
 	void *done_arg;
 };
@@ -68,6 +70,7 @@ struct kvs_cache {
 	ns *nss;              /* namespace id i+1 is nss[i] */
 	uint32_t nns;
 	kvs_tier_ssd *ssd;    /* NULL when the SSD tier is off */
+	kvs_tier_gpu *gpu;    /* NULL when the GPU tier is off */
 	/* operator's view (kvs_cache_admin.h; code at the end of cache.c) */
 	kvs_cache_event_fn on_event;
 	void *event_arg;
@@ -92,7 +95,8 @@ static inline kvs_hash cache_ns_key(uint32_t ns_id, kvs_hash h)
 	return h;
 }
 
-/* cache.c, for tier_ssd.c */
+/* cache.c, for tier_ssd.c and tier_gpu.c */
+kvs_policy *cache_policy_of(const kvs_cache *c, uint32_t idx);
 void cache_sync_evictable(kvs_cache *c, uint32_t idx);
 void cache_set_tier(kvs_cache *c, uint32_t idx, uint8_t tier);
 /* Keep the first @hits records of read lease @s (unpin the rest), fill
@@ -109,5 +113,11 @@ int cache_lease_room(lease *l, uint32_t more);
 void cache_lease_free(kvs_cache *c, uint32_t s);
 uint64_t cache_lease_id(const kvs_cache *c, uint32_t s);
 int cache_ns_restore(kvs_cache *c, const kvs_wire_hello *h, uint32_t *id);
+
+/* tier_gpu.c: the cache's view of the namespace's host class. */
+static inline uint32_t cache_ns_cls(const kvs_cache *c, uint32_t ns_id)
+{
+	return c->nss[ns_id - 1].cls;
+}
 
 #endif /* KVS_CACHE_INT_H */

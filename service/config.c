@@ -18,6 +18,7 @@
 #define FALLBACK_HOST_BYTES (1ull << 30)
 #define DEFAULT_SSD_SEGMENT (256ull << 20)
 #define DEFAULT_SSD_QD 32 /* the segment store's own default */
+#define DEFAULT_GPU_BYTES (1ull << 30)
 
 static uint64_t mem_available(void)
 {
@@ -62,6 +63,8 @@ int kvs_config_defaults(kvs_config *cfg)
 	cfg->ssd_segment_bytes = DEFAULT_SSD_SEGMENT;
 	cfg->ssd_queue_depth = DEFAULT_SSD_QD;
 	cfg->max_pinned_share = 50;
+	cfg->gpu = KVS_GPU_AUTO;
+	cfg->gpu_bytes = DEFAULT_GPU_BYTES;
 	cfg->watch_buffer = 1u << 20;
 	return 0;
 }
@@ -239,6 +242,10 @@ void kvs_config_usage(FILE *f, const kvs_config *d)
 		"  --ssd-write-through commit also writes blocks to SSD\n"
 		"  --ssd-queue-depth N SSD reads and writes in the kernel at once, 1..4096\n"
 		"                      (default %u)\n"
+		"  --gpu auto|off|N    GPU tier on device N, on the first usable device\n"
+		"                      (auto), or off (default auto; N unusable is an error)\n"
+		"  --gpu-size SIZE     GPU tier bytes, rounded up to the device's\n"
+		"                      allocation granularity (default %" PRIu64 " MiB)\n"
 		"  --max-pinned-share PERCENT  share of the host tier that kvsctl pin\n"
 		"                      may hold (default %u)\n"
 		"  --watch-buffer SIZE unsent event bytes per kvsctl watch before\n"
@@ -253,6 +260,7 @@ void kvs_config_usage(FILE *f, const kvs_config *d)
 		d->max_pinned_blocks, d->client_timeout, d->socket_mode,
 		policies, d->policy, d->ssd_segment_bytes >> 20,
 		d->ssd_admit_hit ? "hit" : "all", d->ssd_queue_depth,
+		d->gpu_bytes >> 20,
 		d->max_pinned_share,
 		d->watch_buffer >> 10);
 }
@@ -266,8 +274,8 @@ static int bad(const char *flag, const char *val, const char *why)
 
 enum { O_SOCKET = 256, O_HOST, O_PAGE, O_LOG, O_READY, O_CLIENTS, O_LEASES,
        O_POLICY, O_METRICS, O_SSD_DIR, O_SSD_SIZE, O_SSD_SEG, O_SSD_ADMIT,
-       O_SSD_WT, O_SSD_QD, O_PINSHARE, O_WATCHBUF, O_PINNED, O_TIMEOUT, O_MODE,
-       O_UIDS, O_GIDS, O_CONFIG, O_PRINT, O_HELP, O_VERSION };
+       O_SSD_WT, O_SSD_QD, O_GPU, O_GPU_SIZE, O_PINSHARE, O_WATCHBUF, O_PINNED,
+       O_TIMEOUT, O_MODE, O_UIDS, O_GIDS, O_CONFIG, O_PRINT, O_HELP, O_VERSION };
 
 /* Every setting, by its flag name; a config file uses the same names. */
 static const struct option opts[] = {
@@ -286,6 +294,8 @@ static const struct option opts[] = {
 	{ "ssd-admit", required_argument, NULL, O_SSD_ADMIT },
 	{ "ssd-write-through", optional_argument, NULL, O_SSD_WT },
 	{ "ssd-queue-depth", required_argument, NULL, O_SSD_QD },
+	{ "gpu", required_argument, NULL, O_GPU },
+	{ "gpu-size", required_argument, NULL, O_GPU_SIZE },
 	{ "max-pinned-share", required_argument, NULL, O_PINSHARE },
 	{ "watch-buffer", required_argument, NULL, O_WATCHBUF },
 	{ "max-pinned-blocks", required_argument, NULL, O_PINNED },
@@ -396,6 +406,21 @@ static const char *set_option(kvs_config *cfg, int id, const char *val)
 		if (parse_u32(val, 1, &u) < 0 || u > 4096)
 			return "must be a number from 1 to 4096";
 		cfg->ssd_queue_depth = u;
+		return NULL;
+	case O_GPU:
+		if (strcmp(val, "auto") == 0)
+			cfg->gpu = KVS_GPU_AUTO;
+		else if (strcmp(val, "off") == 0)
+			cfg->gpu = KVS_GPU_OFF;
+		else if (parse_u32(val, 0, &u) < 0 || u > 1023)
+			return "must be auto, off or a device number";
+		else
+			cfg->gpu = (int)u;
+		return NULL;
+	case O_GPU_SIZE:
+		if (kvs_parse_size(val, &size) < 0)
+			return "not a size (e.g. 8G)";
+		cfg->gpu_bytes = size;
 		return NULL;
 	case O_PINSHARE:
 		if (parse_u32(val, 0, &u) < 0 || u > 100)
@@ -569,6 +594,13 @@ void kvs_config_print(FILE *f, const kvs_config *cfg)
 		   "ssd-queue-depth = %u\n",
 		cfg->ssd_segment_bytes, cfg->ssd_admit_hit ? "hit" : "all",
 		cfg->ssd_write_through ? "true" : "false", cfg->ssd_queue_depth);
+	if (cfg->gpu == KVS_GPU_AUTO)
+		fprintf(f, "gpu = auto\n");
+	else if (cfg->gpu == KVS_GPU_OFF)
+		fprintf(f, "gpu = off\n");
+	else
+		fprintf(f, "gpu = %d\n", cfg->gpu);
+	fprintf(f, "gpu-size = %" PRIu64 "\n", cfg->gpu_bytes);
 }
 
 int kvs_config_parse_args(kvs_config *cfg, int argc, char **argv)

@@ -154,6 +154,32 @@ int kvs_cache_ssd_fd(const kvs_cache *c);
  * promotions, answering deferred lookups), then commit the index batch. */
 void kvs_cache_ssd_poll(kvs_cache *c);
 
+/* The GPU tier (tier_gpu.c): above the host tier. */
+typedef struct kvs_cache_gpu_config {
+	int device;          /* ordinal, or -1: the first usable device */
+	uint64_t bytes;      /* rounded up to the device's granularity */
+	uint32_t page_bytes; /* slot allocator page */
+} kvs_cache_gpu_config;
+
+/*
+ * kvs_cache_gpu_open - turn the GPU tier on: open the engine (the CPU twin
+ * when $KVS_GPU_FAKE is "1", tests only; else CUDA through the run-time
+ * loaded driver), create and export the arena. Call before serving.
+ * From then on, owners that attached with KVS_HELLO_GPU reserve in the GPU
+ * tier first, and a block evicted from it is demoted to the host tier.
+ * @why: on failure, one line saying why.
+ * Errors: -ENODEV (no driver, no such device, unsupported: see @why),
+ * -ENOMEM, -EIO, -EINVAL, -EEXIST (already on).
+ */
+int kvs_cache_gpu_open(kvs_cache *c, const kvs_cache_gpu_config *cfg,
+		       char *why, size_t why_len);
+/* The GPU arena's fd (-1 when the tier is off), size, engine kind
+ * (kvs_gpu_kind: 1 CUDA, 2 fake) and device ordinal. */
+int kvs_cache_gpu_fd(const kvs_cache *c);
+uint64_t kvs_cache_gpu_bytes(const kvs_cache *c);
+uint32_t kvs_cache_gpu_kind(const kvs_cache *c);
+uint32_t kvs_cache_gpu_device(const kvs_cache *c);
+
 /* kvs_cache_stats_fill - refresh the gauges the cache owns in its stats. */
 void kvs_cache_stats_fill(kvs_cache *c);
 

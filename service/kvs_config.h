@@ -18,6 +18,8 @@
 
 #define KVS_SOCKET_PATH_MAX 108 /* sizeof(sun_path) */
 #define KVS_ALLOW_MAX 64        /* entries of --allow-uid, of --allow-gid */
+#define KVS_GPU_AUTO (-1) /* --gpu auto: the tier on when a device is usable */
+#define KVS_GPU_OFF (-2)
 
 typedef struct kvs_config {
 	char socket_path[KVS_SOCKET_PATH_MAX];
@@ -45,6 +47,8 @@ typedef struct kvs_config {
 	int ssd_admit_hit;      /* 1: demote only blocks hit at least once */
 	int ssd_write_through;  /* 1: commit also writes to SSD */
 	uint32_t ssd_queue_depth; /* SSD I/Os in the kernel at once */
+	int gpu;                /* device ordinal, KVS_GPU_AUTO or KVS_GPU_OFF */
+	uint64_t gpu_bytes;     /* GPU tier size */
 	uint32_t max_pinned_share; /* percent of the host tier operators may pin */
 	uint64_t watch_buffer;  /* unsent event bytes per watcher before drops */
 } kvs_config;

@@ -83,6 +83,19 @@
 	X(tier_ssd, index_entries, GAUGE, "entries committed in the index")   \
 	X(tier_ssd, restart_blocks, GAUGE, "blocks loaded from the index at start")\
 	X(tier_ssd, restart_ms, GAUGE, "time to load the index at start, ms") \
+	X(tier_gpu, enabled, GAUGE, "1 when the GPU tier is on")              \
+	X(tier_gpu, engine, GAUGE, "1 CUDA, 2 the fake device (tests)")       \
+	X(tier_gpu, device, GAUGE, "device ordinal of the GPU arena")         \
+	X(tier_gpu, bytes_total, GAUGE, "GPU arena bytes")                    \
+	X(tier_gpu, bytes_used, GAUGE, "bytes of allocated GPU slots")        \
+	X(tier_gpu, slots_used, GAUGE, "allocated GPU slots (blocks+writing)")\
+	X(tier_gpu, blocks, GAUGE, "committed blocks in the GPU tier")        \
+	X(tier_gpu, reserved, COUNTER, "slots handed out in the GPU tier")    \
+	X(tier_gpu, reserve_fallbacks, COUNTER, "GPU reserves served by host")\
+	X(tier_gpu, demotions, COUNTER, "blocks moved from GPU to host")      \
+	X(tier_gpu, demoted_bytes, COUNTER, "bytes copied GPU -> host")       \
+	X(tier_gpu, demote_dropped, COUNTER, "GPU evictions with no host slot")\
+	X(tier_gpu, lookup_hits, COUNTER, "lookup hits in the GPU tier")      \
 	X(leases, active, GAUGE, "leases held now")                           \
 	X(leases, pinned_blocks, GAUGE, "pins held now")                      \
 	X(pins, blocks, GAUGE, "blocks pinned by operators")                  \

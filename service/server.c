@@ -72,6 +72,7 @@ struct conn {
 	size_t in_off, in_len, in_cap; /* unread bytes are in[in_off, in_len) */
 	struct evbuffer *out;
 	int pending_fd;  /* fd to attach to the first byte of out, or -1 */
+	int pending_fd2; /* a second one with it (the GPU arena), or -1 */
 	int closing;     /* close once out is flushed */
 	int reading;     /* rev is armed */
 	int waiting;     /* a lookup's answer is deferred (SSD reads): no
@@ -205,11 +206,13 @@ static int conn_flush(conn *c)
 
 		if (c->pending_fd >= 0) {
 			size_t len = evbuffer_get_length(c->out);
-			union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr a; } u;
+			union { char buf[CMSG_SPACE(2 * sizeof(int))]; struct cmsghdr a; } u;
+			int fds[2] = { c->pending_fd, c->pending_fd2 };
+			size_t nfd = c->pending_fd2 >= 0 ? 2 : 1;
 			struct iovec iov;
 			struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
 					     .msg_control = u.buf,
-					     .msg_controllen = sizeof(u.buf) };
+					     .msg_controllen = CMSG_SPACE(nfd * sizeof(int)) };
 			struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
 
 			if (len > 65536)
@@ -220,11 +223,12 @@ static int conn_flush(conn *c)
 			iov.iov_len = len;
 			cm->cmsg_level = SOL_SOCKET;
 			cm->cmsg_type = SCM_RIGHTS;
-			cm->cmsg_len = CMSG_LEN(sizeof(int));
-			memcpy(CMSG_DATA(cm), &c->pending_fd, sizeof(int));
+			cm->cmsg_len = CMSG_LEN(nfd * sizeof(int));
+			memcpy(CMSG_DATA(cm), fds, nfd * sizeof(int));
 			n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 			if (n > 0) {
 				c->pending_fd = -1;
+				c->pending_fd2 = -1;
 				evbuffer_drain(c->out, (size_t)n);
 			}
 		} else {
@@ -315,6 +319,15 @@ static void do_hello(conn *c, const kvs_wire_hdr *h, const uint8_t *p)
 		r.host_arena_bytes = kvs_cache_arena_bytes(s->cache);
 		r.host_arena_id = kvs_cache_arena_id(s->cache);
 		c->pending_fd = kvs_cache_arena_fd(s->cache);
+		/* The GPU arena goes to workers that asked for it only: a
+		 * client that did not gets the reply it always got. */
+		if ((hello.flags & KVS_HELLO_GPU) && kvs_cache_gpu_fd(s->cache) >= 0) {
+			r.arena_count = 2;
+			r.gpu_arena_bytes = kvs_cache_gpu_bytes(s->cache);
+			r.gpu_kind = kvs_cache_gpu_kind(s->cache);
+			r.gpu_device = kvs_cache_gpu_device(s->cache);
+			c->pending_fd2 = kvs_cache_gpu_fd(s->cache);
+		}
 	}
 	rc = kvs_wire_hello_reply_encode(&r, buf, sizeof(buf));
 	reply(c, h, 0, buf, (size_t)rc);
@@ -908,6 +921,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 	c->fd = fd;
 	c->pending_fd = -1;
 	c->refuse = refuse;
+	c->pending_fd2 = -1;
 	c->id = ++s->next_id;
 	c->owner = kvs_cache_owner_new(s->cache);
 	if (c->owner)
@@ -1079,6 +1093,27 @@ int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 			goto fail;
 		}
 		event_add(s->ssd_ev, NULL);
+	}
+	if (cfg->gpu != KVS_GPU_OFF) {
+		kvs_cache_gpu_config gc = { .device = cfg->gpu, .bytes = cfg->gpu_bytes,
+					    .page_bytes = cfg->page_bytes };
+		char why[256];
+
+		rc = kvs_cache_gpu_open(s->cache, &gc, why, sizeof(why));
+		if (rc < 0 && cfg->gpu >= 0) {
+			kvs_err("GPU tier: device %d cannot be used: %s", cfg->gpu, why);
+			goto fail;
+		}
+		if (rc < 0) {
+			kvs_info("GPU tier off: %s", why);
+		} else {
+			kvs_info("GPU tier on: %s device %u, %" PRIu64 " MiB%s",
+				 kvs_cache_gpu_kind(s->cache) == 2 ? "fake" : "CUDA",
+				 kvs_cache_gpu_device(s->cache),
+				 kvs_cache_gpu_bytes(s->cache) >> 20,
+				 kvs_cache_gpu_kind(s->cache) == 2
+					 ? " (KVS_GPU_FAKE=1: host memory, tests only)" : "");
+		}
 	}
 	rc = kvs_admin_create(&ac, s->cache, &s->stats, &s->admin);
 	if (rc < 0)

@@ -253,7 +253,7 @@ static void hellos(void)
 	out("hello-nonzero-padding", "attach none\nreply %d %d\nthen open\ncount proto 1\n",
 	    KVS_OP_HELLO, KVS_E_PROTO);
 	n = hello(p, &l);
-	p[0] = 2; /* an unknown flag */
+	p[0] = 0x80; /* a flag bit no version defines */
 	msg(KVS_OP_HELLO, 23, p, n);
 	out("hello-unknown-flag", "attach none\nreply %d %d\nthen open\ncount proto 1\n",
 	    KVS_OP_HELLO, KVS_E_PROTO);

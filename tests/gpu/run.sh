@@ -8,9 +8,15 @@
 # nvcc and cc directly (no CMake, none of the daemon's dependencies) for the
 # GPU that is present, then runs it: every CUDA op against its C twin, the
 # gather/scatter bandwidth table against cudaMemcpy, and `kvsbench quality`
-# with its CUDA column. Environment: CUDA_HOME (/usr/local/cuda),
-# KVS_CUDA_ARCH (sm_XY; default: the GPU's own).
-# Exit: 0 pass, 1 fail, 77 no GPU.
+# with its CUDA column. Then the daemon's GPU tier on the real driver:
+# tests/integration/test_gpu_tier with KVS_TEST_GPU_REAL=1 (kvshared --gpu 0,
+# a writer and a reader process sharing blocks through the exported CUDA VMM
+# fd, a host-only client, demotion GPU -> host with identical bytes); that
+# part needs the CMake build (built into $KVS_BUILD_DIR, default
+# build-gpu/, with the daemon's dependencies: scripts/deps.sh).
+# Environment: CUDA_HOME (/usr/local/cuda), KVS_CUDA_ARCH (sm_XY; default:
+# the GPU's own), KVS_BUILD_DIR, KVS_GPU_SKIP_TIER=1 (kernels only).
+# Exit: 0 pass, 1 fail (or the tier check could not be built), 77 no GPU.
 set -eu
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -51,4 +57,20 @@ done
 "$nvcc" -arch="$KVS_CUDA_ARCH" "$out"/*.o -o "$out/test_kernels_gpu" \
 	-L"$cuda/lib64" -lcublas -lm -Xlinker -rpath="$cuda/lib64"
 echo "run.sh: built for $KVS_CUDA_ARCH in $(($(date +%s) - t0)) s"
-"$out/test_kernels_gpu"
+rc=0
+"$out/test_kernels_gpu" || rc=1
+
+if [ "${KVS_GPU_SKIP_TIER:-0}" = 1 ]; then
+	echo "run.sh: GPU tier check skipped (KVS_GPU_SKIP_TIER=1)"
+	exit $rc
+fi
+b=${KVS_BUILD_DIR:-$root/build-gpu}
+if ! { cmake -S "$root" -B "$b" >"$out/cmake.log" 2>&1 &&
+       cmake --build "$b" -j"$(nproc)" --target kvshared test_gpu_tier >>"$out/cmake.log" 2>&1; }; then
+	tail -n 30 "$out/cmake.log"
+	echo "run.sh: FAIL: GPU tier check NOT RUN: the CMake build failed (scripts/deps.sh?)"
+	exit 1
+fi
+echo "run.sh: GPU tier: kvshared --gpu 0 on the real driver"
+KVSHARED="$b/kvshared" KVS_TEST_GPU_REAL=1 "$b/tests/test_gpu_tier" || rc=1
+exit $rc

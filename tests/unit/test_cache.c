@@ -493,6 +493,74 @@ static void test_flat_lru_ghosts(void)
 	policy = "leaf-lru";
 }
 
+/* The GPU tier on the twin (KVS_GPU_FAKE=1): a GPU owner's reserves go to
+ * the GPU tier, a full GPU tier demotes to host, and every invariant
+ * (children in the GPU tier, both slot accountings, both policies' sets)
+ * holds after every step of a random mix; a host-only owner never hits a
+ * GPU block. */
+static void test_gpu_random(unsigned seed)
+{
+	kvs_layout l = layout("gpu", NULL, 256); /* 256 KiB blocks */
+	kvs_cache_gpu_config gc = { .device = -1, .bytes = 4u << 20, .page_bytes = PAGE };
+	kvs_cache *c = mk_cache(16u << 20, 64);
+	uint8_t buf[1024];
+	kvs_wire_hello h;
+	kvs_owner *g = kvs_cache_owner_new(c), *o;
+	uint32_t ns;
+	uint64_t bb;
+	char why[256];
+	chain ch;
+	int n;
+
+	setenv("KVS_GPU_FAKE", "1", 1);
+	CHECK_EQ(kvs_cache_gpu_open(c, &gc, why, sizeof(why)), 0);
+	unsetenv("KVS_GPU_FAKE");
+	CHECK(kvs_cache_gpu_fd(c) >= 0);
+	CHECK_EQ(kvs_cache_gpu_bytes(c), 4u << 20);
+	n = kvs_wire_hello_encode_flags(&l, KVS_HELLO_GPU, buf, sizeof(buf));
+	CHECK(n > 0 && kvs_wire_hello_decode(buf, (size_t)n, &h) == 0);
+	CHECK(kvs_cache_attach(c, g, &h, &ns, &bb) == 0);
+	o = attach(c, &l);
+	srand(seed);
+	for (int step = 0; step < 400; step++) {
+		uint32_t stream = (uint32_t)(rand() % 24), len = 1 + (uint32_t)(rand() % 8);
+		int r = rand() % 10;
+
+		mk_chain(&ch, &l, stream, len);
+		if (r < 5) {
+			publish(c, r < 4 ? g : o, &ch);
+		} else if (r < 7) {
+			kvs_block b[64];
+			uint64_t lease;
+			int hh = kvs_cache_lookup(c, o, H(&ch, 0), ch.n, &lease, b);
+
+			for (int i = 0; i < hh; i++)
+				CHECK(b[i].tier == KVS_TIER_HOST);
+			if (hh > 0)
+				CHECK(kvs_cache_release(c, o, lease) >= 0);
+		} else if (r < 9) {
+			hits(c, g, &ch, 0, ch.n);
+		} else {
+			kvs_block b[64];
+			uint64_t lease;
+
+			if (kvs_cache_reserve(c, g, H(&ch, 0), ch.n, &lease, b) > 0)
+				CHECK(kvs_cache_abort(c, g, lease) >= 0);
+		}
+		if (kvs_cache_check(c) != 0) {
+			CHECK(!"kvs_cache_check with the GPU tier");
+			break;
+		}
+	}
+	CHECK(stats.tier_gpu_demotions > 0);
+	CHECK(stats.tier_gpu_reserved > 0);
+	CHECK_EQ(stats.tier_gpu_demote_dropped, 0);
+	kvs_cache_owner_free(c, g);
+	kvs_cache_owner_free(c, o);
+	CHECK_EQ(kvs_cache_check(c), 0);
+	kvs_cache_destroy(c);
+}
+
 int main(void)
 {
 	unsigned seed = (unsigned)time(NULL);
@@ -507,7 +575,11 @@ int main(void)
 	test_pin_limit();
 	test_random(seed);
 	test_flat_lru_ghosts();
+	test_gpu_random(seed);
+	policy = "leaf-2q";
+	test_gpu_random(seed + 2);
 	policy = "lru";
 	test_random(seed + 1);
+	test_gpu_random(seed + 3);
 	return check_summary("test_cache");
 }

@@ -137,8 +137,18 @@ static void test_hello(void)
 	CHECK(kvs_wire_hello_decode(b, 0, &d) == KVS_E_PROTO);
 	CHECK(kvs_wire_hello_decode(b, (size_t)n - 1, &d) == KVS_E_PROTO);
 	CHECK(kvs_wire_hello_decode(b, (size_t)n + 1, &d) == KVS_E_PROTO);
-	b[0] = 0x2; /* unknown flag */
+	b[0] = 0x4; /* unknown flag */
 	CHECK(kvs_wire_hello_decode(b, (size_t)n, &d) == KVS_E_PROTO);
+	b[0] = 0x3; /* GPU with CONTROL */
+	CHECK(kvs_wire_hello_decode(b, (size_t)n, &d) == KVS_E_PROTO);
+	b[0] = 0x2; /* GPU: a worker that maps the GPU arena */
+	CHECK(kvs_wire_hello_decode(b, (size_t)n, &d) == 0 &&
+	      d.flags == KVS_HELLO_GPU);
+	CHECK(kvs_wire_hello_encode_flags(&l, KVS_HELLO_GPU, b, sizeof(b)) == n &&
+	      b[0] == 0x2);
+	CHECK(kvs_wire_hello_encode_flags(NULL, KVS_HELLO_GPU, b, sizeof(b)) == -EINVAL);
+	CHECK(kvs_wire_hello_encode_flags(&l, 0x4, b, sizeof(b)) == -EINVAL);
+	n = kvs_wire_hello_encode(&l, b, sizeof(b));
 	b[0] = 0x80;
 	CHECK(kvs_wire_hello_decode(b, (size_t)n, &d) == KVS_E_PROTO);
 	b[0] = 0;
@@ -177,6 +187,26 @@ static void test_hello_reply(void)
 	CHECK(kvs_wire_hello_reply_decode(b, 31, &d) == KVS_E_PROTO);
 	CHECK(kvs_wire_hello_reply_decode(b, 33, &d) == KVS_E_PROTO);
 	CHECK(kvs_wire_hello_reply_decode(b, 0, &d) == KVS_E_PROTO);
+
+	/* Two arenas: 48 bytes, and only with arena_count 2. */
+	r.arena_count = 2;
+	r.gpu_arena_bytes = 8ull << 30;
+	r.gpu_kind = 1;
+	r.gpu_device = 3;
+	n = kvs_wire_hello_reply_encode(&r, b, sizeof(b));
+	CHECK(n == 48);
+	CHECK(kvs_wire_hello_reply_decode(b, (size_t)n, &d) == 0);
+	CHECK(d.arena_count == 2 && d.gpu_arena_bytes == r.gpu_arena_bytes &&
+	      d.gpu_kind == 1 && d.gpu_device == 3 &&
+	      d.host_arena_bytes == r.host_arena_bytes);
+	CHECK(kvs_wire_hello_reply_decode(b, 32, &d) == KVS_E_PROTO);
+	CHECK(kvs_wire_hello_reply_encode(&r, b, 47) == -ENOBUFS);
+	b[4] = 1; /* 48 bytes with one arena */
+	CHECK(kvs_wire_hello_reply_decode(b, 48, &d) == KVS_E_PROTO);
+	b[4] = 3;
+	CHECK(kvs_wire_hello_reply_decode(b, 32, &d) == KVS_E_PROTO);
+	r.arena_count = 3;
+	CHECK(kvs_wire_hello_reply_encode(&r, b, sizeof(b)) == -EINVAL);
 }
 
 static void test_hashes(void)
