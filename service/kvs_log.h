@@ -6,10 +6,12 @@
  *   2026-11-30T02:53:47.123Z kvshared[123] info: ready on /run/...
  * Nothing is logged per request at the default level (info).
  *
- * Thread: the daemon's loop thread (stderr writes are line-atomic anyway).
+ * Thread: any (see kvs_log_start).
  */
 #ifndef KVS_LOG_H
 #define KVS_LOG_H
+
+#include <stdint.h>
 
 enum kvs_log_level {
 	KVS_LOG_ERROR = 0,
@@ -24,6 +26,18 @@ enum kvs_log_level kvs_log_get_level(void);
 /* kvs_log_level_parse - "error", "warn", "info", "debug" -> level; -EINVAL. */
 int kvs_log_level_parse(const char *s, enum kvs_log_level *out);
 const char *kvs_log_level_name(enum kvs_log_level level);
+
+/*
+ * kvs_log_start - hand writing to a thread with a bounded queue: from then on
+ * kvs_log() never blocks its caller; a line that finds the queue full is
+ * dropped and counted (kvs_log_dropped). kvs_log_stop() writes what is queued
+ * and ends the thread. Without kvs_log_start(), lines are written directly.
+ * Errors: -errno from pthread_create.
+ * Thread: start/stop from main(); kvs_log() from any thread.
+ */
+int kvs_log_start(void);
+void kvs_log_stop(void);
+uint64_t kvs_log_dropped(void);
 
 void kvs_log(enum kvs_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

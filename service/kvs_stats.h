@@ -18,6 +18,7 @@
 	X(server, uptime_seconds, GAUGE, "seconds since the daemon started")  \
 	X(server, pid, GAUGE, "daemon process id")                            \
 	X(server, rss_anon_bytes, GAUGE, "daemon private resident memory")    \
+	X(server, log_dropped, GAUGE, "log lines dropped: stderr not keeping up")\
 	X(server, metrics_port, GAUGE, "TCP port of /metrics, 0 when off")    \
 	X(clients, connected, GAUGE, "connections open now")                  \
 	X(clients, attached, GAUGE, "connections attached to a namespace")    \

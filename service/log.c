@@ -1,7 +1,10 @@
 /* log.c - leveled, line-at-a-time logging to stderr (see kvs_log.h). */
+#define _GNU_SOURCE
 #include "kvs_log.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,6 +13,109 @@
 #include <unistd.h>
 
 static enum kvs_log_level log_level = KVS_LOG_INFO;
+
+/* The writer thread's ring: the loop formats a line and queues it; a full
+ * ring drops the line and counts it, so a stalled stderr (a full pipe, a
+ * stopped terminal) never stalls the loop. Before kvs_log_start() (tools,
+ * tests) lines are written directly. */
+#define RING_LINES 512
+#define LINE_MAX_BYTES 1024
+
+static struct {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	pthread_t thread;
+	int running, stopping;
+	unsigned head, tail; /* lines [tail, head) are queued */
+	uint16_t len[RING_LINES];
+	char line[RING_LINES][LINE_MAX_BYTES];
+	uint64_t dropped;
+} ring = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+
+static void *writer(void *arg)
+{
+	char buf[LINE_MAX_BYTES];
+	sigset_t all;
+
+	(void)arg;
+	/* Signals are the loop's (libevent's handlers): never this thread's. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	pthread_mutex_lock(&ring.mu);
+	for (;;) {
+		size_t n;
+
+		while (ring.head == ring.tail && !ring.stopping)
+			pthread_cond_wait(&ring.cv, &ring.mu);
+		if (ring.head == ring.tail)
+			break; /* stopping and drained */
+		n = ring.len[ring.tail % RING_LINES];
+		memcpy(buf, ring.line[ring.tail % RING_LINES], n);
+		ring.tail++;
+		pthread_mutex_unlock(&ring.mu);
+		(void)!write(STDERR_FILENO, buf, n);
+		pthread_mutex_lock(&ring.mu);
+	}
+	pthread_mutex_unlock(&ring.mu);
+	return NULL;
+}
+
+int kvs_log_start(void)
+{
+	int rc = pthread_create(&ring.thread, NULL, writer, NULL);
+
+	if (rc != 0)
+		return -rc;
+	ring.running = 1;
+	return 0;
+}
+
+void kvs_log_stop(void)
+{
+	struct timespec deadline;
+
+	if (!ring.running)
+		return;
+	pthread_mutex_lock(&ring.mu);
+	ring.stopping = 1;
+	pthread_cond_signal(&ring.cv);
+	pthread_mutex_unlock(&ring.mu);
+	/* A stderr that takes no more (a reader that went away) must not hold
+	 * up the exit: wait a little for the queue to drain, then give up. */
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += 2;
+	if (pthread_timedjoin_np(ring.thread, NULL, &deadline) != 0)
+		pthread_detach(ring.thread);
+	ring.running = 0;
+}
+
+uint64_t kvs_log_dropped(void)
+{
+	uint64_t d;
+
+	pthread_mutex_lock(&ring.mu);
+	d = ring.dropped;
+	pthread_mutex_unlock(&ring.mu);
+	return d;
+}
+
+static void emit(const char *line, size_t n)
+{
+	if (!ring.running) {
+		(void)!write(STDERR_FILENO, line, n);
+		return;
+	}
+	pthread_mutex_lock(&ring.mu);
+	if (ring.head - ring.tail >= RING_LINES) {
+		ring.dropped++;
+	} else {
+		memcpy(ring.line[ring.head % RING_LINES], line, n);
+		ring.len[ring.head % RING_LINES] = (uint16_t)n;
+		ring.head++;
+		pthread_cond_signal(&ring.cv);
+	}
+	pthread_mutex_unlock(&ring.mu);
+}
 static const char *const level_names[] = { "error", "warn", "info", "debug" };
 
 void kvs_log_set_level(enum kvs_log_level level) { log_level = level; }
@@ -33,7 +139,7 @@ int kvs_log_level_parse(const char *s, enum kvs_log_level *out)
 
 void kvs_log(enum kvs_log_level level, const char *fmt, ...)
 {
-	char line[1024];
+	char line[LINE_MAX_BYTES];
 	struct timeval tv;
 	struct tm tm;
 	va_list ap;
@@ -57,8 +163,5 @@ void kvs_log(enum kvs_log_level level, const char *fmt, ...)
 	if (n > (int)sizeof(line) - 2)
 		n = (int)sizeof(line) - 2;
 	line[n++] = '\n';
-	/* One write per line so that lines never interleave; a full pipe drops
-	 * the line rather than blocking the loop (stderr is nonblocking only if
-	 * the operator made it so; this is best effort). */
-	(void)!write(STDERR_FILENO, line, (size_t)n);
+	emit(line, (size_t)n); /* one write per line: lines never interleave */
 }

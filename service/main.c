@@ -10,7 +10,7 @@
 int main(int argc, char **argv)
 {
 	kvs_config cfg;
-	kvs_server *srv;
+	kvs_server *srv = NULL;
 	int rc;
 
 	rc = kvs_config_defaults(&cfg);
@@ -25,19 +25,22 @@ int main(int argc, char **argv)
 	if (rc < 0)
 		return 2;
 	kvs_log_set_level(cfg.log_level);
+	if (kvs_log_start() < 0)
+		fprintf(stderr, "kvshared: no log thread: logging directly\n");
 	/* A client that vanishes mid-reply must cost an EPIPE, not the daemon. */
 	signal(SIGPIPE, SIG_IGN);
 	rc = kvs_server_create(&cfg, &srv);
+	if (rc == 0) {
+		rc = kvs_server_run(srv);
+		kvs_server_destroy(srv);
+		if (rc == 0)
+			kvs_info("stopped");
+	}
+	kvs_log_stop(); /* what was logged is written before the last words */
 	if (rc < 0) {
-		fprintf(stderr, "kvshared: cannot start: %s\n", kvs_strerror(rc));
+		fprintf(stderr, "kvshared: %s: %s\n",
+			srv ? "event loop failed" : "cannot start", kvs_strerror(rc));
 		return 1;
 	}
-	rc = kvs_server_run(srv);
-	kvs_server_destroy(srv);
-	if (rc < 0) {
-		fprintf(stderr, "kvshared: event loop failed: %s\n", kvs_strerror(rc));
-		return 1;
-	}
-	kvs_info("stopped");
 	return 0;
 }

@@ -457,6 +457,7 @@ static void stats_refresh(kvs_server *s)
 	s->stats.server_uptime_seconds = now.tv_sec - s->started.tv_sec;
 	s->stats.server_pid = getpid();
 	s->stats.server_rss_anon_bytes = rss_anon_bytes();
+	s->stats.server_log_dropped = (int64_t)kvs_log_dropped();
 	s->stats.server_metrics_port = s->metrics ? kvs_metrics_port(s->metrics) : 0;
 	s->stats.clients_connected = s->nconns; /* served, not refusing */
 	kvs_cache_stats_fill(s->cache);
