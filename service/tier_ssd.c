@@ -798,6 +798,14 @@ static int warm_load(kvs_cache *c)
 	return 0;
 }
 
+/* Whether the env var @name is set (to anything but "" or "0"). */
+static int env_flag(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && *v && strcmp(v, "0") != 0;
+}
+
 int kvs_cache_ssd_open(kvs_cache *c, const kvs_cache_ssd_config *cfg)
 {
 	kvs_tier_ssd *t;
@@ -833,8 +841,13 @@ int kvs_cache_ssd_open(kvs_cache *c, const kvs_cache_ssd_config *cfg)
 		rc = kvs_ssd_set_size(t->ssd, bytes);
 	if (rc == 0 && cfg->queue_depth)
 		rc = kvs_ssd_set_queue_depth(t->ssd, cfg->queue_depth);
-	if (rc == 0 && getenv("KVS_SSD_NO_URING"))
-		rc = kvs_ssd_set_flags(t->ssd, KVS_SSD_NO_URING);
+	/* Test and sandbox knobs (docs/ssd.md): synchronous I/O; sparse
+	 * segment files, so that a full filesystem shows up as ENOSPC on
+	 * writes rather than at start. */
+	if (rc == 0 && (env_flag("KVS_SSD_NO_URING") || env_flag("KVS_SSD_NO_PREALLOC")))
+		rc = kvs_ssd_set_flags(t->ssd,
+				       (env_flag("KVS_SSD_NO_URING") ? KVS_SSD_NO_URING : 0) |
+				       (env_flag("KVS_SSD_NO_PREALLOC") ? KVS_SSD_NO_PREALLOC : 0));
 	if (rc < 0)
 		goto fail;
 	kvs_ssd_set_recycle(t->ssd, on_recycle, c);
@@ -850,6 +863,9 @@ int kvs_cache_ssd_open(kvs_cache *c, const kvs_cache_ssd_config *cfg)
 			 "buffered I/O", cfg->dir);
 	if (!kvs_ssd_uring(t->ssd))
 		kvs_warn("SSD tier: io_uring unavailable: synchronous I/O");
+	if (env_flag("KVS_SSD_NO_PREALLOC"))
+		kvs_warn("SSD tier: KVS_SSD_NO_PREALLOC: sparse segment files, "
+			 "a full filesystem fails demotion writes");
 	snprintf(ixdir, sizeof(ixdir), "%s/index", cfg->dir);
 	rc = kvs_index_create(&t->ix);
 	if (rc == 0)

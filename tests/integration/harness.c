@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
@@ -30,6 +32,7 @@ static pid_t th_main_pid;
 static bool th_keep;
 static th_daemon *th_daemons[TH_MAX_DAEMONS];
 static pid_t th_children[TH_MAX_CHILDREN];
+static char th_mounts[TH_MAX_MOUNTS][96];
 
 static bool in_child(void)
 {
@@ -184,6 +187,17 @@ static void remove_dir(const char *dir)
 		fprintf(stderr, "%s: keeping %s\n", th_name, dir);
 }
 
+/* Unmount th_tmpfs's mounts and remove their dirs. Async-signal-safe. */
+static void unmount_all(void)
+{
+	for (int i = 0; i < TH_MAX_MOUNTS; i++)
+		if (th_mounts[i][0]) {
+			umount2(th_mounts[i], MNT_DETACH);
+			rmdir(th_mounts[i]);
+			th_mounts[i][0] = '\0';
+		}
+}
+
 /* Async-signal-safe: only write/open/read/kill/unlink. */
 static void raw_write(const char *s)
 {
@@ -237,6 +251,7 @@ static void raw_teardown(void)
 			rmdir(d->dir);
 		}
 	}
+	unmount_all();
 }
 
 static void th_watchdog(int sig)
@@ -275,6 +290,7 @@ static void th_cleanup(void)
 	for (int i = 0; i < TH_MAX_DAEMONS; i++)
 		if (th_daemons[i])
 			th_daemon_destroy(th_daemons[i]);
+	unmount_all();
 }
 
 void th_init(const char *name)
@@ -462,6 +478,66 @@ int th_daemon_init(th_daemon *d, const char *const *args)
 	return 0;
 }
 
+int th_daemon_setenv(th_daemon *d, const char *kv)
+{
+	if (!strchr(kv, '='))
+		return -EINVAL;
+	if (d->nenv >= TH_MAX_ENV)
+		return -E2BIG;
+	d->env[d->nenv++] = kv;
+	return 0;
+}
+
+int th_tmpfs(const char *size, char *dir, size_t cap)
+{
+	const char *tmp = getenv("TMPDIR");
+	char opts[64];
+	int slot = -1, rc;
+
+	for (int i = 0; i < TH_MAX_MOUNTS && slot < 0; i++)
+		if (!th_mounts[i][0])
+			slot = i;
+	if (slot < 0)
+		return -ENOSPC;
+	if (!tmp || !*tmp || strlen(tmp) > 64)
+		tmp = "/tmp";
+	snprintf(th_mounts[slot], sizeof(th_mounts[slot]), "%s/kvsfs-XXXXXX", tmp);
+	if (!mkdtemp(th_mounts[slot])) {
+		rc = -errno;
+		th_mounts[slot][0] = '\0';
+		return rc;
+	}
+	snprintf(opts, sizeof(opts), "size=%s,mode=0700", size);
+	if (mount("tmpfs", th_mounts[slot], "tmpfs", 0, opts) < 0) {
+		rc = -errno;
+		rmdir(th_mounts[slot]);
+		th_mounts[slot][0] = '\0';
+		return rc;
+	}
+	if (strlen(th_mounts[slot]) >= cap) {
+		umount2(th_mounts[slot], MNT_DETACH);
+		rmdir(th_mounts[slot]);
+		th_mounts[slot][0] = '\0';
+		return -ENAMETOOLONG;
+	}
+	strcpy(dir, th_mounts[slot]);
+	return 0;
+}
+
+bool th_log_contains(const th_daemon *d, const char *needle)
+{
+	FILE *f = fopen(d->log, "r");
+	char line[1024];
+	bool found = false;
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, needle) != NULL;
+	fclose(f);
+	return found;
+}
+
 static void exec_daemon(const th_daemon *d, int ready_fd, pid_t parent)
 {
 	const char *argv[TH_MAX_ARGS + 8];
@@ -485,6 +561,8 @@ static void exec_daemon(const th_daemon *d, int ready_fd, pid_t parent)
 		argv[n++] = d->args[i];
 	argv[n] = NULL;
 	dprintf(logfd, "==== start %d:", d->starts);
+	for (int i = 0; i < d->nenv; i++)
+		dprintf(logfd, " %s", d->env[i]);
 	for (int i = 0; i < n; i++)
 		dprintf(logfd, " %s", argv[i]);
 	dprintf(logfd, " ====\n");
@@ -499,6 +577,8 @@ static void exec_daemon(const th_daemon *d, int ready_fd, pid_t parent)
 	signal(SIGALRM, SIG_DFL);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
+	for (int i = 0; i < d->nenv; i++)
+		putenv((char *)d->env[i]);
 	execv(bin, (char *const *)argv);
 	dprintf(2, "exec %s: %s\n", bin, strerror(errno));
 	_exit(127);

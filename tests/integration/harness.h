@@ -123,6 +123,7 @@ bool th_env_flag(const char *name);
 /* ---- the daemon ----------------------------------------------------------- */
 
 #define TH_MAX_ARGS 32
+#define TH_MAX_ENV 8
 #define TH_READY_TIMEOUT_MS 15000
 #define TH_STOP_TIMEOUT_MS 10000
 #define TH_WAIT_MS 5000 /* default deadline for asynchronous effects */
@@ -133,6 +134,8 @@ typedef struct th_daemon {
 	char log[128];         /* DIR/kvshared.log: stdout + stderr, appended */
 	const char *args[TH_MAX_ARGS]; /* caller's extra arguments */
 	int nargs;
+	const char *env[TH_MAX_ENV]; /* "NAME=VALUE" added to its environment */
+	int nenv;
 	pid_t pid;             /* 0 when not running */
 	int starts;            /* how many times it was started */
 	int last_status;       /* how it last ended, as th_daemon_stop() */
@@ -150,6 +153,15 @@ typedef struct th_daemon {
  * Returns 0 or -errno.
  */
 int th_daemon_init(th_daemon *d, const char *const *args);
+
+/*
+ * th_daemon_setenv - add "NAME=VALUE" (@kv must outlive the daemon) to the
+ * environment the daemon is started with (after th_daemon_init, before
+ * th_daemon_start; kept across restarts). The test's own environment is not
+ * changed, so a variable such as LD_PRELOAD reaches the daemon only.
+ * Returns 0, -EINVAL (no '='), or -E2BIG (more than TH_MAX_ENV).
+ */
+int th_daemon_setenv(th_daemon *d, const char *kv);
 
 /*
  * th_daemon_start - fork+exec $KVSHARED --socket S --ready-fd 3 ARGS and wait
@@ -187,6 +199,20 @@ void th_daemon_destroy(th_daemon *d);
 
 /* th_daemon_dump_log - print the tail of the daemon's log to stderr. */
 void th_daemon_dump_log(const th_daemon *d);
+
+/*
+ * th_tmpfs - mount a tmpfs of @size (mount(8)'s syntax: "1m", "512k") on a
+ * new temp dir, written to @dir (@cap bytes). It is unmounted (lazily, so a
+ * daemon still holding files in it does not stop it) and its dir removed at
+ * every exit of the test: th_finish, th_fatal, the watchdog, a crash.
+ * Returns 0, or -errno: -EPERM when mounting is not permitted (the caller
+ * skips), -ENOSPC past TH_MAX_MOUNTS.
+ */
+#define TH_MAX_MOUNTS 4
+int th_tmpfs(const char *size, char *dir, size_t cap);
+
+/* th_log_contains - whether the daemon's log has @needle in it. */
+bool th_log_contains(const th_daemon *d, const char *needle);
 
 /* ---- clients and stats ---------------------------------------------------- */
 
