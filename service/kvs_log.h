@@ -38,6 +38,9 @@ const char *kvs_log_level_name(enum kvs_log_level level);
 int kvs_log_start(void);
 void kvs_log_stop(void);
 uint64_t kvs_log_dropped(void);
+/* kvs_log_flush - wait up to @timeout_ms for the queued lines to be written
+ * (the daemon does before it says READY, so the log is complete then). */
+void kvs_log_flush(int timeout_ms);
 
 void kvs_log(enum kvs_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

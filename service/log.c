@@ -23,14 +23,16 @@ static enum kvs_log_level log_level = KVS_LOG_INFO;
 
 static struct {
 	pthread_mutex_t mu;
-	pthread_cond_t cv;
+	pthread_cond_t cv;      /* lines queued */
+	pthread_cond_t drained; /* the queue emptied */
 	pthread_t thread;
 	int running, stopping;
 	unsigned head, tail; /* lines [tail, head) are queued */
 	uint16_t len[RING_LINES];
 	char line[RING_LINES][LINE_MAX_BYTES];
 	uint64_t dropped;
-} ring = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+} ring = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
+	    .drained = PTHREAD_COND_INITIALIZER };
 
 static void *writer(void *arg)
 {
@@ -55,6 +57,8 @@ static void *writer(void *arg)
 		pthread_mutex_unlock(&ring.mu);
 		(void)!write(STDERR_FILENO, buf, n);
 		pthread_mutex_lock(&ring.mu);
+		if (ring.head == ring.tail)
+			pthread_cond_broadcast(&ring.drained);
 	}
 	pthread_mutex_unlock(&ring.mu);
 	return NULL;
@@ -87,6 +91,26 @@ void kvs_log_stop(void)
 	if (pthread_timedjoin_np(ring.thread, NULL, &deadline) != 0)
 		pthread_detach(ring.thread);
 	ring.running = 0;
+}
+
+void kvs_log_flush(int timeout_ms)
+{
+	struct timespec deadline;
+
+	if (!ring.running)
+		return;
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += timeout_ms / 1000;
+	deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+	if (deadline.tv_nsec >= 1000000000) {
+		deadline.tv_sec++;
+		deadline.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&ring.mu);
+	while (ring.head != ring.tail &&
+	       pthread_cond_timedwait(&ring.drained, &ring.mu, &deadline) == 0)
+		;
+	pthread_mutex_unlock(&ring.mu);
 }
 
 uint64_t kvs_log_dropped(void)

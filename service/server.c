@@ -1156,6 +1156,7 @@ int kvs_server_run(kvs_server *s)
 		 "eviction %s", s->cfg.socket_path,
 		 kvs_cache_arena_bytes(s->cache) >> 20, s->cfg.page_bytes >> 10,
 		 s->cfg.policy);
+	kvs_log_flush(1000);
 	if (s->cfg.ready_fd >= 0) {
 		(void)!write(s->cfg.ready_fd, "READY\n", 6);
 		close(s->cfg.ready_fd);

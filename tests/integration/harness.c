@@ -524,7 +524,7 @@ int th_tmpfs(const char *size, char *dir, size_t cap)
 	return 0;
 }
 
-bool th_log_contains(const th_daemon *d, const char *needle)
+static bool log_has_now(const th_daemon *d, const char *needle)
 {
 	FILE *f = fopen(d->log, "r");
 	char line[1024];
@@ -536,6 +536,20 @@ bool th_log_contains(const th_daemon *d, const char *needle)
 		found = strstr(line, needle) != NULL;
 	fclose(f);
 	return found;
+}
+
+bool th_log_contains(const th_daemon *d, const char *needle)
+{
+	/* The daemon logs through a writer thread: a line may land shortly
+	 * after the event that caused it. */
+	int64_t deadline = th_now_ms() + 5000;
+
+	while (!log_has_now(d, needle)) {
+		if (th_now_ms() > deadline)
+			return false;
+		th_poll_pause();
+	}
+	return true;
 }
 
 static void exec_daemon(const th_daemon *d, int ready_fd, pid_t parent)

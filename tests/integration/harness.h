@@ -211,7 +211,8 @@ void th_daemon_dump_log(const th_daemon *d);
 #define TH_MAX_MOUNTS 4
 int th_tmpfs(const char *size, char *dir, size_t cap);
 
-/* th_log_contains - whether the daemon's log has @needle in it. */
+/* th_log_contains - whether the daemon's log has @needle in it, waiting up
+ * to 5 s for it (the daemon writes its log from a thread). */
 bool th_log_contains(const th_daemon *d, const char *needle);
 
 /* ---- clients and stats ---------------------------------------------------- */

@@ -84,20 +84,6 @@ static mode_t socket_mode(const th_daemon *d)
 	return st.st_mode & 07777;
 }
 
-/* The daemon's log contains @needle. */
-static bool log_has(const th_daemon *d, const char *needle)
-{
-	FILE *f = fopen(d->log, "r");
-	char line[1024];
-	bool found = false;
-
-	if (!f)
-		return false;
-	while (!found && fgets(line, sizeof(line), f))
-		found = strstr(line, needle) != NULL;
-	fclose(f);
-	return found;
-}
 
 /* Nobody must be able to reach the socket's directory (mkdtemp made it 0700):
  * the socket's own mode is what these cases test. */
@@ -152,8 +138,8 @@ static void test_refused(void)
 	CHECK_EQ(th_stat_get(&d, "clients.refused_perm"), 1);
 	CHECK_EQ(th_stat_get(&d, "clients.refused"), 0);
 	snprintf(want, sizeof(want), "uid %d gid %d", NOBODY, NOBODY);
-	CHECK(log_has(&d, want));
-	CHECK(log_has(&d, "--allow-uid/--allow-gid"));
+	CHECK(th_log_contains(&d, want));
+	CHECK(th_log_contains(&d, "--allow-uid/--allow-gid"));
 	/* Refusals are not request errors. */
 	CHECK_EQ(th_stat_get(&d, "errors.total"), 0);
 	/* The daemon's own uid is served, however the lists read. */

@@ -192,18 +192,6 @@ static void scenario(const char *name, const char *const *args)
 	th_daemon_destroy(&d);
 }
 
-static int log_has(const th_daemon *dd, const char *what)
-{
-	FILE *f = fopen(dd->log, "r");
-	char line[1024];
-	int found = 0;
-
-	while (f && !found && fgets(line, sizeof(line), f))
-		found = strstr(line, what) != NULL;
-	if (f)
-		fclose(f);
-	return found;
-}
 
 static int dlopen_libcuda_absent(void)
 {
@@ -226,11 +214,11 @@ static void no_device(void)
 	CHECK_RC(th_daemon_init(&d, TH_ARGS("--gpu", "0", "--host-size", "16M")), 0);
 	CHECK_RC(th_daemon_start(&d), -ECHILD);
 	CHECK_EQ(d.last_status, 1);
-	CHECK(log_has(&d, "GPU tier: device 0 cannot be used: libcuda.so.1 not found"));
+	CHECK(th_log_contains(&d, "GPU tier: device 0 cannot be used: libcuda.so.1 not found"));
 	th_daemon_destroy(&d);
 
 	th_daemon_up(&d, TH_ARGS("--host-size", "16M"));
-	CHECK(log_has(&d, "GPU tier off: libcuda.so.1 not found"));
+	CHECK(th_log_contains(&d, "GPU tier off: libcuda.so.1 not found"));
 	CHECK_EQ(th_stat_get(&d, "tier_gpu.enabled"), 0);
 	/* A client asking for the GPU gets the host tier, as before. */
 	c = connect_gpu();
