@@ -21,6 +21,7 @@ SAME(KVS_EV_PINNED, KVS_EVENT_PINNED);
 SAME(KVS_EV_UNPINNED, KVS_EVENT_UNPINNED);
 SAME(KVS_EV_FLUSHED, KVS_EVENT_FLUSHED);
 _Static_assert(KVS_LIST_TOP_MAX == KVS_WIRE_LIST_TOP_MAX, "top");
+_Static_assert(KVS_VERIFY_FAILED_MAX == KVS_WIRE_VERIFY_FAILED_MAX, "failed");
 
 int kvs_list(kvs_client *c, uint32_t ns, uint32_t top, kvs_ns_summary **out)
 {
@@ -145,6 +146,45 @@ int kvs_evict(kvs_client *c, kvs_evict_scope scope, uint32_t ns,
 		return rc;
 	*out = (kvs_evict_result){ .freed = rep.freed, .pinned = rep.pinned,
 				   .kept = rep.kept };
+	return 0;
+}
+
+int kvs_verify(kvs_client *c, uint32_t ns, uint32_t max_failed,
+	       kvs_verify_result *out, kvs_verify_failure **failures)
+{
+	kvs_wire_verify_req req = { .ns = ns, .max_failed = max_failed };
+	kvs_wire_verify_reply rep;
+	kvs_verify_failure *v = NULL;
+	uint8_t b[KVS_WIRE_VERIFY_REQ_SIZE];
+	const uint8_t *p;
+	uint32_t rlen;
+	int rc;
+
+	if (!out || !failures)
+		return -EINVAL;
+	*failures = NULL;
+	if ((rc = kvs_wire_verify_req_encode(&req, b, sizeof(b))) < 0)
+		return rc;
+	if ((rc = kvs__rpc(c, KVS_OP_VERIFY, b, sizeof(b), &p, &rlen)) < 0)
+		return rc;
+	if ((rc = kvs_wire_verify_reply_decode(p, rlen, &rep)) < 0)
+		return rc;
+	if (rep.count > max_failed)
+		return KVS_E_PROTO;
+	if (rep.count && !(v = calloc(rep.count, sizeof(*v))))
+		return -ENOMEM;
+	for (uint32_t i = 0; i < rep.count; i++) {
+		kvs_wire_verify_fail f = kvs_wire_verify_fail_at(rep.fails, i);
+
+		v[i] = (kvs_verify_failure){ .hash = f.hash, .ns = f.ns,
+					     .error = f.error };
+	}
+	*out = (kvs_verify_result){
+		.ssd_tier = !!(rep.flags & KVS_WIRE_VERIFY_SSD),
+		.checked = rep.checked, .ok = rep.ok, .failed = rep.failed,
+		.skipped = rep.skipped, .listed = rep.count,
+	};
+	*failures = v;
 	return 0;
 }
 

@@ -45,6 +45,7 @@ enum kvs_opcode {
 	KVS_OP_UNPIN = 12,
 	KVS_OP_WATCH = 13,
 	KVS_OP_EVENT = 14, /* daemon to a WATCH subscriber, unasked */
+	KVS_OP_VERIFY = 15,
 	KVS_OP__COUNT
 };
 

@@ -1,6 +1,6 @@
 /*
  * kvs_wire_admin.h - the operator's messages (list, inspect, evict/flush,
- * pin/unpin, watch) and their codec. Same rules as kvs_wire.h: little-endian,
+ * pin/unpin, watch, verify) and their codec. Same rules as kvs_wire.h: little-endian,
  * pure, never reads past the buffer, never allocates; decoded arrays point
  * into the buffer. docs/protocol.md describes every field.
  *
@@ -23,6 +23,10 @@
 #define KVS_WIRE_EVICT_REQ_SIZE 32
 #define KVS_WIRE_EVICT_REPLY_SIZE 24
 #define KVS_WIRE_EVENT_SIZE 32
+#define KVS_WIRE_VERIFY_REQ_SIZE 8
+#define KVS_WIRE_VERIFY_REPLY_FIXED 40
+#define KVS_WIRE_VERIFY_FAIL_SIZE 24
+#define KVS_WIRE_VERIFY_FAILED_MAX 4096 /* failures listed in one reply */
 
 /* LIST request: which namespace (0: all) and how many top prefixes. */
 typedef struct kvs_wire_list_req {
@@ -121,6 +125,30 @@ typedef struct kvs_wire_events {
 } kvs_wire_events;
 #define KVS_WIRE_EVENTS_MAX ((KVS_WIRE_MAX_PAYLOAD - 16) / KVS_WIRE_EVENT_SIZE)
 
+/* VERIFY request: read back the SSD tier's blocks of namespace @ns (0: all)
+ * and check them; list at most @max_failed of the failures. */
+typedef struct kvs_wire_verify_req {
+	uint32_t ns;
+	uint32_t max_failed; /* 0..KVS_WIRE_VERIFY_FAILED_MAX */
+} kvs_wire_verify_req;
+
+/* One block that failed verification. */
+typedef struct kvs_wire_verify_fail {
+	kvs_hash hash;
+	uint32_t ns;
+	int32_t error; /* -EBADMSG: checksum or header mismatch; -EIO, ... */
+} kvs_wire_verify_fail;
+
+/* VERIFY reply: u64 checked, ok, failed, skipped, u32 count, u32 flags,
+ * then count failures of KVS_WIRE_VERIFY_FAIL_SIZE bytes. */
+typedef struct kvs_wire_verify_reply {
+	uint64_t checked, ok, failed, skipped;
+	uint32_t count; /* failures listed, <= failed */
+	uint32_t flags; /* KVS_WIRE_VERIFY_SSD */
+	const uint8_t *fails; /* decode: count * KVS_WIRE_VERIFY_FAIL_SIZE bytes */
+} kvs_wire_verify_reply;
+#define KVS_WIRE_VERIFY_SSD 0x1u /* the daemon has an SSD tier */
+
 /* Encoders: bytes written, or -ENOBUFS / -EINVAL / KVS_E_TOOMANY. */
 int kvs_wire_list_req_encode(const kvs_wire_list_req *r, uint8_t *buf, size_t cap);
 /* The LIST reply is u32 count, u32 zero, then count namespace entries. */
@@ -139,6 +167,13 @@ int kvs_wire_events_hdr_encode(uint32_t count, uint64_t dropped, uint8_t *buf,
 			       size_t cap);
 int kvs_wire_event_encode(const kvs_wire_event *e, uint8_t *buf, size_t cap);
 
+int kvs_wire_verify_req_encode(const kvs_wire_verify_req *r, uint8_t *buf,
+			       size_t cap);
+/* The reply: @r's counts and flags, then @fails[0..r->count). */
+int kvs_wire_verify_reply_encode(const kvs_wire_verify_reply *r,
+				 const kvs_wire_verify_fail *fails, uint8_t *buf,
+				 size_t cap);
+
 /* Decoders: exactly @n bytes, except kvs_wire_ns_decode, which decodes one
  * entry from the front of @n bytes and sets *used. 0 or KVS_E_PROTO
  * (truncated, trailing bytes, a field out of range). */
@@ -154,6 +189,11 @@ int kvs_wire_evict_reply_decode(const uint8_t *p, size_t n,
 				kvs_wire_evict_reply *o);
 int kvs_wire_events_decode(const uint8_t *p, size_t n, kvs_wire_events *o);
 
+int kvs_wire_verify_req_decode(const uint8_t *p, size_t n,
+			       kvs_wire_verify_req *o);
+int kvs_wire_verify_reply_decode(const uint8_t *p, size_t n,
+				 kvs_wire_verify_reply *o);
+
 int kvs_wire_pin_req_encode(uint32_t ns, const kvs_hash *hashes,
 			    uint32_t count, uint8_t *buf, size_t cap);
 int kvs_wire_pin_req_decode(const uint8_t *p, size_t n, uint32_t *ns,
@@ -162,5 +202,6 @@ int kvs_wire_pin_req_decode(const uint8_t *p, size_t n, uint32_t *ns,
 /* Element accessors of decoded arrays. */
 kvs_wire_prefix kvs_wire_prefix_at(const uint8_t *top, uint32_t i);
 kvs_wire_event kvs_wire_event_at(const uint8_t *events, uint32_t i);
+kvs_wire_verify_fail kvs_wire_verify_fail_at(const uint8_t *fails, uint32_t i);
 
 #endif /* KVS_WIRE_ADMIN_H */

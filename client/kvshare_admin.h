@@ -1,7 +1,7 @@
 /*
  * kvshare_admin.h - the operator's side of libkvshare: what is cached
- * (list, inspect), freeing it (evict, flush), keeping it (pin, unpin) and
- * the stream of KV events (watch). kvsctl is built on these alone.
+ * (list, inspect), freeing it (evict, flush), keeping it (pin, unpin),
+ * checking the SSD tier (verify) and the stream of KV events (watch). kvsctl is built on these alone.
  *
  *   kvs_client *c;
  *   kvs_connect(NULL, NULL, &c);                  // control-only
@@ -160,6 +160,41 @@ int kvs_unpin(kvs_client *c, uint32_t ns, const kvs_hash *hashes, size_t n);
  */
 void kvs_hash_format(kvs_hash h, char out[33]);
 int kvs_hash_parse(const char *s, kvs_hash *out);
+
+#define KVS_VERIFY_FAILED_MAX 4096
+
+/* One block that failed kvs_verify(). */
+typedef struct kvs_verify_failure {
+	kvs_hash hash;
+	uint32_t ns;
+	int error; /* -EBADMSG: checksum or header mismatch; -EIO, ... */
+} kvs_verify_failure;
+
+typedef struct kvs_verify_result {
+	int ssd_tier;     /* 0: the daemon has no SSD tier (all counts 0) */
+	uint64_t checked; /* blocks read back: ok + failed */
+	uint64_t ok;
+	uint64_t failed;  /* each dropped from the SSD tier (see kvs_verify) */
+	uint64_t skipped; /* freed, recycled or moved while being read */
+	uint32_t listed;  /* failures in the array, min(failed, max_failed) */
+} kvs_verify_result;
+
+/*
+ * kvs_verify - have the daemon read back every block of its SSD tier (of
+ * namespace @ns, 0: all) and check each against its header and checksums.
+ * A block that fails is dropped from the SSD tier (a copy in host RAM
+ * stays) and counted in the daemon's tier_ssd.corrupt_blocks. The call
+ * waits until every block was read: seconds per GB of SSD tier.
+ * @max_failed: failures listed, at most KVS_VERIFY_FAILED_MAX.
+ * @failures: set to an array of out->listed entries (free() it), or NULL
+ *            when none.
+ * Returns 0. A daemon without an SSD tier answers 0 with ssd_tier 0.
+ * Errors: -ENOENT (no namespace @ns), -EPERM (attached connection),
+ *         -EINVAL, -EBUSY, KVS_E_DISCONNECTED, -ENOMEM.
+ * Thread: the client's.
+ */
+int kvs_verify(kvs_client *c, uint32_t ns, uint32_t max_failed,
+	       kvs_verify_result *out, kvs_verify_failure **failures);
 
 typedef enum kvs_event_kind {
 	KVS_EV_STORED = 1,   /* a block was committed */

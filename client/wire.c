@@ -295,7 +295,7 @@ const char *kvs_wire_opcode_name(uint32_t op)
 		[KVS_OP_LIST] = "list",       [KVS_OP_INSPECT] = "inspect",
 		[KVS_OP_EVICT] = "evict",     [KVS_OP_PIN] = "pin",
 		[KVS_OP_UNPIN] = "unpin",     [KVS_OP_WATCH] = "watch",
-		[KVS_OP_EVENT] = "event",
+		[KVS_OP_EVENT] = "event",     [KVS_OP_VERIFY] = "verify",
 	};
 	if (op < KVS_OP__COUNT && names[op])
 		return names[op];

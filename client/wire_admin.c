@@ -363,3 +363,91 @@ kvs_wire_event kvs_wire_event_at(const uint8_t *events, uint32_t i)
 	return (kvs_wire_event){ .kind = get32(e), .ns = get32(e + 4),
 				 .hash = geth(e + 8), .seq = get64(e + 24) };
 }
+
+/* ---- verify ---- */
+
+int kvs_wire_verify_req_encode(const kvs_wire_verify_req *r, uint8_t *buf,
+			       size_t cap)
+{
+	if (r->max_failed > KVS_WIRE_VERIFY_FAILED_MAX)
+		return -EINVAL;
+	if (cap < KVS_WIRE_VERIFY_REQ_SIZE)
+		return -ENOBUFS;
+	put32(buf, r->ns);
+	put32(buf + 4, r->max_failed);
+	return KVS_WIRE_VERIFY_REQ_SIZE;
+}
+
+int kvs_wire_verify_req_decode(const uint8_t *p, size_t n,
+			       kvs_wire_verify_req *o)
+{
+	if (n != KVS_WIRE_VERIFY_REQ_SIZE)
+		return KVS_E_PROTO;
+	o->ns = get32(p);
+	o->max_failed = get32(p + 4);
+	return o->max_failed > KVS_WIRE_VERIFY_FAILED_MAX ? KVS_E_PROTO : 0;
+}
+
+/* Counts that add up: every listed failure is a failure, checked = ok +
+ * failed, only known flags. */
+static int verify_reply_ok(const kvs_wire_verify_reply *r)
+{
+	return !(r->flags & ~KVS_WIRE_VERIFY_SSD) &&
+	       r->count <= KVS_WIRE_VERIFY_FAILED_MAX && r->count <= r->failed &&
+	       r->ok <= r->checked && r->checked - r->ok == r->failed;
+}
+
+int kvs_wire_verify_reply_encode(const kvs_wire_verify_reply *r,
+				 const kvs_wire_verify_fail *fails, uint8_t *buf,
+				 size_t cap)
+{
+	size_t need = KVS_WIRE_VERIFY_REPLY_FIXED +
+		      (size_t)r->count * KVS_WIRE_VERIFY_FAIL_SIZE;
+
+	if (!verify_reply_ok(r))
+		return -EINVAL;
+	if (cap < need)
+		return -ENOBUFS;
+	put64(buf, r->checked);
+	put64(buf + 8, r->ok);
+	put64(buf + 16, r->failed);
+	put64(buf + 24, r->skipped);
+	put32(buf + 32, r->count);
+	put32(buf + 36, r->flags);
+	for (uint32_t i = 0; i < r->count; i++) {
+		uint8_t *e = buf + KVS_WIRE_VERIFY_REPLY_FIXED +
+			     (size_t)i * KVS_WIRE_VERIFY_FAIL_SIZE;
+
+		puth(e, fails[i].hash);
+		put32(e + 16, fails[i].ns);
+		put32(e + 20, (uint32_t)fails[i].error);
+	}
+	return (int)need;
+}
+
+int kvs_wire_verify_reply_decode(const uint8_t *p, size_t n,
+				 kvs_wire_verify_reply *o)
+{
+	if (n < KVS_WIRE_VERIFY_REPLY_FIXED)
+		return KVS_E_PROTO;
+	o->checked = get64(p);
+	o->ok = get64(p + 8);
+	o->failed = get64(p + 16);
+	o->skipped = get64(p + 24);
+	o->count = get32(p + 32);
+	o->flags = get32(p + 36);
+	if (!verify_reply_ok(o) ||
+	    n != KVS_WIRE_VERIFY_REPLY_FIXED +
+			 (size_t)o->count * KVS_WIRE_VERIFY_FAIL_SIZE)
+		return KVS_E_PROTO;
+	o->fails = p + KVS_WIRE_VERIFY_REPLY_FIXED;
+	return 0;
+}
+
+kvs_wire_verify_fail kvs_wire_verify_fail_at(const uint8_t *fails, uint32_t i)
+{
+	const uint8_t *e = fails + (size_t)i * KVS_WIRE_VERIFY_FAIL_SIZE;
+
+	return (kvs_wire_verify_fail){ .hash = geth(e), .ns = get32(e + 16),
+				       .error = (int32_t)get32(e + 20) };
+}

@@ -475,6 +475,7 @@ kvs_owner *kvs_cache_owner_new(kvs_cache *c)
 	if (o) {
 		o->leases = NONE;
 		o->promo = NONE;
+		o->verify = NONE;
 	}
 	return o;
 }

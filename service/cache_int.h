@@ -47,6 +47,7 @@ struct kvs_owner {
 	uint32_t nleases;
 	uint64_t pins;    /* entries of its leases */
 	uint32_t promo;   /* promotion in flight (tier_ssd.c), or NONE */
+	uint32_t verify;  /* verify in flight (tier_ssd.c), or NONE */
 	int gpu;          /* attached with KVS_HELLO_GPU, the GPU tier on */
 	kvs_cache_done_fn done; /* deferred lookup replies */
 	void *done_arg;

@@ -82,6 +82,36 @@ typedef void (*kvs_cache_done_fn)(void *arg, int rc, uint64_t lease,
 /* kvs_cache_owner_set_done - where @o's deferred lookups answer. */
 void kvs_cache_owner_set_done(kvs_owner *o, kvs_cache_done_fn fn, void *arg);
 
+/*
+ * kvs_cache_verify_fn - a verify that answered -EINPROGRESS is done: @rep
+ * (counts, flags) and @fails[0..rep->count). Called from
+ * kvs_cache_ssd_poll(); both are valid during the call only. The callback
+ * may issue requests.
+ */
+struct kvs_wire_verify_reply;
+struct kvs_wire_verify_fail;
+typedef void (*kvs_cache_verify_fn)(void *arg,
+				    const struct kvs_wire_verify_reply *rep,
+				    const struct kvs_wire_verify_fail *fails);
+
+/*
+ * kvs_cache_verify - read back every block that has an SSD copy and no I/O
+ * in flight (of namespace @ns, 0: all), into bounce buffers, up to 32 reads
+ * at a time, and check each against its header, its checksum and the
+ * index's checksum. A block that fails is dropped from the SSD tier as a
+ * failed promotion read drops it (counted in tier_ssd.corrupt_blocks for a
+ * checksum mismatch); one still in host RAM stays there. A block freed,
+ * recycled or moved while its read was in flight counts as skipped.
+ * @max_failed: failures listed in the reply (all are counted).
+ * Returns 0 with *rep filled (nothing was read: the tier is off, flags 0,
+ * or holds no block to check), or -EINPROGRESS: @fn(@arg) answers later and
+ * @o must send no other request until then.
+ * Errors: -ENOMEM.
+ */
+int kvs_cache_verify(kvs_cache *c, kvs_owner *o, uint32_t ns,
+		     uint32_t max_failed, kvs_cache_verify_fn fn, void *arg,
+		     struct kvs_wire_verify_reply *rep);
+
 /* kvs_cache_owner_free - end every lease of @o (pins dropped, uncommitted
  * slots freed) and free it. @o may be NULL. */
 void kvs_cache_owner_free(kvs_cache *c, kvs_owner *o);

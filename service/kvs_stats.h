@@ -41,6 +41,7 @@
 	X(ops, pin, COUNTER, "operator pin requests")                         \
 	X(ops, unpin, COUNTER, "operator unpin requests")                     \
 	X(ops, watch, COUNTER, "event subscriptions")                         \
+	X(ops, verify, COUNTER, "operator verify requests")                   \
 	X(blocks, lookup_hit, COUNTER, "blocks found by lookups")             \
 	X(blocks, lookup_miss, COUNTER, "blocks asked for and not found")     \
 	X(blocks, reserved, COUNTER, "slots handed out by reserve")           \
@@ -74,6 +75,8 @@
 	X(tier_ssd, lookup_hits, COUNTER, "lookup hits served after promotion")\
 	X(tier_ssd, admission_rejected, COUNTER, "evicted blocks not admitted")\
 	X(tier_ssd, corrupt_blocks, COUNTER, "reads failing verification: dropped")\
+	X(tier_ssd, verify_runs, COUNTER, "verify requests finished")         \
+	X(tier_ssd, verified_blocks, COUNTER, "blocks read back by verify")   \
 	X(tier_ssd, stale_blocks, COUNTER, "blocks of recycled segments dropped")\
 	X(tier_ssd, recycled_segments, COUNTER, "segments recycled")          \
 	X(tier_ssd, io_errors, COUNTER, "I/O errors and ENOSPC (demotion off)")\

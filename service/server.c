@@ -21,11 +21,13 @@
 
 #include "kvs_admin.h"
 #include "kvs_cache.h"
+#include "kvs_cache_admin.h"
 #include "kvs_hist.h"
 #include "kvs_log.h"
 #include "kvs_metrics.h"
 #include "kvs_stats.h"
 #include "kvs_wire.h"
+#include "kvs_wire_admin.h"
 
 #define IN_INITIAL (64u << 10)
 #define IN_MAX (KVS_WIRE_HDR_SIZE + KVS_WIRE_MAX_PAYLOAD)
@@ -75,9 +77,10 @@ struct conn {
 	int pending_fd2; /* a second one with it (the GPU arena), or -1 */
 	int closing;     /* close once out is flushed */
 	int reading;     /* rev is armed */
-	int waiting;     /* a lookup's answer is deferred (SSD reads): no
-			  * other request is handled until it is sent */
-	kvs_wire_hdr wait_hdr; /* that lookup's header */
+	int waiting;     /* a lookup's or verify's answer is deferred (SSD
+			  * reads): no other request is handled until it is
+			  * sent */
+	kvs_wire_hdr wait_hdr; /* that request's header */
 	kvs_owner *owner;
 	kvs_admin_sub *sub; /* watching events, or NULL */
 	uint32_t ns;
@@ -568,6 +571,57 @@ static void do_admin(conn *c, const kvs_wire_hdr *h, const uint8_t *p)
 	reply(c, h, 0, c->srv->reply, len);
 }
 
+/* A deferred verify is done (kvs_cache_verify_fn): send it, then go on
+ * with the requests that queued behind it. */
+static void on_verify_done(void *arg, const kvs_wire_verify_reply *rep,
+			   const kvs_wire_verify_fail *fails)
+{
+	conn *c = arg;
+	kvs_server *s = c->srv;
+	int rc = kvs_wire_verify_reply_encode(rep, fails, s->reply,
+					      KVS_WIRE_MAX_PAYLOAD);
+
+	c->waiting = 0;
+	if (rc < 0)
+		reply_error(c, &c->wait_hdr, rc);
+	else
+		reply(c, &c->wait_hdr, 0, s->reply, (size_t)rc);
+	conn_process(c);
+}
+
+/* VERIFY: read back the SSD tier's blocks; answered when the reads are
+ * done (on_verify_done), the connection waiting meanwhile. */
+static void do_verify(conn *c, const kvs_wire_hdr *h, const uint8_t *p)
+{
+	kvs_server *s = c->srv;
+	kvs_wire_verify_req req;
+	kvs_wire_verify_reply rep;
+	int rc = kvs_wire_verify_req_decode(p, h->len, &req);
+
+	if (rc < 0)
+		s->stats.errors_proto++;
+	else if (c->ns)
+		rc = -EPERM; /* it drops blocks: operators only */
+	else if (req.ns > kvs_cache_ns_count(s->cache))
+		rc = -ENOENT;
+	else
+		rc = kvs_cache_verify(s->cache, c->owner, req.ns, req.max_failed,
+				      on_verify_done, c, &rep);
+	if (rc == -EINPROGRESS) {
+		c->waiting = 1;
+		c->wait_hdr = *h;
+		return;
+	}
+	if (rc == 0)
+		rc = kvs_wire_verify_reply_encode(&rep, NULL, s->reply,
+						  KVS_WIRE_MAX_PAYLOAD);
+	if (rc < 0) {
+		reply_error(c, h, rc);
+		return;
+	}
+	reply(c, h, 0, s->reply, (size_t)rc);
+}
+
 static void conn_wake(void *arg)
 {
 	conn *c = arg;
@@ -611,6 +665,7 @@ static void dispatch(conn *c, const kvs_wire_hdr *h, const uint8_t *p)
 	case KVS_OP_PIN: st->ops_pin++; do_admin(c, h, p); break;
 	case KVS_OP_UNPIN: st->ops_unpin++; do_admin(c, h, p); break;
 	case KVS_OP_WATCH: st->ops_watch++; do_watch(c, h, p); break;
+	case KVS_OP_VERIFY: st->ops_verify++; do_verify(c, h, p); break;
 	default:
 		st->errors_opcode++;
 		reply_error(c, h, KVS_E_OPCODE);

@@ -16,6 +16,7 @@
 #include "kvs_log.h"
 #include "kvs_ssd.h"
 #include "kvs_wire.h"
+#include "kvs_wire_admin.h"
 
 #define NONE KVS_REC_NONE
 #define DEFAULT_SEGMENTS 4
@@ -44,6 +45,26 @@ typedef struct wslot {    /* one write in flight */
 	uint64_t bytes;
 } wslot;
 
+/* Verify: reads in flight per job, into bounce buffers. */
+#define VERIFY_BATCH 32
+
+typedef struct vread {    /* one verify read in flight; free: buf NULL */
+	void *buf;
+	kvs_hash key;     /* the record's table key, to catch a reused index */
+	uint64_t gen;     /* the location read, to catch a moved block */
+	uint32_t idx, ns, seg, off4k;
+} vread;
+
+typedef struct vjob {     /* one VERIFY request */
+	kvs_owner *owner; /* NULL once the connection is gone */
+	kvs_cache_verify_fn fn;
+	void *arg;
+	uint32_t ns, max_failed, cursor, inflight;
+	kvs_wire_verify_reply rep;
+	kvs_wire_verify_fail *fails; /* max_failed */
+	vread r[VERIFY_BATCH];
+} vjob;
+
 typedef struct promo {    /* one lookup's reads */
 	kvs_owner *owner; /* NULL once the connection is gone */
 	uint32_t lease, n, pending, cut, next;
@@ -66,9 +87,13 @@ struct kvs_tier_ssd {
 	promo *ps;
 	uint32_t nps, free_ps;
 	uint64_t blocks, ssd_only; /* records with an SSD copy; without RAM */
+	vjob **vs;     /* verify jobs by id, NULL when free */
+	uint32_t nvs;
 };
 
 #define COOKIE_READ (1ull << 63)
+/* A verify read: COOKIE_VERIFY | job << 32 | read slot. */
+#define COOKIE_VERIFY (1ull << 62)
 
 static ext *ext_of(const kvs_cache *c, uint32_t idx)
 {
@@ -594,6 +619,210 @@ void tier_ssd_owner_gone(kvs_cache *c, kvs_owner *o)
 		c->ssd->ps[o->promo].owner = NULL;
 		o->promo = NONE;
 	}
+	if (o->verify != NONE) {
+		/* No more reads; those in flight finish without it. */
+		c->ssd->vs[o->verify]->owner = NULL;
+		o->verify = NONE;
+	}
+}
+
+/* ---- verify ----------------------------------------------------------- */
+
+static void vjob_free(kvs_tier_ssd *t, uint32_t id)
+{
+	vjob *j = t->vs[id];
+
+	for (uint32_t k = 0; k < VERIFY_BATCH; k++)
+		free(j->r[k].buf);
+	free(j->fails);
+	free(j);
+	t->vs[id] = NULL;
+}
+
+/* Submit reads of the next eligible records until the batch is full or the
+ * records are all visited: on SSD, no I/O in flight, committed, of the
+ * namespace asked for. */
+static void verify_fill(kvs_cache *c, uint32_t id)
+{
+	kvs_tier_ssd *t = c->ssd;
+	vjob *j = t->vs[id];
+	uint32_t k = 0;
+
+	while (j->owner && j->inflight < VERIFY_BATCH && j->cursor < t->next) {
+		uint32_t idx = j->cursor++;
+		const ext *e = &t->ext[idx];
+		kvs_rec *r;
+		kvs_ssd_loc loc;
+		kvs_ssd_blk want;
+		kvs_index_key key;
+		kvs_index_val v;
+		unsigned flags = 0;
+		int rc;
+
+		if (!(e->flags & EXT_SSD) || (e->flags & (EXT_WRITING | EXT_READING)))
+			continue;
+		r = cache_rec(c, idx);
+		if (r->state != KVS_REC_READY || (j->ns && r->ns != j->ns))
+			continue;
+		while (j->r[k].buf)
+			k++;
+		loc = loc_of(c, idx);
+		if (posix_memalign(&j->r[k].buf, 4096, ((uint64_t)loc.len + 4095) & ~4095ull)) {
+			j->r[k].buf = NULL;
+			j->rep.skipped++;
+			continue;
+		}
+		want = (kvs_ssd_blk){ .ns = r->ns, .len = loc.len,
+				      .hash = cache_ns_key(r->ns, r->hash) };
+		/* The index's checksum too, when it has this very copy (a
+		 * write completed in this loop turn is not committed yet). */
+		key = key_of(r);
+		if (kvs_index_get(t->ix, &key, &v) == 0 && v.seg == loc.seg &&
+		    v.gen == loc.gen && v.off == loc.off && v.len == loc.len) {
+			want.csum = v.csum;
+			flags = KVS_SSD_CSUM;
+		}
+		rc = kvs_ssd_read(t->ssd, &loc, &want, flags, j->r[k].buf,
+				  COOKIE_VERIFY | (uint64_t)id << 32 | k);
+		if (rc < 0) {
+			/* Stale (its segment went) or no memory: not read. */
+			free(j->r[k].buf);
+			j->r[k].buf = NULL;
+			j->rep.skipped++;
+			continue;
+		}
+		j->r[k] = (vread){ .buf = j->r[k].buf, .key = r->hash,
+				   .gen = loc.gen, .idx = idx, .ns = r->ns,
+				   .seg = loc.seg, .off4k = e->off4k };
+		j->inflight++;
+	}
+}
+
+/* Every read is done and nothing is left to submit: answer, free. */
+static int verify_finished(kvs_cache *c, uint32_t id)
+{
+	kvs_tier_ssd *t = c->ssd;
+	vjob *j = t->vs[id];
+
+	if (j->inflight > 0 || (j->owner && j->cursor < t->next))
+		return 0;
+	c->stats->tier_ssd_verify_runs++;
+	kvs_info("SSD tier: verify%s: %" PRIu64 " blocks checked, %" PRIu64
+		 " ok, %" PRIu64 " failed (dropped), %" PRIu64 " skipped",
+		 j->owner ? "" : " (client gone)", j->rep.checked, j->rep.ok,
+		 j->rep.failed, j->rep.skipped);
+	return 1;
+}
+
+static void verify_done(kvs_cache *c, const kvs_ssd_cqe *q)
+{
+	kvs_tier_ssd *t = c->ssd;
+	uint32_t id = (uint32_t)(q->cookie >> 32) & 0x3fffffffu;
+	uint32_t k = (uint32_t)q->cookie;
+	vjob *j = t->vs[id];
+	vread *v = &j->r[k];
+	uint32_t idx = v->idx;
+	const ext *e = &t->ext[idx];
+	kvs_rec *r = cache_rec(c, idx);
+
+	free(v->buf);
+	v->buf = NULL;
+	j->inflight--;
+	/* The same block, at the same place, still on SSD? */
+	if (r->state != KVS_REC_READY || r->ns != v->ns ||
+	    r->hash.lo != v->key.lo || r->hash.hi != v->key.hi ||
+	    !(e->flags & EXT_SSD) || e->seg != v->seg || e->gen != v->gen ||
+	    e->off4k != v->off4k) {
+		j->rep.skipped++;
+	} else if (q->res == 0) {
+		j->rep.checked++;
+		j->rep.ok++;
+		c->stats->tier_ssd_verified_blocks++;
+	} else {
+		j->rep.checked++;
+		j->rep.failed++;
+		c->stats->tier_ssd_verified_blocks++;
+		if (j->rep.count < j->max_failed)
+			j->fails[j->rep.count++] = (kvs_wire_verify_fail){
+				.hash = kvs_cache_rec_hash(r), .ns = r->ns,
+				.error = q->res };
+		/* As read_done: count it, and the block leaves the SSD tier. */
+		if (q->res == -EBADMSG) {
+			c->stats->tier_ssd_corrupt_blocks++;
+			kvs_warn("SSD tier: verify: block in segment %u at %" PRIu64
+				 " failed verification: dropped", q->loc.seg,
+				 q->loc.off);
+		} else if (q->res == -ESTALE) {
+			c->stats->tier_ssd_stale_blocks++;
+		} else {
+			disable(c, q->res, "verify read");
+		}
+		/* A copy in RAM stays. An SSD-only block pinned (by a lease
+		 * promoting it, or an operator) stays for now: its next read
+		 * fails the same way and drops it then. */
+		if (r->tier == KVS_TIER_HOST || r->refs == 0)
+			drop_ssd(c, idx, 1);
+	}
+	verify_fill(c, id);
+	if (verify_finished(c, id)) {
+		kvs_owner *o = j->owner;
+
+		if (o) {
+			o->verify = NONE;
+			if (j->fn)
+				j->fn(j->arg, &j->rep, j->fails);
+		}
+		vjob_free(t, id);
+	}
+}
+
+int kvs_cache_verify(kvs_cache *c, kvs_owner *o, uint32_t ns_id,
+		     uint32_t max_failed, kvs_cache_verify_fn fn, void *arg,
+		     kvs_wire_verify_reply *rep)
+{
+	kvs_tier_ssd *t = c->ssd;
+	uint32_t id = 0;
+	vjob *j;
+
+	*rep = (kvs_wire_verify_reply){ 0 };
+	if (!t)
+		return 0; /* no SSD tier: flags 0, nothing checked */
+	if (o->verify != NONE)
+		return -EBUSY;
+	while (id < t->nvs && t->vs[id])
+		id++;
+	if (id == t->nvs) {
+		uint32_t n = t->nvs ? t->nvs * 2 : 4;
+		vjob **nv = realloc(t->vs, (size_t)n * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		memset(nv + t->nvs, 0, (size_t)(n - t->nvs) * sizeof(*nv));
+		t->vs = nv;
+		t->nvs = n;
+	}
+	j = calloc(1, sizeof(*j));
+	if (!j || !(j->fails = calloc(max_failed ? max_failed : 1, sizeof(*j->fails)))) {
+		free(j);
+		return -ENOMEM;
+	}
+	j->owner = o;
+	j->fn = fn;
+	j->arg = arg;
+	j->ns = ns_id;
+	j->max_failed = max_failed;
+	j->rep.flags = KVS_WIRE_VERIFY_SSD;
+	t->vs[id] = j;
+	verify_fill(c, id);
+	if (j->inflight > 0) {
+		o->verify = id;
+		return -EINPROGRESS;
+	}
+	verify_finished(c, id);
+	*rep = j->rep;
+	rep->count = 0;
+	vjob_free(t, id);
+	return 0;
 }
 
 /* ---- the loop's side -------------------------------------------------- */
@@ -604,6 +833,8 @@ static void on_cqe(void *arg, const kvs_ssd_cqe *q)
 
 	if (q->op == KVS_SSD_OP_WRITE)
 		write_done(c, q);
+	else if (q->cookie & COOKIE_VERIFY)
+		verify_done(c, q);
 	else
 		read_done(c, q);
 }
@@ -910,6 +1141,10 @@ void tier_ssd_close(kvs_cache *c)
 		free(t->ps[i].res);
 		free(t->ps[i].out);
 	}
+	for (uint32_t i = 0; i < t->nvs; i++)
+		if (t->vs[i])
+			vjob_free(t, i);
+	free(t->vs);
 	free(t->ws);
 	free(t->ps);
 	free(t->ext);

@@ -46,7 +46,9 @@ void tier_ssd_commit(kvs_cache *c, uint32_t idx);
 int tier_ssd_promote(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_block *out,
 		     uint64_t *lease);
 /* tier_ssd_owner_gone - @o is being freed: its promotion, if any, finishes
- * without it (blocks become host-resident or are dropped). */
+ * without it (blocks become host-resident or are dropped); its verify, if
+ * any, stops submitting reads and finishes the ones in flight without it
+ * (a block failing verification is still dropped). */
 void tier_ssd_owner_gone(kvs_cache *c, kvs_owner *o);
 
 /* tier_ssd_ns_created - persist namespace @id (a new layout). */

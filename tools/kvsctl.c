@@ -2,7 +2,7 @@
  * kvsctl - operator tool for kvshared, on the public client API only.
  *
  *   kvsctl [--socket PATH] stats [--json]
- *   kvsctl [--socket PATH] ls|inspect|evict|flush|pin|unpin|watch ...
+ *   kvsctl [--socket PATH] ls|inspect|evict|flush|pin|unpin|watch|verify ...
  *          (kvsctl_cache.c, kvsctl_pin.c)
  *   kvsctl [--socket PATH] top [--interval SECONDS] (kvsctl_top.c)
  *   kvsctl [--socket PATH] plan (--preset NAME | --layers L --kv-heads H
@@ -40,6 +40,7 @@ static const struct cmd cmds[] = {
 	{ "pin", kvsctl_pin, "keep a prefix cached (hashes or tokens)" },
 	{ "unpin", kvsctl_unpin, "stop keeping a prefix cached" },
 	{ "watch", kvsctl_watch, "stream KV events as lines [--json]" },
+	{ "verify", kvsctl_verify, "read back the SSD tier's blocks and check them" },
 	{ "top", kvsctl_top, "a live view: ops/s, hit ratio, tiers, namespaces" },
 };
 #define NCMDS (sizeof(cmds) / sizeof(cmds[0]))

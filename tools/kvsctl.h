@@ -12,5 +12,6 @@ int kvsctl_pin(const char *sock, int argc, char **argv);
 int kvsctl_unpin(const char *sock, int argc, char **argv);
 int kvsctl_watch(const char *sock, int argc, char **argv);
 int kvsctl_top(const char *sock, int argc, char **argv);
+int kvsctl_verify(const char *sock, int argc, char **argv);
 
 #endif

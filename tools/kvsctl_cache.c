@@ -1,6 +1,6 @@
 /*
  * kvsctl_cache.c - kvsctl's commands on what is cached: ls, inspect,
- * evict/flush, pin/unpin, watch. On the public API only (kvshare.h,
+ * evict/flush, pin/unpin, watch, verify. On the public API only (kvshare.h,
  * kvshare_admin.h).
  */
 #include <errno.h>
@@ -420,4 +420,111 @@ int kvsctl_flush(const char *sock, int argc, char **argv)
 {
 	flushing = 1;
 	return evict_run(sock, argc, argv);
+}
+
+/* ---- verify ------------------------------------------------------------ */
+
+#define VERIFY_FAILED_DEFAULT 100
+
+static void verify_usage(void)
+{
+	fprintf(stderr,
+		"usage: kvsctl [--socket PATH] verify [--namespace N] [--max-failed K]\n"
+		"              [--json]\n"
+		"  read back every block of the SSD tier and check it against its header\n"
+		"  and checksums; a block that fails is dropped from the SSD tier (a copy\n"
+		"  in host RAM stays). Waits until every block was read.\n"
+		"  -n, --namespace N   only the blocks of namespace N\n"
+		"  -k, --max-failed K  list at most K failures (default %d, at most %d);\n"
+		"                      all are counted\n"
+		"  -j, --json          {\"ssd_tier\":b,\"checked\":n,\"ok\":n,\"failed\":n,\n"
+		"                      \"skipped\":n,\"failures\":[{\"hash\":h,\"namespace\":n,\n"
+		"                      \"errno\":e,\"error\":s}]}\n"
+		"  exit: 0 every block checked is good (or no SSD tier), 3 some failed,\n"
+		"        1 the request failed, 2 usage\n",
+		VERIFY_FAILED_DEFAULT, KVS_VERIFY_FAILED_MAX);
+}
+
+int kvsctl_verify(const char *sock, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "namespace", required_argument, NULL, 'n' },
+		{ "max-failed", required_argument, NULL, 'k' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	uint32_t ns = 0, max_failed = VERIFY_FAILED_DEFAULT;
+	kvs_verify_result res;
+	kvs_verify_failure *f;
+	kvs_client *c;
+	int json = 0, o, rc;
+
+	while ((o = getopt_long(argc, argv, "n:k:jh", opts, NULL)) != -1) {
+		switch (o) {
+		case 'n':
+			if (parse_u32(optarg, &ns) < 0 || ns == 0) {
+				fprintf(stderr, "kvsctl: verify: bad namespace '%s'\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case 'k':
+			if (parse_u32(optarg, &max_failed) < 0 ||
+			    max_failed > KVS_VERIFY_FAILED_MAX) {
+				fprintf(stderr, "kvsctl: verify: bad --max-failed '%s' "
+					"(0..%d)\n", optarg, KVS_VERIFY_FAILED_MAX);
+				return 2;
+			}
+			break;
+		case 'j': json = 1; break;
+		case 'h': verify_usage(); return 0;
+		default: verify_usage(); return 2;
+		}
+	}
+	if (extra_args("verify", argc, argv, 0, verify_usage))
+		return 2;
+	if ((rc = kvs_connect(sock, NULL, &c)) < 0)
+		return fail("connect", rc);
+	rc = kvs_verify(c, ns, max_failed, &res, &f);
+	kvs_close(c);
+	if (rc < 0)
+		return fail("verify", rc);
+	if (json) {
+		printf("{\"ssd_tier\":%s,\"checked\":%" PRIu64 ",\"ok\":%" PRIu64
+		       ",\"failed\":%" PRIu64 ",\"skipped\":%" PRIu64 ",\"failures\":[",
+		       res.ssd_tier ? "true" : "false", res.checked, res.ok,
+		       res.failed, res.skipped);
+		for (uint32_t i = 0; i < res.listed; i++) {
+			char hex[33];
+
+			kvs_hash_format(f[i].hash, hex);
+			printf("%s{\"hash\":\"%s\",\"namespace\":%u,\"errno\":%d,"
+			       "\"error\":", i ? "," : "", hex, f[i].ns, f[i].error);
+			json_str(kvs_strerror(f[i].error));
+			putchar('}');
+		}
+		printf("]}\n");
+	} else if (!res.ssd_tier) {
+		printf("verify: the daemon has no SSD tier: nothing to verify\n");
+	} else {
+		printf("verify: %" PRIu64 " blocks checked: %" PRIu64 " ok, %" PRIu64
+		       " failed (dropped from the SSD tier), %" PRIu64 " skipped "
+		       "(changed while being read)\n", res.checked, res.ok,
+		       res.failed, res.skipped);
+		for (uint32_t i = 0; i < res.listed; i++) {
+			char hex[33];
+
+			kvs_hash_format(f[i].hash, hex);
+			printf("failed %s namespace %u: %s\n", hex, f[i].ns,
+			       kvs_strerror(f[i].error));
+		}
+		if (res.failed > res.listed)
+			printf("(%" PRIu64 " more failures not listed: --max-failed)\n",
+			       res.failed - res.listed);
+	}
+	free(f);
+	if (fflush(stdout) != 0)
+		return 1;
+	return res.failed ? 3 : 0;
 }

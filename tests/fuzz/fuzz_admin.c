@@ -1,8 +1,8 @@
 /*
  * fuzz_admin - libFuzzer target for the operator messages' codec
  * (client/wire_admin.c): LIST request, header and namespace entries,
- * INSPECT request and reply, EVICT request and reply, PIN/UNPIN request and
- * EVENT messages.
+ * INSPECT request and reply, EVICT request and reply, PIN/UNPIN request,
+ * EVENT messages and VERIFY request and reply.
  *
  * As fuzz_wire: the input is read as a message (24-byte header, payload) and
  * every decoder runs on the payload after the header, on the header's own
@@ -205,6 +205,38 @@ static void check_events(const uint8_t *p, size_t n)
 	free(out);
 }
 
+static void check_verify(const uint8_t *p, size_t n)
+{
+	kvs_wire_verify_req r;
+	kvs_wire_verify_reply rep;
+	kvs_wire_verify_fail *fs;
+	uint8_t out[KVS_WIRE_VERIFY_REQ_SIZE], *o;
+
+	if (kvs_wire_verify_req_decode(p, n, &r) == 0) {
+		if (r.max_failed > KVS_WIRE_VERIFY_FAILED_MAX)
+			die("verify request", "max_failed over the limit accepted");
+		same("verify request", kvs_wire_verify_req_encode(&r, out, sizeof(out)),
+		     p, n, out);
+		short_refused("verify request", kvs_wire_verify_req_encode(&r, out, n - 1));
+	}
+	if (kvs_wire_verify_reply_decode(p, n, &rep) != 0)
+		return;
+	if (rep.count > KVS_WIRE_VERIFY_FAILED_MAX || rep.count > rep.failed ||
+	    rep.checked != rep.ok + rep.failed || rep.fails != p + 40 ||
+	    n != 40 + (size_t)rep.count * KVS_WIRE_VERIFY_FAIL_SIZE)
+		die("verify reply", "counts that do not add up accepted");
+	fs = malloc((rep.count ? rep.count : 1) * sizeof(*fs));
+	o = malloc(n);
+	if (!fs || !o)
+		abort();
+	for (uint32_t i = 0; i < rep.count; i++)
+		fs[i] = kvs_wire_verify_fail_at(rep.fails, i);
+	same("verify reply", kvs_wire_verify_reply_encode(&rep, fs, o, n), p, n, o);
+	short_refused("verify reply", kvs_wire_verify_reply_encode(&rep, fs, o, n - 1));
+	free(fs);
+	free(o);
+}
+
 static void check_payload(const uint8_t *src, size_t n)
 {
 	uint8_t *p = malloc(n ? n : 1);
@@ -219,6 +251,7 @@ static void check_payload(const uint8_t *src, size_t n)
 	check_evict(p, n);
 	check_pin(p, n);
 	check_events(p, n);
+	check_verify(p, n);
 	free(p);
 }
 

@@ -113,6 +113,15 @@ static void admin_seeds(void)
 				  .flags = KVS_WIRE_EVICT_FLUSH, .hash = hs[1] };
 	kvs_wire_evict_req ern = { .scope = KVS_EVICT_NAMESPACE, .ns = 2 };
 	kvs_wire_evict_reply rep = { .freed = 10, .pinned = 3, .kept = 2 };
+	kvs_wire_verify_req vr = { .ns = 0, .max_failed = 100 };
+	kvs_wire_verify_fail vf[2] = {
+		{ .hash = hs[2], .ns = 1, .error = -74 /* -EBADMSG */ },
+		{ .hash = hs[0], .ns = 2, .error = -5 /* -EIO */ },
+	};
+	kvs_wire_verify_reply vrep = { .checked = 40, .ok = 37, .failed = 3,
+				       .skipped = 2, .count = 2,
+				       .flags = KVS_WIRE_VERIFY_SSD };
+	kvs_wire_verify_reply vnone = { 0 };
 	uint8_t p[8192];
 	int off, rc;
 
@@ -132,6 +141,12 @@ static void admin_seeds(void)
 	     kvs_wire_evict_req_encode(&ern, p, sizeof(p)));
 	AMSG("evict-reply", KVS_OP_EVICT, 3, p,
 	     kvs_wire_evict_reply_encode(&rep, p, sizeof(p)));
+	AMSG("verify-req", KVS_OP_VERIFY, 7, p,
+	     kvs_wire_verify_req_encode(&vr, p, sizeof(p)));
+	AMSG("verify-reply-2", KVS_OP_VERIFY, 7, p,
+	     kvs_wire_verify_reply_encode(&vrep, vf, p, sizeof(p)));
+	AMSG("verify-reply-nossd", KVS_OP_VERIFY, 7, p,
+	     kvs_wire_verify_reply_encode(&vnone, NULL, p, sizeof(p)));
 	AMSG("pin-req-3", KVS_OP_PIN, 4, p, kvs_wire_pin_req_encode(0, hs, 3, p, sizeof(p)));
 	AMSG("unpin-req-1", KVS_OP_UNPIN, 5, p,
 	     kvs_wire_pin_req_encode(2, hs, 1, p, sizeof(p)));

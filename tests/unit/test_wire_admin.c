@@ -159,11 +159,68 @@ static void test_events(void)
 	CHECK(!strcmp(kvs_wire_opcode_name(KVS_OP_WATCH), "watch"));
 }
 
+static void test_verify(void)
+{
+	kvs_wire_verify_req r = { .ns = 2, .max_failed = 10 }, d;
+	kvs_wire_verify_fail f[2] = {
+		{ .hash = { 1, 2 }, .ns = 2, .error = -EBADMSG },
+		{ .hash = { 3, 4 }, .ns = 1, .error = -EIO },
+	};
+	kvs_wire_verify_reply rep = { .checked = 9, .ok = 6, .failed = 3,
+				      .skipped = 1, .count = 2,
+				      .flags = KVS_WIRE_VERIFY_SSD }, o;
+	uint8_t b[KVS_WIRE_VERIFY_REPLY_FIXED + 2 * KVS_WIRE_VERIFY_FAIL_SIZE];
+	int n;
+
+	CHECK(kvs_wire_verify_req_encode(&r, b, sizeof(b)) == KVS_WIRE_VERIFY_REQ_SIZE);
+	CHECK(kvs_wire_verify_req_encode(&r, b, KVS_WIRE_VERIFY_REQ_SIZE - 1) == -ENOBUFS);
+	CHECK(kvs_wire_verify_req_decode(b, KVS_WIRE_VERIFY_REQ_SIZE, &d) == 0 &&
+	      d.ns == 2 && d.max_failed == 10);
+	CHECK(kvs_wire_verify_req_decode(b, KVS_WIRE_VERIFY_REQ_SIZE + 1, &d) == KVS_E_PROTO);
+	CHECK(kvs_wire_verify_req_decode(b, KVS_WIRE_VERIFY_REQ_SIZE - 1, &d) == KVS_E_PROTO);
+	r.max_failed = KVS_WIRE_VERIFY_FAILED_MAX + 1;
+	CHECK(kvs_wire_verify_req_encode(&r, b, sizeof(b)) == -EINVAL);
+	b[4] = 0xff; b[5] = 0xff; /* max_failed over the limit */
+	CHECK(kvs_wire_verify_req_decode(b, KVS_WIRE_VERIFY_REQ_SIZE, &d) == KVS_E_PROTO);
+
+	n = kvs_wire_verify_reply_encode(&rep, f, b, sizeof(b));
+	CHECK(n == (int)sizeof(b));
+	CHECK(kvs_wire_verify_reply_encode(&rep, f, b, sizeof(b) - 1) == -ENOBUFS);
+	CHECK(kvs_wire_verify_reply_decode(b, sizeof(b), &o) == 0);
+	CHECK(o.checked == 9 && o.ok == 6 && o.failed == 3 && o.skipped == 1 &&
+	      o.count == 2 && o.flags == KVS_WIRE_VERIFY_SSD);
+	{
+		kvs_wire_verify_fail f0 = kvs_wire_verify_fail_at(o.fails, 0);
+		kvs_wire_verify_fail f1 = kvs_wire_verify_fail_at(o.fails, 1);
+
+		CHECK(f0.hash.lo == 1 && f0.hash.hi == 2 && f0.ns == 2 &&
+		      f0.error == -EBADMSG);
+		CHECK(f1.hash.lo == 3 && f1.ns == 1 && f1.error == -EIO);
+	}
+	CHECK(kvs_wire_verify_reply_decode(b, sizeof(b) - 1, &o) == KVS_E_PROTO);
+	CHECK(kvs_wire_verify_reply_decode(b, 39, &o) == KVS_E_PROTO);
+	b[36] = 2; /* unknown flag */
+	CHECK(kvs_wire_verify_reply_decode(b, sizeof(b), &o) == KVS_E_PROTO);
+	b[36] = 1;
+	b[8] = 7; /* ok 7: checked - ok != failed */
+	CHECK(kvs_wire_verify_reply_decode(b, sizeof(b), &o) == KVS_E_PROTO);
+	rep.count = 4; /* more listed than failed */
+	CHECK(kvs_wire_verify_reply_encode(&rep, f, b, sizeof(b)) == -EINVAL);
+	/* No SSD tier: all zero, nothing listed. */
+	rep = (kvs_wire_verify_reply){ 0 };
+	CHECK(kvs_wire_verify_reply_encode(&rep, NULL, b, sizeof(b)) ==
+	      KVS_WIRE_VERIFY_REPLY_FIXED);
+	CHECK(kvs_wire_verify_reply_decode(b, KVS_WIRE_VERIFY_REPLY_FIXED, &o) == 0 &&
+	      o.flags == 0 && o.count == 0 && o.checked == 0);
+	CHECK(!strcmp(kvs_wire_opcode_name(KVS_OP_VERIFY), "verify"));
+}
+
 int main(void)
 {
 	test_list();
 	test_inspect();
 	test_evict_pin();
 	test_events();
+	test_verify();
 	return check_summary("test_wire_admin");
 }
