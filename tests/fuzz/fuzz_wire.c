@@ -89,19 +89,18 @@ static void check_hello(const uint8_t *p, size_t n)
 	if (kvs_wire_hello_decode(p, n, &h) != 0)
 		return;
 	if (h.model_len > KVS_NAME_MAX || h.adapter_len > KVS_NAME_MAX ||
-	    h.salt_len > KVS_NAME_MAX || h.flags & ~KVS_HELLO_CONTROL)
+	    h.salt_len > KVS_NAME_MAX ||
+	    h.flags & ~(KVS_HELLO_CONTROL | KVS_HELLO_GPU))
 		abort();
 	/* The strings lie inside the payload, back to back after 40 bytes. */
 	if (h.model != (const char *)p + 40 ||
 	    h.salt + h.salt_len != (const char *)p + n)
 		abort();
-	/* Names are C strings to the encoder (and to the daemon, which keeps
-	 * them with strndup()), so a name with a NUL byte in it cannot be
-	 * said again. Reported under issue 7: the decoder accepts such names;
-	 * once it refuses them this branch is never taken. */
+	/* The decoder refuses NUL inside names (they are C strings to the
+	 * encoder and the daemon): one that got through is a bug. */
 	if (has_nul(h.model, h.model_len) || has_nul(h.adapter, h.adapter_len) ||
 	    has_nul(h.salt, h.salt_len))
-		return;
+		abort();
 	memcpy(model, h.model, h.model_len);
 	model[h.model_len] = '\0';
 	memcpy(adapter, h.adapter, h.adapter_len);
@@ -134,9 +133,9 @@ static void check_hello(const uint8_t *p, size_t n)
 			.tp_size = h.tp_size,
 			.dtype = (kvs_dtype)h.dtype,
 		};
-		rc = kvs_wire_hello_encode(&l, out, n);
+		rc = kvs_wire_hello_encode_flags(&l, h.flags, out, n);
 		/* One byte short must be refused, never overrun. */
-		if (n && kvs_wire_hello_encode(&l, out, n - 1) != -ENOBUFS)
+		if (n && kvs_wire_hello_encode_flags(&l, h.flags, out, n - 1) != -ENOBUFS)
 			abort();
 	}
 	same("hello", rc, p, n, out);
