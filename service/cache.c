@@ -464,6 +464,10 @@ static int dom_of_owner(kvs_cache *c, const kvs_owner *o, uint32_t *out)
 		*out = 0;
 		return 0;
 	}
+	/* A peer whose credentials could not be read has no domain: lumping
+	 * such peers together would share an arena between strangers. */
+	if (o->uid == UINT32_MAX)
+		return KVS_E_PERM;
 	for (uint32_t i = 0; i < c->ndoms; i++) {
 		if (c->doms[i].uid == o->uid) {
 			*out = i;

@@ -1164,6 +1164,10 @@ int kvs_server_run(kvs_server *s)
 		 "eviction %s", s->cfg.socket_path,
 		 kvs_cache_arena_bytes(s->cache) >> 20, s->cfg.page_bytes >> 10,
 		 s->cfg.policy);
+	if (s->cfg.tenant_arenas)
+		kvs_info("tenant arenas: one per uid, %" PRIu64 " MiB each, "
+			 "at most %u", kvs_config_tenant_bytes(&s->cfg) >> 20,
+			 s->cfg.max_tenants);
 	if (s->cfg.ready_fd >= 0) {
 		(void)!write(s->cfg.ready_fd, "READY\n", 6);
 		close(s->cfg.ready_fd);
