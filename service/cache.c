@@ -68,7 +68,10 @@ static int evictable(const kvs_cache *c, uint32_t idx, const kvs_rec *r)
 /* The policy that orders record @idx: its tier's. */
 kvs_policy *cache_policy_of(const kvs_cache *c, uint32_t idx)
 {
-	return rec(c, idx)->tier == KVS_TIER_GPU ? tier_gpu_policy(c) : c->policy;
+	const kvs_rec *r = rec(c, idx);
+
+	return r->tier == KVS_TIER_GPU ? tier_gpu_policy(c)
+				       : cache_ns_dom(c, r->ns)->policy;
 }
 
 void cache_sync_evictable(kvs_cache *c, uint32_t idx)
@@ -90,7 +93,7 @@ static void free_slot(kvs_cache *c, uint32_t idx)
 	if (r->tier == KVS_TIER_GPU)
 		tier_gpu_free(c, r->offset);
 	else
-		kvs_slab_free(c->slab, r->offset);
+		kvs_slab_free(cache_ns_dom(c, r->ns)->slab, r->offset);
 }
 
 #define sync_evictable cache_sync_evictable
@@ -191,25 +194,30 @@ static void evict(kvs_cache *c, uint32_t idx)
 	/* Demoted: the SSD tier has it (or is writing it) and freed the slot. */
 	if (c->ssd && tier_ssd_demote(c, idx))
 		return;
-	kvs_slab_free(c->slab, rec(c, idx)->offset);
+	kvs_slab_free(cache_ns_dom(c, r->ns)->slab, rec(c, idx)->offset);
 	/* Only a flat policy (or the SSD tier) evicts a parent. */
 	cache_forget(c, idx);
 }
 
-/* A free slot of class @cls, evicting as needed: a victim of the same class
- * first (its slot is the one needed), else the oldest of any class until a
- * slab empties and its pages can be re-cut. */
-int cache_alloc_slot(kvs_cache *c, uint32_t cls, uint64_t *off)
+/* A free slot of namespace @ns_id's class, in its domain's arena, evicting
+ * as needed: a victim of the same class first (its slot is the one needed),
+ * else the oldest of any class until a slab empties and its pages can be
+ * re-cut. Victims are the domain's own: a tenant never evicts another's
+ * blocks, and one tenant's full arena is its own business. */
+int cache_alloc_slot(kvs_cache *c, uint32_t ns_id, uint64_t *off)
 {
+	dom *d = cache_ns_dom(c, ns_id);
+	uint32_t cls = c->nss[ns_id - 1].cls;
+
 	for (int n = 0; n <= MAX_EVICTIONS_PER_SLOT; n++) {
 		uint32_t v;
-		int rc = kvs_slab_alloc(c->slab, cls, off);
+		int rc = kvs_slab_alloc(d->slab, cls, off);
 
 		if (rc != -ENOSPC)
 			return rc;
-		v = kvs_policy_victim(c->policy, cls);
+		v = kvs_policy_victim(d->policy, cls);
 		if (v == NONE)
-			v = kvs_policy_victim(c->policy, KVS_CLASS_ANY);
+			v = kvs_policy_victim(d->policy, KVS_CLASS_ANY);
 		if (v == NONE)
 			return KVS_E_FULL;
 		evict(c, v);
@@ -400,10 +408,81 @@ static uint32_t end_write(kvs_cache *c, uint32_t s, int commit)
 
 /* ---- life cycle ------------------------------------------------------- */
 
+static void dom_destroy(dom *d)
+{
+	kvs_policy_destroy(d->policy);
+	kvs_slab_destroy(d->slab);
+	kvs_arena_destroy(d->arena);
+	memset(d, 0, sizeof(*d));
+}
+
+/* A new trust domain for @uid: its own memfd arena, allocator and policy.
+ * Errors: KVS_E_LIMIT (--max-tenants domains exist), -ENOMEM, -errno. */
+static int dom_create(kvs_cache *c, uint32_t uid, uint32_t *out)
+{
+	dom *d;
+	char name[48];
+	int rc;
+
+	if (c->ndoms >= c->maxdoms)
+		return KVS_E_LIMIT;
+	d = &c->doms[c->ndoms];
+	memset(d, 0, sizeof(*d));
+	d->uid = uid;
+	if (getrandom(&d->arena_id, sizeof(d->arena_id), 0) !=
+	    sizeof(d->arena_id))
+		d->arena_id = (uint64_t)(uintptr_t)d ^ (uint64_t)getpid() ^
+			      ((uint64_t)uid << 32);
+	if (c->by_uid)
+		snprintf(name, sizeof(name), "kvshare-host-uid%u", uid);
+	else
+		snprintf(name, sizeof(name), "kvshare-host");
+	rc = kvs_arena_create(name, c->dom_bytes, &d->arena);
+	if (rc == 0)
+		rc = kvs_slab_create(kvs_arena_bytes(d->arena), c->page_bytes,
+				     &d->slab);
+	if (rc == 0)
+		rc = kvs_policy_create(c->policy_name, c->table, &d->policy);
+	if (rc < 0) {
+		dom_destroy(d);
+		return rc;
+	}
+	c->leaf_only = kvs_policy_leaf_only(d->policy);
+	*out = c->ndoms++;
+	if (c->by_uid)
+		kvs_info("tenant domain %u: uid %u, host arena of %llu bytes "
+			 "(%u of %u domains)", *out, uid,
+			 (unsigned long long)kvs_arena_bytes(d->arena), c->ndoms,
+			 c->maxdoms);
+	return 0;
+}
+
+/* The domain of owner @o, made on the first attach of its uid. */
+static int dom_of_owner(kvs_cache *c, const kvs_owner *o, uint32_t *out)
+{
+	if (!c->by_uid) {
+		*out = 0;
+		return 0;
+	}
+	/* A peer whose credentials could not be read has no domain: lumping
+	 * such peers together would share an arena between strangers. */
+	if (o->uid == UINT32_MAX)
+		return KVS_E_PERM;
+	for (uint32_t i = 0; i < c->ndoms; i++) {
+		if (c->doms[i].uid == o->uid) {
+			*out = i;
+			return 0;
+		}
+	}
+	return dom_create(c, o->uid, out);
+}
+
 int kvs_cache_create(const kvs_cache_config *cfg, kvs_counters *stats,
 		     kvs_cache **out)
 {
 	kvs_cache *c = calloc(1, sizeof(*c));
+	const char *pol = cfg->policy ? cfg->policy : kvs_policy_name_at(0);
+	uint32_t d0;
 	int rc;
 
 	if (!c)
@@ -413,25 +492,39 @@ int kvs_cache_create(const kvs_cache_config *cfg, kvs_counters *stats,
 	c->max_pinned = cfg->max_pinned;
 	c->free_lease = NONE;
 	c->evict_kind = KVS_EVENT_EVICTED;
+	c->page_bytes = cfg->page_bytes;
+	c->by_uid = cfg->max_tenants > 0;
+	c->maxdoms = c->by_uid ? cfg->max_tenants : 1;
+	c->dom_bytes = c->by_uid ? cfg->tenant_bytes : cfg->host_bytes;
 	clock_gettime(CLOCK_MONOTONIC, &c->born);
-	if (getrandom(&c->arena_id, sizeof(c->arena_id), 0) !=
-	    sizeof(c->arena_id))
-		c->arena_id = (uint64_t)(uintptr_t)c ^ (uint64_t)getpid();
-	rc = kvs_arena_create("kvshare-host", cfg->host_bytes, &c->arena);
-	if (rc == 0)
-		rc = kvs_slab_create(kvs_arena_bytes(c->arena), cfg->page_bytes,
-				     &c->slab);
-	if (rc == 0)
-		rc = kvs_table_create(&c->table);
-	if (rc == 0)
-		rc = kvs_policy_create(cfg->policy ? cfg->policy
-						   : kvs_policy_name_at(0),
-				       c->table, &c->policy);
+	if (!kvs_policy_known(pol) || strlen(pol) >= sizeof(c->policy_name) ||
+	    (c->by_uid && c->dom_bytes == 0)) {
+		free(c);
+		return -EINVAL;
+	}
+	strcpy(c->policy_name, pol);
+	c->doms = calloc(c->maxdoms, sizeof(*c->doms));
+	rc = c->doms ? kvs_table_create(&c->table) : -ENOMEM;
+	/* One domain for everybody, made now; per uid, made on first use. */
+	if (rc == 0 && !c->by_uid && (rc = dom_create(c, 0, &d0)) == 0) {
+		c->arena = c->doms[0].arena;
+		c->slab = c->doms[0].slab;
+		c->policy = c->doms[0].policy;
+		c->arena_id = c->doms[0].arena_id;
+	}
+	if (rc == 0 && c->by_uid) {
+		/* The policy's leaf rule, before any domain exists. */
+		kvs_policy *p;
+
+		if ((rc = kvs_policy_create(pol, c->table, &p)) == 0) {
+			c->leaf_only = kvs_policy_leaf_only(p);
+			kvs_policy_destroy(p);
+		}
+	}
 	if (rc < 0) {
 		kvs_cache_destroy(c);
 		return rc;
 	}
-	c->leaf_only = kvs_policy_leaf_only(c->policy);
 	*out = c;
 	return 0;
 }
@@ -452,10 +545,10 @@ void kvs_cache_destroy(kvs_cache *c)
 	}
 	free(c->nss);
 	free(c->atime);
-	kvs_policy_destroy(c->policy);
+	for (uint32_t i = 0; i < c->ndoms; i++)
+		dom_destroy(&c->doms[i]);
+	free(c->doms);
 	kvs_table_destroy(c->table);
-	kvs_slab_destroy(c->slab);
-	kvs_arena_destroy(c->arena);
 	free(c);
 }
 
@@ -464,9 +557,34 @@ void *cache_slot_ptr(kvs_cache *c, uint64_t off)
 	return (uint8_t *)kvs_arena_base(c->arena) + off;
 }
 
-int kvs_cache_arena_fd(const kvs_cache *c) { return kvs_arena_fd(c->arena); }
-uint64_t kvs_cache_arena_bytes(const kvs_cache *c) { return kvs_arena_bytes(c->arena); }
+int kvs_cache_arena_fd(const kvs_cache *c)
+{
+	return c->arena ? kvs_arena_fd(c->arena) : -1;
+}
+
+uint64_t kvs_cache_arena_bytes(const kvs_cache *c)
+{
+	return c->arena ? kvs_arena_bytes(c->arena)
+			: c->dom_bytes * (uint64_t)c->maxdoms;
+}
+
 uint64_t kvs_cache_arena_id(const kvs_cache *c) { return c->arena_id; }
+
+int kvs_cache_owner_arena(const kvs_cache *c, const kvs_owner *o, int *fd,
+			  uint64_t *bytes, uint64_t *id)
+{
+	const dom *d;
+
+	if (!o->ns)
+		return KVS_E_NOTATTACHED;
+	d = cache_ns_dom(c, o->ns);
+	*fd = kvs_arena_fd(d->arena);
+	*bytes = kvs_arena_bytes(d->arena);
+	*id = d->arena_id;
+	return 0;
+}
+
+uint32_t kvs_cache_tenants(const kvs_cache *c) { return c->ndoms; }
 
 kvs_owner *kvs_cache_owner_new(kvs_cache *c)
 {
@@ -478,6 +596,11 @@ kvs_owner *kvs_cache_owner_new(kvs_cache *c)
 		o->verify = NONE;
 	}
 	return o;
+}
+
+void kvs_cache_owner_set_uid(kvs_owner *o, uint32_t uid)
+{
+	o->uid = uid;
 }
 
 void kvs_cache_owner_set_done(kvs_owner *o, kvs_cache_done_fn fn, void *arg)
@@ -500,14 +623,17 @@ void kvs_cache_owner_free(kvs_cache *c, kvs_owner *o)
 		else
 			end_read(c, s);
 	}
-	if (o->ns)
+	if (o->ns) {
 		c->nss[o->ns - 1].info.clients--;
+		cache_ns_dom(c, o->ns)->clients--;
+	}
 	free(o);
 }
 
 /* ---- namespaces ------------------------------------------------------- */
 
-static int ns_create(kvs_cache *c, const kvs_wire_hello *h, uint32_t *id);
+static int ns_create(kvs_cache *c, const kvs_wire_hello *h, uint32_t d,
+		     uint32_t *id);
 
 static int str_eq(const char *a, const char *b, uint32_t blen)
 {
@@ -545,10 +671,12 @@ static int layout_of(const kvs_wire_hello *h, kvs_layout *l)
 
 int cache_ns_restore(kvs_cache *c, const kvs_wire_hello *h, uint32_t *id)
 {
-	return ns_create(c, h, id);
+	return ns_create(c, h, 0, id); /* the SSD tier: domain 0 only */
 }
 
-static int ns_create(kvs_cache *c, const kvs_wire_hello *h, uint32_t *id)
+/* A namespace belongs to domain @d: its blocks live in that arena only. */
+static int ns_create(kvs_cache *c, const kvs_wire_hello *h, uint32_t d,
+		     uint32_t *id)
 {
 	kvs_layout l;
 	uint64_t bytes;
@@ -559,7 +687,7 @@ static int ns_create(kvs_cache *c, const kvs_wire_hello *h, uint32_t *id)
 	if (rc < 0)
 		return rc;
 	bytes = kvs_layout_block_bytes(&l);
-	rc = kvs_slab_class(c->slab, bytes, &cls);
+	rc = kvs_slab_class(c->doms[d].slab, bytes, &cls);
 	if (rc < 0)
 		return rc == -ENOMEM ? rc : KVS_E_LAYOUT;
 	nn = realloc(c->nss, (size_t)(c->nns + 1) * sizeof(*nn));
@@ -581,6 +709,7 @@ static int ns_create(kvs_cache *c, const kvs_wire_hello *h, uint32_t *id)
 	s->salt[h->salt_len] = '\0';
 	s->salt_len = h->salt_len;
 	s->cls = cls;
+	s->dom = d;
 	s->info = (kvs_ns_info){
 		.id = c->nns + 1, .model = s->model, .adapter = s->adapter,
 		.salted = h->salt_len > 0, .layers = h->layers,
@@ -603,11 +732,28 @@ static int ns_create(kvs_cache *c, const kvs_wire_hello *h, uint32_t *id)
 int kvs_cache_attach(kvs_cache *c, kvs_owner *o, const kvs_wire_hello *h,
 		     uint32_t *ns_id, uint64_t *block_bytes)
 {
-	uint32_t id = 0;
+	uint32_t id = 0, d;
+	kvs_layout l;
 	int rc;
 
+	/* The namespace key includes the domain: two uids with the same
+	 * layout and salt get two namespaces, and never share a block.
+	 * A bad layout makes no domain. */
+	if (o->ns) {
+		d = c->nss[o->ns - 1].dom;
+	} else if ((rc = layout_of(h, &l)) < 0) {
+		c->stats->errors_layout++;
+		return rc;
+	} else if ((rc = dom_of_owner(c, o, &d)) < 0) {
+		if (rc == KVS_E_LIMIT) {
+			c->stats->errors_limit++;
+			kvs_warn("refusing uid %u: %u tenant domains exist "
+				 "(--max-tenants)", o->uid, c->maxdoms);
+		}
+		return rc;
+	}
 	for (uint32_t i = 0; i < c->nns; i++) {
-		if (ns_matches(&c->nss[i], h)) {
+		if (c->nss[i].dom == d && ns_matches(&c->nss[i], h)) {
 			id = i + 1;
 			break;
 		}
@@ -617,7 +763,7 @@ int kvs_cache_attach(kvs_cache *c, kvs_owner *o, const kvs_wire_hello *h,
 		return KVS_E_ATTACHED;
 	}
 	if (!id) {
-		rc = ns_create(c, h, &id);
+		rc = ns_create(c, h, d, &id);
 		if (rc < 0) {
 			if (rc == KVS_E_LAYOUT)
 				c->stats->errors_layout++;
@@ -627,6 +773,7 @@ int kvs_cache_attach(kvs_cache *c, kvs_owner *o, const kvs_wire_hello *h,
 	if (!o->ns) {
 		o->ns = id;
 		c->nss[id - 1].info.clients++;
+		c->doms[d].clients++;
 	}
 	o->gpu = c->gpu && (h->flags & KVS_HELLO_GPU);
 	*ns_id = id;
@@ -762,7 +909,7 @@ static int reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 		in_gpu = tier_gpu_alloc(c, o->ns, &off, &gcls) == 0;
 		c->stats->tier_gpu_reserve_fallbacks += !in_gpu;
 	}
-	rc = in_gpu ? 0 : alloc_slot(c, sp->cls, &off);
+	rc = in_gpu ? 0 : alloc_slot(c, o->ns, &off);
 	if (rc == 0 && ghost == NONE) {
 		rc = kvs_table_insert(c->table, h, &idx);
 		if (rc == 0 && c->ssd && (rc = tier_ssd_rec_new(c, idx)) < 0)
@@ -770,7 +917,7 @@ static int reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 		if (rc < 0 && in_gpu)
 			tier_gpu_free(c, off);
 		else if (rc < 0)
-			kvs_slab_free(c->slab, off);
+			kvs_slab_free(cache_ns_dom(c, o->ns)->slab, off);
 	}
 	if (rc < 0) {
 		child_gone(c, hold, 1);
@@ -924,24 +1071,43 @@ int kvs_cache_release(kvs_cache *c, kvs_owner *o, uint64_t id)
 
 /* ---- introspection ---------------------------------------------------- */
 
+/* The slot allocators of every domain, summed; *bytes, *resident: their
+ * arenas'. */
+static void host_stats(const kvs_cache *c, kvs_slab_stats *ss, uint64_t *bytes,
+		       uint64_t *resident)
+{
+	memset(ss, 0, sizeof(*ss));
+	*bytes = *resident = 0;
+	for (uint32_t i = 0; i < c->ndoms; i++) {
+		kvs_slab_stats one;
+
+		kvs_slab_stats_get(c->doms[i].slab, &one);
+		ss->slots_used += one.slots_used;
+		ss->slot_bytes_used += one.slot_bytes_used;
+		ss->slab_bytes += one.slab_bytes;
+		*bytes += kvs_arena_bytes(c->doms[i].arena);
+		*resident += kvs_arena_resident(c->doms[i].arena);
+	}
+}
+
 void kvs_cache_stats_fill(kvs_cache *c)
 {
 	kvs_counters *st = c->stats;
 	kvs_slab_stats ss;
-	uint64_t blocks = 0, writing = 0, lease_bytes = 0;
+	uint64_t blocks = 0, writing = 0, lease_bytes = 0, bytes, resident;
 
-	kvs_slab_stats_get(c->slab, &ss);
+	host_stats(c, &ss, &bytes, &resident);
 	for (uint32_t i = 0; i < c->nns; i++) {
 		blocks += c->nss[i].info.blocks;
 		writing += c->nss[i].info.writing;
 	}
 	for (uint32_t i = 0; i < c->nleases; i++)
 		lease_bytes += c->leases[i].cap * sizeof(uint32_t);
-	st->tier_host_bytes_total = (int64_t)kvs_arena_bytes(c->arena);
-	st->tier_host_bytes_resident = (int64_t)kvs_arena_resident(c->arena);
+	st->tier_host_bytes_total = (int64_t)bytes;
+	st->tier_host_bytes_resident = (int64_t)resident;
 	st->tier_host_bytes_used = (int64_t)ss.slot_bytes_used;
 	st->tier_host_bytes_free =
-		(int64_t)(kvs_arena_bytes(c->arena) - ss.slot_bytes_used);
+		(int64_t)(bytes - ss.slot_bytes_used);
 	st->tier_host_slots_used = (int64_t)ss.slots_used;
 	st->tier_host_blocks = (int64_t)blocks - st->tier_gpu_blocks;
 	st->tier_host_blocks_writing = (int64_t)writing;
@@ -950,6 +1116,7 @@ void kvs_cache_stats_fill(kvs_cache *c)
 	st->leases_active = c->active_leases;
 	st->leases_pinned_blocks = (int64_t)c->pins;
 	st->namespaces_count = c->nns;
+	st->tenants_domains = c->by_uid ? c->ndoms : 0;
 	st->table_records = kvs_table_count(c->table);
 	st->table_ghosts = c->ghosts;
 	if (c->ssd)
@@ -984,12 +1151,13 @@ int kvs_cache_check(kvs_cache *c)
 	uint64_t pins = 0, slotted = 0, gslotted = 0;
 	uint32_t *children, *hkids, *gkids;
 	kvs_slab_stats ss;
+	uint64_t bytes, resident;
 	int rc = 0;
 
 	for (uint32_t s = 0; s < c->nleases; s++)
 		if (c->leases[s].kind != LEASE_FREE)
 			pins += c->leases[s].n;
-	kvs_slab_stats_get(c->slab, &ss);
+	host_stats(c, &ss, &bytes, &resident);
 	if (pins != c->pins) {
 		kvs_err("cache invariant failed: pins %llu/%llu",
 			(unsigned long long)pins, (unsigned long long)c->pins);
@@ -1016,6 +1184,7 @@ int kvs_cache_check(kvs_cache *c)
 		ghosts += r->state == KVS_REC_GHOST;
 		CHECK(kvs_table_find(c->table, r->hash) == idx);
 		CHECK(r->ns >= 1 && r->ns <= c->nns);
+		CHECK(c->nss[r->ns - 1].dom < c->ndoms);
 		CHECK(r->state != KVS_REC_WRITING || r->refs >= 1);
 		/* A leaf-only policy makes ghosts only when the SSD tier
 		 * loses a parent (corrupt, recycled). */

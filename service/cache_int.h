@@ -38,8 +38,25 @@ typedef struct ns {
 	kvs_ns_info info;
 	char *model, *adapter, *salt;
 	uint32_t salt_len;
-	uint32_t cls;
+	uint32_t cls;     /* slot class in its domain's allocator */
+	uint32_t dom;     /* trust domain: index in kvs_cache.doms */
 } ns;
+
+/* A trust domain (DESIGN.md: "an arena is a trust domain"): one host arena
+ * (memfd), its slot allocator and the eviction policy that orders its
+ * evictable host records. Every client that maps the arena can read and
+ * write all of it, so clients that must not see each other's KV are put in
+ * different domains. With --tenant-arenas off there is one (index 0) for
+ * everybody; with uid, one per peer uid, made on its first attach.
+ * A record's domain is its namespace's: kvs_rec needs no field for it. */
+typedef struct dom {
+	uint32_t uid;       /* the peer uid it serves (uid mode) */
+	uint32_t clients;   /* owners attached in it */
+	kvs_arena *arena;
+	kvs_slab *slab;
+	kvs_policy *policy; /* host-tier records of this domain only */
+	uint64_t arena_id;
+} dom;
 
 struct kvs_owner {
 	uint32_t ns;      /* 0: not attached */
@@ -49,17 +66,27 @@ struct kvs_owner {
 	uint32_t promo;   /* promotion in flight (tier_ssd.c), or NONE */
 	uint32_t verify;  /* verify in flight (tier_ssd.c), or NONE */
 	int gpu;          /* attached with KVS_HELLO_GPU, the GPU tier on */
+	uint32_t uid;     /* the peer's uid: picks its domain (uid mode) */
 	kvs_cache_done_fn done; /* deferred lookup replies */
 	void *done_arg;
 };
 
 struct kvs_cache {
 	kvs_counters *stats;
+	/* Domain 0's, with --tenant-arenas off (the only mode the SSD and GPU
+	 * tiers run in, so tier_ssd.c and tier_gpu.c use these); NULL in uid
+	 * mode, where every use goes through the record's domain. */
 	kvs_arena *arena;
 	kvs_slab *slab;
-	kvs_table *table;
 	kvs_policy *policy;
 	uint64_t arena_id;
+	kvs_table *table;
+	dom *doms;            /* maxdoms entries, ndoms in use; never moves */
+	uint32_t ndoms, maxdoms;
+	int by_uid;           /* --tenant-arenas uid */
+	uint64_t dom_bytes;   /* host bytes of each domain's arena */
+	uint32_t page_bytes;
+	char policy_name[32];
 	uint32_t gen;         /* slot generations handed out */
 	uint32_t max_leases;
 	uint32_t max_pinned;  /* per owner; 0: no limit */
@@ -107,13 +134,20 @@ uint64_t cache_lookup_finish(kvs_cache *c, uint32_t s, uint32_t hits,
 /* A record lost its bytes in every tier: drop it, or keep it as a ghost
  * while it has children. Its slot, if any, is already freed. */
 void cache_forget(kvs_cache *c, uint32_t idx);
-int cache_alloc_slot(kvs_cache *c, uint32_t cls, uint64_t *off);
+/* A free host slot for a block of namespace @ns_id, in its domain. */
+int cache_alloc_slot(kvs_cache *c, uint32_t ns_id, uint64_t *off);
+/* Domain 0's arena (tier_ssd.c, tier_gpu.c: --tenant-arenas off only). */
 void *cache_slot_ptr(kvs_cache *c, uint64_t off);
 int cache_lease_new(kvs_cache *c, kvs_owner *o, uint8_t kind, uint32_t *out);
 int cache_lease_room(lease *l, uint32_t more);
 void cache_lease_free(kvs_cache *c, uint32_t s);
 uint64_t cache_lease_id(const kvs_cache *c, uint32_t s);
 int cache_ns_restore(kvs_cache *c, const kvs_wire_hello *h, uint32_t *id);
+
+static inline dom *cache_ns_dom(const kvs_cache *c, uint32_t ns_id)
+{
+	return &c->doms[c->nss[ns_id - 1].dom];
+}
 
 /* tier_gpu.c: the cache's view of the namespace's host class. */
 static inline uint32_t cache_ns_cls(const kvs_cache *c, uint32_t ns_id)

@@ -66,7 +66,17 @@ int kvs_config_defaults(kvs_config *cfg)
 	cfg->gpu = KVS_GPU_AUTO;
 	cfg->gpu_bytes = DEFAULT_GPU_BYTES;
 	cfg->watch_buffer = 1u << 20;
+	cfg->max_tenants = 8;
 	return 0;
+}
+
+uint64_t kvs_config_tenant_bytes(const kvs_config *cfg)
+{
+	uint64_t b = cfg->tenant_bytes;
+
+	if (!b && cfg->max_tenants)
+		b = cfg->host_bytes / cfg->max_tenants;
+	return b & ~(uint64_t)(cfg->page_bytes - 1);
 }
 
 int kvs_parse_size(const char *s, uint64_t *out)
@@ -250,6 +260,13 @@ void kvs_config_usage(FILE *f, const kvs_config *d)
 		"                      may hold (default %u)\n"
 		"  --watch-buffer SIZE unsent event bytes per kvsctl watch before\n"
 		"                      events are dropped (default %" PRIu64 " KiB)\n"
+		"  --tenant-arenas off|uid  uid: one host arena per client uid, so\n"
+		"                      tenants never map each other's KV (default off:\n"
+		"                      one arena for all; uid needs no --ssd-dir, no --gpu N)\n"
+		"  --tenant-size SIZE  host bytes of each tenant arena (default\n"
+		"                      --host-size / --max-tenants)\n"
+		"  --max-tenants N     tenant arenas at most; a further uid is refused\n"
+		"                      (default %u)\n"
 		"  --config FILE       read settings from FILE first (key = value, keys\n"
 		"                      named as these flags); flags win over the file\n"
 		"  --print-config      print the effective configuration and exit\n"
@@ -262,7 +279,7 @@ void kvs_config_usage(FILE *f, const kvs_config *d)
 		d->ssd_admit_hit ? "hit" : "all", d->ssd_queue_depth,
 		d->gpu_bytes >> 20,
 		d->max_pinned_share,
-		d->watch_buffer >> 10);
+		d->watch_buffer >> 10, d->max_tenants);
 }
 
 static int bad(const char *flag, const char *val, const char *why)
@@ -275,7 +292,8 @@ static int bad(const char *flag, const char *val, const char *why)
 enum { O_SOCKET = 256, O_HOST, O_PAGE, O_LOG, O_READY, O_CLIENTS, O_LEASES,
        O_POLICY, O_METRICS, O_SSD_DIR, O_SSD_SIZE, O_SSD_SEG, O_SSD_ADMIT,
        O_SSD_WT, O_SSD_QD, O_GPU, O_GPU_SIZE, O_PINSHARE, O_WATCHBUF, O_PINNED,
-       O_TIMEOUT, O_MODE, O_UIDS, O_GIDS, O_CONFIG, O_PRINT, O_HELP, O_VERSION };
+       O_TIMEOUT, O_MODE, O_UIDS, O_GIDS, O_TENANTS, O_TENANT_SIZE,
+       O_MAX_TENANTS, O_CONFIG, O_PRINT, O_HELP, O_VERSION };
 
 /* Every setting, by its flag name; a config file uses the same names. */
 static const struct option opts[] = {
@@ -303,6 +321,9 @@ static const struct option opts[] = {
 	{ "socket-mode", required_argument, NULL, O_MODE },
 	{ "allow-uid", required_argument, NULL, O_UIDS },
 	{ "allow-gid", required_argument, NULL, O_GIDS },
+	{ "tenant-arenas", required_argument, NULL, O_TENANTS },
+	{ "tenant-size", required_argument, NULL, O_TENANT_SIZE },
+	{ "max-tenants", required_argument, NULL, O_MAX_TENANTS },
 	{ "config", required_argument, NULL, O_CONFIG },
 	{ "print-config", no_argument, NULL, O_PRINT },
 	{ "help", no_argument, NULL, O_HELP },
@@ -449,6 +470,24 @@ static const char *set_option(kvs_config *cfg, int id, const char *val)
 		return parse_ids(val, 0, cfg->allow_uid, &cfg->n_allow_uid);
 	case O_GIDS:
 		return parse_ids(val, 1, cfg->allow_gid, &cfg->n_allow_gid);
+	case O_TENANTS:
+		if (strcmp(val, "off") == 0)
+			cfg->tenant_arenas = 0;
+		else if (strcmp(val, "uid") == 0)
+			cfg->tenant_arenas = 1;
+		else
+			return "must be off or uid";
+		return NULL;
+	case O_TENANT_SIZE:
+		if (kvs_parse_size(val, &size) < 0)
+			return "not a size (e.g. 2G)";
+		cfg->tenant_bytes = size;
+		return NULL;
+	case O_MAX_TENANTS:
+		if (parse_u32(val, 1, &u) < 0 || u > 1024)
+			return "must be a number from 1 to 1024";
+		cfg->max_tenants = u;
+		return NULL;
 	}
 	return "not a setting";
 }
@@ -601,6 +640,12 @@ void kvs_config_print(FILE *f, const kvs_config *cfg)
 	else
 		fprintf(f, "gpu = %d\n", cfg->gpu);
 	fprintf(f, "gpu-size = %" PRIu64 "\n", cfg->gpu_bytes);
+	fprintf(f, "tenant-arenas = %s\n", cfg->tenant_arenas ? "uid" : "off");
+	if (cfg->tenant_bytes)
+		fprintf(f, "tenant-size = %" PRIu64 "\n", cfg->tenant_bytes);
+	else
+		fprintf(f, "# tenant-size: host-size / max-tenants\n");
+	fprintf(f, "max-tenants = %u\n", cfg->max_tenants);
 }
 
 int kvs_config_parse_args(kvs_config *cfg, int argc, char **argv)
@@ -661,6 +706,17 @@ int kvs_config_parse_args(kvs_config *cfg, int argc, char **argv)
 		return bad("argument", argv[optind], "unexpected");
 	if (cfg->host_bytes < cfg->page_bytes)
 		return bad("--host-size", "", "smaller than one page");
+	/* Per-uid arenas with tiers shared by every domain would let one
+	 * tenant's blocks reach another's arena: not built, so refused. */
+	if (cfg->tenant_arenas && cfg->ssd_dir[0])
+		return bad("--tenant-arenas", "uid", "not supported yet with "
+			   "--ssd-dir (the SSD tier is not per tenant)");
+	if (cfg->tenant_arenas && cfg->gpu >= 0)
+		return bad("--tenant-arenas", "uid", "not supported yet with "
+			   "--gpu N (the GPU tier is not per tenant; use --gpu off)");
+	if (cfg->tenant_arenas && kvs_config_tenant_bytes(cfg) < cfg->page_bytes)
+		return bad("--tenant-size", "", "a tenant arena is smaller than "
+			   "one page (--host-size / --max-tenants, or --tenant-size)");
 	if (print) {
 		kvs_config_print(stdout, cfg);
 		return 1;

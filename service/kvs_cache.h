@@ -41,6 +41,11 @@ typedef struct kvs_cache_config {
 	const char *policy;  /* eviction policy name, "lru" */
 	uint32_t max_leases; /* per owner */
 	uint32_t max_pinned; /* per owner: pins of all its leases; 0: none */
+	/* Trust domains (--tenant-arenas): 0, one host arena of host_bytes
+	 * for everybody; N > 0, one arena of tenant_bytes per peer uid (see
+	 * kvs_cache_owner_set_uid), made on its first attach, at most N. */
+	uint32_t max_tenants;
+	uint64_t tenant_bytes;
 } kvs_cache_config;
 
 /* A namespace as kvs_cache_ns_foreach() shows it. */
@@ -65,9 +70,19 @@ int kvs_cache_create(const kvs_cache_config *cfg, kvs_counters *stats,
 		     kvs_cache **out);
 void kvs_cache_destroy(kvs_cache *c);
 
+/* The shared host arena (--tenant-arenas off): its fd, size and id. With
+ * per-uid domains there is none to hand out: fd -1, id 0, and bytes is the
+ * host tier's capacity (tenant bytes x max tenants). */
 int kvs_cache_arena_fd(const kvs_cache *c);
 uint64_t kvs_cache_arena_bytes(const kvs_cache *c);
 uint64_t kvs_cache_arena_id(const kvs_cache *c);
+
+/* kvs_cache_owner_arena - the host arena of @o's domain (the only one its
+ * HELLO reply may hand out). Errors: KVS_E_NOTATTACHED. */
+int kvs_cache_owner_arena(const kvs_cache *c, const kvs_owner *o, int *fd,
+			  uint64_t *bytes, uint64_t *id);
+/* kvs_cache_tenants - domains made so far (1 when --tenant-arenas off). */
+uint32_t kvs_cache_tenants(const kvs_cache *c);
 
 /* kvs_cache_owner_new - state for one connection; NULL when out of memory. */
 kvs_owner *kvs_cache_owner_new(kvs_cache *c);
@@ -112,6 +127,10 @@ int kvs_cache_verify(kvs_cache *c, kvs_owner *o, uint32_t ns,
 		     uint32_t max_failed, kvs_cache_verify_fn fn, void *arg,
 		     struct kvs_wire_verify_reply *rep);
 
+/* kvs_cache_owner_set_uid - the peer's uid (SO_PEERCRED), which picks
+ * @o's trust domain when the cache has per-uid domains; before attach. */
+void kvs_cache_owner_set_uid(kvs_owner *o, uint32_t uid);
+
 /* kvs_cache_owner_free - end every lease of @o (pins dropped, uncommitted
  * slots freed) and free it. @o may be NULL. */
 void kvs_cache_owner_free(kvs_cache *c, kvs_owner *o);
@@ -119,8 +138,11 @@ void kvs_cache_owner_free(kvs_cache *c, kvs_owner *o);
 /*
  * kvs_cache_attach - bind @o to the namespace of @h's layout, creating it on
  * first use. Attaching again with the same layout is allowed.
+ * With per-uid domains the namespace is the owner's domain's: the same
+ * layout and salt attached from two uids are two namespaces.
  * Errors: KVS_E_LAYOUT (a zero or out-of-range field, a block that does not
  * fit the arena), KVS_E_ATTACHED (already bound to another namespace),
+ * KVS_E_LIMIT (the owner's uid has no domain and max_tenants exist),
  * -ENOMEM.
  */
 int kvs_cache_attach(kvs_cache *c, kvs_owner *o, const kvs_wire_hello *h,

@@ -51,6 +51,9 @@ typedef struct kvs_config {
 	uint64_t gpu_bytes;     /* GPU tier size */
 	uint32_t max_pinned_share; /* percent of the host tier operators may pin */
 	uint64_t watch_buffer;  /* unsent event bytes per watcher before drops */
+	int tenant_arenas;      /* 1: one host arena per peer uid (trust domain) */
+	uint32_t max_tenants;   /* domains at most (--tenant-arenas uid) */
+	uint64_t tenant_bytes;  /* host bytes per domain; 0: host_bytes / max_tenants */
 } kvs_config;
 
 /*
@@ -83,6 +86,11 @@ int kvs_parse_size(const char *s, uint64_t *out);
  */
 int kvs_config_parse_text(kvs_config *cfg, const char *text, size_t len,
 			  const char *name);
+
+/* kvs_config_tenant_bytes - the host bytes of each tenant arena:
+ * --tenant-size, or --host-size divided evenly by --max-tenants (rounded down
+ * to the page), so that the tenants together never exceed --host-size. */
+uint64_t kvs_config_tenant_bytes(const kvs_config *cfg);
 
 /* kvs_config_print - the effective configuration, as a valid config file. */
 void kvs_config_print(FILE *f, const kvs_config *cfg);

@@ -108,6 +108,7 @@
 	X(events, published, COUNTER, "events sent to subscribers")           \
 	X(events, dropped, COUNTER, "events dropped: a subscriber's buffer was full") \
 	X(namespaces, count, GAUGE, "namespaces known")                       \
+	X(tenants, domains, GAUGE, "host arenas made, one per uid (--tenant-arenas uid; 0: off)") \
 	X(table, records, GAUGE, "block records in use")                      \
 	X(table, ghosts, GAUGE, "records of evicted parents kept for children")\
 	X(table, metadata_bytes, GAUGE, "bytes of block table memory")        \

@@ -319,9 +319,9 @@ static void do_hello(conn *c, const kvs_wire_hdr *h, const uint8_t *p)
 			s->stats.clients_attached++;
 		c->ns = r.ns_id;
 		r.arena_count = 1;
-		r.host_arena_bytes = kvs_cache_arena_bytes(s->cache);
-		r.host_arena_id = kvs_cache_arena_id(s->cache);
-		c->pending_fd = kvs_cache_arena_fd(s->cache);
+		/* The arena of the client's own trust domain, never another. */
+		kvs_cache_owner_arena(s->cache, c->owner, &c->pending_fd,
+				      &r.host_arena_bytes, &r.host_arena_id);
 		/* The GPU arena goes to workers that asked for it only: a
 		 * client that did not gets the reply it always got. */
 		if ((hello.flags & KVS_HELLO_GPU) && kvs_cache_gpu_fd(s->cache) >= 0) {
@@ -980,8 +980,10 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 	c->pending_fd2 = -1;
 	c->id = ++s->next_id;
 	c->owner = kvs_cache_owner_new(s->cache);
-	if (c->owner)
+	if (c->owner) {
 		kvs_cache_owner_set_done(c->owner, on_lookup_done, c);
+		kvs_cache_owner_set_uid(c->owner, (uint32_t)cr.uid);
+	}
 	c->out = evbuffer_new();
 	c->rev = event_new(s->base, fd, EV_READ | EV_PERSIST, on_read, c);
 	c->wev = event_new(s->base, fd, EV_WRITE | EV_PERSIST, on_write, c);
@@ -1106,7 +1108,9 @@ int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 	kvs_cache_config cc = { .host_bytes = cfg->host_bytes,
 				.page_bytes = cfg->page_bytes, .policy = cfg->policy,
 				.max_leases = cfg->max_leases,
-				.max_pinned = cfg->max_pinned_blocks };
+				.max_pinned = cfg->max_pinned_blocks,
+				.max_tenants = cfg->tenant_arenas ? cfg->max_tenants : 0,
+				.tenant_bytes = kvs_config_tenant_bytes(cfg) };
 	kvs_admin_config ac = { .max_pinned_share = cfg->max_pinned_share,
 				.watch_buffer = cfg->watch_buffer };
 	kvs_server *s = calloc(1, sizeof(*s));
@@ -1150,7 +1154,12 @@ int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 		}
 		event_add(s->ssd_ev, NULL);
 	}
-	if (cfg->gpu != KVS_GPU_OFF) {
+	/* --tenant-arenas uid with --ssd-dir or --gpu N is refused by the
+	 * configuration; the GPU tier's auto is off here (shared GPU and SSD
+	 * tiers across domains are not built). */
+	if (cfg->gpu == KVS_GPU_AUTO && cfg->tenant_arenas)
+		kvs_info("GPU tier off: not supported yet with --tenant-arenas uid");
+	else if (cfg->gpu != KVS_GPU_OFF) {
 		kvs_cache_gpu_config gc = { .device = cfg->gpu, .bytes = cfg->gpu_bytes,
 					    .page_bytes = cfg->page_bytes };
 		char why[256];
@@ -1211,6 +1220,10 @@ int kvs_server_run(kvs_server *s)
 		 "eviction %s", s->cfg.socket_path,
 		 kvs_cache_arena_bytes(s->cache) >> 20, s->cfg.page_bytes >> 10,
 		 s->cfg.policy);
+	if (s->cfg.tenant_arenas)
+		kvs_info("tenant arenas: one per uid, %" PRIu64 " MiB each, "
+			 "at most %u", kvs_config_tenant_bytes(&s->cfg) >> 20,
+			 s->cfg.max_tenants);
 	kvs_log_flush(1000);
 	if (s->cfg.ready_fd >= 0) {
 		(void)!write(s->cfg.ready_fd, "READY\n", 6);

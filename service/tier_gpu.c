@@ -140,7 +140,7 @@ void tier_gpu_demote(kvs_cache *c, uint32_t idx)
 
 	/* A host slot first (may evict host blocks, never this one: it is in
 	 * no policy now), then the copy, then the GPU slot goes. */
-	rc = cache_alloc_slot(c, cache_ns_cls(c, ns_id), &hoff);
+	rc = cache_alloc_slot(c, ns_id, &hoff);
 	if (rc == 0) {
 		rc = kvs_gpu_copy_to_host(t->arena, goff, cache_slot_ptr(c, hoff),
 					  bytes);
@@ -239,6 +239,11 @@ int kvs_cache_gpu_open(kvs_cache *c, const kvs_cache_gpu_config *cfg,
 	snprintf(why, why_len, "unknown");
 	if (c->gpu)
 		return -EEXIST;
+	if (c->by_uid) {
+		/* One GPU arena for every domain would mix tenants. */
+		snprintf(why, why_len, "not supported yet with --tenant-arenas uid");
+		return -ENODEV;
+	}
 	if (cfg->bytes == 0)
 		return -EINVAL;
 	t = calloc(1, sizeof(*t));

@@ -558,7 +558,7 @@ int tier_ssd_promote(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_block *out,
 		if (r->tier == KVS_TIER_HOST)
 			continue;
 		/* The chain so far is pinned: this eviction cannot take it. */
-		rc = cache_alloc_slot(c, c->nss[r->ns - 1].cls, &off);
+		rc = cache_alloc_slot(c, r->ns, &off);
 		if (rc < 0) {
 			p->cut = i;
 			break;
@@ -1046,6 +1046,11 @@ int kvs_cache_ssd_open(kvs_cache *c, const kvs_cache_ssd_config *cfg)
 				    : cfg->segment_bytes * DEFAULT_SEGMENTS;
 	int rc;
 
+	if (c->by_uid) {
+		/* One segment store for every domain would mix tenants. */
+		kvs_err("--ssd-dir: not supported yet with --tenant-arenas uid");
+		return -EINVAL;
+	}
 	if (stat(cfg->dir, &st) < 0 || !S_ISDIR(st.st_mode) ||
 	    access(cfg->dir, W_OK | X_OK) < 0) {
 		rc = stat(cfg->dir, &st) < 0 ? -errno

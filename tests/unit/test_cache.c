@@ -561,6 +561,86 @@ static void test_gpu_random(unsigned seed)
 	kvs_cache_destroy(c);
 }
 
+/* --tenant-arenas uid: one arena, allocator and policy per uid. The same
+ * layout from two uids is two namespaces over two memfds; a third uid past
+ * max_tenants is refused; one tenant filling its arena evicts only its own
+ * blocks. */
+static kvs_owner *attach_uid(kvs_cache *c, const kvs_layout *l, uint32_t uid,
+			     int want, uint32_t *ns)
+{
+	uint8_t buf[1024];
+	kvs_wire_hello h = hello_of(l, buf);
+	kvs_owner *o = kvs_cache_owner_new(c);
+	uint64_t bb;
+
+	kvs_cache_owner_set_uid(o, uid);
+	*ns = 0;
+	CHECK_EQ(kvs_cache_attach(c, o, &h, ns, &bb), want);
+	return o;
+}
+
+static void test_tenants(void)
+{
+	kvs_cache_config cfg = { .host_bytes = 64 * PAGE, .page_bytes = PAGE,
+				 .policy = policy, .max_leases = 64,
+				 .max_tenants = 2, .tenant_bytes = 8 * PAGE };
+	kvs_layout l = layout("m", "salt", 64);
+	kvs_cache *c = NULL;
+	kvs_owner *a, *a2, *b, *x;
+	uint32_t na, na2, nb, nx;
+	int fa, fa2, fb;
+	uint64_t ba, bb, ia, ib;
+	chain ch, other;
+
+	memset(&stats, 0, sizeof(stats));
+	CHECK(kvs_cache_create(&cfg, &stats, &c) == 0);
+	CHECK_EQ(kvs_cache_tenants(c), 0); /* made on first attach */
+	CHECK_EQ(kvs_cache_arena_fd(c), -1);
+	a = attach_uid(c, &l, 1000, 0, &na);
+	a2 = attach_uid(c, &l, 1000, 0, &na2);
+	b = attach_uid(c, &l, 1001, 0, &nb);
+	x = attach_uid(c, &l, 1002, KVS_E_LIMIT, &nx);
+	CHECK_EQ(kvs_cache_tenants(c), 2);
+	CHECK_EQ(na, na2);
+	CHECK(na != nb);
+	CHECK_EQ(stats.errors_limit, 1);
+	CHECK_EQ(kvs_cache_owner_arena(c, x, &fa, &ba, &ia), KVS_E_NOTATTACHED);
+	CHECK_EQ(kvs_cache_owner_arena(c, a, &fa, &ba, &ia), 0);
+	CHECK_EQ(kvs_cache_owner_arena(c, a2, &fa2, &ba, &ia), 0);
+	CHECK_EQ(kvs_cache_owner_arena(c, b, &fb, &bb, &ib), 0);
+	CHECK_EQ(fa, fa2);
+	CHECK(fa != fb && fa >= 0 && fb >= 0);
+	CHECK(ia != ib);
+	CHECK_EQ(ba, 8 * PAGE);
+	CHECK_EQ(bb, 8 * PAGE);
+
+	/* Same hashes, two domains: a's blocks are misses for b. */
+	mk_chain(&ch, &l, 1, 3);
+	CHECK_EQ(publish(c, a, &ch), 3);
+	CHECK_EQ(hits(c, a2, &ch, 0, 3), 3);
+	CHECK_EQ(hits(c, b, &ch, 0, 3), 0);
+	CHECK_EQ(publish(c, b, &ch), 3); /* NEW, not EXISTS */
+	CHECK(kvs_cache_check(c) == 0);
+
+	/* b fills its arena many times over: only b's blocks are evicted. */
+	for (uint32_t s = 10; s < 40; s++) {
+		mk_chain(&other, &l, s, 1);
+		CHECK_EQ(publish(c, b, &other), 1);
+	}
+	CHECK(stats.blocks_evicted > 0);
+	CHECK_EQ(hits(c, a, &ch, 0, 3), 3);
+	CHECK_EQ(hits(c, b, &ch, 0, 3), 0);
+	CHECK(kvs_cache_check(c) == 0);
+	kvs_cache_stats_fill(c);
+	CHECK_EQ(stats.tenants_domains, 2);
+	CHECK_EQ(stats.tier_host_bytes_total, 16 * PAGE);
+	kvs_cache_owner_free(c, a);
+	kvs_cache_owner_free(c, a2);
+	kvs_cache_owner_free(c, b);
+	kvs_cache_owner_free(c, x);
+	kvs_cache_destroy(c);
+}
+
 int main(void)
 {
 	unsigned seed = (unsigned)time(NULL);
@@ -568,6 +648,7 @@ int main(void)
 	kvs_log_set_level(KVS_LOG_WARN);
 	printf("test_cache: seed %u\n", seed);
 	test_basic();
+	test_tenants();
 	test_isolation_and_layouts();
 	test_leaf_first_lru();
 	test_pins_and_full();
