@@ -1487,3 +1487,30 @@ int th_raw_hello(int fd, const kvs_layout *layout, uint64_t req_id)
 	}
 	return h.status;
 }
+
+void th_open_dir_to(th_daemon *d, uid_t uid, gid_t gid)
+{
+	pid_t pid;
+	int status = 0;
+
+	if (chmod(d->dir, 0711) < 0)
+		th_fatal("chmod %s: %s", d->dir, strerror(errno));
+	/* The test is about the socket's own mode: every directory above it
+	 * must let @uid through (not so in a chroot whose / is 0700). */
+	pid = fork();
+	if (pid < 0)
+		th_fatal("fork: %s", strerror(errno));
+	if (pid == 0) {
+		if (setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
+			_exit(2);
+		_exit(access(d->dir, X_OK) == 0 ? 0 : 1);
+	}
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) == 2)
+		th_fatal("cannot switch to uid %u", (unsigned)uid);
+	if (WEXITSTATUS(status) != 0)
+		th_skip("uid %u cannot reach %s: a directory above it is not "
+			"searchable by others (a chroot whose / is 0700?)",
+			(unsigned)uid, d->dir);
+}

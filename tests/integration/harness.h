@@ -211,6 +211,11 @@ void th_daemon_dump_log(const th_daemon *d);
 #define TH_MAX_MOUNTS 4
 int th_tmpfs(const char *size, char *dir, size_t cap);
 
+/* th_open_dir_to - make the daemon's directory searchable by others (it is
+ * 0700 from mkdtemp) and check that @uid/@gid can reach it; skips the test
+ * (77) with the reason when a directory above it is closed to that uid. */
+void th_open_dir_to(th_daemon *d, uid_t uid, gid_t gid);
+
 /* th_log_contains - whether the daemon's log has @needle in it, waiting up
  * to 5 s for it (the daemon writes its log from a thread). */
 bool th_log_contains(const th_daemon *d, const char *needle);

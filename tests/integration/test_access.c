@@ -85,13 +85,6 @@ static mode_t socket_mode(const th_daemon *d)
 }
 
 
-/* Nobody must be able to reach the socket's directory (mkdtemp made it 0700):
- * the socket's own mode is what these cases test. */
-static void open_dir(th_daemon *d)
-{
-	if (chmod(d->dir, 0711) < 0)
-		th_fatal("chmod %s: %s", d->dir, strerror(errno));
-}
 
 static void own_uid_served(th_daemon *d)
 {
@@ -112,7 +105,7 @@ static void test_default_mode(void)
 	bool served;
 
 	th_daemon_up(&d, TH_ARGS("--host-size", "8M"));
-	open_dir(&d);
+	th_open_dir_to(&d, 65534, 65534);
 	CHECK_EQ(socket_mode(&d), 0600);
 	CHECK_RC(connect_as_nobody(&d, &served), -EACCES);
 	CHECK(!served);
@@ -131,7 +124,7 @@ static void test_refused(void)
 
 	th_daemon_up(&d, TH_ARGS("--host-size", "8M", "--socket-mode", "0666",
 				 "--allow-uid", "0"));
-	open_dir(&d);
+	th_open_dir_to(&d, 65534, 65534);
 	CHECK_EQ(socket_mode(&d), 0666);
 	CHECK_RC(connect_as_nobody(&d, &served), KVS_E_PERM);
 	CHECK(!served);
@@ -188,7 +181,7 @@ static void test_refused_raw(void)
 
 	th_daemon_up(&d, TH_ARGS("--host-size", "8M", "--socket-mode", "0666",
 				 "--allow-uid", "0"));
-	open_dir(&d);
+	th_open_dir_to(&d, 65534, 65534);
 	CHECK_EQ(th_run_child(raw_nobody, &d, TH_WAIT_MS), 0);
 	CHECK_EQ(th_stat_get(&d, "clients.refused_perm"), 1);
 	CHECK_EQ(th_stat_get(&d, "clients.accepted"), 1); /* the stats client */
@@ -203,7 +196,7 @@ static void test_allowed(const char *flag, const char *list)
 
 	th_daemon_up(d, TH_ARGS("--host-size", "8M", "--socket-mode", "0666",
 				"--allow-uid", "0", flag, list));
-	open_dir(d);
+	th_open_dir_to(d, 65534, 65534);
 	CHECK_RC(connect_as_nobody(d, &served), 0);
 	if (!CHECK(served))
 		th_note("nobody was not served with %s %s", flag, list);

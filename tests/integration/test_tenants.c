@@ -115,26 +115,7 @@ static seen run_as(const th_daemon *d, uint32_t uid)
 	return s;
 }
 
-/* Other uids must reach the socket: its directory is 0700 (mkdtemp). */
-static void open_dir(th_daemon *d)
-{
-	if (chmod(d->dir, 0711) < 0)
-		th_fatal("chmod %s: %s", d->dir, strerror(errno));
-}
 
-static bool log_has(const th_daemon *d, const char *needle)
-{
-	FILE *f = fopen(d->log, "r");
-	char line[1024];
-	bool found = false;
-
-	if (!f)
-		return false;
-	while (!found && fgets(line, sizeof(line), f))
-		found = strstr(line, needle) != NULL;
-	fclose(f);
-	return found;
-}
 
 static void test_uid_mode(void)
 {
@@ -144,7 +125,7 @@ static void test_uid_mode(void)
 
 	th_daemon_up(&d, TH_ARGS("--host-size", "16M", "--socket-mode", "0666",
 				 "--tenant-arenas", "uid", "--max-tenants", "2"));
-	open_dir(&d);
+	th_open_dir_to(&d, 65534, 65534);
 	CHECK_EQ(th_stat_get(&d, "tenants.domains"), 0); /* made on attach */
 
 	a = run_as(&d, 65534);
@@ -179,12 +160,12 @@ static void test_uid_mode(void)
 	/* A third uid (root, the daemon's own) past --max-tenants 2. */
 	CHECK_RC(kvs_connect(d.socket, &L, &c), KVS_E_LIMIT);
 	CHECK(c == NULL);
-	CHECK(log_has(&d, "--max-tenants"));
+	CHECK(th_log_contains(&d, "--max-tenants"));
 	CHECK_EQ(th_stat_get(&d, "tenants.domains"), 2);
 	CHECK_EQ(th_stat_get(&d, "namespaces.count"), 2);
 	CHECK_GE(th_stat_get(&d, "errors.limit"), 1);
 	/* The GPU tier's auto is off with per-uid arenas. */
-	CHECK(log_has(&d, "not supported yet with --tenant-arenas uid"));
+	CHECK(th_log_contains(&d, "not supported yet with --tenant-arenas uid"));
 }
 
 /* The default: one arena is one trust domain for every uid. */
@@ -194,7 +175,7 @@ static void test_off_mode(void)
 	seen a, b;
 
 	th_daemon_up(&d, TH_ARGS("--host-size", "16M", "--socket-mode", "0666"));
-	open_dir(&d);
+	th_open_dir_to(&d, 65534, 65534);
 	a = run_as(&d, 65534);
 	CHECK_EQ(a.publish, NBLK);
 	b = run_as(&d, 65533);
@@ -218,7 +199,7 @@ static void refused(const char *const *args)
 	th_note("expected: the daemon refuses to start");
 	CHECK_RC(th_daemon_start(d), -ECHILD);
 	CHECK_EQ(d->last_status, 2);
-	CHECK(log_has(d, "not supported yet"));
+	CHECK(th_log_contains(d, "not supported yet"));
 	th_daemon_destroy(d);
 }
 
