@@ -1514,3 +1514,21 @@ void th_open_dir_to(th_daemon *d, uid_t uid, gid_t gid)
 			"searchable by others (a chroot whose / is 0700?)",
 			(unsigned)uid, d->dir);
 }
+
+int th_verify_chains(kvs_client *c, const kvs_hash *h, size_t chains,
+		     size_t len, size_t *bad)
+{
+	int total = 0;
+
+	*bad = 0;
+	for (size_t i = 0; i < chains; i++) {
+		size_t b = 0;
+		int rc = th_verify(c, h + i * len, len, &b);
+
+		if (!CHECK_GE(rc, 0))
+			return -1;
+		total += rc;
+		*bad += b;
+	}
+	return total;
+}

@@ -211,6 +211,12 @@ void th_daemon_dump_log(const th_daemon *d);
 #define TH_MAX_MOUNTS 4
 int th_tmpfs(const char *size, char *dir, size_t cap);
 
+/* th_verify_chains - th_verify() of @chains chains of @len hashes each,
+ * stored one after the other at @h: total hits, and *bad the blocks whose
+ * bytes differ. -1 (and a failed check) when a lookup fails. */
+int th_verify_chains(kvs_client *c, const kvs_hash *h, size_t chains,
+		     size_t len, size_t *bad);
+
 /* th_open_dir_to - make the daemon's directory searchable by others (it is
  * 0700 from mkdtemp) and check that @uid/@gid can reach it; skips the test
  * (77) with the reason when a directory above it is closed to that uid. */

@@ -24,23 +24,6 @@ static kvs_layout L;
 static char ssd_dir[160];
 static kvs_hash H[CHAINS][LEN];
 
-static int verify_all(kvs_client *c, size_t *bad)
-{
-	int total = 0;
-
-	*bad = 0;
-	for (int i = 0; i < CHAINS; i++) {
-		size_t b = 0;
-		int rc = th_verify(c, H[i], LEN, &b);
-
-		if (!CHECK_GE(rc, 0))
-			return -1;
-		total += rc;
-		*bad += b;
-	}
-	return total;
-}
-
 int main(void)
 {
 	static const char *args[] = { "--host-size", "2M", "--page-size", "64K",
@@ -78,7 +61,7 @@ int main(void)
 
 	/* promote: every block back, byte for byte */
 	th_stats_take(&d, &before);
-	hits = verify_all(c, &bad);
+	hits = th_verify_chains(c, &H[0][0], CHAINS, LEN, &bad);
 	th_stats_take(&d, &after);
 	CHECK_EQ(hits, CHAINS * LEN);
 	CHECK_EQ(bad, 0);
@@ -106,7 +89,7 @@ int main(void)
 		th_fatal("daemon did not restart");
 	CHECK_EQ(th_stat_get(&d, "tier_ssd.restart_blocks"), indexed);
 	c = th_connect(&d, &L);
-	hits = verify_all(c, &bad);
+	hits = th_verify_chains(c, &H[0][0], CHAINS, LEN, &bad);
 	th_note("after kill -9: %d hits of %" PRId64 " indexed blocks", hits, indexed);
 	CHECK_GE(hits, indexed);
 	CHECK_EQ(bad, 0);

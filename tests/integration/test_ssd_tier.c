@@ -32,23 +32,6 @@ static kvs_layout L;
 static char ssd_dir[160];
 static kvs_hash H[CHAINS][LEN];
 
-static int verify_all(kvs_client *c, size_t *bad)
-{
-	int total = 0;
-
-	*bad = 0;
-	for (int i = 0; i < CHAINS; i++) {
-		size_t b = 0;
-		int rc = th_verify(c, H[i], LEN, &b);
-
-		if (!CHECK_GE(rc, 0))
-			return -1;
-		total += rc;
-		*bad += b;
-	}
-	return total;
-}
-
 /* Flip one payload byte of every record in every segment file. */
 static int corrupt_all(void)
 {
@@ -118,7 +101,7 @@ int main(void)
 	CHECK(th_wait_stat(&d, "tier_ssd.writes_inflight", 0, TH_WAIT_MS));
 	CHECK_GT(th_stat_get(&d, "tier_ssd.demotions"), 0);
 	CHECK_GT(th_stat_get(&d, "tier_ssd.writes"), 0);
-	hits = verify_all(c, &bad);
+	hits = th_verify_chains(c, &H[0][0], CHAINS, LEN, &bad);
 	CHECK_EQ(hits, CHAINS * LEN);
 	CHECK_EQ(bad, 0);
 	CHECK_GT(th_stat_get(&d, "tier_ssd.promotions"), 0);
@@ -135,7 +118,7 @@ int main(void)
 		th_fatal("daemon did not restart");
 	CHECK_EQ(th_stat_get(&d, "tier_ssd.restart_blocks"), indexed);
 	c = th_connect(&d, &L);
-	hits = verify_all(c, &bad);
+	hits = th_verify_chains(c, &H[0][0], CHAINS, LEN, &bad);
 	th_note("after restart: %d hits of %" PRId64 " indexed blocks", hits, indexed);
 	CHECK_GT(hits, 0);
 	CHECK_EQ(bad, 0);
@@ -147,7 +130,7 @@ int main(void)
 	if (th_daemon_start(&d) < 0)
 		th_fatal("daemon did not restart");
 	c = th_connect(&d, &L);
-	hits = verify_all(c, &bad);
+	hits = th_verify_chains(c, &H[0][0], CHAINS, LEN, &bad);
 	CHECK_EQ(hits, 0);
 	CHECK_EQ(bad, 0);
 	CHECK_GT(th_stat_get(&d, "tier_ssd.corrupt_blocks"), 0);
@@ -164,7 +147,7 @@ int main(void)
 	CHECK_GT(th_stat_get(&d, "tier_ssd.recycled_segments"), 0);
 	for (int i = 0; i < CHAINS; i++)
 		th_chain(&L, 5000 + (uint64_t)i, LEN, 0, 0, H[i]);
-	hits = verify_all(c, &bad);
+	hits = th_verify_chains(c, &H[0][0], CHAINS, LEN, &bad);
 	CHECK_EQ(bad, 0);
 	CHECK_EQ(th_stat_get(&d, "tier_ssd.enabled"), 1);
 	kvs_close(c);

@@ -26,23 +26,6 @@ static kvs_layout L;
 static char ssd_dir[160];
 static kvs_hash H[CHAINS][LEN];
 
-static int verify_all(kvs_client *c, size_t *bad)
-{
-	int total = 0;
-
-	*bad = 0;
-	for (int i = 0; i < CHAINS; i++) {
-		size_t b = 0;
-		int rc = th_verify(c, H[i], LEN, &b);
-
-		if (!CHECK_GE(rc, 0))
-			return -1;
-		total += rc;
-		*bad += b;
-	}
-	return total;
-}
-
 int main(void)
 {
 	static const char *args[] = { "--host-size", "2M", "--page-size", "64K",
@@ -79,7 +62,7 @@ int main(void)
 	CHECK_EQ(th_stat_get(&d, "tier_ssd.demotions"), 0);
 	CHECK_EQ(th_stat_get(&d, "tier_ssd.io_errors"), 0);
 	/* Served from RAM while written through: no reads. */
-	hits = verify_all(c, &bad);
+	hits = th_verify_chains(c, &H[0][0], CHAINS, LEN, &bad);
 	CHECK_EQ(hits, BLOCKS);
 	CHECK_EQ(bad, 0);
 	CHECK_EQ(th_stat_get(&d, "tier_ssd.reads"), 0);
@@ -94,7 +77,7 @@ int main(void)
 	CHECK_EQ(th_stat_get(&d, "tier_ssd.blocks_ssd_only"), BLOCKS);
 	CHECK_EQ(th_stat_get(&d, "tier_host.blocks"), 0);
 	c = th_connect(&d, &L);
-	hits = verify_all(c, &bad);
+	hits = th_verify_chains(c, &H[0][0], CHAINS, LEN, &bad);
 	th_note("after kill -9: %d hits of %d written-through blocks, %zu wrong, "
 		"%" PRId64 " read from SSD", hits, BLOCKS, bad,
 		th_stat_get(&d, "tier_ssd.reads"));
