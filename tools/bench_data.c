@@ -13,7 +13,6 @@
 #include <time.h>
 
 #include "bench_data.h"
-#include "bench_ops.h"
 #include "bench_proc.h"
 #include "bench_redis.h"
 #include "kvshare.h"

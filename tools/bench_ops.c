@@ -1,22 +1,16 @@
 /*
- * bench_ops.c - kvsbench ops (contract in bench_ops.h) and the forked-client
- * runner that bench_data.c shares.
+ * bench_ops.c - kvsbench ops (contract in bench_ops.h).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -113,125 +107,6 @@ static double hist_quantile(const uint64_t *h, double q)
 			return hist_value(i);
 	}
 	return hist_value(HIST_BUCKETS - 1);
-}
-
-/* ---- forked clients ------------------------------------------------------ */
-
-struct kvsb_gate {
-	int ready_w; /* write one byte when set up (or failed) */
-	int go_r;    /* EOF when every client is set up */
-	int passed;
-};
-
-void kvsb_gate_wait(kvsb_gate *g)
-{
-	char c = 'R';
-	ssize_t n;
-
-	if (g->passed)
-		return;
-	g->passed = 1;
-	(void)!write(g->ready_w, &c, 1);
-	close(g->ready_w);
-	do
-		n = read(g->go_r, &c, 1);
-	while (n < 0 && errno == EINTR);
-	close(g->go_r);
-}
-
-int kvsb_clients_run(unsigned n, kvsb_client_fn fn, const void *ctx,
-		     void *res, size_t res_size)
-{
-	size_t bytes = n * res_size;
-	char *shm;
-	pid_t *pids = calloc(n, sizeof(*pids));
-	int ready[2], go[2], failed = 0, status, err;
-	unsigned started = 0, seen = 0;
-	double deadline;
-
-	if (!pids)
-		return -ENOMEM;
-	shm = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-		   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (shm == MAP_FAILED) {
-		free(pids);
-		return -errno;
-	}
-	memcpy(shm, res, bytes);
-	if (pipe2(ready, O_CLOEXEC) < 0) {
-		err = -errno;
-		munmap(shm, bytes);
-		free(pids);
-		return err;
-	}
-	if (pipe2(go, O_CLOEXEC) < 0) {
-		err = -errno;
-		close(ready[0]);
-		close(ready[1]);
-		munmap(shm, bytes);
-		free(pids);
-		return err;
-	}
-	fflush(NULL); /* nothing buffered may be written twice */
-	for (unsigned i = 0; i < n; i++) {
-		pid_t pid = fork();
-
-		if (pid < 0) {
-			fprintf(stderr, "kvsbench: fork failed: %s\n",
-				strerror(errno));
-			continue;
-		}
-		if (pid == 0) {
-			kvsb_gate g = { ready[1], go[0], 0 };
-			int rc;
-
-			close(ready[0]);
-			close(go[1]);
-			rc = fn(ctx, i, &g, shm + i * res_size);
-			if (!g.passed) {
-				char c = 'F';
-
-				(void)!write(g.ready_w, &c, 1);
-			}
-			fflush(NULL);
-			_exit(rc < 0 ? 1 : 0);
-		}
-		pids[started++] = pid;
-	}
-	close(ready[1]);
-	close(go[0]);
-	/* Every client answers once, set up or failed; a client that crashes
-	 * before that is caught by the deadline. */
-	deadline = now() + 120.0;
-	while (seen < started && now() < deadline) {
-		struct pollfd p = { ready[0], POLLIN, 0 };
-		char buf[64];
-		ssize_t got;
-
-		if (poll(&p, 1, 1000) <= 0)
-			continue;
-		got = read(ready[0], buf, sizeof(buf));
-		if (got <= 0)
-			break;
-		seen += (unsigned)got;
-	}
-	close(go[1]); /* start */
-	close(ready[0]);
-	/* Reap our clients only: the daemon and redis-server are children
-	 * too, and their exit is for their owners to see. */
-	for (unsigned i = 0; i < started; i++) {
-		pid_t p;
-
-		while ((p = waitpid(pids[i], &status, 0)) < 0 && errno == EINTR)
-			;
-		if (p < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-			failed++;
-	}
-	failed += (int)(n - started);
-	memcpy(res, shm, bytes);
-	munmap(shm, bytes);
-	free(pids);
-	return failed;
 }
 
 /* Run @expr; on failure print what failed and leave through `out`. */

@@ -17,7 +17,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bench_ops.h"
 #include "bench_proc.h"
 #include "bench_ssd.h"
 #include "kvshare.h"
