@@ -12,10 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_proc.h"
 #include "bench_share.h"
 #include "kvshare.h"
 
@@ -96,7 +96,7 @@ struct share_opts {
 	uint32_t *doc_tok;
 };
 
-/* One worker's result, sent whole through the pipe (< PIPE_BUF: atomic). */
+/* One worker's result, copied whole into its slot when the worker ends. */
 struct report {
 	uint32_t worker;
 	int32_t rc;          /* 0, or the error of step `where` */
@@ -343,70 +343,45 @@ out:
 	return r->rc;
 }
 
+/* The workers of one phase: worker first + idx, reporting into its slot. */
+struct phase {
+	const struct share_opts *o;
+	unsigned first;
+};
+
+static int phase_worker(const void *vctx, unsigned idx, kvsb_gate *g,
+			void *vres)
+{
+	const struct phase *p = vctx;
+	struct report mine = { 0 };
+	int rc;
+
+	kvsb_gate_wait(g); /* nothing to set up: the whole worker is the run */
+	if (p->o->rag)
+		rc = rag_worker(p->o, p->first + idx, &mine);
+	else
+		rc = share_worker(p->o, p->first + idx, &mine);
+	/* Whole or not at all: a worker that dies early leaves no report. */
+	memcpy(vres, &mine, sizeof(mine));
+	return rc;
+}
+
 /* Fork workers [first, last], collect their reports into r[], wait for all.
  * Returns the number of workers that failed (no report or a bad exit). */
 static unsigned run_phase(const struct share_opts *o, unsigned first,
 			  unsigned last, struct report *r)
 {
-	int pfd[2];
-	unsigned failed = 0, got = 0;
-	struct report in;
-	ssize_t nr;
+	struct phase p = { o, first };
+	unsigned n = last - first + 1;
+	int failed = kvsb_clients_run(n, phase_worker, &p, r + first - 1,
+				      sizeof(*r));
 
-	if (pipe(pfd) < 0) {
-		fprintf(stderr, "kvsbench: pipe failed: %s\n", strerror(errno));
-		return last - first + 1;
+	if (failed < 0) {
+		fprintf(stderr, "kvsbench: share: starting workers failed: %s\n",
+			strerror(-failed));
+		return n;
 	}
-	for (unsigned i = first; i <= last; i++) {
-		pid_t pid = fork();
-
-		if (pid < 0) {
-			fprintf(stderr, "kvsbench: fork failed: %s\n",
-				strerror(errno));
-			failed++;
-			continue;
-		}
-		if (pid == 0) {
-			struct report mine = { 0 };
-
-			close(pfd[0]);
-			if (o->rag)
-				rag_worker(o, i, &mine);
-			else
-				share_worker(o, i, &mine);
-			if (write(pfd[1], &mine, sizeof(mine)) != sizeof(mine))
-				_exit(2);
-			_exit(mine.rc < 0 ? 1 : 0);
-		}
-	}
-	close(pfd[1]);
-	/* Read while the workers run, so that none blocks on a full pipe. */
-	while ((nr = read(pfd[0], &in, sizeof(in))) != 0) {
-		if (nr < 0 && errno == EINTR)
-			continue;
-		if (nr != (ssize_t)sizeof(in) || in.worker < first ||
-		    in.worker > last)
-			break;
-		r[in.worker - 1] = in;
-		got++;
-	}
-	close(pfd[0]);
-	for (;;) {
-		int status;
-		pid_t p = wait(&status);
-
-		if (p < 0) {
-			if (errno == EINTR)
-				continue;
-			break;
-		}
-		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-			failed++;
-	}
-	/* A worker that exited 0 without a whole report failed too. */
-	if (failed < last - first + 1 - got)
-		failed = last - first + 1 - got;
-	return failed;
+	return (unsigned)failed;
 }
 
 static void share_usage(void)
