@@ -90,7 +90,7 @@ static void daemon_cleanup(kvsb_daemon *d)
 	free(d);
 }
 
-static int daemon_exe(char *buf, size_t len)
+int kvsb_daemon_exe(char *buf, size_t len)
 {
 	char self[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -119,6 +119,12 @@ int kvsb_daemon_start(uint64_t host_bytes, double timeout_s,
 int kvsb_daemon_start_args(const char *const *args, double timeout_s,
 			   kvsb_daemon **out)
 {
+	return kvsb_daemon_start_exe(NULL, args, timeout_s, out);
+}
+
+int kvsb_daemon_start_exe(const char *bin, const char *const *args,
+			  double timeout_s, kvsb_daemon **out)
+{
 	char exe[PATH_MAX], got[16];
 	const char *tmp = getenv("TMPDIR");
 	const char *argv[MAX_ARGS + 6];
@@ -130,9 +136,12 @@ int kvsb_daemon_start_args(const char *const *args, double timeout_s,
 	while (args && args[nargs])
 		if (++nargs > MAX_ARGS)
 			return -E2BIG;
-	rc = daemon_exe(exe, sizeof(exe));
-	if (rc < 0)
+	if (bin) {
+		if ((size_t)snprintf(exe, sizeof(exe), "%s", bin) >= sizeof(exe))
+			return -ENAMETOOLONG;
+	} else if ((rc = kvsb_daemon_exe(exe, sizeof(exe))) < 0) {
 		return rc;
+	}
 	d = calloc(1, sizeof(*d));
 	if (!d)
 		return -ENOMEM;

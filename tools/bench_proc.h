@@ -41,6 +41,20 @@ int kvsb_daemon_start_args(const char *const *args, double timeout_s,
 			   kvsb_daemon **out);
 
 /*
+ * kvsb_daemon_start_exe - kvsb_daemon_start_args() with the executable
+ * @bin, or with NULL the one beside the running program.
+ */
+int kvsb_daemon_start_exe(const char *bin, const char *const *args,
+			  double timeout_s, kvsb_daemon **out);
+
+/*
+ * kvsb_daemon_exe - the path of the "kvshared" beside the running program
+ * into @buf of @len bytes.
+ * Errors: -ENOENT (none there, or not executable), -ENAMETOOLONG, -errno.
+ */
+int kvsb_daemon_exe(char *buf, size_t len);
+
+/*
  * kvsb_daemon_start_ms - how long the last start took, from fork to the
  * READY line, in milliseconds. Thread: the daemon's owner.
  */
