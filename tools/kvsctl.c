@@ -17,19 +17,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "kvsctl.h"
 #include "kvshare.h"
-
-struct cmd {
-	const char *name;
-	int (*fn)(const char *sock, int argc, char **argv);
-	const char *help;
-};
 
 static int cmd_stats(const char *sock, int argc, char **argv);
 static int cmd_plan(const char *sock, int argc, char **argv);
 
-static const struct cmd cmds[] = {
+static const struct cli_cmd cmds[] = {
 	{ "stats", cmd_stats, "print the daemon's counters [--json]" },
 	{ "plan", cmd_plan, "KV bytes per token of a model, and how many tokens "
 			    "of prefix fit in the running daemon's tiers" },
@@ -60,8 +55,7 @@ static void usage(void)
 		"\n"
 		"commands:\n",
 		def);
-	for (size_t i = 0; i < NCMDS; i++)
-		fprintf(stderr, "  %-10s %s\n", cmds[i].name, cmds[i].help);
+	cli_list(cmds, NCMDS, 10);
 }
 
 static int fail(const char *what, int rc)
@@ -301,43 +295,7 @@ static int cmd_stats(const char *sock, int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "socket", required_argument, NULL, 's' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	const char *sock = NULL;
-	int o;
-
-	/* '+': stop at the command, whose options are its own. */
-	while ((o = getopt_long(argc, argv, "+s:h", opts, NULL)) != -1) {
-		switch (o) {
-		case 's':
-			sock = optarg;
-			break;
-		case 'h':
-			usage();
-			return 0;
-		default:
-			usage();
-			return 2;
-		}
-	}
-	if (optind >= argc) {
-		usage();
-		return 2;
-	}
-	for (size_t i = 0; i < NCMDS; i++) {
-		if (strcmp(argv[optind], cmds[i].name))
-			continue;
-		argc -= optind;
-		argv += optind;
-		optind = 0; /* glibc: restart getopt on the command's argv */
-		return cmds[i].fn(sock, argc, argv);
-	}
-	fprintf(stderr, "kvsctl: unknown command '%s'\n", argv[optind]);
-	usage();
-	return 2;
+	return cli_main("kvsctl", cmds, NCMDS, usage, argc, argv);
 }
 
 /* ---- plan ---- */
