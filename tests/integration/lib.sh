@@ -12,7 +12,8 @@
 # the test starts go in pids: cleanup (on EXIT) SIGCONTs and SIGKILLs them,
 # then removes $tmp (kept, and said, when TH_KEEP is set); a test with more
 # to undo defines on_cleanup. Waits poll a condition against a deadline.
-# Not a test itself (ctest runs test_*.sh only).
+# Works under `set -u` and `set -euo pipefail` alike. Not a test itself
+# (ctest runs test_*.sh only).
 
 pass=0
 fail=0
@@ -53,8 +54,8 @@ cleanup() {
 	local p
 	declare -F on_cleanup >/dev/null && on_cleanup
 	for p in "${pids[@]}"; do
-		kill -CONT "$p" 2>/dev/null
-		kill -KILL "$p" 2>/dev/null
+		kill -CONT "$p" 2>/dev/null || :
+		kill -KILL "$p" 2>/dev/null || :
 	done
 	{ wait; } 2>/dev/null
 	[ -n "$tmp" ] || return 0
