@@ -15,10 +15,11 @@
 #include "bench_data.h"
 #include "bench_proc.h"
 #include "bench_redis.h"
+#include "bench_util.h"
 #include "kvshare.h"
 
 #define DATA_MAX_SIZES 16
-#define DATA_MAX_REPS 100
+#define DATA_MAX_REPS KVSB_MEDIAN_MAX
 #define DATA_MAX_READERS 64
 #define DATA_AUTO_BYTES (128ull << 20) /* per pass when --blocks is not set */
 #define DATA_TOKEN_SEED 0x646174612d626c6bull
@@ -53,32 +54,6 @@ struct data_res {
 	uint64_t bytes;
 	double secs;
 };
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(const double *v, unsigned n)
-{
-	double s[DATA_MAX_REPS];
-
-	if (n == 0)
-		return 0;
-	memcpy(s, v, n * sizeof(*s));
-	qsort(s, n, sizeof(*s), cmp_double);
-	return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
-}
 
 /* Block i's bytes: a byte that depends on i, with i itself in the first and
  * last 8 bytes, so that a reader can tell one block from another cheaply. */
@@ -170,11 +145,11 @@ static int ours_reader(const void *vctx, unsigned idx, kvsb_gate *g, void *vres)
 	STEP(who, "connect", kvs_connect(x->sock, &x->layout, &c));
 	STEP(who, "first pass", ours_pass(c, x, b, dst, 1));
 	kvsb_gate_wait(g);
-	t0 = now();
+	t0 = kvsb_now();
 	do {
 		STEP(who, "pass", ours_pass(c, x, b, dst, 0));
 		res->bytes += x->k * x->bb;
-		res->secs = now() - t0;
+		res->secs = kvsb_now() - t0;
 	} while (res->secs < x->o->seconds);
 	rc = 0;
 out:
@@ -201,14 +176,14 @@ static int memcpy_reader(const void *vctx, unsigned idx, kvsb_gate *g,
 	for (unsigned i = 0; i < x->k; i++)
 		memcpy(dst + i * x->bb, src + i * x->bb, x->bb);
 	kvsb_gate_wait(g);
-	t0 = now();
+	t0 = kvsb_now();
 	do {
 		for (unsigned i = 0; i < x->k; i++)
 			memcpy(dst + i * x->bb, src + i * x->bb, x->bb);
 		/* the copies have a use, so they cannot be elided */
 		__asm__ volatile("" : : "r"(dst) : "memory");
 		res->bytes += x->k * x->bb;
-		res->secs = now() - t0;
+		res->secs = kvsb_now() - t0;
 	} while (res->secs < x->o->seconds);
 	rc = block_check(dst, x->bb, 0);
 	STEP(who, "check", rc);
@@ -252,11 +227,11 @@ static int redis_reader(const void *vctx, unsigned idx, kvsb_gate *g,
 	STEP(who, "connect", kvsb_resp_connect(x->redis_sock, &r));
 	STEP(who, "first pass", redis_pass(r, x, dst, 1));
 	kvsb_gate_wait(g);
-	t0 = now();
+	t0 = kvsb_now();
 	do {
 		STEP(who, "GET", redis_pass(r, x, dst, 0));
 		res->bytes += x->k * x->bb;
-		res->secs = now() - t0;
+		res->secs = kvsb_now() - t0;
 	} while (res->secs < x->o->seconds);
 	rc = 0;
 out:
@@ -415,23 +390,6 @@ static void data_usage(void)
 		"  -h, --help             this help\n");
 }
 
-static int parse_uint(const char *opt, const char *s, unsigned min,
-		      unsigned max, unsigned *out)
-{
-	char *end;
-	unsigned long v;
-
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || end == s || *end || s[0] == '-' || v < min || v > max) {
-		fprintf(stderr, "kvsbench: --%s: '%s' is not a number in %u..%u\n",
-			opt, s, min, max);
-		return -1;
-	}
-	*out = (unsigned)v;
-	return 0;
-}
-
 /* "64K,256K,1M,2M,8M": binary K/M/G suffixes, optional "B" or "iB". */
 static int parse_sizes(const char *s, struct data_opts *o)
 {
@@ -469,22 +427,6 @@ bad:
 	fprintf(stderr, "kvsbench: --block-bytes: '%s' is not a list of at most "
 		"%d sizes, each a multiple of 64 up to 1G\n", s, DATA_MAX_SIZES);
 	return -1;
-}
-
-static int parse_seconds(const char *s, double *out)
-{
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || *end || !(v >= 0.01 && v <= 3600)) {
-		fprintf(stderr, "kvsbench: --seconds: '%s' is not a number in "
-			"0.01..3600\n", s);
-		return -1;
-	}
-	*out = v;
-	return 0;
 }
 
 static void human_size(char *buf, size_t len, uint64_t b)
@@ -571,7 +513,7 @@ static int run_size(struct data_ctx *x, int have_redis, struct data_row *w)
 	w->bb = x->bb;
 	w->k = x->k;
 	for (int s = 0; s < SYS_N; s++) {
-		w->gbps[s] = median(g[s], reps);
+		w->gbps[s] = kvsb_median(g[s], reps);
 		w->lo[s] = w->hi[s] = g[s][0];
 		for (unsigned r = 1; r < reps; r++) {
 			if (g[s][r] < w->lo[s])
@@ -580,8 +522,8 @@ static int run_size(struct data_ctx *x, int have_redis, struct data_row *w)
 				w->hi[s] = g[s][r];
 		}
 	}
-	w->vs_memcpy = median(rm, reps);
-	w->vs_redis = median(rr, reps);
+	w->vs_memcpy = kvsb_median(rm, reps);
+	w->vs_redis = kvsb_median(rr, reps);
 	return 0;
 }
 
@@ -612,10 +554,10 @@ int kvsb_cmd_data(const char *sock, int argc, char **argv)
 		switch (opt) {
 		case 's': o.sock = optarg; break;
 		case 'b': bad |= parse_sizes(optarg, &o); break;
-		case 'k': bad |= parse_uint("blocks", optarg, 1, KVS_MAX_HASHES, &o.blocks); break;
-		case 'n': bad |= parse_uint("readers", optarg, 1, DATA_MAX_READERS, &o.readers); break;
-		case 't': bad |= parse_seconds(optarg, &o.seconds); break;
-		case 'r': bad |= parse_uint("reps", optarg, 1, DATA_MAX_REPS, &o.reps); break;
+		case 'k': bad |= kvsb_parse_uint("blocks", optarg, 1, KVS_MAX_HASHES, &o.blocks); break;
+		case 'n': bad |= kvsb_parse_uint("readers", optarg, 1, DATA_MAX_READERS, &o.readers); break;
+		case 't': bad |= kvsb_parse_seconds(optarg, &o.seconds); break;
+		case 'r': bad |= kvsb_parse_uint("reps", optarg, 1, DATA_MAX_REPS, &o.reps); break;
 		case O_JSON: o.json = 1; break;
 		case 'h': data_usage(); return 0;
 		default: data_usage(); return 2;

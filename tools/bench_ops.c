@@ -17,22 +17,15 @@
 #include "bench_ops.h"
 #include "bench_proc.h"
 #include "bench_redis.h"
+#include "bench_util.h"
 #include "kvshare.h"
 
 #define OPS_MAX_CLIENTS 256
-#define OPS_MAX_REPS 100
+#define OPS_MAX_REPS KVSB_MEDIAN_MAX
 #define OPS_TOKEN_SEED 0x6f70732d7072656full
 #define OPS_VOCAB 128256
 
 /* ---- time and statistics ------------------------------------------------- */
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static uint64_t now_ns(void)
 {
@@ -40,26 +33,6 @@ static uint64_t now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* Median of @n values (sorted in a copy); the mean of the middle two for an
- * even count. */
-static double median(const double *v, unsigned n)
-{
-	double s[OPS_MAX_REPS];
-
-	if (n == 0)
-		return 0;
-	memcpy(s, v, n * sizeof(*s));
-	qsort(s, n, sizeof(*s), cmp_double);
-	return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
 }
 
 /* Log-linear latency histogram in ns: 16 buckets per power of two, so a
@@ -166,7 +139,7 @@ static int ours_client(const void *vctx, unsigned idx, kvsb_gate *g,
 	STEP(who, "lookup", kvs_lookup(c, x->hashes, k, &lease, b));
 	STEP(who, "release", kvs_release(c, lease));
 	kvsb_gate_wait(g);
-	t0 = now();
+	t0 = kvsb_now();
 	end = now_ns() + (uint64_t)(x->o->seconds * 1e9);
 	for (t = now_ns(); t < end; t = t1) {
 		STEP(who, "lookup", kvs_lookup(c, x->hashes, k, &lease, b));
@@ -183,7 +156,7 @@ static int ours_client(const void *vctx, unsigned idx, kvsb_gate *g,
 		res->hist[hist_index(t1 - t)]++;
 		res->ops++;
 	}
-	res->secs = now() - t0;
+	res->secs = kvsb_now() - t0;
 	rc = 0;
 out:
 	kvs_close(c);
@@ -226,7 +199,7 @@ static int redis_client(const void *vctx, unsigned idx, kvsb_gate *g,
 	STEP(who, "redis connect", kvsb_resp_connect(x->redis_sock, &r));
 	STEP(who, "MGET", redis_mget(r, x));
 	kvsb_gate_wait(g);
-	t0 = now();
+	t0 = kvsb_now();
 	end = now_ns() + (uint64_t)(x->o->seconds * 1e9);
 	for (t = now_ns(); t < end; t = t1) {
 		STEP(who, "MGET", redis_mget(r, x));
@@ -234,7 +207,7 @@ static int redis_client(const void *vctx, unsigned idx, kvsb_gate *g,
 		res->hist[hist_index(t1 - t)]++;
 		res->ops++;
 	}
-	res->secs = now() - t0;
+	res->secs = kvsb_now() - t0;
 	rc = 0;
 out:
 	kvsb_resp_close(r);
@@ -369,39 +342,6 @@ static void ops_usage(void)
 		"  -h, --help            this help\n");
 }
 
-static int parse_uint(const char *opt, const char *s, unsigned min,
-		      unsigned max, unsigned *out)
-{
-	char *end;
-	unsigned long v;
-
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || end == s || *end || s[0] == '-' || v < min || v > max) {
-		fprintf(stderr, "kvsbench: --%s: '%s' is not a number in %u..%u\n",
-			opt, s, min, max);
-		return -1;
-	}
-	*out = (unsigned)v;
-	return 0;
-}
-
-static int parse_seconds(const char *s, double *out)
-{
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || *end || !(v >= 0.01 && v <= 3600)) {
-		fprintf(stderr, "kvsbench: --seconds: '%s' is not a number in "
-			"0.01..3600\n", s);
-		return -1;
-	}
-	*out = v;
-	return 0;
-}
-
 /* One table row; @ratio is this repetition's, or for the median row the
  * median of the per-repetition ratios (not the ratio of the medians). */
 static void print_row(const struct ops_opts *o, const char *rep,
@@ -470,11 +410,11 @@ int kvsb_cmd_ops(const char *sock, int argc, char **argv)
 	while ((opt = getopt_long(argc, argv, "s:c:k:t:r:h", opts, NULL)) != -1) {
 		switch (opt) {
 		case 's': o.sock = optarg; break;
-		case 'c': bad |= parse_uint("clients", optarg, 1, OPS_MAX_CLIENTS, &o.clients); break;
-		case 'k': bad |= parse_uint("blocks", optarg, 1, KVS_MAX_HASHES, &o.blocks); break;
-		case 't': bad |= parse_seconds(optarg, &o.seconds); break;
-		case 'r': bad |= parse_uint("reps", optarg, 1, OPS_MAX_REPS, &o.reps); break;
-		case O_VALUE: bad |= parse_uint("value-bytes", optarg, 1, 1u << 20, &o.value_bytes); break;
+		case 'c': bad |= kvsb_parse_uint("clients", optarg, 1, OPS_MAX_CLIENTS, &o.clients); break;
+		case 'k': bad |= kvsb_parse_uint("blocks", optarg, 1, KVS_MAX_HASHES, &o.blocks); break;
+		case 't': bad |= kvsb_parse_seconds(optarg, &o.seconds); break;
+		case 'r': bad |= kvsb_parse_uint("reps", optarg, 1, OPS_MAX_REPS, &o.reps); break;
+		case O_VALUE: bad |= kvsb_parse_uint("value-bytes", optarg, 1, 1u << 20, &o.value_bytes); break;
 		case O_JSON: o.json = 1; break;
 		case 'h': ops_usage(); return 0;
 		default: ops_usage(); return 2;
@@ -560,14 +500,14 @@ int kvsb_cmd_ops(const char *sock, int argc, char **argv)
 		for (unsigned r = 0; r < o.reps; r++)                         \
 			v[r] = arr[r].field;                                  \
 	} while (0)
-	MED(ops_s, a, va); ma.ops_s = median(va, o.reps);
-	MED(p50_us, a, va); ma.p50_us = median(va, o.reps);
-	MED(p99_us, a, va); ma.p99_us = median(va, o.reps);
-	MED(ops_s, b, vb); mb.ops_s = median(vb, o.reps);
-	MED(p50_us, b, vb); mb.p50_us = median(vb, o.reps);
-	MED(p99_us, b, vb); mb.p99_us = median(vb, o.reps);
+	MED(ops_s, a, va); ma.ops_s = kvsb_median(va, o.reps);
+	MED(p50_us, a, va); ma.p50_us = kvsb_median(va, o.reps);
+	MED(p99_us, a, va); ma.p99_us = kvsb_median(va, o.reps);
+	MED(ops_s, b, vb); mb.ops_s = kvsb_median(vb, o.reps);
+	MED(p50_us, b, vb); mb.p50_us = kvsb_median(vb, o.reps);
+	MED(p99_us, b, vb); mb.p99_us = kvsb_median(vb, o.reps);
 #undef MED
-	print_row(&o, "median", &ma, &mb, median(ratio, o.reps), redis_na);
+	print_row(&o, "median", &ma, &mb, kvsb_median(ratio, o.reps), redis_na);
 	if (!o.json && !redis_na)
 		printf("ratio = kvshare ops/s / Redis ops/s in the same "
 		       "repetition; its median row is the median of those\n");

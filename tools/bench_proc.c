@@ -22,16 +22,9 @@
 #include <unistd.h>
 
 #include "bench_proc.h"
+#include "bench_util.h"
 
 #define MAX_ARGS 24
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 struct kvsb_daemon {
 	pid_t pid;
@@ -63,7 +56,7 @@ static void daemon_log_tail(const kvsb_daemon *d)
 /* Reap @pid within @timeout_s: its wait status, or -ETIMEDOUT. */
 static int reap(pid_t pid, double timeout_s)
 {
-	double deadline = now() + timeout_s;
+	double deadline = kvsb_now() + timeout_s;
 	struct timespec pause = { 0, 1000000 };
 	int status;
 
@@ -74,7 +67,7 @@ static int reap(pid_t pid, double timeout_s)
 			return status;
 		if (p < 0 && errno != EINTR)
 			return -errno;
-		if (now() > deadline)
+		if (kvsb_now() > deadline)
 			return -ETIMEDOUT;
 		nanosleep(&pause, NULL);
 		if (pause.tv_nsec < 20000000)
@@ -172,7 +165,7 @@ int kvsb_daemon_start_exe(const char *bin, const char *const *args,
 		return rc;
 	}
 	fflush(NULL);
-	t0 = now();
+	t0 = kvsb_now();
 	d->pid = fork();
 	if (d->pid < 0) {
 		rc = -errno;
@@ -198,11 +191,11 @@ int kvsb_daemon_start_exe(const char *bin, const char *const *args,
 		_exit(127);
 	}
 	close(p[1]);
-	deadline = now() + timeout_s;
+	deadline = kvsb_now() + timeout_s;
 	rc = -ETIMEDOUT;
-	while (now() < deadline) {
+	while (kvsb_now() < deadline) {
 		struct pollfd pf = { p[0], POLLIN, 0 };
-		int ms = (int)((deadline - now()) * 1000) + 1;
+		int ms = (int)((deadline - kvsb_now()) * 1000) + 1;
 		ssize_t n;
 
 		if (poll(&pf, 1, ms) <= 0)
@@ -226,7 +219,7 @@ int kvsb_daemon_start_exe(const char *bin, const char *const *args,
 		}
 	}
 	close(p[0]);
-	d->start_ms = (now() - t0) * 1e3;
+	d->start_ms = (kvsb_now() - t0) * 1e3;
 	if (rc < 0) {
 		kill(d->pid, SIGKILL);
 		reap(d->pid, 5.0);
@@ -366,8 +359,8 @@ int kvsb_clients_run(unsigned n, kvsb_client_fn fn, const void *ctx,
 	close(go[0]);
 	/* Every client answers once, set up or failed; a client that crashes
 	 * before that is caught by the deadline. */
-	deadline = now() + 120.0;
-	while (seen < started && now() < deadline) {
+	deadline = kvsb_now() + 120.0;
+	while (seen < started && kvsb_now() < deadline) {
 		struct pollfd p = { ready[0], POLLIN, 0 };
 		char buf[64];
 		ssize_t got;

@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "bench_proc.h"
+#include "bench_util.h"
 #include "kvshare.h"
 
 #define REPLAY_HASH_HI 0x6b76737265706c61ull /* "kvsrepla" */
@@ -85,14 +86,6 @@ typedef struct replay_result {
 	int64_t evicted;
 	double seconds;
 } replay_result;
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static kvs_hash id_hash(uint64_t id)
 {
@@ -423,7 +416,7 @@ static int replay_run(kvs_client *c, const trace *t, uint32_t block_tokens,
 {
 	kvs_hash *h = calloc(t->max_n + 1, sizeof(*h));
 	kvs_block *b = calloc(t->max_n + 1, sizeof(*b));
-	double t0 = now();
+	double t0 = kvsb_now();
 	int rc = 0;
 
 	if (!h || !b) {
@@ -458,7 +451,7 @@ static int replay_run(kvs_client *c, const trace *t, uint32_t block_tokens,
 		rc = 0;
 	}
 out:
-	res->seconds = now() - t0;
+	res->seconds = kvsb_now() - t0;
 	free(h);
 	free(b);
 	return rc;

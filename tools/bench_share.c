@@ -17,6 +17,7 @@
 
 #include "bench_proc.h"
 #include "bench_share.h"
+#include "bench_util.h"
 #include "kvshare.h"
 
 #define MAX_WORKERS 1024
@@ -25,14 +26,6 @@
 #define SUFFIX_SEED 0x7375666669782d31ull
 #define DOC_SEED 0x646f632d706f6f6cull
 #define DRAW_SEED 0x647261772d726e67ull
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static uint64_t splitmix64(uint64_t *s)
 {
@@ -139,7 +132,7 @@ static int share_request(const struct share_opts *o, kvs_client *c,
 {
 	uint64_t bb = kvs_block_bytes(c);
 	kvs_lease lease;
-	double t0 = now();
+	double t0 = kvsb_now();
 	int rc, hits;
 
 	r->blocks += (uint64_t)n;
@@ -165,15 +158,15 @@ static int share_request(const struct share_opts *o, kvs_client *c,
 	rc = o->rag ? kvs_release_nowait(c, lease) : kvs_release(c, lease);
 	if (rc < 0)
 		return fail_at(r, "release", rc);
-	r->lookup_s += now() - t0;
+	r->lookup_s += kvsb_now() - t0;
 
-	t0 = now();
+	t0 = kvsb_now();
 	rc = kvs_reserve(c, h, (size_t)n, &lease, b);
 	if (rc == KVS_E_FULL && o->rag) {
 		r->full_blocks += (uint64_t)(n - hits);
 		for (int i = hits; scratch && i < n; i++)
 			pattern_fill(scratch, bb, h[i]);
-		r->write_s += now() - t0;
+		r->write_s += kvsb_now() - t0;
 		return 0;
 	}
 	if (rc < 0)
@@ -206,7 +199,7 @@ static int share_request(const struct share_opts *o, kvs_client *c,
 	}
 	if (lease && (rc = kvs_commit(c, lease)) < 0)
 		return fail_at(r, "commit", rc);
-	r->write_s += now() - t0;
+	r->write_s += kvsb_now() - t0;
 	return 0;
 }
 
@@ -427,23 +420,6 @@ static int parse_u64(const char *opt, const char *s, uint64_t *out)
 	return 0;
 }
 
-static int parse_uint(const char *opt, const char *s, unsigned min,
-		      unsigned max, unsigned *out)
-{
-	char *end;
-	unsigned long v;
-
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || end == s || *end || s[0] == '-' || v < min || v > max) {
-		fprintf(stderr, "kvsbench: --%s: '%s' is not a number in %u..%u\n",
-			opt, s, min, max);
-		return -1;
-	}
-	*out = (unsigned)v;
-	return 0;
-}
-
 static int parse_dtype(const char *s, kvs_dtype *out)
 {
 	static const struct { const char *name; kvs_dtype d; } t[] = {
@@ -617,22 +593,22 @@ int kvsb_cmd_share(const char *sock, int argc, char **argv)
 
 	while ((opt = getopt_long(argc, argv, "w:p:u:h", opts, NULL)) != -1) {
 		switch (opt) {
-		case 'w': bad |= parse_uint("workers", optarg, 1, MAX_WORKERS, &o.workers); break;
-		case 'p': set_prefix = 1; bad |= parse_uint("prefix-tokens", optarg, 0, ntok_max, &o.prefix); break;
-		case 'u': set_suffix = 1; bad |= parse_uint("suffix-tokens", optarg, 0, ntok_max, &o.suffix); break;
-		case O_LAYERS: set_layers = 1; bad |= parse_uint("layers", optarg, 1, 1u << 16, &o.layout.layers); break;
-		case O_HEADS: bad |= parse_uint("kv-heads", optarg, 1, 1u << 16, &o.layout.kv_heads); break;
-		case O_DIM: bad |= parse_uint("head-dim", optarg, 1, 1u << 16, &o.layout.head_dim); break;
-		case O_BT: bad |= parse_uint("block-tokens", optarg, 1, 1u << 16, &o.layout.block_tokens); break;
+		case 'w': bad |= kvsb_parse_uint("workers", optarg, 1, MAX_WORKERS, &o.workers); break;
+		case 'p': set_prefix = 1; bad |= kvsb_parse_uint("prefix-tokens", optarg, 0, ntok_max, &o.prefix); break;
+		case 'u': set_suffix = 1; bad |= kvsb_parse_uint("suffix-tokens", optarg, 0, ntok_max, &o.suffix); break;
+		case O_LAYERS: set_layers = 1; bad |= kvsb_parse_uint("layers", optarg, 1, 1u << 16, &o.layout.layers); break;
+		case O_HEADS: bad |= kvsb_parse_uint("kv-heads", optarg, 1, 1u << 16, &o.layout.kv_heads); break;
+		case O_DIM: bad |= kvsb_parse_uint("head-dim", optarg, 1, 1u << 16, &o.layout.head_dim); break;
+		case O_BT: bad |= kvsb_parse_uint("block-tokens", optarg, 1, 1u << 16, &o.layout.block_tokens); break;
 		case O_DTYPE: bad |= parse_dtype(optarg, &o.layout.dtype); break;
 		case O_MODEL: o.layout.model = optarg; break;
 		case O_SALT: o.layout.salt = optarg; break;
 		case O_JSON: o.json_only = 1; break;
 		case O_RAG: o.rag = 1; break;
-		case O_DOCS: rag_opts = 1; bad |= parse_uint("docs", optarg, 1, 1u << 20, &o.docs); break;
-		case O_PER: rag_opts = 1; bad |= parse_uint("docs-per-request", optarg, 1, 1u << 16, &o.per_req); break;
-		case O_DOCTOK: rag_opts = 1; bad |= parse_uint("doc-tokens", optarg, 1, ntok_max, &o.doc_tokens); break;
-		case O_REQS: rag_opts = 1; bad |= parse_uint("requests", optarg, 1, 1u << 24, &o.requests); break;
+		case O_DOCS: rag_opts = 1; bad |= kvsb_parse_uint("docs", optarg, 1, 1u << 20, &o.docs); break;
+		case O_PER: rag_opts = 1; bad |= kvsb_parse_uint("docs-per-request", optarg, 1, 1u << 16, &o.per_req); break;
+		case O_DOCTOK: rag_opts = 1; bad |= kvsb_parse_uint("doc-tokens", optarg, 1, ntok_max, &o.doc_tokens); break;
+		case O_REQS: rag_opts = 1; bad |= kvsb_parse_uint("requests", optarg, 1, 1u << 24, &o.requests); break;
 		case O_SEED: rag_opts = 1; bad |= parse_u64("seed", optarg, &o.seed); break;
 		case O_ORDER:
 			rag_opts = 1;
@@ -704,7 +680,7 @@ int kvsb_cmd_share(const char *sock, int argc, char **argv)
 		return 1;
 	}
 	fflush(stdout); /* nothing buffered may be written twice by the children */
-	t0 = now();
+	t0 = kvsb_now();
 	if (o.rag) {
 		/* RAG: all at once, from a cold cache, as a serving fleet. */
 		failed = run_phase(&o, 1, o.workers, r);
@@ -718,7 +694,7 @@ int kvsb_cmd_share(const char *sock, int argc, char **argv)
 			failed += run_phase(&o, 2, o.workers, r);
 		}
 	}
-	secs = now() - t0;
+	secs = kvsb_now() - t0;
 
 	for (unsigned i = 0; i < o.workers; i++) {
 		sum.requests += r[i].requests;

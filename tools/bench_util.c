@@ -1,0 +1,69 @@
+/*
+ * bench_util.c - kvsbench's shared helpers (contract in bench_util.h).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench_util.h"
+
+double kvsb_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+double kvsb_median(const double *v, unsigned n)
+{
+	double s[KVSB_MEDIAN_MAX];
+
+	if (n == 0)
+		return 0;
+	memcpy(s, v, n * sizeof(*s));
+	qsort(s, n, sizeof(*s), cmp_double);
+	return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
+int kvsb_parse_uint(const char *opt, const char *s, unsigned min,
+		    unsigned max, unsigned *out)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || s[0] == '-' || v < min || v > max) {
+		fprintf(stderr, "kvsbench: --%s: '%s' is not a number in %u..%u\n",
+			opt, s, min, max);
+		return -1;
+	}
+	*out = (unsigned)v;
+	return 0;
+}
+
+int kvsb_parse_seconds(const char *s, double *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || !(v >= 0.01 && v <= 3600)) {
+		fprintf(stderr, "kvsbench: --seconds: '%s' is not a number in "
+			"0.01..3600\n", s);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}

@@ -1,0 +1,33 @@
+/*
+ * bench_util.h - the small helpers kvsbench's subcommands share: a clock,
+ * the median of repetitions, and option parsing with kvsbench's messages.
+ */
+#ifndef KVSB_UTIL_H
+#define KVSB_UTIL_H
+
+/* The most values kvsb_median() takes. */
+#define KVSB_MEDIAN_MAX 100
+
+/* kvsb_now - CLOCK_MONOTONIC in seconds. */
+double kvsb_now(void);
+
+/*
+ * kvsb_median - the median of @n values (n <= KVSB_MEDIAN_MAX; sorted in a
+ * copy): the mean of the middle two for an even count, 0 for none.
+ */
+double kvsb_median(const double *v, unsigned n);
+
+/*
+ * kvsb_parse_uint - @s as a decimal in @min..@max into *@out, or a message
+ * naming --@opt on stderr and -1.
+ */
+int kvsb_parse_uint(const char *opt, const char *s, unsigned min,
+		    unsigned max, unsigned *out);
+
+/*
+ * kvsb_parse_seconds - @s as --seconds, 0.01..3600, into *@out, or a
+ * message on stderr and -1.
+ */
+int kvsb_parse_seconds(const char *s, double *out);
+
+#endif /* KVSB_UTIL_H */
