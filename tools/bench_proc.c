@@ -34,47 +34,6 @@ struct kvsb_daemon {
 	double start_ms;
 };
 
-static void daemon_log_tail(const kvsb_daemon *d)
-{
-	char buf[2048];
-	FILE *f = fopen(d->log, "r");
-	size_t n;
-	long size;
-
-	if (!f)
-		return;
-	fseek(f, 0, SEEK_END);
-	size = ftell(f);
-	fseek(f, size > (long)sizeof(buf) - 1 ? size - (long)sizeof(buf) + 1 : 0,
-	      SEEK_SET);
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	buf[n] = '\0';
-	fclose(f);
-	fprintf(stderr, "kvsbench: kvshared log (%s):\n%s\n", d->log, buf);
-}
-
-/* Reap @pid within @timeout_s: its wait status, or -ETIMEDOUT. */
-static int reap(pid_t pid, double timeout_s)
-{
-	double deadline = kvsb_now() + timeout_s;
-	struct timespec pause = { 0, 1000000 };
-	int status;
-
-	for (;;) {
-		pid_t p = waitpid(pid, &status, WNOHANG);
-
-		if (p == pid)
-			return status;
-		if (p < 0 && errno != EINTR)
-			return -errno;
-		if (kvsb_now() > deadline)
-			return -ETIMEDOUT;
-		nanosleep(&pause, NULL);
-		if (pause.tv_nsec < 20000000)
-			pause.tv_nsec *= 2;
-	}
-}
-
 static void daemon_cleanup(kvsb_daemon *d)
 {
 	unlink(d->sock);
@@ -222,8 +181,8 @@ int kvsb_daemon_start_exe(const char *bin, const char *const *args,
 	d->start_ms = (kvsb_now() - t0) * 1e3;
 	if (rc < 0) {
 		kill(d->pid, SIGKILL);
-		reap(d->pid, 5.0);
-		daemon_log_tail(d);
+		kvsb_reap(d->pid, 5.0);
+		kvsb_log_tail("kvshared", d->log);
 		daemon_cleanup(d);
 		return rc;
 	}
@@ -253,10 +212,10 @@ int kvsb_daemon_stop(kvsb_daemon *d)
 	if (!d)
 		return 0;
 	kill(d->pid, SIGTERM);
-	status = reap(d->pid, 10.0);
+	status = kvsb_reap(d->pid, 10.0);
 	if (status == -ETIMEDOUT) {
 		kill(d->pid, SIGKILL);
-		status = reap(d->pid, 5.0);
+		status = kvsb_reap(d->pid, 5.0);
 	}
 	if (status < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 		if (status >= 0 && WIFSIGNALED(status))
@@ -265,7 +224,7 @@ int kvsb_daemon_stop(kvsb_daemon *d)
 		else if (status >= 0)
 			fprintf(stderr, "kvsbench: kvshared exited %d\n",
 				WEXITSTATUS(status));
-		daemon_log_tail(d);
+		kvsb_log_tail("kvshared", d->log);
 		rc = -ECHILD;
 	}
 	daemon_cleanup(d);

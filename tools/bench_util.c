@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #include "bench_util.h"
@@ -66,4 +68,44 @@ int kvsb_parse_seconds(const char *s, double *out)
 	}
 	*out = v;
 	return 0;
+}
+
+int kvsb_reap(int pid, double timeout_s)
+{
+	double deadline = kvsb_now() + timeout_s;
+	struct timespec pause = { 0, 1000000 };
+	int status;
+
+	for (;;) {
+		pid_t p = waitpid((pid_t)pid, &status, WNOHANG);
+
+		if (p == pid)
+			return status;
+		if (p < 0 && errno != EINTR)
+			return -errno;
+		if (kvsb_now() > deadline)
+			return -ETIMEDOUT;
+		nanosleep(&pause, NULL);
+		if (pause.tv_nsec < 20000000)
+			pause.tv_nsec *= 2;
+	}
+}
+
+void kvsb_log_tail(const char *who, const char *path)
+{
+	char buf[2048];
+	FILE *f = fopen(path, "r");
+	size_t n;
+	long size;
+
+	if (!f)
+		return;
+	fseek(f, 0, SEEK_END);
+	size = ftell(f);
+	fseek(f, size > (long)sizeof(buf) - 1 ? size - (long)sizeof(buf) + 1 : 0,
+	      SEEK_SET);
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	fprintf(stderr, "kvsbench: %s log (%s):\n%s\n", who, path, buf);
 }

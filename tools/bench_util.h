@@ -30,4 +30,16 @@ int kvsb_parse_uint(const char *opt, const char *s, unsigned min,
  */
 int kvsb_parse_seconds(const char *s, double *out);
 
+/*
+ * kvsb_reap - reap the child @pid within @timeout_s, polling (1 ms, doubling
+ * to 32 ms). Returns its wait status, -ETIMEDOUT, or -errno.
+ */
+int kvsb_reap(int pid, double timeout_s);
+
+/*
+ * kvsb_log_tail - the last 2 KiB of the file @path on stderr, under
+ * "kvsbench: @who log (@path):". Nothing when it cannot be opened.
+ */
+void kvsb_log_tail(const char *who, const char *path);
+
 #endif /* KVSB_UTIL_H */
