@@ -75,17 +75,6 @@ static int block_check(const uint8_t *p, uint64_t bb, uint64_t i)
 		       : KVS_E_INTERNAL;
 }
 
-/* Run @expr; on failure print what failed and leave through `out`. */
-#define STEP(who, name, expr)                                                 \
-	do {                                                                  \
-		rc = (expr);                                                  \
-		if (rc < 0) {                                                 \
-			fprintf(stderr, "kvsbench: %s%s failed: %s\n", who,   \
-				name, kvs_strerror(rc));                      \
-			goto out;                                             \
-		}                                                             \
-	} while (0)
-
 /* A private buffer of @n bytes, every page touched, so that page faults are
  * not timed. */
 static uint8_t *buffer(uint64_t n)
@@ -141,13 +130,13 @@ static int ours_reader(const void *vctx, unsigned idx, kvsb_gate *g, void *vres)
 	int rc;
 
 	(void)idx;
-	STEP(who, "alloc", b && dst ? 0 : -ENOMEM);
-	STEP(who, "connect", kvs_connect(x->sock, &x->layout, &c));
-	STEP(who, "first pass", ours_pass(c, x, b, dst, 1));
+	KVSB_STEP(who, "alloc", b && dst ? 0 : -ENOMEM);
+	KVSB_STEP(who, "connect", kvs_connect(x->sock, &x->layout, &c));
+	KVSB_STEP(who, "first pass", ours_pass(c, x, b, dst, 1));
 	kvsb_gate_wait(g);
 	t0 = kvsb_now();
 	do {
-		STEP(who, "pass", ours_pass(c, x, b, dst, 0));
+		KVSB_STEP(who, "pass", ours_pass(c, x, b, dst, 0));
 		res->bytes += x->k * x->bb;
 		res->secs = kvsb_now() - t0;
 	} while (res->secs < x->o->seconds);
@@ -170,7 +159,7 @@ static int memcpy_reader(const void *vctx, unsigned idx, kvsb_gate *g,
 	int rc;
 
 	(void)idx;
-	STEP(who, "alloc", src && dst ? 0 : -ENOMEM);
+	KVSB_STEP(who, "alloc", src && dst ? 0 : -ENOMEM);
 	for (unsigned i = 0; i < x->k; i++)
 		block_fill(src + i * x->bb, x->bb, i);
 	for (unsigned i = 0; i < x->k; i++)
@@ -186,7 +175,7 @@ static int memcpy_reader(const void *vctx, unsigned idx, kvsb_gate *g,
 		res->secs = kvsb_now() - t0;
 	} while (res->secs < x->o->seconds);
 	rc = block_check(dst, x->bb, 0);
-	STEP(who, "check", rc);
+	KVSB_STEP(who, "check", rc);
 out:
 	free(src);
 	free(dst);
@@ -223,13 +212,13 @@ static int redis_reader(const void *vctx, unsigned idx, kvsb_gate *g,
 	int rc;
 
 	(void)idx;
-	STEP(who, "alloc", dst ? 0 : -ENOMEM);
-	STEP(who, "connect", kvsb_resp_connect(x->redis_sock, &r));
-	STEP(who, "first pass", redis_pass(r, x, dst, 1));
+	KVSB_STEP(who, "alloc", dst ? 0 : -ENOMEM);
+	KVSB_STEP(who, "connect", kvsb_resp_connect(x->redis_sock, &r));
+	KVSB_STEP(who, "first pass", redis_pass(r, x, dst, 1));
 	kvsb_gate_wait(g);
 	t0 = kvsb_now();
 	do {
-		STEP(who, "GET", redis_pass(r, x, dst, 0));
+		KVSB_STEP(who, "GET", redis_pass(r, x, dst, 0));
 		res->bytes += x->k * x->bb;
 		res->secs = kvsb_now() - t0;
 	} while (res->secs < x->o->seconds);
@@ -288,29 +277,23 @@ static int setup_ours(struct data_ctx *x)
 	kvs_lease lease = 0;
 	int rc;
 
-	STEP(who, "alloc", tok && b ? 0 : -ENOMEM);
-	for (size_t i = 0; i < ntok; i++) {
-		uint64_t z = (seed += 0x9e3779b97f4a7c15ull);
-
-		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-		z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-		tok[i] = (uint32_t)((z ^ (z >> 31)) % DATA_VOCAB);
-	}
-	STEP(who, "connect", kvs_connect(x->sock, &x->layout, &c));
+	KVSB_STEP(who, "alloc", tok && b ? 0 : -ENOMEM);
+	kvsb_tokens(tok, ntok, seed, DATA_VOCAB);
+	KVSB_STEP(who, "connect", kvs_connect(x->sock, &x->layout, &c));
 	if (kvs_block_bytes(c) != x->bb)
-		STEP(who, "layout (block bytes differ)", KVS_E_LAYOUT);
-	STEP(who, "hash", kvs_hash_tokens(c, tok, ntok, x->hashes, x->k));
-	STEP(who, "reserve", kvs_reserve(c, x->hashes, x->k, &lease, b));
+		KVSB_STEP(who, "layout (block bytes differ)", KVS_E_LAYOUT);
+	KVSB_STEP(who, "hash", kvs_hash_tokens(c, tok, ntok, x->hashes, x->k));
+	KVSB_STEP(who, "reserve", kvs_reserve(c, x->hashes, x->k, &lease, b));
 	for (unsigned i = 0; i < x->k; i++) {
 		uint8_t *p = kvs_block_ptr(c, &b[i]);
 
 		if (b[i].status == KVS_BLOCK_NEW && p)
 			block_fill(p, x->bb, i);
 		else if (b[i].status != KVS_BLOCK_EXISTS)
-			STEP(who, "reserve (the host tier is too small)",
+			KVSB_STEP(who, "reserve (the host tier is too small)",
 			     KVS_E_FULL);
 	}
-	STEP(who, "commit", kvs_commit(c, lease));
+	KVSB_STEP(who, "commit", kvs_commit(c, lease));
 	lease = 0;
 	rc = 0;
 out:
@@ -347,9 +330,9 @@ static int setup_redis(struct data_ctx *x)
 	kvsb_resp *r = NULL;
 	int rc;
 
-	STEP(who, "alloc", value ? 0 : -ENOMEM);
-	STEP(who, "connect", kvsb_resp_connect(x->redis_sock, &r));
-	STEP(who, "FLUSHALL", redis_simple(r, 1, flush, NULL));
+	KVSB_STEP(who, "alloc", value ? 0 : -ENOMEM);
+	KVSB_STEP(who, "connect", kvsb_resp_connect(x->redis_sock, &r));
+	KVSB_STEP(who, "FLUSHALL", redis_simple(r, 1, flush, NULL));
 	for (unsigned i = 0; i < x->k; i++) {
 		char *key = x->keys + i * DATA_KEY_LEN;
 		const char *argv[3] = { "SET", key, (const char *)value };
@@ -359,7 +342,7 @@ static int setup_redis(struct data_ctx *x)
 			 x->bb, i);
 		len[1] = strlen(key);
 		block_fill(value, x->bb, i);
-		STEP(who, "SET", redis_simple(r, 3, argv, len));
+		KVSB_STEP(who, "SET", redis_simple(r, 3, argv, len));
 	}
 	rc = 0;
 out:

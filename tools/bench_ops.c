@@ -82,17 +82,6 @@ static double hist_quantile(const uint64_t *h, double q)
 	return hist_value(HIST_BUCKETS - 1);
 }
 
-/* Run @expr; on failure print what failed and leave through `out`. */
-#define STEP(who, name, expr)                                                 \
-	do {                                                                  \
-		rc = (expr);                                                  \
-		if (rc < 0) {                                                 \
-			fprintf(stderr, "kvsbench: %s%s failed: %s\n", who,   \
-				name, kvs_strerror(rc));                      \
-			goto out;                                             \
-		}                                                             \
-	} while (0)
-
 /* ---- ops ----------------------------------------------------------------- */
 
 struct ops_opts {
@@ -133,16 +122,16 @@ static int ours_client(const void *vctx, unsigned idx, kvsb_gate *g,
 	int rc;
 
 	snprintf(who, sizeof(who), "client %u: ", idx + 1);
-	STEP(who, "alloc", b ? 0 : -ENOMEM);
-	STEP(who, "connect", kvs_connect(x->sock, &x->layout, &c));
+	KVSB_STEP(who, "alloc", b ? 0 : -ENOMEM);
+	KVSB_STEP(who, "connect", kvs_connect(x->sock, &x->layout, &c));
 	/* one untimed round, so that the first timed one is not a cold one */
-	STEP(who, "lookup", kvs_lookup(c, x->hashes, k, &lease, b));
-	STEP(who, "release", kvs_release(c, lease));
+	KVSB_STEP(who, "lookup", kvs_lookup(c, x->hashes, k, &lease, b));
+	KVSB_STEP(who, "release", kvs_release(c, lease));
 	kvsb_gate_wait(g);
 	t0 = kvsb_now();
 	end = now_ns() + (uint64_t)(x->o->seconds * 1e9);
 	for (t = now_ns(); t < end; t = t1) {
-		STEP(who, "lookup", kvs_lookup(c, x->hashes, k, &lease, b));
+		KVSB_STEP(who, "lookup", kvs_lookup(c, x->hashes, k, &lease, b));
 		if ((unsigned)rc != k) {
 			fprintf(stderr, "kvsbench: client %u: lookup hit %d of "
 				"%u blocks (evicted?)\n", idx + 1, rc, k);
@@ -151,7 +140,7 @@ static int ours_client(const void *vctx, unsigned idx, kvsb_gate *g,
 		}
 		/* As a worker would: the release rides ahead of the next
 		 * lookup instead of costing a round trip of its own. */
-		STEP(who, "release", kvs_release_nowait(c, lease));
+		KVSB_STEP(who, "release", kvs_release_nowait(c, lease));
 		t1 = now_ns();
 		res->hist[hist_index(t1 - t)]++;
 		res->ops++;
@@ -196,13 +185,13 @@ static int redis_client(const void *vctx, unsigned idx, kvsb_gate *g,
 	int rc;
 
 	snprintf(who, sizeof(who), "client %u: ", idx + 1);
-	STEP(who, "redis connect", kvsb_resp_connect(x->redis_sock, &r));
-	STEP(who, "MGET", redis_mget(r, x));
+	KVSB_STEP(who, "redis connect", kvsb_resp_connect(x->redis_sock, &r));
+	KVSB_STEP(who, "MGET", redis_mget(r, x));
 	kvsb_gate_wait(g);
 	t0 = kvsb_now();
 	end = now_ns() + (uint64_t)(x->o->seconds * 1e9);
 	for (t = now_ns(); t < end; t = t1) {
-		STEP(who, "MGET", redis_mget(r, x));
+		KVSB_STEP(who, "MGET", redis_mget(r, x));
 		t1 = now_ns();
 		res->hist[hist_index(t1 - t)]++;
 		res->ops++;
@@ -254,32 +243,26 @@ static int ops_setup_ours(struct ops_ctx *x)
 	kvs_lease lease;
 	int rc;
 
-	STEP(who, "alloc", tok && b ? 0 : -ENOMEM);
-	for (size_t i = 0; i < ntok; i++) {
-		uint64_t z = (seed += 0x9e3779b97f4a7c15ull);
-
-		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-		z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-		tok[i] = (uint32_t)((z ^ (z >> 31)) % OPS_VOCAB);
-	}
-	STEP(who, "connect", kvs_connect(x->sock, &x->layout, &c));
+	KVSB_STEP(who, "alloc", tok && b ? 0 : -ENOMEM);
+	kvsb_tokens(tok, ntok, seed, OPS_VOCAB);
+	KVSB_STEP(who, "connect", kvs_connect(x->sock, &x->layout, &c));
 	bb = kvs_block_bytes(c);
-	STEP(who, "hash", kvs_hash_tokens(c, tok, ntok, x->hashes,
+	KVSB_STEP(who, "hash", kvs_hash_tokens(c, tok, ntok, x->hashes,
 					  x->o->blocks));
-	STEP(who, "reserve", kvs_reserve(c, x->hashes, x->o->blocks, &lease, b));
+	KVSB_STEP(who, "reserve", kvs_reserve(c, x->hashes, x->o->blocks, &lease, b));
 	for (unsigned i = 0; i < x->o->blocks; i++) {
 		void *p = kvs_block_ptr(c, &b[i]);
 
 		if (b[i].status == KVS_BLOCK_NEW && p)
 			memset(p, (int)i, bb);
 		else if (b[i].status != KVS_BLOCK_EXISTS)
-			STEP(who, "reserve (no room for the prefix)", KVS_E_FULL);
+			KVSB_STEP(who, "reserve (no room for the prefix)", KVS_E_FULL);
 	}
-	STEP(who, "commit", kvs_commit(c, lease));
-	STEP(who, "lookup", kvs_lookup(c, x->hashes, x->o->blocks, &lease, b));
+	KVSB_STEP(who, "commit", kvs_commit(c, lease));
+	KVSB_STEP(who, "lookup", kvs_lookup(c, x->hashes, x->o->blocks, &lease, b));
 	if ((unsigned)rc != x->o->blocks)
-		STEP(who, "lookup (the prefix is not cached)", KVS_E_INTERNAL);
-	STEP(who, "release", kvs_release(c, lease));
+		KVSB_STEP(who, "lookup (the prefix is not cached)", KVS_E_INTERNAL);
+	KVSB_STEP(who, "release", kvs_release(c, lease));
 	rc = 0;
 out:
 	kvs_close(c);
@@ -301,10 +284,10 @@ static int ops_setup_redis(struct ops_ctx *x, char **keybuf)
 
 	*keybuf = malloc((size_t)k * 48);
 	x->mget_argv = calloc(k + 1, sizeof(*x->mget_argv));
-	STEP(who, "alloc", value && *keybuf && x->mget_argv ? 0 : -ENOMEM);
+	KVSB_STEP(who, "alloc", value && *keybuf && x->mget_argv ? 0 : -ENOMEM);
 	memset(value, 'v', x->o->value_bytes);
 	x->mget_argv[0] = "MGET";
-	STEP(who, "connect", kvsb_resp_connect(x->redis_sock, &r));
+	KVSB_STEP(who, "connect", kvsb_resp_connect(x->redis_sock, &r));
 	for (unsigned i = 0; i < k; i++) {
 		char *key = *keybuf + (size_t)i * 48;
 		const char *argv[3] = { "SET", key, value };
@@ -314,10 +297,10 @@ static int ops_setup_redis(struct ops_ctx *x, char **keybuf)
 			 x->hashes[i].hi, x->hashes[i].lo);
 		len[1] = strlen(key);
 		x->mget_argv[i + 1] = key;
-		STEP(who, "SET", kvsb_resp_command(r, 3, argv, len, &rep));
+		KVSB_STEP(who, "SET", kvsb_resp_command(r, 3, argv, len, &rep));
 		rc = rep->type == KVSB_REPLY_STATUS ? 0 : -EIO;
 		kvsb_reply_free(rep);
-		STEP(who, "SET", rc);
+		KVSB_STEP(who, "SET", rc);
 	}
 out:
 	kvsb_resp_close(r);

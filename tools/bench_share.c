@@ -27,15 +27,6 @@
 #define DOC_SEED 0x646f632d706f6f6cull
 #define DRAW_SEED 0x647261772d726e67ull
 
-static uint64_t splitmix64(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 static uint64_t pattern_seed(kvs_hash h)
 {
 	return h.lo ^ (h.hi << 23 | h.hi >> 41);
@@ -47,11 +38,11 @@ static void pattern_fill(uint8_t *p, uint64_t n, kvs_hash h)
 	uint64_t s = pattern_seed(h), i;
 
 	for (i = 0; i + 8 <= n; i += 8) {
-		uint64_t v = splitmix64(&s);
+		uint64_t v = kvsb_splitmix64(&s);
 		memcpy(p + i, &v, 8);
 	}
 	if (i < n) {
-		uint64_t v = splitmix64(&s);
+		uint64_t v = kvsb_splitmix64(&s);
 		memcpy(p + i, &v, n - i);
 	}
 }
@@ -61,12 +52,12 @@ static int pattern_check(const uint8_t *p, uint64_t n, kvs_hash h)
 	uint64_t s = pattern_seed(h), i;
 
 	for (i = 0; i + 8 <= n; i += 8) {
-		uint64_t v = splitmix64(&s);
+		uint64_t v = kvsb_splitmix64(&s);
 		if (memcmp(p + i, &v, 8))
 			return -1;
 	}
 	if (i < n) {
-		uint64_t v = splitmix64(&s);
+		uint64_t v = kvsb_splitmix64(&s);
 		if (memcmp(p + i, &v, n - i))
 			return -1;
 	}
@@ -99,12 +90,6 @@ struct report {
 		full_blocks;
 	double lookup_s, write_s;
 };
-
-static void make_tokens(uint32_t *t, size_t n, uint64_t seed)
-{
-	for (size_t i = 0; i < n; i++)
-		t[i] = (uint32_t)(splitmix64(&seed) % VOCAB);
-}
 
 /* Set r->where to @name and pass @rc through: the step that failed. */
 static int fail_at(struct report *r, const char *name, int rc)
@@ -219,8 +204,9 @@ static int share_worker(const struct share_opts *o, unsigned idx,
 		rc = fail_at(r, "alloc", -ENOMEM);
 		goto out;
 	}
-	make_tokens(tok, o->prefix, PREFIX_SEED);
-	make_tokens(tok + o->prefix, o->suffix, SUFFIX_SEED ^ ((uint64_t)idx << 32));
+	kvsb_tokens(tok, o->prefix, PREFIX_SEED, VOCAB);
+	kvsb_tokens(tok + o->prefix, o->suffix,
+		    SUFFIX_SEED ^ ((uint64_t)idx << 32), VOCAB);
 	r->prompt_tokens = ntok;
 	rc = kvs_connect(o->sock, &o->layout, &c);
 	if (rc < 0) {
@@ -291,14 +277,14 @@ static int rag_worker(const struct share_opts *o, unsigned idx,
 		fail_at(r, "connect", rc);
 		goto out;
 	}
-	make_tokens(tok, o->prefix, PREFIX_SEED);
+	kvsb_tokens(tok, o->prefix, PREFIX_SEED, VOCAB);
 	for (unsigned d = 0; d < o->docs; d++)
 		perm[d] = d;
 	for (unsigned q = 0; q < o->requests && rc >= 0; q++) {
 		uint32_t *t = tok + o->prefix;
 
 		for (unsigned j = 0; j < o->per_req; j++) {
-			unsigned k = j + (unsigned)(splitmix64(&draw) %
+			unsigned k = j + (unsigned)(kvsb_splitmix64(&draw) %
 						   (o->docs - j)), x = perm[j];
 
 			perm[j] = perm[k];
@@ -310,8 +296,8 @@ static int rag_worker(const struct share_opts *o, unsigned idx,
 		for (unsigned j = 0; j < o->per_req; j++, t += o->doc_tokens)
 			memcpy(t, o->doc_tok + (size_t)pick[j] * o->doc_tokens,
 			       o->doc_tokens * sizeof(*t));
-		make_tokens(t, o->suffix, SUFFIX_SEED ^ o->seed ^
-			    ((uint64_t)idx << 32) ^ ((uint64_t)q << 8));
+		kvsb_tokens(t, o->suffix, SUFFIX_SEED ^ o->seed ^
+			    ((uint64_t)idx << 32) ^ ((uint64_t)q << 8), VOCAB);
 		rc = n = kvs_hash_tokens(c, tok, ntok, h, nb);
 		if (rc < 0) {
 			fail_at(r, "hash", rc);
@@ -667,8 +653,9 @@ int kvsb_cmd_share(const char *sock, int argc, char **argv)
 		/* Made once here, shared with the workers by fork. */
 		o.doc_tok = malloc((size_t)o.docs * o.doc_tokens * sizeof(uint32_t));
 		for (unsigned d = 0; o.doc_tok && d < o.docs; d++)
-			make_tokens(o.doc_tok + (size_t)d * o.doc_tokens,
-				    o.doc_tokens, DOC_SEED ^ ((uint64_t)d << 24));
+			kvsb_tokens(o.doc_tok + (size_t)d * o.doc_tokens,
+				    o.doc_tokens, DOC_SEED ^ ((uint64_t)d << 24),
+				    VOCAB);
 		if (!o.doc_tok) {
 			free(r);
 			r = NULL;

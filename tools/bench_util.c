@@ -19,6 +19,21 @@ double kvsb_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+uint64_t kvsb_splitmix64(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+void kvsb_tokens(uint32_t *t, size_t n, uint64_t seed, uint32_t vocab)
+{
+	for (size_t i = 0; i < n; i++)
+		t[i] = (uint32_t)(kvsb_splitmix64(&seed) % vocab);
+}
+
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;

@@ -1,9 +1,14 @@
 /*
  * bench_util.h - the small helpers kvsbench's subcommands share: a clock,
- * the median of repetitions, and option parsing with kvsbench's messages.
+ * the median of repetitions, option parsing with kvsbench's messages, a
+ * step-or-fail macro, SplitMix64 token ids, and reaping a child and showing
+ * its log.
  */
 #ifndef KVSB_UTIL_H
 #define KVSB_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
 
 /* The most values kvsb_median() takes. */
 #define KVSB_MEDIAN_MAX 100
@@ -29,6 +34,27 @@ int kvsb_parse_uint(const char *opt, const char *s, unsigned min,
  * message on stderr and -1.
  */
 int kvsb_parse_seconds(const char *s, double *out);
+
+/*
+ * KVSB_STEP - run @expr into the caller's `rc`; when negative, print
+ * "kvsbench: WHO NAME failed: ERROR" (kvs_strerror(): the caller includes
+ * kvshare.h) and leave through the caller's `out` label.
+ */
+#define KVSB_STEP(who, name, expr)                                            \
+	do {                                                                  \
+		rc = (expr);                                                  \
+		if (rc < 0) {                                                 \
+			fprintf(stderr, "kvsbench: %s%s failed: %s\n", who,   \
+				name, kvs_strerror(rc));                      \
+			goto out;                                             \
+		}                                                             \
+	} while (0)
+
+/* kvsb_splitmix64 - the next value of the SplitMix64 stream at *@s. */
+uint64_t kvsb_splitmix64(uint64_t *s);
+
+/* kvsb_tokens - @n token ids below @vocab from the SplitMix64 stream @seed. */
+void kvsb_tokens(uint32_t *t, size_t n, uint64_t seed, uint32_t vocab);
 
 /*
  * kvsb_reap - reap the child @pid within @timeout_s, polling (1 ms, doubling
