@@ -13,13 +13,13 @@
 #include <time.h>
 
 #include "bench_data.h"
-#include "bench_ops.h"
 #include "bench_proc.h"
 #include "bench_redis.h"
+#include "bench_util.h"
 #include "kvshare.h"
 
 #define DATA_MAX_SIZES 16
-#define DATA_MAX_REPS 100
+#define DATA_MAX_REPS KVSB_MEDIAN_MAX
 #define DATA_MAX_READERS 64
 #define DATA_AUTO_BYTES (128ull << 20) /* per pass when --blocks is not set */
 #define DATA_TOKEN_SEED 0x646174612d626c6bull
@@ -55,32 +55,6 @@ struct data_res {
 	double secs;
 };
 
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(const double *v, unsigned n)
-{
-	double s[DATA_MAX_REPS];
-
-	if (n == 0)
-		return 0;
-	memcpy(s, v, n * sizeof(*s));
-	qsort(s, n, sizeof(*s), cmp_double);
-	return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
-}
-
 /* Block i's bytes: a byte that depends on i, with i itself in the first and
  * last 8 bytes, so that a reader can tell one block from another cheaply. */
 static void block_fill(uint8_t *p, uint64_t bb, uint64_t i)
@@ -100,17 +74,6 @@ static int block_check(const uint8_t *p, uint64_t bb, uint64_t i)
 		       ? 0
 		       : KVS_E_INTERNAL;
 }
-
-/* Run @expr; on failure print what failed and leave through `out`. */
-#define STEP(who, name, expr)                                                 \
-	do {                                                                  \
-		rc = (expr);                                                  \
-		if (rc < 0) {                                                 \
-			fprintf(stderr, "kvsbench: %s%s failed: %s\n", who,   \
-				name, kvs_strerror(rc));                      \
-			goto out;                                             \
-		}                                                             \
-	} while (0)
 
 /* A private buffer of @n bytes, every page touched, so that page faults are
  * not timed. */
@@ -167,15 +130,15 @@ static int ours_reader(const void *vctx, unsigned idx, kvsb_gate *g, void *vres)
 	int rc;
 
 	(void)idx;
-	STEP(who, "alloc", b && dst ? 0 : -ENOMEM);
-	STEP(who, "connect", kvs_connect(x->sock, &x->layout, &c));
-	STEP(who, "first pass", ours_pass(c, x, b, dst, 1));
+	KVSB_STEP(who, "alloc", b && dst ? 0 : -ENOMEM);
+	KVSB_STEP(who, "connect", kvs_connect(x->sock, &x->layout, &c));
+	KVSB_STEP(who, "first pass", ours_pass(c, x, b, dst, 1));
 	kvsb_gate_wait(g);
-	t0 = now();
+	t0 = kvsb_now();
 	do {
-		STEP(who, "pass", ours_pass(c, x, b, dst, 0));
+		KVSB_STEP(who, "pass", ours_pass(c, x, b, dst, 0));
 		res->bytes += x->k * x->bb;
-		res->secs = now() - t0;
+		res->secs = kvsb_now() - t0;
 	} while (res->secs < x->o->seconds);
 	rc = 0;
 out:
@@ -196,23 +159,23 @@ static int memcpy_reader(const void *vctx, unsigned idx, kvsb_gate *g,
 	int rc;
 
 	(void)idx;
-	STEP(who, "alloc", src && dst ? 0 : -ENOMEM);
+	KVSB_STEP(who, "alloc", src && dst ? 0 : -ENOMEM);
 	for (unsigned i = 0; i < x->k; i++)
 		block_fill(src + i * x->bb, x->bb, i);
 	for (unsigned i = 0; i < x->k; i++)
 		memcpy(dst + i * x->bb, src + i * x->bb, x->bb);
 	kvsb_gate_wait(g);
-	t0 = now();
+	t0 = kvsb_now();
 	do {
 		for (unsigned i = 0; i < x->k; i++)
 			memcpy(dst + i * x->bb, src + i * x->bb, x->bb);
 		/* the copies have a use, so they cannot be elided */
 		__asm__ volatile("" : : "r"(dst) : "memory");
 		res->bytes += x->k * x->bb;
-		res->secs = now() - t0;
+		res->secs = kvsb_now() - t0;
 	} while (res->secs < x->o->seconds);
 	rc = block_check(dst, x->bb, 0);
-	STEP(who, "check", rc);
+	KVSB_STEP(who, "check", rc);
 out:
 	free(src);
 	free(dst);
@@ -249,15 +212,15 @@ static int redis_reader(const void *vctx, unsigned idx, kvsb_gate *g,
 	int rc;
 
 	(void)idx;
-	STEP(who, "alloc", dst ? 0 : -ENOMEM);
-	STEP(who, "connect", kvsb_resp_connect(x->redis_sock, &r));
-	STEP(who, "first pass", redis_pass(r, x, dst, 1));
+	KVSB_STEP(who, "alloc", dst ? 0 : -ENOMEM);
+	KVSB_STEP(who, "connect", kvsb_resp_connect(x->redis_sock, &r));
+	KVSB_STEP(who, "first pass", redis_pass(r, x, dst, 1));
 	kvsb_gate_wait(g);
-	t0 = now();
+	t0 = kvsb_now();
 	do {
-		STEP(who, "GET", redis_pass(r, x, dst, 0));
+		KVSB_STEP(who, "GET", redis_pass(r, x, dst, 0));
 		res->bytes += x->k * x->bb;
-		res->secs = now() - t0;
+		res->secs = kvsb_now() - t0;
 	} while (res->secs < x->o->seconds);
 	rc = 0;
 out:
@@ -314,29 +277,23 @@ static int setup_ours(struct data_ctx *x)
 	kvs_lease lease = 0;
 	int rc;
 
-	STEP(who, "alloc", tok && b ? 0 : -ENOMEM);
-	for (size_t i = 0; i < ntok; i++) {
-		uint64_t z = (seed += 0x9e3779b97f4a7c15ull);
-
-		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-		z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-		tok[i] = (uint32_t)((z ^ (z >> 31)) % DATA_VOCAB);
-	}
-	STEP(who, "connect", kvs_connect(x->sock, &x->layout, &c));
+	KVSB_STEP(who, "alloc", tok && b ? 0 : -ENOMEM);
+	kvsb_tokens(tok, ntok, seed, DATA_VOCAB);
+	KVSB_STEP(who, "connect", kvs_connect(x->sock, &x->layout, &c));
 	if (kvs_block_bytes(c) != x->bb)
-		STEP(who, "layout (block bytes differ)", KVS_E_LAYOUT);
-	STEP(who, "hash", kvs_hash_tokens(c, tok, ntok, x->hashes, x->k));
-	STEP(who, "reserve", kvs_reserve(c, x->hashes, x->k, &lease, b));
+		KVSB_STEP(who, "layout (block bytes differ)", KVS_E_LAYOUT);
+	KVSB_STEP(who, "hash", kvs_hash_tokens(c, tok, ntok, x->hashes, x->k));
+	KVSB_STEP(who, "reserve", kvs_reserve(c, x->hashes, x->k, &lease, b));
 	for (unsigned i = 0; i < x->k; i++) {
 		uint8_t *p = kvs_block_ptr(c, &b[i]);
 
 		if (b[i].status == KVS_BLOCK_NEW && p)
 			block_fill(p, x->bb, i);
 		else if (b[i].status != KVS_BLOCK_EXISTS)
-			STEP(who, "reserve (the host tier is too small)",
+			KVSB_STEP(who, "reserve (the host tier is too small)",
 			     KVS_E_FULL);
 	}
-	STEP(who, "commit", kvs_commit(c, lease));
+	KVSB_STEP(who, "commit", kvs_commit(c, lease));
 	lease = 0;
 	rc = 0;
 out:
@@ -373,9 +330,9 @@ static int setup_redis(struct data_ctx *x)
 	kvsb_resp *r = NULL;
 	int rc;
 
-	STEP(who, "alloc", value ? 0 : -ENOMEM);
-	STEP(who, "connect", kvsb_resp_connect(x->redis_sock, &r));
-	STEP(who, "FLUSHALL", redis_simple(r, 1, flush, NULL));
+	KVSB_STEP(who, "alloc", value ? 0 : -ENOMEM);
+	KVSB_STEP(who, "connect", kvsb_resp_connect(x->redis_sock, &r));
+	KVSB_STEP(who, "FLUSHALL", redis_simple(r, 1, flush, NULL));
 	for (unsigned i = 0; i < x->k; i++) {
 		char *key = x->keys + i * DATA_KEY_LEN;
 		const char *argv[3] = { "SET", key, (const char *)value };
@@ -385,7 +342,7 @@ static int setup_redis(struct data_ctx *x)
 			 x->bb, i);
 		len[1] = strlen(key);
 		block_fill(value, x->bb, i);
-		STEP(who, "SET", redis_simple(r, 3, argv, len));
+		KVSB_STEP(who, "SET", redis_simple(r, 3, argv, len));
 	}
 	rc = 0;
 out:
@@ -414,23 +371,6 @@ static void data_usage(void)
 		"  -r, --reps R           repetitions, each runs all three (default 5)\n"
 		"      --json             one JSON object per result line, no table\n"
 		"  -h, --help             this help\n");
-}
-
-static int parse_uint(const char *opt, const char *s, unsigned min,
-		      unsigned max, unsigned *out)
-{
-	char *end;
-	unsigned long v;
-
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || end == s || *end || s[0] == '-' || v < min || v > max) {
-		fprintf(stderr, "kvsbench: --%s: '%s' is not a number in %u..%u\n",
-			opt, s, min, max);
-		return -1;
-	}
-	*out = (unsigned)v;
-	return 0;
 }
 
 /* "64K,256K,1M,2M,8M": binary K/M/G suffixes, optional "B" or "iB". */
@@ -470,22 +410,6 @@ bad:
 	fprintf(stderr, "kvsbench: --block-bytes: '%s' is not a list of at most "
 		"%d sizes, each a multiple of 64 up to 1G\n", s, DATA_MAX_SIZES);
 	return -1;
-}
-
-static int parse_seconds(const char *s, double *out)
-{
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || *end || !(v >= 0.01 && v <= 3600)) {
-		fprintf(stderr, "kvsbench: --seconds: '%s' is not a number in "
-			"0.01..3600\n", s);
-		return -1;
-	}
-	*out = v;
-	return 0;
 }
 
 static void human_size(char *buf, size_t len, uint64_t b)
@@ -572,7 +496,7 @@ static int run_size(struct data_ctx *x, int have_redis, struct data_row *w)
 	w->bb = x->bb;
 	w->k = x->k;
 	for (int s = 0; s < SYS_N; s++) {
-		w->gbps[s] = median(g[s], reps);
+		w->gbps[s] = kvsb_median(g[s], reps);
 		w->lo[s] = w->hi[s] = g[s][0];
 		for (unsigned r = 1; r < reps; r++) {
 			if (g[s][r] < w->lo[s])
@@ -581,8 +505,8 @@ static int run_size(struct data_ctx *x, int have_redis, struct data_row *w)
 				w->hi[s] = g[s][r];
 		}
 	}
-	w->vs_memcpy = median(rm, reps);
-	w->vs_redis = median(rr, reps);
+	w->vs_memcpy = kvsb_median(rm, reps);
+	w->vs_redis = kvsb_median(rr, reps);
 	return 0;
 }
 
@@ -613,10 +537,10 @@ int kvsb_cmd_data(const char *sock, int argc, char **argv)
 		switch (opt) {
 		case 's': o.sock = optarg; break;
 		case 'b': bad |= parse_sizes(optarg, &o); break;
-		case 'k': bad |= parse_uint("blocks", optarg, 1, KVS_MAX_HASHES, &o.blocks); break;
-		case 'n': bad |= parse_uint("readers", optarg, 1, DATA_MAX_READERS, &o.readers); break;
-		case 't': bad |= parse_seconds(optarg, &o.seconds); break;
-		case 'r': bad |= parse_uint("reps", optarg, 1, DATA_MAX_REPS, &o.reps); break;
+		case 'k': bad |= kvsb_parse_uint("blocks", optarg, 1, KVS_MAX_HASHES, &o.blocks); break;
+		case 'n': bad |= kvsb_parse_uint("readers", optarg, 1, DATA_MAX_READERS, &o.readers); break;
+		case 't': bad |= kvsb_parse_seconds(optarg, &o.seconds); break;
+		case 'r': bad |= kvsb_parse_uint("reps", optarg, 1, DATA_MAX_REPS, &o.reps); break;
 		case O_JSON: o.json = 1; break;
 		case 'h': data_usage(); return 0;
 		default: data_usage(); return 2;

@@ -1,44 +1,31 @@
 /*
- * bench_ops.c - kvsbench ops (contract in bench_ops.h) and the forked-client
- * runner that bench_data.c shares.
+ * bench_ops.c - kvsbench ops (contract in bench_ops.h).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "bench_ops.h"
 #include "bench_proc.h"
 #include "bench_redis.h"
+#include "bench_util.h"
 #include "kvshare.h"
 
 #define OPS_MAX_CLIENTS 256
-#define OPS_MAX_REPS 100
+#define OPS_MAX_REPS KVSB_MEDIAN_MAX
 #define OPS_TOKEN_SEED 0x6f70732d7072656full
 #define OPS_VOCAB 128256
 
 /* ---- time and statistics ------------------------------------------------- */
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static uint64_t now_ns(void)
 {
@@ -46,26 +33,6 @@ static uint64_t now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* Median of @n values (sorted in a copy); the mean of the middle two for an
- * even count. */
-static double median(const double *v, unsigned n)
-{
-	double s[OPS_MAX_REPS];
-
-	if (n == 0)
-		return 0;
-	memcpy(s, v, n * sizeof(*s));
-	qsort(s, n, sizeof(*s), cmp_double);
-	return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
 }
 
 /* Log-linear latency histogram in ns: 16 buckets per power of two, so a
@@ -115,136 +82,6 @@ static double hist_quantile(const uint64_t *h, double q)
 	return hist_value(HIST_BUCKETS - 1);
 }
 
-/* ---- forked clients ------------------------------------------------------ */
-
-struct kvsb_gate {
-	int ready_w; /* write one byte when set up (or failed) */
-	int go_r;    /* EOF when every client is set up */
-	int passed;
-};
-
-void kvsb_gate_wait(kvsb_gate *g)
-{
-	char c = 'R';
-	ssize_t n;
-
-	if (g->passed)
-		return;
-	g->passed = 1;
-	(void)!write(g->ready_w, &c, 1);
-	close(g->ready_w);
-	do
-		n = read(g->go_r, &c, 1);
-	while (n < 0 && errno == EINTR);
-	close(g->go_r);
-}
-
-int kvsb_clients_run(unsigned n, kvsb_client_fn fn, const void *ctx,
-		     void *res, size_t res_size)
-{
-	size_t bytes = n * res_size;
-	char *shm;
-	pid_t *pids = calloc(n, sizeof(*pids));
-	int ready[2], go[2], failed = 0, status, err;
-	unsigned started = 0, seen = 0;
-	double deadline;
-
-	if (!pids)
-		return -ENOMEM;
-	shm = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-		   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (shm == MAP_FAILED) {
-		free(pids);
-		return -errno;
-	}
-	memcpy(shm, res, bytes);
-	if (pipe2(ready, O_CLOEXEC) < 0) {
-		err = -errno;
-		munmap(shm, bytes);
-		free(pids);
-		return err;
-	}
-	if (pipe2(go, O_CLOEXEC) < 0) {
-		err = -errno;
-		close(ready[0]);
-		close(ready[1]);
-		munmap(shm, bytes);
-		free(pids);
-		return err;
-	}
-	fflush(NULL); /* nothing buffered may be written twice */
-	for (unsigned i = 0; i < n; i++) {
-		pid_t pid = fork();
-
-		if (pid < 0) {
-			fprintf(stderr, "kvsbench: fork failed: %s\n",
-				strerror(errno));
-			continue;
-		}
-		if (pid == 0) {
-			kvsb_gate g = { ready[1], go[0], 0 };
-			int rc;
-
-			close(ready[0]);
-			close(go[1]);
-			rc = fn(ctx, i, &g, shm + i * res_size);
-			if (!g.passed) {
-				char c = 'F';
-
-				(void)!write(g.ready_w, &c, 1);
-			}
-			fflush(NULL);
-			_exit(rc < 0 ? 1 : 0);
-		}
-		pids[started++] = pid;
-	}
-	close(ready[1]);
-	close(go[0]);
-	/* Every client answers once, set up or failed; a client that crashes
-	 * before that is caught by the deadline. */
-	deadline = now() + 120.0;
-	while (seen < started && now() < deadline) {
-		struct pollfd p = { ready[0], POLLIN, 0 };
-		char buf[64];
-		ssize_t got;
-
-		if (poll(&p, 1, 1000) <= 0)
-			continue;
-		got = read(ready[0], buf, sizeof(buf));
-		if (got <= 0)
-			break;
-		seen += (unsigned)got;
-	}
-	close(go[1]); /* start */
-	close(ready[0]);
-	/* Reap our clients only: the daemon and redis-server are children
-	 * too, and their exit is for their owners to see. */
-	for (unsigned i = 0; i < started; i++) {
-		pid_t p;
-
-		while ((p = waitpid(pids[i], &status, 0)) < 0 && errno == EINTR)
-			;
-		if (p < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-			failed++;
-	}
-	failed += (int)(n - started);
-	memcpy(res, shm, bytes);
-	munmap(shm, bytes);
-	free(pids);
-	return failed;
-}
-
-/* Run @expr; on failure print what failed and leave through `out`. */
-#define STEP(who, name, expr)                                                 \
-	do {                                                                  \
-		rc = (expr);                                                  \
-		if (rc < 0) {                                                 \
-			fprintf(stderr, "kvsbench: %s%s failed: %s\n", who,   \
-				name, kvs_strerror(rc));                      \
-			goto out;                                             \
-		}                                                             \
-	} while (0)
-
 /* ---- ops ----------------------------------------------------------------- */
 
 struct ops_opts {
@@ -285,16 +122,16 @@ static int ours_client(const void *vctx, unsigned idx, kvsb_gate *g,
 	int rc;
 
 	snprintf(who, sizeof(who), "client %u: ", idx + 1);
-	STEP(who, "alloc", b ? 0 : -ENOMEM);
-	STEP(who, "connect", kvs_connect(x->sock, &x->layout, &c));
+	KVSB_STEP(who, "alloc", b ? 0 : -ENOMEM);
+	KVSB_STEP(who, "connect", kvs_connect(x->sock, &x->layout, &c));
 	/* one untimed round, so that the first timed one is not a cold one */
-	STEP(who, "lookup", kvs_lookup(c, x->hashes, k, &lease, b));
-	STEP(who, "release", kvs_release(c, lease));
+	KVSB_STEP(who, "lookup", kvs_lookup(c, x->hashes, k, &lease, b));
+	KVSB_STEP(who, "release", kvs_release(c, lease));
 	kvsb_gate_wait(g);
-	t0 = now();
+	t0 = kvsb_now();
 	end = now_ns() + (uint64_t)(x->o->seconds * 1e9);
 	for (t = now_ns(); t < end; t = t1) {
-		STEP(who, "lookup", kvs_lookup(c, x->hashes, k, &lease, b));
+		KVSB_STEP(who, "lookup", kvs_lookup(c, x->hashes, k, &lease, b));
 		if ((unsigned)rc != k) {
 			fprintf(stderr, "kvsbench: client %u: lookup hit %d of "
 				"%u blocks (evicted?)\n", idx + 1, rc, k);
@@ -303,12 +140,12 @@ static int ours_client(const void *vctx, unsigned idx, kvsb_gate *g,
 		}
 		/* As a worker would: the release rides ahead of the next
 		 * lookup instead of costing a round trip of its own. */
-		STEP(who, "release", kvs_release_nowait(c, lease));
+		KVSB_STEP(who, "release", kvs_release_nowait(c, lease));
 		t1 = now_ns();
 		res->hist[hist_index(t1 - t)]++;
 		res->ops++;
 	}
-	res->secs = now() - t0;
+	res->secs = kvsb_now() - t0;
 	rc = 0;
 out:
 	kvs_close(c);
@@ -348,18 +185,18 @@ static int redis_client(const void *vctx, unsigned idx, kvsb_gate *g,
 	int rc;
 
 	snprintf(who, sizeof(who), "client %u: ", idx + 1);
-	STEP(who, "redis connect", kvsb_resp_connect(x->redis_sock, &r));
-	STEP(who, "MGET", redis_mget(r, x));
+	KVSB_STEP(who, "redis connect", kvsb_resp_connect(x->redis_sock, &r));
+	KVSB_STEP(who, "MGET", redis_mget(r, x));
 	kvsb_gate_wait(g);
-	t0 = now();
+	t0 = kvsb_now();
 	end = now_ns() + (uint64_t)(x->o->seconds * 1e9);
 	for (t = now_ns(); t < end; t = t1) {
-		STEP(who, "MGET", redis_mget(r, x));
+		KVSB_STEP(who, "MGET", redis_mget(r, x));
 		t1 = now_ns();
 		res->hist[hist_index(t1 - t)]++;
 		res->ops++;
 	}
-	res->secs = now() - t0;
+	res->secs = kvsb_now() - t0;
 	rc = 0;
 out:
 	kvsb_resp_close(r);
@@ -406,32 +243,26 @@ static int ops_setup_ours(struct ops_ctx *x)
 	kvs_lease lease;
 	int rc;
 
-	STEP(who, "alloc", tok && b ? 0 : -ENOMEM);
-	for (size_t i = 0; i < ntok; i++) {
-		uint64_t z = (seed += 0x9e3779b97f4a7c15ull);
-
-		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-		z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-		tok[i] = (uint32_t)((z ^ (z >> 31)) % OPS_VOCAB);
-	}
-	STEP(who, "connect", kvs_connect(x->sock, &x->layout, &c));
+	KVSB_STEP(who, "alloc", tok && b ? 0 : -ENOMEM);
+	kvsb_tokens(tok, ntok, seed, OPS_VOCAB);
+	KVSB_STEP(who, "connect", kvs_connect(x->sock, &x->layout, &c));
 	bb = kvs_block_bytes(c);
-	STEP(who, "hash", kvs_hash_tokens(c, tok, ntok, x->hashes,
+	KVSB_STEP(who, "hash", kvs_hash_tokens(c, tok, ntok, x->hashes,
 					  x->o->blocks));
-	STEP(who, "reserve", kvs_reserve(c, x->hashes, x->o->blocks, &lease, b));
+	KVSB_STEP(who, "reserve", kvs_reserve(c, x->hashes, x->o->blocks, &lease, b));
 	for (unsigned i = 0; i < x->o->blocks; i++) {
 		void *p = kvs_block_ptr(c, &b[i]);
 
 		if (b[i].status == KVS_BLOCK_NEW && p)
 			memset(p, (int)i, bb);
 		else if (b[i].status != KVS_BLOCK_EXISTS)
-			STEP(who, "reserve (no room for the prefix)", KVS_E_FULL);
+			KVSB_STEP(who, "reserve (no room for the prefix)", KVS_E_FULL);
 	}
-	STEP(who, "commit", kvs_commit(c, lease));
-	STEP(who, "lookup", kvs_lookup(c, x->hashes, x->o->blocks, &lease, b));
+	KVSB_STEP(who, "commit", kvs_commit(c, lease));
+	KVSB_STEP(who, "lookup", kvs_lookup(c, x->hashes, x->o->blocks, &lease, b));
 	if ((unsigned)rc != x->o->blocks)
-		STEP(who, "lookup (the prefix is not cached)", KVS_E_INTERNAL);
-	STEP(who, "release", kvs_release(c, lease));
+		KVSB_STEP(who, "lookup (the prefix is not cached)", KVS_E_INTERNAL);
+	KVSB_STEP(who, "release", kvs_release(c, lease));
 	rc = 0;
 out:
 	kvs_close(c);
@@ -453,10 +284,10 @@ static int ops_setup_redis(struct ops_ctx *x, char **keybuf)
 
 	*keybuf = malloc((size_t)k * 48);
 	x->mget_argv = calloc(k + 1, sizeof(*x->mget_argv));
-	STEP(who, "alloc", value && *keybuf && x->mget_argv ? 0 : -ENOMEM);
+	KVSB_STEP(who, "alloc", value && *keybuf && x->mget_argv ? 0 : -ENOMEM);
 	memset(value, 'v', x->o->value_bytes);
 	x->mget_argv[0] = "MGET";
-	STEP(who, "connect", kvsb_resp_connect(x->redis_sock, &r));
+	KVSB_STEP(who, "connect", kvsb_resp_connect(x->redis_sock, &r));
 	for (unsigned i = 0; i < k; i++) {
 		char *key = *keybuf + (size_t)i * 48;
 		const char *argv[3] = { "SET", key, value };
@@ -466,10 +297,10 @@ static int ops_setup_redis(struct ops_ctx *x, char **keybuf)
 			 x->hashes[i].hi, x->hashes[i].lo);
 		len[1] = strlen(key);
 		x->mget_argv[i + 1] = key;
-		STEP(who, "SET", kvsb_resp_command(r, 3, argv, len, &rep));
+		KVSB_STEP(who, "SET", kvsb_resp_command(r, 3, argv, len, &rep));
 		rc = rep->type == KVSB_REPLY_STATUS ? 0 : -EIO;
 		kvsb_reply_free(rep);
-		STEP(who, "SET", rc);
+		KVSB_STEP(who, "SET", rc);
 	}
 out:
 	kvsb_resp_close(r);
@@ -492,39 +323,6 @@ static void ops_usage(void)
 		"      --value-bytes V   Redis value size (default 16: a block reference)\n"
 		"      --json            one JSON object per result line, no table\n"
 		"  -h, --help            this help\n");
-}
-
-static int parse_uint(const char *opt, const char *s, unsigned min,
-		      unsigned max, unsigned *out)
-{
-	char *end;
-	unsigned long v;
-
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || end == s || *end || s[0] == '-' || v < min || v > max) {
-		fprintf(stderr, "kvsbench: --%s: '%s' is not a number in %u..%u\n",
-			opt, s, min, max);
-		return -1;
-	}
-	*out = (unsigned)v;
-	return 0;
-}
-
-static int parse_seconds(const char *s, double *out)
-{
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || *end || !(v >= 0.01 && v <= 3600)) {
-		fprintf(stderr, "kvsbench: --seconds: '%s' is not a number in "
-			"0.01..3600\n", s);
-		return -1;
-	}
-	*out = v;
-	return 0;
 }
 
 /* One table row; @ratio is this repetition's, or for the median row the
@@ -595,11 +393,11 @@ int kvsb_cmd_ops(const char *sock, int argc, char **argv)
 	while ((opt = getopt_long(argc, argv, "s:c:k:t:r:h", opts, NULL)) != -1) {
 		switch (opt) {
 		case 's': o.sock = optarg; break;
-		case 'c': bad |= parse_uint("clients", optarg, 1, OPS_MAX_CLIENTS, &o.clients); break;
-		case 'k': bad |= parse_uint("blocks", optarg, 1, KVS_MAX_HASHES, &o.blocks); break;
-		case 't': bad |= parse_seconds(optarg, &o.seconds); break;
-		case 'r': bad |= parse_uint("reps", optarg, 1, OPS_MAX_REPS, &o.reps); break;
-		case O_VALUE: bad |= parse_uint("value-bytes", optarg, 1, 1u << 20, &o.value_bytes); break;
+		case 'c': bad |= kvsb_parse_uint("clients", optarg, 1, OPS_MAX_CLIENTS, &o.clients); break;
+		case 'k': bad |= kvsb_parse_uint("blocks", optarg, 1, KVS_MAX_HASHES, &o.blocks); break;
+		case 't': bad |= kvsb_parse_seconds(optarg, &o.seconds); break;
+		case 'r': bad |= kvsb_parse_uint("reps", optarg, 1, OPS_MAX_REPS, &o.reps); break;
+		case O_VALUE: bad |= kvsb_parse_uint("value-bytes", optarg, 1, 1u << 20, &o.value_bytes); break;
 		case O_JSON: o.json = 1; break;
 		case 'h': ops_usage(); return 0;
 		default: ops_usage(); return 2;
@@ -685,14 +483,14 @@ int kvsb_cmd_ops(const char *sock, int argc, char **argv)
 		for (unsigned r = 0; r < o.reps; r++)                         \
 			v[r] = arr[r].field;                                  \
 	} while (0)
-	MED(ops_s, a, va); ma.ops_s = median(va, o.reps);
-	MED(p50_us, a, va); ma.p50_us = median(va, o.reps);
-	MED(p99_us, a, va); ma.p99_us = median(va, o.reps);
-	MED(ops_s, b, vb); mb.ops_s = median(vb, o.reps);
-	MED(p50_us, b, vb); mb.p50_us = median(vb, o.reps);
-	MED(p99_us, b, vb); mb.p99_us = median(vb, o.reps);
+	MED(ops_s, a, va); ma.ops_s = kvsb_median(va, o.reps);
+	MED(p50_us, a, va); ma.p50_us = kvsb_median(va, o.reps);
+	MED(p99_us, a, va); ma.p99_us = kvsb_median(va, o.reps);
+	MED(ops_s, b, vb); mb.ops_s = kvsb_median(vb, o.reps);
+	MED(p50_us, b, vb); mb.p50_us = kvsb_median(vb, o.reps);
+	MED(p99_us, b, vb); mb.p99_us = kvsb_median(vb, o.reps);
 #undef MED
-	print_row(&o, "median", &ma, &mb, median(ratio, o.reps), redis_na);
+	print_row(&o, "median", &ma, &mb, kvsb_median(ratio, o.reps), redis_na);
 	if (!o.json && !redis_na)
 		printf("ratio = kvshare ops/s / Redis ops/s in the same "
 		       "repetition; its median row is the median of those\n");

@@ -1,6 +1,6 @@
 /*
- * bench_proc.c - the private kvshared of kvsbench's subcommands (contract in
- * bench_proc.h).
+ * bench_proc.c - the private kvshared and the forked-client runner of
+ * kvsbench's subcommands (contract in bench_proc.h).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -15,22 +15,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "bench_proc.h"
+#include "bench_util.h"
 
 #define MAX_ARGS 24
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 struct kvsb_daemon {
 	pid_t pid;
@@ -40,47 +34,6 @@ struct kvsb_daemon {
 	double start_ms;
 };
 
-static void daemon_log_tail(const kvsb_daemon *d)
-{
-	char buf[2048];
-	FILE *f = fopen(d->log, "r");
-	size_t n;
-	long size;
-
-	if (!f)
-		return;
-	fseek(f, 0, SEEK_END);
-	size = ftell(f);
-	fseek(f, size > (long)sizeof(buf) - 1 ? size - (long)sizeof(buf) + 1 : 0,
-	      SEEK_SET);
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	buf[n] = '\0';
-	fclose(f);
-	fprintf(stderr, "kvsbench: kvshared log (%s):\n%s\n", d->log, buf);
-}
-
-/* Reap @pid within @timeout_s: its wait status, or -ETIMEDOUT. */
-static int reap(pid_t pid, double timeout_s)
-{
-	double deadline = now() + timeout_s;
-	struct timespec pause = { 0, 1000000 };
-	int status;
-
-	for (;;) {
-		pid_t p = waitpid(pid, &status, WNOHANG);
-
-		if (p == pid)
-			return status;
-		if (p < 0 && errno != EINTR)
-			return -errno;
-		if (now() > deadline)
-			return -ETIMEDOUT;
-		nanosleep(&pause, NULL);
-		if (pause.tv_nsec < 20000000)
-			pause.tv_nsec *= 2;
-	}
-}
-
 static void daemon_cleanup(kvsb_daemon *d)
 {
 	unlink(d->sock);
@@ -89,7 +42,7 @@ static void daemon_cleanup(kvsb_daemon *d)
 	free(d);
 }
 
-static int daemon_exe(char *buf, size_t len)
+int kvsb_daemon_exe(char *buf, size_t len)
 {
 	char self[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -118,6 +71,12 @@ int kvsb_daemon_start(uint64_t host_bytes, double timeout_s,
 int kvsb_daemon_start_args(const char *const *args, double timeout_s,
 			   kvsb_daemon **out)
 {
+	return kvsb_daemon_start_exe(NULL, args, timeout_s, out);
+}
+
+int kvsb_daemon_start_exe(const char *bin, const char *const *args,
+			  double timeout_s, kvsb_daemon **out)
+{
 	char exe[PATH_MAX], got[16];
 	const char *tmp = getenv("TMPDIR");
 	const char *argv[MAX_ARGS + 6];
@@ -129,9 +88,12 @@ int kvsb_daemon_start_args(const char *const *args, double timeout_s,
 	while (args && args[nargs])
 		if (++nargs > MAX_ARGS)
 			return -E2BIG;
-	rc = daemon_exe(exe, sizeof(exe));
-	if (rc < 0)
+	if (bin) {
+		if ((size_t)snprintf(exe, sizeof(exe), "%s", bin) >= sizeof(exe))
+			return -ENAMETOOLONG;
+	} else if ((rc = kvsb_daemon_exe(exe, sizeof(exe))) < 0) {
 		return rc;
+	}
 	d = calloc(1, sizeof(*d));
 	if (!d)
 		return -ENOMEM;
@@ -162,7 +124,7 @@ int kvsb_daemon_start_args(const char *const *args, double timeout_s,
 		return rc;
 	}
 	fflush(NULL);
-	t0 = now();
+	t0 = kvsb_now();
 	d->pid = fork();
 	if (d->pid < 0) {
 		rc = -errno;
@@ -188,11 +150,11 @@ int kvsb_daemon_start_args(const char *const *args, double timeout_s,
 		_exit(127);
 	}
 	close(p[1]);
-	deadline = now() + timeout_s;
+	deadline = kvsb_now() + timeout_s;
 	rc = -ETIMEDOUT;
-	while (now() < deadline) {
+	while (kvsb_now() < deadline) {
 		struct pollfd pf = { p[0], POLLIN, 0 };
-		int ms = (int)((deadline - now()) * 1000) + 1;
+		int ms = (int)((deadline - kvsb_now()) * 1000) + 1;
 		ssize_t n;
 
 		if (poll(&pf, 1, ms) <= 0)
@@ -216,11 +178,11 @@ int kvsb_daemon_start_args(const char *const *args, double timeout_s,
 		}
 	}
 	close(p[0]);
-	d->start_ms = (now() - t0) * 1e3;
+	d->start_ms = (kvsb_now() - t0) * 1e3;
 	if (rc < 0) {
 		kill(d->pid, SIGKILL);
-		reap(d->pid, 5.0);
-		daemon_log_tail(d);
+		kvsb_reap(d->pid, 5.0);
+		kvsb_log_tail("kvshared", d->log);
 		daemon_cleanup(d);
 		return rc;
 	}
@@ -250,10 +212,10 @@ int kvsb_daemon_stop(kvsb_daemon *d)
 	if (!d)
 		return 0;
 	kill(d->pid, SIGTERM);
-	status = reap(d->pid, 10.0);
+	status = kvsb_reap(d->pid, 10.0);
 	if (status == -ETIMEDOUT) {
 		kill(d->pid, SIGKILL);
-		status = reap(d->pid, 5.0);
+		status = kvsb_reap(d->pid, 5.0);
 	}
 	if (status < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 		if (status >= 0 && WIFSIGNALED(status))
@@ -262,9 +224,128 @@ int kvsb_daemon_stop(kvsb_daemon *d)
 		else if (status >= 0)
 			fprintf(stderr, "kvsbench: kvshared exited %d\n",
 				WEXITSTATUS(status));
-		daemon_log_tail(d);
+		kvsb_log_tail("kvshared", d->log);
 		rc = -ECHILD;
 	}
 	daemon_cleanup(d);
 	return rc;
+}
+
+/* ---- forked clients ------------------------------------------------------ */
+
+struct kvsb_gate {
+	int ready_w; /* write one byte when set up (or failed) */
+	int go_r;    /* EOF when every client is set up */
+	int passed;
+};
+
+void kvsb_gate_wait(kvsb_gate *g)
+{
+	char c = 'R';
+	ssize_t n;
+
+	if (g->passed)
+		return;
+	g->passed = 1;
+	(void)!write(g->ready_w, &c, 1);
+	close(g->ready_w);
+	do
+		n = read(g->go_r, &c, 1);
+	while (n < 0 && errno == EINTR);
+	close(g->go_r);
+}
+
+int kvsb_clients_run(unsigned n, kvsb_client_fn fn, const void *ctx,
+		     void *res, size_t res_size)
+{
+	size_t bytes = n * res_size;
+	char *shm;
+	pid_t *pids = calloc(n, sizeof(*pids));
+	int ready[2], go[2], failed = 0, status, err;
+	unsigned started = 0, seen = 0;
+	double deadline;
+
+	if (!pids)
+		return -ENOMEM;
+	shm = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+		   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (shm == MAP_FAILED) {
+		free(pids);
+		return -errno;
+	}
+	memcpy(shm, res, bytes);
+	if (pipe2(ready, O_CLOEXEC) < 0) {
+		err = -errno;
+		munmap(shm, bytes);
+		free(pids);
+		return err;
+	}
+	if (pipe2(go, O_CLOEXEC) < 0) {
+		err = -errno;
+		close(ready[0]);
+		close(ready[1]);
+		munmap(shm, bytes);
+		free(pids);
+		return err;
+	}
+	fflush(NULL); /* nothing buffered may be written twice */
+	for (unsigned i = 0; i < n; i++) {
+		pid_t pid = fork();
+
+		if (pid < 0) {
+			fprintf(stderr, "kvsbench: fork failed: %s\n",
+				strerror(errno));
+			continue;
+		}
+		if (pid == 0) {
+			kvsb_gate g = { ready[1], go[0], 0 };
+			int rc;
+
+			close(ready[0]);
+			close(go[1]);
+			rc = fn(ctx, i, &g, shm + i * res_size);
+			if (!g.passed) {
+				char c = 'F';
+
+				(void)!write(g.ready_w, &c, 1);
+			}
+			fflush(NULL);
+			_exit(rc < 0 ? 1 : 0);
+		}
+		pids[started++] = pid;
+	}
+	close(ready[1]);
+	close(go[0]);
+	/* Every client answers once, set up or failed; a client that crashes
+	 * before that is caught by the deadline. */
+	deadline = kvsb_now() + 120.0;
+	while (seen < started && kvsb_now() < deadline) {
+		struct pollfd p = { ready[0], POLLIN, 0 };
+		char buf[64];
+		ssize_t got;
+
+		if (poll(&p, 1, 1000) <= 0)
+			continue;
+		got = read(ready[0], buf, sizeof(buf));
+		if (got <= 0)
+			break;
+		seen += (unsigned)got;
+	}
+	close(go[1]); /* start */
+	close(ready[0]);
+	/* Reap our clients only: the daemon and redis-server are children
+	 * too, and their exit is for their owners to see. */
+	for (unsigned i = 0; i < started; i++) {
+		pid_t p;
+
+		while ((p = waitpid(pids[i], &status, 0)) < 0 && errno == EINTR)
+			;
+		if (p < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+			failed++;
+	}
+	failed += (int)(n - started);
+	memcpy(res, shm, bytes);
+	munmap(shm, bytes);
+	free(pids);
+	return failed;
 }

@@ -1,11 +1,13 @@
 /*
- * bench_proc.h - the private kvshared that kvsbench's subcommands start when
- * no --socket is given: started beside kvsbench, in its own mkdtemp
- * directory, ready when it writes "READY" on its --ready-fd.
+ * bench_proc.h - the processes of kvsbench's subcommands: the private
+ * kvshared they start when no --socket is given (started beside kvsbench, in
+ * its own mkdtemp directory, ready when it writes "READY" on its
+ * --ready-fd), and the forked benchmark clients they measure with.
  */
 #ifndef KVSB_PROC_H
 #define KVSB_PROC_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct kvsb_daemon kvsb_daemon;
@@ -39,6 +41,20 @@ int kvsb_daemon_start_args(const char *const *args, double timeout_s,
 			   kvsb_daemon **out);
 
 /*
+ * kvsb_daemon_start_exe - kvsb_daemon_start_args() with the executable
+ * @bin, or with NULL the one beside the running program.
+ */
+int kvsb_daemon_start_exe(const char *bin, const char *const *args,
+			  double timeout_s, kvsb_daemon **out);
+
+/*
+ * kvsb_daemon_exe - the path of the "kvshared" beside the running program
+ * into @buf of @len bytes.
+ * Errors: -ENOENT (none there, or not executable), -ENAMETOOLONG, -errno.
+ */
+int kvsb_daemon_exe(char *buf, size_t len);
+
+/*
  * kvsb_daemon_start_ms - how long the last start took, from fork to the
  * READY line, in milliseconds. Thread: the daemon's owner.
  */
@@ -60,5 +76,38 @@ const char *kvsb_daemon_log(const kvsb_daemon *d);
  * Thread: the thread that started it.
  */
 int kvsb_daemon_stop(kvsb_daemon *d);
+
+/*
+ * Forked benchmark clients that start their timed part together.
+ *
+ * kvsb_client_fn - what each client runs, in a child process: set up
+ * (connect, warm up), call kvsb_gate_wait(), then the timed part.
+ * @ctx: the caller's context (inherited across fork, read only).
+ * @idx: the client's index, 0..n-1.
+ * @res: the client's result slot of res_size bytes, zeroed by the caller;
+ *       what the child writes there comes back to the parent.
+ * Returns 0, or a negative error (the child prints what failed).
+ */
+typedef struct kvsb_gate kvsb_gate;
+typedef int (*kvsb_client_fn)(const void *ctx, unsigned idx, kvsb_gate *g,
+			      void *res);
+
+/*
+ * kvsb_gate_wait - tell the parent this client is set up and block until
+ * every client is. A client that fails before calling it is accounted for.
+ * Thread: the client's (child) process.
+ */
+void kvsb_gate_wait(kvsb_gate *g);
+
+/*
+ * kvsb_clients_run - fork @n clients running @fn, open the gate once all are
+ * set up (or failed), wait for them all, copy their result slots into @res
+ * (n slots of @res_size bytes; its contents are copied to the children too).
+ * Returns the number of clients that failed (a nonzero exit, a crash, a
+ * fork that failed), or -errno when none could be started.
+ * Thread: the main thread (it forks, and reaps only the clients it forked).
+ */
+int kvsb_clients_run(unsigned n, kvsb_client_fn fn, const void *ctx,
+		     void *res, size_t res_size);
 
 #endif /* KVSB_PROC_H */

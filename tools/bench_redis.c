@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "bench_redis.h"
+#include "bench_util.h"
 
 #define RESP_BUF_MIN (64 * 1024)
 #define RESP_MAX_DEPTH 8
@@ -422,14 +423,6 @@ int kvsb_redis_find(char *buf, size_t len)
 	return 0;
 }
 
-static double mono(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* A short pause between polls of a condition that has no fd to wait on;
  * doubles up to 20 ms so that a fast start costs about a millisecond. */
 static void backoff(double *pause)
@@ -439,25 +432,6 @@ static void backoff(double *pause)
 	nanosleep(&ts, NULL);
 	if (*pause < 0.02)
 		*pause *= 2;
-}
-
-/* Reap @pid within @timeout_s; returns its wait status or -ETIMEDOUT. */
-static int reap(pid_t pid, double timeout_s)
-{
-	double deadline = mono() + timeout_s, pause = 0.001;
-	int status;
-
-	for (;;) {
-		pid_t p = waitpid(pid, &status, WNOHANG);
-
-		if (p == pid)
-			return status;
-		if (p < 0 && errno != EINTR)
-			return -errno;
-		if (mono() > deadline)
-			return -ETIMEDOUT;
-		backoff(&pause);
-	}
 }
 
 static void remove_dir(kvsb_redis *s)
@@ -475,23 +449,10 @@ static void remove_dir(kvsb_redis *s)
 
 static void print_log_tail(const kvsb_redis *s)
 {
-	char p[PATH_MAX + 16], buf[2048];
-	FILE *f;
-	size_t n;
-	long size;
+	char p[PATH_MAX + 16];
 
 	snprintf(p, sizeof(p), "%s/redis.log", s->dir);
-	f = fopen(p, "r");
-	if (!f)
-		return;
-	fseek(f, 0, SEEK_END);
-	size = ftell(f);
-	fseek(f, size > (long)sizeof(buf) - 1 ? size - (long)sizeof(buf) + 1 : 0,
-	      SEEK_SET);
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	buf[n] = '\0';
-	fclose(f);
-	fprintf(stderr, "kvsbench: redis-server log (%s):\n%s\n", p, buf);
+	kvsb_log_tail("redis-server", p);
 }
 
 static void exec_server(const char *bin, const kvsb_redis *s)
@@ -603,7 +564,7 @@ int kvsb_redis_start(double timeout_s, kvsb_redis **out)
 	if (s->pid == 0)
 		exec_server(bin, s);
 
-	deadline = mono() + timeout_s;
+	deadline = kvsb_now() + timeout_s;
 	for (;;) {
 		int status;
 		pid_t p = waitpid(s->pid, &status, WNOHANG);
@@ -616,7 +577,7 @@ int kvsb_redis_start(double timeout_s, kvsb_redis **out)
 		rc = try_ping(s);
 		if (rc != 0)
 			break;
-		if (mono() > deadline) {
+		if (kvsb_now() > deadline) {
 			rc = -ETIMEDOUT;
 			break;
 		}
@@ -628,7 +589,7 @@ int kvsb_redis_start(double timeout_s, kvsb_redis **out)
 	}
 	if (rc != -ECHILD) {
 		kill(s->pid, SIGKILL);
-		reap(s->pid, 5.0);
+		kvsb_reap(s->pid, 5.0);
 		print_log_tail(s);
 	}
 	remove_dir(s);
@@ -661,14 +622,14 @@ int kvsb_redis_stop(kvsb_redis *s)
 			kvsb_reply_free(rep);
 		kvsb_resp_close(r);
 	}
-	status = reap(s->pid, 5.0);
+	status = kvsb_reap(s->pid, 5.0);
 	if (status == -ETIMEDOUT) {
 		kill(s->pid, SIGTERM);
-		status = reap(s->pid, 5.0);
+		status = kvsb_reap(s->pid, 5.0);
 	}
 	if (status == -ETIMEDOUT) {
 		kill(s->pid, SIGKILL);
-		status = reap(s->pid, 5.0);
+		status = kvsb_reap(s->pid, 5.0);
 	}
 	if (status < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 		print_log_tail(s);

@@ -32,26 +32,22 @@
 #include "bench_replay.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_proc.h"
+#include "bench_util.h"
 #include "kvshare.h"
 
 #define REPLAY_HASH_HI 0x6b76737265706c61ull /* "kvsrepla" */
-#define READY_TIMEOUT_MS 30000
-#define STOP_TIMEOUT_MS 10000
+#define READY_TIMEOUT_S 30.0
 #define LINE_MAX_BYTES (64u << 20)
 
 /* The daemon's layout: one block is exactly 4096 bytes (1 layer x K,V x
@@ -90,19 +86,6 @@ typedef struct replay_result {
 	int64_t evicted;
 	double seconds;
 } replay_result;
-
-typedef struct daemon_proc {
-	char dir[256], sock[PATH_MAX], log[PATH_MAX];
-	pid_t pid;
-} daemon_proc;
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static kvs_hash id_hash(uint64_t id)
 {
@@ -363,207 +346,6 @@ static int trace_load(const char *path, trace *t)
 	return rc;
 }
 
-/* ---- the daemon ------------------------------------------------------- */
-
-/* The kvshared installed beside the running kvsbench. */
-static int daemon_beside_me(char *out, size_t len)
-{
-	char self[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	char *slash;
-
-	if (n < 0)
-		return -errno;
-	self[n] = 0;
-	slash = strrchr(self, '/');
-	if (!slash)
-		return -ENOENT;
-	*slash = 0;
-	if ((size_t)snprintf(out, len, "%s/kvshared", self) >= len)
-		return -ENAMETOOLONG;
-	return 0;
-}
-
-static void print_log_tail(const daemon_proc *d)
-{
-	FILE *f = fopen(d->log, "r");
-	char buf[4096];
-	size_t n;
-	long sz;
-
-	if (!f)
-		return;
-	fseek(f, 0, SEEK_END);
-	sz = ftell(f);
-	fseek(f, sz > (long)sizeof(buf) - 1 ? sz - (long)sizeof(buf) + 1 : 0,
-	      SEEK_SET);
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	buf[n] = 0;
-	fclose(f);
-	if (n)
-		fprintf(stderr, "kvsbench: replay: kvshared log (%s):\n%s", d->log, buf);
-}
-
-static int wait_exit(pid_t pid, int timeout_ms, int *status)
-{
-	for (int waited = 0;; waited += 5) {
-		pid_t p = waitpid(pid, status, WNOHANG);
-		struct timespec ts = { 0, 5 * 1000 * 1000 };
-
-		if (p == pid)
-			return 0;
-		if (p < 0 && errno != EINTR)
-			return -errno;
-		if (waited >= timeout_ms)
-			return -ETIMEDOUT;
-		nanosleep(&ts, NULL);
-	}
-}
-
-static void exec_daemon(const daemon_proc *d, const char *bin,
-			const char *host_size, const char *policy, int ready_fd)
-{
-	const char *argv[16];
-	int n = 0, logfd, nul;
-
-	prctl(PR_SET_PDEATHSIG, SIGTERM);
-	logfd = open(d->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-	nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	if (logfd < 0 || nul < 0)
-		_exit(127);
-	argv[n++] = bin;
-	argv[n++] = "--socket";
-	argv[n++] = d->sock;
-	argv[n++] = "--ready-fd";
-	argv[n++] = "3";
-	argv[n++] = "--page-size";
-	argv[n++] = "4K";
-	argv[n++] = "--host-size";
-	argv[n++] = host_size;
-	argv[n++] = "--log-level";
-	argv[n++] = "warn";
-	if (policy) {
-		argv[n++] = "--eviction-policy";
-		argv[n++] = policy;
-	}
-	argv[n] = NULL;
-	dup2(nul, 0);
-	dup2(logfd, 1);
-	dup2(logfd, 2);
-	if (ready_fd != 3) {
-		dup2(ready_fd, 3); /* dup2 clears FD_CLOEXEC on the copy */
-	} else {
-		int fl = fcntl(3, F_GETFD);
-
-		fcntl(3, F_SETFD, fl & ~FD_CLOEXEC);
-	}
-	execv(bin, (char *const *)argv);
-	dprintf(2, "exec %s: %s\n", bin, strerror(errno));
-	_exit(127);
-}
-
-/* Read the ready pipe until "READY", its close, or the deadline. */
-static int wait_ready(int fd)
-{
-	double deadline = now() + READY_TIMEOUT_MS / 1000.0;
-	char buf[16];
-	size_t got = 0;
-
-	while (got < 5) {
-		int left = (int)((deadline - now()) * 1000);
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		ssize_t r;
-
-		if (left <= 0)
-			return -ETIMEDOUT;
-		if (poll(&p, 1, left) < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (!p.revents)
-			continue;
-		r = read(fd, buf + got, sizeof(buf) - got);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -ECHILD;
-		got += (size_t)r;
-	}
-	return memcmp(buf, "READY", 5) ? -EPROTO : 0;
-}
-
-static int daemon_start(daemon_proc *d, const char *bin, uint64_t host_bytes,
-			const char *policy)
-{
-	const char *tmp = getenv("TMPDIR");
-	char host_size[32];
-	int pfd[2], rc;
-
-	memset(d, 0, sizeof(*d));
-	if (!tmp || !*tmp)
-		tmp = "/tmp";
-	if ((size_t)snprintf(d->dir, sizeof(d->dir), "%s/kvsbench-replay.XXXXXX",
-			     tmp) >= sizeof(d->dir))
-		return -ENAMETOOLONG;
-	if (!mkdtemp(d->dir))
-		return -errno;
-	snprintf(d->log, sizeof(d->log), "%s/kvshared.log", d->dir);
-	/* A socket path must fit sockaddr_un (108 bytes). */
-	if ((size_t)snprintf(d->sock, sizeof(d->sock), "%s/kvshared.sock",
-			     d->dir) >= 108)
-		return -ENAMETOOLONG;
-	snprintf(host_size, sizeof(host_size), "%" PRIu64, host_bytes);
-	if (pipe2(pfd, O_CLOEXEC) < 0)
-		return -errno;
-	fflush(NULL);
-	d->pid = fork();
-	if (d->pid < 0) {
-		rc = -errno;
-		d->pid = 0;
-		close(pfd[0]);
-		close(pfd[1]);
-		return rc;
-	}
-	if (d->pid == 0) {
-		close(pfd[0]);
-		exec_daemon(d, bin, host_size, policy, pfd[1]);
-	}
-	close(pfd[1]);
-	rc = wait_ready(pfd[0]);
-	close(pfd[0]);
-	return rc;
-}
-
-/* SIGTERM, then wait: 0 when it exited with status 0. */
-static int daemon_stop(daemon_proc *d, int *status)
-{
-	int rc;
-
-	*status = -1;
-	if (d->pid <= 0)
-		return 0;
-	kill(d->pid, SIGTERM);
-	rc = wait_exit(d->pid, STOP_TIMEOUT_MS, status);
-	if (rc == -ETIMEDOUT) {
-		kill(d->pid, SIGKILL);
-		wait_exit(d->pid, STOP_TIMEOUT_MS, status);
-	}
-	d->pid = 0;
-	if (rc < 0)
-		return rc;
-	return WIFEXITED(*status) && WEXITSTATUS(*status) == 0 ? 0 : -ECHILD;
-}
-
-static void daemon_cleanup(daemon_proc *d)
-{
-	if (!d->dir[0])
-		return;
-	unlink(d->sock);
-	unlink(d->log);
-	rmdir(d->dir);
-}
-
 /* ---- the replay ------------------------------------------------------- */
 
 #define TRY(where, expr)                                                     \
@@ -634,7 +416,7 @@ static int replay_run(kvs_client *c, const trace *t, uint32_t block_tokens,
 {
 	kvs_hash *h = calloc(t->max_n + 1, sizeof(*h));
 	kvs_block *b = calloc(t->max_n + 1, sizeof(*b));
-	double t0 = now();
+	double t0 = kvsb_now();
 	int rc = 0;
 
 	if (!h || !b) {
@@ -669,7 +451,7 @@ static int replay_run(kvs_client *c, const trace *t, uint32_t block_tokens,
 		rc = 0;
 	}
 out:
-	res->seconds = now() - t0;
+	res->seconds = kvsb_now() - t0;
 	free(h);
 	free(b);
 	return rc;
@@ -783,12 +565,14 @@ int kvsbench_replay(const char *sock, int argc, char **argv)
 	};
 	replay_opts o = { .block_tokens = 512 };
 	replay_result res = { .evicted = -1 };
-	daemon_proc d = { .pid = 0 };
-	char bin[PATH_MAX], *stats = NULL;
+	kvsb_daemon *d = NULL;
+	char bin[PATH_MAX], host_size[32], *stats = NULL;
+	const char *args[] = { "--page-size", "4K", "--host-size", host_size,
+			       "--log-level", "warn", NULL, NULL, NULL };
 	kvs_client *c = NULL;
 	trace t = { 0 };
 	uint64_t blocks, v;
-	int opt, bad = 0, rc, status;
+	int opt, bad = 0, rc;
 
 	while ((opt = getopt_long(argc, argv, "t:c:b:p:d:h", opts, NULL)) != -1) {
 		switch (opt) {
@@ -835,7 +619,7 @@ int kvsbench_replay(const char *sock, int argc, char **argv)
 	}
 	if (o.daemon) {
 		snprintf(bin, sizeof(bin), "%s", o.daemon);
-	} else if ((rc = daemon_beside_me(bin, sizeof(bin))) < 0) {
+	} else if ((rc = kvsb_daemon_exe(bin, sizeof(bin))) < 0) {
 		fprintf(stderr, "kvsbench: replay: finding kvshared failed: %s "
 			"(use --daemon)\n", kvs_strerror(rc));
 		return 1;
@@ -848,22 +632,22 @@ int kvsbench_replay(const char *sock, int argc, char **argv)
 	if (trace_load(o.trace, &t) < 0)
 		return 1;
 
-	rc = daemon_start(&d, bin, blocks * SLOT_BYTES, o.policy);
+	snprintf(host_size, sizeof(host_size), "%" PRIu64, blocks * SLOT_BYTES);
+	if (o.policy) {
+		args[6] = "--eviction-policy";
+		args[7] = o.policy;
+	}
+	rc = kvsb_daemon_start_exe(bin, args, READY_TIMEOUT_S, &d);
 	if (rc < 0) {
-		int gone = rc == -ECHILD;
-
-		daemon_stop(&d, &status);
-		if (gone && status != -1 && WIFEXITED(status))
-			fprintf(stderr, "kvsbench: replay: %s exited with status "
-				"%d before it was ready\n", bin,
-				WEXITSTATUS(status));
+		if (rc == -ECHILD)
+			fprintf(stderr, "kvsbench: replay: %s exited before it "
+				"was ready\n", bin);
 		else
 			fprintf(stderr, "kvsbench: replay: starting %s failed: "
 				"%s\n", bin, kvs_strerror(rc));
-		print_log_tail(&d);
 		goto out;
 	}
-	TRY("connect", kvs_connect(d.sock, &replay_layout, &c));
+	TRY("connect", kvs_connect(kvsb_daemon_socket(d), &replay_layout, &c));
 	if (kvs_block_bytes(c) != SLOT_BYTES) {
 		rc = KVS_E_PROTO;
 		fprintf(stderr, "kvsbench: replay: the daemon's block is %" PRIu64
@@ -876,23 +660,18 @@ int kvsbench_replay(const char *sock, int argc, char **argv)
 		res.evicted = -1;
 	kvs_close(c);
 	c = NULL;
-	rc = daemon_stop(&d, &status);
+	rc = kvsb_daemon_stop(d);
+	d = NULL;
 	if (rc < 0) {
 		fprintf(stderr, "kvsbench: replay: kvshared did not exit cleanly "
-			"on SIGTERM (status 0x%x): %s\n", (unsigned)status,
-			kvs_strerror(rc));
-		print_log_tail(&d);
+			"on SIGTERM: %s\n", kvs_strerror(rc));
 		goto out;
 	}
 	print_result(&o, &t, blocks, &res);
 out:
 	if (c)
 		kvs_close(c);
-	if (d.pid > 0) {
-		if (daemon_stop(&d, &status) < 0)
-			print_log_tail(&d);
-	}
-	daemon_cleanup(&d);
+	kvsb_daemon_stop(d);
 	free(stats);
 	trace_free(&t);
 	return rc < 0 ? 1 : 0;

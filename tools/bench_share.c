@@ -12,11 +12,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_proc.h"
 #include "bench_share.h"
+#include "bench_util.h"
 #include "kvshare.h"
 
 #define MAX_WORKERS 1024
@@ -25,23 +26,6 @@
 #define SUFFIX_SEED 0x7375666669782d31ull
 #define DOC_SEED 0x646f632d706f6f6cull
 #define DRAW_SEED 0x647261772d726e67ull
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static uint64_t splitmix64(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
 
 static uint64_t pattern_seed(kvs_hash h)
 {
@@ -54,11 +38,11 @@ static void pattern_fill(uint8_t *p, uint64_t n, kvs_hash h)
 	uint64_t s = pattern_seed(h), i;
 
 	for (i = 0; i + 8 <= n; i += 8) {
-		uint64_t v = splitmix64(&s);
+		uint64_t v = kvsb_splitmix64(&s);
 		memcpy(p + i, &v, 8);
 	}
 	if (i < n) {
-		uint64_t v = splitmix64(&s);
+		uint64_t v = kvsb_splitmix64(&s);
 		memcpy(p + i, &v, n - i);
 	}
 }
@@ -68,12 +52,12 @@ static int pattern_check(const uint8_t *p, uint64_t n, kvs_hash h)
 	uint64_t s = pattern_seed(h), i;
 
 	for (i = 0; i + 8 <= n; i += 8) {
-		uint64_t v = splitmix64(&s);
+		uint64_t v = kvsb_splitmix64(&s);
 		if (memcmp(p + i, &v, 8))
 			return -1;
 	}
 	if (i < n) {
-		uint64_t v = splitmix64(&s);
+		uint64_t v = kvsb_splitmix64(&s);
 		if (memcmp(p + i, &v, n - i))
 			return -1;
 	}
@@ -96,7 +80,7 @@ struct share_opts {
 	uint32_t *doc_tok;
 };
 
-/* One worker's result, sent whole through the pipe (< PIPE_BUF: atomic). */
+/* One worker's result, copied whole into its slot when the worker ends. */
 struct report {
 	uint32_t worker;
 	int32_t rc;          /* 0, or the error of step `where` */
@@ -106,12 +90,6 @@ struct report {
 		full_blocks;
 	double lookup_s, write_s;
 };
-
-static void make_tokens(uint32_t *t, size_t n, uint64_t seed)
-{
-	for (size_t i = 0; i < n; i++)
-		t[i] = (uint32_t)(splitmix64(&seed) % VOCAB);
-}
 
 /* Set r->where to @name and pass @rc through: the step that failed. */
 static int fail_at(struct report *r, const char *name, int rc)
@@ -139,7 +117,7 @@ static int share_request(const struct share_opts *o, kvs_client *c,
 {
 	uint64_t bb = kvs_block_bytes(c);
 	kvs_lease lease;
-	double t0 = now();
+	double t0 = kvsb_now();
 	int rc, hits;
 
 	r->blocks += (uint64_t)n;
@@ -165,15 +143,15 @@ static int share_request(const struct share_opts *o, kvs_client *c,
 	rc = o->rag ? kvs_release_nowait(c, lease) : kvs_release(c, lease);
 	if (rc < 0)
 		return fail_at(r, "release", rc);
-	r->lookup_s += now() - t0;
+	r->lookup_s += kvsb_now() - t0;
 
-	t0 = now();
+	t0 = kvsb_now();
 	rc = kvs_reserve(c, h, (size_t)n, &lease, b);
 	if (rc == KVS_E_FULL && o->rag) {
 		r->full_blocks += (uint64_t)(n - hits);
 		for (int i = hits; scratch && i < n; i++)
 			pattern_fill(scratch, bb, h[i]);
-		r->write_s += now() - t0;
+		r->write_s += kvsb_now() - t0;
 		return 0;
 	}
 	if (rc < 0)
@@ -206,7 +184,7 @@ static int share_request(const struct share_opts *o, kvs_client *c,
 	}
 	if (lease && (rc = kvs_commit(c, lease)) < 0)
 		return fail_at(r, "commit", rc);
-	r->write_s += now() - t0;
+	r->write_s += kvsb_now() - t0;
 	return 0;
 }
 
@@ -226,8 +204,9 @@ static int share_worker(const struct share_opts *o, unsigned idx,
 		rc = fail_at(r, "alloc", -ENOMEM);
 		goto out;
 	}
-	make_tokens(tok, o->prefix, PREFIX_SEED);
-	make_tokens(tok + o->prefix, o->suffix, SUFFIX_SEED ^ ((uint64_t)idx << 32));
+	kvsb_tokens(tok, o->prefix, PREFIX_SEED, VOCAB);
+	kvsb_tokens(tok + o->prefix, o->suffix,
+		    SUFFIX_SEED ^ ((uint64_t)idx << 32), VOCAB);
 	r->prompt_tokens = ntok;
 	rc = kvs_connect(o->sock, &o->layout, &c);
 	if (rc < 0) {
@@ -298,14 +277,14 @@ static int rag_worker(const struct share_opts *o, unsigned idx,
 		fail_at(r, "connect", rc);
 		goto out;
 	}
-	make_tokens(tok, o->prefix, PREFIX_SEED);
+	kvsb_tokens(tok, o->prefix, PREFIX_SEED, VOCAB);
 	for (unsigned d = 0; d < o->docs; d++)
 		perm[d] = d;
 	for (unsigned q = 0; q < o->requests && rc >= 0; q++) {
 		uint32_t *t = tok + o->prefix;
 
 		for (unsigned j = 0; j < o->per_req; j++) {
-			unsigned k = j + (unsigned)(splitmix64(&draw) %
+			unsigned k = j + (unsigned)(kvsb_splitmix64(&draw) %
 						   (o->docs - j)), x = perm[j];
 
 			perm[j] = perm[k];
@@ -317,8 +296,8 @@ static int rag_worker(const struct share_opts *o, unsigned idx,
 		for (unsigned j = 0; j < o->per_req; j++, t += o->doc_tokens)
 			memcpy(t, o->doc_tok + (size_t)pick[j] * o->doc_tokens,
 			       o->doc_tokens * sizeof(*t));
-		make_tokens(t, o->suffix, SUFFIX_SEED ^ o->seed ^
-			    ((uint64_t)idx << 32) ^ ((uint64_t)q << 8));
+		kvsb_tokens(t, o->suffix, SUFFIX_SEED ^ o->seed ^
+			    ((uint64_t)idx << 32) ^ ((uint64_t)q << 8), VOCAB);
 		rc = n = kvs_hash_tokens(c, tok, ntok, h, nb);
 		if (rc < 0) {
 			fail_at(r, "hash", rc);
@@ -343,70 +322,45 @@ out:
 	return r->rc;
 }
 
+/* The workers of one phase: worker first + idx, reporting into its slot. */
+struct phase {
+	const struct share_opts *o;
+	unsigned first;
+};
+
+static int phase_worker(const void *vctx, unsigned idx, kvsb_gate *g,
+			void *vres)
+{
+	const struct phase *p = vctx;
+	struct report mine = { 0 };
+	int rc;
+
+	kvsb_gate_wait(g); /* nothing to set up: the whole worker is the run */
+	if (p->o->rag)
+		rc = rag_worker(p->o, p->first + idx, &mine);
+	else
+		rc = share_worker(p->o, p->first + idx, &mine);
+	/* Whole or not at all: a worker that dies early leaves no report. */
+	memcpy(vres, &mine, sizeof(mine));
+	return rc;
+}
+
 /* Fork workers [first, last], collect their reports into r[], wait for all.
  * Returns the number of workers that failed (no report or a bad exit). */
 static unsigned run_phase(const struct share_opts *o, unsigned first,
 			  unsigned last, struct report *r)
 {
-	int pfd[2];
-	unsigned failed = 0, got = 0;
-	struct report in;
-	ssize_t nr;
+	struct phase p = { o, first };
+	unsigned n = last - first + 1;
+	int failed = kvsb_clients_run(n, phase_worker, &p, r + first - 1,
+				      sizeof(*r));
 
-	if (pipe(pfd) < 0) {
-		fprintf(stderr, "kvsbench: pipe failed: %s\n", strerror(errno));
-		return last - first + 1;
+	if (failed < 0) {
+		fprintf(stderr, "kvsbench: share: starting workers failed: %s\n",
+			strerror(-failed));
+		return n;
 	}
-	for (unsigned i = first; i <= last; i++) {
-		pid_t pid = fork();
-
-		if (pid < 0) {
-			fprintf(stderr, "kvsbench: fork failed: %s\n",
-				strerror(errno));
-			failed++;
-			continue;
-		}
-		if (pid == 0) {
-			struct report mine = { 0 };
-
-			close(pfd[0]);
-			if (o->rag)
-				rag_worker(o, i, &mine);
-			else
-				share_worker(o, i, &mine);
-			if (write(pfd[1], &mine, sizeof(mine)) != sizeof(mine))
-				_exit(2);
-			_exit(mine.rc < 0 ? 1 : 0);
-		}
-	}
-	close(pfd[1]);
-	/* Read while the workers run, so that none blocks on a full pipe. */
-	while ((nr = read(pfd[0], &in, sizeof(in))) != 0) {
-		if (nr < 0 && errno == EINTR)
-			continue;
-		if (nr != (ssize_t)sizeof(in) || in.worker < first ||
-		    in.worker > last)
-			break;
-		r[in.worker - 1] = in;
-		got++;
-	}
-	close(pfd[0]);
-	for (;;) {
-		int status;
-		pid_t p = wait(&status);
-
-		if (p < 0) {
-			if (errno == EINTR)
-				continue;
-			break;
-		}
-		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-			failed++;
-	}
-	/* A worker that exited 0 without a whole report failed too. */
-	if (failed < last - first + 1 - got)
-		failed = last - first + 1 - got;
-	return failed;
+	return (unsigned)failed;
 }
 
 static void share_usage(void)
@@ -449,23 +403,6 @@ static int parse_u64(const char *opt, const char *s, uint64_t *out)
 		return -1;
 	}
 	*out = v;
-	return 0;
-}
-
-static int parse_uint(const char *opt, const char *s, unsigned min,
-		      unsigned max, unsigned *out)
-{
-	char *end;
-	unsigned long v;
-
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || end == s || *end || s[0] == '-' || v < min || v > max) {
-		fprintf(stderr, "kvsbench: --%s: '%s' is not a number in %u..%u\n",
-			opt, s, min, max);
-		return -1;
-	}
-	*out = (unsigned)v;
 	return 0;
 }
 
@@ -642,22 +579,22 @@ int kvsb_cmd_share(const char *sock, int argc, char **argv)
 
 	while ((opt = getopt_long(argc, argv, "w:p:u:h", opts, NULL)) != -1) {
 		switch (opt) {
-		case 'w': bad |= parse_uint("workers", optarg, 1, MAX_WORKERS, &o.workers); break;
-		case 'p': set_prefix = 1; bad |= parse_uint("prefix-tokens", optarg, 0, ntok_max, &o.prefix); break;
-		case 'u': set_suffix = 1; bad |= parse_uint("suffix-tokens", optarg, 0, ntok_max, &o.suffix); break;
-		case O_LAYERS: set_layers = 1; bad |= parse_uint("layers", optarg, 1, 1u << 16, &o.layout.layers); break;
-		case O_HEADS: bad |= parse_uint("kv-heads", optarg, 1, 1u << 16, &o.layout.kv_heads); break;
-		case O_DIM: bad |= parse_uint("head-dim", optarg, 1, 1u << 16, &o.layout.head_dim); break;
-		case O_BT: bad |= parse_uint("block-tokens", optarg, 1, 1u << 16, &o.layout.block_tokens); break;
+		case 'w': bad |= kvsb_parse_uint("workers", optarg, 1, MAX_WORKERS, &o.workers); break;
+		case 'p': set_prefix = 1; bad |= kvsb_parse_uint("prefix-tokens", optarg, 0, ntok_max, &o.prefix); break;
+		case 'u': set_suffix = 1; bad |= kvsb_parse_uint("suffix-tokens", optarg, 0, ntok_max, &o.suffix); break;
+		case O_LAYERS: set_layers = 1; bad |= kvsb_parse_uint("layers", optarg, 1, 1u << 16, &o.layout.layers); break;
+		case O_HEADS: bad |= kvsb_parse_uint("kv-heads", optarg, 1, 1u << 16, &o.layout.kv_heads); break;
+		case O_DIM: bad |= kvsb_parse_uint("head-dim", optarg, 1, 1u << 16, &o.layout.head_dim); break;
+		case O_BT: bad |= kvsb_parse_uint("block-tokens", optarg, 1, 1u << 16, &o.layout.block_tokens); break;
 		case O_DTYPE: bad |= parse_dtype(optarg, &o.layout.dtype); break;
 		case O_MODEL: o.layout.model = optarg; break;
 		case O_SALT: o.layout.salt = optarg; break;
 		case O_JSON: o.json_only = 1; break;
 		case O_RAG: o.rag = 1; break;
-		case O_DOCS: rag_opts = 1; bad |= parse_uint("docs", optarg, 1, 1u << 20, &o.docs); break;
-		case O_PER: rag_opts = 1; bad |= parse_uint("docs-per-request", optarg, 1, 1u << 16, &o.per_req); break;
-		case O_DOCTOK: rag_opts = 1; bad |= parse_uint("doc-tokens", optarg, 1, ntok_max, &o.doc_tokens); break;
-		case O_REQS: rag_opts = 1; bad |= parse_uint("requests", optarg, 1, 1u << 24, &o.requests); break;
+		case O_DOCS: rag_opts = 1; bad |= kvsb_parse_uint("docs", optarg, 1, 1u << 20, &o.docs); break;
+		case O_PER: rag_opts = 1; bad |= kvsb_parse_uint("docs-per-request", optarg, 1, 1u << 16, &o.per_req); break;
+		case O_DOCTOK: rag_opts = 1; bad |= kvsb_parse_uint("doc-tokens", optarg, 1, ntok_max, &o.doc_tokens); break;
+		case O_REQS: rag_opts = 1; bad |= kvsb_parse_uint("requests", optarg, 1, 1u << 24, &o.requests); break;
 		case O_SEED: rag_opts = 1; bad |= parse_u64("seed", optarg, &o.seed); break;
 		case O_ORDER:
 			rag_opts = 1;
@@ -716,8 +653,9 @@ int kvsb_cmd_share(const char *sock, int argc, char **argv)
 		/* Made once here, shared with the workers by fork. */
 		o.doc_tok = malloc((size_t)o.docs * o.doc_tokens * sizeof(uint32_t));
 		for (unsigned d = 0; o.doc_tok && d < o.docs; d++)
-			make_tokens(o.doc_tok + (size_t)d * o.doc_tokens,
-				    o.doc_tokens, DOC_SEED ^ ((uint64_t)d << 24));
+			kvsb_tokens(o.doc_tok + (size_t)d * o.doc_tokens,
+				    o.doc_tokens, DOC_SEED ^ ((uint64_t)d << 24),
+				    VOCAB);
 		if (!o.doc_tok) {
 			free(r);
 			r = NULL;
@@ -729,7 +667,7 @@ int kvsb_cmd_share(const char *sock, int argc, char **argv)
 		return 1;
 	}
 	fflush(stdout); /* nothing buffered may be written twice by the children */
-	t0 = now();
+	t0 = kvsb_now();
 	if (o.rag) {
 		/* RAG: all at once, from a cold cache, as a serving fleet. */
 		failed = run_phase(&o, 1, o.workers, r);
@@ -743,7 +681,7 @@ int kvsb_cmd_share(const char *sock, int argc, char **argv)
 			failed += run_phase(&o, 2, o.workers, r);
 		}
 	}
-	secs = now() - t0;
+	secs = kvsb_now() - t0;
 
 	for (unsigned i = 0; i < o.workers; i++) {
 		sum.requests += r[i].requests;

@@ -17,9 +17,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bench_ops.h"
 #include "bench_proc.h"
 #include "bench_ssd.h"
+#include "bench_util.h"
 #include "kvshare.h"
 
 #define SSD_MAX_REPS 50
@@ -56,14 +56,6 @@ struct ssd_row {
 	int64_t rejected, io_errors, promote_writes;
 	uint64_t demoted_bytes, promoted_bytes, missing, bad;
 };
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* Between two polls of the daemon's stats: short next to one block's write,
  * long enough that polling does not take the daemon's loop from its I/O. */
@@ -210,7 +202,7 @@ static int demote(const struct ssd_ctx *x, kvs_client *ctl, double *secs)
 	rc = b ? kvs_connect(x->sock, &x->layout, &c) : -ENOMEM;
 	if (rc < 0)
 		goto out;
-	t0 = now();
+	t0 = kvsb_now();
 	for (unsigned i = 0; i < x->nchains; i++) {
 		const kvs_hash *h = x->h + (size_t)i * o->qd;
 		kvs_lease lease;
@@ -235,7 +227,7 @@ static int demote(const struct ssd_ctx *x, kvs_client *ctl, double *secs)
 	}
 	while ((rc = (int)stat_of(ctl, "tier_ssd.writes_inflight")) > 0)
 		nap();
-	*secs = now() - t0;
+	*secs = kvsb_now() - t0;
 out:
 	if (rc < 0)
 		fprintf(stderr, "kvsbench: ssd: demote failed: %s\n", kvs_strerror(rc));
@@ -258,7 +250,7 @@ static int promote_client(const void *ctxp, unsigned idx, kvsb_gate *g, void *re
 	kvsb_gate_wait(g);
 	if (rc < 0)
 		goto out;
-	res->t0 = now();
+	res->t0 = kvsb_now();
 	for (unsigned i = idx; i < x->promote_n; i += o->clients) {
 		const kvs_hash *h = x->h + (size_t)i * o->qd;
 		kvs_lease lease;
@@ -279,7 +271,7 @@ static int promote_client(const void *ctxp, unsigned idx, kvsb_gate *g, void *re
 		if (rc < 0)
 			goto out;
 	}
-	res->t1 = now();
+	res->t1 = kvsb_now();
 out:
 	if (rc < 0)
 		fprintf(stderr, "kvsbench: ssd: client %u: %s\n", idx, kvs_strerror(rc));

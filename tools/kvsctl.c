@@ -17,19 +17,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "kvsctl.h"
 #include "kvshare.h"
-
-struct cmd {
-	const char *name;
-	int (*fn)(const char *sock, int argc, char **argv);
-	const char *help;
-};
 
 static int cmd_stats(const char *sock, int argc, char **argv);
 static int cmd_plan(const char *sock, int argc, char **argv);
 
-static const struct cmd cmds[] = {
+static const struct cli_cmd cmds[] = {
 	{ "stats", cmd_stats, "print the daemon's counters [--json]" },
 	{ "plan", cmd_plan, "KV bytes per token of a model, and how many tokens "
 			    "of prefix fit in the running daemon's tiers" },
@@ -60,11 +55,10 @@ static void usage(void)
 		"\n"
 		"commands:\n",
 		def);
-	for (size_t i = 0; i < NCMDS; i++)
-		fprintf(stderr, "  %-10s %s\n", cmds[i].name, cmds[i].help);
+	cli_list(cmds, NCMDS, 10);
 }
 
-static int fail(const char *what, int rc)
+int kvsctl_fail(const char *what, int rc)
 {
 	fprintf(stderr, "kvsctl: %s failed: %s\n", what, kvs_strerror(rc));
 	return 1;
@@ -134,7 +128,7 @@ static int is_number(const char *s)
 	return *s == '\0';
 }
 
-static void json_str(const char *s)
+void kvsctl_json_str(const char *s)
 {
 	putchar('"');
 	for (; *s; s++) {
@@ -170,17 +164,17 @@ static void print_json(const struct stat_line *l, size_t n, double ratio)
 		if (first_of_sec) {
 			if (i)
 				fputs("},", stdout);
-			json_str(l[i].sec);
+			kvsctl_json_str(l[i].sec);
 			fputs(":{", stdout);
 		} else {
 			putchar(',');
 		}
-		json_str(l[i].name);
+		kvsctl_json_str(l[i].name);
 		putchar(':');
 		if (is_number(l[i].value))
 			fputs(l[i].value, stdout);
 		else
-			json_str(l[i].value);
+			kvsctl_json_str(l[i].value);
 	}
 	if (n)
 		fputs("},", stdout);
@@ -275,17 +269,17 @@ static int cmd_stats(const char *sock, int argc, char **argv)
 	}
 	rc = kvs_connect(sock, NULL, &c);
 	if (rc < 0)
-		return fail("connect", rc);
+		return kvsctl_fail("connect", rc);
 	rc = kvs_stats(c, &text);
 	kvs_close(c);
 	if (rc < 0)
-		return fail("stats", rc);
+		return kvsctl_fail("stats", rc);
 	for (const char *p = text; *p; p++)
 		max += *p == '\n';
 	lines = calloc(max, sizeof(*lines));
 	if (!lines) {
 		free(text);
-		return fail("stats", -ENOMEM);
+		return kvsctl_fail("stats", -ENOMEM);
 	}
 	double ratio = hit_ratio(text); /* before parse_stats cuts the text */
 	n = parse_stats(text, lines, max);
@@ -301,43 +295,7 @@ static int cmd_stats(const char *sock, int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "socket", required_argument, NULL, 's' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	const char *sock = NULL;
-	int o;
-
-	/* '+': stop at the command, whose options are its own. */
-	while ((o = getopt_long(argc, argv, "+s:h", opts, NULL)) != -1) {
-		switch (o) {
-		case 's':
-			sock = optarg;
-			break;
-		case 'h':
-			usage();
-			return 0;
-		default:
-			usage();
-			return 2;
-		}
-	}
-	if (optind >= argc) {
-		usage();
-		return 2;
-	}
-	for (size_t i = 0; i < NCMDS; i++) {
-		if (strcmp(argv[optind], cmds[i].name))
-			continue;
-		argc -= optind;
-		argv += optind;
-		optind = 0; /* glibc: restart getopt on the command's argv */
-		return cmds[i].fn(sock, argc, argv);
-	}
-	fprintf(stderr, "kvsctl: unknown command '%s'\n", argv[optind]);
-	usage();
-	return 2;
+	return cli_main("kvsctl", cmds, NCMDS, usage, argc, argv);
 }
 
 /* ---- plan ---- */
@@ -396,7 +354,7 @@ static void plan_usage(void)
 	fprintf(stderr, "\n");
 }
 
-static int parse_u32_arg(const char *s, uint32_t *out)
+int kvsctl_parse_u32(const char *s, uint32_t *out)
 {
 	char *end;
 	unsigned long long v;
@@ -445,11 +403,11 @@ static int cmd_plan(const char *sock, int argc, char **argv)
 					bad = 0;
 				}
 			break;
-		case 'l': bad = parse_u32_arg(optarg, &m.layers); break;
-		case 'k': bad = parse_u32_arg(optarg, &m.kv_heads); break;
-		case 'd': bad = parse_u32_arg(optarg, &m.head_dim); break;
-		case 'n': bad = parse_u32_arg(optarg, &tokens); break;
-		case 'r': bad = parse_u32_arg(optarg, &m.latent_dim); break;
+		case 'l': bad = kvsctl_parse_u32(optarg, &m.layers); break;
+		case 'k': bad = kvsctl_parse_u32(optarg, &m.kv_heads); break;
+		case 'd': bad = kvsctl_parse_u32(optarg, &m.head_dim); break;
+		case 'n': bad = kvsctl_parse_u32(optarg, &tokens); break;
+		case 'r': bad = kvsctl_parse_u32(optarg, &m.latent_dim); break;
 		case 't': bad = dtype_parse(optarg, &dtype); break;
 		case 'a':
 			bad = strcmp(optarg, "mha") && strcmp(optarg, "gqa") &&

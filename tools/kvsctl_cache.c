@@ -15,41 +15,6 @@
 #include "kvshare.h"
 #include "kvshare_admin.h"
 
-static int fail(const char *what, int rc)
-{
-	fprintf(stderr, "kvsctl: %s failed: %s\n", what, kvs_strerror(rc));
-	return 1;
-}
-
-static void json_str(const char *s)
-{
-	putchar('"');
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-
-		if (ch == '"' || ch == '\\')
-			printf("\\%c", ch);
-		else if (ch < 0x20)
-			printf("\\u%04x", ch);
-		else
-			putchar(ch);
-	}
-	putchar('"');
-}
-
-static int parse_u32(const char *s, uint32_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || !*s || *end || *s == '-' || v > UINT32_MAX)
-		return -EINVAL;
-	*out = (uint32_t)v;
-	return 0;
-}
-
 static const char *dtype_name(kvs_dtype t)
 {
 	switch (t) {
@@ -123,9 +88,9 @@ static void ls_json(const kvs_ns_summary *v, int n)
 		const kvs_ns_summary *s = &v[i];
 
 		printf("%s{\"id\":%u,\"model\":", i ? "," : "", s->id);
-		json_str(s->model);
+		kvsctl_json_str(s->model);
 		fputs(",\"adapter\":", stdout);
-		json_str(s->adapter);
+		kvsctl_json_str(s->adapter);
 		printf(",\"salted\":%s,\"layers\":%u,\"kv_heads\":%u,\"head_dim\":%u,"
 		       "\"dtype\":\"%s\",\"block_tokens\":%u,\"tp_rank\":%u,"
 		       "\"tp_size\":%u,\"block_bytes\":%" PRIu64 ",\"blocks\":%" PRIu64
@@ -198,13 +163,13 @@ int kvsctl_ls(const char *sock, int argc, char **argv)
 	while ((o = getopt_long(argc, argv, "n:t:jh", opts, NULL)) != -1) {
 		switch (o) {
 		case 'n':
-			if (parse_u32(optarg, &ns) < 0 || ns == 0) {
+			if (kvsctl_parse_u32(optarg, &ns) < 0 || ns == 0) {
 				fprintf(stderr, "kvsctl: ls: bad namespace '%s'\n", optarg);
 				return 2;
 			}
 			break;
 		case 't':
-			if (parse_u32(optarg, &top) < 0 || top > KVS_LIST_TOP_MAX) {
+			if (kvsctl_parse_u32(optarg, &top) < 0 || top > KVS_LIST_TOP_MAX) {
 				fprintf(stderr, "kvsctl: ls: --top must be 0..%d\n",
 					KVS_LIST_TOP_MAX);
 				return 2;
@@ -218,11 +183,11 @@ int kvsctl_ls(const char *sock, int argc, char **argv)
 	if (extra_args("ls", argc, argv, 0, ls_usage))
 		return 2;
 	if ((rc = kvs_connect(sock, NULL, &c)) < 0)
-		return fail("connect", rc);
+		return kvsctl_fail("connect", rc);
 	rc = kvs_list(c, ns, top, &v);
 	kvs_close(c);
 	if (rc < 0)
-		return fail("ls", rc);
+		return kvsctl_fail("ls", rc);
 	if (json)
 		ls_json(v, rc);
 	else
@@ -262,7 +227,7 @@ int kvsctl_inspect(const char *sock, int argc, char **argv)
 	while ((o = getopt_long(argc, argv, "n:jh", opts, NULL)) != -1) {
 		switch (o) {
 		case 'n':
-			if (parse_u32(optarg, &ns) < 0 || ns == 0) {
+			if (kvsctl_parse_u32(optarg, &ns) < 0 || ns == 0) {
 				fprintf(stderr, "kvsctl: inspect: bad namespace '%s'\n",
 					optarg);
 				return 2;
@@ -281,11 +246,11 @@ int kvsctl_inspect(const char *sock, int argc, char **argv)
 		return 2;
 	}
 	if ((rc = kvs_connect(sock, NULL, &c)) < 0)
-		return fail("connect", rc);
+		return kvsctl_fail("connect", rc);
 	rc = kvs_inspect(c, ns, h, &bi);
 	kvs_close(c);
 	if (rc < 0)
-		return fail("inspect", rc);
+		return kvsctl_fail("inspect", rc);
 	kvs_hash_format(bi.hash, hx);
 	if (bi.has_parent)
 		kvs_hash_format(bi.parent, px);
@@ -364,7 +329,7 @@ static int evict_run(const char *sock, int argc, char **argv)
 	while ((o = getopt_long(argc, argv, "n:p:ajh", opts, NULL)) != -1) {
 		switch (o) {
 		case 'n':
-			if (parse_u32(optarg, &ns) < 0 || ns == 0) {
+			if (kvsctl_parse_u32(optarg, &ns) < 0 || ns == 0) {
 				fprintf(stderr, "kvsctl: %s: bad namespace '%s'\n", cmd,
 					optarg);
 				return 2;
@@ -394,11 +359,11 @@ static int evict_run(const char *sock, int argc, char **argv)
 	}
 	scope = all ? KVS_SCOPE_ALL : prefix ? KVS_SCOPE_PREFIX : KVS_SCOPE_NAMESPACE;
 	if ((rc = kvs_connect(sock, NULL, &c)) < 0)
-		return fail("connect", rc);
+		return kvsctl_fail("connect", rc);
 	rc = kvs_evict(c, scope, ns, h, flushing, &res);
 	kvs_close(c);
 	if (rc < 0)
-		return fail(cmd, rc);
+		return kvsctl_fail(cmd, rc);
 	if (json)
 		printf("{\"freed\":%" PRIu64 ",\"skipped_pinned\":%" PRIu64
 		       ",\"skipped_prefix\":%" PRIu64 "}\n", res.freed, res.pinned,
@@ -463,14 +428,14 @@ int kvsctl_verify(const char *sock, int argc, char **argv)
 	while ((o = getopt_long(argc, argv, "n:k:jh", opts, NULL)) != -1) {
 		switch (o) {
 		case 'n':
-			if (parse_u32(optarg, &ns) < 0 || ns == 0) {
+			if (kvsctl_parse_u32(optarg, &ns) < 0 || ns == 0) {
 				fprintf(stderr, "kvsctl: verify: bad namespace '%s'\n",
 					optarg);
 				return 2;
 			}
 			break;
 		case 'k':
-			if (parse_u32(optarg, &max_failed) < 0 ||
+			if (kvsctl_parse_u32(optarg, &max_failed) < 0 ||
 			    max_failed > KVS_VERIFY_FAILED_MAX) {
 				fprintf(stderr, "kvsctl: verify: bad --max-failed '%s' "
 					"(0..%d)\n", optarg, KVS_VERIFY_FAILED_MAX);
@@ -485,11 +450,11 @@ int kvsctl_verify(const char *sock, int argc, char **argv)
 	if (extra_args("verify", argc, argv, 0, verify_usage))
 		return 2;
 	if ((rc = kvs_connect(sock, NULL, &c)) < 0)
-		return fail("connect", rc);
+		return kvsctl_fail("connect", rc);
 	rc = kvs_verify(c, ns, max_failed, &res, &f);
 	kvs_close(c);
 	if (rc < 0)
-		return fail("verify", rc);
+		return kvsctl_fail("verify", rc);
 	if (json) {
 		printf("{\"ssd_tier\":%s,\"checked\":%" PRIu64 ",\"ok\":%" PRIu64
 		       ",\"failed\":%" PRIu64 ",\"skipped\":%" PRIu64 ",\"failures\":[",
@@ -501,7 +466,7 @@ int kvsctl_verify(const char *sock, int argc, char **argv)
 			kvs_hash_format(f[i].hash, hex);
 			printf("%s{\"hash\":\"%s\",\"namespace\":%u,\"errno\":%d,"
 			       "\"error\":", i ? "," : "", hex, f[i].ns, f[i].error);
-			json_str(kvs_strerror(f[i].error));
+			kvsctl_json_str(kvs_strerror(f[i].error));
 			putchar('}');
 		}
 		printf("]}\n");

@@ -14,25 +14,6 @@
 #include "kvshare.h"
 #include "kvshare_admin.h"
 
-static int fail(const char *what, int rc)
-{
-	fprintf(stderr, "kvsctl: %s failed: %s\n", what, kvs_strerror(rc));
-	return 1;
-}
-
-static int parse_u32(const char *s, uint32_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || !*s || *end || *s == '-' || v > UINT32_MAX)
-		return -EINVAL;
-	*out = (uint32_t)v;
-	return 0;
-}
-
 /* ---- pin / unpin ------------------------------------------------------- */
 
 static int pinning;
@@ -126,7 +107,7 @@ static int read_tokens(const char *path, uint32_t **out, size_t *n)
 			ch = fgetc(f);
 		}
 		word[len] = '\0';
-		if (parse_u32(word, &v) < 0) {
+		if (kvsctl_parse_u32(word, &v) < 0) {
 			fprintf(stderr, "kvsctl: %s: '%s' is not a token id\n", path, word);
 			return -EINVAL;
 		}
@@ -205,7 +186,7 @@ static int pin_run(const char *sock, int argc, char **argv)
 		case 'h': pin_usage(); return 0;
 		default: pin_usage(); return 2;
 		}
-		if (u && parse_u32(optarg, u) < 0) {
+		if (u && kvsctl_parse_u32(optarg, u) < 0) {
 			fprintf(stderr, "kvsctl: %s: '%s' is not a number\n", cmd, optarg);
 			return 2;
 		}
@@ -239,7 +220,7 @@ static int pin_run(const char *sock, int argc, char **argv)
 	}
 	if (rc < 0) {
 		free(h);
-		return fail(hfile ? "reading hashes" : "reading tokens", rc);
+		return kvsctl_fail(hfile ? "reading hashes" : "reading tokens", rc);
 	}
 	if (n == 0) {
 		free(h);
@@ -248,13 +229,13 @@ static int pin_run(const char *sock, int argc, char **argv)
 	}
 	if ((rc = kvs_connect(sock, NULL, &c)) < 0) {
 		free(h);
-		return fail("connect", rc);
+		return kvsctl_fail("connect", rc);
 	}
 	rc = pinning ? kvs_pin(c, ns, h, n) : kvs_unpin(c, ns, h, n);
 	kvs_close(c);
 	free(h);
 	if (rc < 0)
-		return fail(cmd, rc);
+		return kvsctl_fail(cmd, rc);
 	if (json)
 		printf("{\"blocks\":%d,\"chain\":%zu}\n", rc, n);
 	else if (pinning)
@@ -315,7 +296,7 @@ int kvsctl_watch(const char *sock, int argc, char **argv)
 		switch (o) {
 		case 'j': json = 1; break;
 		case 'c':
-			if (parse_u32(optarg, &count) < 0 || count == 0) {
+			if (kvsctl_parse_u32(optarg, &count) < 0 || count == 0) {
 				fprintf(stderr, "kvsctl: watch: bad count '%s'\n", optarg);
 				return 2;
 			}
@@ -330,7 +311,7 @@ int kvsctl_watch(const char *sock, int argc, char **argv)
 		return 2;
 	}
 	if ((rc = kvs_watch_open(sock, &w)) < 0)
-		return fail("watch", rc);
+		return kvsctl_fail("watch", rc);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	/* The subscription is live: say so, for scripts that act next. */
@@ -357,6 +338,6 @@ int kvsctl_watch(const char *sock, int argc, char **argv)
 	}
 	kvs_watch_close(w);
 	if (rc < 0 && rc != -EINTR)
-		return fail("watch", rc);
+		return kvsctl_fail("watch", rc);
 	return 0;
 }

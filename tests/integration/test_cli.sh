@@ -8,55 +8,12 @@
 set -u
 
 name=test_cli
-pass=0
-fail=0
-tmp=
-pids=()
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-ok() { pass=$((pass + 1)); }
-bad() {
-	fail=$((fail + 1))
-	echo "$name: FAIL: $*" >&2
-}
-# check WHAT CMD...: passes when CMD succeeds.
-check() {
-	local what=$1
-	shift
-	if "$@"; then ok; else bad "$what"; fi
-}
-skip() {
-	echo "$name: SKIP: $*"
-	exit 77
-}
+need_env KVSHARED KVSCTL KVSBENCH
+need_cmd python3
 
-for var in KVSHARED KVSCTL KVSBENCH; do
-	[ -n "${!var:-}" ] || skip "$var is not set (run through ctest)"
-	[ -x "${!var}" ] || skip "$var=${!var} is not executable"
-done
-command -v python3 >/dev/null || skip "python3 is not installed"
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/kvscli-XXXXXX") || exit 1
-
-cleanup() {
-	local p
-	for p in "${pids[@]}"; do
-		kill -KILL "$p" 2>/dev/null
-	done
-	{ wait; } 2>/dev/null
-	if [ -n "${TH_KEEP:-}" ]; then
-		echo "$name: keeping $tmp" >&2
-	else
-		rm -rf "$tmp"
-	fi
-}
-trap cleanup EXIT
-
-# running PID: the process exists and is not a zombie.
-running() {
-	local state
-	state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
-	[ "$state" != Z ]
-}
+make_tmp kvscli
 
 # start_daemon SOCKET LOG [ARGS...]: start kvshared in the background; sets dpid.
 start_daemon() {
@@ -65,18 +22,6 @@ start_daemon() {
 	"$KVSHARED" --socket "$sock" "$@" 2>"$log" &
 	dpid=$!
 	pids+=("$dpid")
-}
-
-# wait_ready SOCKET PID: poll `kvsctl stats` until it succeeds (15 s at most),
-# failing early if the daemon exits.
-wait_ready() {
-	local sock=$1 pid=$2 deadline=$((SECONDS + 15))
-	while ((SECONDS < deadline)); do
-		"$KVSCTL" --socket "$sock" stats >/dev/null 2>&1 && return 0
-		running "$pid" || return 1
-		sleep 0.02
-	done
-	return 1
 }
 
 # stop_daemon PID [SIGNAL]: signal it, wait up to 10 s for the exit; sets

@@ -3,23 +3,19 @@
 # stderr a pipe that nobody reads, a debug-level daemon keeps serving and
 # counts the lines it dropped (server.log_dropped).
 set -euo pipefail
-: "${KVSHARED:?}" "${KVSCTL:?}" "${KVSBENCH:?}"
-command -v python3 >/dev/null || { echo "skip: python3 missing"; exit 77; }
-dir=$(mktemp -d)
-pid= holder=
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; [ -n "$holder" ] && kill "$holder" 2>/dev/null; rm -rf "$dir"; }
-trap cleanup EXIT
-mkfifo "$dir/ready" "$dir/err"
-# The reader of $dir/err opens it and then never reads: the pipe fills up.
-sleep 600 <"$dir/err" &
-holder=$!
-"$KVSHARED" --socket "$dir/s.sock" --host-size 64M --log-level debug \
-	--ready-fd 3 3>"$dir/ready" 2>"$dir/err" &
-pid=$!
-timeout 15 head -n1 "$dir/ready" | grep -q READY
+name=test_log
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+need_env KVSHARED KVSCTL KVSBENCH
+need_cmd python3
+make_tmp kvslog
+mkfifo "$tmp/err"
+# The reader of $tmp/err opens it and then never reads: the pipe fills up.
+sleep 600 <"$tmp/err" &
+pids+=($!)
+start_ready "$tmp/s.sock" "$tmp/err" --host-size 64M --log-level debug
 # Each request answered with an error logs a debug line: send 20,000 of them
 # (an unknown opcode), far more than the pipe (64 KiB) and the log queue hold.
-python3 - "$dir/s.sock" <<'PY'
+python3 - "$tmp/s.sock" <<'PY'
 import socket, struct, sys
 s = socket.socket(socket.AF_UNIX)
 s.connect(sys.argv[1])
@@ -32,15 +28,13 @@ for i in range(20000):
     status = struct.unpack("<IHHIiQ", got)[4]
     assert status == -2003, status  # KVS_E_OPCODE
 PY
-dropped=$(timeout 10 "$KVSCTL" --socket "$dir/s.sock" stats --json |
+dropped=$(timeout 10 "$KVSCTL" --socket "$tmp/s.sock" stats --json |
 	python3 -c 'import json,sys; print(json.load(sys.stdin)["server"]["log_dropped"])')
-pass=0 fail=0
 if [ "$dropped" -gt 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: no line dropped ($dropped)" >&2; fi
 # Still serving after all that.
-if timeout 10 "$KVSCTL" --socket "$dir/s.sock" stats >/dev/null; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: not serving" >&2; fi
+if timeout 10 "$KVSCTL" --socket "$tmp/s.sock" stats >/dev/null; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: not serving" >&2; fi
 # And it stops promptly although its writer is stuck on the full pipe.
-kill -TERM "$pid"
-if timeout 10 tail --pid="$pid" -f /dev/null; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: daemon did not stop" >&2; fi
-pid=
+kill -TERM "$dpid"
+if timeout 10 tail --pid="$dpid" -f /dev/null; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: daemon did not stop" >&2; fi
 echo "test_log: dropped $dropped lines; $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

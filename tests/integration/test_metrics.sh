@@ -3,36 +3,28 @@
 # HTTP, parsed as the text exposition format, checked against kvsctl stats
 # after a scripted workload; off by default; a bad address is refused.
 set -euo pipefail
-: "${KVSHARED:?}" "${KVSCTL:?}" "${KVSBENCH:?}"
-command -v python3 >/dev/null || { echo "skip: python3 missing"; exit 77; }
+name=test_metrics
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+need_env KVSHARED KVSCTL KVSBENCH
+need_cmd python3
+make_tmp kvsmetrics
 
-dir=$(mktemp -d)
-pid=
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$dir"; }
-trap cleanup EXIT
-pass=0 fail=0
-check() { if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1" >&2; fi; }
-
-start() { # start ARGS...: daemon on $dir/s.sock, wait for its READY line
-	rm -f "$dir/ready"; mkfifo "$dir/ready"
-	"$KVSHARED" --socket "$dir/s.sock" --host-size 64M --ready-fd 3 "$@" \
-		3>"$dir/ready" 2>>"$dir/log" &
-	pid=$!
-	timeout 15 head -n1 "$dir/ready" | grep -q READY
-}
+# start ARGS...: daemon on $tmp/s.sock; stop: SIGTERM it and reap it.
+start() { start_ready "$tmp/s.sock" "$tmp/log" --host-size 64M "$@"; }
+stop() { kill "$dpid"; wait "$dpid"; pids=(); }
 
 start
-check "metrics off by default" \
-	'[ "$("$KVSCTL" --socket "$dir/s.sock" stats --json | python3 -c "import json,sys; print(json.load(sys.stdin)[\"server\"][\"metrics_port\"])")" = 0 ]'
-kill "$pid"; wait "$pid"; pid=
+check "metrics off by default" eval \
+	'[ "$("$KVSCTL" --socket "$tmp/s.sock" stats --json | python3 -c "import json,sys; print(json.load(sys.stdin)[\"server\"][\"metrics_port\"])")" = 0 ]'
+stop
 
 start --metrics-addr 127.0.0.1:0
-"$KVSBENCH" --socket "$dir/s.sock" share --workers 3 --prefix-tokens 256 \
+"$KVSBENCH" --socket "$tmp/s.sock" share --workers 3 --prefix-tokens 256 \
 	--suffix-tokens 64 --layers 2 --kv-heads 2 --head-dim 64 >/dev/null
-"$KVSCTL" --socket "$dir/s.sock" stats --json >"$dir/stats.json"
-port=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["server"]["metrics_port"])' "$dir/stats.json")
-check "metrics port set" '[ "$port" -gt 0 ]'
-python3 - "$port" "$dir/stats.json" <<'PY' && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: scrape" >&2; }
+"$KVSCTL" --socket "$tmp/s.sock" stats --json >"$tmp/stats.json"
+port=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["server"]["metrics_port"])' "$tmp/stats.json")
+check "metrics port set" eval '[ "$port" -gt 0 ]'
+python3 - "$port" "$tmp/stats.json" <<'PY' && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: scrape" >&2; }
 import json, re, sys, urllib.request, urllib.error
 port, stats = sys.argv[1], json.load(open(sys.argv[2]))
 resp = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10)
@@ -75,8 +67,8 @@ try:
 except urllib.error.HTTPError as e:
     assert e.code == 404
 PY
-kill "$pid"; wait "$pid"; pid=
+stop
 
-check "bad metrics address refused" '! "$KVSHARED" --socket "$dir/t.sock" --host-size 1M --metrics-addr nonsense:xx 2>/dev/null'
+check "bad metrics address refused" eval '! "$KVSHARED" --socket "$tmp/t.sock" --host-size 1M --metrics-addr nonsense:xx 2>/dev/null'
 echo "test_metrics: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -2,18 +2,16 @@
 # test_plan.sh - kvsctl plan against published KV sizes, and against a real
 # daemon's host tier.
 set -euo pipefail
-: "${KVSHARED:?}" "${KVSCTL:?}"
-command -v python3 >/dev/null || { echo "skip: python3 missing"; exit 77; }
-dir=$(mktemp -d)
-pid=
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$dir"; }
-trap cleanup EXIT
-pass=0 fail=0
+name=test_plan
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+need_env KVSHARED KVSCTL
+need_cmd python3
+make_tmp kvsplan
 field() { python3 -c "import json,sys; print(json.load(sys.stdin)[sys.argv[1]])" "$1"; }
 expect() { # expect NAME WANT GOT
 	if [ "$2" = "$3" ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1: want $2, got $3" >&2; fi
 }
-plan() { "$KVSCTL" --socket "$dir/s.sock" plan --json "$@"; }
+plan() { "$KVSCTL" --socket "$tmp/s.sock" plan --json "$@"; }
 
 # Published figures: Llama-3-70B fp16 = 320 KiB/token (80 layers x 8 KV heads
 # x 128 x 2 x 2 B); Llama-3-8B = 128 KiB; Llama-2-7B (MHA, 32 heads) = 512 KiB;
@@ -34,10 +32,7 @@ set +e
 "$KVSCTL" plan --preset gpt-9 >/dev/null 2>&1; expect unknown-preset-exit 2 $?
 set -e
 
-mkfifo "$dir/ready"
-"$KVSHARED" --socket "$dir/s.sock" --host-size 1G --ready-fd 3 3>"$dir/ready" 2>"$dir/log" &
-pid=$!
-timeout 15 head -n1 "$dir/ready" | grep -q READY
+start_ready "$tmp/s.sock" "$tmp/log" --host-size 1G
 expect host-tokens $(( (1 << 30) / 131072 )) "$(plan --preset llama-3-8b | field host_tokens)"
 echo "test_plan: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -11,54 +11,23 @@
 set -u
 
 name=test_share_rag
-pass=0
-fail=0
-tmp=
-dpid=
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-ok() { pass=$((pass + 1)); }
-bad() {
-	fail=$((fail + 1))
-	echo "$name: FAIL: $*" >&2
-}
-skip() {
-	echo "$name: SKIP: $*"
-	exit 77
-}
+need_env KVSHARED KVSCTL KVSBENCH
+need_cmd python3
 
-for var in KVSHARED KVSCTL KVSBENCH; do
-	[ -n "${!var:-}" ] || skip "$var is not set (run through ctest)"
-	[ -x "${!var}" ] || skip "$var=${!var} is not executable"
-done
-command -v python3 >/dev/null || skip "python3 is not installed"
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/kvsrag-XXXXXX") || exit 1
-cleanup() {
-	[ -n "$dpid" ] && kill -KILL "$dpid" 2>/dev/null
-	{ wait; } 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-running() {
-	local state
-	state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
-	[ "$state" != Z ]
-}
+make_tmp kvsrag
 
 sock="$tmp/d.sock"
 # 4 KiB blocks; 64 MiB holds every run below without eviction.
 "$KVSHARED" --socket "$sock" --host-size 64M 2>"$tmp/d.log" &
 dpid=$!
-deadline=$((SECONDS + 15))
-until "$KVSCTL" --socket "$sock" stats >/dev/null 2>&1; do
-	if ! running "$dpid" || ((SECONDS >= deadline)); then
-		echo "$name: FAIL: kvshared did not become ready" >&2
-		tail -n 40 "$tmp/d.log" >&2
-		exit 1
-	fi
-	sleep 0.02
-done
+pids+=("$dpid")
+if ! wait_ready "$sock" "$dpid"; then
+	echo "$name: FAIL: kvshared did not become ready" >&2
+	tail -n 40 "$tmp/d.log" >&2
+	exit 1
+fi
 
 layout=(--layers 1 --kv-heads 1 --head-dim 64 --block-tokens 16)
 
@@ -165,7 +134,7 @@ usage --rag --order shuffled
 kill -TERM "$dpid"
 wait "$dpid"
 rc=$?
-dpid=
+pids=()
 if [ "$rc" -eq 0 ]; then ok; else bad "kvshared exits $rc on SIGTERM"; fi
 
 echo "$name: $pass checks passed, $fail failed"

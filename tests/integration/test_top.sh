@@ -11,57 +11,18 @@
 set -u
 
 name=test_top
-pass=0
-fail=0
-pids=()
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-ok() { pass=$((pass + 1)); }
-bad() {
-	fail=$((fail + 1))
-	echo "$name: FAIL: $*" >&2
-}
-skip() {
-	echo "$name: SKIP: $*"
-	exit 77
-}
+need_env KVSHARED KVSCTL KVSBENCH
+need_cmd tmux "tmux is not installed (scripts/deps.sh installs it)"
+need_cmd pgrep "pgrep is not installed (procps)"
 
-for var in KVSHARED KVSCTL KVSBENCH; do
-	[ -n "${!var:-}" ] || skip "$var is not set (run through ctest)"
-	[ -x "${!var}" ] || skip "$var=${!var} is not executable"
-done
-command -v tmux >/dev/null || skip "tmux is not installed (scripts/deps.sh installs it)"
-command -v pgrep >/dev/null || skip "pgrep is not installed (procps)"
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/kvstop-XXXXXX") || exit 1
+make_tmp kvstop
 sock=$tmp/kvshared.sock
 TMUX_CMD=(tmux -S "$tmp/tmux.sock" -f /dev/null)
 export TERM=${TERM:-xterm}
 [ "$TERM" = dumb ] && export TERM=xterm
-
-cleanup() {
-	"${TMUX_CMD[@]}" kill-server >/dev/null 2>&1
-	for p in "${pids[@]}"; do
-		kill -KILL "$p" 2>/dev/null
-	done
-	{ wait; } 2>/dev/null
-	if [ -n "${TH_KEEP:-}" ]; then
-		echo "$name: keeping $tmp" >&2
-	else
-		rm -rf "$tmp"
-	fi
-}
-trap cleanup EXIT
-
-# wait_for SECONDS CMD...: poll CMD until it succeeds or the deadline passes.
-wait_for() {
-	local deadline=$((SECONDS + $1))
-	shift
-	while ((SECONDS < deadline)); do
-		"$@" && return 0
-		sleep 0.05
-	done
-	"$@"
-}
+on_cleanup() { "${TMUX_CMD[@]}" kill-server >/dev/null 2>&1; }
 
 mkdir "$tmp/ssd"
 "$KVSHARED" --socket "$sock" --host-size 16M --ssd-dir "$tmp/ssd" \

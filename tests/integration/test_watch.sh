@@ -16,52 +16,13 @@
 set -u
 
 name=test_watch
-pass=0
-fail=0
-pids=()
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-ok() { pass=$((pass + 1)); }
-bad() {
-	fail=$((fail + 1))
-	echo "$name: FAIL: $*" >&2
-}
-skip() {
-	echo "$name: SKIP: $*"
-	exit 77
-}
+need_env KVSHARED KVSCTL KVSBENCH
+need_cmd python3
+need_cmd timeout "timeout (coreutils) is not installed"
 
-for var in KVSHARED KVSCTL KVSBENCH; do
-	[ -n "${!var:-}" ] || skip "$var is not set (run through ctest)"
-	[ -x "${!var}" ] || skip "$var=${!var} is not executable"
-done
-command -v python3 >/dev/null || skip "python3 is not installed"
-command -v timeout >/dev/null || skip "timeout (coreutils) is not installed"
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/kvswatch-XXXXXX") || exit 1
-
-cleanup() {
-	for p in "${pids[@]}"; do
-		kill -CONT "$p" 2>/dev/null
-		kill -KILL "$p" 2>/dev/null
-	done
-	{ wait; } 2>/dev/null
-	if [ -n "${TH_KEEP:-}" ]; then
-		echo "$name: keeping $tmp" >&2
-	else
-		rm -rf "$tmp"
-	fi
-}
-trap cleanup EXIT
-
-wait_for() {
-	local deadline=$((SECONDS + $1))
-	shift
-	while ((SECONDS < deadline)); do
-		"$@" && return 0
-		sleep 0.05
-	done
-	"$@"
-}
+make_tmp kvswatch
 
 # stat SECTION.NAME: one counter of `kvsctl stats` (a section line, then
 # indented "name value" lines).
