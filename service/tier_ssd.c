@@ -25,6 +25,10 @@
  * block is dropped instead (counted as not admitted). */
 #define MAX_STAGED_BYTES (256ull << 20)
 #define NS_FILE "namespaces"
+/* Staging buffers are kept for reuse up to this many bytes: a fresh 1 MiB
+ * buffer is an mmap, 256 page faults and a munmap. */
+#define STAGE_POOL_BYTES (64ull << 20)
+#define STAGE_POOL_MAX 256
 
 enum { EXT_SSD = 1, EXT_WRITING = 2, EXT_READING = 4 };
 
@@ -84,6 +88,9 @@ struct kvs_tier_ssd {
 	wslot *ws;
 	uint32_t nws, free_ws, writes_inflight;
 	uint64_t staged;
+	struct { void *p; uint64_t bytes; } pool[STAGE_POOL_MAX]; /* idle staging */
+	uint32_t npool;
+	uint64_t pool_bytes;
 	promo *ps;
 	uint32_t nps, free_ps;
 	uint64_t blocks, ssd_only; /* records with an SSD copy; without RAM */
@@ -243,6 +250,36 @@ static int on_recycle(void *arg, uint32_t seg, uint64_t gen)
 
 /* ---- demotion and write-through -------------------------------------- */
 
+/* A 4 KiB-aligned staging buffer of @bytes (rounded up to 4 KiB). */
+static void *stage_get(kvs_tier_ssd *t, uint64_t bytes)
+{
+	void *p;
+
+	bytes = (bytes + 4095) & ~4095ull;
+	for (uint32_t i = t->npool; i-- > 0;)
+		if (t->pool[i].bytes == bytes) {
+			p = t->pool[i].p;
+			t->pool[i] = t->pool[--t->npool];
+			t->pool_bytes -= bytes;
+			return p;
+		}
+	return posix_memalign(&p, 4096, bytes) ? NULL : p;
+}
+
+static void stage_put(kvs_tier_ssd *t, void *p, uint64_t bytes)
+{
+	bytes = (bytes + 4095) & ~4095ull;
+	if (!p)
+		return;
+	if (t->npool < STAGE_POOL_MAX && t->pool_bytes + bytes <= STAGE_POOL_BYTES) {
+		t->pool[t->npool].p = p;
+		t->pool[t->npool++].bytes = bytes;
+		t->pool_bytes += bytes;
+		return;
+	}
+	free(p);
+}
+
 /* Write a copy of @idx's host slot. Returns 0 (in flight), or an error
  * (nothing in flight). */
 static int write_block(kvs_cache *c, uint32_t idx)
@@ -272,7 +309,8 @@ static int write_block(kvs_cache *c, uint32_t idx)
 		t->ws = nw;
 		t->nws = n;
 	}
-	if (posix_memalign(&buf, 4096, (bytes + 4095) & ~4095ull))
+	buf = stage_get(t, bytes);
+	if (!buf)
 		return -ENOMEM;
 	memcpy(buf, cache_slot_ptr(c, r->offset), bytes);
 	w = t->free_ws;
@@ -280,7 +318,7 @@ static int write_block(kvs_cache *c, uint32_t idx)
 	 * @idx has no SSD copy, so it is not touched. */
 	rc = kvs_ssd_write(t->ssd, &b, buf, 0, w, &loc);
 	if (rc < 0) {
-		free(buf);
+		stage_put(t, buf, bytes);
 		return rc;
 	}
 	t->free_ws = t->ws[w].next;
@@ -349,7 +387,7 @@ static void write_done(kvs_cache *c, const kvs_ssd_cqe *q)
 	kvs_rec *r = cache_rec(c, idx);
 	ext *e = &t->ext[idx];
 
-	free(w->buf);
+	stage_put(t, w->buf, w->bytes);
 	t->staged -= w->bytes;
 	t->writes_inflight--;
 	w->idx = NONE;
@@ -1141,6 +1179,8 @@ void tier_ssd_close(kvs_cache *c)
 	kvs_index_close(t->ix);
 	for (uint32_t i = 0; i < t->nws; i++)
 		free(t->ws[i].buf);
+	for (uint32_t i = 0; i < t->npool; i++)
+		free(t->pool[i].p);
 	for (uint32_t i = 0; i < t->nps; i++) {
 		free(t->ps[i].idx);
 		free(t->ps[i].res);
