@@ -217,6 +217,15 @@ int th_tmpfs(const char *size, char *dir, size_t cap);
 int th_verify_chains(kvs_client *c, const kvs_hash *h, size_t chains,
 		     size_t len, size_t *bad);
 
+/* th_ssd_off_checks - after a fault turned a daemon's SSD demotion off
+ * (tier_ssd.enabled 0): the @n published chains of 4 blocks at @h still read
+ * back right (no wrong byte, some promoted from SSD, nothing corrupt), and
+ * @fresh new chains (seeds @seed + i, stored at h[n..n+fresh)) publish and
+ * hit from RAM with no further SSD write. @what names the case in the log. */
+void th_ssd_off_checks(th_daemon *d, kvs_client *c, const kvs_layout *l,
+		       kvs_hash (*h)[4], int n, int fresh, uint64_t seed,
+		       const char *what);
+
 /* th_open_dir_to - make the daemon's directory searchable by others (it is
  * 0700 from mkdtemp) and check that @uid/@gid can reach it; skips the test
  * (77) with the reason when a directory above it is closed to that uid. */

@@ -49,33 +49,14 @@ static int segment_files(void)
 	return n;
 }
 
-static int verify(kvs_client *c, int from, int to, size_t *bad)
-{
-	int total = 0;
-
-	*bad = 0;
-	for (int i = from; i < to; i++) {
-		size_t b = 0;
-		int rc = th_verify(c, H[i], LEN, &b);
-
-		if (!CHECK_GE(rc, 0))
-			return -1;
-		total += rc;
-		*bad += b;
-	}
-	return total;
-}
-
 int main(void)
 {
 	static const char *args[] = { "--host-size", "2M", "--page-size", "64K",
 				      "--ssd-dir", ssd_dir, "--ssd-segment", "256K",
 				      "--ssd-size", "4M", NULL };
-	int64_t writes, evicted;
-	th_stats before, after;
+	int64_t writes;
 	kvs_client *c;
-	int rc, n = 0, hits;
-	size_t bad;
+	int rc, n = 0;
 
 	th_init("test_ssd_enospc");
 	rc = th_tmpfs("1m", ssd_dir, sizeof(ssd_dir));
@@ -125,35 +106,7 @@ int main(void)
 	CHECK(!th_daemon_exited(&d, NULL));
 
 	/* Every hit is right; what reached SSD comes back from it. */
-	th_stats_take(&d, &before);
-	hits = verify(c, 0, n, &bad);
-	th_stats_take(&d, &after);
-	th_note("lookups: %d hits of %d blocks, %zu wrong, %" PRId64
-		" promoted from SSD", hits, n * LEN, bad,
-		th_stats_delta(&before, &after, "tier_ssd.promotions"));
-	CHECK_EQ(bad, 0);
-	CHECK_GE(hits, 32 - LEN);
-	CHECK_GT(th_stats_delta(&before, &after, "tier_ssd.promotions"), 0);
-	CHECK_EQ(th_stats_val(&after, "tier_ssd.corrupt_blocks"), 0);
-	th_stats_free(&before);
-	th_stats_free(&after);
-
-	/* Reserves and lookups go on from RAM; nothing more goes to SSD. */
-	writes = th_stat_get(&d, "tier_ssd.writes");
-	evicted = th_stat_get(&d, "blocks.evicted");
-	for (int i = n; i < n + NEW_CHAINS; i++) {
-		th_chain(&L, 6000 + (uint64_t)i, LEN, 0, 0, H[i]);
-		CHECK_RC(th_publish(c, H[i], LEN, NULL), LEN);
-		/* At once: the next publishes may evict it (leaf-2q evicts
-		 * new blocks before the ones hit above). */
-		CHECK_RC(verify(c, i, i + 1, &bad), LEN);
-		CHECK_EQ(bad, 0);
-	}
-	CHECK_GT(th_stat_get(&d, "blocks.evicted"), evicted);
-	CHECK_EQ(th_stat_get(&d, "tier_ssd.writes"), writes);
-	CHECK_EQ(th_stat_get(&d, "tier_ssd.writes_inflight"), 0);
-	CHECK_EQ(th_stat_get(&d, "tier_ssd.enabled"), 0);
-	CHECK(th_wait_stat(&d, "leases.active", 0, TH_WAIT_MS));
+	th_ssd_off_checks(&d, c, &L, H, n, NEW_CHAINS, 6000, "lookups");
 	CHECK(!th_daemon_exited(&d, NULL));
 	kvs_close(c);
 	return th_finish();

@@ -43,23 +43,6 @@ static char wdir[160], rdir[160];
 static char wpath[200], rpath[200], preload[600], asan[600];
 static kvs_hash H[MAX_CHAINS + NEW_CHAINS][LEN];
 
-static int verify(kvs_client *c, int from, int to, size_t *bad)
-{
-	int total = 0;
-
-	*bad = 0;
-	for (int i = from; i < to; i++) {
-		size_t b = 0;
-		int rc = th_verify(c, H[i], LEN, &b);
-
-		if (!CHECK_GE(rc, 0))
-			return -1;
-		total += rc;
-		*bad += b;
-	}
-	return total;
-}
-
 /* @d with the shim failing @ops ("w" or "r") on its segment files after
  * @after calls, synchronous I/O. */
 static void arm(th_daemon *d, char *dir, char *path, const char *ops,
@@ -88,11 +71,9 @@ static void write_errors(void)
 	static const char *args[] = { "--host-size", "2M", "--page-size", "64K",
 				      "--ssd-dir", wdir, "--ssd-segment", "1M",
 				      "--ssd-size", "8M", NULL };
-	int64_t writes, evicted;
-	th_stats before, after;
+	int64_t writes;
 	kvs_client *c;
-	int n = 0, hits;
-	size_t bad;
+	int n = 0;
 
 	if (th_daemon_init(&dw, args) < 0)
 		th_fatal("cannot make a temp dir");
@@ -123,30 +104,7 @@ static void write_errors(void)
 				   "turned off, serving from RAM"));
 	CHECK(!th_daemon_exited(&dw, NULL));
 
-	th_stats_take(&dw, &before);
-	hits = verify(c, 0, n, &bad);
-	th_stats_take(&dw, &after);
-	th_note("write errors: %d hits of %d blocks, %zu wrong, %" PRId64
-		" promoted from SSD", hits, n * LEN, bad,
-		th_stats_delta(&before, &after, "tier_ssd.promotions"));
-	CHECK_EQ(bad, 0);
-	CHECK_GE(hits, 32 - LEN);
-	CHECK_GT(th_stats_delta(&before, &after, "tier_ssd.promotions"), 0);
-	CHECK_EQ(th_stats_val(&after, "tier_ssd.corrupt_blocks"), 0);
-	th_stats_free(&before);
-	th_stats_free(&after);
-
-	evicted = th_stat_get(&dw, "blocks.evicted");
-	for (int i = n; i < n + NEW_CHAINS; i++) {
-		th_chain(&L, 7000 + (uint64_t)i, LEN, 0, 0, H[i]);
-		CHECK_RC(th_publish(c, H[i], LEN, NULL), LEN);
-		CHECK_RC(verify(c, i, i + 1, &bad), LEN);
-		CHECK_EQ(bad, 0);
-	}
-	CHECK_GT(th_stat_get(&dw, "blocks.evicted"), evicted);
-	CHECK_EQ(th_stat_get(&dw, "tier_ssd.writes"), writes);
-	CHECK_EQ(th_stat_get(&dw, "tier_ssd.writes_inflight"), 0);
-	CHECK(th_wait_stat(&dw, "leases.active", 0, TH_WAIT_MS));
+	th_ssd_off_checks(&dw, c, &L, H, n, NEW_CHAINS, 7000, "write errors");
 	kvs_close(c);
 }
 
@@ -179,7 +137,7 @@ static void read_errors(void)
 	writes0 = th_stat_get(&dr, "tier_ssd.writes");
 	CHECK_GE(blocks0, READ_CHAINS * LEN - 32);
 
-	hits = verify(c, 0, READ_CHAINS, &bad);
+	hits = th_verify_chains(c, &H[0][0], READ_CHAINS, LEN, &bad);
 	blocks1 = th_stat_get(&dr, "tier_ssd.blocks");
 	errs = th_stat_get(&dr, "tier_ssd.io_errors");
 	writes1 = th_stat_get(&dr, "tier_ssd.writes");
@@ -204,7 +162,7 @@ static void read_errors(void)
 	CHECK(th_wait_stat(&dr, "leases.active", 0, TH_WAIT_MS));
 
 	/* Again: what failed stays gone, what is served is right. */
-	hits2 = verify(c, 0, READ_CHAINS, &bad);
+	hits2 = th_verify_chains(c, &H[0][0], READ_CHAINS, LEN, &bad);
 	th_note("read errors, second pass: %d hits, %zu wrong", hits2, bad);
 	CHECK_EQ(bad, 0);
 	CHECK_EQ(th_stat_get(&dr, "tier_ssd.reads"), 4);
