@@ -1574,3 +1574,15 @@ void th_ssd_off_checks(th_daemon *d, kvs_client *c, const kvs_layout *l,
 	CHECK_EQ(th_stat_get(d, "tier_ssd.enabled"), 0);
 	CHECK(th_wait_stat(d, "leases.active", 0, TH_WAIT_MS));
 }
+
+void th_daemon_up_ssd(th_daemon *d, const char *const *args, char *ssd_dir,
+		      size_t cap)
+{
+	if (th_daemon_init(d, args) < 0)
+		th_fatal("cannot make a temp dir");
+	snprintf(ssd_dir, cap, "%s/ssd", d->dir);
+	if (mkdir(ssd_dir, 0700) < 0)
+		th_fatal("mkdir %s: %s", ssd_dir, strerror(errno));
+	if (th_daemon_start(d) < 0)
+		th_fatal("daemon did not start");
+}

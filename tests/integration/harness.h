@@ -217,6 +217,12 @@ int th_tmpfs(const char *size, char *dir, size_t cap);
 int th_verify_chains(kvs_client *c, const kvs_hash *h, size_t chains,
 		     size_t len, size_t *bad);
 
+/* th_daemon_up_ssd - th_daemon_up() for a daemon with an SSD tier: @args
+ * name @ssd_dir (a buffer of @cap bytes), which is set to DIR/ssd inside the
+ * daemon's temp dir and created before the daemon starts. */
+void th_daemon_up_ssd(th_daemon *d, const char *const *args, char *ssd_dir,
+		      size_t cap);
+
 /* th_ssd_off_checks - after a fault turned a daemon's SSD demotion off
  * (tier_ssd.enabled 0): the @n published chains of 4 blocks at @h still read
  * back right (no wrong byte, some promoted from SSD, nothing corrupt), and

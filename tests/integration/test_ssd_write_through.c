@@ -36,13 +36,7 @@ int main(void)
 	int hits;
 
 	th_init("test_ssd_write_through");
-	if (th_daemon_init(&d, args) < 0)
-		th_fatal("cannot make a temp dir");
-	snprintf(ssd_dir, sizeof(ssd_dir), "%s/ssd", d.dir);
-	if (mkdir(ssd_dir, 0700) < 0)
-		th_fatal("mkdir %s", ssd_dir);
-	if (th_daemon_start(&d) < 0)
-		th_fatal("daemon did not start");
+	th_daemon_up_ssd(&d, args, ssd_dir, sizeof(ssd_dir));
 	CHECK(th_log_contains(&d, "write-through"));
 	L = th_layout("ssd-wt", 64);
 	c = th_connect(&d, &L);
