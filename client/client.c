@@ -20,6 +20,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "kvs_cuda.h"
 #include "kvs_gpu.h"
 #include "kvs_wire.h"
 #include "kvshare.h"
@@ -43,6 +44,8 @@ struct kvs_client {
 	kvs_gpu *gpu;       /* engine of the GPU arena's kind, or NULL */
 	kvs_gpu_arena *garena; /* GPU arena mapping, or NULL */
 	int host_registered; /* the host mapping is page-locked for DMA */
+	void *host_dev;     /* the host arena for CUDA kernels, or NULL */
+	int host_dev_ours;  /* host_dev came from our own registration */
 	uint8_t *buf;       /* request and reply payload scratch */
 	size_t cap;
 	/* Bytes received and not yet consumed: a reply is read with as few
@@ -362,6 +365,10 @@ static int map_gpu(kvs_client *c, int gfd, const kvs_wire_hello_reply *r)
 
 static void unmap_arena(kvs_client *c)
 {
+	if (c->host_dev_ours)
+		kvs_cuda_host_unregister(c->arena);
+	c->host_dev = NULL;
+	c->host_dev_ours = 0;
 	if (c->host_registered)
 		kvs_gpu_host_unregister(c->gpu, c->arena);
 	c->host_registered = 0;
@@ -844,4 +851,45 @@ int kvs__take_fd(kvs_client *c)
 	c->fd = -1;
 	c->dead = 1;
 	return fd;
+}
+
+const kvs_layout *kvs__layout(const kvs_client *c)
+{
+	return c && c->has_layout ? &c->layout : NULL;
+}
+
+int kvs__tier_arena(const kvs_client *c, int tier, uint8_t **base,
+		    uint64_t *bytes)
+{
+	if (c->dead)
+		return KVS_E_DISCONNECTED;
+	if (tier == KVS_TIER_HOST && c->arena) {
+		*base = c->arena;
+		*bytes = c->arena_bytes;
+	} else if (tier == KVS_TIER_GPU && c->garena) {
+		*base = (uint8_t *)(uintptr_t)kvs_gpu_arena_base(c->garena);
+		*bytes = kvs_gpu_arena_bytes(c->garena);
+	} else {
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int kvs__host_arena_device(kvs_client *c, uint8_t **dev)
+{
+	int rc;
+
+	if (c->dead)
+		return KVS_E_DISCONNECTED;
+	if (!c->arena)
+		return -EINVAL;
+	if (!c->host_dev) {
+		rc = kvs_cuda_host_register(c->arena, (size_t)c->arena_bytes,
+					    &c->host_dev);
+		if (rc < 0)
+			return rc;
+		c->host_dev_ours = rc == 0;
+	}
+	*dev = c->host_dev;
+	return 0;
 }

@@ -46,7 +46,7 @@ extern "C" {
 #endif
 
 #define KVSHARE_VERSION_MAJOR 0
-#define KVSHARE_VERSION_MINOR 1
+#define KVSHARE_VERSION_MINOR 2
 
 /* kvshare's own error codes: one reserved negative range. */
 enum {
@@ -392,6 +392,102 @@ int kvs_stats(kvs_client *c, char **text);
  * Thread: any.
  */
 int kvs_stats_value(const char *text, const char *name, int64_t *value);
+
+/*
+ * Moving KV between an engine's paged cache and blocks
+ *
+ * Engines keep KV in their own paged layouts; a block has one canonical
+ * layout whatever engine wrote it (docs/architecture.md), so two engines with
+ * the same model and dtype (a CPU and a GPU worker among them) share blocks.
+ * kvs_kv_store() and kvs_kv_load() convert one layer at a time, so that a
+ * worker can load layer l while its model computes layer l - 1. For INT8 and
+ * FP8_E4M3 namespaces they quantize on store and dequantize on load.
+ *
+ * A paged cache is described per layer: the tensor of one layer holds
+ * num_pages pages of page_tokens tokens, each token kv_heads rows (the
+ * layout's) of head_dim contiguous elements for K and for V. Where those rows
+ * are is said by four strides, in elements: between K and V of one row,
+ * between pages, between tokens, between heads. kvs_paged_cache_init() fills
+ * them for the common layouts; any other layout whose rows are contiguous
+ * sets them itself (e.g. from a tensor's strides).
+ */
+typedef enum kvs_paged_kind {
+	/* [2][num_pages][page_tokens][kv_heads][head_dim]: vLLM's CUDA
+	 * flash-attention layout (NHD) */
+	KVS_PAGED_NHD = 0,
+	/* [2][num_pages][kv_heads][page_tokens][head_dim]: vLLM's HND layout */
+	KVS_PAGED_HND = 1,
+	/* [num_pages][kv_heads][2][page_tokens][head_dim]: vLLM's CPU layout,
+	 * which it declares as [num_pages][kv_heads][page_tokens][2 * head_dim]
+	 * and reads as page_tokens K rows then page_tokens V rows per head */
+	KVS_PAGED_CPU = 2,
+	/* [num_pages][2][page_tokens][kv_heads][head_dim]: K and V inside a page */
+	KVS_PAGED_NHD_KV_INNER = 3,
+} kvs_paged_kind;
+
+typedef struct kvs_paged_cache {
+	uint32_t num_pages;   /* pages in each layer's tensor */
+	uint32_t page_tokens; /* tokens per page; divides the layout's
+				 block_tokens */
+	kvs_dtype dtype;      /* the engine's element type: FP16, BF16, FP32 */
+	uint32_t on_device;   /* 0: host memory; 1: CUDA device memory */
+	int64_t stride_kv, stride_page, stride_token, stride_head; /* >= 0 */
+} kvs_paged_cache;
+
+/*
+ * kvs_paged_cache_init - describe an engine's cache of a common layout, with
+ * this client's kv_heads and head_dim, in host memory (set on_device for a
+ * CUDA tensor).
+ * Errors: -EINVAL (unknown kind, a zero size, a dtype other than FP16, BF16
+ *         or FP32), KVS_E_NOTATTACHED (a control-only client).
+ * Ownership: caller's struct. Thread: any.
+ */
+int kvs_paged_cache_init(const kvs_client *c, kvs_paged_kind kind,
+			 uint32_t num_pages, uint32_t page_tokens,
+			 kvs_dtype dtype, kvs_paged_cache *out);
+
+/*
+ * kvs_kv_store - copy layer @layer of @n blocks out of the engine's cache:
+ * block i's tokens come from the pages page_ids[i * P .. i * P + P - 1] in
+ * token order, P = block_tokens / page_tokens, quantized to the layout's
+ * dtype when it is INT8 or FP8_E4M3 (otherwise the dtypes must match).
+ * Store every layer of a block before kvs_commit().
+ * @pc: the engine's cache; @layer_base: the layer's tensor (host or device
+ *      memory, as pc->on_device says).
+ * @blocks: from kvs_reserve(), each of status KVS_BLOCK_NEW.
+ * @stream: device memory only: a cudaStream_t (NULL: the legacy default
+ *          stream). The call returns when the copy is done, on the host and
+ *          on the device alike.
+ * Errors: -EINVAL (a NULL argument, @layer out of range, shapes that do not
+ *         fit the layout, a block not NEW, a block in a tier this call
+ *         cannot reach: a GPU-tier block with host memory), -ERANGE (a page
+ *         id outside [0, num_pages), a block outside its arena), -ENODEV
+ *         (device memory without a usable CUDA device), -EIO (a CUDA error),
+ *         -ENOMEM, KVS_E_NOTATTACHED, KVS_E_DISCONNECTED. Everything is
+ *         checked before anything is written.
+ * Ownership: caller's memory; nothing is kept. Thread: the client's.
+ */
+int kvs_kv_store(kvs_client *c, const kvs_paged_cache *pc, uint32_t layer,
+		 const void *layer_base, const kvs_block *blocks,
+		 const int32_t *page_ids, size_t n, void *stream);
+
+/*
+ * kvs_kv_load - the reverse of kvs_kv_store(): copy layer @layer of @n hit
+ * blocks (from kvs_lookup(), status KVS_BLOCK_HIT, their lease held) into the
+ * engine's pages, dequantizing INT8 and FP8_E4M3. Only the listed pages are
+ * written.
+ * Errors, Ownership, Thread: as kvs_kv_store(), with "a block not HIT".
+ */
+int kvs_kv_load(kvs_client *c, const kvs_paged_cache *pc, uint32_t layer,
+		void *layer_base, const kvs_block *blocks,
+		const int32_t *page_ids, size_t n, void *stream);
+
+/*
+ * kvs_version - the library's version: KVSHARE_VERSION_MAJOR << 16 |
+ * KVSHARE_VERSION_MINOR, for bindings that load it at run time.
+ * Thread: any.
+ */
+uint32_t kvs_version(void);
 
 #ifdef __cplusplus
 }

@@ -85,3 +85,32 @@ int kvs_cuda_sync(void *stream)
 		return -ENODEV;
 	return kvs_cuda_errno(cudaStreamSynchronize((cudaStream_t)stream));
 }
+
+int kvs_cuda_host_register(void *p, size_t bytes, void **dev)
+{
+	cudaError_t e;
+	int rc, ours = 1;
+
+	if (!p || !dev)
+		return -EINVAL;
+	if (kvs_cuda_device_count() == 0)
+		return -ENODEV;
+	e = cudaHostRegister(p, bytes, cudaHostRegisterMapped |
+					       cudaHostRegisterPortable);
+	if (e == cudaErrorHostMemoryAlreadyRegistered) {
+		(void)cudaGetLastError();
+		ours = 0;
+	} else if (e != cudaSuccess) {
+		return kvs_cuda_errno(e);
+	}
+	rc = kvs_cuda_errno(cudaHostGetDevicePointer(dev, p, 0));
+	if (rc < 0 && ours)
+		(void)cudaHostUnregister(p);
+	return rc < 0 ? rc : !ours;
+}
+
+void kvs_cuda_host_unregister(void *p)
+{
+	if (p)
+		(void)cudaHostUnregister(p);
+}

@@ -57,6 +57,18 @@ int kvs_cuda_copy(void *dst, const void *src, size_t bytes);
 int kvs_cuda_sync(void *stream);
 
 /*
+ * kvs_cuda_host_register - page-lock @bytes of host memory at @p and map it
+ * for the device, so kernels can read and write it; @dev is set to its
+ * address on the device (the same as @p where addressing is unified).
+ * Returns 0, or 1 when the memory was registered already (by the driver API,
+ * say): then it is not this call's to unregister.
+ * kvs_cuda_host_unregister undoes a registration that returned 0.
+ * Errors: -ENODEV, -EINVAL, -ENOMEM, -EIO. Thread: any.
+ */
+int kvs_cuda_host_register(void *p, size_t bytes, void **dev);
+void kvs_cuda_host_unregister(void *p);
+
+/*
  * kvs_cuda_errno - map a cudaError_t to kvshare's errors: 0, -ENOMEM,
  * -ENODEV (no driver, no device, unsupported architecture), -EINVAL, or
  * -EIO for everything else. Thread: any.

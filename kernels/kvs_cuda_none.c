@@ -51,6 +51,15 @@ int kvs_cuda_sync(void *stream)
 	return -ENODEV;
 }
 
+int kvs_cuda_host_register(void *p, size_t bytes, void **dev)
+{
+	return !p || !dev ? -EINVAL : -ENODEV;
+}
+
+void kvs_cuda_host_unregister(void *p)
+{
+}
+
 int kvs_kv_scatter_cuda(const kvs_kv_cache *cache, const kvs_kv_blocks *blocks,
 			void *stream)
 {

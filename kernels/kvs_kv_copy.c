@@ -54,9 +54,53 @@ uint64_t kvs_kv_block_bytes(const kvs_kv_cache *c, const kvs_kv_blocks *b)
 	return total;
 }
 
+int kvs_kv_strides(const kvs_kv_cache *c, int64_t s[KVS_KV_STRIDES])
+{
+	int64_t row = c->head_dim, page_half = (int64_t)c->page_tokens * c->kv_heads * row;
+
+	switch (c->layout) {
+	case KVS_KV_KV_INNER:
+		s[KVS_KV_STRIDE_KV] = page_half;
+		s[KVS_KV_STRIDE_PAGE] = 2 * page_half;
+		break;
+	case KVS_KV_KV_OUTER:
+		s[KVS_KV_STRIDE_KV] = (int64_t)c->num_pages * page_half;
+		s[KVS_KV_STRIDE_PAGE] = page_half;
+		break;
+	case KVS_KV_STRIDED:
+		memcpy(s, c->strides, sizeof(c->strides));
+		return 0;
+	default:
+		return -EINVAL;
+	}
+	s[KVS_KV_STRIDE_TOKEN] = (int64_t)c->kv_heads * row;
+	s[KVS_KV_STRIDE_HEAD] = row;
+	return 0;
+}
+
+/* Bytes from a layer's base to the end of the last element the strides
+ * reach in num_pages pages; 0 for a negative stride or an overflow. */
+static uint64_t layer_extent(const kvs_kv_cache *c, const int64_t s[], size_t w)
+{
+	const uint64_t last[KVS_KV_STRIDES] = { 1, c->num_pages - 1u,
+						c->page_tokens - 1u,
+						c->kv_heads - 1u };
+	uint64_t end = c->head_dim;
+
+	for (int k = 0; k < KVS_KV_STRIDES; k++) {
+		if (s[k] < 0)
+			return 0;
+		if (last[k] && (uint64_t)s[k] > (INT64_MAX - end) / last[k])
+			return 0;
+		end += last[k] * (uint64_t)s[k];
+	}
+	return end > INT64_MAX / w ? 0 : end * w;
+}
+
 int kvs_kv_copy_check(const kvs_kv_cache *c, const kvs_kv_blocks *b)
 {
-	uint64_t layer_bytes, bb;
+	int64_t s[KVS_KV_STRIDES];
+	uint64_t bb;
 	size_t w;
 
 	if (!c || !b || !c->layer_ptrs)
@@ -64,7 +108,7 @@ int kvs_kv_copy_check(const kvs_kv_cache *c, const kvs_kv_blocks *b)
 	w = elem_bytes(c->dtype);
 	if (w < 2) /* fp16, bf16 or fp32 only */
 		return -EINVAL;
-	if (c->layout != KVS_KV_KV_INNER && c->layout != KVS_KV_KV_OUTER)
+	if (kvs_kv_strides(c, s) < 0)
 		return -EINVAL;
 	if (!c->layers || !c->num_pages || !c->page_tokens || !c->kv_heads ||
 	    !c->head_dim || !b->block_tokens)
@@ -73,11 +117,11 @@ int kvs_kv_copy_check(const kvs_kv_cache *c, const kvs_kv_blocks *b)
 		return -EINVAL;
 	if (b->dtype != c->dtype && !is_quantized(b->dtype))
 		return -EINVAL;
+	if (b->layer_first >= c->layers ||
+	    b->layer_count > c->layers - b->layer_first)
+		return -EINVAL;
 	/* Offsets inside a layer tensor are computed in 64 bits. */
-	if (!mul_ok((uint64_t)c->num_pages * 2, c->page_tokens, &layer_bytes) ||
-	    !mul_ok(layer_bytes, c->kv_heads, &layer_bytes) ||
-	    !mul_ok(layer_bytes, c->head_dim, &layer_bytes) ||
-	    !mul_ok(layer_bytes, w, &layer_bytes) || layer_bytes > INT64_MAX)
+	if (layer_extent(c, s, w) == 0)
 		return -EINVAL;
 	bb = kvs_kv_block_bytes(c, b);
 	if (bb == 0 || bb > INT64_MAX)
@@ -98,7 +142,9 @@ static int check_arrays(const kvs_kv_cache *c, const kvs_kv_blocks *b,
 	uint32_t ppb = b->block_tokens / c->page_tokens;
 	size_t w = elem_bytes(c->dtype), q = elem_bytes(b->dtype);
 
-	for (uint32_t l = 0; l < c->layers; l++)
+	uint32_t lc = b->layer_count ? b->layer_count : c->layers;
+
+	for (uint32_t l = b->layer_first; l < b->layer_first + lc; l++)
 		if (!c->layer_ptrs[l] || (uintptr_t)c->layer_ptrs[l] % w)
 			return -EINVAL;
 	for (uint32_t i = 0; i < b->count; i++) {
@@ -177,12 +223,33 @@ static void dequantize_row(const uint8_t *in, const uint8_t *scale_at,
 	}
 }
 
+/* One row (head_dim elements) worker <-> block. */
+static void copy_row(const kvs_kv_cache *c, const kvs_kv_blocks *b,
+		     uint8_t *wr, uint8_t *br, uint8_t *sr, float *row,
+		     int scatter)
+{
+	uint32_t D = c->head_dim;
+
+	if (!row)
+		memmove(scatter ? br : wr, scatter ? wr : br,
+			(size_t)D * elem_bytes(c->dtype));
+	else if (scatter) {
+		load_row(wr, c->dtype, D, row);
+		quantize_row(row, D, b->dtype, br, sr);
+	} else {
+		dequantize_row(br, sr, D, b->dtype, row);
+		store_row(wr, c->dtype, D, row);
+	}
+}
+
 static int kv_copy(const kvs_kv_cache *c, const kvs_kv_blocks *b, int scatter)
 {
 	uint64_t bb = kvs_kv_block_bytes(c, b);
-	uint32_t ppb, D, H, pt;
+	uint32_t ppb, D, H, pt, l_end;
+	int64_t s[KVS_KV_STRIDES];
 	size_t w, q;
-	uint64_t page_rows, data_bytes;
+	uint64_t data_bytes;
+	int contiguous;
 	float *row = NULL;
 	int rc = kvs_kv_copy_check(c, b);
 
@@ -191,14 +258,18 @@ static int kv_copy(const kvs_kv_cache *c, const kvs_kv_blocks *b, int scatter)
 	rc = check_arrays(c, b, bb);
 	if (rc < 0)
 		return rc;
+	kvs_kv_strides(c, s);
 	ppb = b->block_tokens / c->page_tokens;
 	D = c->head_dim;
 	H = c->kv_heads;
 	pt = c->page_tokens;
 	w = elem_bytes(c->dtype);
 	q = elem_bytes(b->dtype);
-	page_rows = (uint64_t)pt * H;
+	l_end = b->layer_first + (b->layer_count ? b->layer_count : c->layers);
 	data_bytes = (uint64_t)c->layers * 2 * b->block_tokens * H * D * q;
+	/* A page's K (or V) rows in the block's [token][head] order, one run? */
+	contiguous = s[KVS_KV_STRIDE_HEAD] == D &&
+		     s[KVS_KV_STRIDE_TOKEN] == (int64_t)H * D;
 	if (is_quantized(b->dtype)) {
 		row = malloc((size_t)D * sizeof(float));
 		if (!row)
@@ -207,37 +278,31 @@ static int kv_copy(const kvs_kv_cache *c, const kvs_kv_blocks *b, int scatter)
 	for (uint32_t i = 0; i < b->count; i++) {
 		uint8_t *blk = (uint8_t *)b->arena + b->offsets[i];
 
-		for (uint32_t l = 0; l < c->layers; l++)
+		for (uint32_t l = b->layer_first; l < l_end; l++)
 		for (uint32_t kv = 0; kv < 2; kv++)
 		for (uint32_t p = 0; p < ppb; p++) {
 			uint64_t page = (uint64_t)b->page_ids[(uint64_t)i * ppb + p];
-			uint64_t wpage = c->layout == KVS_KV_KV_INNER
-						 ? page * 2 + kv
-						 : kv * (uint64_t)c->num_pages + page;
 			uint8_t *wp = (uint8_t *)c->layer_ptrs[l] +
-				      wpage * page_rows * D * w;
+				      (kv * s[KVS_KV_STRIDE_KV] +
+				       page * s[KVS_KV_STRIDE_PAGE]) * w;
 			uint64_t brow = (((uint64_t)l * 2 + kv) * b->block_tokens +
 					 (uint64_t)p * pt) * H;
 			uint8_t *bp = blk + brow * D * q;
 			uint8_t *sp = blk + data_bytes + brow * 4;
 
-			if (!row) { /* the page is one contiguous run both sides */
-				size_t n = (size_t)(page_rows * D * w);
-
-				memmove(scatter ? bp : wp, scatter ? wp : bp, n);
+			if (!row && contiguous) {
+				memmove(scatter ? bp : wp, scatter ? wp : bp,
+					(size_t)pt * H * D * w);
 				continue;
 			}
-			for (uint64_t r = 0; r < page_rows; r++) {
-				void *wr = wp + r * D * w;
-				uint8_t *br = bp + r * D, *sr = sp + r * 4;
+			for (uint32_t t = 0; t < pt; t++)
+			for (uint32_t h = 0; h < H; h++) {
+				uint64_t r = (uint64_t)t * H + h;
+				uint8_t *wr = wp + (t * s[KVS_KV_STRIDE_TOKEN] +
+						    h * s[KVS_KV_STRIDE_HEAD]) * w;
 
-				if (scatter) {
-					load_row(wr, c->dtype, D, row);
-					quantize_row(row, D, b->dtype, br, sr);
-				} else {
-					dequantize_row(br, sr, D, b->dtype, row);
-					store_row(wr, c->dtype, D, row);
-				}
+				copy_row(c, b, wr, bp + r * D * q, sp + r * 4,
+					 row, scatter);
 			}
 		}
 	}

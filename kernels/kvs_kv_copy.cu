@@ -3,8 +3,10 @@
  * cache blocks on a CUDA stream; the C twin is kvs_kv_copy.c.
  *
  * Work is cut into units: up to tile_rows rows of one page of one
- * (block, layer, K|V). A page's rows are contiguous on both sides, so a plain
- * copy of a unit is one contiguous run (16-byte vectors when aligned); a
+ * (block, layer, K|V). When a page's rows are contiguous on both sides (the
+ * token-major layouts), a plain copy of a unit is one contiguous run (16-byte
+ * vectors when aligned); otherwise (strided layouts: head-major, padded) each
+ * warp copies a row at a time. A
  * quantized unit gives each row a group of G threads (a power of two <= 32)
  * that reduce the row's absmax with warp shuffles, holding the row in
  * registers, and write the codes and the row's scale in the same pass.
@@ -33,15 +35,30 @@ struct geom {
 	uint32_t tile_rows, tiles; /* rows per unit, units per page */
 	uint32_t w, q;             /* element bytes: worker, stored */
 	uint32_t group;            /* threads per row (quantized) */
-	int kv_outer;
+	uint32_t layer_first, layer_count;
+	int64_t s_kv, s_page, s_tok, s_head; /* worker strides, elements */
+	int contig;                /* a page's rows in block order, one run */
+	int strides16;             /* every stride a multiple of 16 bytes */
 };
 
 struct unit {
-	uint8_t *wk;     /* first worker row */
+	uint8_t *wpage;  /* the page's K or V in the worker cache */
+	uint64_t r0;     /* first row of the unit in the page */
 	uint8_t *data;   /* first block row */
 	uint8_t *scales; /* scale of the first block row */
 	uint32_t rows;
 };
+
+/* Row r of a unit in the worker cache (rows are token-major, as in the
+ * block: row = token * H + head). */
+static __device__ uint8_t *wrow(const geom &g, const unit &t, uint32_t r)
+{
+	uint64_t rr = t.r0 + r;
+
+	if (g.contig)
+		return t.wpage + rr * g.D * g.w;
+	return t.wpage + ((rr / g.H) * g.s_tok + (rr % g.H) * g.s_head) * g.w;
+}
 
 /* The unit's addresses; false if its job is invalid (skipped: the kernel
  * cannot report errors, and must never touch memory outside the jobs). */
@@ -49,7 +66,7 @@ static __device__ bool locate(const geom &g, uint64_t u, unit *o)
 {
 	uint32_t tile = (uint32_t)(u % g.tiles);
 	uint32_t p, kv, l;
-	uint64_t i, off, page_rows = (uint64_t)g.pt * g.H, r0, wpage, brow;
+	uint64_t i, off, page_rows = (uint64_t)g.pt * g.H, r0, brow;
 	uint8_t *base;
 	int32_t page;
 
@@ -58,8 +75,8 @@ static __device__ bool locate(const geom &g, uint64_t u, unit *o)
 	u /= g.ppb;
 	kv = (uint32_t)(u % 2);
 	u /= 2;
-	l = (uint32_t)(u % g.nlayers);
-	i = u / g.nlayers;
+	l = g.layer_first + (uint32_t)(u % g.layer_count);
+	i = u / g.layer_count;
 	page = g.page_ids[i * g.ppb + p];
 	off = g.offsets[i];
 	base = (uint8_t *)g.layers[l];
@@ -68,9 +85,8 @@ static __device__ bool locate(const geom &g, uint64_t u, unit *o)
 	    off % g.q)
 		return false;
 	r0 = (uint64_t)tile * g.tile_rows;
-	wpage = g.kv_outer ? (uint64_t)kv * g.num_pages + (uint64_t)page
-			   : (uint64_t)page * 2 + kv;
-	o->wk = base + (wpage * page_rows + r0) * g.D * g.w;
+	o->wpage = base + (kv * g.s_kv + (int64_t)page * g.s_page) * g.w;
+	o->r0 = r0;
 	brow = (((uint64_t)l * 2 + kv) * g.bt + (uint64_t)p * g.pt) * g.H + r0;
 	o->data = g.arena + off + brow * g.D * g.q;
 	o->scales = g.arena + off + g.data_bytes + brow * 4;
@@ -99,6 +115,35 @@ static __device__ void copy_run(uint8_t *dst, const uint8_t *src, uint64_t n)
 		d[i] = s[i];
 }
 
+/* A strided unit: one warp per row, its lanes over the row's elements. */
+template <typename V>
+static __device__ void copy_row_lanes(uint8_t *dst, const uint8_t *src,
+				      uint64_t n, uint32_t lane)
+{
+	for (uint64_t k = lane; k < n; k += 32)
+		((V *)dst)[k] = ((const V *)src)[k];
+}
+
+static __device__ void copy_rows(const geom &g, const unit &t, int scatter)
+{
+	const uint32_t lane = threadIdx.x % 32, warps = THREADS / 32;
+	const uint64_t n = (uint64_t)g.D * g.w;
+
+	for (uint32_t r = threadIdx.x / 32; r < t.rows; r += warps) {
+		uint8_t *wr = wrow(g, t, r), *br = t.data + r * n;
+		const uint8_t *src = scatter ? wr : br;
+		uint8_t *dst = scatter ? br : wr;
+		uintptr_t a = (uintptr_t)src | (uintptr_t)dst | (uintptr_t)n;
+
+		if (a % 16 == 0)
+			copy_row_lanes<uint4>(dst, src, n / 16, lane);
+		else if (a % 4 == 0)
+			copy_row_lanes<uint32_t>(dst, src, n / 4, lane);
+		else
+			copy_row_lanes<uint16_t>(dst, src, n / 2, lane);
+	}
+}
+
 static __global__ void __launch_bounds__(THREADS)
 kv_copy_plain(geom g, int scatter)
 {
@@ -107,8 +152,13 @@ kv_copy_plain(geom g, int scatter)
 
 		if (!locate(g, u, &t))
 			continue;
-		const uint8_t *src = scatter ? t.wk : t.data;
-		uint8_t *dst = scatter ? t.data : t.wk;
+		if (!g.contig) {
+			copy_rows(g, t, scatter);
+			continue;
+		}
+		uint8_t *wk = wrow(g, t, 0);
+		const uint8_t *src = scatter ? wk : t.data;
+		uint8_t *dst = scatter ? t.data : wk;
 		uint64_t n = (uint64_t)t.rows * g.D * g.w;
 		uintptr_t a = (uintptr_t)src | (uintptr_t)dst | (uintptr_t)n;
 
@@ -331,14 +381,15 @@ static __global__ void __launch_bounds__(THREADS) kv_copy_quant(geom g)
 			continue;
 		/* Uniform over the CUDA block: every row of a unit shares the
 		 * alignment of its first row. */
-		bool vec = g.D % 8 == 0 && (uintptr_t)t.wk % 16 == 0 &&
+		bool vec = g.D % 8 == 0 && g.strides16 &&
+			   (uintptr_t)wrow(g, t, 0) % 16 == 0 &&
 			   (uintptr_t)t.data % 8 == 0;
 		bool regs = vec && g.D / 8 <= NV * g.group;
 
 		for (uint32_t r0 = 0; r0 < t.rows; r0 += per_pass) {
 			uint32_t r = r0 + slot;
 			bool ok = r < t.rows;
-			uint8_t *wr = t.wk + (uint64_t)r * g.D * g.w;
+			uint8_t *wr = ok ? wrow(g, t, r) : t.wpage;
 			uint8_t *br = t.data + (uint64_t)r * g.D;
 			uint8_t *sr = t.scales + (uint64_t)r * 4;
 
@@ -410,7 +461,20 @@ static int kv_copy_cuda(const kvs_kv_cache *c, const kvs_kv_blocks *b,
 	g.ppb = b->block_tokens / c->page_tokens;
 	g.w = (uint32_t)elem_bytes(c->dtype);
 	g.q = (uint32_t)elem_bytes(b->dtype);
-	g.kv_outer = c->layout == KVS_KV_KV_OUTER;
+	{
+		int64_t st[KVS_KV_STRIDES];
+
+		kvs_kv_strides(c, st); /* checked above */
+		g.s_kv = st[KVS_KV_STRIDE_KV];
+		g.s_page = st[KVS_KV_STRIDE_PAGE];
+		g.s_tok = st[KVS_KV_STRIDE_TOKEN];
+		g.s_head = st[KVS_KV_STRIDE_HEAD];
+	}
+	g.contig = g.s_head == g.D && g.s_tok == (int64_t)g.H * g.D;
+	g.strides16 = g.contig || ((g.s_kv | g.s_page | g.s_tok | g.s_head) *
+				   (int64_t)g.w) % 16 == 0;
+	g.layer_first = b->layer_first;
+	g.layer_count = b->layer_count ? b->layer_count : c->layers;
 	g.data_bytes = (uint64_t)g.nlayers * 2 * g.bt * g.H * g.D * g.q;
 	page_rows = (uint64_t)g.pt * g.H;
 	g.tile_rows = (uint32_t)(TILE_BYTES / ((uint64_t)g.D * g.w));
@@ -423,7 +487,7 @@ static int kv_copy_cuda(const kvs_kv_cache *c, const kvs_kv_blocks *b,
 	g.tiles = (uint32_t)((page_rows + g.tile_rows - 1) / g.tile_rows);
 	g.group = g.D % 8 == 0 ? pow2_at_least(g.D / 8, 32) : pow2_at_least(g.D, 32);
 	/* units = count * layers * 2 * ppb * tiles, each factor < 2^32. */
-	units = (uint64_t)b->count * g.nlayers * 2;
+	units = (uint64_t)b->count * g.layer_count * 2;
 	if (units > UINT64_MAX / g.ppb / g.tiles)
 		return -EINVAL;
 	g.units = units * g.ppb * g.tiles;

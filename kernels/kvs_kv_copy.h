@@ -6,8 +6,14 @@
  *
  * Worker cache, per layer (one base pointer per layer):
  *   KVS_KV_KV_INNER  [num_pages][2][page_tokens][kv_heads][head_dim]
- *                    (vLLM's flash-attention layout, K and V inside a page)
+ *                    (K and V inside a page)
  *   KVS_KV_KV_OUTER  [2][num_pages][page_tokens][kv_heads][head_dim]
+ *                    (vLLM's CUDA flash-attention layout)
+ *   KVS_KV_STRIDED   any layout where the head_dim elements of one row are
+ *                    contiguous: strides[] give the elements between
+ *                    consecutive K|V, pages, tokens and heads (vLLM's CPU
+ *                    layout [num_pages][kv_heads][2][page_tokens][head_dim]
+ *                    and the HND layouts are such layouts)
  *   element type fp16, bf16 or fp32.
  * Cache block (what kvs_layout_block_bytes() sizes):
  *   data   [layers][2 (K, V)][block_tokens][kv_heads][head_dim] of the stored
@@ -16,6 +22,10 @@
  *          values, right after the data (no padding).
  * Stored dtype: the worker's own (a plain copy, bit exact) or INT8 / FP8_E4M3
  * with a per-row fp32 scale (kvs_numeric.h gives the exact rounding rules).
+ *
+ * A call copies the layers [layer_first, layer_first + layer_count) of each
+ * block (layer_count 0: every layer), so that a worker can move layer l
+ * while its model computes another; only those layers' pointers are read.
  *
  * Block i holds tokens [0, block_tokens) of its job; they come from (go to)
  * the worker pages page_ids[i * P .. i * P + P - 1] in token order, where
@@ -50,7 +60,12 @@ extern "C" {
 typedef enum kvs_kv_layout {
 	KVS_KV_KV_INNER = 0, /* [num_pages][2][page_tokens][kv_heads][head_dim] */
 	KVS_KV_KV_OUTER = 1, /* [2][num_pages][page_tokens][kv_heads][head_dim] */
+	KVS_KV_STRIDED = 2,  /* kvs_kv_cache.strides say */
 } kvs_kv_layout;
+
+/* Indexes of kvs_kv_cache.strides. */
+enum { KVS_KV_STRIDE_KV, KVS_KV_STRIDE_PAGE, KVS_KV_STRIDE_TOKEN,
+       KVS_KV_STRIDE_HEAD, KVS_KV_STRIDES };
 
 /* A worker's paged KV cache. */
 typedef struct kvs_kv_cache {
@@ -63,6 +78,8 @@ typedef struct kvs_kv_cache {
 	uint32_t head_dim;
 	kvs_dtype dtype;         /* KVS_DTYPE_FP16, _BF16 or _FP32 */
 	kvs_kv_layout layout;
+	int64_t strides[KVS_KV_STRIDES]; /* KVS_KV_STRIDED only: elements,
+					    each >= 0 */
 } kvs_kv_cache;
 
 /* The blocks of one call and where their tokens are in the worker cache. */
@@ -76,6 +93,8 @@ typedef struct kvs_kv_blocks {
 	uint32_t count;          /* number of blocks; 0 does nothing */
 	uint32_t block_tokens;   /* a multiple of the cache's page_tokens */
 	kvs_dtype dtype;         /* stored: the cache's dtype, INT8 or FP8_E4M3 */
+	uint32_t layer_first;    /* the layers to copy: [first, first + count) */
+	uint32_t layer_count;    /* 0: every layer */
 } kvs_kv_blocks;
 
 /*
@@ -89,12 +108,20 @@ uint64_t kvs_kv_block_bytes(const kvs_kv_cache *cache,
 			    const kvs_kv_blocks *blocks);
 
 /*
+ * kvs_kv_strides - the strides (elements) of @cache's layout, for any layout.
+ * Returns 0, or -EINVAL for an unknown layout.
+ * Thread: any.
+ */
+int kvs_kv_strides(const kvs_kv_cache *cache, int64_t out[KVS_KV_STRIDES]);
+
+/*
  * kvs_kv_copy_check - validate the shapes of a scatter or gather without
  * reading any array (what the *_cuda entries can check on the host).
  * Errors: -EINVAL: NULL descriptor or array, a zero size, an unknown or
  *         unsupported dtype or layout, block_tokens not a multiple of
  *         page_tokens, a stored plain dtype different from the cache's, a
- *         size that overflows, arena_bytes smaller than one block, a
+ *         negative stride, a layer range outside [0, layers), a size that
+ *         overflows, arena_bytes smaller than one block, a
  *         misaligned arena.
  * Thread: any.
  */

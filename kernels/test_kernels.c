@@ -202,11 +202,47 @@ static void test_formats(void)
 
 /* ---- scatter / gather ---- */
 
+/* Worker layouts under test: the two named ones, and strided ones. */
+enum { L_INNER, L_OUTER, L_CPU, L_HND, L_PADDED, L_COUNT };
+
 struct kcase {
 	kvs_dtype w, q;
-	kvs_kv_layout layout;
+	int layout;           /* L_* */
 	uint32_t L, H, D, pt, bt, nblocks;
+	int per_layer;        /* copy one layer per call */
 };
+
+/* Element strides (K|V, page, token, head) of a test layout, written out
+ * independently of kvs_kv_strides(). */
+static void ref_strides(const struct kcase *k, uint32_t npages, int64_t s[4])
+{
+	int64_t D = k->D, T = k->pt, H = k->H;
+
+	switch (k->layout) {
+	case L_INNER: /* [pages][2][T][H][D] */
+		s[0] = T * H * D, s[1] = 2 * T * H * D, s[2] = H * D, s[3] = D;
+		break;
+	case L_OUTER: /* [2][pages][T][H][D] */
+		s[0] = npages * T * H * D, s[1] = T * H * D, s[2] = H * D, s[3] = D;
+		break;
+	case L_CPU: /* vLLM CPU: [pages][H][T][2D] seen as [pages][H][2][T][D] */
+		s[0] = T * D, s[1] = H * 2 * T * D, s[2] = D, s[3] = 2 * T * D;
+		break;
+	case L_HND: /* [2][pages][H][T][D] */
+		s[0] = npages * H * T * D, s[1] = H * T * D, s[2] = D, s[3] = T * D;
+		break;
+	default: /* [pages][2][T][H][D + 3], rows padded */
+		s[0] = T * H * (D + 3), s[1] = 2 * T * H * (D + 3),
+		s[2] = H * (D + 3), s[3] = D + 3;
+		break;
+	}
+}
+
+static size_t ref_off(const int64_t s[4], uint32_t kv, size_t page, uint32_t t,
+		      uint32_t h)
+{
+	return (size_t)(kv * s[0] + (int64_t)page * s[1] + t * s[2] + h * s[3]);
+}
 
 static double wval(kvs_dtype d, const uint8_t *p) /* independent decode */
 {
@@ -255,8 +291,7 @@ static void run_case(const struct kcase *k)
 {
 	uint32_t ppb = k->bt / k->pt, npages = k->nblocks * ppb + 5;
 	size_t w = wsize(k->w), q = k->q == k->w ? w : 1;
-	size_t page_rows = (size_t)k->pt * k->H, wrow = (size_t)k->D * w;
-	size_t layer_bytes = (size_t)npages * 2 * page_rows * wrow;
+	size_t wrow = (size_t)k->D * w, layer_bytes;
 	int quant = k->q != k->w;
 	kvs_layout lay = { .layers = k->L, .kv_heads = k->H, .head_dim = k->D,
 			   .block_tokens = k->bt, .dtype = k->q };
@@ -265,10 +300,21 @@ static void run_case(const struct kcase *k)
 	uint32_t *slot = malloc(sizeof(uint32_t) * (k->nblocks + 2));
 	uint64_t *off = malloc(sizeof(uint64_t) * k->nblocks), bb, stride;
 	uint8_t *arena, *used = calloc(npages, 1);
-	kvs_kv_cache c = { src, k->L, npages, k->pt, k->H, k->D, k->w, k->layout };
+	kvs_kv_cache c = { src, k->L, npages, k->pt, k->H, k->D, k->w,
+			   k->layout == L_INNER ? KVS_KV_KV_INNER :
+			   k->layout == L_OUTER ? KVS_KV_KV_OUTER : KVS_KV_STRIDED,
+			   { 0 } };
 	kvs_kv_blocks b = { 0 };
+	int64_t st[4];
+	uint8_t *touched;
 	int bad_data = 0, bad_scale = 0, bad_bound = 0, bad_gather = 0;
 	int bad_canary = 0, rc;
+
+	ref_strides(k, npages, st);
+	if (c.layout == KVS_KV_STRIDED)
+		memcpy(c.strides, st, sizeof(st));
+	layer_bytes = (ref_off(st, 1, npages - 1, k->pt - 1, k->H - 1) + k->D) * w;
+	touched = calloc(layer_bytes, 1); /* bytes a row of a used page covers */
 
 	b.count = k->nblocks;
 	b.block_tokens = k->bt;
@@ -295,10 +341,15 @@ static void run_case(const struct kcase *k)
 		off[i] = slot[i] * stride;
 	for (uint32_t i = 0; i < k->nblocks * ppb; i++)
 		used[ids[i]] = 1;
+	for (uint32_t p = 0; p < npages; p++)
+	for (uint32_t kv = 0; used[p] && kv < 2; kv++)
+	for (uint32_t t = 0; t < k->pt; t++)
+	for (uint32_t h = 0; h < k->H; h++)
+		memset(touched + ref_off(st, kv, p, t, h) * w, 1, wrow);
 	for (uint32_t l = 0; l < k->L; l++) {
-		src[l] = malloc(layer_bytes);
+		src[l] = malloc(layer_bytes + wrow);
 		dst[l] = malloc(layer_bytes);
-		fill_layer(k->w, src[l], layer_bytes / wrow, k->D);
+		fill_layer(k->w, src[l], layer_bytes / wrow + 1, k->D);
 		memset(dst[l], 0xa5, layer_bytes);
 	}
 	b.arena = arena;
@@ -306,33 +357,35 @@ static void run_case(const struct kcase *k)
 	b.offsets = off;
 	b.page_ids = ids;
 
-	rc = kvs_kv_scatter(&c, &b);
-	CHECK_EQ(rc, 0);
+	for (uint32_t l = 0; l < (k->per_layer ? k->L : 1); l++) {
+		b.layer_first = l;
+		b.layer_count = k->per_layer ? 1 : 0;
+		rc = kvs_kv_scatter(&c, &b);
+		CHECK_EQ(rc, 0);
+	}
 	c.layer_ptrs = dst;
-	rc = kvs_kv_gather(&c, &b);
-	CHECK_EQ(rc, 0);
+	for (uint32_t l = 0; l < (k->per_layer ? k->L : 1); l++) {
+		b.layer_first = k->per_layer ? k->L - 1 - l : 0;
+		b.layer_count = k->per_layer ? 1 : 0;
+		rc = kvs_kv_gather(&c, &b);
+		CHECK_EQ(rc, 0);
+	}
 
 	for (uint32_t i = 0; i < k->nblocks + 2; i++) /* gaps and free slots */
 		bad_canary += !all_bytes(arena + slot[i] * stride + (i < k->nblocks ? bb : 0),
 					 stride - (i < k->nblocks ? bb : 0), 0xa5);
+	/* Nothing outside the used pages' rows is written (padding, other
+	 * pages). */
 	for (uint32_t l = 0; l < k->L; l++)
-	for (uint32_t kv = 0; kv < 2; kv++)
-	for (uint32_t p = 0; p < npages; p++) {
-		size_t wp = k->layout == KVS_KV_KV_INNER ? (size_t)p * 2 + kv
-							 : (size_t)kv * npages + p;
-		if (!used[p])
-			bad_canary += !all_bytes((uint8_t *)dst[l] + wp * page_rows * wrow,
-						 page_rows * wrow, 0xa5);
-	}
+	for (size_t i = 0; i < layer_bytes; i++)
+		bad_canary += !touched[i] && ((uint8_t *)dst[l])[i] != 0xa5;
 	for (uint32_t j = 0; j < k->nblocks; j++)
 	for (uint32_t l = 0; l < k->L; l++)
 	for (uint32_t kv = 0; kv < 2; kv++)
 	for (uint32_t t = 0; t < k->bt; t++)
 	for (uint32_t h = 0; h < k->H; h++) {
 		size_t page = (size_t)ids[j * ppb + t / k->pt];
-		size_t wp = k->layout == KVS_KV_KV_INNER ? page * 2 + kv
-							 : (size_t)kv * npages + page;
-		size_t wo = ((wp * k->pt + t % k->pt) * k->H + h) * wrow;
+		size_t wo = ref_off(st, kv, page, t % k->pt, h) * w;
 		const uint8_t *x = (uint8_t *)src[l] + wo, *g = (uint8_t *)dst[l] + wo;
 		size_t row = (((size_t)l * 2 + kv) * k->bt + t) * k->H + h;
 		const uint8_t *blk = arena + off[j], *data = blk + row * k->D * q;
@@ -381,9 +434,10 @@ static void run_case(const struct kcase *k)
 	}
 	if (bad_data + bad_scale + bad_bound + bad_gather + bad_canary)
 		fprintf(stderr, "case w=%d q=%d layout=%d L=%u H=%u D=%u pt=%u bt=%u "
-			"blocks=%u: data %d scale %d bound %d gather %d canary %d\n",
+			"blocks=%u per_layer=%d: data %d scale %d bound %d gather %d "
+			"canary %d\n",
 			k->w, k->q, k->layout, k->L, k->H, k->D, k->pt, k->bt,
-			k->nblocks, bad_data, bad_scale, bad_bound, bad_gather, bad_canary);
+			k->nblocks, k->per_layer, bad_data, bad_scale, bad_bound, bad_gather, bad_canary);
 	CHECK_EQ(bad_data, 0);
 	CHECK_EQ(bad_scale, 0);
 	CHECK_EQ(bad_bound, 0);
@@ -398,6 +452,7 @@ static void run_case(const struct kcase *k)
 	free(off);
 	free(arena);
 	free(used);
+	free(touched);
 }
 
 static void test_copy(void)
@@ -412,12 +467,13 @@ static void test_copy(void)
 
 	for (size_t wi = 0; wi < 3; wi++)
 	for (int qi = 0; qi < 3; qi++)
-	for (int layout = 0; layout < 2; layout++)
+	for (int layout = 0; layout < L_COUNT; layout++)
 	for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++) {
 		struct kcase k = {
 			.w = ws[wi],
 			.q = qi == 0 ? ws[wi] : qi == 1 ? KVS_DTYPE_INT8 : KVS_DTYPE_FP8_E4M3,
-			.layout = (kvs_kv_layout)layout, .L = 1 + (uint32_t)(rnd() % 3),
+			.layout = layout, .L = 1 + (uint32_t)(rnd() % 3),
+			.per_layer = (int)(rnd() % 2),
 			.H = 1 + (uint32_t)(rnd() % 3), .D = shapes[si].D,
 			.pt = shapes[si].pt, .bt = shapes[si].bt,
 			.nblocks = 1 + (uint32_t)(rnd() % 4),
@@ -433,8 +489,10 @@ static void test_copy_errors(void)
 	void *lp[1] = { layer }, *nullp[1] = { NULL };
 	uint64_t off[2] = { 0, 1024 };
 	int32_t ids[2] = { 0, 1 };
-	const kvs_kv_cache c0 = { lp, 1, 2, 4, 2, 4, KVS_DTYPE_FP16, KVS_KV_KV_INNER };
-	const kvs_kv_blocks b0 = { arena, sizeof(arena), off, ids, 2, 4, KVS_DTYPE_FP16 };
+	const kvs_kv_cache c0 = { lp, 1, 2, 4, 2, 4, KVS_DTYPE_FP16,
+				  KVS_KV_KV_INNER, { 0 } };
+	const kvs_kv_blocks b0 = { arena, sizeof(arena), off, ids, 2, 4,
+				   KVS_DTYPE_FP16, 0, 0 };
 	kvs_kv_cache c;
 	kvs_kv_blocks b;
 	int cuda_none = kvs_cuda_device_count() == 0;
@@ -467,6 +525,13 @@ static void test_copy_errors(void)
 	EXPECT(-EINVAL, b.dtype = (kvs_dtype)99);
 	EXPECT(-EINVAL, b.dtype = KVS_DTYPE_BF16);
 	EXPECT(-EINVAL, c.layout = (kvs_kv_layout)7);
+	EXPECT(-EINVAL, b.layer_first = 1);
+	EXPECT(-EINVAL, b.layer_count = 2);
+	EXPECT(-EINVAL, (b.layer_first = UINT32_MAX, b.layer_count = 2));
+	EXPECT(0, (c.layout = KVS_KV_STRIDED, c.strides[0] = 64, c.strides[1] = 128,
+		   c.strides[2] = 16, c.strides[3] = 8));
+	EXPECT(-EINVAL, (c.layout = KVS_KV_STRIDED, c.strides[2] = -1));
+	EXPECT(-EINVAL, (c.layout = KVS_KV_STRIDED, c.strides[1] = INT64_MAX / 2));
 	EXPECT(-EINVAL, b.arena = NULL);
 	EXPECT(-EINVAL, b.offsets = NULL);
 	EXPECT(-EINVAL, b.page_ids = NULL);

@@ -92,8 +92,8 @@ static void setup_make(struct setup *s, kvs_dtype w, kvs_dtype q, kvs_kv_layout 
 	uint64_t stride;
 
 	memset(s, 0, sizeof(*s));
-	s->c = (kvs_kv_cache){ s->h_layers, L, npages, pt, H, D, w, lay };
-	s->b = (kvs_kv_blocks){ NULL, 0, NULL, NULL, nblocks, bt, q };
+	s->c = (kvs_kv_cache){ s->h_layers, L, npages, pt, H, D, w, lay, { 0 } };
+	s->b = (kvs_kv_blocks){ NULL, 0, NULL, NULL, nblocks, bt, q, 0, 0 };
 	s->bb = kvs_kv_block_bytes(&s->c, &s->b);
 	stride = (s->bb + align - 1) / align * align + align; /* canary gaps */
 	s->arena_bytes = stride * (nblocks + 1) + align;
