@@ -1,0 +1,81 @@
+"""Run one vLLM engine over prompts, greedily, and write the tokens it made.
+
+    python run_engine.py --model DIR --prompts IN.json --out OUT.json
+                         [--socket S --stats-file F] [--rounds N --go-file G]
+                         [--no-prefix-cache] [--max-tokens N]
+
+IN.json holds a list of token-id lists. With --socket the engine uses
+KvshareConnector. With --rounds N the prompts are run N times; before each
+round after the first the script waits for --go-file.N to exist (so a test
+can change the cache in between), and OUT.json gets one list per round.
+Prints "READY" once the engine is up and "ROUND i" after each round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--prompts", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--socket")
+    ap.add_argument("--stats-file")
+    ap.add_argument("--dtype", default="auto", help="what blocks store: auto, int8, fp8_e4m3")
+    ap.add_argument("--model-id", default="kvshare-e2e")
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--go-file")
+    ap.add_argument("--no-prefix-cache", action="store_true")
+    ap.add_argument("--max-tokens", type=int, default=24)
+    ap.add_argument("--max-model-len", type=int, default=4096)
+    ap.add_argument("--block-size", type=int, default=32)
+    a = ap.parse_args()
+
+    from vllm import LLM, SamplingParams
+
+    kw = {}
+    if a.socket:
+        extra = {"socket": a.socket, "model_id": a.model_id, "dtype": a.dtype,
+                 "log_interval": 0}
+        if a.stats_file:
+            extra["stats_file"] = a.stats_file
+        kw["kv_transfer_config"] = {
+            "kv_connector": "KvshareConnector",
+            "kv_connector_module_path": "kvshare.vllm_connector",
+            "kv_role": "kv_both",
+            "kv_load_failure_policy": "recompute",
+            "kv_connector_extra_config": extra,
+        }
+    t0 = time.time()
+    llm = LLM(model=a.model, dtype="float32", block_size=a.block_size,
+              max_model_len=a.max_model_len, enforce_eager=True, seed=0, max_num_seqs=4,
+              enable_prefix_caching=not a.no_prefix_cache, **kw)
+    print(f"READY {time.time() - t0:.1f}s", flush=True)
+    with open(a.prompts) as f:
+        prompts = json.load(f)
+    sp = SamplingParams(temperature=0, max_tokens=a.max_tokens, ignore_eos=True)
+    rounds = []
+    for r in range(a.rounds):
+        if r > 0:
+            go = f"{a.go_file}.{r}"
+            deadline = time.time() + 600
+            while not os.path.exists(go):
+                if time.time() > deadline:
+                    sys.exit(f"run_engine: {go} never appeared")
+                time.sleep(0.05)
+        outs = llm.generate([{"prompt_token_ids": p} for p in prompts], sp, use_tqdm=False)
+        rounds.append([list(o.outputs[0].token_ids) for o in outs])
+        with open(a.out + ".tmp", "w") as f:
+            json.dump(rounds, f)
+        os.replace(a.out + ".tmp", a.out)
+        print(f"ROUND {r}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
