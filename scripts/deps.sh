@@ -16,6 +16,7 @@ PACKAGES=(
 	liblmdb-dev   # SSD index (found now, used in a later stage)
 	libxxhash-dev # block hashes
 	python3       # tests parse JSON with it
+	python3-venv  # scripts/python_env.sh: the venv of the Python and vLLM tests
 	procps        # ps, pgrep: tests and scripts inspect processes
 	redis-server  # runtime only: kvsbench ops/data compare against it (not built against)
 	fio           # benchmark only: kvsbench ssd runs it beside the SSD tier (n/a without it)

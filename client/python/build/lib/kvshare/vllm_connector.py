@@ -1,0 +1,496 @@
+"""KvshareConnector: vLLM (>= 0.32) shares prefix KV through kvshared.
+
+    vllm serve MODEL --kv-transfer-config '{"kv_connector": "KvshareConnector",
+        "kv_connector_module_path": "kvshare.vllm_connector", "kv_role": "kv_both",
+        "kv_load_failure_policy": "recompute",
+        "kv_connector_extra_config": {"socket": "/run/kvshare/kvshared.sock"}}'
+
+Scheduler side: a prompt's full blocks are hashed with kvshare's chain
+(block_tokens = vLLM's block_size, the request's cache_salt as the layout's
+salt, its LoRA as the adapter) and looked up; the hits beyond what vLLM has
+computed locally are reported, always leaving at least one token to compute.
+
+Worker side: the hit blocks are loaded into the paged cache layer by layer on
+a copy thread started in start_load_kv (the library releases the GIL), each
+layer awaited in wait_for_layer_load, so the model computes layer l while
+layer l + 1 is copied. After each step's forward, wait_for_save publishes the
+prompt blocks that became full (chunked prefill included) with reserve, store
+and commit; a block another worker is writing (BUSY) or that finds no room
+(FULL) is skipped, never waited for.
+
+Nothing here raises on the serving path: a block that cannot be loaded is
+reported through get_block_ids_with_load_errors() and recomputed (set
+"kv_load_failure_policy": "recompute"); a daemon that is away means misses,
+and the connector reconnects at most once per `reconnect_interval` seconds.
+
+Extra config: `socket` (default: kvshared's default path), `dtype` (what
+blocks store: "auto" = the engine's KV dtype, or "int8" / "fp8_e4m3"),
+`model_id` (the namespace's model name; default: the served model's),
+`reconnect_interval` (seconds, default 5), `log_interval` (seconds between
+counter lines in the log, default 30; 0: never), `stats_file` (a path: each
+side writes its counters as JSON to PATH.scheduler / PATH.worker after every
+step that changed them, for scripts and tests).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import json
+import os
+import re
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Optional
+
+import torch
+
+from vllm.distributed.kv_transfer.kv_connector.v1.base import (
+    KVConnectorBase_V1,
+    KVConnectorMetadata,
+    KVConnectorRole,
+)
+from vllm.logger import init_logger
+
+import kvshare
+
+if TYPE_CHECKING:
+    from vllm.config import VllmConfig
+    from vllm.forward_context import ForwardContext
+    from vllm.v1.core.kv_cache_manager import KVCacheBlocks
+    from vllm.v1.core.sched.output import SchedulerOutput
+    from vllm.v1.kv_cache_interface import KVCacheConfig
+    from vllm.v1.request import Request
+
+logger = init_logger(__name__)
+
+
+@dataclasses.dataclass
+class _Load:
+    req_id: str
+    tokens: list[int]        # the prompt up to the end of the last block to load
+    salt: Optional[str]
+    adapter: Optional[str]
+    block_ids: list[int]     # vLLM block of each chain block [0, end)
+    start: int               # first chain block to load (vLLM computed the rest)
+
+
+@dataclasses.dataclass
+class _Save:
+    req_id: str
+    tokens: list[int]        # the prompt up to the end of the last full block
+    salt: Optional[str]
+    adapter: Optional[str]
+    block_ids: list[int]
+
+
+@dataclasses.dataclass
+class KvshareMetadata(KVConnectorMetadata):
+    loads: list[_Load] = dataclasses.field(default_factory=list)
+    saves: list[_Save] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class _ReqState:
+    """The scheduler's view of one request."""
+
+    prompt: list[int]
+    salt: Optional[str]
+    adapter: Optional[str]
+    block_ids: list[int] = dataclasses.field(default_factory=list)
+    saved_blocks: int = 0       # chain blocks [0, saved_blocks) published
+    load_start: int = 0         # a load planned for the next step: blocks
+    load_end: int = 0           # [load_start, load_end)
+
+
+@dataclasses.dataclass
+class Counters:
+    """What the connector did, for the log (and tests)."""
+
+    lookups: int = 0
+    hit_tokens: int = 0          # scheduler: tokens reported as external hits
+    loaded_blocks: int = 0
+    loaded_bytes: int = 0
+    load_seconds: float = 0.0
+    load_errors: int = 0         # blocks that could not be loaded
+    published_blocks: int = 0
+    skipped_blocks: int = 0      # BUSY or FULL at reserve
+    publish_seconds: float = 0.0
+    daemon_errors: int = 0
+
+    def line(self) -> str:
+        bw = self.loaded_bytes / self.load_seconds / 1e9 if self.load_seconds else 0.0
+        return ("kvshare connector: lookups=%d hit_tokens=%d loaded_blocks=%d loaded_bytes=%d "
+                "load_s=%.3f load_GBps=%.2f load_errors=%d published_blocks=%d skipped=%d "
+                "publish_s=%.3f daemon_errors=%d" % (
+                    self.lookups, self.hit_tokens, self.loaded_blocks, self.loaded_bytes,
+                    self.load_seconds, bw, self.load_errors, self.published_blocks,
+                    self.skipped_blocks, self.publish_seconds, self.daemon_errors))
+
+
+class _Clients:
+    """One kvshare.Client per (salt, adapter) namespace, made on demand; when
+    the daemon is away every call misses and a reconnect is tried at most
+    once per interval."""
+
+    def __init__(self, socket: Optional[str], base: kvshare.Layout, interval: float,
+                 counters: Counters) -> None:
+        self.socket = socket
+        self.base = base
+        self.interval = interval
+        self.counters = counters
+        self.clients: dict[tuple[Optional[str], Optional[str]], kvshare.Client] = {}
+        self.down_until = 0.0
+
+    def get(self, salt: Optional[str], adapter: Optional[str]) -> Optional[kvshare.Client]:
+        key = (salt, adapter)
+        c = self.clients.get(key)
+        if c is not None:
+            return c
+        now = time.monotonic()
+        if now < self.down_until:
+            return None
+        try:
+            c = kvshare.Client(self.socket, dataclasses.replace(self.base, salt=salt,
+                                                                 adapter=adapter))
+        except kvshare.Error as e:
+            self.failed(key, e)
+            return None
+        self.clients[key] = c
+        return c
+
+    def failed(self, key: tuple[Optional[str], Optional[str]], e: Exception) -> None:
+        """A call failed: forget the client (a reconnect makes a new one)."""
+        self.counters.daemon_errors += 1
+        c = self.clients.pop(key, None)
+        if c is not None:
+            c.close()
+        if self.down_until <= time.monotonic():
+            logger.warning("kvshare: %s; misses until the daemon answers (retry in %.0f s)",
+                           e, self.interval)
+        self.down_until = time.monotonic() + self.interval
+
+    def close(self) -> None:
+        for c in self.clients.values():
+            c.close()
+        self.clients.clear()
+
+
+def _adapter(lora: Any) -> Optional[str]:
+    return None if lora is None else str(getattr(lora, "lora_name", None) or lora)
+
+
+_LAYER_INDEX = re.compile(r"\.(\d+)\.")
+
+
+class KvshareConnector(KVConnectorBase_V1):
+    def __init__(self, vllm_config: "VllmConfig", role: KVConnectorRole,
+                 kv_cache_config: "KVCacheConfig" = None) -> None:  # type: ignore[assignment]
+        super().__init__(vllm_config=vllm_config, role=role, kv_cache_config=kv_cache_config)
+        tc = self._kv_transfer_config
+        self.block_size = vllm_config.cache_config.block_size
+        self.counters = Counters()
+        mc, pc = vllm_config.model_config, vllm_config.parallel_config
+        dtype = tc.get_from_extra_config("dtype", "auto")
+        if dtype == "auto":
+            cache_dtype = vllm_config.cache_config.cache_dtype
+            dtype = str(mc.dtype).replace("torch.", "") if cache_dtype == "auto" else cache_dtype
+        self.tp_size = pc.tensor_parallel_size
+        self.tp_rank = 0
+        if role == KVConnectorRole.WORKER:
+            from vllm.distributed.parallel_state import get_tensor_model_parallel_rank
+
+            self.tp_rank = get_tensor_model_parallel_rank()
+        self.layout = kvshare.Layout(
+            model=tc.get_from_extra_config("model_id", mc.model),
+            layers=mc.get_num_layers(pc),
+            kv_heads=mc.get_num_kv_heads(pc),
+            head_dim=mc.get_head_size(),
+            block_tokens=self.block_size,
+            dtype=kvshare.client._DTYPE_ALIASES.get(dtype, dtype),
+            tp_rank=self.tp_rank,
+            tp_size=self.tp_size,
+        )
+        self.clients = _Clients(tc.get_from_extra_config("socket", None), self.layout,
+                                float(tc.get_from_extra_config("reconnect_interval", 5)),
+                                self.counters)
+        self.log_interval = float(tc.get_from_extra_config("log_interval", 30))
+        stats_file = tc.get_from_extra_config("stats_file", None)
+        self.stats_file = f"{stats_file}.{role.name.lower()}" if stats_file else None
+        self.stats_written: Optional[Counters] = None
+        self.last_log = time.monotonic()
+        # scheduler
+        self.reqs: dict[str, _ReqState] = {}
+        # worker
+        self.layers: dict[str, tuple[int, torch.Tensor]] = {}
+        self.cache: Optional[kvshare.PagedCache] = None
+        self.pool = concurrent.futures.ThreadPoolExecutor(1, "kvshare-load")
+        self.layer_done: dict[int, concurrent.futures.Future] = {}
+        self.leases: list[kvshare.ReadLease] = []
+        self.load_errors: set[int] = set()
+        self.lock = threading.Lock()
+        logger.info("kvshare connector (%s): socket %s, layout %s", role.name,
+                    self.clients.socket or kvshare.default_socket_path(), self.layout)
+
+    # ---- scheduler side ----------------------------------------------------
+
+    def _state(self, request: "Request") -> _ReqState:
+        st = self.reqs.get(request.request_id)
+        if st is None:
+            st = _ReqState(list(request.prompt_token_ids or []),
+                           getattr(request, "cache_salt", None),
+                           _adapter(getattr(request, "lora_request", None)))
+            self.reqs[request.request_id] = st
+        return st
+
+    def on_new_request(self, request: "Request") -> None:
+        self._state(request)
+
+    def get_num_new_matched_tokens(self, request: "Request",
+                                   num_computed_tokens: int) -> tuple[int, bool]:
+        try:
+            return self._matched(request, num_computed_tokens), False
+        except Exception as e:  # never on the serving path
+            logger.warning("kvshare: lookup failed: %s", e)
+            return 0, False
+
+    def _matched(self, request: "Request", num_computed_tokens: int) -> int:
+        st = self._state(request)
+        st.load_start = st.load_end = 0
+        bs = self.block_size
+        # Full blocks, and at least one token left for the model to compute.
+        max_blocks = (len(st.prompt) - 1) // bs
+        if max_blocks * bs <= num_computed_tokens:
+            return 0
+        c = self.clients.get(st.salt, st.adapter)
+        if c is None:
+            return 0
+        try:
+            hashes = c.hash_tokens(st.prompt[: max_blocks * bs])
+            with c.lookup(hashes) as lease:
+                hits = lease.hits
+        except kvshare.Error as e:
+            self.clients.failed((st.salt, st.adapter), e)
+            return 0
+        self.counters.lookups += 1
+        if hits * bs <= num_computed_tokens:
+            return 0
+        st.load_start, st.load_end = num_computed_tokens // bs, hits
+        n = hits * bs - num_computed_tokens
+        self.counters.hit_tokens += n
+        return n
+
+    def update_state_after_alloc(self, request: "Request", blocks: "KVCacheBlocks",
+                                 num_external_tokens: int) -> None:
+        st = self._state(request)
+        if num_external_tokens == 0:
+            st.load_start = st.load_end = 0
+
+    def build_connector_meta(self, scheduler_output: "SchedulerOutput") -> KVConnectorMetadata:
+        meta = KvshareMetadata()
+        try:
+            self._build(scheduler_output, meta)
+        except Exception as e:
+            logger.warning("kvshare: connector metadata failed: %s", e)
+        self._maybe_log()
+        return meta
+
+    def _build(self, so: "SchedulerOutput", meta: KvshareMetadata) -> None:
+        bs = self.block_size
+        steps: list[tuple[str, int]] = []
+        for nr in so.scheduled_new_reqs:
+            st = self.reqs.get(nr.req_id)
+            if st is None:
+                continue
+            st.block_ids = list(nr.block_ids[0])
+            steps.append((nr.req_id, nr.num_computed_tokens + so.num_scheduled_tokens[nr.req_id]))
+            if st.load_end > st.load_start:
+                meta.loads.append(_Load(nr.req_id, st.prompt[: st.load_end * bs], st.salt,
+                                        st.adapter, st.block_ids[: st.load_end],
+                                        st.load_start))
+                st.load_start = st.load_end = 0
+        cr = so.scheduled_cached_reqs
+        for i, req_id in enumerate(cr.req_ids):
+            st = self.reqs.get(req_id)
+            if st is None:
+                continue
+            new = cr.new_block_ids[i]
+            if new is not None:
+                if req_id in cr.resumed_req_ids:
+                    st.block_ids = list(new[0])
+                else:
+                    st.block_ids.extend(new[0])
+            steps.append((req_id, cr.num_computed_tokens[i] + so.num_scheduled_tokens[req_id]))
+        for req_id, computed in steps:
+            st = self.reqs[req_id]
+            end = min(computed, len(st.prompt)) // bs
+            if end > st.saved_blocks and end <= len(st.block_ids):
+                meta.saves.append(_Save(req_id, st.prompt[: end * bs], st.salt, st.adapter,
+                                        st.block_ids[:end]))
+                st.saved_blocks = end
+
+    def request_finished(self, request: "Request",
+                         block_ids: list[int]) -> tuple[bool, Optional[dict[str, Any]]]:
+        self.reqs.pop(request.request_id, None)
+        return False, None
+
+    def _maybe_log(self) -> None:
+        if self.log_interval > 0 and time.monotonic() - self.last_log >= self.log_interval:
+            self.last_log = time.monotonic()
+            logger.info("%s", self.counters.line())
+        if self.stats_file and self.stats_written != self.counters:
+            self.stats_written = dataclasses.replace(self.counters)
+            tmp = self.stats_file + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump(dataclasses.asdict(self.counters), f)
+            os.replace(tmp, self.stats_file)
+
+    # ---- worker side -------------------------------------------------------
+
+    def register_kv_caches(self, kv_caches: dict[str, torch.Tensor]) -> None:
+        names = list(kv_caches)
+        try:
+            order = sorted(names, key=lambda n: int(_LAYER_INDEX.findall("." + n + ".")[0]))
+        except (IndexError, ValueError):
+            order = names
+        from vllm.platforms import current_platform
+
+        # vLLM 0.32 hands out [blocks, kv_heads, block_size, C] views: the CPU
+        # backend reads each head's [block_size, C] as K rows then V rows, the
+        # CUDA backends split C into K and V.
+        kind = "cpu" if current_platform.is_cpu() else "bhnc"
+        for i, name in enumerate(order):
+            self.layers[name] = (i, kv_caches[name])
+        first = kv_caches[order[0]]
+        self.cache = kvshare.PagedCache.for_tensor(first, kind, self.layout.kv_heads,
+                                                   self.layout.head_dim)
+        if len(order) != self.layout.layers:
+            logger.warning("kvshare: %d KV cache tensors for %d layers", len(order),
+                           self.layout.layers)
+        logger.info("kvshare: %d layers, %s layout, block %s bytes", len(order), kind,
+                    self.layout.block_bytes)
+
+    def start_load_kv(self, forward_context: "ForwardContext", **kwargs: Any) -> None:
+        meta = self._get_connector_metadata()
+        assert isinstance(meta, KvshareMetadata)
+        self.layer_done = {}
+        if not meta.loads or self.cache is None:
+            return
+        jobs = []  # (lease, page ids of blocks [start, hits), start, count)
+        for ld in meta.loads:
+            want = len(ld.block_ids)
+            c = self.clients.get(ld.salt, ld.adapter)
+            hits = 0
+            if c is not None:
+                try:
+                    lease = c.lookup(c.hash_tokens(ld.tokens))
+                    hits = lease.hits
+                    if hits > ld.start:
+                        self.leases.append(lease)
+                        jobs.append((lease, ld.block_ids[ld.start: hits], ld.start))
+                    else:
+                        lease.release()
+                except kvshare.Error as e:
+                    self.clients.failed((ld.salt, ld.adapter), e)
+            lost = ld.block_ids[max(hits, ld.start): want]
+            if lost:
+                with self.lock:
+                    self.load_errors.update(lost)
+                self.counters.load_errors += len(lost)
+        if not jobs:
+            return
+        layers = sorted(self.layers.values(), key=lambda x: x[0])
+        for idx, tensor in layers:
+            self.layer_done[idx] = self.pool.submit(self._load_layer, idx, tensor, jobs)
+
+    def _load_layer(self, idx: int, tensor: torch.Tensor, jobs: list) -> None:
+        """One layer of every job, on the copy thread."""
+        t0 = time.perf_counter()
+        for lease, page_ids, start in jobs:
+            try:
+                lease.load(idx, self.cache, tensor, page_ids, first=start, count=len(page_ids))
+            except Exception as e:  # the blocks are recomputed
+                logger.warning("kvshare: load of layer %d failed: %s", idx, e)
+                with self.lock:
+                    self.load_errors.update(page_ids)
+        dt = time.perf_counter() - t0
+        with self.lock:
+            self.counters.load_seconds += dt
+            if idx == 0:
+                n = sum(len(p) for _, p, _ in jobs)
+                self.counters.loaded_blocks += n
+                self.counters.loaded_bytes += n * self.layout.block_bytes
+
+    def wait_for_layer_load(self, layer_name: str) -> None:
+        entry = self.layers.get(layer_name)
+        f = self.layer_done.get(entry[0]) if entry else None
+        if f is not None:
+            f.result()  # _load_layer never raises
+
+    def save_kv_layer(self, layer_name: str, kv_layer: torch.Tensor,
+                      attn_metadata: Any, **kwargs: Any) -> None:
+        return  # every layer is stored after the forward, in wait_for_save
+
+    def wait_for_save(self) -> None:
+        for f in self.layer_done.values():
+            f.result()
+        self.layer_done = {}
+        for lease in self.leases:
+            try:
+                lease.release()
+            except kvshare.Error:
+                pass
+        self.leases = []
+        if not self.has_connector_metadata():
+            return
+        meta = self._get_connector_metadata()
+        assert isinstance(meta, KvshareMetadata)
+        for sv in meta.saves:
+            try:
+                self._publish(sv)
+            except Exception as e:
+                logger.warning("kvshare: publish failed: %s", e)
+        self._maybe_log()
+
+    def _publish(self, sv: _Save) -> None:
+        if self.cache is None:
+            return
+        c = self.clients.get(sv.salt, sv.adapter)
+        if c is None:
+            return
+        t0 = time.perf_counter()
+        try:
+            w = c.reserve(c.hash_tokens(sv.tokens))
+        except kvshare.FullError:
+            self.counters.skipped_blocks += len(sv.block_ids)
+            return
+        except kvshare.Error as e:
+            self.clients.failed((sv.salt, sv.adapter), e)
+            return
+        try:
+            if w.new:
+                for idx, tensor in self.layers.values():
+                    w.store(idx, self.cache, tensor, sv.block_ids)
+            published = w.commit()
+        except kvshare.Error as e:
+            try:
+                if not w.ended:
+                    w.abort()
+            except kvshare.Error:
+                pass
+            self.clients.failed((sv.salt, sv.adapter), e)
+            return
+        self.counters.published_blocks += published
+        self.counters.skipped_blocks += sum(s in (kvshare.BUSY, kvshare.FULL)
+                                            for s in w.statuses)
+        self.counters.publish_seconds += time.perf_counter() - t0
+
+    def get_block_ids_with_load_errors(self) -> set[int]:
+        with self.lock:
+            out, self.load_errors = self.load_errors, set()
+        return out
+
+    def shutdown(self) -> None:
+        logger.info("%s", self.counters.line())
+        self.pool.shutdown(wait=True)
+        self.clients.close()

