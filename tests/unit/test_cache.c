@@ -643,10 +643,9 @@ static void test_tenants(void)
 
 int main(void)
 {
-	unsigned seed = (unsigned)time(NULL);
+	unsigned seed = (unsigned)kvs_test_seed("test_cache");
 
 	kvs_log_set_level(KVS_LOG_WARN);
-	printf("test_cache: seed %u\n", seed);
 	test_basic();
 	test_tenants();
 	test_isolation_and_layouts();
