@@ -12,7 +12,7 @@
  *     (tests/stub_libcuda, KVS_CUDA_DRIVER): the same checks, plus a device
  *     that is absent or lacks POSIX-fd handles.
  *
- * Exit: 0 pass, 1 fail.
+ * Exit: 0 pass, 1 fail, 77 a part skipped (named; the rest passed).
  */
 #define _GNU_SOURCE
 #include "kvs_gpu.h"
