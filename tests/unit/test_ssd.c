@@ -434,6 +434,18 @@ static void t_corrupt(const char *name, unsigned flags)
 	CHECK_EQ(read_one(s, 2, &loc[2], dst), 0);
 	CHECK(memcmp(src, dst, LEN) == 0);
 	CHECK_EQ(read_one(s, 77, &loc[2], dst), -EBADMSG); /* wrong hash */
+	/* A hash that differs in one half only: both halves are compared. */
+	for (i = 0; i < 2; i++) {
+		b = blk_of(1, 2, LEN);
+		if (i)
+			b.hash.hi ^= 1;
+		else
+			b.hash.lo ^= 1;
+		CHECK_EQ(kvs_ssd_read(s, &loc[2], &b, 0, dst, 0), 0);
+		g.n = 0;
+		CHECK_EQ(drain(s, &g), 0);
+		CHECK_EQ(g.res[0], -EBADMSG);
+	}
 	b = blk_of(2, 2, LEN); /* wrong namespace */
 	CHECK_EQ(kvs_ssd_read(s, &loc[2], &b, 0, dst, 0), 0);
 	g.n = 0;
@@ -451,7 +463,7 @@ static void t_corrupt(const char *name, unsigned flags)
 		CHECK_EQ(read_one(s, 2, &l, dst), -EBADMSG);
 	}
 	kvs_ssd_stats_get(s, &st);
-	CHECK_EQ(st.corrupt_reads, 7);
+	CHECK_EQ(st.corrupt_reads, 9);
 	CHECK_EQ(st.blocks_read, 1);
 	kvs_ssd_close(s);
 	free(src);
