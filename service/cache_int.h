@@ -9,6 +9,7 @@
 
 #include <time.h>
 
+#include "cache_key.h" /* cache_ns_key */
 #include "kvs_arena.h"
 #include "kvs_cache.h"
 #include "kvs_cache_admin.h"
@@ -115,13 +116,6 @@ static inline kvs_rec *cache_rec(const kvs_cache *c, uint32_t idx)
 	return kvs_table_rec(c->table, idx);
 }
 
-/* The table is keyed by (namespace, hash): see ns_key() in cache.c. The mix
- * is an xor, so it also turns a key back into the block's hash. */
-static inline kvs_hash cache_ns_key(uint32_t ns_id, kvs_hash h)
-{
-	h.lo ^= (uint64_t)ns_id * 0x9e3779b97f4a7c15ull;
-	return h;
-}
 
 /* cache.c, for tier_ssd.c and tier_gpu.c */
 kvs_policy *cache_policy_of(const kvs_cache *c, uint32_t idx);

@@ -1,13 +1,16 @@
 /*
  * kvs_check.h - the checks every unit test uses: count, report file:line and
  * the expression that failed, and end with "<name>: N checks passed, M failed".
- * Exit codes: 0 pass, 1 fail, 77 skip.
+ * Exit codes: 0 pass, 1 fail, 77 skip. A test with random parts seeds them
+ * with kvs_test_seed(): KVS_TEST_SEED=<n> replays a run.
  */
 #ifndef KVS_CHECK_H
 #define KVS_CHECK_H
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
 
 static int kvs_checks, kvs_failures;
 
@@ -35,10 +38,33 @@ static int kvs_checks, kvs_failures;
 		}                                                           \
 	} while (0)
 
+/* The seed of a test's random parts, once kvs_test_seed() chose it. */
+static unsigned long long kvs_seed;
+static int kvs_seeded;
+
+/* kvs_test_seed - $KVS_TEST_SEED when set (a replay), else one from the
+ * clock; printed now, and again by check_summary() when a check failed. */
+static inline unsigned long long kvs_test_seed(const char *name)
+{
+	const char *env = getenv("KVS_TEST_SEED");
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	kvs_seed = env && *env ? strtoull(env, NULL, 0) :
+		   (unsigned long long)ts.tv_sec * 1000000007ULL +
+			   (unsigned long long)ts.tv_nsec;
+	kvs_seeded = 1;
+	printf("%s: seed %llu (KVS_TEST_SEED to replay)\n", name, kvs_seed);
+	return kvs_seed;
+}
+
 static inline int check_summary(const char *name)
 {
 	printf("%s: %d checks passed, %d failed\n", name,
 	       kvs_checks - kvs_failures, kvs_failures);
+	if (kvs_failures && kvs_seeded)
+		printf("%s: FAILED with seed %llu: KVS_TEST_SEED=%llu replays it\n",
+		       name, kvs_seed, kvs_seed);
 	return kvs_failures ? 1 : 0;
 }
 

@@ -5,7 +5,9 @@
 #   tests/soak.sh DURATION_SECONDS
 #
 # Starts kvshared with a small host tier (16 MiB: about 1000 blocks of
-# 16 KiB, for 2048 distinct blocks in play, so eviction runs all along) and
+# 16 KiB, for 2048 distinct blocks in play, so eviction runs all along) over
+# an SSD tier of 64 MiB in 4 MiB segments (evicted blocks are demoted, hits
+# on them promoted, full segments recycled, all while clients die) and
 # SOAK_CLIENTS (64) client slots. Each slot runs tests/soak_client (a random
 # mix of lookup, reserve, commit, abort, release, disconnect with leases held
 # and reconnect, and a planned exit in the middle of a write), starting a new
@@ -18,7 +20,9 @@
 # block (tier_host.slots_used = tier_host.blocks); the daemon's open fds are back to their
 # count before the clients; its private RSS (server.rss_anon_bytes) after
 # the warm-up (the first quarter) grew by at most 20% + 2 MiB; no corrupt
-# byte was seen; the daemon stops cleanly (SIGTERM, exit 0). Prints the
+# byte was seen; the SSD tier demoted and promoted blocks, is still on, has
+# no write in flight, counted no corrupt block and no I/O error; the daemon
+# stops cleanly (SIGTERM, exit 0). Prints the
 # figures. Exit 0 pass, 1 fail, 77 skip (not built).
 #
 # Environment: BUILD_DIR (build), KVSHARED, KVSCTL, SOAK_CLIENT (the built
@@ -79,7 +83,9 @@ fds() {
 
 # ---- the daemon -------------------------------------------------------------
 
+mkdir "$tmp/ssd"
 "$KVSHARED" --socket "$sock" --host-size 16M --log-level warn --ready-fd 3 \
+	--ssd-dir "$tmp/ssd" --ssd-segment 4M --ssd-size 64M \
 	3>"$tmp/ready" 2>"$tmp/kvshared.log" &
 dpid=$!
 deadline=$((SECONDS + 15))
@@ -158,6 +164,18 @@ pinned=$(get leases.pinned_blocks)
 writing=$(get tier_host.blocks_writing)
 slots_used=$(get tier_host.slots_used)
 blocks=$(get tier_host.blocks)
+deadline=$((SECONDS + 10))
+until [ "$(stat tier_ssd.writes_inflight)" = 0 ] || ((SECONDS > deadline)); do
+	sleep 0.05
+done
+ssd_inflight=$(get tier_ssd.writes_inflight)
+ssd_enabled=$(get tier_ssd.enabled)
+ssd_demotions=$(get tier_ssd.demotions)
+ssd_promotions=$(get tier_ssd.promotions)
+ssd_reads=$(get tier_ssd.reads)
+ssd_corrupt=$(get tier_ssd.corrupt_blocks)
+ssd_errors=$(get tier_ssd.io_errors)
+ssd_recycled=$(get tier_ssd.recycled_segments)
 # The daemon closes a stats client's fd when it sees it go: poll.
 deadline=$((SECONDS + 5))
 until (($(fds) <= fd_base)) || ((SECONDS > deadline)); do
@@ -176,6 +194,7 @@ echo "soak: daemon: $(get ops.lookup) lookups, $(get ops.reserve) reserves, $(ge
 echo "soak: left: clients.connected $connected (the stats client), leases.active $leases, leases.pinned_blocks $pinned, tier_host.blocks_writing $writing"
 echo "soak: slots: $slots_used in use, $blocks committed blocks"
 echo "soak: daemon fds: $fd_base before the clients, $fd_end after"
+echo "soak: ssd: $ssd_demotions demotions, $ssd_promotions promotions, $ssd_reads reads, $ssd_recycled segments recycled, $ssd_corrupt corrupt, $ssd_errors I/O errors, $ssd_inflight writes in flight, enabled $ssd_enabled"
 echo "soak: daemon rss_anon_bytes after warm-up: first $rss_first, last $rss_last, max $rss_max"
 
 [ "$connected" = 1 ] || bad "clients still connected: $connected"
@@ -186,6 +205,12 @@ echo "soak: daemon rss_anon_bytes after warm-up: first $rss_first, last $rss_las
 ((fd_end == fd_base)) || bad "daemon fds: $fd_base before, $fd_end after"
 ((corrupt == 0)) || bad "$corrupt corrupt bytes"
 ((hits > 0)) || bad "no hits at all"
+[ "$ssd_enabled" = 1 ] || bad "the SSD tier turned itself off"
+[ "$ssd_inflight" = 0 ] || bad "SSD writes still in flight: $ssd_inflight"
+((ssd_corrupt == 0 && ssd_errors == 0)) ||
+	bad "SSD tier: $ssd_corrupt corrupt blocks, $ssd_errors I/O errors"
+((ssd_demotions > 0 && ssd_promotions > 0)) ||
+	bad "the SSD tier was not exercised: $ssd_demotions demotions, $ssd_promotions promotions"
 ((unexpected == 0)) || {
 	bad "$unexpected client runs ended with an unexpected status"
 	cat "$tmp"/client.*.err | sort | uniq -c | head >&2

@@ -358,6 +358,9 @@ void th_fatal(const char *fmt, ...)
 	exit(1);
 }
 
+/* What th_skip_part() recorded, "; "-separated. */
+static char th_skipped_parts[1024];
+
 int th_finish(void)
 {
 	/* Every daemon must have survived the test and must stop cleanly. */
@@ -388,8 +391,29 @@ int th_finish(void)
 		if (th_daemons[i])
 			th_daemon_destroy(th_daemons[i]);
 	printf("%s: %d checks passed, %d failed\n", th_name, th_passed, th_failed);
+	if (!th_failed && th_skipped_parts[0]) {
+		printf("%s: SKIP: the rest passed; NOT TESTED: %s\n", th_name,
+		       th_skipped_parts);
+		fflush(NULL);
+		return 77;
+	}
 	fflush(NULL);
 	return th_failed ? 1 : 0;
+}
+
+void th_skip_part(const char *fmt, ...)
+{
+	size_t n = strlen(th_skipped_parts);
+	va_list ap;
+
+	if (n && n < sizeof(th_skipped_parts) - 2) {
+		strcat(th_skipped_parts, "; ");
+		n += 2;
+	}
+	va_start(ap, fmt);
+	vsnprintf(th_skipped_parts + n, sizeof(th_skipped_parts) - n, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "%s: SKIP PART: %s\n", th_name, th_skipped_parts + n);
 }
 
 /* ---- the daemon ----------------------------------------------------------- */

@@ -97,13 +97,20 @@ void th_init(const char *name);
 /* th_skip - print "<name>: SKIP: <reason>" and exit 77. */
 void th_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
+/* th_skip_part - a part of the test cannot run here (a missing capability
+ * or tool): print "<name>: SKIP PART: <reason>" and go on with the rest;
+ * th_finish() then returns 77 (if nothing failed) and names every part
+ * skipped, so a partial run never reads as a full pass. */
+void th_skip_part(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* th_fatal - print the reason as a failure and exit 1 (the test cannot go on). */
 void th_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
 /* th_finish - stop every daemon with SIGTERM (each must have survived the
  * test, exit 0 and remove its socket: counted as checks), print the daemons'
  * logs if anything failed, remove the temp dirs, print
- * "<name>: N checks passed, M failed" and return the exit code: 0 or 1.
+ * "<name>: N checks passed, M failed" and return the exit code: 0 or 1, or
+ * 77 when nothing failed but th_skip_part() was called.
  * Daemons must stay alive (static, or in main) until it returns. */
 int th_finish(void);
 

@@ -14,7 +14,10 @@
  *    answered KVS_E_PERM with its own req_id, then the connection closes; the
  *    daemon's own uid is served;
  *  - --allow-uid 0,65534: nobody is served (publish and read back its KV);
- *  - --allow-gid 65534: nobody is served by its group alone.
+ *  - --allow-gid 65534: nobody is served by its group alone;
+ *  - --allow-gid 4242 (supplementary groups, SO_PEERGROUPS): nobody with
+ *    supplementary groups 4243,4242 is served; with 4243,4244 or none it is
+ *    refused (KVS_E_PERM, counted).
  */
 #include "harness.h"
 
@@ -27,20 +30,33 @@
 
 #define BT 16
 #define NOBODY 65534
+#define GID_LISTED 4242 /* in --allow-gid of test_supplementary */
+#define GID_OTHER 4243  /* in no list */
 
 static kvs_layout L;
 
-/* Child: become nobody, connect to the daemon (@arg), report kvs_connect's
- * result on the sync fd and, when served, the result of a publish + verify. */
+/* Who a child becomes: nobody (uid and primary gid), with @ngroups
+ * supplementary groups. */
+typedef struct peer {
+	const th_daemon *d;
+	size_t ngroups;
+	gid_t groups[2];
+} peer;
+
+/* Child: become the peer @arg says, connect to its daemon, report
+ * kvs_connect's result on the sync fd and, when served, the result of a
+ * publish + verify. */
 static int as_nobody(void *arg, int sync_fd)
 {
-	const th_daemon *d = arg;
+	const peer *pe = arg;
+	const th_daemon *d = pe->d;
 	kvs_client *c = NULL;
 	kvs_hash h[4];
 	size_t bad = 1;
 	int rc;
 
-	if (setgroups(0, NULL) < 0 || setresgid(NOBODY, NOBODY, NOBODY) < 0 ||
+	if (setgroups(pe->ngroups, pe->ngroups ? pe->groups : NULL) < 0 ||
+	    setresgid(NOBODY, NOBODY, NOBODY) < 0 ||
 	    setresuid(NOBODY, NOBODY, NOBODY) < 0)
 		return 3;
 	rc = kvs_connect(d->socket, &L, &c);
@@ -56,15 +72,18 @@ static int as_nobody(void *arg, int sync_fd)
 	return 0;
 }
 
-/* Run as_nobody against @d: kvs_connect's result (*served: the round trip
- * after it passed). */
-static int connect_as_nobody(th_daemon *d, bool *served)
+/* Run as_nobody against @d as nobody with the @ngroups supplementary
+ * @groups: kvs_connect's result (*served: the round trip after it passed). */
+static int connect_as(th_daemon *d, const gid_t *groups, size_t ngroups,
+		      bool *served)
 {
+	peer pe = { .d = d, .ngroups = ngroups };
 	th_child ch;
 	uint64_t v = 1, ok = 1;
 
+	memcpy(pe.groups, groups, ngroups * sizeof(gid_t));
 	*served = false;
-	th_spawn(&ch, as_nobody, d);
+	th_spawn(&ch, as_nobody, &pe);
 	if (!CHECK_RC(th_recv_u64(ch.fd, &v, TH_WAIT_MS), 0)) {
 		th_child_wait(&ch, TH_WAIT_MS);
 		return INT32_MIN;
@@ -73,6 +92,12 @@ static int connect_as_nobody(th_daemon *d, bool *served)
 		*served = ok == 0;
 	CHECK_EQ(th_child_wait(&ch, TH_WAIT_MS), 0);
 	return (int)(int64_t)v;
+}
+
+/* Nobody with no supplementary group. */
+static int connect_as_nobody(th_daemon *d, bool *served)
+{
+	return connect_as(d, NULL, 0, served);
 }
 
 static mode_t socket_mode(const th_daemon *d)
@@ -204,16 +229,47 @@ static void test_allowed(const char *flag, const char *list)
 	own_uid_served(d);
 }
 
+/* --allow-gid against supplementary groups (SO_PEERGROUPS): nobody whose
+ * primary gid is not listed is served when one of its supplementary groups
+ * is, and refused when none is. */
+static void test_supplementary(void)
+{
+	static th_daemon d;
+	const gid_t listed[2] = { GID_OTHER, GID_LISTED };
+	const gid_t unlisted[2] = { GID_OTHER, GID_OTHER + 1 };
+	bool served;
+
+	th_daemon_up(&d, TH_ARGS("--host-size", "8M", "--socket-mode", "0666",
+				 "--allow-uid", "0", "--allow-gid", "4242"));
+	th_open_dir_to(&d, NOBODY, NOBODY);
+	CHECK_RC(connect_as(&d, listed, 2, &served), 0);
+	if (!CHECK(served))
+		th_note("nobody in supplementary group %d was not served",
+			GID_LISTED);
+	CHECK_EQ(th_stat_get(&d, "clients.refused_perm"), 0);
+	CHECK_RC(connect_as(&d, unlisted, 2, &served), KVS_E_PERM);
+	CHECK(!served);
+	CHECK_EQ(th_stat_get(&d, "clients.refused_perm"), 1);
+	CHECK_RC(connect_as_nobody(&d, &served), KVS_E_PERM);
+	CHECK(!served);
+	CHECK_EQ(th_stat_get(&d, "clients.refused_perm"), 2);
+	own_uid_served(&d);
+}
+
 int main(void)
 {
 	th_init("test_access");
 	if (geteuid() != 0)
-		th_skip("needs root to run clients as uid %d (nobody)", NOBODY);
+		th_skip("needs root to run clients as uid %d (nobody) with chosen "
+			"groups; NOT TESTED: socket mode against another uid, "
+			"--allow-uid/--allow-gid refusals and admissions (primary "
+			"and supplementary gid)", NOBODY);
 	L = th_layout("access-model", BT);
 	test_default_mode();
 	test_refused();
 	test_refused_raw();
 	test_allowed("--allow-uid", "0,65534"); /* the later list wins */
 	test_allowed("--allow-gid", "65534");
+	test_supplementary();
 	return th_finish();
 }

@@ -255,11 +255,13 @@ int main(void)
 		scenario("CUDA engine on the stub driver", args);
 		unsetenv("KVS_CUDA_DRIVER");
 	} else {
-		th_note("KVS_STUB_LIBCUDA unset: CUDA engine on the stub not run");
+		th_skip_part("KVS_STUB_LIBCUDA unset (ctest sets it): the CUDA "
+			     "engine on the stub driver");
 	}
 	if (dlopen_libcuda_absent())
 		no_device();
 	else
-		th_note("libcuda.so.1 present: no-device checks skipped");
+		th_skip_part("libcuda.so.1 present: the daemon's behaviour "
+			     "without a driver (GPU tier off, serving as before)");
 	return th_finish();
 }

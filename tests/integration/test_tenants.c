@@ -207,7 +207,10 @@ int main(void)
 {
 	th_init("test_tenants");
 	if (geteuid() != 0)
-		th_skip("needs root to run clients as uids 65534 and 65533");
+		th_skip("needs root to run clients as uids 65534 and 65533; NOT "
+			"TESTED: per-uid arenas (misses across uids, separate "
+			"memfds, --max-tenants refusal), one shared arena when off, "
+			"and the refused combinations with --ssd-dir and --gpu");
 	L = th_layout("tenant-model", BT);
 	L.salt = "same-salt";
 	test_uid_mode();

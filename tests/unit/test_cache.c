@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "cache_key.h" /* cache_ns_key: the table key of a block */
 #include "kvs_cache.h"
 #include "kvs_check.h"
 #include "kvs_log.h"
@@ -163,6 +164,17 @@ static void test_isolation_and_layouts(void)
 	CHECK_EQ(hits(c, ob, &cb, 0, 3), 0);
 	/* Even presenting the other tenant's exact hashes finds nothing. */
 	CHECK_EQ(hits(c, ob, &ca, 0, 3), 0);
+	/* Nor hash values made so that, in ob's namespace (2), the table key
+	 * is that of oa's block (namespace 1): a client may send any value,
+	 * and the key only mixes the namespace in (its own inverse). */
+	{
+		chain cx = { .n = 1 };
+
+		cx.h[0] = cache_ns_key(2, cache_ns_key(1, ca.h[0]));
+		CHECK(kvs_wire_hashes_encode(cx.h, 1, 0, cx.wire, sizeof(cx.wire)) > 0);
+		CHECK_EQ(hits(c, ob, &cx, 0, 1), 0);
+		CHECK_EQ(hits(c, oa, &ca, 0, 1), 1);
+	}
 	CHECK_EQ(hits(c, oa, &ca, 0, 3), 3);
 	/* Re-attaching with another layout is refused; the same is fine. */
 	h = hello_of(&other, buf);
@@ -643,10 +655,9 @@ static void test_tenants(void)
 
 int main(void)
 {
-	unsigned seed = (unsigned)time(NULL);
+	unsigned seed = (unsigned)kvs_test_seed("test_cache");
 
 	kvs_log_set_level(KVS_LOG_WARN);
-	printf("test_cache: seed %u\n", seed);
 	test_basic();
 	test_tenants();
 	test_isolation_and_layouts();

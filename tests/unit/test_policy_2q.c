@@ -261,11 +261,10 @@ static void cache_run(unsigned seed)
 
 int main(void)
 {
-	unsigned seed = (unsigned)time(NULL);
+	unsigned seed = (unsigned)kvs_test_seed("test_policy_2q");
 	int evictions = 0, moves = 0, remembered = 0;
 
 	kvs_log_set_level(KVS_LOG_WARN);
-	printf("test_policy_2q: seed %u\n", seed);
 	srand(seed);
 	CHECK(kvs_table_create(&t) == 0);
 	CHECK(kvs_policy_create("leaf-2q", t, &p) == 0);

@@ -97,8 +97,7 @@ static void test_scale(void)
 
 int main(void)
 {
-	rng_state = (uint64_t)time(NULL);
-	printf("test_table: seed %llu\n", (unsigned long long)rng_state);
+	rng_state = kvs_test_seed("test_table");
 	test_model(0, 5000, 200000);
 	test_model(1, 300, 20000);
 	test_scale();

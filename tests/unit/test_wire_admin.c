@@ -18,10 +18,10 @@ static void test_list(void)
 		{ .hash = { 3, 4 }, .hits = 5, .root_hits = 6, .depth = 2 },
 	};
 	kvs_wire_ns e = { .id = 1, .layers = 32, .kv_heads = 8, .head_dim = 128,
-			  .block_tokens = 16, .tp_rank = 0, .tp_size = 1,
+			  .block_tokens = 16, .tp_rank = 3, .tp_size = 4,
 			  .dtype = 1, .clients = 2, .flags = KVS_WIRE_NS_SALTED,
-			  .block_bytes = 1 << 20, .blocks = 7, .writing = 1,
-			  .hits = 99, .pinned = 3, .roots = 2, .longest = 5,
+			  .block_bytes = 1 << 20, .blocks = 7, .writing = 11,
+			  .hits = 99, .pinned = 13, .roots = 6, .longest = 5,
 			  .model = "llama", .model_len = 5, .adapter = "lora",
 			  .adapter_len = 4, .ntop = 2 }, o;
 	uint8_t b[512];
@@ -44,9 +44,14 @@ static void test_list(void)
 	CHECK(n == KVS_WIRE_NS_FIXED + 9 + 2 * KVS_WIRE_PREFIX_SIZE);
 	CHECK(kvs_wire_ns_encode(&e, top, b, (size_t)n - 1) == -ENOBUFS);
 	CHECK(kvs_wire_ns_decode(b, (size_t)n + 10, &o, &used) == 0 && used == (size_t)n);
-	CHECK(o.id == 1 && o.layers == 32 && o.block_bytes == 1 << 20 &&
-	      o.hits == 99 && o.pinned == 3 && o.roots == 2 && o.longest == 5 &&
-	      o.flags == KVS_WIRE_NS_SALTED && o.ntop == 2);
+	CHECK(o.id == e.id && o.layers == e.layers && o.kv_heads == e.kv_heads &&
+	      o.head_dim == e.head_dim && o.block_tokens == e.block_tokens &&
+	      o.tp_rank == e.tp_rank && o.tp_size == e.tp_size &&
+	      o.dtype == e.dtype && o.clients == e.clients &&
+	      o.flags == e.flags && o.block_bytes == e.block_bytes &&
+	      o.blocks == e.blocks && o.writing == e.writing &&
+	      o.hits == e.hits && o.pinned == e.pinned && o.roots == e.roots &&
+	      o.longest == e.longest && o.ntop == e.ntop);
 	CHECK(o.model_len == 5 && !memcmp(o.model, "llama", 5));
 	CHECK(o.adapter_len == 4 && !memcmp(o.adapter, "lora", 4));
 	{
@@ -67,11 +72,11 @@ static void test_list(void)
 static void test_inspect(void)
 {
 	kvs_wire_inspect_req r = { .ns = 2, .hash = { 5, 6 } }, dr;
-	kvs_wire_block_info i = { .hash = { 7, 8 }, .ns = 2, .tier = 2, .state = 2,
+	kvs_wire_block_info i = { .hash = { 7, 8 }, .ns = 12, .tier = 2, .state = 3,
 				  .flags = KVS_WIRE_INFO_PINNED | KVS_WIRE_INFO_PARENT,
-				  .offset = 1 << 16, .gen = 9, .refs = 3,
-				  .children = 1, .hits = 4, .age_s = 60,
-				  .depth = 3, .parent = { 10, 11 } }, d;
+				  .offset = (1ull << 40) + 13, .gen = 9, .refs = 14,
+				  .children = 15, .hits = 16, .age_s = (1ull << 33) + 60,
+				  .depth = 17, .parent = { 10, 11 } }, d;
 	uint8_t b[128];
 
 	CHECK(kvs_wire_inspect_req_encode(&r, b, sizeof(b)) == KVS_WIRE_INSPECT_REQ_SIZE);
@@ -81,8 +86,23 @@ static void test_inspect(void)
 	      KVS_E_PROTO);
 	CHECK(kvs_wire_block_info_encode(&i, b, sizeof(b)) == KVS_WIRE_BLOCK_INFO_SIZE);
 	CHECK(kvs_wire_block_info_decode(b, KVS_WIRE_BLOCK_INFO_SIZE, &d) == 0);
-	CHECK(!memcmp(&d, &i, sizeof(d)) || (d.hash.lo == 7 && d.parent.hi == 11 &&
-	      d.age_s == 60 && d.depth == 3 && d.refs == 3 && d.flags == i.flags));
+	/* Every field, each with its own value: a field read from another's
+	 * offset, or not read at all, differs. */
+	CHECK_EQ(d.hash.lo, i.hash.lo);
+	CHECK_EQ(d.hash.hi, i.hash.hi);
+	CHECK_EQ(d.ns, i.ns);
+	CHECK_EQ(d.tier, i.tier);
+	CHECK_EQ(d.state, i.state);
+	CHECK_EQ(d.flags, i.flags);
+	CHECK_EQ(d.offset, i.offset);
+	CHECK_EQ(d.gen, i.gen);
+	CHECK_EQ(d.refs, i.refs);
+	CHECK_EQ(d.children, i.children);
+	CHECK_EQ(d.hits, i.hits);
+	CHECK_EQ(d.age_s, i.age_s);
+	CHECK_EQ(d.depth, i.depth);
+	CHECK_EQ(d.parent.lo, i.parent.lo);
+	CHECK_EQ(d.parent.hi, i.parent.hi);
 	b[22] = 0x80; /* unknown flag */
 	CHECK(kvs_wire_block_info_decode(b, KVS_WIRE_BLOCK_INFO_SIZE, &d) == KVS_E_PROTO);
 	b[22] = 0;

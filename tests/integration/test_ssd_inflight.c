@@ -1,0 +1,145 @@
+/*
+ * test_ssd_inflight - a lookup of blocks whose demotion write to SSD is
+ * still in flight: they are promoted from the write's staging copy
+ * (tier_ssd_promote), not read from SSD, and every byte must be right.
+ *
+ * How the window is reached without timing: the daemon reaps SSD
+ * completions only in its SSD event callback, and handles every complete
+ * message of one connection's input in one read callback. So a RESERVE that
+ * evicts blocks (their demotion writes submitted) and a LOOKUP of those
+ * blocks, sent in one write on one raw connection, are handled before any
+ * of those writes can complete, with io_uring or the synchronous fallback
+ * alike. (A slowed write through the fault shim would need the same
+ * ordering and adds nothing.)
+ *
+ * Host tier of 8 blocks of 64 KiB, leaf-lru eviction:
+ *  - chains Y then Z (4 blocks each) fill it; nothing is demoted;
+ *  - one write: RESERVE X (4 new blocks: evicts Y, writes in flight) +
+ *    LOOKUP Y: all 4 hit, in the host tier; 4 promotions, no SSD read, and
+ *    Z demoted to make room (8 demotions);
+ *  - Y read back through a library client: every byte of every block;
+ *  - with the raw connection gone (X aborted) and the writes done, Z comes
+ *    back from SSD with every byte right, Y still right, nothing corrupt.
+ */
+#include "harness.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#define LEN 4
+
+static th_daemon d;
+static kvs_layout L;
+static char ssd_dir[160];
+
+/* Append one message (@opcode, @req_id, the hashes @h) to @buf at *off. */
+static void put_hashes_msg(uint8_t *buf, size_t cap, size_t *off,
+			   uint16_t opcode, uint64_t req_id, const kvs_hash *h,
+			   uint32_t n)
+{
+	kvs_wire_hdr hdr = { .magic = KVS_WIRE_MAGIC, .version = KVS_WIRE_VERSION,
+			     .opcode = opcode, .req_id = req_id };
+	int len = kvs_wire_hashes_encode(h, n, 0, buf + *off + KVS_WIRE_HDR_SIZE,
+					 cap - *off - KVS_WIRE_HDR_SIZE);
+
+	if (len < 0)
+		th_fatal("kvs_wire_hashes_encode: %d", len);
+	hdr.len = (uint32_t)len;
+	kvs_wire_hdr_encode(&hdr, buf + *off);
+	*off += KVS_WIRE_HDR_SIZE + (size_t)len;
+}
+
+/* Receive the reply to @req_id (@opcode) and decode its blocks into @b;
+ * returns the count, or -1 after a failed check. */
+static int recv_blocks(int fd, uint16_t opcode, uint64_t req_id, kvs_block *b)
+{
+	static uint8_t payload[4096];
+	kvs_wire_hdr h;
+	kvs_wire_blocks wb;
+	int n = th_raw_recv(fd, &h, payload, sizeof(payload), TH_WAIT_MS);
+
+	if (!CHECK_GE(n, 0) || !CHECK_EQ(h.opcode, opcode) ||
+	    !CHECK_EQ(h.req_id, req_id) || !CHECK_EQ(h.status, 0))
+		return -1;
+	if (!CHECK_RC(kvs_wire_blocks_decode(payload, (size_t)n, &wb), 0) ||
+	    !CHECK_LE(wb.count, LEN))
+		return -1;
+	for (uint32_t i = 0; i < wb.count; i++)
+		b[i] = kvs_wire_block_at(wb.blocks, i);
+	return (int)wb.count;
+}
+
+int main(void)
+{
+	static const char *args[] = { "--host-size", "512K", "--page-size", "64K",
+				      "--eviction-policy", "leaf-lru",
+				      "--ssd-dir", ssd_dir, "--ssd-segment", "1M",
+				      "--ssd-size", "8M", NULL };
+	kvs_hash X[LEN], Y[LEN], Z[LEN];
+	kvs_block b[LEN];
+	uint8_t buf[512];
+	size_t off = 0, bad;
+	th_stats before, after;
+	kvs_client *c;
+	int fd, n;
+
+	th_init("test_ssd_inflight");
+	th_daemon_up_ssd(&d, args, ssd_dir, sizeof(ssd_dir));
+	L = th_layout("inflight-model", 64);
+	th_chain(&L, 1, LEN, 0, 0, Y);
+	th_chain(&L, 2, LEN, 0, 0, Z);
+	th_chain(&L, 3, LEN, 0, 0, X);
+	c = th_connect(&d, &L);
+	CHECK_RC(th_publish(c, Y, LEN, NULL), LEN);
+	CHECK_RC(th_publish(c, Z, LEN, NULL), LEN);
+	if (th_stat_get(&d, "tier_ssd.demotions") != 0)
+		th_fatal("the host tier does not hold 8 blocks of 64 KiB: the "
+			 "setup is wrong, nothing was tested");
+
+	fd = th_raw_connect(&d);
+	if (fd < 0)
+		th_fatal("raw connect: %d", fd);
+	CHECK_RC(th_raw_hello(fd, &L, 1), 0);
+	put_hashes_msg(buf, sizeof(buf), &off, KVS_OP_RESERVE, 2, X, LEN);
+	put_hashes_msg(buf, sizeof(buf), &off, KVS_OP_LOOKUP, 3, Y, LEN);
+	th_stats_take(&d, &before);
+	CHECK_RC(th_raw_send(fd, buf, off), 0);
+
+	n = recv_blocks(fd, KVS_OP_RESERVE, 2, b);
+	CHECK_EQ(n, LEN);
+	for (int i = 0; i < n; i++)
+		CHECK_EQ(b[i].status, KVS_BLOCK_NEW);
+	n = recv_blocks(fd, KVS_OP_LOOKUP, 3, b);
+	CHECK_EQ(n, LEN);
+	for (int i = 0; i < n; i++) {
+		CHECK_EQ(b[i].status, KVS_BLOCK_HIT);
+		CHECK_EQ(b[i].tier, KVS_TIER_HOST);
+	}
+	th_stats_take(&d, &after);
+	/* Y from its staging copies: promoted, none read from SSD. */
+	CHECK_EQ(th_stats_delta(&before, &after, "tier_ssd.promotions"), LEN);
+	CHECK_EQ(th_stats_delta(&before, &after, "tier_ssd.reads"), 0);
+	CHECK_EQ(th_stats_delta(&before, &after, "tier_ssd.demotions"), 2 * LEN);
+	th_stats_free(&before);
+	th_stats_free(&after);
+
+	/* Every byte of the promoted blocks, while the raw lease still pins
+	 * them in RAM. */
+	CHECK_RC(th_verify(c, Y, LEN, &bad), LEN);
+	CHECK_EQ(bad, 0);
+
+	/* The raw client leaves: X's reservation is aborted, Y's lease ends.
+	 * Z's writes complete; Z comes back from SSD. */
+	close(fd);
+	CHECK(th_wait_stat(&d, "tier_ssd.writes_inflight", 0, TH_WAIT_MS));
+	CHECK(th_wait_stat(&d, "leases.active", 0, TH_WAIT_MS));
+	CHECK_RC(th_verify(c, Z, LEN, &bad), LEN);
+	CHECK_EQ(bad, 0);
+	CHECK_RC(th_verify(c, Y, LEN, &bad), LEN);
+	CHECK_EQ(bad, 0);
+	CHECK_GE(th_stat_get(&d, "tier_ssd.reads"), 1);
+	CHECK_EQ(th_stat_get(&d, "tier_ssd.corrupt_blocks"), 0);
+	CHECK_EQ(th_stat_get(&d, "tier_ssd.io_errors"), 0);
+	kvs_close(c);
+	return th_finish();
+}
