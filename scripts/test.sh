@@ -37,7 +37,19 @@ step_asan() {
 
 # A step script's exit status 77 is a skip (it printed why): the step is
 # counted as skipped, not passed (SKIPPABLE lists the steps that may skip).
-SKIPPABLE=" step_valgrind step_soak step_fuzz "
+SKIPPABLE=" step_valgrind step_soak step_fuzz step_python "
+
+# The Python package's tests against a real kvshared, and the vLLM end-to-end
+# test (real engines, a tiny random model): in the venv scripts/python_env.sh
+# makes once outside the repository (a skip when the package index is out of
+# reach and the venv is not there yet).
+step_python() {
+	local py
+
+	py=$(scripts/python_env.sh)
+	BUILD_DIR=$BUILD_DIR "$py" -m pytest -q -p no:cacheprovider \
+		client/python/tests tests/vllm
+}
 
 step_valgrind() {
 	export BUILD_DIR
@@ -63,6 +75,7 @@ STEPS=(
 	"step_valgrind|valgrind memcheck of kvshared (tests/valgrind.sh)"
 	"step_soak|soak: 64 clients for ${SOAK_SECONDS:-20}s (tests/soak.sh)"
 	"step_fuzz|fuzz each target ${FUZZ_SECONDS:-30}s (tests/fuzz/run.sh)"
+	"step_python|Python package and vLLM end to end (pytest client/python/tests tests/vllm)"
 )
 
 n=${#STEPS[@]}
