@@ -73,6 +73,26 @@ static const char *dname(kvs_dtype d)
 	fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, \
 		cudaGetErrorString(e_)); exit(1); } } while (0)
 
+/* Worker layouts: the two named ones, then two strided ones (copied one
+ * layer per call, as the public API does). */
+enum { LAY_INNER = KVS_KV_KV_INNER, LAY_OUTER = KVS_KV_KV_OUTER, LAY_BHNC = 2,
+       LAY_CPU = 3, LAY_COUNT };
+
+/* Scatter or gather, all layers at once or one layer per call. */
+static int run_copy(int (*fn)(const kvs_kv_cache *, const kvs_kv_blocks *),
+		    int (*fn_cuda)(const kvs_kv_cache *, const kvs_kv_blocks *, void *),
+		    const kvs_kv_cache *c, kvs_kv_blocks *b, int per_layer)
+{
+	int rc = 0;
+
+	for (uint32_t l = 0; rc == 0 && l < (per_layer ? c->layers : 1); l++) {
+		b->layer_first = l;
+		b->layer_count = per_layer ? 1 : 0;
+		rc = fn ? fn(c, b) : fn_cuda(c, b, NULL);
+	}
+	return rc;
+}
+
 /* A worker cache and a block arena, on the host and on the device. */
 struct setup {
 	kvs_kv_cache c;
@@ -84,7 +104,7 @@ struct setup {
 	size_t layer_bytes, arena_bytes;
 };
 
-static void setup_make(struct setup *s, kvs_dtype w, kvs_dtype q, kvs_kv_layout lay,
+static void setup_make(struct setup *s, kvs_dtype w, kvs_dtype q, int lay,
 		       uint32_t L, uint32_t H, uint32_t D, uint32_t pt, uint32_t bt,
 		       uint32_t nblocks, uint64_t align, int fill)
 {
@@ -92,7 +112,19 @@ static void setup_make(struct setup *s, kvs_dtype w, kvs_dtype q, kvs_kv_layout 
 	uint64_t stride;
 
 	memset(s, 0, sizeof(*s));
-	s->c = (kvs_kv_cache){ s->h_layers, L, npages, pt, H, D, w, lay, { 0 } };
+	s->c = (kvs_kv_cache){ s->h_layers, L, npages, pt, H, D, w,
+			       (kvs_kv_layout)lay, { 0 } };
+	if (lay == LAY_BHNC || lay == LAY_CPU) {
+		/* vLLM >= 0.32's [pages][H][T][2D]: each token's K then V (the
+		 * CUDA backends), or each head's T K rows then T V rows (CPU). */
+		int64_t t = pt, h = H, d = D;
+
+		s->c.layout = KVS_KV_STRIDED;
+		s->c.strides[KVS_KV_STRIDE_PAGE] = h * t * 2 * d;
+		s->c.strides[KVS_KV_STRIDE_HEAD] = t * 2 * d;
+		s->c.strides[KVS_KV_STRIDE_KV] = lay == LAY_BHNC ? d : t * d;
+		s->c.strides[KVS_KV_STRIDE_TOKEN] = lay == LAY_BHNC ? 2 * d : d;
+	}
 	s->b = (kvs_kv_blocks){ NULL, 0, NULL, NULL, nblocks, bt, q, 0, 0 };
 	s->bb = kvs_kv_block_bytes(&s->c, &s->b);
 	stride = (s->bb + align - 1) / align * align + align; /* canary gaps */
@@ -186,7 +218,7 @@ static int same_bytes(const void *host, const void *dev, size_t n)
 	return same;
 }
 
-static void check_copy(kvs_dtype w, kvs_dtype q, kvs_kv_layout lay, uint32_t L,
+static void check_copy(kvs_dtype w, kvs_dtype q, int lay, uint32_t L,
 		       uint32_t H, uint32_t D, uint32_t pt, uint32_t bt,
 		       uint32_t nblocks, uint64_t align)
 {
@@ -195,11 +227,13 @@ static void check_copy(kvs_dtype w, kvs_dtype q, kvs_kv_layout lay, uint32_t L,
 	kvs_kv_blocks b;
 	int ok = 1;
 
+	int per_layer = lay >= LAY_BHNC;
+
 	setup_make(&src, w, q, lay, L, H, D, pt, bt, nblocks, align, 1);
 	descr(&src, 0, &c, &b);
-	CHECK_EQ(kvs_kv_scatter(&c, &b), 0);
+	CHECK_EQ(run_copy(kvs_kv_scatter, NULL, &c, &b, per_layer), 0);
 	descr(&src, 1, &c, &b);
-	CHECK_EQ(kvs_kv_scatter_cuda(&c, &b, NULL), 0);
+	CHECK_EQ(run_copy(NULL, kvs_kv_scatter_cuda, &c, &b, per_layer), 0);
 	CU(cudaDeviceSynchronize());
 	ok &= same_bytes(src.h_arena, src.d_arena, src.arena_bytes);
 	/* Gather both arenas (equal if the scatter passed) into canaried caches. */
@@ -214,9 +248,9 @@ static void check_copy(kvs_dtype w, kvs_dtype q, kvs_kv_layout lay, uint32_t L,
 	CU(cudaMemcpy(dst.d_layer_arr, dst.d_layers, sizeof(void *) * L, cudaMemcpyHostToDevice));
 	dst.c.layer_ptrs = dst.h_layers;
 	descr(&dst, 0, &c, &b);
-	CHECK_EQ(kvs_kv_gather(&c, &b), 0);
+	CHECK_EQ(run_copy(kvs_kv_gather, NULL, &c, &b, per_layer), 0);
 	descr(&dst, 1, &c, &b);
-	CHECK_EQ(kvs_kv_gather_cuda(&c, &b, NULL), 0);
+	CHECK_EQ(run_copy(NULL, kvs_kv_gather_cuda, &c, &b, per_layer), 0);
 	CU(cudaDeviceSynchronize());
 	for (uint32_t l = 0; l < L; l++)
 		ok &= same_bytes(dst.h_layers[l], dst.d_layers[l], src.layer_bytes);
@@ -378,13 +412,13 @@ int main(void)
 	       prop.minor, prop.totalGlobalMem / 1073741824.0);
 	for (size_t wi = 0; wi < 3; wi++)
 	for (int qi = 0; qi < 3; qi++)
-	for (int lay = 0; lay < 2; lay++)
+	for (int lay = 0; lay < LAY_COUNT; lay++)
 	for (size_t si = 0; si < sizeof(sh) / sizeof(sh[0]); si++) {
 		kvs_dtype q = qi == 0 ? ws[wi] : qi == 1 ? KVS_DTYPE_INT8 : KVS_DTYPE_FP8_E4M3;
 
 		if (sh[si].align == 1 && qi == 0)
 			continue; /* plain blocks must be element-aligned */
-		check_copy(ws[wi], q, (kvs_kv_layout)lay, sh[si].L, sh[si].H,
+		check_copy(ws[wi], q, lay, sh[si].L, sh[si].H,
 			   sh[si].D, sh[si].pt, sh[si].bt, sh[si].nblocks, sh[si].align);
 	}
 	check_attention();

@@ -81,7 +81,8 @@ static int connect_as(th_daemon *d, const gid_t *groups, size_t ngroups,
 	th_child ch;
 	uint64_t v = 1, ok = 1;
 
-	memcpy(pe.groups, groups, ngroups * sizeof(gid_t));
+	if (ngroups) /* memcpy's source may not be NULL, even for 0 bytes */
+		memcpy(pe.groups, groups, ngroups * sizeof(gid_t));
 	*served = false;
 	th_spawn(&ch, as_nobody, &pe);
 	if (!CHECK_RC(th_recv_u64(ch.fd, &v, TH_WAIT_MS), 0)) {

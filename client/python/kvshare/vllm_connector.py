@@ -97,6 +97,7 @@ class _ReqState:
     prompt: list[int]
     salt: Optional[str]
     adapter: Optional[str]
+    skip: bool = False          # not shared (multimodal: token ids do not name the KV)
     block_ids: list[int] = dataclasses.field(default_factory=list)
     saved_blocks: int = 0       # chain blocks [0, saved_blocks) published
     load_start: int = 0         # a load planned for the next step: blocks
@@ -239,7 +240,8 @@ class KvshareConnector(KVConnectorBase_V1):
         if st is None:
             st = _ReqState(list(request.prompt_token_ids or []),
                            getattr(request, "cache_salt", None),
-                           _adapter(getattr(request, "lora_request", None)))
+                           _adapter(getattr(request, "lora_request", None)),
+                           skip=bool(getattr(request, "mm_features", None)))
             self.reqs[request.request_id] = st
         return st
 
@@ -260,7 +262,7 @@ class KvshareConnector(KVConnectorBase_V1):
         bs = self.block_size
         # Full blocks, and at least one token left for the model to compute.
         max_blocks = (len(st.prompt) - 1) // bs
-        if max_blocks * bs <= num_computed_tokens:
+        if st.skip or max_blocks * bs <= num_computed_tokens:
             return 0
         c = self.clients.get(st.salt, st.adapter)
         if c is None:
@@ -298,17 +300,24 @@ class KvshareConnector(KVConnectorBase_V1):
     def _build(self, so: "SchedulerOutput", meta: KvshareMetadata) -> None:
         bs = self.block_size
         steps: list[tuple[str, int]] = []
+
+        def plan_load(req_id: str, st: _ReqState) -> None:
+            # A load the scheduler counted on (get_num_new_matched_tokens):
+            # vLLM treats those tokens as computed, so it must happen or be
+            # reported as failed, never be dropped.
+            if st.load_end > st.load_start:
+                meta.loads.append(_Load(req_id, st.prompt[: st.load_end * bs], st.salt,
+                                        st.adapter, st.block_ids[: st.load_end],
+                                        st.load_start))
+                st.load_start = st.load_end = 0
+
         for nr in so.scheduled_new_reqs:
             st = self.reqs.get(nr.req_id)
             if st is None:
                 continue
             st.block_ids = list(nr.block_ids[0])
             steps.append((nr.req_id, nr.num_computed_tokens + so.num_scheduled_tokens[nr.req_id]))
-            if st.load_end > st.load_start:
-                meta.loads.append(_Load(nr.req_id, st.prompt[: st.load_end * bs], st.salt,
-                                        st.adapter, st.block_ids[: st.load_end],
-                                        st.load_start))
-                st.load_start = st.load_end = 0
+            plan_load(nr.req_id, st)
         cr = so.scheduled_cached_reqs
         for i, req_id in enumerate(cr.req_ids):
             st = self.reqs.get(req_id)
@@ -316,15 +325,17 @@ class KvshareConnector(KVConnectorBase_V1):
                 continue
             new = cr.new_block_ids[i]
             if new is not None:
-                if req_id in cr.resumed_req_ids:
+                if req_id in cr.resumed_req_ids:  # after preemption: all its blocks
                     st.block_ids = list(new[0])
                 else:
                     st.block_ids.extend(new[0])
+            if req_id in cr.resumed_req_ids:
+                plan_load(req_id, st)
             steps.append((req_id, cr.num_computed_tokens[i] + so.num_scheduled_tokens[req_id]))
         for req_id, computed in steps:
             st = self.reqs[req_id]
             end = min(computed, len(st.prompt)) // bs
-            if end > st.saved_blocks and end <= len(st.block_ids):
+            if not st.skip and st.saved_blocks < end <= len(st.block_ids):
                 meta.saves.append(_Save(req_id, st.prompt[: end * bs], st.salt, st.adapter,
                                         st.block_ids[:end]))
                 st.saved_blocks = end
