@@ -716,6 +716,7 @@ static int ns_create(kvs_cache *c, const kvs_wire_hello *h, uint32_t d,
 		.kv_heads = h->kv_heads, .head_dim = h->head_dim,
 		.block_tokens = h->block_tokens, .tp_rank = h->tp_rank,
 		.tp_size = h->tp_size, .dtype = h->dtype, .block_bytes = bytes,
+		.tenant = c->by_uid, .uid = c->by_uid ? c->doms[d].uid : 0,
 	};
 	c->nns++;
 	*id = s->info.id;
