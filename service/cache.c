@@ -887,14 +887,15 @@ static int reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 	ns *sp = &c->nss[o->ns - 1];
 	/* The record that holds the new block's place in the tree while a slot
 	 * is found: its parent gains a child now, so that the eviction making
-	 * room cannot drop it (at worst it becomes a ghost). Without an SSD
-	 * tier that child also keeps the parent out of the leaves, in RAM.
-	 * With one, the child counts as in host RAM only once it has a slot:
-	 * the end of the chain so far may move down to SSD to make that room,
-	 * so that a chain published window by window passes through a host
-	 * tier smaller than itself (the pins of the open window alone must
-	 * fit). */
+	 * room can neither take the parent as a leaf nor drop a ghost. With
+	 * an SSD tier that would keep the parent, the child counts as in host
+	 * RAM only once it has a slot: the end of the chain so far may move
+	 * down to SSD to make that room (it stays in the tree), so that a
+	 * chain published window by window passes through a host tier smaller
+	 * than itself (the pins of the open window alone must fit). */
 	uint32_t hold = ghost != NONE ? ghost : prev;
+	int hold_in_ram = hold != NONE && c->ssd &&
+			  (hold != prev || !tier_ssd_keeps(c, hold));
 	uint64_t off;
 	uint32_t idx = ghost;
 	uint16_t gcls = 0;
@@ -906,6 +907,8 @@ static int reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 		return rc;
 	if (hold != NONE) {
 		rec(c, hold)->children++;
+		if (hold_in_ram)
+			tier_ssd_kids_add(c, hold, 1);
 		sync_evictable(c, hold);
 	}
 	/* A GPU worker's blocks go to the GPU tier first; when it has no
@@ -925,21 +928,23 @@ static int reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 			kvs_slab_free(cache_ns_dom(c, o->ns)->slab, off);
 	}
 	if (rc < 0) {
-		child_gone(c, hold, 0);
+		child_gone(c, hold, hold_in_ram);
 		return rc;
 	}
 	r = rec(c, idx);
 	if (ghost != NONE) {
 		r->children--; /* the hold; it keeps its real children */
+		if (hold_in_ram)
+			tier_ssd_kids_add(c, ghost, -1);
 		c->ghosts--;
 		r->state = KVS_REC_WRITING;
 		cache_set_tier(c, idx, KVS_TIER_HOST);
 		r = rec(c, idx);
 	} else {
 		r->parent = prev; /* prev keeps the child counted above */
-		r->tier = KVS_TIER_HOST;
-		if (c->ssd && prev != NONE) {
-			/* Now in host RAM (prev may be on SSD by now). */
+		r->tier = KVS_TIER_HOST; /* counted in prev's host children */
+		if (c->ssd && prev != NONE && !hold_in_ram) {
+			/* Only now (prev may be on SSD by now). */
 			tier_ssd_kids_add(c, prev, 1);
 			sync_evictable(c, prev);
 		}
