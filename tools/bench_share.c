@@ -160,15 +160,16 @@ static int read_windows(const struct share_opts *o, kvs_client *c,
 
 /*
  * Publish the chain h[0..n) window by window: reserve h[0..end) (always the
- * chain from block 0, as kvs_reserve() requires; the blocks before this
- * window answer EXISTS), write the window's NEW blocks, commit, and move on.
- * Committed blocks can then leave host RAM for the SSD tier to make room for
- * the next window, so a chain longer than the host tier goes through. A
- * window cut short by FULL is committed and the next one starts at the first
- * FULL block; FULL with no progress at all (every evictable block is
- * pinned), or BUSY (another writer has the rest), ends the chain: those
- * blocks are counted, not a failure. @hits: the leading blocks the read
- * found. With @scratch (RAG mode) the worker
+ * chain from block 0, as kvs_reserve() requires), write every NEW block of
+ * the answer, commit, and move on. The blocks of earlier windows answer
+ * EXISTS, or NEW again when they were evicted meanwhile (they are written
+ * again, never committed unwritten). Committed blocks can leave host RAM
+ * for the SSD tier to make room for the next window, so a chain longer than
+ * the host tier goes through. A window cut short by FULL is committed and
+ * the next one starts at the first FULL block; FULL with no progress at all
+ * (every evictable block is pinned), or BUSY (another writer has the rest),
+ * ends the chain: those blocks are counted, not a failure. @hits: the
+ * leading blocks the read found. With @scratch (RAG mode) the worker
  * computes the blocks it does not write privately, as an engine must.
  */
 static int write_windows(const struct share_opts *o, kvs_client *c,
@@ -176,18 +177,19 @@ static int write_windows(const struct share_opts *o, kvs_client *c,
 			 uint8_t *scratch, struct report *r)
 {
 	uint64_t bb = kvs_block_bytes(c);
-	int k = 0, rc;
+	/* Each round with progress commits a block; evictions by others
+	 * can undo that, so the rounds are bounded all the same. */
+	int k = 0, rc, rounds = 2 * n + 2;
 
 	while (k < n) {
 		int end = n - k < (int)o->window ? n : k + (int)o->window;
-		int fresh = 0, stop = end;
+		int fresh = 0, stop = end, from;
 		kvs_lease lease;
 
 		rc = kvs_reserve(c, h, (size_t)end, &lease, b);
 		if (rc == KVS_E_FULL) {
 			/* No answer per block: the hits exist, the rest is FULL. */
-			int from = hits > k ? hits : k;
-
+			from = hits > k ? hits : k;
 			r->exists_blocks += (uint64_t)(from - k);
 			r->full_blocks += (uint64_t)(n - from);
 			compute_privately(scratch, bb, h, from, n);
@@ -195,7 +197,7 @@ static int write_windows(const struct share_opts *o, kvs_client *c,
 		}
 		if (rc < 0)
 			return fail_at(r, "reserve", rc);
-		for (int i = k; i < end && stop == end; i++) {
+		for (int i = 0; i < end && stop == end; i++) {
 			uint8_t *p;
 
 			switch (b[i].status) {
@@ -210,7 +212,7 @@ static int write_windows(const struct share_opts *o, kvs_client *c,
 				fresh++;
 				break;
 			case KVS_BLOCK_EXISTS:
-				r->exists_blocks++;
+				r->exists_blocks += i >= k; /* once per block */
 				break;
 			default: /* BUSY or FULL: so is the rest of the chain */
 				stop = i;
@@ -223,15 +225,16 @@ static int write_windows(const struct share_opts *o, kvs_client *c,
 			k = end;
 			continue;
 		}
-		if (b[stop].status == KVS_BLOCK_FULL && fresh > 0) {
+		if (b[stop].status == KVS_BLOCK_FULL && fresh > 0 && --rounds > 0) {
 			k = stop; /* committed blocks can move down now */
 			continue;
 		}
+		from = stop > k ? stop : k;
 		if (b[stop].status == KVS_BLOCK_BUSY)
-			r->busy_blocks += (uint64_t)(n - stop);
+			r->busy_blocks += (uint64_t)(n - from);
 		else
-			r->full_blocks += (uint64_t)(n - stop);
-		compute_privately(scratch, bb, h, stop, n);
+			r->full_blocks += (uint64_t)(n - from);
+		compute_privately(scratch, bb, h, from, n);
 		return 0;
 	}
 	return 0;

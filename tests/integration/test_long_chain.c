@@ -15,7 +15,11 @@
  *  kvsbench: `kvsbench share` of a 1024-block prefix with a window larger
  *            than the host tier completes: the writer commits what fits and
  *            goes on, FULL is a figure, nothing fails, the reader verifies
- *            every byte (window given so its pins fit).
+ *            every byte (window given so its pins fit). And 4 RAG workers at
+ *            once through the same small tier in windows of 4 blocks: blocks
+ *            of an earlier window evicted meanwhile answer NEW again and
+ *            are written again, so no hit is ever a block committed unwritten
+ *            (corrupt_blocks 0), and nothing fails.
  */
 #include "harness.h"
 
@@ -185,6 +189,12 @@ int main(void)
 		CHECK_EQ(st, 0);
 		CHECK_EQ(json_num(json, "hit_blocks"), N);
 		CHECK_EQ(json_num(json, "verified_bytes"), (long long)N * 16384);
+		CHECK_EQ(json_num(json, "corrupt_blocks"), 0);
+		CHECK_EQ(json_num(json, "failed_workers"), 0);
+		st = bench("--rag --workers 4 --requests 24 --docs 8 --layers 1 --window 4 "
+			   "--salt rag --json-only", json, sizeof(json));
+		CHECK_EQ(st, 0);
+		CHECK_GT(json_num(json, "hit_blocks"), 0);
 		CHECK_EQ(json_num(json, "corrupt_blocks"), 0);
 		CHECK_EQ(json_num(json, "failed_workers"), 0);
 	} else {
