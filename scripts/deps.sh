@@ -123,15 +123,13 @@ wait_apt_locks() {
 # waits for the dpkg lock itself (DPkg::Lock::Timeout); update has no such
 # option, hence the retry. Output appended to $log.
 apt_run() {
-	local left once
-	once=$(mktemp -t kvshare-deps-apt.XXXXXX)
+	local left
 	while :; do
 		wait_apt_locks
 		left=$((deadline - SECONDS))
 		((left > 0)) || left=1
 		if "${apt[@]}" -o "DPkg::Lock::Timeout=$left" "$@" >"$once" 2>&1; then
 			cat "$once" >>"$log"
-			rm -f "$once"
 			return 0
 		fi
 		cat "$once" >>"$log"
@@ -141,20 +139,25 @@ apt_run() {
 			sleep 1 # a lock /proc/locks does not show must not spin
 			continue
 		fi
-		rm -f "$once"
 		return 1
 	done
 }
 
 echo "deps.sh: installing Debian packages: ${missing[*]}" >&2
+# $log: all apt-get output, kept when apt-get fails (the message names it);
+# $once: one run's, to tell a lock failure from any other.
 log=$(mktemp -t kvshare-deps.XXXXXX)
+once=$(mktemp -t kvshare-deps-apt.XXXXXX)
+keep_log=0
+trap 'rm -f "$once"; ((keep_log)) || rm -f "$log"' EXIT
 # env, so that DEBIAN_FRONTEND survives sudo's environment reset.
 apt=("${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -q -y)
 if ! { apt_run update && apt_run install --no-install-recommends "${missing[@]}"; }; then
 	tail -n 30 "$log" >&2
+	# shellcheck disable=SC2034 # read by the EXIT trap
+	keep_log=1
 	die "apt-get failed (full log: $log)"
 fi
-rm -f "$log"
 
 mapfile -t still < <(missing_packages "${missing[@]}")
 ((${#still[@]} == 0)) || die "still not installed after apt-get install: ${still[*]}"

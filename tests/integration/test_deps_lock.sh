@@ -55,13 +55,18 @@ EOF
 chmod +x "$tmp/bin/apt-get"
 export PATH=$tmp/bin:$PATH
 
-# run_deps NAME [ENV...]: deps.sh with ENV; rc, its stderr in $tmp/NAME.err.
+# run_deps NAME [ENV...]: deps.sh with ENV; rc, its stderr in $tmp/NAME.err;
+# it must leave nothing in its TMPDIR (it fails here, and its log is only
+# kept when apt-get itself fails).
 run_deps() {
 	local n=$1
 	shift
 	: >"$tmp/calls"
-	env "$@" timeout 90 "$deps" >"$tmp/$n.out" 2>"$tmp/$n.err"
+	mkdir -p "$tmp/tmpdir"
+	env TMPDIR="$tmp/tmpdir" "$@" timeout 90 "$deps" >"$tmp/$n.out" 2>"$tmp/$n.err"
 	rc=$?
+	check "$n: deps.sh leaves no temp file ($(ls "$tmp/tmpdir"))" \
+		[ -z "$(ls -A "$tmp/tmpdir")" ]
 }
 
 # hold SECONDS: hold every lock in locks for SECONDS in the background (sets
