@@ -303,9 +303,10 @@ int kvs_lookup(kvs_client *c, const kvs_hash *hashes, size_t n,
  * kvs_reserve - get slots to write the blocks of a chain that are missing.
  * @hashes, @n: the chain, from block 0 (always: the daemon links each block
  *          to its parent). To publish a chain longer than the room left,
- *          go a window at a time: reserve hashes[0..end), write the NEW
- *          blocks, kvs_commit(), move end on. The blocks of earlier windows
- *          answer EXISTS; once committed they may move down to the SSD tier
+ *          go a window at a time: reserve hashes[0..end), write every
+ *          NEW block of the answer, kvs_commit(), move end on. The blocks
+ *          of earlier windows answer EXISTS (or NEW again if evicted
+ *          meanwhile). Once committed they may move down to the SSD tier
  *          (end of the chain first) to make room for the next window, which
  *          uncommitted slots never do: one reserve of a chain larger than
  *          the host tier gets FULL for what does not fit. A window cut short
