@@ -61,6 +61,8 @@ int kvs_list(kvs_client *c, uint32_t ns, uint32_t top, kvs_ns_summary **out)
 		memcpy(s->model, w.model, w.model_len);
 		memcpy(s->adapter, w.adapter, w.adapter_len);
 		s->salted = !!(w.flags & KVS_WIRE_NS_SALTED);
+		s->tenant = !!(w.flags & KVS_WIRE_NS_TENANT);
+		s->uid = w.uid;
 		s->layers = w.layers;
 		s->kv_heads = w.kv_heads;
 		s->head_dim = w.head_dim;

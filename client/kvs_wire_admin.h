@@ -16,7 +16,7 @@
 
 /* Operator opcodes follow the worker's (kvs_wire.h); see kvs_wire_opcode_name. */
 #define KVS_WIRE_LIST_TOP_MAX 16 /* most-hit prefixes per namespace */
-#define KVS_WIRE_NS_FIXED 96
+#define KVS_WIRE_NS_FIXED 104
 #define KVS_WIRE_PREFIX_SIZE 40
 #define KVS_WIRE_INSPECT_REQ_SIZE 24
 #define KVS_WIRE_BLOCK_INFO_SIZE 80
@@ -47,15 +47,18 @@ typedef struct kvs_wire_prefix {
 /* One namespace in a LIST reply. Strings are not NUL-terminated. */
 typedef struct kvs_wire_ns {
 	uint32_t id, layers, kv_heads, head_dim, block_tokens, tp_rank, tp_size;
-	uint32_t dtype, clients, flags; /* KVS_WIRE_NS_SALTED */
+	uint32_t dtype, clients, flags; /* KVS_WIRE_NS_* */
 	uint64_t block_bytes, blocks, writing, hits, pinned;
 	uint32_t roots, longest;
 	uint16_t model_len, adapter_len;
 	uint32_t ntop;
+	uint32_t uid; /* KVS_WIRE_NS_TENANT: the uid owning its arena; else 0 */
 	const char *model, *adapter;
 	const uint8_t *top; /* decode: ntop * KVS_WIRE_PREFIX_SIZE bytes */
 } kvs_wire_ns;
 #define KVS_WIRE_NS_SALTED 0x1u
+#define KVS_WIRE_NS_TENANT 0x2u /* in a per-uid tenant arena */
+#define KVS_WIRE_NS_FLAGS (KVS_WIRE_NS_SALTED | KVS_WIRE_NS_TENANT)
 
 /* INSPECT request: a block by hash, in namespace @ns (0: any). */
 typedef struct kvs_wire_inspect_req {

@@ -27,7 +27,9 @@
  *    away, every pin is dropped and every uncommitted slot is freed.
  *  - Reserve always takes the whole hash chain from block 0 (as returned by
  *    kvs_hash_tokens()): the daemon links each block to its parent, and
- *    blocks that already exist are reported, not rewritten.
+ *    blocks that already exist are reported, not rewritten. A chain longer
+ *    than the host tier is published in windows (see kvs_reserve()): the
+ *    uncommitted slots of one reserve are pinned and cannot move to SSD.
  *
  * Errors: every function returns 0 (or a count) on success and a negative
  * number on failure: -errno for system errors, KVS_E_* for kvshare's own.
@@ -282,7 +284,11 @@ size_t kvs_hash_chain(kvs_hash seed, uint32_t block_tokens,
 
 /*
  * kvs_lookup - find the longest cached prefix of a hash chain and pin it.
- * @hashes, @n: the chain, from block 0 (n <= KVS_MAX_HASHES).
+ * @hashes, @n: the chain, from block 0 (n <= KVS_MAX_HASHES). A hash names
+ *          its whole prefix, so a reader that has copied blocks 0..k-1
+ *          (under an earlier lease) may go on from hashes[k]: a chain
+ *          longer than the host tier is read a window at a time, each
+ *          window's hits pinned (and promoted from SSD) together.
  * @lease: set to the lease pinning the hits (0 when there are none).
  * @blocks: n entries; the first <return value> are filled (status HIT).
  * Returns the number of leading blocks present (0..n).
@@ -295,7 +301,17 @@ int kvs_lookup(kvs_client *c, const kvs_hash *hashes, size_t n,
 
 /*
  * kvs_reserve - get slots to write the blocks of a chain that are missing.
- * @hashes, @n: the chain, from block 0.
+ * @hashes, @n: the chain, from block 0 (always: the daemon links each block
+ *          to its parent). To publish a chain longer than the room left,
+ *          go a window at a time: reserve hashes[0..end), write every
+ *          NEW block of the answer, kvs_commit(), move end on. The blocks
+ *          of earlier windows answer EXISTS (or NEW again if evicted
+ *          meanwhile). Once committed they may move down to the SSD tier
+ *          (end of the chain first) to make room for the next window, which
+ *          uncommitted slots never do: one reserve of a chain larger than
+ *          the host tier gets FULL for what does not fit. A window cut short
+ *          by FULL: commit it and start the next at its first FULL block.
+ *          The NEW slots of one window must fit in the host tier at once.
  * @lease: set to the write lease (0 if no slot was reserved).
  * @blocks: n entries, all filled: status NEW (yours to write), EXISTS,
  *          BUSY (someone else is writing it) or FULL (no room; the rest of

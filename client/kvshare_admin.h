@@ -62,6 +62,9 @@ typedef struct kvs_ns_summary {
 	uint64_t pinned;      /* blocks pinned by operators */
 	uint32_t roots;       /* prefix trees (first blocks) */
 	uint32_t longest;     /* blocks in the longest cached chain */
+	int tenant;           /* in a per-uid tenant arena (kvshared
+			       * --tenant-arenas uid) */
+	uint32_t uid;         /* tenant: the uid owning that arena; else 0 */
 	uint32_t ntop;
 	kvs_prefix_info top[KVS_LIST_TOP_MAX]; /* most-hit first */
 } kvs_ns_summary;

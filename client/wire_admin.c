@@ -52,7 +52,8 @@ int kvs_wire_ns_encode(const kvs_wire_ns *e, const kvs_wire_prefix *top,
 	uint8_t *p = buf;
 
 	if (e->model_len > KVS_NAME_MAX || e->adapter_len > KVS_NAME_MAX ||
-	    e->ntop > KVS_WIRE_LIST_TOP_MAX || e->flags & ~KVS_WIRE_NS_SALTED)
+	    e->ntop > KVS_WIRE_LIST_TOP_MAX || e->flags & ~KVS_WIRE_NS_FLAGS ||
+	    (e->uid && !(e->flags & KVS_WIRE_NS_TENANT)))
 		return -EINVAL;
 	if (cap < need)
 		return -ENOBUFS;
@@ -76,6 +77,8 @@ int kvs_wire_ns_encode(const kvs_wire_ns *e, const kvs_wire_prefix *top,
 	put16(p + 88, e->model_len);
 	put16(p + 90, e->adapter_len);
 	put32(p + 92, e->ntop);
+	put32(p + 96, e->uid);
+	put32(p + 100, 0);
 	p += KVS_WIRE_NS_FIXED;
 	if (e->model_len)
 		memcpy(p, e->model, e->model_len);
@@ -121,7 +124,10 @@ int kvs_wire_ns_decode(const uint8_t *p, size_t n, kvs_wire_ns *o, size_t *used)
 	o->model_len = get16(p + 88);
 	o->adapter_len = get16(p + 90);
 	o->ntop = get32(p + 92);
-	if (o->flags & ~KVS_WIRE_NS_SALTED || o->model_len > KVS_NAME_MAX ||
+	o->uid = get32(p + 96);
+	if (get32(p + 100) != 0 || (o->uid && !(o->flags & KVS_WIRE_NS_TENANT)))
+		return KVS_E_PROTO;
+	if (o->flags & ~KVS_WIRE_NS_FLAGS || o->model_len > KVS_NAME_MAX ||
 	    o->adapter_len > KVS_NAME_MAX || o->ntop > KVS_WIRE_LIST_TOP_MAX)
 		return KVS_E_PROTO;
 	need = KVS_WIRE_NS_FIXED + (size_t)o->model_len + o->adapter_len +

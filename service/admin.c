@@ -308,7 +308,9 @@ static int do_list(kvs_admin *a, uint32_t conn_ns, const uint8_t *p, size_t n,
 		w->tp_size = ni->tp_size;
 		w->dtype = ni->dtype;
 		w->clients = ni->clients;
-		w->flags = ni->salted ? KVS_WIRE_NS_SALTED : 0;
+		w->flags = (ni->salted ? KVS_WIRE_NS_SALTED : 0) |
+			   (ni->tenant ? KVS_WIRE_NS_TENANT : 0);
+		w->uid = ni->uid;
 		w->block_bytes = ni->block_bytes;
 		w->blocks = ni->blocks;
 		w->writing = ni->writing;

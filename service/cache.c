@@ -716,6 +716,7 @@ static int ns_create(kvs_cache *c, const kvs_wire_hello *h, uint32_t d,
 		.kv_heads = h->kv_heads, .head_dim = h->head_dim,
 		.block_tokens = h->block_tokens, .tp_rank = h->tp_rank,
 		.tp_size = h->tp_size, .dtype = h->dtype, .block_bytes = bytes,
+		.tenant = c->by_uid, .uid = c->by_uid ? c->doms[d].uid : 0,
 	};
 	c->nns++;
 	*id = s->info.id;
@@ -886,8 +887,15 @@ static int reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 	ns *sp = &c->nss[o->ns - 1];
 	/* The record that holds the new block's place in the tree while a slot
 	 * is found: its parent gains a child now, so that the eviction making
-	 * room can neither take the parent as a leaf nor drop a ghost. */
+	 * room can neither take the parent as a leaf nor drop a ghost. With
+	 * an SSD tier that would keep the parent, the child counts as in host
+	 * RAM only once it has a slot: the end of the chain so far may move
+	 * down to SSD to make that room (it stays in the tree), so that a
+	 * chain published window by window passes through a host tier smaller
+	 * than itself (the pins of the open window alone must fit). */
 	uint32_t hold = ghost != NONE ? ghost : prev;
+	int hold_in_ram = hold != NONE && c->ssd &&
+			  (hold != prev || !tier_ssd_keeps(c, hold));
 	uint64_t off;
 	uint32_t idx = ghost;
 	uint16_t gcls = 0;
@@ -899,7 +907,7 @@ static int reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 		return rc;
 	if (hold != NONE) {
 		rec(c, hold)->children++;
-		if (c->ssd)
+		if (hold_in_ram)
 			tier_ssd_kids_add(c, hold, 1);
 		sync_evictable(c, hold);
 	}
@@ -920,13 +928,13 @@ static int reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 			kvs_slab_free(cache_ns_dom(c, o->ns)->slab, off);
 	}
 	if (rc < 0) {
-		child_gone(c, hold, 1);
+		child_gone(c, hold, hold_in_ram);
 		return rc;
 	}
 	r = rec(c, idx);
 	if (ghost != NONE) {
 		r->children--; /* the hold; it keeps its real children */
-		if (c->ssd)
+		if (hold_in_ram)
 			tier_ssd_kids_add(c, ghost, -1);
 		c->ghosts--;
 		r->state = KVS_REC_WRITING;
@@ -935,6 +943,11 @@ static int reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 	} else {
 		r->parent = prev; /* prev keeps the child counted above */
 		r->tier = KVS_TIER_HOST; /* counted in prev's host children */
+		if (c->ssd && prev != NONE && !hold_in_ram) {
+			/* Only now (prev may be on SSD by now). */
+			tier_ssd_kids_add(c, prev, 1);
+			sync_evictable(c, prev);
+		}
 	}
 	r->offset = off;
 	r->gen = ++c->gen;

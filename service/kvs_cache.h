@@ -59,6 +59,8 @@ typedef struct kvs_ns_info {
 	uint64_t blocks;  /* committed */
 	uint64_t writing; /* reserved, not committed */
 	uint32_t clients;
+	int tenant;       /* in a per-uid arena (--tenant-arenas uid) */
+	uint32_t uid;     /* tenant: the uid owning that arena; else 0 */
 } kvs_ns_info;
 
 /*

@@ -368,6 +368,15 @@ int tier_ssd_demote(kvs_cache *c, uint32_t idx)
 	return 1;
 }
 
+int tier_ssd_keeps(const kvs_cache *c, uint32_t idx)
+{
+	const kvs_tier_ssd *t = c->ssd;
+
+	if (ext_of(c, idx)->flags & (EXT_SSD | EXT_WRITING))
+		return 1;
+	return t->enabled && !(t->admit_hit && cache_rec(c, idx)->hits == 0);
+}
+
 void tier_ssd_commit(kvs_cache *c, uint32_t idx)
 {
 	int rc;

@@ -34,6 +34,10 @@ int tier_ssd_promotable(const kvs_cache *c, uint32_t idx);
  * cache should free the slot and forget it (not admitted, tier off, error).
  */
 int tier_ssd_demote(kvs_cache *c, uint32_t idx);
+/* tier_ssd_keeps - whether tier_ssd_demote(@idx) would keep it, as far as
+ * can be told before the write (the tier is on and admits it, or it is on
+ * SSD already); a full staging area or an I/O error can still refuse. */
+int tier_ssd_keeps(const kvs_cache *c, uint32_t idx);
 /* tier_ssd_commit - @idx was committed: write-through, if configured. */
 void tier_ssd_commit(kvs_cache *c, uint32_t idx);
 

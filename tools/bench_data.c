@@ -514,7 +514,6 @@ int kvsb_cmd_data(const char *sock, int argc, char **argv)
 {
 	enum { O_JSON = 256 };
 	static const struct option opts[] = {
-		{ "socket", required_argument, NULL, 's' },
 		{ "block-bytes", required_argument, NULL, 'b' },
 		{ "blocks", required_argument, NULL, 'k' },
 		{ "readers", required_argument, NULL, 'n' },
@@ -533,9 +532,8 @@ int kvsb_cmd_data(const char *sock, int argc, char **argv)
 	uint64_t host = 32u << 20;
 	int opt, bad = 0, rc = 0, status = 1;
 
-	while ((opt = getopt_long(argc, argv, "s:b:k:n:t:r:h", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "b:k:n:t:r:h", opts, NULL)) != -1) {
 		switch (opt) {
-		case 's': o.sock = optarg; break;
 		case 'b': bad |= parse_sizes(optarg, &o); break;
 		case 'k': bad |= kvsb_parse_uint("blocks", optarg, 1, KVS_MAX_HASHES, &o.blocks); break;
 		case 'n': bad |= kvsb_parse_uint("readers", optarg, 1, DATA_MAX_READERS, &o.readers); break;

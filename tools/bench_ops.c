@@ -360,7 +360,6 @@ int kvsb_cmd_ops(const char *sock, int argc, char **argv)
 {
 	enum { O_VALUE = 256, O_JSON };
 	static const struct option opts[] = {
-		{ "socket", required_argument, NULL, 's' },
 		{ "clients", required_argument, NULL, 'c' },
 		{ "blocks", required_argument, NULL, 'k' },
 		{ "seconds", required_argument, NULL, 't' },
@@ -390,9 +389,8 @@ int kvsb_cmd_ops(const char *sock, int argc, char **argv)
 	char *keybuf = NULL, redis_why[128];
 	int opt, bad = 0, rc = 0, status = 1;
 
-	while ((opt = getopt_long(argc, argv, "s:c:k:t:r:h", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "c:k:t:r:h", opts, NULL)) != -1) {
 		switch (opt) {
-		case 's': o.sock = optarg; break;
 		case 'c': bad |= kvsb_parse_uint("clients", optarg, 1, OPS_MAX_CLIENTS, &o.clients); break;
 		case 'k': bad |= kvsb_parse_uint("blocks", optarg, 1, KVS_MAX_HASHES, &o.blocks); break;
 		case 't': bad |= kvsb_parse_seconds(optarg, &o.seconds); break;

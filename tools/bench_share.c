@@ -69,6 +69,7 @@ static int pattern_check(const uint8_t *p, uint64_t n, kvs_hash h)
 struct share_opts {
 	const char *sock;
 	unsigned workers, prefix, suffix;
+	unsigned window; /* blocks per lookup and per reserve (0: not set) */
 	kvs_layout layout;
 	int json_only;
 	/* RAG mode: each worker issues @requests requests of the prefix, then
@@ -98,94 +99,174 @@ static int fail_at(struct report *r, const char *name, int rc)
 	return rc;
 }
 
+/* The blocks' expected bytes computed privately (RAG mode's @scratch): the
+ * time an engine takes to prefill KV it cannot get from the cache. */
+static void compute_privately(uint8_t *scratch, uint64_t bb, const kvs_hash *h,
+			      int from, int to)
+{
+	for (int i = from; scratch && i < to; i++)
+		pattern_fill(scratch, bb, h[i]);
+}
+
 /*
- * One request's cache traffic for the chain h[0..n): lookup, verify every
- * hit's bytes, release, reserve the chain, write the NEW blocks, commit.
+ * Read the chain h[0..n) window by window: look up h[k..k+W), verify every
+ * hit's bytes, release, and go on while the whole window hit. A hash names
+ * its whole prefix, so a window is found by its own hashes, and a reader of
+ * a chain longer than the host tier pins one window at a time (promoting it
+ * from SSD as needed). Returns the number of leading blocks that hit, or an
+ * error.
+ */
+static int read_windows(const struct share_opts *o, kvs_client *c,
+			const kvs_hash *h, int n, kvs_block *b, unsigned idx,
+			struct report *r)
+{
+	uint64_t bb = kvs_block_bytes(c);
+	int k = 0, rc;
+
+	while (k < n) {
+		int len = n - k < (int)o->window ? n - k : (int)o->window, hits;
+		kvs_lease lease;
+
+		rc = kvs_lookup(c, h + k, (size_t)len, &lease, b + k);
+		if (rc < 0)
+			return fail_at(r, "lookup", rc);
+		hits = rc;
+		for (int i = k; i < k + hits; i++) {
+			const uint8_t *p = kvs_block_ptr(c, &b[i]);
+
+			if (!p || pattern_check(p, bb, h[i]) < 0) {
+				fprintf(stderr, "kvsbench: worker %u: block %d %s\n",
+					idx, i, p ? "corrupt" :
+					"not readable in the host tier");
+				r->corrupt_blocks++;
+			} else {
+				r->verified_bytes += bb;
+			}
+		}
+		/* RAG mode sends the release ahead of the next request, as a
+		 * worker that issues many requests would; plain share keeps
+		 * its round trip. */
+		rc = o->rag ? kvs_release_nowait(c, lease) : kvs_release(c, lease);
+		if (rc < 0)
+			return fail_at(r, "release", rc);
+		/* A window cut short ends the read: a miss, or no room to
+		 * promote the rest now; either way one lookup per request
+		 * when the chain fits in one window, as without windows. */
+		k += hits;
+		if (hits < len)
+			break;
+	}
+	return k;
+}
+
+/*
+ * Publish the chain h[0..n) window by window: reserve h[0..end) (always the
+ * chain from block 0, as kvs_reserve() requires), write every NEW block of
+ * the answer, commit, and move on. The blocks of earlier windows answer
+ * EXISTS, or NEW again when they were evicted meanwhile (they are written
+ * again, never committed unwritten). Committed blocks can leave host RAM
+ * for the SSD tier to make room for the next window, so a chain longer than
+ * the host tier goes through. A window cut short by FULL is committed and
+ * the next one starts at the first FULL block; FULL with no progress at all
+ * (every evictable block is pinned), or BUSY (another writer has the rest),
+ * ends the chain: those blocks are counted, not a failure. @hits: the
+ * leading blocks the read found. With @scratch (RAG mode) the worker
+ * computes the blocks it does not write privately, as an engine must.
+ */
+static int write_windows(const struct share_opts *o, kvs_client *c,
+			 const kvs_hash *h, int n, int hits, kvs_block *b,
+			 uint8_t *scratch, struct report *r)
+{
+	uint64_t bb = kvs_block_bytes(c);
+	/* Each round with progress commits a block; evictions by others
+	 * can undo that, so the rounds are bounded all the same. */
+	int k = 0, rc, rounds = 2 * n + 2;
+
+	while (k < n) {
+		int end = n - k < (int)o->window ? n : k + (int)o->window;
+		int fresh = 0, stop = end, from;
+		kvs_lease lease;
+
+		rc = kvs_reserve(c, h, (size_t)end, &lease, b);
+		if (rc == KVS_E_FULL) {
+			/* No answer per block: the hits exist, the rest is FULL. */
+			from = hits > k ? hits : k;
+			r->exists_blocks += (uint64_t)(from - k);
+			r->full_blocks += (uint64_t)(n - from);
+			compute_privately(scratch, bb, h, from, n);
+			return 0;
+		}
+		if (rc < 0)
+			return fail_at(r, "reserve", rc);
+		for (int i = 0; i < end && stop == end; i++) {
+			uint8_t *p;
+
+			switch (b[i].status) {
+			case KVS_BLOCK_NEW:
+				p = kvs_block_ptr(c, &b[i]);
+				if (!p) {
+					kvs_abort(c, lease);
+					return fail_at(r, "write", -ERANGE);
+				}
+				pattern_fill(p, bb, h[i]);
+				r->new_blocks++;
+				fresh++;
+				break;
+			case KVS_BLOCK_EXISTS:
+				r->exists_blocks += i >= k; /* once per block */
+				break;
+			default: /* BUSY or FULL: so is the rest of the chain */
+				stop = i;
+				break;
+			}
+		}
+		if (lease && (rc = kvs_commit(c, lease)) < 0)
+			return fail_at(r, "commit", rc);
+		if (stop == end) {
+			k = end;
+			continue;
+		}
+		if (b[stop].status == KVS_BLOCK_FULL && fresh > 0 && --rounds > 0) {
+			k = stop; /* committed blocks can move down now */
+			continue;
+		}
+		from = stop > k ? stop : k;
+		if (b[stop].status == KVS_BLOCK_BUSY)
+			r->busy_blocks += (uint64_t)(n - from);
+		else
+			r->full_blocks += (uint64_t)(n - from);
+		compute_privately(scratch, bb, h, from, n);
+		return 0;
+	}
+	return 0;
+}
+
+/*
+ * One request's cache traffic for the chain h[0..n): read it (verifying every
+ * hit's bytes), then publish what is missing; both a window at a time.
  * Counts into @r (adding to what is there). BUSY and FULL blocks are only
- * counted: nobody waits for another writer. With @scratch (RAG mode) the
- * worker computes them privately, as an engine must prefill KV it cannot
- * get from the cache: the same pattern fill as a NEW block, into @scratch,
- * so that a worker behind a BUSY chain takes the time it would take and
- * does not race through requests a real engine would still be computing.
- * A reserve that finds no room at all (KVS_E_FULL) is counted as FULL
- * blocks in RAG mode, where eviction pressure is part of the workload, and
- * is a failure otherwise.
+ * counted: nobody waits for another writer, and a cache with no room left
+ * is a figure of the run, not a failure of the worker.
  */
 static int share_request(const struct share_opts *o, kvs_client *c,
 			 const kvs_hash *h, int n, kvs_block *b, unsigned idx,
 			 uint8_t *scratch, struct report *r)
 {
-	uint64_t bb = kvs_block_bytes(c);
-	kvs_lease lease;
 	double t0 = kvsb_now();
 	int rc, hits;
 
 	r->blocks += (uint64_t)n;
-	rc = kvs_lookup(c, h, (size_t)n, &lease, b);
+	rc = hits = read_windows(o, c, h, n, b, idx, r);
 	if (rc < 0)
-		return fail_at(r, "lookup", rc);
-	hits = rc;
+		return rc;
 	r->hit_blocks += (uint64_t)hits;
 	r->miss_blocks += (uint64_t)(n - hits);
-	for (int i = 0; i < hits; i++) {
-		const uint8_t *p = kvs_block_ptr(c, &b[i]);
-
-		if (!p || pattern_check(p, bb, h[i]) < 0) {
-			fprintf(stderr, "kvsbench: worker %u: block %d %s\n", idx,
-				i, p ? "corrupt" : "not readable in the host tier");
-			r->corrupt_blocks++;
-		} else {
-			r->verified_bytes += bb;
-		}
-	}
-	/* RAG mode sends the release ahead of the next request, as a worker
-	 * that issues many requests would; plain share keeps its round trip. */
-	rc = o->rag ? kvs_release_nowait(c, lease) : kvs_release(c, lease);
-	if (rc < 0)
-		return fail_at(r, "release", rc);
 	r->lookup_s += kvsb_now() - t0;
 
 	t0 = kvsb_now();
-	rc = kvs_reserve(c, h, (size_t)n, &lease, b);
-	if (rc == KVS_E_FULL && o->rag) {
-		r->full_blocks += (uint64_t)(n - hits);
-		for (int i = hits; scratch && i < n; i++)
-			pattern_fill(scratch, bb, h[i]);
-		r->write_s += kvsb_now() - t0;
-		return 0;
-	}
-	if (rc < 0)
-		return fail_at(r, "reserve", rc);
-	for (int i = 0; i < n; i++) {
-		uint8_t *p;
-
-		switch (b[i].status) {
-		case KVS_BLOCK_NEW:
-			p = kvs_block_ptr(c, &b[i]);
-			if (!p)
-				return fail_at(r, "write", -ERANGE);
-			pattern_fill(p, bb, h[i]);
-			r->new_blocks++;
-			break;
-		case KVS_BLOCK_EXISTS:
-			r->exists_blocks++;
-			break;
-		case KVS_BLOCK_BUSY:
-			r->busy_blocks++;
-			if (scratch)
-				pattern_fill(scratch, bb, h[i]);
-			break;
-		default:
-			r->full_blocks++;
-			if (scratch)
-				pattern_fill(scratch, bb, h[i]);
-			break;
-		}
-	}
-	if (lease && (rc = kvs_commit(c, lease)) < 0)
-		return fail_at(r, "commit", rc);
+	rc = write_windows(o, c, h, n, hits, b, scratch, r);
 	r->write_s += kvsb_now() - t0;
-	return 0;
+	return rc;
 }
 
 static int share_worker(const struct share_opts *o, unsigned idx,
@@ -363,6 +444,26 @@ static unsigned run_phase(const struct share_opts *o, unsigned first,
 	return (unsigned)failed;
 }
 
+/* A quarter of the daemon's host tier, in blocks of @bb bytes: a window's
+ * blocks are pinned at once, and several workers' windows should fit side
+ * by side. 64 MiB when the daemon does not say (the workers' own connect
+ * then reports why). */
+static unsigned default_window(const char *sock, uint64_t bb)
+{
+	int64_t host = 64 << 20;
+	kvs_client *c = NULL;
+	char *text = NULL;
+	uint64_t w;
+
+	if (kvs_connect(sock, NULL, &c) == 0 && kvs_stats(c, &text) == 0 &&
+	    (kvs_stats_value(text, "tier_host.bytes_total", &host) < 0 || host <= 0))
+		host = 64 << 20;
+	free(text);
+	kvs_close(c);
+	w = (uint64_t)host / 4 / bb;
+	return w < 1 ? 1 : w > KVS_MAX_HASHES ? KVS_MAX_HASHES : (unsigned)w;
+}
+
 static void share_usage(void)
 {
 	fprintf(stderr,
@@ -377,6 +478,8 @@ static void share_usage(void)
 		"      --block-tokens B   (default 16)\n"
 		"      --model NAME       (default kvsbench-model)\n"
 		"      --salt S           tenant salt (default none)\n"
+		"      --window N         blocks per lookup and per reserve+write+commit\n"
+		"                         (default: a quarter of the daemon's host tier)\n"
 		"      --json-only        print only the JSON summary line\n"
 		"RAG mode: every worker issues R requests at once with the others,\n"
 		"each the prefix, then k of D documents, then a private question:\n"
@@ -536,7 +639,7 @@ int kvsb_cmd_share(const char *sock, int argc, char **argv)
 {
 	enum { O_LAYERS = 256, O_HEADS, O_DIM, O_DTYPE, O_BT, O_MODEL, O_SALT,
 	       O_JSON, O_RAG, O_DOCS, O_PER, O_DOCTOK, O_REQS, O_ORDER,
-	       O_SEED };
+	       O_SEED, O_WINDOW };
 	static const struct option opts[] = {
 		{ "workers", required_argument, NULL, 'w' },
 		{ "prefix-tokens", required_argument, NULL, 'p' },
@@ -549,6 +652,7 @@ int kvsb_cmd_share(const char *sock, int argc, char **argv)
 		{ "model", required_argument, NULL, O_MODEL },
 		{ "salt", required_argument, NULL, O_SALT },
 		{ "json-only", no_argument, NULL, O_JSON },
+		{ "window", required_argument, NULL, O_WINDOW },
 		{ "rag", no_argument, NULL, O_RAG },
 		{ "docs", required_argument, NULL, O_DOCS },
 		{ "docs-per-request", required_argument, NULL, O_PER },
@@ -590,6 +694,7 @@ int kvsb_cmd_share(const char *sock, int argc, char **argv)
 		case O_MODEL: o.layout.model = optarg; break;
 		case O_SALT: o.layout.salt = optarg; break;
 		case O_JSON: o.json_only = 1; break;
+		case O_WINDOW: bad |= kvsb_parse_uint("window", optarg, 1, KVS_MAX_HASHES, &o.window); break;
 		case O_RAG: o.rag = 1; break;
 		case O_DOCS: rag_opts = 1; bad |= kvsb_parse_uint("docs", optarg, 1, 1u << 20, &o.docs); break;
 		case O_PER: rag_opts = 1; bad |= kvsb_parse_uint("docs-per-request", optarg, 1, 1u << 16, &o.per_req); break;
@@ -648,6 +753,8 @@ int kvsb_cmd_share(const char *sock, int argc, char **argv)
 			"--doc-tokens) is over 2^28 tokens\n");
 		return 2;
 	}
+	if (!o.window)
+		o.window = default_window(o.sock, bb);
 	r = calloc(o.workers, sizeof(*r));
 	if (o.rag && r) {
 		/* Made once here, shared with the workers by fork. */

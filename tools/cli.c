@@ -13,6 +13,46 @@ void cli_list(const struct cli_cmd *cmds, size_t n, int width)
 		fprintf(stderr, "  %-*s %s\n", width, cmds[i].name, cmds[i].help);
 }
 
+/*
+ * Take the global options out of a command's arguments (argv[1..argc), up to
+ * a "--"), so that `PROG COMMAND --socket S` means `PROG --socket S COMMAND`.
+ * Only the exact spellings are taken (--socket S, --socket=S, -s S, -sS): an
+ * abbreviation after the command belongs to the command's own getopt. The
+ * last one given wins, as with getopt before the command.
+ * Returns the new argc (argv is compacted in place), or -1 when --socket
+ * lacks its argument.
+ */
+static int take_globals(const char *prog, int argc, char **argv,
+			const char **sock)
+{
+	int out = 1, i;
+
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (!strcmp(a, "--"))
+			break;
+		if (!strcmp(a, "--socket") || !strcmp(a, "-s")) {
+			if (i + 1 >= argc) {
+				fprintf(stderr, "%s: option '%s' requires an "
+					"argument\n", prog, a);
+				return -1;
+			}
+			*sock = argv[++i];
+		} else if (!strncmp(a, "--socket=", 9)) {
+			*sock = a + 9;
+		} else if (!strncmp(a, "-s", 2) && a[2]) {
+			*sock = a + 2;
+		} else {
+			argv[out++] = argv[i];
+		}
+	}
+	while (i < argc)
+		argv[out++] = argv[i++];
+	argv[out] = NULL;
+	return out;
+}
+
 int cli_main(const char *prog, const struct cli_cmd *cmds, size_t n,
 	     void (*usage)(void), int argc, char **argv)
 {
@@ -47,6 +87,10 @@ int cli_main(const char *prog, const struct cli_cmd *cmds, size_t n,
 			continue;
 		argc -= optind;
 		argv += optind;
+		if ((argc = take_globals(prog, argc, argv, &sock)) < 0) {
+			usage();
+			return 2;
+		}
 		optind = 0; /* glibc: restart getopt on the command's argv */
 		return cmds[i].fn(sock, argc, argv);
 	}

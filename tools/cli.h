@@ -1,6 +1,7 @@
 /*
  * cli.h - the front of kvsctl and kvsbench: PROG [--socket PATH] COMMAND
- * [OPTIONS], a table of commands, each parsing its own options.
+ * [OPTIONS], a table of commands, each parsing its own options. The global
+ * --socket may also come after COMMAND, among its options.
  */
 #ifndef KVS_CLI_H
 #define KVS_CLI_H
@@ -24,6 +25,9 @@ void cli_list(const struct cli_cmd *cmds, size_t n, int width);
 /*
  * cli_main - parse --socket and --help up to the command, then run the
  * command of @cmds named by the next argument (getopt restarted on its argv).
+ * A --socket (-s) after the command, before any "--", is taken out of the
+ * command's argv and counts as if given before it; --help after the command
+ * is the command's own.
  * @prog: the program's name, for "PROG: unknown command".
  * @usage: prints the program's usage on stderr.
  * Returns the command's exit status; 0 for --help; 2 for bad usage.

@@ -48,6 +48,7 @@ static void usage(void)
 		"options:\n"
 		"  -s, --socket PATH  the daemon's socket (default: the daemon's)\n"
 		"  -h, --help         this help; COMMAND --help for a command's\n"
+		"--socket may also follow COMMAND, among its options.\n"
 		"\n"
 		"commands:\n");
 	cli_list(cmds, NCMDS, 8);

@@ -52,6 +52,7 @@ static void usage(void)
 		"options:\n"
 		"  -s, --socket PATH  the daemon's socket (default: %s)\n"
 		"  -h, --help         this help; COMMAND --help for a command's\n"
+		"--socket may also follow COMMAND, among its options.\n"
 		"\n"
 		"commands:\n",
 		def);

@@ -74,6 +74,8 @@ static void ls_usage(void)
 		"  hit prefixes by their leaf-most block's hits, then their first's)\n"
 		"  -n, --namespace N  only namespace N\n"
 		"  -t, --top K        prefixes per namespace, 0..%d (default 5)\n"
+		"  With per-uid tenant arenas (kvshared --tenant-arenas uid) each\n"
+		"  namespace shows the uid owning its arena (JSON: tenant_uid, else null).\n"
 		"  -j, --json         {\"namespaces\":[{...,\"trees\":{...},\n"
 		"                     \"top_prefixes\":[...]}]}\n",
 		KVS_LIST_TOP_MAX);
@@ -95,13 +97,19 @@ static void ls_json(const kvs_ns_summary *v, int n)
 		       "\"dtype\":\"%s\",\"block_tokens\":%u,\"tp_rank\":%u,"
 		       "\"tp_size\":%u,\"block_bytes\":%" PRIu64 ",\"blocks\":%" PRIu64
 		       ",\"bytes\":%" PRIu64 ",\"writing\":%" PRIu64 ",\"hits\":%" PRIu64
-		       ",\"pinned\":%" PRIu64 ",\"clients\":%u,"
-		       "\"trees\":{\"roots\":%u,\"longest_chain\":%u},\"top_prefixes\":[",
+		       ",\"pinned\":%" PRIu64 ",\"clients\":%u,",
+
 		       s->salted ? "true" : "false", s->layers, s->kv_heads,
 		       s->head_dim, dtype_name(s->dtype), s->block_tokens,
 		       s->tp_rank, s->tp_size, s->block_bytes, s->blocks,
 		       s->blocks * s->block_bytes, s->writing, s->hits, s->pinned,
-		       s->clients, s->roots, s->longest);
+		       s->clients);
+		if (s->tenant)
+			printf("\"tenant_uid\":%u,", s->uid);
+		else
+			fputs("\"tenant_uid\":null,", stdout);
+		printf("\"trees\":{\"roots\":%u,\"longest_chain\":%u},"
+		       "\"top_prefixes\":[", s->roots, s->longest);
 		for (uint32_t j = 0; j < s->ntop; j++) {
 			kvs_hash_format(s->top[j].hash, hx);
 			printf("%s{\"hash\":\"%s\",\"depth\":%u,\"hits\":%" PRIu64
@@ -134,6 +142,8 @@ static void ls_human(const kvs_ns_summary *v, int n)
 		       s->block_bytes, (double)(s->blocks * s->block_bytes) / 1048576.0,
 		       s->writing, s->pinned);
 		printf("  hits      %" PRIu64 "   clients %u\n", s->hits, s->clients);
+		if (s->tenant)
+			printf("  tenant    uid %u (its own host arena)\n", s->uid);
 		printf("  trees     %u roots, longest chain %u blocks\n", s->roots,
 		       s->longest);
 		for (uint32_t j = 0; j < s->ntop; j++) {

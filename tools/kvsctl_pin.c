@@ -274,7 +274,8 @@ static void watch_usage(void)
 		"  stream the daemon's KV events, one line each, until Ctrl-C:\n"
 		"  stored (committed), evicted, flushed, pinned, unpinned; with the\n"
 		"  namespace and block hash. The daemon drops events this watcher\n"
-		"  cannot take in time (a gap in seq; stats: events.dropped).\n"
+		"  cannot take in time (a gap in seq; stats: events.dropped); a line\n"
+		"  \"-- N event(s) dropped before seq S: ...\" says so where it happened.\n"
 		"  -j, --json     {\"seq\":n,\"event\":\"stored\",\"namespace\":n,\"hash\":\"..\"}\n"
 		"  -c, --count N  exit after N events\n");
 }
@@ -289,6 +290,7 @@ int kvsctl_watch(const char *sock, int argc, char **argv)
 	};
 	struct sigaction sa = { .sa_handler = on_stop };
 	uint32_t count = 0, seen = 0;
+	uint64_t told = 0;
 	kvs_watch *w;
 	int json = 0, o, rc;
 
@@ -330,9 +332,17 @@ int kvsctl_watch(const char *sock, int argc, char **argv)
 			printf("{\"seq\":%" PRIu64 ",\"event\":\"%s\",\"namespace\":%u,"
 			       "\"hash\":\"%s\",\"dropped\":%" PRIu64 "}\n", ev.seq,
 			       kvs_event_name(ev.kind), ev.ns, hx, kvs_watch_dropped(w));
-		else
+		else if (kvs_watch_dropped(w) > told)
+			/* Said before the event after the gap, where it
+			 * happened, as the JSON lines' "dropped" does. */
+			printf("-- %" PRIu64 " event(s) dropped before seq %" PRIu64
+			       ": this watcher fell behind (%" PRIu64 " in all)\n",
+			       kvs_watch_dropped(w) - told, ev.seq,
+			       kvs_watch_dropped(w));
+		if (!json)
 			printf("%-8" PRIu64 " %-8s ns %-4u %s\n", ev.seq,
 			       kvs_event_name(ev.kind), ev.ns, hx);
+		told = kvs_watch_dropped(w);
 		fflush(stdout);
 		seen++;
 	}

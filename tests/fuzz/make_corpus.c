@@ -98,7 +98,8 @@ static void admin_seeds(void)
 	kvs_wire_ns ns2 = {
 		.id = 2, .layers = 28, .kv_heads = 4, .head_dim = 128,
 		.block_tokens = 32, .tp_rank = 1, .tp_size = 2,
-		.dtype = KVS_DTYPE_FP8_E4M3, .flags = KVS_WIRE_NS_SALTED,
+		.dtype = KVS_DTYPE_FP8_E4M3,
+		.flags = KVS_WIRE_NS_SALTED | KVS_WIRE_NS_TENANT, .uid = 1000,
 		.model = "qwen2-7b", .model_len = 8, .adapter = "lora-sql",
 		.adapter_len = 8,
 	};

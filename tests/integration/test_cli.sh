@@ -163,6 +163,41 @@ else
 	cat "$tmp/bench.err" "$tmp/bench.py.err" >&2
 fi
 
+# The global --socket in either place: after the command too, in both tools.
+# The default socket (under an empty XDG_RUNTIME_DIR) has no daemon, so a
+# command succeeds only if it used the --socket given after its name.
+nodaemon=$tmp/xdg-empty
+mkdir -p "$nodaemon"
+after() { XDG_RUNTIME_DIR=$nodaemon timeout 60 "$@"; }
+check "kvsctl stats without --socket fails here (no default daemon)" \
+	bash -c '! XDG_RUNTIME_DIR=$1 "$2" stats >/dev/null 2>&1' _ "$nodaemon" "$KVSCTL"
+for form in "--socket $sock" "--socket=$sock" "-s $sock" "-s$sock"; do
+	# shellcheck disable=SC2086 # the form is split on purpose
+	out=$(after "$KVSCTL" stats $form 2>&1)
+	check "kvsctl stats $form (after the command) reaches the daemon: $out" \
+		grep -Eqw -e "$a" <<<"$out"
+done
+out=$(after "$KVSCTL" stats --json --socket "$sock" 2>&1)
+check "kvsctl stats --json --socket S is JSON from the daemon" \
+	python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(0 if d["server"]["pid"] == int(sys.argv[1]) else 1)' "$a" <<<"$out"
+out=$(after "$KVSCTL" --socket "$tmp/none.sock" stats --socket "$sock" 2>&1)
+check "the last --socket wins, as with getopt: $out" grep -Eqw -e "$a" <<<"$out"
+after "$KVSCTL" stats --socket >/dev/null 2>"$tmp/noarg.err"
+rc=$?
+check "kvsctl stats --socket without a path is a usage error (rc $rc)" test "$rc" -eq 2
+check "... and says so" grep -q "requires an argument" "$tmp/noarg.err"
+bench=$(after "$KVSBENCH" share --socket "$sock" --workers 2 --prefix-tokens 256 \
+	--suffix-tokens 16 --layers 2 --kv-heads 2 --head-dim 64 --json-only 2>&1)
+rc=$?
+check "kvsbench share --socket S (after the command) exits 0 (rc $rc): $bench" test "$rc" -eq 0
+check "kvsbench share --socket S hit the shared prefix" \
+	python3 -c 'import json,sys; r=json.loads(sys.argv[1].splitlines()[-1]); sys.exit(0 if r["hit_blocks"] >= 16 and r["corrupt_blocks"] == 0 else 1)' "$bench"
+for tool in "$KVSCTL" "$KVSBENCH"; do
+	help=$("$tool" --help 2>&1)
+	check "${tool##*/} --help says once that --socket may follow COMMAND" \
+		test "$(grep -c 'may also follow COMMAND' <<<"$help")" -eq 1
+done
+
 # SIGTERM: exit 0, socket removed.
 stop_daemon "$a" TERM
 check "SIGTERM: kvshared exits 0 (got $status)" test "$status" = 0

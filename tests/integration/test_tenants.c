@@ -11,12 +11,16 @@
  *    EXISTS), each maps a different memfd (inode from /proc/self/maps), two
  *    processes of one uid share blocks and the memfd; a third uid past
  *    --max-tenants is refused with KVS_E_LIMIT; tenants.domains counts them;
+ *    kvs_list (and `kvsctl ls`, text and --json) name the uid owning each
+ *    namespace's arena;
  *  - off (the default): one arena for every uid, as before: a block
- *    published by one uid is a hit for the other, in the same memfd;
+ *    published by one uid is a hit for the other, in the same memfd; no
+ *    namespace is a tenant's;
  *  - --tenant-arenas uid with --ssd-dir or --gpu N does not start ("not
  *    supported yet").
  */
 #include "harness.h"
+#include "kvshare_admin.h"
 
 #include <grp.h>
 #include <stdio.h>
@@ -117,6 +121,66 @@ static seen run_as(const th_daemon *d, uint32_t uid)
 
 
 
+/* `kvsctl ls ARGS` against @d: its output into @out, or "" when $KVSCTL is
+ * unset or it fails. */
+static void kvsctl_ls(const th_daemon *d, const char *args, char *out,
+		      size_t cap)
+{
+	const char *bin = getenv("KVSCTL");
+	char cmd[512];
+	size_t n = 0;
+	FILE *f;
+
+	out[0] = '\0';
+	if (!bin || !*bin)
+		return;
+	snprintf(cmd, sizeof(cmd), "'%s' --socket '%s' ls %s", bin, d->socket,
+		 args);
+	f = popen(cmd, "r");
+	if (!f)
+		return;
+	n = fread(out, 1, cap - 1, f);
+	out[n] = '\0';
+	if (!CHECK_EQ(pclose(f), 0))
+		out[0] = '\0';
+}
+
+/* Each namespace of @d's list is a tenant's (or none is, @tenants false),
+ * and the uids are @uids[0..n) in namespace order; kvsctl ls says so. */
+static void check_list(th_daemon *d, bool tenants, const uint32_t *uids, int n)
+{
+	kvs_client *c = th_connect(d, NULL);
+	kvs_ns_summary *v = NULL;
+	char out[8192], want[64];
+	int got = kvs_list(c, 0, 0, &v);
+
+	CHECK_EQ(got, n);
+	for (int i = 0; i < got && i < n; i++) {
+		CHECK_EQ(v[i].tenant, tenants);
+		CHECK_EQ(v[i].uid, tenants ? uids[i] : 0);
+	}
+	free(v);
+	kvs_close(c);
+	if (!getenv("KVSCTL"))
+		return;
+	kvsctl_ls(d, "", out, sizeof(out));
+	for (int i = 0; i < n; i++) {
+		snprintf(want, sizeof(want), "tenant    uid %u (its own host arena)",
+			 uids[i]);
+		if (!CHECK(!!strstr(out, want) == tenants))
+			th_note("kvsctl ls, looking for '%s':\n%s", want, out);
+	}
+	kvsctl_ls(d, "--json", out, sizeof(out));
+	for (int i = 0; i < n; i++) {
+		if (tenants)
+			snprintf(want, sizeof(want), "\"tenant_uid\":%u,", uids[i]);
+		else
+			snprintf(want, sizeof(want), "\"tenant_uid\":null,");
+		if (!CHECK(strstr(out, want) != NULL))
+			th_note("kvsctl ls --json, looking for '%s':\n%s", want, out);
+	}
+}
+
 static void test_uid_mode(void)
 {
 	static th_daemon d;
@@ -156,6 +220,8 @@ static void test_uid_mode(void)
 	b2 = run_as(&d, 65533);
 	CHECK_EQ(b2.probe, NBLK);
 	CHECK_EQ(b2.inode, b.inode);
+	/* Namespace 1 is the first tenant's, 2 the second's. */
+	check_list(&d, true, (const uint32_t[]){ 65534, 65533 }, 2);
 
 	/* A third uid (root, the daemon's own) past --max-tenants 2. */
 	CHECK_RC(kvs_connect(d.socket, &L, &c), KVS_E_LIMIT);
@@ -186,6 +252,7 @@ static void test_off_mode(void)
 	CHECK_EQ(a.inode, b.inode);
 	CHECK_EQ(th_stat_get(&d, "tenants.domains"), 0);
 	CHECK_EQ(th_stat_get(&d, "namespaces.count"), 1);
+	check_list(&d, false, (const uint32_t[]){ 0 }, 1);
 }
 
 static void refused(const char *const *args)

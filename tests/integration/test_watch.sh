@@ -4,12 +4,14 @@
 #          prints one "stored" line per committed block (each of them a block
 #          `kvsctl inspect` finds), then one "flushed" line for each of the
 #          same hashes, seq numbered 1, 2, ... without a gap, dropped 0.
-#  slow:   a watcher stopped with SIGSTOP while traffic makes more events
+#  slow:   a watcher (--json; then one without) stopped with SIGSTOP while traffic makes more events
 #          than --watch-buffer holds: the daemon keeps serving (every
 #          kvsbench run and `kvsctl stats` completes), counts events.dropped;
 #          after SIGCONT the watcher is told ("dropped" > 0), its seq gaps add
 #          up to exactly what the daemon dropped, and it sees every event the
-#          daemon published.
+#          daemon published. Without --json the watcher says
+#          "-- N event(s) dropped before seq S" right before each gap, and
+#          the N add up to what the daemon dropped.
 #
 # Env: KVSHARED, KVSCTL, KVSBENCH (set by ctest). Exit: 0 pass, 1 fail,
 # 77 skip. Waits poll a condition against a deadline.
@@ -44,14 +46,16 @@ daemon() {
 		{ tail -n 20 "$tmp/$n.log" >&2; bad "$n: the daemon did not come up"; exit 1; }
 }
 
-# watcher NAME: `kvsctl watch --json` in the background, subscribed when
-# this returns; sets wpid.
+# watcher NAME [plain]: `kvsctl watch --json` (plain: without --json) in the
+# background, subscribed when this returns; sets wpid.
 watcher() {
-	"$KVSCTL" --socket "$sock" watch --json >"$tmp/$1.out" 2>"$tmp/$1.err" &
+	local n=$1 fmt=(--json)
+	[ "${2:-}" = plain ] && fmt=()
+	"$KVSCTL" --socket "$sock" watch "${fmt[@]}" >"$tmp/$n.out" 2>"$tmp/$n.err" &
 	wpid=$!
 	pids+=("$wpid")
-	wait_for 10 grep -q '^kvsctl: watching' "$tmp/$1.err" ||
-		{ bad "$1: the watcher did not subscribe"; cat "$tmp/$1.err" >&2; exit 1; }
+	wait_for 10 grep -q '^kvsctl: watching' "$tmp/$n.err" ||
+		{ bad "$n: the watcher did not subscribe"; cat "$tmp/$n.err" >&2; exit 1; }
 }
 
 # bench SALT [ARGS]: one kvsbench share run with small blocks (1 KiB).
@@ -105,26 +109,35 @@ kill -TERM "$dpid"
 wait "$dpid"
 
 # ---- slow watcher ------------------------------------------------------------
+# stall NAME: stop the watcher, make traffic until the daemon drops events
+# for it, let it go, and publish one more event (which tells it); sets
+# served, published and dropped.
+stall() {
+	local i
+	kill -STOP "$wpid"
+	# 1024-block commits (32 KiB of events each) until the daemon drops
+	# some: first the socket buffer fills, then the 64 KiB it keeps per
+	# watcher.
+	served=0
+	for i in $(seq 1 60); do
+		bench "$1$i" --prefix-tokens 16384 --suffix-tokens 256 || { bad "kvsbench run $i failed while the watcher was stopped"; break; }
+		timeout 10 "$KVSCTL" --socket "$sock" stats >/dev/null || { bad "stats did not answer while the watcher was stopped"; break; }
+		served=$((served + 1))
+		[ "$(stat events.dropped)" -gt 0 ] && break
+	done
+	dropped=$(stat events.dropped)
+	[ "${dropped:-0}" -gt 0 ] && ok || bad "$1: no events dropped after $served runs"
+	grep -q 'R\|S' <(awk '{print $3}' "/proc/$wpid/stat") && bad "$1: the watcher was not stopped" || ok
+	kill -CONT "$wpid"
+	# One more event after the drop tells the watcher.
+	bench "$1-after" --prefix-tokens 16 --suffix-tokens 0 && ok || bad "$1: kvsbench after SIGCONT failed"
+	published=$(stat events.published)
+	dropped=$(stat events.dropped)
+}
+
 daemon slow --host-size 64M --watch-buffer 64K
 watcher slow
-kill -STOP "$wpid"
-# 1024-block commits (32 KiB of events each) until the daemon drops some:
-# first the socket buffer fills, then the 64 KiB the daemon keeps per watcher.
-served=0
-for i in $(seq 1 60); do
-	bench "slow$i" --prefix-tokens 16384 --suffix-tokens 256 || { bad "kvsbench run $i failed while the watcher was stopped"; break; }
-	timeout 10 "$KVSCTL" --socket "$sock" stats >/dev/null || { bad "stats did not answer while the watcher was stopped"; break; }
-	served=$((served + 1))
-	[ "$(stat events.dropped)" -gt 0 ] && break
-done
-dropped=$(stat events.dropped)
-[ "${dropped:-0}" -gt 0 ] && ok || bad "no events dropped after $served runs"
-grep -q 'R\|S' <(awk '{print $3}' "/proc/$wpid/stat") && bad "the watcher was not stopped" || ok
-kill -CONT "$wpid"
-# One more event after the drop tells the watcher.
-bench after --prefix-tokens 16 --suffix-tokens 0 && ok || bad "kvsbench after SIGCONT failed"
-published=$(stat events.published)
-dropped=$(stat events.dropped)
+stall slow
 wait_for 20 lines "$tmp/slow.out" "$published" && ok ||
 	bad "the watcher has $(wc -l <"$tmp/slow.out") of $published published events"
 python3 - "$tmp/slow.out" "$published" "$dropped" <<'EOF' && ok || bad "slow watcher's stream is wrong"
@@ -147,6 +160,52 @@ EOF
 kill -TERM "$wpid"
 wait "$wpid"
 [ $? = 0 ] && ok || bad "the slow watcher did not exit 0"
+kill -TERM "$dpid"
+wait "$dpid"
+
+# ---- slow watcher, lines for people (no --json) ----------------------------
+# It is told too: a "-- N event(s) dropped before seq S: ..." line right
+# before the first event after each gap; the N add up to what the daemon
+# dropped, and every published event still has its line.
+daemon slowh --host-size 64M --watch-buffer 64K
+watcher slowh plain
+stall slowh
+wait_for 20 lines "$tmp/slowh.out" $((published + 1)) && ok ||
+	bad "the plain watcher has $(wc -l <"$tmp/slowh.out") lines for $published events"
+python3 - "$tmp/slowh.out" "$published" "$dropped" <<'EOF' && ok || bad "plain slow watcher's stream is wrong"
+import re, sys
+lines = open(sys.argv[1]).read().splitlines()
+published, dropped = int(sys.argv[2]), int(sys.argv[3])
+note = re.compile(r"^-- (\d+) event\(s\) dropped before seq (\d+): "
+                  r"this watcher fell behind \((\d+) in all\)$")
+told, last, events, notes = 0, 0, 0, 0
+pending = None
+for l in lines:
+    m = note.match(l)
+    if m:
+        assert pending is None, ("two notes in a row", l)
+        pending = (int(m.group(1)), int(m.group(2)), int(m.group(3)))
+        continue
+    seq = int(l.split()[0])
+    gap = seq - last - 1
+    if gap:
+        assert pending is not None, ("a gap with no note before seq", seq)
+        n, at, total = pending
+        assert n == gap and at == seq, (pending, gap, seq)
+        told += n
+        assert total == told, (total, told)
+        notes += 1
+    else:
+        assert pending is None, ("a note without a gap", pending, seq)
+    pending = None
+    last = seq
+    events += 1
+assert events == published, (events, published)
+assert told == dropped and notes > 0, (told, dropped, notes)
+EOF
+kill -TERM "$wpid"
+wait "$wpid"
+[ $? = 0 ] && ok || bad "the plain slow watcher did not exit 0"
 kill -TERM "$dpid"
 wait "$dpid"
 echo "$name: $pass passed, $fail failed (slow watcher: $served runs, $dropped of $((published + dropped)) events dropped)"

@@ -67,6 +67,24 @@ static void test_list(void)
 		CHECK(kvs_wire_ns_decode(b, (size_t)cut, &o, &used) == KVS_E_PROTO);
 	b[KVS_WIRE_NS_FIXED] = '\0'; /* NUL in the model name */
 	CHECK(kvs_wire_ns_decode(b, (size_t)n, &o, &used) == KVS_E_PROTO);
+
+	/* A tenant's namespace carries the uid owning its arena; a uid
+	 * without the flag, or a nonzero reserved word, is refused. */
+	e.uid = 1000;
+	CHECK(kvs_wire_ns_encode(&e, top, b, sizeof(b)) == -EINVAL);
+	e.flags |= KVS_WIRE_NS_TENANT;
+	n = kvs_wire_ns_encode(&e, top, b, sizeof(b));
+	CHECK(n == KVS_WIRE_NS_FIXED + 9 + 2 * KVS_WIRE_PREFIX_SIZE);
+	CHECK(kvs_wire_ns_decode(b, (size_t)n, &o, &used) == 0 &&
+	      o.uid == 1000 &&
+	      o.flags == (KVS_WIRE_NS_SALTED | KVS_WIRE_NS_TENANT));
+	b[36] &= (uint8_t)~KVS_WIRE_NS_TENANT; /* flags: uid without tenant */
+	CHECK(kvs_wire_ns_decode(b, (size_t)n, &o, &used) == KVS_E_PROTO);
+	b[36] |= KVS_WIRE_NS_TENANT;
+	b[100] = 1; /* the reserved word */
+	CHECK(kvs_wire_ns_decode(b, (size_t)n, &o, &used) == KVS_E_PROTO);
+	e.flags = 0x4; /* an unknown flag */
+	CHECK(kvs_wire_ns_encode(&e, top, b, sizeof(b)) == -EINVAL);
 }
 
 static void test_inspect(void)
