@@ -7,19 +7,20 @@ bandwidth against memcpy of the same bytes.
     $py tools/bench_vllm.py [--tokens 4096] [--reps 3] [--layers 8] [--hidden 1024]
 
 Needs the built kvshared (BUILD_DIR, default build/). Builds a random Llama
-(no download), starts its own kvshared, and runs three engines one after the
-other, each with VLLM_CPU_OMP_THREADS_BIND covering every core (vLLM keeps a
-core free by default but not with a connector, so the runs are comparable):
+(no download), starts its own kvshared, and runs two engines one after the
+other, with VLLM_CPU_OMP_THREADS_BIND covering every core:
 
-  writer   connector: prefills the prompt once and publishes its blocks;
-  reader   connector, vLLM's prefix cache off, a fresh process: TTFT of the
-           published prompt (every full block loaded from kvshared) and of
-           prompts of the same length that nothing has cached (recompute),
-           interleaved;
-  local    no connector, prefix cache on: TTFT of the prompt after a first
-           run put it in vLLM's own cache (the limit: no copy at all).
+  writer   prefills --reps prompts of --tokens tokens and publishes them;
+  reader   a fresh process: for each prompt in turn, interleaved, the TTFT of
+           the published prompt (every full block loaded from kvshared), of
+           the same prompt again (now in vLLM's own in-process prefix cache:
+           the limit, no copy at all) and of a prompt of the same length that
+           nothing has cached (recompute).
 
-TTFT here is the wall time of generate() with max_tokens=1 for one request.
+All three are measured in one engine, side by side, so that machine noise and
+engine settings are the same for each (vLLM keeps a core free by default, but
+not with a connector configured). TTFT here is the wall time of generate()
+with max_tokens=1 for one request.
 """
 
 from __future__ import annotations
@@ -42,18 +43,16 @@ def engine_main(a: argparse.Namespace) -> None:
     """One engine, in its own process: the role's measurements as JSON."""
     from vllm import LLM, SamplingParams
 
-    kw = {}
-    if a.role in ("writer", "reader"):
-        extra = {"socket": a.socket, "model_id": "bench", "log_interval": 0,
-                 "stats_file": os.path.join(a.dir, a.role)}
-        kw["kv_transfer_config"] = {
-            "kv_connector": "KvshareConnector",
-            "kv_connector_module_path": "kvshare.vllm_connector",
-            "kv_role": "kv_both", "kv_load_failure_policy": "recompute",
-            "kv_connector_extra_config": extra}
+    extra = {"socket": a.socket, "model_id": "bench", "log_interval": 0,
+             "stats_file": os.path.join(a.dir, a.role)}
+    kw = {"kv_transfer_config": {
+        "kv_connector": "KvshareConnector",
+        "kv_connector_module_path": "kvshare.vllm_connector",
+        "kv_role": "kv_both", "kv_load_failure_policy": "recompute",
+        "kv_connector_extra_config": extra}}
     llm = LLM(model=os.path.join(a.dir, "model"), dtype="float32", block_size=32,
               max_model_len=a.tokens + 64, enforce_eager=True, seed=0, max_num_seqs=1,
-              enable_prefix_caching=a.role == "local", **kw)
+              enable_prefix_caching=True, **kw)
     sp = SamplingParams(temperature=0, max_tokens=1)
     prompts = json.load(open(os.path.join(a.dir, "prompts.json")))
 
@@ -64,17 +63,14 @@ def engine_main(a: argparse.Namespace) -> None:
 
     out: dict[str, list[float]] = {}
     if a.role == "writer":
-        out["publish_run"] = [ttft(prompts["cached"])]
-    elif a.role == "reader":
-        ttft(prompts["warmup"])  # first-run costs out of the way
-        out["kvshare_hit"], out["recompute"] = [], []
-        for r in range(a.reps):
-            out["kvshare_hit"].append(ttft(prompts["cached"]))
-            out["recompute"].append(ttft(prompts["fresh"][r]))
+        out["publish_run"] = [ttft(p) for p in prompts["cached"]]
     else:
-        ttft(prompts["warmup"])
-        out["first_run"] = [ttft(prompts["cached"])]
-        out["local_hit"] = [ttft(prompts["cached"]) for _ in range(a.reps)]
+        ttft(prompts["warmup"])  # first-run costs out of the way
+        out["kvshare_hit"], out["local_hit"], out["recompute"] = [], [], []
+        for r in range(a.reps):
+            out["kvshare_hit"].append(ttft(prompts["cached"][r]))
+            out["local_hit"].append(ttft(prompts["cached"][r]))
+            out["recompute"].append(ttft(prompts["fresh"][r]))
     with open(os.path.join(a.dir, a.role + ".json"), "w") as f:
         json.dump(out, f)
 
@@ -126,16 +122,16 @@ def main() -> None:
     def prompt() -> list[int]:
         return [rng.randrange(4, 512) for _ in range(n)]
 
-    json.dump({"cached": prompt(), "warmup": prompt()[:256],
+    json.dump({"cached": [prompt() for _ in range(a.reps)], "warmup": prompt()[:256],
                "fresh": [prompt() for _ in range(a.reps)]},
               open(os.path.join(d, "prompts.json"), "w"))
     sock = os.path.join(d, "kvshared.sock")
     kv_bytes = a.layers * 2 * a.tokens * a.kv_heads * a.head_dim * 4
     daemon = subprocess.Popen([os.path.join(build, "kvshared"), "--socket", sock,
-                               "--host-size", str(2 * kv_bytes + (64 << 20))],
+                               "--host-size", str((a.reps + 1) * kv_bytes + (64 << 20))],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        for role in ("writer", "reader", "local"):
+        for role in ("writer", "reader"):
             t0 = time.time()
             r = subprocess.run([sys.executable, __file__, "--role", role, "--dir", d,
                                 "--socket", sock, f"--tokens={a.tokens}", f"--reps={a.reps}"],
@@ -148,7 +144,7 @@ def main() -> None:
         daemon.terminate()
         daemon.wait()
     res = {role: json.load(open(os.path.join(d, role + ".json")))
-           for role in ("writer", "reader", "local")}
+           for role in ("writer", "reader")}
     worker = json.load(open(os.path.join(d, "reader.worker")))
     med = {k: statistics.median(v) for r in res.values() for k, v in r.items()}
     load_gbps = worker["loaded_bytes"] / worker["load_seconds"] / 1e9
@@ -160,12 +156,13 @@ def main() -> None:
     print(f"TTFT kvshare hit        {med['kvshare_hit']:8.3f} s  (runs "
           f"{', '.join(f'{x:.3f}' for x in res['reader']['kvshare_hit'])})")
     print(f"TTFT vLLM in-process    {med['local_hit']:8.3f} s  (runs "
-          f"{', '.join(f'{x:.3f}' for x in res['local']['local_hit'])})")
+          f"{', '.join(f'{x:.3f}' for x in res['reader']['local_hit'])})")
     print(f"speed-up over recompute  {med['recompute'] / med['kvshare_hit']:7.1f}x "
           f"(in-process hit: {med['recompute'] / med['local_hit']:.1f}x)")
     print(f"kvshare hit / in-process hit  {med['kvshare_hit'] / med['local_hit']:.2f}x "
           "(goal: at most 1.2x)")
     print(f"connector load: {worker['loaded_bytes'] / 2**20:.0f} MiB in "
+          f"{worker['loaded_blocks']} blocks, "
           f"{worker['load_seconds']:.3f} s = {load_gbps:.2f} GB/s; memcpy of "
           f"{kv_bytes / 2**20:.0f} MiB: {mc:.2f} GB/s ({load_gbps / mc:.2f}x)")
 
