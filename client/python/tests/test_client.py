@@ -427,3 +427,23 @@ def test_torch_tensors(daemon):
             r.load(0, cache, dst, [[0], [5]])
         assert torch.equal(dst[0], src[4]) and torch.equal(dst[5], src[1])
         assert not dst[1:5].any()
+
+
+def test_load_a_range_of_hits(daemon):
+    """load(first, count): the blocks vLLM has not computed itself."""
+    rng = np.random.default_rng(18)
+    with kvshare.Client(daemon.socket, L) as c:
+        src = [make_engine("cpu", 4, 32, 3, 32, np.float16, rng) for _ in range(2)]
+        dst = [np.zeros_like(t) for t in src]
+        cache = c.paged_cache(src[0], "cpu")
+        h = c.hash_tokens(tokens(32 * 4, 19))
+        with c.reserve(h) as w:
+            for layer in range(2):
+                w.store(layer, cache, src[layer], [[0], [1], [2], [3]])
+        with c.lookup(h) as r:
+            for layer in range(2):
+                r.load(layer, cache, dst[layer], [[3], [1]], first=1, count=2)
+        for layer in range(2):
+            assert np.array_equal(dst[layer][3], src[layer][1])  # hit 1 -> page 3
+            assert np.array_equal(dst[layer][1], src[layer][2])  # hit 2 -> page 1
+            assert not dst[layer][0].any() and not dst[layer][2].any()
