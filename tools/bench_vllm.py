@@ -128,7 +128,9 @@ def main() -> None:
     sock = os.path.join(d, "kvshared.sock")
     kv_bytes = a.layers * 2 * a.tokens * a.kv_heads * a.head_dim * 4
     daemon = subprocess.Popen([os.path.join(build, "kvshared"), "--socket", sock,
-                               "--host-size", str((a.reps + 1) * kv_bytes + (64 << 20))],
+                               # the cached prompts, and the fresh ones the
+                               # reader publishes too: nothing is evicted
+                               "--host-size", str((2 * a.reps + 1) * kv_bytes + (64 << 20))],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         for role in ("writer", "reader"):
@@ -161,6 +163,10 @@ def main() -> None:
           f"(in-process hit: {med['recompute'] / med['local_hit']:.1f}x)")
     print(f"kvshare hit / in-process hit  {med['kvshare_hit'] / med['local_hit']:.2f}x "
           "(goal: at most 1.2x)")
+    want = a.reps * (a.tokens // 32)
+    if worker["loaded_blocks"] != want or worker["load_errors"]:
+        print(f"WARNING: {worker['loaded_blocks']} blocks loaded of {want}, "
+              f"{worker['load_errors']} load errors: the hits were not all hits")
     print(f"connector load: {worker['loaded_bytes'] / 2**20:.0f} MiB in "
           f"{worker['loaded_blocks']} blocks, "
           f"{worker['load_seconds']:.3f} s = {load_gbps:.2f} GB/s; memcpy of "
