@@ -35,6 +35,9 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=24)
     ap.add_argument("--max-model-len", type=int, default=4096)
     ap.add_argument("--block-size", type=int, default=32)
+    ap.add_argument("--max-batched-tokens", type=int, default=0,
+                    help="tokens per step (small: chunked prefill)")
+    ap.add_argument("--reconnect-interval", type=float, default=5)
     a = ap.parse_args()
 
     from vllm import LLM, SamplingParams
@@ -42,7 +45,7 @@ def main() -> None:
     kw = {}
     if a.socket:
         extra = {"socket": a.socket, "model_id": a.model_id, "dtype": a.dtype,
-                 "log_interval": 0}
+                 "log_interval": 0, "reconnect_interval": a.reconnect_interval}
         if a.stats_file:
             extra["stats_file"] = a.stats_file
         kw["kv_transfer_config"] = {
@@ -52,6 +55,8 @@ def main() -> None:
             "kv_load_failure_policy": "recompute",
             "kv_connector_extra_config": extra,
         }
+    if a.max_batched_tokens:
+        kw["max_num_batched_tokens"] = a.max_batched_tokens
     t0 = time.time()
     llm = LLM(model=a.model, dtype="float32", block_size=a.block_size,
               max_model_len=a.max_model_len, enforce_eager=True, seed=0, max_num_seqs=4,

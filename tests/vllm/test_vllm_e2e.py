@@ -1,8 +1,10 @@
-"""vLLM end to end: one engine publishes a prefix through kvshared, an engine
-in a fresh process loads it, and its greedy output is the output of an
-engine without the connector, token for token. A negative control then puts
-other KV under the same hashes and the output changes: the loaded KV is what
-the model used.
+"""vLLM end to end: one engine publishes a prefix through kvshared (its prefill
+chunked, so blocks are published over several steps), an engine in a fresh
+process loads it, and its greedy output is the output of an engine without
+the connector, token for token. A negative control then puts other KV under
+the same hashes and the output changes: the loaded KV is what the model used.
+Then the daemon goes away (the reader computes everything, raises nothing)
+and comes back (the reader reconnects and publishes again).
 
 Real parts only: the built kvshared and kvsctl, vLLM (CPU) engines in their
 own processes, a tiny random-weight Llama built here (no model can be
@@ -129,7 +131,8 @@ def test_vllm_loads_a_prefix_another_vllm_published(work):
         conn = ["--socket", sock]
         # The baseline (no connector) and the writer start side by side.
         base = Engine(work, "baseline", [b])
-        writer = Engine(work, "writer", [a], *conn, "--stats-file", str(work / "writer"))
+        writer = Engine(work, "writer", [a], *conn, "--stats-file", str(work / "writer"),
+                        "--max-batched-tokens", "96")  # 3 blocks a step
         engines += [base, writer]
         writer.wait()
         wstats = counters(work / "writer.worker")
@@ -141,7 +144,8 @@ def test_vllm_loads_a_prefix_another_vllm_published(work):
         # each round asks the connector again.
         before = daemon_stats(sock)
         reader = Engine(work, "reader", [b], *conn, "--stats-file", str(work / "reader"),
-                        "--rounds", "2", "--go-file", str(work / "go"), "--no-prefix-cache")
+                        "--rounds", "4", "--go-file", str(work / "go"), "--no-prefix-cache",
+                        "--reconnect-interval", "1")
         engines.append(reader)
         want = base.rounds(1)[0]
         got = reader.rounds(1)[0]
@@ -178,6 +182,32 @@ def test_vllm_loads_a_prefix_another_vllm_published(work):
         assert other != want, "output unchanged with other KV loaded: the KV was not used"
         rw = counters(work / "reader.worker")
         assert rw["loaded_blocks"] == 2 * (PREFIX // BT), rw
+
+        # The daemon goes away: misses, the model computes, nothing raises.
+        daemon.terminate()
+        daemon.wait(timeout=30)
+        (work / "go.2").touch()
+        assert reader.rounds(3)[2] == want
+        rs = counters(work / "reader.scheduler")
+        assert rs["daemon_errors"] >= 1 and rs["hit_tokens"] == 2 * PREFIX, rs
+        # It comes back (empty): after the reconnect interval the reader
+        # connects again and publishes the prompt's full blocks.
+        gone = time.monotonic()
+        daemon = subprocess.Popen([KVSHARED, "--socket", sock, "--host-size", "256M"],
+                                  stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                daemon_stats(sock)
+                break
+            except kvshare.NoDaemonError:
+                assert time.monotonic() < deadline and daemon.poll() is None
+                time.sleep(0.05)
+        while time.monotonic() - gone < 1.5:  # past the reconnect interval
+            time.sleep(0.1)
+        (work / "go.3").touch()
+        assert reader.rounds(4)[3] == want
+        assert daemon_stats(sock)["blocks.committed"] == len(b) // BT
         reader.wait()
         base.wait()
     finally:
