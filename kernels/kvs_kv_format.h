@@ -47,6 +47,12 @@
 
 #include "kvshare.h"
 
+#ifdef __CUDACC__
+#define KVS_FMT_HD static inline __host__ __device__
+#else
+#define KVS_FMT_HD static inline
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -142,31 +148,31 @@ static inline int kvs_kv_format_init(kvs_kv_format *f, uint32_t layers,
 }
 
 /* Byte offsets of the fields of (layer l, ...) from the block's start. */
-static inline uint64_t kvs_kv_fmt_row(const kvs_kv_format *f, uint32_t l,
+KVS_FMT_HD uint64_t kvs_kv_fmt_row(const kvs_kv_format *f, uint32_t l,
 				      uint32_t kv, uint32_t t, uint32_t h)
 {
 	return f->data + ((((uint64_t)l * 2 + kv) * f->bt + t) * f->H + h) * f->row_bytes;
 }
 
-static inline uint64_t kvs_kv_fmt_kpar(const kvs_kv_format *f, uint32_t l,
+KVS_FMT_HD uint64_t kvs_kv_fmt_kpar(const kvs_kv_format *f, uint32_t l,
 				       uint32_t g, uint32_t h, uint32_t d)
 {
 	return f->kpar + ((((uint64_t)l * f->ktg + g) * f->H + h) * f->D + d) * 8;
 }
 
-static inline uint64_t kvs_kv_fmt_vpar(const kvs_kv_format *f, uint32_t l,
+KVS_FMT_HD uint64_t kvs_kv_fmt_vpar(const kvs_kv_format *f, uint32_t l,
 				       uint32_t t, uint32_t h, uint32_t c)
 {
 	return f->vpar + ((((uint64_t)l * f->bt + t) * f->H + h) * f->vcg + c) * 8;
 }
 
-static inline uint64_t kvs_kv_fmt_oidx(const kvs_kv_format *f, uint32_t l,
+KVS_FMT_HD uint64_t kvs_kv_fmt_oidx(const kvs_kv_format *f, uint32_t l,
 				       uint32_t h, uint32_t j)
 {
 	return f->oidx + (((uint64_t)l * f->H + h) * f->nout + j) * 2;
 }
 
-static inline uint64_t kvs_kv_fmt_oval(const kvs_kv_format *f, uint32_t l,
+KVS_FMT_HD uint64_t kvs_kv_fmt_oval(const kvs_kv_format *f, uint32_t l,
 				       uint32_t h, uint32_t j, uint32_t t)
 {
 	return f->oval + ((((uint64_t)l * f->H + h) * f->nout + j) * f->bt + t) * 2;

@@ -39,6 +39,7 @@
 #include "kvs_attention_ref.h"
 #include "kvs_cuda.h"
 #include "kvs_kv_copy.h"
+#include "kvs_kv_format.h"
 #include "kvs_numeric.h"
 #include "kvshare.h"
 
@@ -99,12 +100,12 @@ static const char *dtype_name(kvs_dtype d)
 /* Bytes per stored element, scales and everything else in a block included. */
 static double bytes_per_elem(const struct qopts *o, kvs_dtype stored)
 {
-	kvs_layout l = { .layers = 1, .kv_heads = o->kv_heads,
-			 .head_dim = o->head_dim, .block_tokens = o->block_tokens,
-			 .dtype = stored };
+	kvs_kv_format f;
 
-	return (double)kvs_layout_block_bytes(&l) /
-	       (2.0 * o->block_tokens * o->kv_heads * o->head_dim);
+	if (kvs_kv_format_init(&f, 1, o->block_tokens, o->kv_heads, o->head_dim,
+			       stored) < 0)
+		return 0.0;
+	return (double)f.total / (2.0 * o->block_tokens * o->kv_heads * o->head_dim);
 }
 
 static void seq_free(struct seq *s)
