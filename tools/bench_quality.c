@@ -8,8 +8,8 @@
  * a cache hit takes), and runs reference attention on the result. The error
  * is the relative Frobenius error ||O - O_ref|| / ||O_ref|| against the
  * attention output O_ref of the same Q with the original fp32 K and V.
- * fp16 and bf16 rows store what a worker with that cache dtype holds; int8
- * and fp8 rows quantize from a worker cache of --worker dtype (fp16 unless
+ * fp16 and bf16 rows store what a worker with that cache dtype holds; int8,
+ * fp8 and int4 rows quantize from a worker cache of --worker dtype (fp16 unless
  * told) and dequantize back into it, so they include that rounding too.
  *
  * Generator (fresh for every --seed; shapes default to one layer of a
@@ -450,7 +450,7 @@ static void usage(void)
 		"usage: kvsbench quality [OPTIONS]\n"
 		"\n"
 		"Relative error of attention output with KV stored as fp16, bf16,\n"
-		"int8 and fp8 (per-row fp32 scale) against fp32 KV, on synthetic KV\n"
+		"int8, fp8 and int4 (kvshare's block format) against fp32 KV, on synthetic KV\n"
 		"whose K has per-channel outliers.\n"
 		"\n"
 		"  --kv-len N            sequence length (1024)\n"
