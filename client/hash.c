@@ -4,6 +4,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "kvs_kv_format.h"
 #include "kvshare.h"
 
 /* Everything that makes two layouts differ goes into the seed, each field
@@ -26,7 +27,10 @@ kvs_hash kvs_hash_layout_seed(const kvs_layout *l)
 {
 	uint8_t buf[16 + 3 * (4 + KVS_NAME_MAX) + 8 * 4];
 	uint32_t f[8] = { l->layers, l->kv_heads, l->head_dim, l->block_tokens,
-			  l->tp_rank, l->tp_size, (uint32_t)l->dtype, 1 /* scheme */ };
+			  l->tp_rank, l->tp_size, (uint32_t)l->dtype,
+			  /* A new scheme of a dtype's bytes (kvs_kv_format.h) gives
+			   * new hashes: old blocks (on SSD) are never read with it. */
+			  kvs_kv_scheme(l->dtype) };
 	size_t n = 0;
 	XXH128_hash_t h;
 	kvs_hash out;
@@ -83,37 +87,20 @@ size_t kvs_dtype_bytes(kvs_dtype dtype)
 		return 4;
 	case KVS_DTYPE_FP8_E4M3:
 	case KVS_DTYPE_INT8:
+	case KVS_DTYPE_INT4: /* two per byte: rounded up */
 		return 1;
 	}
 	return 0;
 }
 
-static uint64_t product(const uint64_t *f, int n)
-{
-	uint64_t b = 1;
-
-	for (int i = 0; i < n; i++) {
-		if (f[i] == 0 || b > UINT64_MAX / f[i])
-			return 0;
-		b *= f[i];
-	}
-	return b;
-}
-
 uint64_t kvs_layout_block_bytes(const kvs_layout *l)
 {
-	/* Rows: one (layer, K|V, token, head) each. */
-	uint64_t rf[4] = { l->layers, 2, l->block_tokens, l->kv_heads };
-	uint64_t rows = product(rf, 4), esz = kvs_dtype_bytes(l->dtype);
-	uint64_t row_bytes;
+	kvs_kv_format f;
 
-	if (!rows || !esz || l->head_dim == 0)
+	/* Data, then (quantized dtypes) scales, zero points and K's fp16
+	 * outlier channels: kvs_kv_format.h. */
+	if (kvs_kv_format_init(&f, l->layers, l->block_tokens, l->kv_heads,
+			       l->head_dim, l->dtype) < 0)
 		return 0;
-	row_bytes = (uint64_t)l->head_dim * esz;
-	/* Quantized rows carry their fp32 scale (stored after all the data). */
-	if (esz == 1)
-		row_bytes += 4;
-	if (row_bytes > UINT64_MAX / rows)
-		return 0;
-	return rows * row_bytes;
+	return f.total;
 }

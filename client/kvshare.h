@@ -82,6 +82,7 @@ typedef enum kvs_dtype {
 	KVS_DTYPE_FP32 = 3,
 	KVS_DTYPE_FP8_E4M3 = 4,
 	KVS_DTYPE_INT8 = 5,
+	KVS_DTYPE_INT4 = 6,     /* two 4-bit codes per byte, group scales */
 } kvs_dtype;
 
 /* Tiers a block's bytes can be in. */
@@ -155,18 +156,20 @@ const char *kvs_strerror(int err);
 int kvs_default_socket_path(char *buf, size_t len);
 
 /*
- * kvs_dtype_bytes - bytes of one stored element of @dtype, 0 if unknown.
+ * kvs_dtype_bytes - bytes of one stored element of @dtype, 0 if unknown;
+ * INT4 packs two elements per byte and says 1. The size of a block, scales
+ * included, is kvs_layout_block_bytes().
  * Thread: any.
  */
 size_t kvs_dtype_bytes(kvs_dtype dtype);
 
 /*
  * kvs_layout_block_bytes - bytes of one block of @layout:
- * layers * 2 (K and V) * block_tokens * kv_heads * head_dim * dtype bytes,
- * and for the quantized dtypes (INT8, FP8_E4M3) one fp32 scale per
- * (layer, K|V, token, head) after the data:
- * + layers * 2 * block_tokens * kv_heads * 4. docs/architecture.md shows the
- * block's byte layout.
+ * layers * 2 (K and V) * block_tokens * kv_heads * head_dim * dtype bytes
+ * for the plain dtypes; the quantized ones (INT8, FP8_E4M3, INT4) add their
+ * scales, zero points and K's fp16 outlier channels after the codes
+ * (quantization scheme 2). docs/architecture.md shows the block's byte
+ * layout for each dtype.
  * Returns 0 if any factor is zero or the product overflows.
  * Thread: any.
  */

@@ -2,15 +2,20 @@
  * kvs_kv_copy.cu - scatter/gather between a worker's paged KV cache and
  * cache blocks on a CUDA stream; the C twin is kvs_kv_copy.c.
  *
- * Work is cut into units: up to tile_rows rows of one page of one
- * (block, layer, K|V). When a page's rows are contiguous on both sides (the
- * token-major layouts), a plain copy of a unit is one contiguous run (16-byte
- * vectors when aligned); otherwise (strided layouts: head-major, padded) each
- * warp copies a row at a time. A
- * quantized unit gives each row a group of G threads (a power of two <= 32)
- * that reduce the row's absmax with warp shuffles, holding the row in
- * registers, and write the codes and the row's scale in the same pass.
- * One CUDA block per unit; the grid strides over units.
+ * Plain copies: work is cut into units of up to tile_rows rows of one page
+ * of one (block, layer, K|V). When a page's rows are contiguous on both
+ * sides (the token-major layouts), a unit is one contiguous run (16-byte
+ * vectors when aligned); otherwise (strided layouts: head-major, padded)
+ * each warp copies a row at a time.
+ * Quantized blocks (kvs_kv_format.h): one CUDA block per (block, layer,
+ * head), because K's per-channel statistics span the block's tokens, which
+ * may lie in several pages. Its threads take K's channels (their spans, in
+ * shared memory; thread 0 ranks the outliers as the twin does), then whole
+ * bytes of K's rows per token group, then V's (token, channel group)
+ * pairs; a gather takes (K|V, token, channel) triples, consecutive threads
+ * on consecutive channels. Every value is rounded as kvs_numeric.h says,
+ * so the results match the twin bit for bit.
+ * The grid strides over units.
  */
 #include <errno.h>
 
@@ -18,23 +23,22 @@
 
 #include "kvs_cuda.h"
 #include "kvs_kv_copy.h"
+#include "kvs_kv_format.h"
 #include "kvs_numeric.h"
 
 #define THREADS 256
 #define TILE_BYTES 32768u /* worker bytes per unit */
 #define MAX_GRID (1u << 20)
-#define NV 4 /* 8-element vectors a thread keeps in registers per row */
 
 struct geom {
 	void *const *layers;
 	const uint64_t *offsets;
 	const int32_t *page_ids;
 	uint8_t *arena;
-	uint64_t arena_bytes, block_bytes, data_bytes, units;
+	uint64_t arena_bytes, block_bytes, units;
 	uint32_t nlayers, num_pages, pt, H, D, bt, ppb;
 	uint32_t tile_rows, tiles; /* rows per unit, units per page */
 	uint32_t w, q;             /* element bytes: worker, stored */
-	uint32_t group;            /* threads per row (quantized) */
 	uint32_t layer_first, layer_count;
 	int64_t s_kv, s_page, s_tok, s_head; /* worker strides, elements */
 	int contig;                /* a page's rows in block order, one run */
@@ -45,7 +49,6 @@ struct unit {
 	uint8_t *wpage;  /* the page's K or V in the worker cache */
 	uint64_t r0;     /* first row of the unit in the page */
 	uint8_t *data;   /* first block row */
-	uint8_t *scales; /* scale of the first block row */
 	uint32_t rows;
 };
 
@@ -89,7 +92,6 @@ static __device__ bool locate(const geom &g, uint64_t u, unit *o)
 	o->r0 = r0;
 	brow = (((uint64_t)l * 2 + kv) * g.bt + (uint64_t)p * g.pt) * g.H + r0;
 	o->data = g.arena + off + brow * g.D * g.q;
-	o->scales = g.arena + off + g.data_bytes + brow * 4;
 	o->rows = (uint32_t)min((uint64_t)g.tile_rows, page_rows - r0);
 	return true;
 }
@@ -192,77 +194,6 @@ static __device__ void elem_store(uint8_t *row, uint32_t k, float x)
 							    : kvs_f32_to_bf16(x);
 }
 
-/* Eight elements at a 16-byte aligned address, kept raw (one uint4 for
- * 16-bit types, two for fp32) so that a row held in registers costs half as
- * many of them; unpack8() converts. */
-template <int WD>
-static __device__ void load8(const uint8_t *p, uint4 raw[2])
-{
-	raw[0] = ((const uint4 *)p)[0];
-	if (WD == KVS_DTYPE_FP32)
-		raw[1] = ((const uint4 *)p)[1];
-}
-
-template <int WD>
-static __device__ void unpack8(const uint4 raw[2], float f[8])
-{
-	if (WD == KVS_DTYPE_FP32) {
-		uint32_t w[8] = { raw[0].x, raw[0].y, raw[0].z, raw[0].w,
-				  raw[1].x, raw[1].y, raw[1].z, raw[1].w };
-
-#pragma unroll
-		for (int e = 0; e < 8; e++)
-			f[e] = __uint_as_float(w[e]);
-	} else {
-		uint32_t w[4] = { raw[0].x, raw[0].y, raw[0].z, raw[0].w };
-
-#pragma unroll
-		for (int e = 0; e < 8; e++) {
-			uint16_t h = (uint16_t)(w[e / 2] >> (16 * (e % 2)));
-
-			f[e] = WD == KVS_DTYPE_FP16 ? kvs_f16_to_f32(h)
-						    : kvs_bf16_to_f32(h);
-		}
-	}
-}
-
-template <int WD>
-static __device__ void store8(uint8_t *p, const float f[8])
-{
-	if (WD == KVS_DTYPE_FP32) {
-		((float4 *)p)[0] = make_float4(f[0], f[1], f[2], f[3]);
-		((float4 *)p)[1] = make_float4(f[4], f[5], f[6], f[7]);
-	} else {
-		uint32_t w[4];
-
-#pragma unroll
-		for (int e = 0; e < 4; e++) {
-			uint32_t lo, hi;
-
-			lo = WD == KVS_DTYPE_FP16 ? kvs_f32_to_f16(f[2 * e])
-						  : kvs_f32_to_bf16(f[2 * e]);
-			hi = WD == KVS_DTYPE_FP16 ? kvs_f32_to_f16(f[2 * e + 1])
-						  : kvs_f32_to_bf16(f[2 * e + 1]);
-			w[e] = lo | hi << 16;
-		}
-		*(uint4 *)p = make_uint4(w[0], w[1], w[2], w[3]);
-	}
-}
-
-/* ---- stored codes ---- */
-
-template <int QD>
-static __device__ uint8_t quant(float y)
-{
-	return QD == KVS_DTYPE_INT8 ? (uint8_t)kvs_quant_int8(y) : kvs_f32_to_e4m3(y);
-}
-
-template <int QD>
-static __device__ float dequant(uint8_t b)
-{
-	return QD == KVS_DTYPE_INT8 ? (float)(int8_t)b : kvs_e4m3_to_f32(b);
-}
-
 /* Scales follow data of any length, so they may be unaligned. */
 static __device__ float scale_load(const uint8_t *p)
 {
@@ -282,132 +213,261 @@ static __device__ void scale_store(uint8_t *p, float f)
 		memcpy(p, &f, 4);
 }
 
-/* One row worker -> block. Every lane of the warp calls this (the shuffles
- * need them all); @ok says whether this lane's group has a row. */
-template <int WD, int QD>
-static __device__ void scatter_row(const geom &g, uint32_t lane, bool ok,
-				   bool regs, const uint8_t *wr, uint8_t *br,
-				   uint8_t *sr)
+/* ---- quantized blocks (kvs_kv_format.h) ---- */
+
+/* One CUDA block per (block, layer, head): K's per-channel statistics span
+ * the whole block's tokens (several worker pages), so that is the unit. */
+struct qgeom {
+	void *const *layers;
+	const uint64_t *offsets;
+	const int32_t *page_ids;
+	uint8_t *arena;
+	uint64_t arena_bytes, units;
+	kvs_kv_format f;
+	uint32_t num_pages, pt, ppb, w;
+	uint32_t layer_first, layer_count;
+	int64_t s_kv, s_page, s_tok, s_head;
+	float qmax;
+	int sign, int4;
+};
+
+/* Token t, K|V kv of job i's layer base @base. */
+static __device__ const uint8_t *qrow(const qgeom &g, const uint8_t *base,
+				      uint64_t i, uint32_t kv, uint32_t t,
+				      uint32_t h)
 {
-	const uint32_t G = g.group, nv = g.D / 8;
-	float f[8], amax = 0.0f, scale, inv;
-	uint4 raw[NV][2];
+	int64_t page = g.page_ids[i * g.ppb + t / g.pt];
 
-	if (ok && regs) {
-#pragma unroll
-		for (int i = 0; i < NV; i++)
-			if (lane + i * G < nv)
-				load8<WD>(wr + (uint64_t)(lane + i * G) * 8 * g.w, raw[i]);
-#pragma unroll
-		for (int i = 0; i < NV; i++) {
-			if (lane + i * G >= nv)
-				continue;
-			unpack8<WD>(raw[i], f);
-#pragma unroll
-			for (int e = 0; e < 8; e++)
-				amax = fmaxf(amax, fabsf(f[e]));
-		}
-	} else if (ok) {
-		for (uint32_t k = lane; k < g.D; k += G)
-			amax = fmaxf(amax, fabsf(elem_load<WD>(wr, k)));
-	}
-	for (uint32_t off = G / 2; off > 0; off /= 2)
-		amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-	if (!ok)
-		return;
-	kvs_quant_params(amax, QD == KVS_DTYPE_INT8 ? KVS_INT8_QMAX : KVS_E4M3_QMAX,
-			 &scale, &inv);
-	if (regs) {
-#pragma unroll
-		for (int i = 0; i < NV; i++) {
-			uint32_t k = lane + i * G, c[2] = { 0, 0 };
-
-			if (k >= nv)
-				continue;
-			unpack8<WD>(raw[i], f);
-#pragma unroll
-			for (int e = 0; e < 8; e++)
-				c[e / 4] |= (uint32_t)quant<QD>(kvs_quant_apply(
-						    f[e], scale, inv))
-					    << (8 * (e % 4));
-			*(uint2 *)(br + (uint64_t)k * 8) = make_uint2(c[0], c[1]);
-		}
-	} else {
-		/* Rows too long for registers: read again (from L1/L2). */
-		for (uint32_t k = lane; k < g.D; k += G)
-			br[k] = quant<QD>(kvs_quant_apply(elem_load<WD>(wr, k),
-							  scale, inv));
-	}
-	if (lane == 0)
-		scale_store(sr, scale);
+	return base + (kv * g.s_kv + page * g.s_page + (int64_t)(t % g.pt) * g.s_tok +
+		       (int64_t)h * g.s_head) * (int64_t)g.w;
 }
 
-/* One row block -> worker. */
-template <int WD, int QD>
-static __device__ void gather_row(const geom &g, uint32_t lane, bool vec,
-				  uint8_t *wr, const uint8_t *br,
-				  const uint8_t *sr)
+static __device__ bool qvalid(const qgeom &g, uint64_t i, const uint8_t *base)
 {
-	float scale = scale_load(sr);
+	uint64_t off = g.offsets[i];
 
-	if (vec) {
-		for (uint32_t k = lane; k < g.D / 8; k += g.group) {
-			uint2 c = *(const uint2 *)(br + (uint64_t)k * 8);
-			float f[8];
+	if (!base || (uintptr_t)base % g.w || off > g.arena_bytes - g.f.total)
+		return false;
+	for (uint32_t p = 0; p < g.ppb; p++) {
+		int32_t id = g.page_ids[i * g.ppb + p];
 
-#pragma unroll
-			for (int e = 0; e < 8; e++)
-				f[e] = dequant<QD>((uint8_t)((e < 4 ? c.x : c.y) >>
-							     (8 * (e % 4)))) *
-				       scale;
-			store8<WD>(wr + (uint64_t)k * 8 * g.w, f);
+		if (id < 0 || (uint32_t)id >= g.num_pages)
+			return false;
+	}
+	return true;
+}
+
+static __device__ void par_store(uint8_t *p, float scale, float zero)
+{
+	scale_store(p, scale);
+	scale_store(p + 4, zero);
+}
+
+static __device__ void u16_store(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)v; /* little-endian, maybe unaligned */
+	p[1] = (uint8_t)(v >> 8);
+}
+
+static __device__ uint16_t u16_load(const uint8_t *p)
+{
+	return (uint16_t)(p[0] | p[1] << 8);
+}
+
+static __device__ uint8_t qcode(const qgeom &g, float y)
+{
+	return g.sign ? kvs_f32_to_e4m3(y) : kvs_affine_code(y, g.qmax);
+}
+
+static __device__ float qvalue(const qgeom &g, uint8_t q)
+{
+	return g.sign ? kvs_e4m3_to_f32(q) : (float)q;
+}
+
+static __device__ uint8_t code_at(const qgeom &g, const uint8_t *row, uint32_t e)
+{
+	return g.int4 ? (row[e / 2] >> (4 * (e % 2))) & 15u : row[e];
+}
+
+/* Half the width of a channel: what ranks outliers (as the twin). */
+static __device__ float qwidth(float lo, float hi)
+{
+	return kvs_fsub(kvs_fmul(hi, 0.5f), kvs_fmul(lo, 0.5f));
+}
+
+template <int WD>
+static __device__ void quant_scatter(const qgeom &g, uint64_t i, uint32_t l,
+				     uint32_t h, const uint8_t *base, uint8_t *blk,
+				     float *s_lo, float *s_hi, int *s_omap)
+{
+	const kvs_kv_format &f = g.f;
+	const float inf = kvs_f32_from_bits(0x7f800000u);
+	const uint32_t D = f.D, bt = f.bt, cpb = g.int4 ? 2 : 1;
+
+	/* K: the span of each channel over the block, then the outliers. */
+	for (uint32_t d = threadIdx.x; d < D; d += THREADS) {
+		float lo = inf, hi = -inf;
+
+		for (uint32_t t = 0; t < bt; t++) {
+			float x = elem_load<WD>(qrow(g, base, i, 0, t, h), d);
+
+			lo = fminf(lo, x);
+			hi = fmaxf(hi, x);
 		}
-	} else {
-		for (uint32_t k = lane; k < g.D; k += g.group)
-			elem_store<WD>(wr, k, dequant<QD>(br[k]) * scale);
+		if (lo > hi)
+			lo = hi = 0.0f;
+		s_lo[d] = lo;
+		s_hi[d] = hi;
+		s_omap[d] = -1;
+	}
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		for (uint32_t j = 0; j < f.nout; j++) {
+			uint32_t best = D;
+
+			for (uint32_t d = 0; d < D; d++)
+				if (s_omap[d] < 0 &&
+				    (best == D || qwidth(s_lo[d], s_hi[d]) >
+							  qwidth(s_lo[best], s_hi[best])))
+					best = d;
+			s_omap[best] = (int)j;
+			u16_store(blk + kvs_kv_fmt_oidx(&f, l, h, j), (uint16_t)best);
+		}
+	}
+	__syncthreads();
+	/* Each thread owns whole bytes of the rows: one channel, or two (INT4). */
+	for (uint32_t gi = 0; gi < f.ktg; gi++) {
+		uint32_t t0 = gi * f.kgroup, n = min(f.kgroup, bt - t0);
+
+		for (uint32_t c = threadIdx.x; c < f.row_bytes; c += THREADS) {
+			float sc[2], ze[2], inv[2];
+
+			for (uint32_t k = 0; k < cpb && c * cpb + k < D; k++) {
+				uint32_t d = c * cpb + k;
+				float lo = inf, hi = -inf;
+
+				for (uint32_t t = t0; t < t0 + n; t++) {
+					float x = elem_load<WD>(qrow(g, base, i, 0, t, h), d);
+
+					lo = fminf(lo, x);
+					hi = fmaxf(hi, x);
+				}
+				if (lo > hi)
+					lo = hi = 0.0f;
+				kvs_affine_params(lo, hi, g.qmax, g.sign, &sc[k], &ze[k], &inv[k]);
+				par_store(blk + kvs_kv_fmt_kpar(&f, l, gi, h, d), sc[k], ze[k]);
+			}
+			for (uint32_t t = t0; t < t0 + n; t++) {
+				const uint8_t *wr = qrow(g, base, i, 0, t, h);
+				uint32_t byte = 0;
+
+				for (uint32_t k = 0; k < cpb && c * cpb + k < D; k++) {
+					uint32_t d = c * cpb + k;
+					float y = kvs_affine_apply(elem_load<WD>(wr, d), sc[k],
+								   ze[k], inv[k]);
+
+					if (s_omap[d] >= 0)
+						u16_store(blk + kvs_kv_fmt_oval(&f, l, h, (uint32_t)s_omap[d], t),
+							  kvs_f32_to_f16(y));
+					else
+						byte |= (uint32_t)qcode(g, y) << (4 * k);
+				}
+				blk[kvs_kv_fmt_row(&f, l, 0, t, h) + c] = (uint8_t)byte;
+			}
+		}
+	}
+	/* V: one thread per (token, channel group); groups start on even
+	 * channels, so a thread owns its bytes. */
+	for (uint32_t u = threadIdx.x; u < bt * f.vcg; u += THREADS) {
+		uint32_t t = u / f.vcg, c = u % f.vcg;
+		uint32_t e0 = c * f.vgroup, n = min(f.vgroup, D - e0);
+		const uint8_t *wr = qrow(g, base, i, 1, t, h);
+		uint8_t *row = blk + kvs_kv_fmt_row(&f, l, 1, t, h);
+		float lo = inf, hi = -inf, sc, ze, inv;
+
+		for (uint32_t e = e0; e < e0 + n; e++) {
+			float x = elem_load<WD>(wr, e);
+
+			lo = fminf(lo, x);
+			hi = fmaxf(hi, x);
+		}
+		if (lo > hi)
+			lo = hi = 0.0f;
+		kvs_affine_params(lo, hi, g.qmax, g.sign, &sc, &ze, &inv);
+		par_store(blk + kvs_kv_fmt_vpar(&f, l, t, h, c), sc, ze);
+		for (uint32_t e = e0; e < e0 + n; e += cpb) {
+			uint32_t byte = 0;
+
+			for (uint32_t k = 0; k < cpb && e + k < e0 + n; k++)
+				byte |= (uint32_t)qcode(g, kvs_affine_apply(
+						elem_load<WD>(wr, e + k), sc, ze, inv)) << (4 * k);
+			row[e / cpb] = (uint8_t)byte;
+		}
 	}
 }
 
-template <int WD, int QD, bool SCATTER>
-static __global__ void __launch_bounds__(THREADS) kv_copy_quant(geom g)
+template <int WD>
+static __device__ void quant_gather(const qgeom &g, uint64_t i, uint32_t l,
+				    uint32_t h, uint8_t *base, const uint8_t *blk,
+				    int *s_omap)
 {
-	const uint32_t lane = threadIdx.x % g.group, slot = threadIdx.x / g.group;
-	const uint32_t per_pass = THREADS / g.group;
+	const kvs_kv_format &f = g.f;
+	const uint32_t D = f.D;
+
+	for (uint32_t d = threadIdx.x; d < D; d += THREADS)
+		s_omap[d] = -1;
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		for (uint32_t j = 0; j < f.nout; j++) {
+			uint32_t d = u16_load(blk + kvs_kv_fmt_oidx(&f, l, h, j));
+
+			if (d < D && s_omap[d] < 0) /* a damaged list: the first wins */
+				s_omap[d] = (int)j;
+		}
+	}
+	__syncthreads();
+	/* Consecutive threads on consecutive channels of a row. */
+	for (uint64_t u = threadIdx.x; u < (uint64_t)2 * f.bt * D; u += THREADS) {
+		uint32_t kv = (uint32_t)(u / ((uint64_t)f.bt * D));
+		uint32_t t = (uint32_t)(u / D % f.bt), d = (uint32_t)(u % D);
+		const uint8_t *row = blk + kvs_kv_fmt_row(&f, l, kv, t, h), *par;
+		float v;
+
+		if (kv == 0 && s_omap[d] >= 0)
+			v = kvs_f16_to_f32(u16_load(blk + kvs_kv_fmt_oval(&f, l, h,
+									  (uint32_t)s_omap[d], t)));
+		else
+			v = qvalue(g, code_at(g, row, d));
+		par = blk + (kv == 0 ? kvs_kv_fmt_kpar(&f, l, t / f.kgroup, h, d)
+				     : kvs_kv_fmt_vpar(&f, l, t, h, d / f.vgroup));
+		elem_store<WD>((uint8_t *)qrow(g, base, i, kv, t, h), d,
+			       kvs_affine_value(v, scale_load(par), scale_load(par + 4)));
+	}
+}
+
+template <int WD, bool SCATTER>
+static __global__ void __launch_bounds__(THREADS) kv_copy_quant(qgeom g)
+{
+	extern __shared__ float smem[]; /* lo[D], hi[D], omap[D] */
+	float *s_lo = smem, *s_hi = smem + g.f.D;
+	int *s_omap = (int *)(smem + 2 * g.f.D);
 
 	for (uint64_t u = blockIdx.x; u < g.units; u += gridDim.x) {
-		unit t;
+		uint32_t h = (uint32_t)(u % g.f.H);
+		uint32_t l = g.layer_first + (uint32_t)(u / g.f.H % g.layer_count);
+		uint64_t i = u / g.f.H / g.layer_count;
+		uint8_t *base = (uint8_t *)g.layers[l];
 
-		if (!locate(g, u, &t))
+		if (!qvalid(g, i, base)) /* uniform over the CUDA block */
 			continue;
-		/* Uniform over the CUDA block: every row of a unit shares the
-		 * alignment of its first row. */
-		bool vec = g.D % 8 == 0 && g.strides16 &&
-			   (uintptr_t)wrow(g, t, 0) % 16 == 0 &&
-			   (uintptr_t)t.data % 8 == 0;
-		bool regs = vec && g.D / 8 <= NV * g.group;
-
-		for (uint32_t r0 = 0; r0 < t.rows; r0 += per_pass) {
-			uint32_t r = r0 + slot;
-			bool ok = r < t.rows;
-			uint8_t *wr = ok ? wrow(g, t, r) : t.wpage;
-			uint8_t *br = t.data + (uint64_t)r * g.D;
-			uint8_t *sr = t.scales + (uint64_t)r * 4;
-
-			if (SCATTER)
-				scatter_row<WD, QD>(g, lane, ok, regs, wr, br, sr);
-			else if (ok)
-				gather_row<WD, QD>(g, lane, vec, wr, br, sr);
-		}
+		if (SCATTER)
+			quant_scatter<WD>(g, i, l, h, base, g.arena + g.offsets[i],
+					  s_lo, s_hi, s_omap);
+		else
+			quant_gather<WD>(g, i, l, h, base, g.arena + g.offsets[i],
+					 s_omap);
+		__syncthreads(); /* shared memory is reused by the next unit */
 	}
-}
-
-static uint32_t pow2_at_least(uint32_t n, uint32_t cap)
-{
-	uint32_t p = 1;
-
-	while (p < n && p < cap)
-		p *= 2;
-	return p;
 }
 
 static size_t elem_bytes(kvs_dtype d)
@@ -415,24 +475,60 @@ static size_t elem_bytes(kvs_dtype d)
 	return d == KVS_DTYPE_FP32 ? 4 : d == KVS_DTYPE_FP16 || d == KVS_DTYPE_BF16 ? 2 : 1;
 }
 
-template <int WD, int QD>
-static void launch_quant(const geom &g, unsigned grid, cudaStream_t st,
-			 bool scatter)
+template <int WD>
+static void launch_quant(const qgeom &g, unsigned grid, size_t shm,
+			 cudaStream_t st, bool scatter)
 {
 	if (scatter)
-		kv_copy_quant<WD, QD, true><<<grid, THREADS, 0, st>>>(g);
+		kv_copy_quant<WD, true><<<grid, THREADS, shm, st>>>(g);
 	else
-		kv_copy_quant<WD, QD, false><<<grid, THREADS, 0, st>>>(g);
+		kv_copy_quant<WD, false><<<grid, THREADS, shm, st>>>(g);
 }
 
-template <int WD>
-static void launch_quant_w(const geom &g, kvs_dtype qd, unsigned grid,
-			   cudaStream_t st, bool scatter)
+static int kv_quant_cuda(const kvs_kv_cache *c, const kvs_kv_blocks *b,
+			 cudaStream_t st, bool scatter)
 {
-	if (qd == KVS_DTYPE_INT8)
-		launch_quant<WD, KVS_DTYPE_INT8>(g, grid, st, scatter);
+	qgeom g;
+	int64_t s[KVS_KV_STRIDES];
+	size_t shm = (size_t)c->head_dim * 12;
+	unsigned grid;
+
+	memset(&g, 0, sizeof(g));
+	kvs_kv_format_init(&g.f, c->layers, b->block_tokens, c->kv_heads,
+			   c->head_dim, b->dtype); /* checked by the caller */
+	kvs_kv_strides(c, s);
+	g.layers = c->layer_ptrs;
+	g.offsets = b->offsets;
+	g.page_ids = b->page_ids;
+	g.arena = (uint8_t *)b->arena;
+	g.arena_bytes = b->arena_bytes;
+	g.num_pages = c->num_pages;
+	g.pt = c->page_tokens;
+	g.ppb = b->block_tokens / c->page_tokens;
+	g.w = (uint32_t)elem_bytes(c->dtype);
+	g.layer_first = b->layer_first;
+	g.layer_count = b->layer_count ? b->layer_count : c->layers;
+	g.s_kv = s[KVS_KV_STRIDE_KV];
+	g.s_page = s[KVS_KV_STRIDE_PAGE];
+	g.s_tok = s[KVS_KV_STRIDE_TOKEN];
+	g.s_head = s[KVS_KV_STRIDE_HEAD];
+	g.sign = b->dtype == KVS_DTYPE_FP8_E4M3;
+	g.int4 = b->dtype == KVS_DTYPE_INT4;
+	g.qmax = g.sign ? KVS_E4M3_QMAX : g.int4 ? KVS_INT4_QMAX : KVS_UINT8_QMAX;
+	/* units = count * layers * heads, each factor < 2^32 */
+	if ((uint64_t)b->count * g.layer_count > UINT64_MAX / c->kv_heads)
+		return -EINVAL;
+	g.units = (uint64_t)b->count * g.layer_count * c->kv_heads;
+	if (shm > 48 * 1024) /* head_dim > 4096: more than the default limit */
+		return -EINVAL;
+	grid = (unsigned)(g.units < MAX_GRID ? g.units : MAX_GRID);
+	if (c->dtype == KVS_DTYPE_FP16)
+		launch_quant<KVS_DTYPE_FP16>(g, grid, shm, st, scatter);
+	else if (c->dtype == KVS_DTYPE_BF16)
+		launch_quant<KVS_DTYPE_BF16>(g, grid, shm, st, scatter);
 	else
-		launch_quant<WD, KVS_DTYPE_FP8_E4M3>(g, grid, st, scatter);
+		launch_quant<KVS_DTYPE_FP32>(g, grid, shm, st, scatter);
+	return kvs_cuda_errno(cudaGetLastError());
 }
 
 static int kv_copy_cuda(const kvs_kv_cache *c, const kvs_kv_blocks *b,
@@ -446,6 +542,8 @@ static int kv_copy_cuda(const kvs_kv_cache *c, const kvs_kv_blocks *b,
 
 	if (rc < 0 || b->count == 0)
 		return rc;
+	if (b->dtype != c->dtype)
+		return kv_quant_cuda(c, b, st, scatter);
 	g.layers = c->layer_ptrs;
 	g.offsets = b->offsets;
 	g.page_ids = b->page_ids;
@@ -475,7 +573,6 @@ static int kv_copy_cuda(const kvs_kv_cache *c, const kvs_kv_blocks *b,
 				   (int64_t)g.w) % 16 == 0;
 	g.layer_first = b->layer_first;
 	g.layer_count = b->layer_count ? b->layer_count : c->layers;
-	g.data_bytes = (uint64_t)g.nlayers * 2 * g.bt * g.H * g.D * g.q;
 	page_rows = (uint64_t)g.pt * g.H;
 	g.tile_rows = (uint32_t)(TILE_BYTES / ((uint64_t)g.D * g.w));
 	if (g.tile_rows == 0)
@@ -485,7 +582,6 @@ static int kv_copy_cuda(const kvs_kv_cache *c, const kvs_kv_blocks *b,
 	if ((page_rows + g.tile_rows - 1) / g.tile_rows > UINT32_MAX)
 		return -EINVAL;
 	g.tiles = (uint32_t)((page_rows + g.tile_rows - 1) / g.tile_rows);
-	g.group = g.D % 8 == 0 ? pow2_at_least(g.D / 8, 32) : pow2_at_least(g.D, 32);
 	/* units = count * layers * 2 * ppb * tiles, each factor < 2^32. */
 	units = (uint64_t)b->count * g.layer_count * 2;
 	if (units > UINT64_MAX / g.ppb / g.tiles)
@@ -493,14 +589,7 @@ static int kv_copy_cuda(const kvs_kv_cache *c, const kvs_kv_blocks *b,
 	g.units = units * g.ppb * g.tiles;
 	grid = (unsigned)(g.units < MAX_GRID ? g.units : MAX_GRID);
 
-	if (b->dtype == c->dtype)
-		kv_copy_plain<<<grid, THREADS, 0, st>>>(g, scatter);
-	else if (c->dtype == KVS_DTYPE_FP16)
-		launch_quant_w<KVS_DTYPE_FP16>(g, b->dtype, grid, st, scatter);
-	else if (c->dtype == KVS_DTYPE_BF16)
-		launch_quant_w<KVS_DTYPE_BF16>(g, b->dtype, grid, st, scatter);
-	else
-		launch_quant_w<KVS_DTYPE_FP32>(g, b->dtype, grid, st, scatter);
+	kv_copy_plain<<<grid, THREADS, 0, st>>>(g, scatter);
 	return kvs_cuda_errno(cudaGetLastError());
 }
 

@@ -7,7 +7,9 @@
  *   e4m3   OCP FP8 E4M3 ("e4m3fn": no infinities, 0x7f/0xff are NaN,
  *          largest finite 448); from fp32 round-to-nearest-even, saturating
  *          to +-448 (inf too); NaN becomes 0x7f, as cvt.satfinite does.
- *   int8   symmetric, -127..127 (never -128).
+ *   int8   symmetric, -127..127 (never -128) (row quantization below);
+ *          unsigned 0..255 in group quantization.
+ *   int4   unsigned 0..15, group quantization only.
  *
  * Row quantization (one row = one (layer, K|V, token, head), head_dim values):
  *   absmax = max |x| (NaNs ignored)      scale = absmax / QMAX
@@ -16,6 +18,20 @@
  *   dequantized value = float(q) * scale, then rounded to the worker's type.
  * QMAX is 127 for int8 and 448 for e4m3. A row of zeros (or one whose scale
  * underflows to 0) stores q = 0 and scale 0.
+ *
+ * Group quantization (scheme 2, the block format of kvs_kv_format.h): a
+ * group of values spanning [lo, hi] (NaNs ignored) stores
+ *   unsigned codes (INT8 qmax 255, INT4 qmax 15):
+ *     zero = lo, scale = hi / qmax - lo / qmax,
+ *     q = rint(clamp((x - zero) * (1 / scale), 0, qmax))
+ *   signed codes (FP8 E4M3, qmax 448), symmetric (a zero point measured
+ *   worse for e4m3, whose precision is relative):
+ *     zero = 0, scale = max(-lo, hi) / 448, q = e4m3((x - zero) * (1 / scale))
+ * ((x - zero) / scale where 1 / scale overflows; scale 0 stores code 0), and
+ * reads back fma(value of q, scale, zero), every step one IEEE fp32
+ * operation rounded to nearest even, in this order: the kernels and the
+ * twins agree bit for bit (the kernels use the _rn intrinsics so that nvcc
+ * cannot contract them; the twins are built with -ffp-contract=off).
  *
  * Host code gets portable C; device code (nvcc, __CUDA_ARCH__) uses the
  * hardware conversions, which round the same way.
@@ -184,6 +200,95 @@ KVS_HD int8_t kvs_quant_int8(float y)
 {
 	/* fmaxf/fminf drop a NaN, so no NaN ever reaches the conversion. */
 	return (int8_t)(int)rintf(fminf(fmaxf(y, -KVS_INT8_QMAX), KVS_INT8_QMAX));
+}
+
+/* ---- group quantization (scheme 2) ---- */
+
+#define KVS_UINT8_QMAX 255.0f
+#define KVS_INT4_QMAX 15.0f
+
+/* One rounding each, never fused. */
+KVS_HD float kvs_fadd(float a, float b)
+{
+#ifdef __CUDA_ARCH__
+	return __fadd_rn(a, b);
+#else
+	return a + b;
+#endif
+}
+
+KVS_HD float kvs_fsub(float a, float b)
+{
+#ifdef __CUDA_ARCH__
+	return __fsub_rn(a, b);
+#else
+	return a - b;
+#endif
+}
+
+KVS_HD float kvs_fmul(float a, float b)
+{
+#ifdef __CUDA_ARCH__
+	return __fmul_rn(a, b);
+#else
+	return a * b;
+#endif
+}
+
+KVS_HD float kvs_fdiv(float a, float b)
+{
+#ifdef __CUDA_ARCH__
+	return __fdiv_rn(a, b);
+#else
+	return a / b;
+#endif
+}
+
+KVS_HD float kvs_fma(float a, float b, float c)
+{
+#ifdef __CUDA_ARCH__
+	return __fmaf_rn(a, b, c);
+#else
+	return fmaf(a, b, c);
+#endif
+}
+
+/* Scale, zero point and 1/scale of a group spanning [lo, hi]; @sign: signed
+ * codes (e4m3, symmetric), else unsigned ones. Callers pass lo = hi = 0 for a group
+ * with no number in it. */
+KVS_HD void kvs_affine_params(float lo, float hi, float qmax, int sign,
+				     float *scale, float *zero, float *inv)
+{
+	if (sign) {
+		*zero = 0.0f;
+		*scale = kvs_fdiv(fmaxf(-lo, hi), qmax);
+	} else {
+		*zero = lo;
+		*scale = kvs_fsub(kvs_fdiv(hi, qmax), kvs_fdiv(lo, qmax));
+	}
+	*inv = *scale > 0.0f ? kvs_fdiv(1.0f, *scale) : 0.0f;
+}
+
+/* x in code units, before rounding to a code. */
+KVS_HD float kvs_affine_apply(float x, float scale, float zero, float inv)
+{
+	float d = kvs_fsub(x, zero);
+
+	if (inv <= FLT_MAX)
+		return kvs_fmul(d, inv);
+	return kvs_fdiv(d, scale); /* scale so small that 1 / scale overflows */
+}
+
+/* An unsigned code 0..qmax (a NaN gives 0). */
+KVS_HD uint8_t kvs_affine_code(float y, float qmax)
+{
+	return (uint8_t)(int)rintf(fminf(fmaxf(y, 0.0f), qmax));
+}
+
+/* A code's value back in the group's range. */
+KVS_HD float kvs_affine_value(float v, float scale, float zero)
+{
+	return kvs_fma(v, scale, zero);
 }
 
 #endif /* KVS_NUMERIC_H */

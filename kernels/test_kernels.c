@@ -9,9 +9,13 @@
  *  - scatter/gather: every worker dtype x stored dtype x worker layout, pages
  *    smaller than and equal to the block, several blocks per call in
  *    scrambled slots with scrambled pages; bytes outside the jobs untouched;
- *    plain round trips bit exact; INT8 |x - q*s| <= s/2, FP8 relative error
- *    <= 2^-4 for normal codes, |dequantized| <= 448*s; gathers equal to the
- *    dequantized codes rounded to the worker dtype;
+ *    plain round trips bit exact; quantized blocks (INT8, FP8, INT4: K per
+ *    channel over token groups, V per token over channel groups, K's widest
+ *    channels as fp16 codes) against a long double reference of
+ *    kvs_kv_format.h: block size, each group's scale and zero point, the
+ *    outlier list, INT |x - dq| <= s/2, fp16 codes to 11 bits, FP8 relative
+ *    error <= 2^-4 for normal codes; gathers equal to fma(code, s, zero)
+ *    rounded to the worker dtype;
  *  - attention against a long double reference;
  *  - argument errors, and -ENODEV from the CUDA entries without a device.
  */
@@ -27,6 +31,7 @@
 #include "kvs_check.h"
 #include "kvs_cuda.h"
 #include "kvs_kv_copy.h"
+#include "kvs_kv_format.h"
 #include "kvs_numeric.h"
 
 static uint64_t rng_state;
@@ -287,6 +292,175 @@ static int all_bytes(const uint8_t *p, size_t n, uint8_t v)
 	return 1;
 }
 
+/* One value of a quantized group: its bound against x, and the gather. */
+static void check_val(const struct kcase *k, double qmax, float s, float z,
+		      double x, uint32_t code, int out16, uint16_t y16,
+		      double g, int *bad_data, int *bad_bound, int *bad_gather)
+{
+	int fp8 = k->q == KVS_DTYPE_FP8_E4M3;
+	double v, dq, want;
+
+	if (out16) { /* an fp16 code: y = (x - z) / s to 11 bits */
+		*bad_data += code != 0;
+		v = ref_dec(&F16, y16);
+		dq = v * s + z;
+		*bad_bound += fabs(x - dq) > s * qmax * 0x1p-11 * (1 + 0x1p-10) +
+					      0x1p-22 * (fabs(x) + fabs(z));
+	} else if (fp8) {
+		v = ref_dec(&E4M3, code);
+		dq = v * s;
+		*bad_bound += (code & 0x7f) == 0x7f || z != 0.0f ||
+			      fabs(dq) > 448.0 * s * (1 + 0x1p-20);
+		if (fabs(x) >= 0x1p-6 * s)
+			*bad_bound += fabs(x - dq) > 0x1p-4 * fabs(x) * (1 + 0x1p-18);
+		else
+			*bad_bound += fabs(x - dq) > 0x1p-10 * s * (1 + 0x1p-10);
+	} else {
+		v = code;
+		dq = v * s + z;
+		*bad_bound += code > qmax ||
+			      fabs(x - dq) > s * (0.5 + qmax * 0x1p-21) +
+					     0x1p-22 * (fabs(x) + fabs(z));
+	}
+	/* The gather: fma(v, s, z) rounded once to fp32, then to the worker. */
+	want = (float)((long double)v * s + z);
+	if (k->w != KVS_DTYPE_FP32)
+		want = ref_dec(k->w == KVS_DTYPE_FP16 ? &F16 : &BF16,
+			       ref_round(k->w == KVS_DTYPE_FP16 ? &F16 : &BF16, want));
+	*bad_gather += g != want;
+}
+
+/* A group's scale and zero point against its span (x[0], x[step], ...). */
+static int check_par(const struct kcase *k, double qmax, const double *x,
+		     uint32_t n, size_t step, float s, float z)
+{
+	double lo = INFINITY, hi = -INFINITY, want_s, want_z;
+
+	for (uint32_t i = 0; i < n; i++) {
+		lo = fmin(lo, x[i * step]);
+		hi = fmax(hi, x[i * step]);
+	}
+	if (k->q == KVS_DTYPE_FP8_E4M3) {
+		want_z = 0.0;
+		want_s = fmax(-lo, hi) / qmax;
+	} else {
+		want_z = lo;
+		want_s = (hi - lo) / qmax;
+	}
+	return z != want_z ||
+	       fabs(s - want_s) > 0x1p-22 * (fabs(hi) + fabs(lo)) / qmax;
+}
+
+/* Block j of a quantized case, every layer and head, against a reference
+ * of kvs_kv_format.h in long double. */
+static void check_quant(const struct kcase *k, const uint8_t *blk,
+			void *const *src, void *const *dst, const int64_t st[4],
+			const int32_t *ids, uint32_t j, int *bad_data,
+			int *bad_scale, int *bad_bound, int *bad_gather)
+{
+	kvs_kv_format f;
+	size_t w = wsize(k->w);
+	uint32_t ppb = k->bt / k->pt, D = k->D, bt = k->bt;
+	double qmax = k->q == KVS_DTYPE_FP8_E4M3 ? 448.0 :
+		      k->q == KVS_DTYPE_INT4 ? 15.0 : 255.0;
+	double *x = malloc(sizeof(double) * bt * D), *g = malloc(sizeof(double) * bt * D);
+	int32_t *slot = malloc(sizeof(int32_t) * D);
+	float s, z;
+
+	CHECK_EQ(kvs_kv_format_init(&f, k->L, bt, k->H, D, k->q), 0);
+	for (uint32_t l = 0; l < k->L; l++)
+	for (uint32_t h = 0; h < k->H; h++)
+	for (uint32_t kv = 0; kv < 2; kv++) {
+		for (uint32_t t = 0; t < bt; t++) {
+			size_t wo = ref_off(st, kv, (size_t)ids[j * ppb + t / k->pt],
+					    t % k->pt, h) * w;
+
+			for (uint32_t d = 0; d < D; d++) {
+				x[t * D + d] = wval(k->w, (uint8_t *)src[l] + wo + d * w);
+				g[t * D + d] = wval(k->w, (uint8_t *)dst[l] + wo + d * w);
+			}
+		}
+		for (uint32_t d = 0; d < D; d++)
+			slot[d] = -1;
+		if (kv == 0) { /* outliers: distinct, and the widest channels */
+			double wmin = INFINITY, wmax = 0.0;
+
+			for (uint32_t o = 0; o < f.nout; o++) {
+				uint16_t d;
+
+				memcpy(&d, blk + kvs_kv_fmt_oidx(&f, l, h, o), 2);
+				if (d >= D || slot[d] >= 0) {
+					(*bad_data)++;
+					continue;
+				}
+				slot[d] = (int32_t)o;
+			}
+			for (uint32_t d = 0; d < D; d++) {
+				double lo = INFINITY, hi = -INFINITY;
+
+				for (uint32_t t = 0; t < bt; t++) {
+					lo = fmin(lo, x[t * D + d]);
+					hi = fmax(hi, x[t * D + d]);
+				}
+				if (slot[d] >= 0)
+					wmin = fmin(wmin, hi - lo);
+				else
+					wmax = fmax(wmax, hi - lo);
+			}
+			*bad_data += f.nout < D && wmin < wmax * (1 - 0x1p-20);
+		}
+		for (uint32_t t = 0; t < bt; t++) {
+			const uint8_t *row = blk + kvs_kv_fmt_row(&f, l, kv, t, h);
+
+			for (uint32_t d = 0; d < D; d++) {
+				uint32_t code = k->q == KVS_DTYPE_INT4 ?
+						(row[d / 2] >> (4 * (d % 2))) & 15u : row[d];
+				uint16_t y16 = 0;
+				const uint8_t *par;
+
+				if (kv == 0)
+					par = blk + kvs_kv_fmt_kpar(&f, l, t / f.kgroup, h, d);
+				else
+					par = blk + kvs_kv_fmt_vpar(&f, l, t, h, d / f.vgroup);
+				memcpy(&s, par, 4);
+				memcpy(&z, par + 4, 4);
+				if (kv == 0 && t % f.kgroup == 0)
+					*bad_scale += check_par(k, qmax, x + t * D + d,
+								bt - t < f.kgroup ? bt - t : f.kgroup,
+								D, s, z);
+				if (kv == 1 && d % f.vgroup == 0)
+					*bad_scale += check_par(k, qmax, x + t * D + d,
+								D - d < f.vgroup ? D - d : f.vgroup,
+								1, s, z);
+				if (slot[d] >= 0)
+					memcpy(&y16, blk + kvs_kv_fmt_oval(&f, l, h, (uint32_t)slot[d], t), 2);
+				check_val(k, qmax, s, z, x[t * D + d], code, slot[d] >= 0,
+					  y16, g[t * D + d], bad_data, bad_bound, bad_gather);
+			}
+			/* INT4 pads an odd row with a zero nibble. */
+			if (k->q == KVS_DTYPE_INT4 && D % 2)
+				*bad_data += (row[D / 2] >> 4) != 0;
+		}
+	}
+	free(x);
+	free(g);
+	free(slot);
+}
+
+/* kvs_kv_block_bytes of a quantized case, from the format's description. */
+static uint64_t quant_block_bytes(const struct kcase *k)
+{
+	uint64_t L = k->L, bt = k->bt, H = k->H, D = k->D;
+	uint64_t kg = k->q == KVS_DTYPE_INT4 && bt > 32 ? 32 : bt;
+	uint64_t vg = k->q == KVS_DTYPE_INT4 && D > 32 ? 32 : D;
+	uint64_t row = k->q == KVS_DTYPE_INT4 ? (D + 1) / 2 : D;
+	uint64_t nout = (D + 31) / 32;
+
+	return L * 2 * bt * H * row + L * ((bt + kg - 1) / kg) * H * D * 8 +
+	       L * bt * H * ((D + vg - 1) / vg) * 8 + L * H * nout * 2 +
+	       L * H * nout * bt * 2;
+}
+
 static void run_case(const struct kcase *k)
 {
 	uint32_t ppb = k->bt / k->pt, npages = k->nblocks * ppb + 5;
@@ -321,6 +495,10 @@ static void run_case(const struct kcase *k)
 	b.dtype = k->q;
 	bb = kvs_kv_block_bytes(&c, &b);
 	CHECK_EQ(bb, kvs_layout_block_bytes(&lay));
+	if (quant)
+		CHECK_EQ(bb, quant_block_bytes(k));
+	else
+		CHECK_EQ(bb, (uint64_t)k->L * 2 * k->bt * k->H * k->D * w);
 	stride = (bb + 15) / 16 * 16 + 16; /* a canary gap after each block */
 	arena = malloc(stride * (k->nblocks + 2));
 	memset(arena, 0xa5, stride * (k->nblocks + 2));
@@ -379,7 +557,10 @@ static void run_case(const struct kcase *k)
 	for (uint32_t l = 0; l < k->L; l++)
 	for (size_t i = 0; i < layer_bytes; i++)
 		bad_canary += !touched[i] && ((uint8_t *)dst[l])[i] != 0xa5;
-	for (uint32_t j = 0; j < k->nblocks; j++)
+	for (uint32_t j = 0; quant && j < k->nblocks; j++)
+		check_quant(k, arena + off[j], src, dst, st, ids, j, &bad_data,
+			    &bad_scale, &bad_bound, &bad_gather);
+	for (uint32_t j = 0; !quant && j < k->nblocks; j++)
 	for (uint32_t l = 0; l < k->L; l++)
 	for (uint32_t kv = 0; kv < 2; kv++)
 	for (uint32_t t = 0; t < k->bt; t++)
@@ -388,49 +569,10 @@ static void run_case(const struct kcase *k)
 		size_t wo = ref_off(st, kv, page, t % k->pt, h) * w;
 		const uint8_t *x = (uint8_t *)src[l] + wo, *g = (uint8_t *)dst[l] + wo;
 		size_t row = (((size_t)l * 2 + kv) * k->bt + t) * k->H + h;
-		const uint8_t *blk = arena + off[j], *data = blk + row * k->D * q;
-		size_t rows = (size_t)k->L * 2 * k->bt * k->H;
-		double qmax = k->q == KVS_DTYPE_INT8 ? 127.0 : 448.0, amax = 0.0;
-		float s;
+		const uint8_t *data = arena + off[j] + row * k->D * q;
 
-		if (!quant) {
-			bad_data += memcmp(data, x, wrow) != 0;
-			bad_gather += memcmp(g, x, wrow) != 0;
-			continue;
-		}
-		memcpy(&s, blk + rows * k->D + row * 4, 4);
-		for (uint32_t e = 0; e < k->D; e++)
-			amax = fmax(amax, fabs(wval(k->w, x + e * w)));
-		bad_scale += fabs(s - amax / qmax) > amax / qmax * 0x1p-23;
-		for (uint32_t e = 0; e < k->D; e++) {
-			double xv = wval(k->w, x + e * w), dq, want;
-			uint8_t code = data[e];
-
-			if (k->q == KVS_DTYPE_INT8) {
-				/* s/2, plus the fp32 rounding of s times |q| <= 127 */
-				dq = (int8_t)code * (double)s;
-				bad_bound += (int8_t)code < -127 ||
-					     fabs(xv - dq) > s * (0.5 + 127 * 0x1p-23);
-				bad_bound += fabs(xv) == amax && amax > 0 &&
-					     abs((int8_t)code) != 127;
-			} else {
-				dq = ref_dec(&E4M3, code) * s;
-				bad_bound += (code & 0x7f) == 0x7f ||
-					     fabs(dq) > 448.0 * s * (1 + 0x1p-20);
-				if (fabs(xv) >= 0x1p-6 * s)
-					bad_bound += fabs(xv - dq) > 0x1p-4 * fabs(xv) * (1 + 0x1p-18);
-				else
-					bad_bound += fabs(xv - dq) > 0x1p-10 * s * (1 + 0x1p-10);
-				bad_bound += fabs(xv) == amax && amax > 0 &&
-					     (code & 0x7f) != 0x7e;
-			}
-			/* The gather: float(q * s) rounded to the worker dtype. */
-			want = (float)dq;
-			if (k->w != KVS_DTYPE_FP32)
-				want = ref_dec(k->w == KVS_DTYPE_FP16 ? &F16 : &BF16,
-					       ref_round(k->w == KVS_DTYPE_FP16 ? &F16 : &BF16, want));
-			bad_gather += wval(k->w, g + e * w) != want;
-		}
+		bad_data += memcmp(data, x, wrow) != 0;
+		bad_gather += memcmp(g, x, wrow) != 0;
 	}
 	if (bad_data + bad_scale + bad_bound + bad_gather + bad_canary)
 		fprintf(stderr, "case w=%d q=%d layout=%d L=%u H=%u D=%u pt=%u bt=%u "
@@ -463,15 +605,18 @@ static void test_copy(void)
 		{ 16, 16, 128 }, /* pages equal to the block */
 		{ 16, 256, 8 },  /* 16-token pages into a 256-token block */
 		{ 2, 6, 12 },    /* head_dim not a multiple of 8 */
+		{ 8, 48, 33 },   /* odd head_dim; INT4: a partial K token group
+				    and a partial V channel group */
 	};
 
 	for (size_t wi = 0; wi < 3; wi++)
-	for (int qi = 0; qi < 3; qi++)
+	for (int qi = 0; qi < 4; qi++)
 	for (int layout = 0; layout < L_COUNT; layout++)
 	for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++) {
 		struct kcase k = {
 			.w = ws[wi],
-			.q = qi == 0 ? ws[wi] : qi == 1 ? KVS_DTYPE_INT8 : KVS_DTYPE_FP8_E4M3,
+			.q = qi == 0 ? ws[wi] : qi == 1 ? KVS_DTYPE_INT8 :
+			     qi == 2 ? KVS_DTYPE_FP8_E4M3 : KVS_DTYPE_INT4,
 			.layout = layout, .L = 1 + (uint32_t)(rnd() % 3),
 			.per_layer = (int)(rnd() % 2),
 			.H = 1 + (uint32_t)(rnd() % 3), .D = shapes[si].D,

@@ -8,8 +8,8 @@
  * a cache hit takes), and runs reference attention on the result. The error
  * is the relative Frobenius error ||O - O_ref|| / ||O_ref|| against the
  * attention output O_ref of the same Q with the original fp32 K and V.
- * fp16 and bf16 rows store what a worker with that cache dtype holds; int8
- * and fp8 rows quantize from a worker cache of --worker dtype (fp16 unless
+ * fp16 and bf16 rows store what a worker with that cache dtype holds; int8,
+ * fp8 and int4 rows quantize from a worker cache of --worker dtype (fp16 unless
  * told) and dequantize back into it, so they include that rounding too.
  *
  * Generator (fresh for every --seed; shapes default to one layer of a
@@ -39,6 +39,7 @@
 #include "kvs_attention_ref.h"
 #include "kvs_cuda.h"
 #include "kvs_kv_copy.h"
+#include "kvs_kv_format.h"
 #include "kvs_numeric.h"
 #include "kvshare.h"
 
@@ -92,7 +93,19 @@ static size_t esize(kvs_dtype d)
 static const char *dtype_name(kvs_dtype d)
 {
 	return d == KVS_DTYPE_FP16 ? "fp16" : d == KVS_DTYPE_BF16 ? "bf16" :
-	       d == KVS_DTYPE_FP32 ? "fp32" : d == KVS_DTYPE_INT8 ? "int8" : "fp8";
+	       d == KVS_DTYPE_FP32 ? "fp32" : d == KVS_DTYPE_INT8 ? "int8" :
+	       d == KVS_DTYPE_INT4 ? "int4" : "fp8";
+}
+
+/* Bytes per stored element, scales and everything else in a block included. */
+static double bytes_per_elem(const struct qopts *o, kvs_dtype stored)
+{
+	kvs_kv_format f;
+
+	if (kvs_kv_format_init(&f, 1, o->block_tokens, o->kv_heads, o->head_dim,
+			       stored) < 0)
+		return 0.0;
+	return (double)f.total / (2.0 * o->block_tokens * o->kv_heads * o->head_dim);
 }
 
 static void seq_free(struct seq *s)
@@ -401,8 +414,7 @@ static void print_results(const struct qopts *o, const struct row *r, int n,
 			       "\"v_rel_err\":%.6e,\"out_rel_err\":%.6e,"
 			       "\"out_rel_err_no_outliers\":%.6e,",
 			       i ? "," : "", r[i].name, dtype_name(r[i].worker),
-			       esize(r[i].stored) + (esize(r[i].stored) == 1 ? 4.0 / o->head_dim : 0.0),
-			       r[i].k_err, r[i].v_err, r[i].out_err,
+			       bytes_per_elem(o, r[i].stored), r[i].k_err, r[i].v_err, r[i].out_err,
 			       r[i].out_err_plain);
 			if (r[i].cuda_ran)
 				printf("\"out_rel_err_cuda\":%.6e}", r[i].out_err_cuda);
@@ -426,8 +438,7 @@ static void print_results(const struct qopts *o, const struct row *r, int n,
 			snprintf(cu, sizeof(cu), "%.3e", r[i].out_err_cuda);
 		printf("%-6s %-6s %10.3f %10.3e %10.3e %12.3e %14.3e %12s\n",
 		       r[i].name, dtype_name(r[i].worker),
-		       esize(r[i].stored) + (esize(r[i].stored) == 1 ? 4.0 / o->head_dim : 0.0),
-		       r[i].k_err, r[i].v_err, r[i].out_err, r[i].out_err_plain, cu);
+		       bytes_per_elem(o, r[i].stored), r[i].k_err, r[i].v_err, r[i].out_err, r[i].out_err_plain, cu);
 	}
 	if (!cuda)
 		printf("(cuda: no device%s)\n", kvs_cuda_built() ? "" : "; built without CUDA");
@@ -439,7 +450,7 @@ static void usage(void)
 		"usage: kvsbench quality [OPTIONS]\n"
 		"\n"
 		"Relative error of attention output with KV stored as fp16, bf16,\n"
-		"int8 and fp8 (per-row fp32 scale) against fp32 KV, on synthetic KV\n"
+		"int8, fp8 and int4 (kvshare's block format) against fp32 KV, on synthetic KV\n"
 		"whose K has per-channel outliers.\n"
 		"\n"
 		"  --kv-len N            sequence length (1024)\n"
@@ -574,6 +585,7 @@ int kvsbench_quality(int argc, char **argv)
 		{ .name = "bf16", .stored = KVS_DTYPE_BF16, .worker = KVS_DTYPE_BF16 },
 		{ .name = "int8", .stored = KVS_DTYPE_INT8 },
 		{ .name = "fp8", .stored = KVS_DTYPE_FP8_E4M3 },
+		{ .name = "int4", .stored = KVS_DTYPE_INT4 },
 	};
 	const int nrows = (int)(sizeof(rows) / sizeof(rows[0]));
 	struct seq s[2] = { { 0 } };

@@ -474,7 +474,7 @@ static void share_usage(void)
 		"      --layers L         (default 32)\n"
 		"      --kv-heads H       (default 8)\n"
 		"      --head-dim D       (default 128)\n"
-		"      --dtype T          fp16|bf16|fp32|fp8|int8 (default fp16)\n"
+		"      --dtype T          fp16|bf16|fp32|fp8|int8|int4 (default fp16)\n"
 		"      --block-tokens B   (default 16)\n"
 		"      --model NAME       (default kvsbench-model)\n"
 		"      --salt S           tenant salt (default none)\n"
@@ -514,7 +514,7 @@ static int parse_dtype(const char *s, kvs_dtype *out)
 	static const struct { const char *name; kvs_dtype d; } t[] = {
 		{ "fp16", KVS_DTYPE_FP16 }, { "bf16", KVS_DTYPE_BF16 },
 		{ "fp32", KVS_DTYPE_FP32 }, { "fp8", KVS_DTYPE_FP8_E4M3 },
-		{ "int8", KVS_DTYPE_INT8 },
+		{ "int8", KVS_DTYPE_INT8 }, { "int4", KVS_DTYPE_INT4 },
 	};
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
 		if (!strcmp(s, t[i].name)) {

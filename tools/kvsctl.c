@@ -327,7 +327,7 @@ static int dtype_parse(const char *s, kvs_dtype *out)
 	static const struct { const char *name; kvs_dtype t; } names[] = {
 		{ "fp16", KVS_DTYPE_FP16 }, { "bf16", KVS_DTYPE_BF16 },
 		{ "fp32", KVS_DTYPE_FP32 }, { "fp8", KVS_DTYPE_FP8_E4M3 },
-		{ "int8", KVS_DTYPE_INT8 },
+		{ "int8", KVS_DTYPE_INT8 }, { "int4", KVS_DTYPE_INT4 },
 	};
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		if (strcmp(s, names[i].name) == 0) {
@@ -342,10 +342,11 @@ static void plan_usage(void)
 {
 	fprintf(stderr,
 		"usage: kvsctl plan (--preset NAME | --layers L --kv-heads H --head-dim D)\n"
-		"                   [--dtype fp16|bf16|fp32|fp8|int8] [--tokens N]\n"
+		"                   [--dtype fp16|bf16|fp32|fp8|int8|int4] [--tokens N]\n"
 		"                   [--attention mha|gqa|mqa|mla --latent-dim R] [--json]\n"
-		"KV bytes per token (every layer, K and V; for fp8/int8 with the fp32\n"
-		"scale per token and head that kvshare stores), for N tokens, and how many\n"
+		"KV bytes per token (every layer, K and V; for fp8/int8/int4 with the\n"
+		"scales, zero points and fp16 outlier channels that kvshare stores, as in\n"
+		"256-token blocks, rounded up), for N tokens, and how many\n"
 		"tokens of prefix the running daemon's tiers hold (skipped if none runs).\n"
 		"mha: kv heads = attention heads; mqa: 1 kv head; mla: one latent of\n"
 		"--latent-dim elements per layer and token (K and V share it).\n"
@@ -386,7 +387,8 @@ static int cmd_plan(const char *sock, int argc, char **argv)
 	struct preset m = { "custom", "gqa", 0, 0, 0, 0 };
 	kvs_dtype dtype = KVS_DTYPE_FP16;
 	uint32_t tokens = 0;
-	uint64_t per_token, esz, host = 0, scale = 0;
+	uint64_t per_token, esz, host = 0;
+	kvs_layout lay;
 	int json = 0, c, have_daemon = 0;
 	kvs_client *cl;
 	char *text = NULL;
@@ -434,20 +436,26 @@ static int cmd_plan(const char *sock, int argc, char **argv)
 			fprintf(stderr, "kvsctl: plan: mla needs --layers and --latent-dim\n");
 			return 2;
 		}
-		per_token = (uint64_t)m.layers * m.latent_dim * esz;
-		if (esz == 1)
-			scale = (uint64_t)m.layers * 4;
+		/* One latent per token: half of a block of K and V latents. */
+		lay = (kvs_layout){ .layers = m.layers, .kv_heads = 1,
+				    .head_dim = m.latent_dim, .block_tokens = 256,
+				    .dtype = dtype };
+		per_token = (kvs_layout_block_bytes(&lay) + 511) / 512;
 	} else {
 		if (!m.layers || !m.kv_heads || !m.head_dim) {
 			fprintf(stderr, "kvsctl: plan: needs --preset or --layers, "
 					"--kv-heads and --head-dim\n");
 			return 2;
 		}
-		per_token = (uint64_t)m.layers * 2 * m.kv_heads * m.head_dim * esz;
-		if (esz == 1)
-			scale = (uint64_t)m.layers * 2 * m.kv_heads * 4;
+		lay = (kvs_layout){ .layers = m.layers, .kv_heads = m.kv_heads,
+				    .head_dim = m.head_dim, .block_tokens = 256,
+				    .dtype = dtype };
+		per_token = (kvs_layout_block_bytes(&lay) + 255) / 256;
 	}
-	per_token += scale;
+	if (per_token == 0) {
+		fprintf(stderr, "kvsctl: plan: the layout is too large\n");
+		return 2;
+	}
 	if (kvs_connect(sock, NULL, &cl) == 0) {
 		if (kvs_stats(cl, &text) == 0) {
 			int64_t v;

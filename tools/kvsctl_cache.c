@@ -23,6 +23,7 @@ static const char *dtype_name(kvs_dtype t)
 	case KVS_DTYPE_FP32: return "fp32";
 	case KVS_DTYPE_FP8_E4M3: return "fp8";
 	case KVS_DTYPE_INT8: return "int8";
+	case KVS_DTYPE_INT4: return "int4";
 	}
 	return "unknown";
 }

@@ -147,7 +147,8 @@ static int pin_run(const char *sock, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	static const char *const dtypes[] = { "", "fp16", "bf16", "fp32", "fp8", "int8" };
+	static const char *const dtypes[] = { "", "fp16", "bf16", "fp32", "fp8", "int8",
+					      "int4" };
 	const char *cmd = pinning ? "pin" : "unpin";
 	const char *hfile = NULL, *tfile = NULL;
 	kvs_layout l = { .tp_size = 1, .dtype = KVS_DTYPE_FP16 };
@@ -173,11 +174,11 @@ static int pin_run(const char *sock, int argc, char **argv)
 		case O_RANK: u = &l.tp_rank; break;
 		case O_SIZE: u = &l.tp_size; break;
 		case O_DTYPE:
-			for (dt = 1; dt <= 5 && strcmp(optarg, dtypes[dt]); dt++)
+			for (dt = 1; dt <= 6 && strcmp(optarg, dtypes[dt]); dt++)
 				;
-			if (dt > 5) {
+			if (dt > 6) {
 				fprintf(stderr, "kvsctl: %s: --dtype must be fp16, bf16, "
-					"fp32, fp8 or int8\n", cmd);
+					"fp32, fp8, int8 or int4\n", cmd);
 				return 2;
 			}
 			l.dtype = (kvs_dtype)dt;

@@ -46,7 +46,7 @@ for f in kernels/kvs_kv_copy.cu kernels/kvs_attention_ref.cu; do
 done
 for f in kernels/kvs_kv_copy.c kernels/kvs_attention_ref.c kernels/kvs_cuda.c \
 	 client/error.c tools/bench_quality.c tests/gpu/test_kernels_gpu.c; do
-	cc -O2 -std=gnu11 -Wall -Wextra $inc -c "$root/$f" -o "$out/$(basename "$f").o" &
+	cc -O2 -std=gnu11 -ffp-contract=off -Wall -Wextra $inc -c "$root/$f" -o "$out/$(basename "$f").o" &
 	pids="$pids $!"
 done
 fail=0

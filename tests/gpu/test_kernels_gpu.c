@@ -66,7 +66,8 @@ static size_t esz(kvs_dtype d)
 static const char *dname(kvs_dtype d)
 {
 	return d == KVS_DTYPE_FP16 ? "fp16" : d == KVS_DTYPE_BF16 ? "bf16" :
-	       d == KVS_DTYPE_FP32 ? "fp32" : d == KVS_DTYPE_INT8 ? "int8" : "fp8";
+	       d == KVS_DTYPE_FP32 ? "fp32" : d == KVS_DTYPE_INT8 ? "int8" :
+	       d == KVS_DTYPE_INT4 ? "int4" : "fp8";
 }
 
 #define CU(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
@@ -346,6 +347,7 @@ static void bandwidth(void)
 		{ KVS_DTYPE_INT8, KVS_KV_KV_INNER, 16 },
 		{ KVS_DTYPE_FP8_E4M3, KVS_KV_KV_INNER, 16 },
 		{ KVS_DTYPE_FP8_E4M3, KVS_KV_KV_OUTER, 16 },
+		{ KVS_DTYPE_INT4, KVS_KV_KV_INNER, 16 },
 	};
 	const uint32_t L = 32, H = 8, D = 128, bt = 256, nblocks = 16, iters = 10;
 	int met = 0, total = 0;
@@ -397,6 +399,7 @@ int main(void)
 		{ 1, 3, 12, 4, 16, 3, 16 },     { 2, 8, 256, 8, 32, 2, 64 },
 		{ 1, 2, 1024, 4, 8, 2, 16 },    { 1, 2, 2048, 2, 4, 2, 16 },
 		{ 2, 3, 64, 4, 16, 3, 1 },      /* odd block offsets: scalar path */
+		{ 2, 3, 33, 8, 48, 2, 16 },     /* odd head_dim; INT4: partial groups */
 	};
 	char *qargv[] = { "quality", NULL };
 	struct cudaDeviceProp prop;
@@ -411,10 +414,11 @@ int main(void)
 	printf("test_kernels_gpu: %s, sm_%d%d, %.0f GiB\n", prop.name, prop.major,
 	       prop.minor, prop.totalGlobalMem / 1073741824.0);
 	for (size_t wi = 0; wi < 3; wi++)
-	for (int qi = 0; qi < 3; qi++)
+	for (int qi = 0; qi < 4; qi++)
 	for (int lay = 0; lay < LAY_COUNT; lay++)
 	for (size_t si = 0; si < sizeof(sh) / sizeof(sh[0]); si++) {
-		kvs_dtype q = qi == 0 ? ws[wi] : qi == 1 ? KVS_DTYPE_INT8 : KVS_DTYPE_FP8_E4M3;
+		kvs_dtype q = qi == 0 ? ws[wi] : qi == 1 ? KVS_DTYPE_INT8 :
+			      qi == 2 ? KVS_DTYPE_FP8_E4M3 : KVS_DTYPE_INT4;
 
 		if (sh[si].align == 1 && qi == 0)
 			continue; /* plain blocks must be element-aligned */

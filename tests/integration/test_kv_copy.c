@@ -2,7 +2,7 @@
  * test_kv_copy - kvs_kv_store / kvs_kv_load through a real daemon: an engine
  * of one paged layout publishes blocks layer by layer, an engine of another
  * layout loads them, and every row it gets is the row the first one wrote
- * (bit exact in a plain namespace, within the quantization bound in an INT8
+ * (bit exact in a plain namespace, within the quantization bound in an INT8 or INT4
  * one). Then every error path: nothing is written by a call that fails.
  */
 #include "harness.h"
@@ -87,7 +87,9 @@ static const uint8_t *row_ptr(const struct engine *e, int l, const int32_t *ids,
 }
 
 /* Rows of @n blocks that differ between two engines (bit for bit), or,
- * with @tol, by more than tol * the row's absmax (fp32 only). */
+ * with @tol, by more than tol * the absmax of the row's (block, layer,
+ * K|V, head) over the block's tokens (fp32 only): K is quantized per
+ * channel over the block's tokens, V per token. */
 static long rows_differ(const struct engine *a, const int32_t *ida,
 			const struct engine *b, const int32_t *idb, uint32_t n,
 			double tol)
@@ -97,8 +99,14 @@ static long rows_differ(const struct engine *a, const int32_t *ida,
 	for (int l = 0; l < LAYERS; l++)
 	for (uint32_t i = 0; i < n; i++)
 	for (uint32_t kv = 0; kv < 2; kv++)
-	for (uint32_t t = 0; t < BT; t++)
 	for (uint32_t h = 0; h < HEADS; h++) {
+	double amax = 0;
+
+	for (uint32_t t = 0; tol != 0 && t < BT; t++)
+		for (int k = 0; k < HDIM; k++)
+			amax = fmax(amax, fabs(((const float *)row_ptr(a, l, ida, i,
+								       kv, t, h))[k]));
+	for (uint32_t t = 0; t < BT; t++) {
 		const uint8_t *x = row_ptr(a, l, ida, i, kv, t, h);
 		const uint8_t *y = row_ptr(b, l, idb, i, kv, t, h);
 
@@ -107,13 +115,12 @@ static long rows_differ(const struct engine *a, const int32_t *ida,
 			continue;
 		}
 		const float *fx = (const float *)x, *fy = (const float *)y;
-		double amax = 0, err = 0;
+		double err = 0;
 
-		for (int k = 0; k < HDIM; k++) {
-			amax = fmax(amax, fabs(fx[k]));
+		for (int k = 0; k < HDIM; k++)
 			err = fmax(err, fabs(fx[k] - fy[k]));
-		}
 		bad += err > tol * amax + 1e-30;
+	}
 	}
 	return bad;
 }
@@ -151,7 +158,8 @@ static void share_case(kvs_dtype ns_dtype, kvs_dtype eng_dtype,
 	L.kv_heads = HEADS;
 	L.head_dim = HDIM;
 	L.dtype = ns_dtype;
-	L.salt = ns_dtype == KVS_DTYPE_INT8 ? "int8" : "plain";
+	L.salt = ns_dtype == KVS_DTYPE_INT8 ? "int8" :
+		 ns_dtype == KVS_DTYPE_INT4 ? "int4" : "plain";
 	w = th_connect(&d, &L);
 	r = th_connect(&d, &L);
 	th_chain(&L, seed, NBLOCKS, 0, 0, h);
@@ -171,9 +179,11 @@ static void share_case(kvs_dtype ns_dtype, kvs_dtype eng_dtype,
 		CHECK_RC(kvs_kv_load(r, &er.pc, l, er.layer[l], blocks, rids,
 				     NBLOCKS, NULL), 0);
 	CHECK_RC(kvs_release(r, lease), 0);
-	/* INT8: |x - q * s| <= s / 2 with s = absmax / 127, plus rounding. */
+	/* |x - dq| <= s / 2 with s = (group range) / qmax <= 2 * absmax / qmax
+	 * (qmax 255 for INT8, 15 for INT4), plus rounding. */
 	if (!CHECK_EQ(rows_differ(&ew, wids, &er, rids, NBLOCKS,
-				  ns_dtype == KVS_DTYPE_INT8 ? 0.5 / 127 * 1.001 : 0), 0))
+				  ns_dtype == KVS_DTYPE_INT8 ? 1.0 / 255 * 1.001 :
+				  ns_dtype == KVS_DTYPE_INT4 ? 1.0 / 15 * 1.001 : 0), 0))
 		th_note("writer kind %d pt %u -> reader kind %d pt %u", wk, wpt,
 			rk, rpt);
 	engine_free(&ew);
@@ -284,6 +294,8 @@ int main(void)
 		   KVS_PAGED_HND, 32, seed++);
 	share_case(KVS_DTYPE_INT8, KVS_DTYPE_FP32, KVS_PAGED_NHD, 32,
 		   KVS_PAGED_CPU, 32, seed++);
+	share_case(KVS_DTYPE_INT4, KVS_DTYPE_FP32, KVS_PAGED_HND, 16,
+		   KVS_PAGED_NHD, 32, seed++);
 	errors();
 	return th_finish();
 }

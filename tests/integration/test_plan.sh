@@ -22,8 +22,14 @@ expect llama-2-7b 524288 "$(plan --preset llama-2-7b | field bytes_per_token)"
 expect deepseek-v3 70272 "$(plan --preset deepseek-v3 | field bytes_per_token)"
 expect custom-equals-preset 327680 "$(plan --layers 80 --kv-heads 8 --head-dim 128 | field bytes_per_token)"
 expect mqa 8192 "$(plan --layers 32 --kv-heads 71 --head-dim 64 --attention mqa | field bytes_per_token)"
-# fp8: half of fp16 plus one fp32 scale per layer, K|V and head.
-expect fp8 $((163840 + 80 * 2 * 8 * 4)) "$(plan --preset llama-3-70b --dtype fp8 | field bytes_per_token)"
+# fp8 (scheme 2, kernels/kvs_kv_format.h), per 256-token block, rounded up:
+# codes; K's fp32 scale+zero per layer, head and channel; V's per layer,
+# token and head; 4 fp16 K channels per layer and head (u16 index + codes).
+blk8=$((80 * 2 * 256 * 8 * 128 + 80 * 8 * 128 * 8 + 80 * 256 * 8 * 8 + 80 * 8 * 4 * 2 + 80 * 8 * 4 * 256 * 2))
+expect fp8 $(((blk8 + 255) / 256)) "$(plan --preset llama-3-70b --dtype fp8 | field bytes_per_token)"
+# int4: two codes a byte; K groups of 32 tokens, V groups of 32 channels.
+blk4=$((80 * 2 * 256 * 8 * 64 + 80 * 8 * 8 * 128 * 8 + 80 * 256 * 8 * 4 * 8 + 80 * 8 * 4 * 2 + 80 * 8 * 4 * 256 * 2))
+expect int4 $(((blk4 + 255) / 256)) "$(plan --preset llama-3-70b --dtype int4 | field bytes_per_token)"
 expect tokens $((327680 * 4096)) "$(plan --preset llama-3-70b --tokens 4096 | field bytes_for_tokens)"
 expect no-daemon-no-tier False "$(plan --preset llama-3-8b | python3 -c 'import json,sys; print("host_tokens" in json.load(sys.stdin))')"
 set +e

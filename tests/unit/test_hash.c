@@ -198,7 +198,8 @@ static void test_sizes(void)
 	CHECK(kvs_dtype_bytes(KVS_DTYPE_FP8_E4M3) == 1);
 	CHECK(kvs_dtype_bytes(KVS_DTYPE_INT8) == 1);
 	CHECK(kvs_dtype_bytes((kvs_dtype)0) == 0);
-	CHECK(kvs_dtype_bytes((kvs_dtype)6) == 0);
+	CHECK(kvs_dtype_bytes(KVS_DTYPE_INT4) == 1); /* two per byte, rounded up */
+	CHECK(kvs_dtype_bytes((kvs_dtype)7) == 0);
 
 	/* 32 layers * 2 * 8 heads * 128 dim * 16 tokens * 2 bytes = 2 MiB */
 	CHECK(kvs_layout_block_bytes(&l) == 2ull << 20);
@@ -227,13 +228,36 @@ static void test_sizes(void)
 	l.block_tokens = 1;
 	l.dtype = KVS_DTYPE_FP16; /* (2^32-1)^2 * 2 * 2 > 2^64: overflows */
 	CHECK(kvs_layout_block_bytes(&l) == 0);
-	l.kv_heads = 0x3fffffffu; /* (2^32-1) * 2 * (2^30-1) * 2 < 2^64: fits */
-	CHECK(kvs_layout_block_bytes(&l) == 0xffffffffull * 2 * 0x3fffffffull * 2);
-	/* Quantized rows carry a 4-byte fp32 scale each. */
+	/* Sizes past 2^63 are refused too (offsets are signed 64-bit). */
+	l.kv_heads = 0x3fffffffu; /* (2^32-1) * 2 * (2^30-1) * 2 > 2^63 */
+	CHECK(kvs_layout_block_bytes(&l) == 0);
+	l.kv_heads = 0x1fffffffu; /* (2^32-1) * 2 * (2^29-1) * 2 < 2^63: fits */
+	CHECK(kvs_layout_block_bytes(&l) == 0xffffffffull * 2 * 0x1fffffffull * 2);
+	/* Quantized blocks (scheme 2, kernels/kvs_kv_format.h): codes; K's
+	 * scale and zero per channel and token group; V's per token and
+	 * channel group; head_dim / 32 fp16 K channels per (layer, head), each
+	 * a u16 index and block_tokens fp16 codes. Base: 32 layers, 8 heads,
+	 * head_dim 128, 16 tokens. */
 	l = base_layout();
 	l.dtype = KVS_DTYPE_INT8;
 	CHECK(kvs_layout_block_bytes(&l) ==
-	      (uint64_t)l.layers * 2 * l.block_tokens * l.kv_heads * (l.head_dim + 4));
+	      32ull * 2 * 16 * 8 * 128 + 32ull * 8 * 128 * 8 + 32ull * 16 * 8 * 8 +
+	      32ull * 8 * 4 * 2 + 32ull * 8 * 4 * 16 * 2);
+	l.dtype = KVS_DTYPE_FP8_E4M3;
+	CHECK(kvs_layout_block_bytes(&l) ==
+	      32ull * 2 * 16 * 8 * 128 + 32ull * 8 * 128 * 8 + 32ull * 16 * 8 * 8 +
+	      32ull * 8 * 4 * 2 + 32ull * 8 * 4 * 16 * 2);
+	/* INT4: 64 bytes a row, V in 4 groups of 32 channels (16 tokens: one
+	 * K token group). */
+	l.dtype = KVS_DTYPE_INT4;
+	CHECK(kvs_layout_block_bytes(&l) ==
+	      32ull * 2 * 16 * 8 * 64 + 32ull * 8 * 128 * 8 + 32ull * 16 * 8 * 4 * 8 +
+	      32ull * 8 * 4 * 2 + 32ull * 8 * 4 * 16 * 2);
+	l.block_tokens = 100; /* 4 K token groups (32, 32, 32, 4) */
+	l.head_dim = 33;      /* 17 bytes a row; 2 V groups; 2 fp16 channels */
+	CHECK(kvs_layout_block_bytes(&l) ==
+	      32ull * 2 * 100 * 8 * 17 + 32ull * 4 * 8 * 33 * 8 + 32ull * 100 * 8 * 2 * 8 +
+	      32ull * 8 * 2 * 2 + 32ull * 8 * 2 * 100 * 2);
 }
 
 int main(void)

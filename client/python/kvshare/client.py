@@ -22,7 +22,7 @@ from ._lib import CBlock, CLayout, CPagedCache, lib, libc
 from .errors import LeaseReleased, check
 
 # kvs_dtype
-DTYPES = {"fp16": 1, "bf16": 2, "fp32": 3, "fp8_e4m3": 4, "int8": 5}
+DTYPES = {"fp16": 1, "bf16": 2, "fp32": 3, "fp8_e4m3": 4, "int8": 5, "int4": 6}
 _DTYPE_ALIASES = {"float16": "fp16", "half": "fp16", "bfloat16": "bf16",
                   "float32": "fp32", "float": "fp32", "fp8": "fp8_e4m3"}
 
@@ -41,7 +41,7 @@ Hashes = np.ndarray  # of HASH_DTYPE
 
 
 def dtype_code(dtype: Union[str, int]) -> int:
-    """The kvs_dtype of a name ("fp16", "bf16", "fp32", "int8", "fp8_e4m3")."""
+    """The kvs_dtype of a name ("fp16", "bf16", "fp32", "int8", "fp8_e4m3", "int4")."""
     if isinstance(dtype, int):
         if dtype not in DTYPES.values():
             raise ValueError(f"unknown kvs_dtype {dtype}")

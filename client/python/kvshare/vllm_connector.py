@@ -24,7 +24,7 @@ reported through get_block_ids_with_load_errors() and recomputed (set
 and the connector reconnects at most once per `reconnect_interval` seconds.
 
 Extra config: `socket` (default: kvshared's default path), `dtype` (what
-blocks store: "auto" = the engine's KV dtype, or "int8" / "fp8_e4m3"),
+blocks store: "auto" = the engine's KV dtype, or "int8" / "fp8_e4m3" / "int4"),
 `model_id` (the namespace's model name; default: the served model's),
 `reconnect_interval` (seconds, default 5), `log_interval` (seconds between
 counter lines in the log, default 30; 0: never), `stats_file` (a path: each
