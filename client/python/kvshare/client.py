@@ -291,9 +291,10 @@ class _Lease:
         return self._ended
 
     def _live(self) -> None:
+        # No _flush() here: load() and store() may run on a copy thread
+        # (the library's copies never touch the socket; releases do).
         if self._ended and self.id != 0:
             raise LeaseReleased()
-        self._client._flush()
 
     def _view(self, i: int, writable: bool) -> np.ndarray:
         b = self._blocks[i]
@@ -448,12 +449,14 @@ class WriteLease(_Lease):
     def commit(self) -> int:
         """Publish every NEW block atomically; returns how many."""
         self._live()
+        self._client._flush()
         self._end()
         return check(lib.kvs_commit(self._client._handle(), self.id), "kvs_commit")
 
     def abort(self) -> int:
         """Free the uncommitted slots; returns how many."""
         self._live()
+        self._client._flush()
         self._end()
         return check(lib.kvs_abort(self._client._handle(), self.id), "kvs_abort")
 
