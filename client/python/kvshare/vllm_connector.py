@@ -26,6 +26,8 @@ and the connector reconnects at most once per `reconnect_interval` seconds.
 Extra config: `socket` (default: kvshared's default path), `dtype` (what
 blocks store: "auto" = the engine's KV dtype, or "int8" / "fp8_e4m3" / "int4"),
 `model_id` (the namespace's model name; default: the served model's),
+`overlap` (default true: load layer by layer on a copy thread; false: load
+every layer in start_load_kv, on the calling thread, before the forward),
 `reconnect_interval` (seconds, default 5), `log_interval` (seconds between
 counter lines in the log, default 30; 0: never), `stats_file` (a path: each
 side writes its counters as JSON to PATH.scheduler / PATH.worker after every
@@ -216,6 +218,7 @@ class KvshareConnector(KVConnectorBase_V1):
                                 float(tc.get_from_extra_config("reconnect_interval", 5)),
                                 self.counters)
         self.log_interval = float(tc.get_from_extra_config("log_interval", 30))
+        self.overlap = bool(tc.get_from_extra_config("overlap", True))
         stats_file = tc.get_from_extra_config("stats_file", None)
         self.stats_file = f"{stats_file}.{role.name.lower()}" if stats_file else None
         self.stats_written: Optional[Counters] = None
@@ -412,7 +415,10 @@ class KvshareConnector(KVConnectorBase_V1):
             return
         layers = sorted(self.layers.values(), key=lambda x: x[0])
         for idx, tensor in layers:
-            self.layer_done[idx] = self.pool.submit(self._load_layer, idx, tensor, jobs)
+            if self.overlap:
+                self.layer_done[idx] = self.pool.submit(self._load_layer, idx, tensor, jobs)
+            else:
+                self._load_layer(idx, tensor, jobs)
 
     def _load_layer(self, idx: int, tensor: torch.Tensor, jobs: list) -> None:
         """One layer of every job, on the copy thread."""
