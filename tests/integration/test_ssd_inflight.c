@@ -1,7 +1,8 @@
 /*
  * test_ssd_inflight - a lookup of blocks whose demotion write to SSD is
- * still in flight: they are promoted from the write's staging copy
- * (tier_ssd_promote), not read from SSD, and every byte must be right.
+ * still in flight: they are promoted from what the write reads (a staging
+ * copy, or the block's own slot, held until the write completes), not read
+ * from SSD, and every byte must be right.
  *
  * How the window is reached without timing: the daemon reaps SSD
  * completions only in its SSD event callback, and handles every complete
@@ -12,17 +13,26 @@
  * alike. (A slowed write through the fault shim would need the same
  * ordering and adds nothing.)
  *
- * Host tier of 8 blocks of 64 KiB, leaf-lru eviction:
+ * staged: host tier of 8 blocks of 64 KiB, leaf-lru eviction. Demotion
+ *  writes may hold 1/16 of the host arena (32 KiB): less than a block, so
+ *  every demotion goes through a staging copy.
  *  - chains Y then Z (4 blocks each) fill it; nothing is demoted;
  *  - one write: RESERVE X (4 new blocks: evicts Y, writes in flight) +
  *    LOOKUP Y: all 4 hit, in the host tier; 4 promotions, no SSD read, and
- *    Z demoted to make room (8 demotions);
+ *    Z demoted to make room (8 demotions, 8 staged writes);
  *  - Y read back through a library client: every byte of every block;
  *  - with the raw connection gone (X aborted) and the writes done, Z comes
  *    back from SSD with every byte right, Y still right, nothing corrupt.
+ * direct: host tier of 64 blocks: demotion writes may hold 4 slots (256
+ *  KiB). Y, Z and 14 filler chains F fill it. RESERVE X evicts Y, written
+ *  straight from their slots (4 direct writes: the slots stay allocated),
+ *  then Z, staged (the held share is used up); LOOKUP Y copies Y from the
+ *  held slots (checked against the checksum being written) into 4 new ones,
+ *  evicting 4 F blocks (staged). Then as above, and every F block too.
  */
 #include "harness.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -69,13 +79,16 @@ static int recv_blocks(int fd, uint16_t opcode, uint64_t req_id, kvs_block *b)
 	return (int)wb.count;
 }
 
-int main(void)
+/* One scenario: a host tier of @host_blocks blocks, of which demotion
+ * writes may hold @direct. */
+static void run(const char *host_size, int host_blocks, int direct)
 {
-	static const char *args[] = { "--host-size", "512K", "--page-size", "64K",
-				      "--eviction-policy", "leaf-lru",
-				      "--ssd-dir", ssd_dir, "--ssd-segment", "1M",
-				      "--ssd-size", "8M", NULL };
-	kvs_hash X[LEN], Y[LEN], Z[LEN];
+	const char *args[] = { "--host-size", host_size, "--page-size", "64K",
+			       "--eviction-policy", "leaf-lru",
+			       "--ssd-dir", ssd_dir, "--ssd-segment", "1M",
+			       "--ssd-size", "16M", NULL };
+	int nfill = (host_blocks - 2 * LEN) / LEN;
+	kvs_hash X[LEN], Y[LEN], Z[LEN], (*F)[LEN] = calloc((size_t)nfill + 1, sizeof(*F));
 	kvs_block b[LEN];
 	uint8_t buf[512];
 	size_t off = 0, bad;
@@ -83,18 +96,25 @@ int main(void)
 	kvs_client *c;
 	int fd, n;
 
-	th_init("test_ssd_inflight");
+	if (!F)
+		th_fatal("out of memory");
+	th_note("%s: host tier of %d blocks, %d may be held by writes",
+		direct ? "direct" : "staged", host_blocks, direct);
 	th_daemon_up_ssd(&d, args, ssd_dir, sizeof(ssd_dir));
 	L = th_layout("inflight-model", 64);
 	th_chain(&L, 1, LEN, 0, 0, Y);
 	th_chain(&L, 2, LEN, 0, 0, Z);
 	th_chain(&L, 3, LEN, 0, 0, X);
+	for (int i = 0; i < nfill; i++)
+		th_chain(&L, 100 + (uint64_t)i, LEN, 0, 0, F[i]);
 	c = th_connect(&d, &L);
 	CHECK_RC(th_publish(c, Y, LEN, NULL), LEN);
 	CHECK_RC(th_publish(c, Z, LEN, NULL), LEN);
+	for (int i = 0; i < nfill; i++)
+		CHECK_RC(th_publish(c, F[i], LEN, NULL), LEN);
 	if (th_stat_get(&d, "tier_ssd.demotions") != 0)
-		th_fatal("the host tier does not hold 8 blocks of 64 KiB: the "
-			 "setup is wrong, nothing was tested");
+		th_fatal("the host tier does not hold %d blocks of 64 KiB: the "
+			 "setup is wrong, nothing was tested", host_blocks);
 
 	fd = th_raw_connect(&d);
 	if (fd < 0)
@@ -116,10 +136,13 @@ int main(void)
 		CHECK_EQ(b[i].tier, KVS_TIER_HOST);
 	}
 	th_stats_take(&d, &after);
-	/* Y from its staging copies: promoted, none read from SSD. */
+	/* Y from what its writes read: promoted, none read from SSD. */
 	CHECK_EQ(th_stats_delta(&before, &after, "tier_ssd.promotions"), LEN);
 	CHECK_EQ(th_stats_delta(&before, &after, "tier_ssd.reads"), 0);
-	CHECK_EQ(th_stats_delta(&before, &after, "tier_ssd.demotions"), 2 * LEN);
+	CHECK_EQ(th_stats_delta(&before, &after, "tier_ssd.demotions"),
+		 direct ? 3 * LEN : 2 * LEN);
+	CHECK_EQ(th_stats_delta(&before, &after, "tier_ssd.writes_direct"), direct);
+	CHECK_EQ(th_stats_delta(&before, &after, "tier_ssd.writes_staged"), 2 * LEN);
 	th_stats_free(&before);
 	th_stats_free(&after);
 
@@ -129,7 +152,7 @@ int main(void)
 	CHECK_EQ(bad, 0);
 
 	/* The raw client leaves: X's reservation is aborted, Y's lease ends.
-	 * Z's writes complete; Z comes back from SSD. */
+	 * The writes complete (held slots go back); Z comes back from SSD. */
 	close(fd);
 	CHECK(th_wait_stat(&d, "tier_ssd.writes_inflight", 0, TH_WAIT_MS));
 	CHECK(th_wait_stat(&d, "leases.active", 0, TH_WAIT_MS));
@@ -137,9 +160,22 @@ int main(void)
 	CHECK_EQ(bad, 0);
 	CHECK_RC(th_verify(c, Y, LEN, &bad), LEN);
 	CHECK_EQ(bad, 0);
+	for (int i = 0; i < nfill; i++) {
+		CHECK_RC(th_verify(c, F[i], LEN, &bad), LEN);
+		CHECK_EQ(bad, 0);
+	}
 	CHECK_GE(th_stat_get(&d, "tier_ssd.reads"), 1);
 	CHECK_EQ(th_stat_get(&d, "tier_ssd.corrupt_blocks"), 0);
 	CHECK_EQ(th_stat_get(&d, "tier_ssd.io_errors"), 0);
 	kvs_close(c);
+	th_daemon_destroy(&d);
+	free(F);
+}
+
+int main(void)
+{
+	th_init("test_ssd_inflight");
+	run("512K", 2 * LEN, 0);
+	run("4M", 64, LEN);
 	return th_finish();
 }
