@@ -55,6 +55,7 @@ typedef struct wslot {    /* one write in flight */
 	void *buf;        /* staging copy, or NULL: written from a held slot */
 	uint64_t held;    /* the host slot the write reads (buf NULL) */
 	int released;     /* the held slot was freed before the completion */
+	int applied;      /* ... and the write's success recorded then */
 	uint64_t bytes;
 	uint64_t csum;    /* the payload's checksum, as written in its header */
 } wslot;
@@ -374,43 +375,6 @@ static int write_block(kvs_cache *c, uint32_t idx, int hold)
 	return 0;
 }
 
-/* The store has finished reading write @cookie's payload (kvs_ssd_wait):
- * a slot it held goes back to the allocator now; the completion comes
- * later, through the reap, and does the rest. */
-static void on_release(void *arg, uint64_t cookie)
-{
-	kvs_cache *c = arg;
-	kvs_tier_ssd *t = c->ssd;
-	wslot *w = &t->ws[cookie];
-
-	if (w->buf || w->released)
-		return;
-	w->released = 1;
-	kvs_slab_free(c->slab, w->held);
-	t->held -= w->bytes;
-	t->nheld--;
-}
-
-int tier_ssd_wait_held(kvs_cache *c)
-{
-	kvs_tier_ssd *t = c->ssd;
-	uint64_t before = t->nheld;
-	int rc = 0;
-
-	if (before == 0)
-		return 0;
-
-	/* Each wait returns once some write has finished; a staged one frees
-	 * no slot, so wait again until a held one does or none is left. */
-	while (t->nheld == before && (rc = kvs_ssd_wait(t->ssd, on_release, c)) > 0)
-		;
-	if (rc < 0)
-		kvs_err("SSD tier: waiting for a demotion write failed: %s",
-			kvs_strerror(rc));
-	c->stats->tier_ssd_held_waits++;
-	return (int)(before - t->nheld);
-}
-
 /* Whether a direct write of @idx in flight reads slot @off. */
 static int held_by_write(const kvs_tier_ssd *t, uint32_t idx, uint64_t off)
 {
@@ -483,13 +447,83 @@ void tier_ssd_commit(kvs_cache *c, uint32_t idx)
 		disable(c, rc, "write-through");
 }
 
+/* Whether @w's record is still the one it writes. A record being written
+ * is never dropped (it is READY, has no SSD copy to recycle, and RAM
+ * eviction keeps it), so this is a consistency check. */
+static int write_rec_ok(kvs_cache *c, const wslot *w)
+{
+	const kvs_rec *r = cache_rec(c, w->idx);
+
+	if (r->state == KVS_REC_FREE || r->hash.lo != w->key.lo ||
+	    r->hash.hi != w->key.hi) {
+		kvs_err("SSD tier: write completion for a record that changed");
+		return 0;
+	}
+	return 1;
+}
+
+/* The write of @idx succeeded: it has its SSD copy, indexed. */
+static void write_ok(kvs_cache *c, uint32_t idx, const kvs_ssd_cqe *q)
+{
+	kvs_tier_ssd *t = c->ssd;
+	kvs_rec *r = cache_rec(c, idx);
+	ext *e = &t->ext[idx];
+	kvs_index_key k = key_of(r);
+	kvs_index_val v = { .seg = q->loc.seg, .len = q->loc.len,
+			    .gen = q->loc.gen, .off = q->loc.off,
+			    .csum = q->blk.csum, .atime = r->stamp };
+
+	if (r->parent != NONE) {
+		const kvs_rec *p = cache_rec(c, r->parent);
+
+		v.parent = cache_ns_key(p->ns, p->hash);
+	}
+	e->flags &= (uint8_t)~EXT_WRITING;
+	e->flags |= EXT_SSD;
+	e->seg = q->loc.seg;
+	e->gen = q->loc.gen;
+	e->off4k = (uint32_t)(q->loc.off >> 12);
+	t->blocks++;
+	kvs_index_put(t->ix, &k, &v);
+	c->stats->tier_ssd_writes++;
+	c->stats->tier_ssd_bytes_written += q->loc.len;
+	if (r->tier == KVS_TIER_NONE) {
+		t->ssd_only++;
+		cache_set_tier(c, idx, KVS_TIER_SSD);
+	}
+}
+
+/* The store has finished reading write @q's payload (kvs_ssd_wait, inside
+ * an allocation): a slot it held goes back to the allocator now. A write
+ * that succeeded is also recorded now, so that a lookup being promoted
+ * around this allocation reads the block from SSD (its slot is gone); the
+ * completion, reaped later, then only frees the write's entry. A failed
+ * one is left to the completion: forgetting a record is not for the middle
+ * of an allocation. */
+static void on_release(void *arg, const kvs_ssd_cqe *q)
+{
+	kvs_cache *c = arg;
+	kvs_tier_ssd *t = c->ssd;
+	wslot *w = &t->ws[q->cookie];
+
+	if (w->buf || w->released)
+		return;
+	w->released = 1;
+	kvs_slab_free(c->slab, w->held);
+	t->held -= w->bytes;
+	t->nheld--;
+	if (q->res == 0 && write_rec_ok(c, w)) {
+		write_ok(c, w->idx, q);
+		w->applied = 1;
+	}
+}
+
 static void write_done(kvs_cache *c, const kvs_ssd_cqe *q)
 {
 	kvs_tier_ssd *t = c->ssd;
 	wslot *w = &t->ws[q->cookie];
 	uint32_t idx = w->idx;
-	kvs_rec *r = cache_rec(c, idx);
-	ext *e = &t->ext[idx];
+	int applied = w->applied;
 
 	if (w->buf) {
 		stage_put(t, w->buf, w->bytes);
@@ -501,46 +535,41 @@ static void write_done(kvs_cache *c, const kvs_ssd_cqe *q)
 		t->nheld--;
 	}
 	t->writes_inflight--;
+	if (applied || !write_rec_ok(c, w))
+		goto out;
+	if (q->res == 0) {
+		write_ok(c, idx, q);
+		goto out;
+	}
+	t->ext[idx].flags &= (uint8_t)~EXT_WRITING;
+	disable(c, q->res, "write");
+	if (cache_rec(c, idx)->tier == KVS_TIER_NONE)
+		cache_forget(c, idx);
+out:
 	w->idx = NONE;
 	w->buf = NULL;
 	w->next = t->free_ws;
 	t->free_ws = (uint32_t)q->cookie;
-	/* A record being written is never dropped (it is READY, has no SSD
-	 * copy to recycle, and RAM eviction keeps it). */
-	if (r->state == KVS_REC_FREE || r->hash.lo != w->key.lo ||
-	    r->hash.hi != w->key.hi) {
-		kvs_err("SSD tier: write completion for a record that changed");
-		return;
-	}
-	e->flags &= (uint8_t)~EXT_WRITING;
-	if (q->res == 0) {
-		kvs_index_key k = key_of(r);
-		kvs_index_val v = { .seg = q->loc.seg, .len = q->loc.len,
-				    .gen = q->loc.gen, .off = q->loc.off,
-				    .csum = q->blk.csum, .atime = r->stamp };
+}
 
-		if (r->parent != NONE) {
-			const kvs_rec *p = cache_rec(c, r->parent);
+int tier_ssd_wait_held(kvs_cache *c)
+{
+	kvs_tier_ssd *t = c->ssd;
+	uint64_t before = t->nheld;
+	int rc = 0;
 
-			v.parent = cache_ns_key(p->ns, p->hash);
-		}
-		e->flags |= EXT_SSD;
-		e->seg = q->loc.seg;
-		e->gen = q->loc.gen;
-		e->off4k = (uint32_t)(q->loc.off >> 12);
-		t->blocks++;
-		kvs_index_put(t->ix, &k, &v);
-		c->stats->tier_ssd_writes++;
-		c->stats->tier_ssd_bytes_written += q->loc.len;
-		if (r->tier == KVS_TIER_NONE) {
-			t->ssd_only++;
-			cache_set_tier(c, idx, KVS_TIER_SSD);
-		}
-		return;
-	}
-	disable(c, q->res, "write");
-	if (r->tier == KVS_TIER_NONE)
-		cache_forget(c, idx);
+	if (before == 0)
+		return 0;
+
+	/* Each wait returns once some write has finished; a staged one frees
+	 * no slot, so wait again until a held one does or none is left. */
+	while (t->nheld == before && (rc = kvs_ssd_wait(t->ssd, on_release, c)) > 0)
+		;
+	if (rc < 0)
+		kvs_err("SSD tier: waiting for a demotion write failed: %s",
+			kvs_strerror(rc));
+	c->stats->tier_ssd_held_waits++;
+	return (int)(before - t->nheld);
 }
 
 /* ---- promotion -------------------------------------------------------- */

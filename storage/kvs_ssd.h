@@ -279,11 +279,14 @@ int kvs_ssd_read(kvs_ssd *s, const kvs_ssd_loc *loc, const kvs_ssd_blk *expect,
 int kvs_ssd_reap(kvs_ssd *s, kvs_ssd_reap_fn cb, void *arg);
 
 /*
- * kvs_ssd_release_fn - write @cookie has finished with its payload: the
- * caller may reuse the buffer now. Its completion still comes later,
- * through kvs_ssd_reap(). The callback must not call into the store.
+ * kvs_ssd_release_fn - write @c->cookie has finished with its payload: the
+ * caller may reuse the buffer now. @c is the write's completion as the reap
+ * will deliver it (res final: 0 means the block is on disk and may be
+ * indexed and read now); the completion itself still comes later, through
+ * kvs_ssd_reap(). @c is valid during the call only. The callback may call
+ * kvs_ssd_read, not kvs_ssd_write, kvs_ssd_wait or kvs_ssd_reap.
  */
-typedef void (*kvs_ssd_release_fn)(void *arg, uint64_t cookie);
+typedef void (*kvs_ssd_release_fn)(void *arg, const kvs_ssd_cqe *c);
 
 /*
  * kvs_ssd_wait - block until at least one write of the caller's has

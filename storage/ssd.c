@@ -922,7 +922,7 @@ static int release(struct op *o, kvs_ssd_release_fn fn, void *arg)
 		return 0;
 	o->released = 1;
 	if (fn)
-		fn(arg, o->c.cookie);
+		fn(arg, &o->c);
 	return 1;
 }
 

@@ -672,12 +672,12 @@ static void t_sync_eventfd(void)
 }
 
 /* Released cookies land in rel[cookie]. */
-static void on_release(void *arg, uint64_t cookie)
+static void on_release(void *arg, const kvs_ssd_cqe *c)
 {
 	int *rel = arg;
 
-	if (cookie < MAXC)
-		rel[cookie]++;
+	if (c->cookie < MAXC && c->op == KVS_SSD_OP_WRITE && c->res == 0)
+		rel[c->cookie]++;
 }
 
 /* kvs_ssd_wait: each write's payload is released once, before its
