@@ -772,6 +772,13 @@ int tier_ssd_promote(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_block *out,
 		t->ext[idx].flags |= EXT_READING;
 		rc = kvs_ssd_read(t->ssd, &loc, &want, 0, cache_slot_ptr(c, off),
 				  COOKIE_READ | (uint64_t)ps << 32 | i);
+		/* Straight into the slot where O_DIRECT can take it (the
+		 * store reads any other through a bounce buffer). */
+		if (rc == 0 && ((uintptr_t)cache_slot_ptr(c, off) & 4095) == 0 &&
+		    (loc.len & 4095) == 0)
+			c->stats->tier_ssd_reads_direct++;
+		else if (rc == 0)
+			c->stats->tier_ssd_reads_bounced++;
 		if (rc < 0) {
 			t->ext[idx].flags &= (uint8_t)~EXT_READING;
 			kvs_slab_free(c->slab, off);

@@ -14,7 +14,9 @@
  *           tier_ssd.writes_inflight after each chain), so the tier runs at
  *           its queue depth without overflowing its staging (which would
  *           drop blocks). GB/s = tier_ssd.bytes_written delta / the time
- *           from the first reserve to the last write's completion.
+ *           from the reserve of the chain that made the first eviction
+ *           (filling the empty host tier before it is not demotion) to the
+ *           last write's completion.
  *  promote: C clients look every SSD-only chain up again (N reads per
  *           lookup), check each block's stamp and release. GB/s =
  *           tier_ssd.bytes_read delta / the time from the first lookup to
