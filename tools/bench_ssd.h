@@ -29,7 +29,8 @@
  * once, in an order that rotates from one repetition to the next; a ratio
  * is kvshare / fio of the same repetition. The summary gives, per build,
  * the median of each figure with its smallest and largest (the spread:
- * on a shared machine it is as telling as the median), and how many
+ * on a shared machine it is as telling as the median; with --baseline
+ * also this build / the baseline within each repetition), and how many
  * demotion writes went straight from the arena or through a staging copy
  * (tier_ssd.writes_direct / writes_staged; n/a for a build without them).
  * Without fio, its columns say n/a and why. A figure, not a test.
