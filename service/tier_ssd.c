@@ -758,7 +758,14 @@ int tier_ssd_promote(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_block *out,
 				memcpy(dst, w->buf ? w->buf : cache_slot_ptr(c, w->held),
 				       bytes);
 			if (!w || kvs_ssd_checksum(dst, bytes) != w->csum) {
-				c->stats->tier_ssd_corrupt_blocks += w != NULL;
+				/* Changed since its checksum was taken (a
+				 * client wrote to a committed block): a miss,
+				 * and its SSD copy will fail its read too. */
+				if (w) {
+					c->stats->tier_ssd_corrupt_blocks++;
+					kvs_warn("SSD tier: a block being demoted "
+						 "changed after commit: not served");
+				}
 				kvs_slab_free(c->slab, off);
 				p->cut = i;
 				break;
