@@ -31,6 +31,12 @@
  * (counted as not admitted). */
 #define MAX_STAGED_BYTES (256ull << 20)
 #define DIRECT_SHARE 16
+/* A held slot frees nothing for the allocation that evicted its block, so
+ * the allocator evicts one block more, and gets that slot back only when
+ * the write completes: how many blocks a small host tier holds would then
+ * depend on I/O timing. Below a share of this many blocks, the few copies
+ * saved are not worth it: every demotion is staged. */
+#define DIRECT_MIN_BLOCKS 8
 #define NS_FILE "namespaces"
 /* Staging buffers are kept for reuse up to this many bytes: a fresh 1 MiB
  * buffer is an mmap, 256 page faults and a munmap. */
@@ -326,6 +332,7 @@ static int write_block(kvs_cache *c, uint32_t idx, int hold)
 	/* Straight from the arena only where O_DIRECT can take the slot as
 	 * it is: a 4 KiB-aligned address and whole 4 KiB sectors. */
 	hold = hold && ((uintptr_t)slot & 4095) == 0 && (bytes & 4095) == 0 &&
+	       direct_max(c) >= DIRECT_MIN_BLOCKS * bytes &&
 	       t->held + bytes <= direct_max(c);
 	if (!hold && t->staged + bytes > MAX_STAGED_BYTES)
 		return -EAGAIN;

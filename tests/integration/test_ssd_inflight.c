@@ -14,8 +14,8 @@
  * ordering and adds nothing.)
  *
  * staged: host tier of 8 blocks of 64 KiB, leaf-lru eviction. Demotion
- *  writes may hold 1/16 of the host arena (32 KiB): less than a block, so
- *  every demotion goes through a staging copy.
+ *  writes may hold 1/16 of the host arena only where that is at least 8
+ *  blocks: here every demotion goes through a staging copy.
  *  - chains Y then Z (4 blocks each) fill it; nothing is demoted;
  *  - one write: RESERVE X (4 new blocks: evicts Y, writes in flight) +
  *    LOOKUP Y: all 4 hit, in the host tier; 4 promotions, no SSD read, and
@@ -23,15 +23,16 @@
  *  - Y read back through a library client: every byte of every block;
  *  - with the raw connection gone (X aborted) and the writes done, Z comes
  *    back from SSD with every byte right, Y still right, nothing corrupt.
- * direct: host tier of 64 blocks: demotion writes may hold 4 slots (256
- *  KiB). Y, Z and 14 filler chains F fill it. RESERVE X evicts Y, written
- *  straight from their slots (4 direct writes: the slots stay allocated),
- *  then Z, staged (the held share is used up); LOOKUP Y copies Y from the
- *  held slots (checked against the checksum being written) into 4 new ones,
- *  evicting 4 F blocks (staged). Then as above, and every F block too.
- * wait: the same 64-block host tier, Y and 15 filler chains in it. One
- *  write: RESERVE W (60 new blocks: evicts Y, direct, slots held, then
- *  every F block, staged) + LOOKUP Y. Now no slot is free and nothing can
+ * direct: host tier of 128 blocks: demotion writes may hold 8 slots (512
+ *  KiB). Y, Z and 30 filler chains F fill it. RESERVE X evicts Y and Z,
+ *  written straight from their slots (8 direct writes: the slots stay
+ *  allocated), then 4 F blocks, staged (the held share is used up), for
+ *  X's slots; LOOKUP Y copies Y from the held slots (checked against the
+ *  checksum being written) into 4 new ones, evicting 4 more F blocks
+ *  (staged). Then as above, and every F block too.
+ * wait: the same 128-block host tier, Y and 31 filler chains in it. One
+ *  write: RESERVE W (120 new blocks: evicts Y and F0, direct, 8 slots held,
+ *  then every other F block, staged) + LOOKUP Y. Now no slot is free and nothing can
  *  be evicted (W is being written, Y's slots are held), so the lookup's
  *  first allocation waits for Y's writes to finish with their slots
  *  (tier_ssd.held_waits); those that finished are recorded then and read
@@ -47,7 +48,7 @@
 #include <unistd.h>
 
 #define LEN 4
-#define WMAX 60 /* the longest reservation */
+#define WMAX 120 /* the longest reservation */
 
 static th_daemon d;
 static kvs_layout L;
@@ -150,8 +151,9 @@ static void run(const char *host_size, int host_blocks, int direct)
 	/* Y from what its writes read: promoted, none read from SSD. */
 	CHECK_EQ(th_stats_delta(&before, &after, "tier_ssd.promotions"), LEN);
 	CHECK_EQ(th_stats_delta(&before, &after, "tier_ssd.reads"), 0);
-	CHECK_EQ(th_stats_delta(&before, &after, "tier_ssd.demotions"),
-		 direct ? 3 * LEN : 2 * LEN);
+	/* X: @direct evictions that free nothing (held), then LEN staged for
+	 * its slots; Y's lookup: LEN more, staged (the held share is full). */
+	CHECK_EQ(th_stats_delta(&before, &after, "tier_ssd.demotions"), direct + 2 * LEN);
 	CHECK_EQ(th_stats_delta(&before, &after, "tier_ssd.writes_direct"), direct);
 	CHECK_EQ(th_stats_delta(&before, &after, "tier_ssd.writes_staged"), 2 * LEN);
 	th_stats_free(&before);
@@ -185,14 +187,14 @@ static void run(const char *host_size, int host_blocks, int direct)
 
 static void run_wait(void)
 {
-	const char *args[] = { "--host-size", "4M", "--page-size", "64K",
+	const char *args[] = { "--host-size", "8M", "--page-size", "64K",
 			       "--eviction-policy", "leaf-lru",
 			       "--ssd-dir", ssd_dir, "--ssd-segment", "1M",
 			       "--ssd-size", "16M", NULL };
-	enum { NFILL = 15 };
+	enum { NFILL = 31, HELD = 8 };
 	kvs_hash W[WMAX], Y[LEN], F[NFILL][LEN];
 	static kvs_block b[WMAX];
-	uint8_t buf[2048];
+	uint8_t buf[4096];
 	size_t off = 0, bad;
 	th_stats before, after;
 	kvs_client *c;
@@ -210,7 +212,7 @@ static void run_wait(void)
 	for (int i = 0; i < NFILL; i++)
 		CHECK_RC(th_publish(c, F[i], LEN, NULL), LEN);
 	if (th_stat_get(&d, "tier_ssd.demotions") != 0)
-		th_fatal("the host tier does not hold 64 blocks of 64 KiB: the "
+		th_fatal("the host tier does not hold 128 blocks of 64 KiB: the "
 			 "setup is wrong, nothing was tested");
 
 	fd = th_raw_connect(&d);
@@ -233,9 +235,9 @@ static void run_wait(void)
 		CHECK_EQ(b[i].tier, KVS_TIER_HOST);
 	}
 	th_stats_take(&d, &after);
-	CHECK_EQ(th_stats_delta(&before, &after, "tier_ssd.demotions"), 64);
-	CHECK_EQ(th_stats_delta(&before, &after, "tier_ssd.writes_direct"), LEN);
-	CHECK_EQ(th_stats_delta(&before, &after, "tier_ssd.writes_staged"), 60);
+	CHECK_EQ(th_stats_delta(&before, &after, "tier_ssd.demotions"), 128);
+	CHECK_EQ(th_stats_delta(&before, &after, "tier_ssd.writes_direct"), HELD);
+	CHECK_EQ(th_stats_delta(&before, &after, "tier_ssd.writes_staged"), WMAX);
 	CHECK_GE(th_stats_delta(&before, &after, "tier_ssd.held_waits"), 1);
 	CHECK_EQ(th_stats_delta(&before, &after, "tier_ssd.promotions"), LEN);
 	/* Those whose writes finished during the wait are read from SSD; any
@@ -266,7 +268,7 @@ int main(void)
 {
 	th_init("test_ssd_inflight");
 	run("512K", 2 * LEN, 0);
-	run("4M", 64, LEN);
+	run("8M", 128, 2 * LEN);
 	run_wait();
 	return th_finish();
 }
