@@ -218,9 +218,16 @@ int cache_alloc_slot(kvs_cache *c, uint32_t ns_id, uint64_t *off)
 		v = kvs_policy_victim(d->policy, cls);
 		if (v == NONE)
 			v = kvs_policy_victim(d->policy, KVS_CLASS_ANY);
-		if (v == NONE)
+		if (v != NONE) {
+			evict(c, v);
+			continue;
+		}
+		/* Nothing left to evict; slots that demotion writes read
+		 * from come back when those writes finish. Rare: the tier
+		 * holds at most a small share of the arena. */
+		if (!c->ssd || tier_ssd_wait_held(c) == 0)
 			return KVS_E_FULL;
-		evict(c, v);
+		n--;
 	}
 	return KVS_E_FULL;
 }
@@ -1227,7 +1234,7 @@ int kvs_cache_check(kvs_cache *c)
 	}
 	idx = 0;
 	CHECK(ghosts == c->ghosts);
-	CHECK(ss.slots_used == slotted);
+	CHECK(ss.slots_used == slotted + (c->ssd ? tier_ssd_slots_held(c) : 0));
 	CHECK(!c->gpu || tier_gpu_slots_used(c) == gslotted);
 out:
 	free(children);

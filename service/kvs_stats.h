@@ -67,6 +67,11 @@
 	X(tier_ssd, blocks_ssd_only, GAUGE, "blocks only on SSD")             \
 	X(tier_ssd, writes_inflight, GAUGE, "demotion writes not completed")  \
 	X(tier_ssd, writes, COUNTER, "blocks written to SSD")                 \
+	X(tier_ssd, writes_direct, COUNTER, "SSD writes submitted from the arena slot")\
+	X(tier_ssd, writes_staged, COUNTER, "SSD writes submitted from a staging copy")\
+	X(tier_ssd, held_waits, COUNTER, "allocations that waited for a slot held by a demotion write")\
+	X(tier_ssd, reads_direct, COUNTER, "promotion reads submitted straight into the slot")\
+	X(tier_ssd, reads_bounced, COUNTER, "promotion reads submitted through a bounce buffer")\
 	X(tier_ssd, bytes_written, COUNTER, "payload bytes written to SSD")   \
 	X(tier_ssd, reads, COUNTER, "blocks read from SSD and verified")      \
 	X(tier_ssd, bytes_read, COUNTER, "payload bytes read and verified")   \

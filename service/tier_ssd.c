@@ -20,10 +20,23 @@
 
 #define NONE KVS_REC_NONE
 #define DEFAULT_SEGMENTS 4
-/* Demotions copy the block out of its slot (the slot is needed at once by
- * the reserve that evicted it); past this many bytes in flight, an evicted
- * block is dropped instead (counted as not admitted). */
+/* A demotion write goes straight from the block's slot, which stays
+ * allocated (held by the write) until the write completes: the store may
+ * DMA from it until then. Held slots are host-tier capacity that the
+ * allocator cannot hand out, so they are capped at 1/DIRECT_SHARE of the
+ * host arena (and MAX_STAGED_BYTES); past that, and for a slot that is not
+ * 4 KiB-aligned, the block is copied into a staging buffer and its slot is
+ * freed at once (the reserve that evicted it needs it now). Past
+ * MAX_STAGED_BYTES of staging in flight, an evicted block is dropped
+ * (counted as not admitted). */
 #define MAX_STAGED_BYTES (256ull << 20)
+#define DIRECT_SHARE 16
+/* A held slot frees nothing for the allocation that evicted its block, so
+ * the allocator evicts one block more, and gets that slot back only when
+ * the write completes: how many blocks a small host tier holds would then
+ * depend on I/O timing. Below a share of this many blocks, the few copies
+ * saved are not worth it: every demotion is staged. */
+#define DIRECT_MIN_BLOCKS 8
 #define NS_FILE "namespaces"
 /* Staging buffers are kept for reuse up to this many bytes: a fresh 1 MiB
  * buffer is an mmap, 256 page faults and a munmap. */
@@ -45,8 +58,12 @@ typedef struct wslot {    /* one write in flight */
 	uint32_t idx;     /* record, NONE when the slot is free */
 	uint32_t next;    /* free list */
 	kvs_hash key;     /* the record's table key, to catch a reused index */
-	void *buf;        /* staging copy */
+	void *buf;        /* staging copy, or NULL: written from a held slot */
+	uint64_t held;    /* the host slot the write reads (buf NULL) */
+	int released;     /* the held slot was freed before the completion */
+	int applied;      /* ... and the write's success recorded then */
 	uint64_t bytes;
+	uint64_t csum;    /* the payload's checksum, as written in its header */
 } wslot;
 
 /* Verify: reads in flight per job, into bounce buffers. */
@@ -88,6 +105,7 @@ struct kvs_tier_ssd {
 	wslot *ws;
 	uint32_t nws, free_ws, writes_inflight;
 	uint64_t staged;
+	uint64_t held, nheld; /* bytes and slots held by direct writes */
 	struct { void *p; uint64_t bytes; } pool[STAGE_POOL_MAX]; /* idle staging */
 	uint32_t npool;
 	uint64_t pool_bytes;
@@ -148,6 +166,11 @@ void tier_ssd_kids_add(kvs_cache *c, uint32_t idx, int delta)
 	/* Every record that can have children got its entry at insert. */
 	if (idx < c->ssd->next)
 		c->ssd->ext[idx].hkids += (uint32_t)delta;
+}
+
+uint64_t tier_ssd_slots_held(const kvs_cache *c)
+{
+	return c->ssd ? c->ssd->nheld : 0;
 }
 
 int tier_ssd_reading(const kvs_cache *c, uint32_t idx)
@@ -280,21 +303,38 @@ static void stage_put(kvs_tier_ssd *t, void *p, uint64_t bytes)
 	free(p);
 }
 
-/* Write a copy of @idx's host slot. Returns 0 (in flight), or an error
- * (nothing in flight). */
-static int write_block(kvs_cache *c, uint32_t idx)
+/* The bytes direct writes may hold in the host arena (see DIRECT_SHARE). */
+static uint64_t direct_max(const kvs_cache *c)
+{
+	uint64_t m = kvs_cache_arena_bytes(c) / DIRECT_SHARE;
+
+	return m < MAX_STAGED_BYTES ? m : MAX_STAGED_BYTES;
+}
+
+/* Write @idx's block to SSD. @hold: the slot may stay allocated until the
+ * write completes (a demotion: the record is leaving RAM); else (write-
+ * through: the record stays in RAM and may be evicted, dropped or its slot
+ * freed at any time) the bytes are copied first. Returns 0 (in flight), or
+ * an error (nothing in flight). The checksum is computed here, from the
+ * bytes the store writes (the staging copy, or the slot itself). */
+static int write_block(kvs_cache *c, uint32_t idx, int hold)
 {
 	kvs_tier_ssd *t = c->ssd;
 	kvs_rec *r = cache_rec(c, idx);
 	uint64_t bytes = c->nss[r->ns - 1].info.block_bytes;
 	kvs_ssd_blk b = { .ns = r->ns, .len = (uint32_t)bytes,
 			  .hash = cache_ns_key(r->ns, r->hash) };
+	void *slot = cache_slot_ptr(c, r->offset), *buf = NULL;
 	kvs_ssd_loc loc;
 	uint32_t w;
-	void *buf;
 	int rc;
 
-	if (t->staged + bytes > MAX_STAGED_BYTES)
+	/* Straight from the arena only where O_DIRECT can take the slot as
+	 * it is: a 4 KiB-aligned address and whole 4 KiB sectors. */
+	hold = hold && ((uintptr_t)slot & 4095) == 0 && (bytes & 4095) == 0 &&
+	       direct_max(c) >= DIRECT_MIN_BLOCKS * bytes &&
+	       t->held + bytes <= direct_max(c);
+	if (!hold && t->staged + bytes > MAX_STAGED_BYTES)
 		return -EAGAIN;
 	if (t->free_ws == NONE) {
 		uint32_t n = t->nws ? t->nws * 2 : 64;
@@ -309,24 +349,48 @@ static int write_block(kvs_cache *c, uint32_t idx)
 		t->ws = nw;
 		t->nws = n;
 	}
-	buf = stage_get(t, bytes);
-	if (!buf)
-		return -ENOMEM;
-	memcpy(buf, cache_slot_ptr(c, r->offset), bytes);
+	if (!hold) {
+		buf = stage_get(t, bytes);
+		if (!buf)
+			return -ENOMEM;
+		memcpy(buf, slot, bytes);
+	}
+	b.csum = kvs_ssd_checksum(hold ? slot : buf, bytes);
 	w = t->free_ws;
 	/* The store may recycle a segment inside this call (on_recycle):
 	 * @idx has no SSD copy, so it is not touched. */
-	rc = kvs_ssd_write(t->ssd, &b, buf, 0, w, &loc);
+	rc = kvs_ssd_write(t->ssd, &b, hold ? slot : buf, KVS_SSD_CSUM, w, &loc);
 	if (rc < 0) {
 		stage_put(t, buf, bytes);
 		return rc;
 	}
+	r = cache_rec(c, idx);
 	t->free_ws = t->ws[w].next;
-	t->ws[w] = (wslot){ .idx = idx, .key = cache_rec(c, idx)->hash,
-			    .buf = buf, .bytes = bytes };
+	t->ws[w] = (wslot){ .idx = idx, .key = r->hash, .buf = buf,
+			    .held = hold ? r->offset : 0, .bytes = bytes,
+			    .csum = b.csum };
 	t->ext[idx].flags |= EXT_WRITING;
 	t->writes_inflight++;
-	t->staged += bytes;
+	if (hold) {
+		t->held += bytes;
+		t->nheld++;
+		c->stats->tier_ssd_writes_direct++;
+	} else {
+		t->staged += bytes;
+		c->stats->tier_ssd_writes_staged++;
+	}
+	return 0;
+}
+
+/* Whether a direct write of @idx in flight reads slot @off. */
+static int held_by_write(const kvs_tier_ssd *t, uint32_t idx, uint64_t off)
+{
+	if (!(t->ext[idx].flags & EXT_WRITING) || t->nheld == 0)
+		return 0;
+	for (uint32_t w = 0; w < t->nws; w++)
+		if (t->ws[w].idx == idx && !t->ws[w].buf && !t->ws[w].released &&
+		    t->ws[w].held == off)
+			return 1;
 	return 0;
 }
 
@@ -344,7 +408,7 @@ int tier_ssd_demote(kvs_cache *c, uint32_t idx)
 			c->stats->tier_ssd_admission_rejected++;
 			return 0;
 		}
-		rc = write_block(c, idx);
+		rc = write_block(c, idx, 1);
 		if (rc == -EAGAIN) {
 			c->stats->tier_ssd_admission_rejected++;
 			return 0;
@@ -356,8 +420,10 @@ int tier_ssd_demote(kvs_cache *c, uint32_t idx)
 		}
 		r = cache_rec(c, idx);
 	}
-	/* On SSD already (promoted, written through) or on its way there. */
-	kvs_slab_free(c->slab, r->offset);
+	/* On SSD already (promoted, written through) or on its way there. A
+	 * slot that the write reads from is freed by the write's completion. */
+	if (!held_by_write(t, idx, r->offset))
+		kvs_slab_free(c->slab, r->offset);
 	c->stats->tier_ssd_demotions++;
 	if (e->flags & EXT_SSD) {
 		t->ssd_only++;
@@ -383,9 +449,80 @@ void tier_ssd_commit(kvs_cache *c, uint32_t idx)
 
 	if (!c->ssd->write_through || !c->ssd->enabled)
 		return;
-	rc = write_block(c, idx);
+	rc = write_block(c, idx, 0);
 	if (rc < 0 && rc != -EAGAIN && rc != -ENOMEM)
 		disable(c, rc, "write-through");
+}
+
+/* Whether @w's record is still the one it writes. A record being written
+ * is never dropped (it is READY, has no SSD copy to recycle, and RAM
+ * eviction keeps it), so this is a consistency check. */
+static int write_rec_ok(kvs_cache *c, const wslot *w)
+{
+	const kvs_rec *r = cache_rec(c, w->idx);
+
+	if (r->state == KVS_REC_FREE || r->hash.lo != w->key.lo ||
+	    r->hash.hi != w->key.hi) {
+		kvs_err("SSD tier: write completion for a record that changed");
+		return 0;
+	}
+	return 1;
+}
+
+/* The write of @idx succeeded: it has its SSD copy, indexed. */
+static void write_ok(kvs_cache *c, uint32_t idx, const kvs_ssd_cqe *q)
+{
+	kvs_tier_ssd *t = c->ssd;
+	kvs_rec *r = cache_rec(c, idx);
+	ext *e = &t->ext[idx];
+	kvs_index_key k = key_of(r);
+	kvs_index_val v = { .seg = q->loc.seg, .len = q->loc.len,
+			    .gen = q->loc.gen, .off = q->loc.off,
+			    .csum = q->blk.csum, .atime = r->stamp };
+
+	if (r->parent != NONE) {
+		const kvs_rec *p = cache_rec(c, r->parent);
+
+		v.parent = cache_ns_key(p->ns, p->hash);
+	}
+	e->flags &= (uint8_t)~EXT_WRITING;
+	e->flags |= EXT_SSD;
+	e->seg = q->loc.seg;
+	e->gen = q->loc.gen;
+	e->off4k = (uint32_t)(q->loc.off >> 12);
+	t->blocks++;
+	kvs_index_put(t->ix, &k, &v);
+	c->stats->tier_ssd_writes++;
+	c->stats->tier_ssd_bytes_written += q->loc.len;
+	if (r->tier == KVS_TIER_NONE) {
+		t->ssd_only++;
+		cache_set_tier(c, idx, KVS_TIER_SSD);
+	}
+}
+
+/* The store has finished reading write @q's payload (kvs_ssd_wait, inside
+ * an allocation): a slot it held goes back to the allocator now. A write
+ * that succeeded is also recorded now, so that a lookup being promoted
+ * around this allocation reads the block from SSD (its slot is gone); the
+ * completion, reaped later, then only frees the write's entry. A failed
+ * one is left to the completion: forgetting a record is not for the middle
+ * of an allocation. */
+static void on_release(void *arg, const kvs_ssd_cqe *q)
+{
+	kvs_cache *c = arg;
+	kvs_tier_ssd *t = c->ssd;
+	wslot *w = &t->ws[q->cookie];
+
+	if (w->buf || w->released)
+		return;
+	w->released = 1;
+	kvs_slab_free(c->slab, w->held);
+	t->held -= w->bytes;
+	t->nheld--;
+	if (q->res == 0 && write_rec_ok(c, w)) {
+		write_ok(c, w->idx, q);
+		w->applied = 1;
+	}
 }
 
 static void write_done(kvs_cache *c, const kvs_ssd_cqe *q)
@@ -393,63 +530,64 @@ static void write_done(kvs_cache *c, const kvs_ssd_cqe *q)
 	kvs_tier_ssd *t = c->ssd;
 	wslot *w = &t->ws[q->cookie];
 	uint32_t idx = w->idx;
-	kvs_rec *r = cache_rec(c, idx);
-	ext *e = &t->ext[idx];
+	int applied = w->applied;
 
-	stage_put(t, w->buf, w->bytes);
-	t->staged -= w->bytes;
+	if (w->buf) {
+		stage_put(t, w->buf, w->bytes);
+		t->staged -= w->bytes;
+	} else if (!w->released) {
+		/* The store is done with the slot: it can be handed out. */
+		kvs_slab_free(c->slab, w->held);
+		t->held -= w->bytes;
+		t->nheld--;
+	}
 	t->writes_inflight--;
+	if (applied || !write_rec_ok(c, w))
+		goto out;
+	if (q->res == 0) {
+		write_ok(c, idx, q);
+		goto out;
+	}
+	t->ext[idx].flags &= (uint8_t)~EXT_WRITING;
+	disable(c, q->res, "write");
+	if (cache_rec(c, idx)->tier == KVS_TIER_NONE)
+		cache_forget(c, idx);
+out:
 	w->idx = NONE;
 	w->buf = NULL;
 	w->next = t->free_ws;
 	t->free_ws = (uint32_t)q->cookie;
-	/* A record being written is never dropped (it is READY, has no SSD
-	 * copy to recycle, and RAM eviction keeps it). */
-	if (r->state == KVS_REC_FREE || r->hash.lo != w->key.lo ||
-	    r->hash.hi != w->key.hi) {
-		kvs_err("SSD tier: write completion for a record that changed");
-		return;
-	}
-	e->flags &= (uint8_t)~EXT_WRITING;
-	if (q->res == 0) {
-		kvs_index_key k = key_of(r);
-		kvs_index_val v = { .seg = q->loc.seg, .len = q->loc.len,
-				    .gen = q->loc.gen, .off = q->loc.off,
-				    .csum = q->blk.csum, .atime = r->stamp };
+}
 
-		if (r->parent != NONE) {
-			const kvs_rec *p = cache_rec(c, r->parent);
+int tier_ssd_wait_held(kvs_cache *c)
+{
+	kvs_tier_ssd *t = c->ssd;
+	uint64_t before = t->nheld;
+	int rc = 0;
 
-			v.parent = cache_ns_key(p->ns, p->hash);
-		}
-		e->flags |= EXT_SSD;
-		e->seg = q->loc.seg;
-		e->gen = q->loc.gen;
-		e->off4k = (uint32_t)(q->loc.off >> 12);
-		t->blocks++;
-		kvs_index_put(t->ix, &k, &v);
-		c->stats->tier_ssd_writes++;
-		c->stats->tier_ssd_bytes_written += q->loc.len;
-		if (r->tier == KVS_TIER_NONE) {
-			t->ssd_only++;
-			cache_set_tier(c, idx, KVS_TIER_SSD);
-		}
-		return;
-	}
-	disable(c, q->res, "write");
-	if (r->tier == KVS_TIER_NONE)
-		cache_forget(c, idx);
+	if (before == 0)
+		return 0;
+
+	/* Each wait returns once some write has finished; a staged one frees
+	 * no slot, so wait again until a held one does or none is left. */
+	while (t->nheld == before && (rc = kvs_ssd_wait(t->ssd, on_release, c)) > 0)
+		;
+	if (rc < 0)
+		kvs_err("SSD tier: waiting for a demotion write failed: %s",
+			kvs_strerror(rc));
+	c->stats->tier_ssd_held_waits++;
+	return (int)(before - t->nheld);
 }
 
 /* ---- promotion -------------------------------------------------------- */
 
-/* The staging copy of @idx's demotion write in flight, or NULL. */
-static const void *staged_copy(const kvs_tier_ssd *t, uint32_t idx, const kvs_hash *key)
+/* The write in flight of @idx, or NULL. */
+static const wslot *write_of(const kvs_tier_ssd *t, uint32_t idx, const kvs_hash *key)
 {
 	for (uint32_t w = 0; w < t->nws; w++)
 		if (t->ws[w].idx == idx && t->ws[w].key.lo == key->lo &&
 		    t->ws[w].key.hi == key->hi)
-			return t->ws[w].buf;
+			return &t->ws[w];
 	return NULL;
 }
 
@@ -613,17 +751,32 @@ int tier_ssd_promote(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_block *out,
 		r = cache_rec(c, idx);
 		r->offset = off;
 		if (t->ext[idx].flags & EXT_WRITING) {
-			/* Its demotion write is in flight: the staging copy
-			 * has the bytes; the write completes on its own. */
-			const void *buf = staged_copy(t, idx, &r->hash);
+			/* Its demotion write is in flight: its staging copy
+			 * or the slot it holds has the bytes (checked against
+			 * the checksum being written); the write completes
+			 * on its own. */
+			const wslot *w = write_of(t, idx, &r->hash);
+			uint64_t bytes = c->nss[r->ns - 1].info.block_bytes;
+			void *dst = cache_slot_ptr(c, off);
 
-			if (!buf) {
+			if (w && w->released)
+				w = NULL; /* written; its slot handed out */
+			if (w)
+				memcpy(dst, w->buf ? w->buf : cache_slot_ptr(c, w->held),
+				       bytes);
+			if (!w || kvs_ssd_checksum(dst, bytes) != w->csum) {
+				/* Changed since its checksum was taken (a
+				 * client wrote to a committed block): a miss,
+				 * and its SSD copy will fail its read too. */
+				if (w) {
+					c->stats->tier_ssd_corrupt_blocks++;
+					kvs_warn("SSD tier: a block being demoted "
+						 "changed after commit: not served");
+				}
 				kvs_slab_free(c->slab, off);
 				p->cut = i;
 				break;
 			}
-			memcpy(cache_slot_ptr(c, off), buf,
-			       c->nss[r->ns - 1].info.block_bytes);
 			promoted(c, idx);
 			continue;
 		}
@@ -633,6 +786,13 @@ int tier_ssd_promote(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_block *out,
 		t->ext[idx].flags |= EXT_READING;
 		rc = kvs_ssd_read(t->ssd, &loc, &want, 0, cache_slot_ptr(c, off),
 				  COOKIE_READ | (uint64_t)ps << 32 | i);
+		/* Straight into the slot where O_DIRECT can take it (the
+		 * store reads any other through a bounce buffer). */
+		if (rc == 0 && ((uintptr_t)cache_slot_ptr(c, off) & 4095) == 0 &&
+		    (loc.len & 4095) == 0)
+			c->stats->tier_ssd_reads_direct++;
+		else if (rc == 0)
+			c->stats->tier_ssd_reads_bounced++;
 		if (rc < 0) {
 			t->ext[idx].flags &= (uint8_t)~EXT_READING;
 			kvs_slab_free(c->slab, off);

@@ -24,14 +24,24 @@ uint32_t tier_ssd_kids(const kvs_cache *c, uint32_t idx);
 void tier_ssd_kids_add(kvs_cache *c, uint32_t idx, int delta);
 /* Whether @idx has a promotion read in flight (it then owns a slot). */
 int tier_ssd_reading(const kvs_cache *c, uint32_t idx);
+/* Host slots held by demotion writes in flight (written straight from the
+ * slot, freed when the write completes), for kvs_cache_check(). */
+uint64_t tier_ssd_slots_held(const kvs_cache *c);
+/* tier_ssd_wait_held - the host arena has no slot and no victim left, but
+ * demotion writes in flight hold slots: wait (blocking the loop, at most
+ * until the first write in flight finishes) until at least one of those
+ * slots is free again. Returns the slots freed; 0 when none is held. */
+int tier_ssd_wait_held(kvs_cache *c);
 /* Whether SSD-only @idx can be read back now (located, no I/O in flight). */
 int tier_ssd_promotable(const kvs_cache *c, uint32_t idx);
 
 /*
  * tier_ssd_demote - host eviction of READY @idx (already out of the policy
  * and the host block count): returns 1 if the SSD tier keeps it (its slot
- * is freed here; the record stays, SSD-only or being written), 0 if the
- * cache should free the slot and forget it (not admitted, tier off, error).
+ * is freed here, or, when the demotion write goes straight from it, when
+ * that write completes; the record stays, SSD-only or being written), 0 if
+ * the cache should free the slot and forget it (not admitted, tier off,
+ * error).
  */
 int tier_ssd_demote(kvs_cache *c, uint32_t idx);
 /* tier_ssd_keeps - whether tier_ssd_demote(@idx) would keep it, as far as

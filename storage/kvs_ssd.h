@@ -69,8 +69,9 @@
  * checksum mismatch: corrupt, torn or misplaced data), -ENOSPC (no segment
  * could be recycled, or the filesystem is full), -EIO.
  * Thread: a kvs_ssd belongs to one thread (the daemon's loop); no locking.
- * Nothing blocks on I/O after open, except in the synchronous fallback
- * (no io_uring), where each submit does the pread/pwrite itself.
+ * Nothing blocks on I/O after open, except kvs_ssd_wait() and the
+ * synchronous fallback (no io_uring), where each submit does the
+ * pread/pwrite itself.
  */
 #ifndef KVS_SSD_H
 #define KVS_SSD_H
@@ -249,7 +250,8 @@ uint64_t kvs_ssd_checksum(const void *buf, size_t len);
  * Errors: -EINVAL (len 0, or a record larger than a segment can hold),
  * -ENOSPC (every used segment has I/O in flight or was vetoed), -ENOMEM.
  * Completion errors: -ENOSPC, -EIO, other -errno.
- * Ownership: @payload must stay valid and unchanged until the completion.
+ * Ownership: @payload must stay valid and unchanged until the completion
+ * (or until kvs_ssd_wait() releases it).
  */
 int kvs_ssd_write(kvs_ssd *s, const kvs_ssd_blk *b, const void *payload,
 		  unsigned flags, uint64_t cookie, kvs_ssd_loc *loc);
@@ -275,6 +277,31 @@ int kvs_ssd_read(kvs_ssd *s, const kvs_ssd_loc *loc, const kvs_ssd_blk *expect,
  * Returns the number of completions delivered.
  */
 int kvs_ssd_reap(kvs_ssd *s, kvs_ssd_reap_fn cb, void *arg);
+
+/*
+ * kvs_ssd_release_fn - write @c->cookie has finished with its payload: the
+ * caller may reuse the buffer now. @c is the write's completion as the reap
+ * will deliver it (res final: 0 means the block is on disk and may be
+ * indexed and read now); the completion itself still comes later, through
+ * kvs_ssd_reap(). @c is valid during the call only. The callback may call
+ * kvs_ssd_read, not kvs_ssd_write, kvs_ssd_wait or kvs_ssd_reap.
+ */
+typedef void (*kvs_ssd_release_fn)(void *arg, const kvs_ssd_cqe *c);
+
+/*
+ * kvs_ssd_wait - block until at least one write of the caller's has
+ * finished with its payload, and tell @fn about every such write found
+ * (each once); their completions (and those of any reads finished while
+ * waiting) are delivered by the next kvs_ssd_reap() as usual, and the
+ * event fd is signalled for it. For a caller that needs a write's buffer
+ * back now (the daemon: a host slot that a demotion write reads from, when
+ * no other slot can be had).
+ * Returns the number of writes released; 0 when no write of the caller's
+ * is in flight (having waited for the reads in flight, if any). Errors: -EBADF (not open), other -errno from io_uring.
+ * Thread: the store's; this is the one call that waits for the device
+ * (at most until the first of the operations in flight finishes).
+ */
+int kvs_ssd_wait(kvs_ssd *s, kvs_ssd_release_fn fn, void *arg);
 
 /* kvs_ssd_inflight - operations submitted and not yet reaped. */
 unsigned kvs_ssd_inflight(const kvs_ssd *s);

@@ -67,6 +67,7 @@ struct op {
 	struct op *next;
 	kvs_ssd_cqe c;
 	int internal;        /* a superblock write: no completion for the caller */
+	int released;        /* write: kvs_ssd_wait() told the caller its payload is free */
 	int want_csum;       /* read: header csum must equal c.blk.csum too */
 	int fd, niov;
 	uint64_t fileoff;    /* file offset of the first byte of iov */
@@ -911,6 +912,56 @@ static int finish(kvs_ssd *s, struct op *o, kvs_ssd_reap_fn cb, void *arg)
 	if (cb)
 		cb(arg, &c);
 	return 1;
+}
+
+/* release - tell the caller that finished write @o no longer reads its
+ * payload (its completion still comes through kvs_ssd_reap). */
+static int release(struct op *o, kvs_ssd_release_fn fn, void *arg)
+{
+	if (o->c.op != KVS_SSD_OP_WRITE || o->internal || o->released)
+		return 0;
+	o->released = 1;
+	if (fn)
+		fn(arg, &o->c);
+	return 1;
+}
+
+int kvs_ssd_wait(kvs_ssd *s, kvs_ssd_release_fn fn, void *arg)
+{
+	struct io_uring_cqe *cqe;
+	struct op *o, *next;
+	int n = 0, rc;
+
+	if (!s->opened)
+		return -EBADF;
+	for (o = s->done.head; o; o = o->next)
+		n += release(o, fn, arg);
+	while (n == 0 && s->uring && s->kernel > 0) {
+		if (io_uring_sq_ready(&s->ring))
+			io_uring_submit(&s->ring);
+		rc = io_uring_wait_cqe(&s->ring, &cqe);
+		if (rc == -EINTR)
+			continue;
+		if (rc < 0)
+			return rc;
+		o = io_uring_cqe_get_data(cqe);
+		rc = io_advance(s, o, cqe->res);
+		io_uring_cqe_seen(&s->ring, cqe);
+		s->kernel--;
+		if (rc == 1)
+			issue(s, o);
+		while (s->kernel < s->qd && (next = opq_pop(&s->pend)))
+			issue(s, next);
+		if (rc == 1)
+			continue;
+		/* Finished: delivered by the next reap, as a sync completion. */
+		o->c.res = rc;
+		clock_gettime(CLOCK_MONOTONIC, &o->t1);
+		opq_push(&s->done, o);
+		eventfd_write(s->efd, 1);
+		n += release(o, fn, arg);
+	}
+	return n;
 }
 
 int kvs_ssd_reap(kvs_ssd *s, kvs_ssd_reap_fn cb, void *arg)
