@@ -29,23 +29,31 @@
 #define KVS_WIRE_HASH_SIZE 16
 #define KVS_WIRE_BLOCK_SIZE 16 /* one kvs_block entry in a reply */
 
+/* Every opcode once: X(NAME, number, "name"). The enum and
+ * kvs_wire_opcode_name() are made from this list; what the daemon does with
+ * each is its command table (service/server.c). */
+#define KVS_WIRE_OPCODES(X)                                                   \
+	X(HELLO, 1, "hello")                                                  \
+	X(LOOKUP, 2, "lookup")                                                \
+	X(RESERVE, 3, "reserve")                                              \
+	X(COMMIT, 4, "commit")                                                \
+	X(ABORT, 5, "abort")                                                  \
+	X(RELEASE, 6, "release")                                              \
+	X(STATS, 7, "stats")                                                  \
+	/* operator messages: kvs_wire_admin.h */                             \
+	X(LIST, 8, "list")                                                    \
+	X(INSPECT, 9, "inspect")                                              \
+	X(EVICT, 10, "evict")                                                 \
+	X(PIN, 11, "pin")                                                     \
+	X(UNPIN, 12, "unpin")                                                 \
+	X(WATCH, 13, "watch")                                                 \
+	X(EVENT, 14, "event") /* daemon to a WATCH subscriber, unasked */     \
+	X(VERIFY, 15, "verify")
+
 enum kvs_opcode {
-	KVS_OP_HELLO = 1,
-	KVS_OP_LOOKUP = 2,
-	KVS_OP_RESERVE = 3,
-	KVS_OP_COMMIT = 4,
-	KVS_OP_ABORT = 5,
-	KVS_OP_RELEASE = 6,
-	KVS_OP_STATS = 7,
-	/* operator messages: kvs_wire_admin.h */
-	KVS_OP_LIST = 8,
-	KVS_OP_INSPECT = 9,
-	KVS_OP_EVICT = 10,
-	KVS_OP_PIN = 11,
-	KVS_OP_UNPIN = 12,
-	KVS_OP_WATCH = 13,
-	KVS_OP_EVENT = 14, /* daemon to a WATCH subscriber, unasked */
-	KVS_OP_VERIFY = 15,
+#define KVS_WIRE_OP_ENUM(op, num, name) KVS_OP_##op = num,
+	KVS_WIRE_OPCODES(KVS_WIRE_OP_ENUM)
+#undef KVS_WIRE_OP_ENUM
 	KVS_OP__COUNT
 };
 

@@ -288,14 +288,9 @@ kvs_block kvs_wire_block_at(const uint8_t *blocks, uint32_t i)
 const char *kvs_wire_opcode_name(uint32_t op)
 {
 	static const char *const names[KVS_OP__COUNT] = {
-		[KVS_OP_HELLO] = "hello",     [KVS_OP_LOOKUP] = "lookup",
-		[KVS_OP_RESERVE] = "reserve", [KVS_OP_COMMIT] = "commit",
-		[KVS_OP_ABORT] = "abort",     [KVS_OP_RELEASE] = "release",
-		[KVS_OP_STATS] = "stats",
-		[KVS_OP_LIST] = "list",       [KVS_OP_INSPECT] = "inspect",
-		[KVS_OP_EVICT] = "evict",     [KVS_OP_PIN] = "pin",
-		[KVS_OP_UNPIN] = "unpin",     [KVS_OP_WATCH] = "watch",
-		[KVS_OP_EVENT] = "event",     [KVS_OP_VERIFY] = "verify",
+#define KVS_WIRE_OP_NAME(op, num, name) [KVS_OP_##op] = name,
+		KVS_WIRE_OPCODES(KVS_WIRE_OP_NAME)
+#undef KVS_WIRE_OP_NAME
 	};
 	if (op < KVS_OP__COUNT && names[op])
 		return names[op];

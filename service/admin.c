@@ -238,19 +238,17 @@ static void top_add(ns_sum *s, uint32_t max, const kvs_wire_prefix *p)
 	s->top[i] = *p;
 }
 
-static int do_list(kvs_admin *a, uint32_t conn_ns, const uint8_t *p, size_t n,
+int kvs_admin_list(kvs_admin *a, uint32_t conn_ns, const kvs_wire_list_req *rq,
 		   uint8_t *out, size_t cap, size_t *len)
 {
 	kvs_cache *c = a->cache;
-	kvs_wire_list_req req;
+	kvs_wire_list_req req = *rq;
 	uint32_t nns = kvs_cache_ns_count(c), span, count = 0;
 	uint32_t *depth = NULL, *root = NULL, *path = NULL;
 	ns_sum *sums;
 	size_t off;
-	int rc = kvs_wire_list_req_decode(p, n, &req);
+	int rc;
 
-	if (rc < 0)
-		return rc;
 	if (conn_ns && req.ns != conn_ns) {
 		if (req.ns)
 			return -EPERM;
@@ -337,18 +335,17 @@ out:
 
 /* ---- inspect ---------------------------------------------------------- */
 
-static int do_inspect(kvs_admin *a, uint32_t conn_ns, const uint8_t *p,
-		      size_t n, uint8_t *out, size_t cap, size_t *len)
+int kvs_admin_inspect(kvs_admin *a, uint32_t conn_ns,
+		      const kvs_wire_inspect_req *rq, uint8_t *out, size_t cap,
+		      size_t *len)
 {
 	kvs_cache *c = a->cache;
-	kvs_wire_inspect_req req;
+	kvs_wire_inspect_req req = *rq;
 	kvs_wire_block_info bi = { 0 };
 	const kvs_rec *r;
 	uint32_t idx;
-	int rc = kvs_wire_inspect_req_decode(p, n, &req);
+	int rc;
 
-	if (rc < 0)
-		return rc;
 	if (conn_ns && req.ns && req.ns != conn_ns)
 		return -EPERM;
 	idx = kvs_cache_find(c, conn_ns ? conn_ns : req.ns, req.hash);
@@ -382,20 +379,16 @@ static int do_inspect(kvs_admin *a, uint32_t conn_ns, const uint8_t *p,
 
 /* ---- evict / flush ---------------------------------------------------- */
 
-static int do_evict(kvs_admin *a, uint32_t conn_ns, const uint8_t *p, size_t n,
-		    uint8_t *out, size_t cap, size_t *len)
+int kvs_admin_evict(kvs_admin *a, const kvs_wire_evict_req *rq, uint8_t *out,
+		    size_t cap, size_t *len)
 {
 	kvs_cache *c = a->cache;
-	kvs_wire_evict_req req;
+	kvs_wire_evict_req req = *rq;
 	kvs_wire_evict_reply rep = { 0 };
 	uint32_t span, target = NONE, *under = NULL, *path = NULL;
 	uint32_t kind;
-	int rc = kvs_wire_evict_req_decode(p, n, &req);
+	int rc;
 
-	if (rc < 0)
-		return rc;
-	if (conn_ns)
-		return -EPERM;
 	if (req.scope == KVS_EVICT_NAMESPACE && req.ns > kvs_cache_ns_count(c))
 		return -ENOENT;
 	kind = req.flags & KVS_WIRE_EVICT_FLUSH ? KVS_EVENT_FLUSHED
@@ -479,19 +472,15 @@ static int pinned_room(kvs_admin *a, uint32_t idx)
 	return 0;
 }
 
-static int do_pin(kvs_admin *a, uint32_t conn_ns, int pin, const uint8_t *p,
-		  size_t n, uint8_t *out, size_t cap, size_t *len)
+int kvs_admin_pin(kvs_admin *a, int pin, uint32_t ns,
+		  const kvs_wire_hashes *rq, uint8_t *out, size_t cap, size_t *len)
 {
 	kvs_cache *c = a->cache;
-	kvs_wire_hashes req;
-	uint32_t ns, chain = 0, fresh = 0;
+	kvs_wire_hashes req = *rq;
+	uint32_t chain = 0, fresh = 0;
 	uint64_t bytes = 0, limit;
-	int rc = kvs_wire_pin_req_decode(p, n, &ns, &req);
+	int rc;
 
-	if (rc < 0)
-		return rc;
-	if (conn_ns)
-		return -EPERM;
 	if (ns > kvs_cache_ns_count(c))
 		return -ENOENT;
 	if (!ns && req.count > 0) {
@@ -542,23 +531,4 @@ static int do_pin(kvs_admin *a, uint32_t conn_ns, int pin, const uint8_t *p,
 		return rc;
 	*len = (size_t)rc;
 	return 0;
-}
-
-int kvs_admin_handle(kvs_admin *a, uint32_t conn_ns, uint32_t opcode,
-		     const uint8_t *p, size_t n, uint8_t *out, size_t cap,
-		     size_t *len)
-{
-	switch (opcode) {
-	case KVS_OP_LIST:
-		return do_list(a, conn_ns, p, n, out, cap, len);
-	case KVS_OP_INSPECT:
-		return do_inspect(a, conn_ns, p, n, out, cap, len);
-	case KVS_OP_EVICT:
-		return do_evict(a, conn_ns, p, n, out, cap, len);
-	case KVS_OP_PIN:
-		return do_pin(a, conn_ns, 1, p, n, out, cap, len);
-	case KVS_OP_UNPIN:
-		return do_pin(a, conn_ns, 0, p, n, out, cap, len);
-	}
-	return KVS_E_OPCODE;
 }

@@ -1,4 +1,13 @@
-/* config.c - defaults and flags of kvshared (see kvs_config.h). */
+/*
+ * config.c - defaults and flags of kvshared (see kvs_config.h).
+ *
+ * Every setting is declared once, as one entry of settings[]: its name (the
+ * flag and the config-file key), its type (how a value is read, checked and
+ * printed), its field of kvs_config, its bounds, its default and its --help
+ * text. getopt_long's options, the config file, --help and --print-config
+ * are all made from that table; rules between settings are checked in
+ * check_rules() alone, once every setting is read.
+ */
 #include "kvs_config.h"
 
 #include <errno.h>
@@ -14,11 +23,215 @@
 #include "kvs_policy.h"
 #include "kvshare.h"
 
-#define DEFAULT_PAGE_BYTES (64u << 10)
 #define FALLBACK_HOST_BYTES (1ull << 30)
-#define DEFAULT_SSD_SEGMENT (256ull << 20)
-#define DEFAULT_SSD_QD 32 /* the segment store's own default */
-#define DEFAULT_GPU_BYTES (1ull << 30)
+#define DEFAULT_MAX_OUTBUF (64ull << 20) /* not a setting (yet) */
+
+enum type {
+	T_STR,    /* char array: not empty, shorter than the field */
+	T_POLICY, /* char array: the name of an eviction policy */
+	T_SIZE,   /* uint32_t or uint64_t: kvs_parse_size(), within bounds */
+	T_U32,    /* uint32_t: decimal, within bounds */
+	T_FD,     /* int: a file descriptor number (-1: none) */
+	T_MODE,   /* uint32_t: octal permission bits keeping 0600 */
+	T_LEVEL,  /* enum kvs_log_level, by its name */
+	T_CHOICE, /* int: the index of the value in choices[] */
+	T_BOOL,   /* int: a bare flag, or true/false (1/0, yes/no) */
+	T_GPU,    /* int: auto, off or a device number */
+	T_UIDS,   /* uint32_t[KVS_ALLOW_MAX] and its count: users */
+	T_GIDS,   /* the same: groups */
+	T_ACTION, /* a flag that is not a setting: --config, --help... */
+};
+
+/* Flags of a setting. */
+#define F_POW2 0x1u        /* T_SIZE: a power of two */
+#define F_4K 0x2u          /* T_SIZE: a multiple of 4K */
+#define F_HALF_OUTBUF 0x4u /* T_SIZE: at most half the reply backlog limit */
+#define F_NOPRINT 0x8u     /* not in --print-config (an fd of the parent) */
+
+struct setting {
+	const char *name;   /* the flag, without "--", and the config key */
+	const char *arg;    /* --help's name of the value; NULL: none */
+	enum type type;
+	size_t off, size;   /* the field of kvs_config */
+	size_t n_off;       /* T_UIDS, T_GIDS: the field that counts them */
+	uint64_t min, max;  /* T_SIZE, T_U32: bounds; max 0: the type's */
+	unsigned flags;
+	const char *const *choices; /* T_CHOICE, NULL-terminated */
+	const char *def;    /* the default, read as a value would be; NULL:
+			     * zero, or computed by kvs_config_defaults() */
+	const char *why;    /* why a value is refused (T_UIDS: parse_ids says) */
+	const char *unset;  /* --print-config: "# name: unset" for 0 or "" */
+	unsigned shift;     /* --help shows the default >> shift (20: MiB) */
+	const char *help;   /* --help text: "{}" the default, "{list}" the
+			     * choices; a '\n' starts an indented line */
+};
+
+/* The field @f of kvs_config, of C type @t: a mismatch is a compile error
+ * (distinct pointer types compared). */
+#define FIELD(t, f)                                                            \
+	.off = offsetof(kvs_config, f) +                                       \
+	       0 * sizeof((t *)0 == &((kvs_config *)0)->f),                    \
+	.size = sizeof(((kvs_config *)0)->f)
+#define STRFIELD(f)                                                            \
+	.off = offsetof(kvs_config, f) +                                       \
+	       0 * sizeof((char *)0 == ((kvs_config *)0)->f),                  \
+	.size = sizeof(((kvs_config *)0)->f)
+
+static const char *const admit_choices[] = { "all", "hit", NULL };
+static const char *const tenant_choices[] = { "off", "uid", NULL };
+
+/* In --help's order; --print-config follows it too. */
+static const struct setting settings[] = {
+	{ .name = "socket", .arg = "PATH", .type = T_STR,
+	  STRFIELD(socket_path), .why = "empty or longer than 107 bytes",
+	  .help = "control socket (default {})" },
+	{ .name = "host-size", .arg = "SIZE", .type = T_SIZE,
+	  FIELD(uint64_t, host_bytes), .shift = 20,
+	  .why = "not a size (e.g. 512M, 8G)",
+	  .help = "host-RAM tier bytes, K/M/G/T suffixes\n"
+		  "(default {} MiB: a quarter of available RAM)" },
+	{ .name = "page-size", .arg = "SIZE", .type = T_SIZE,
+	  FIELD(uint32_t, page_bytes), .min = 4096, .max = 1u << 30,
+	  .flags = F_POW2, .def = "64K", .shift = 10,
+	  .why = "must be a power of two from 4K to 1G",
+	  .help = "slot allocator page, power of two >= 4K (default {} KiB)" },
+	{ .name = "log-level", .arg = "LEVEL", .type = T_LEVEL,
+	  FIELD(enum kvs_log_level, log_level), .def = "info",
+	  .why = "must be error, warn, info or debug",
+	  .help = "error, warn, info or debug (default {})" },
+	{ .name = "ready-fd", .arg = "N", .type = T_FD,
+	  FIELD(int, ready_fd), .flags = F_NOPRINT,
+	  .why = "not a file descriptor",
+	  .help = "write \"READY\\n\" to fd N once serving, then close it" },
+	{ .name = "max-clients", .arg = "N", .type = T_U32,
+	  FIELD(uint32_t, max_clients), .min = 1, .def = "1024",
+	  .why = "must be a number >= 1",
+	  .help = "connections served at once (default {})" },
+	{ .name = "max-leases", .arg = "N", .type = T_U32,
+	  FIELD(uint32_t, max_leases), .min = 1, .def = "4096",
+	  .why = "must be a number >= 1",
+	  .help = "leases one connection may hold (default {})" },
+	{ .name = "max-pinned-blocks", .arg = "N", .type = T_U32,
+	  FIELD(uint32_t, max_pinned_blocks), .min = 1, .def = "65536",
+	  .why = "must be a number >= 1",
+	  .help = "blocks one connection may pin (read or\n"
+		  "write) at once (default {})" },
+	{ .name = "client-timeout", .arg = "S", .type = T_U32,
+	  FIELD(uint32_t, client_timeout), .max = 86400, .def = "60",
+	  .why = "must be seconds from 0 (never) to 86400",
+	  .help = "close a connection that holds a partial message,\n"
+		  "or leaves over 1 MiB of replies unread, for S\n"
+		  "seconds; 0: never (default {})" },
+	{ .name = "socket-mode", .arg = "MODE", .type = T_MODE,
+	  FIELD(uint32_t, socket_mode), .def = "0600",
+	  .why = "must be octal bits from 0600 to 0777 (e.g. 0660)",
+	  .help = "octal permission bits of the socket, at least\n"
+		  "0600 (default {})" },
+	{ .name = "allow-uid", .arg = "LIST", .type = T_UIDS,
+	  FIELD(uint32_t, allow_uid[0]), .n_off = offsetof(kvs_config, n_allow_uid),
+	  .unset = "none",
+	  .help = "serve only these uids (comma-separated numbers or\n"
+		  "user names) besides the daemon's own; with\n"
+		  "--allow-gid, either list admits (default: any\n"
+		  "peer that can open the socket)" },
+	{ .name = "allow-gid", .arg = "LIST", .type = T_GIDS,
+	  FIELD(uint32_t, allow_gid[0]), .n_off = offsetof(kvs_config, n_allow_gid),
+	  .unset = "none",
+	  .help = "serve peers whose primary or supplementary group\n"
+		  "is listed (numbers or group names)" },
+	{ .name = "eviction-policy", .arg = "P", .type = T_POLICY,
+	  STRFIELD(policy), .why = "unknown policy",
+	  .help = "how blocks leave a full tier: {list} (default {})" },
+	{ .name = "metrics-addr", .arg = "ADDR", .type = T_STR,
+	  STRFIELD(metrics_addr), .why = "empty or too long", .unset = "off",
+	  .help = "serve Prometheus /metrics on HOST:PORT, or PORT on\n"
+		  "127.0.0.1 (default off)" },
+	{ .name = "ssd-dir", .arg = "DIR", .type = T_STR,
+	  STRFIELD(ssd_dir), .why = "empty or longer than 255 bytes",
+	  .unset = "off",
+	  .help = "SSD tier: segment files and index under DIR\n"
+		  "(default off; DIR must exist and be writable)" },
+	{ .name = "ssd-size", .arg = "SIZE", .type = T_SIZE,
+	  FIELD(uint64_t, ssd_bytes), .why = "not a size (e.g. 64G)",
+	  .unset = "4 segments",
+	  .help = "SSD tier bytes (default 4 segments)" },
+	{ .name = "ssd-segment", .arg = "SIZE", .type = T_SIZE,
+	  FIELD(uint64_t, ssd_segment_bytes), .min = 64u << 10, .flags = F_4K,
+	  .def = "256M", .shift = 20,
+	  .why = "must be a multiple of 4K, at least 64K",
+	  .help = "SSD segment file bytes, multiple of 4K (default {} MiB)" },
+	{ .name = "ssd-admit", .arg = "RULE", .type = T_CHOICE,
+	  FIELD(int, ssd_admit_hit), .choices = admit_choices, .def = "all",
+	  .why = "must be all or hit",
+	  .help = "blocks evicted from RAM that go to SSD: all, or hit\n"
+		  "(hit at least once) (default {})" },
+	{ .name = "ssd-write-through", .type = T_BOOL,
+	  FIELD(int, ssd_write_through), .def = "false",
+	  .why = "must be true or false",
+	  .help = "commit also writes blocks to SSD" },
+	{ .name = "ssd-queue-depth", .arg = "N", .type = T_U32,
+	  FIELD(uint32_t, ssd_queue_depth), .min = 1, .max = 4096,
+	  .def = "32", /* the segment store's own default */
+	  .why = "must be a number from 1 to 4096",
+	  .help = "SSD reads and writes in the kernel at once, 1..4096\n"
+		  "(default {})" },
+	{ .name = "gpu", .arg = "auto|off|N", .type = T_GPU,
+	  FIELD(int, gpu), .def = "auto",
+	  .why = "must be auto, off or a device number",
+	  .help = "GPU tier on device N, on the first usable device\n"
+		  "(auto), or off (default auto; N unusable is an error)" },
+	{ .name = "gpu-size", .arg = "SIZE", .type = T_SIZE,
+	  FIELD(uint64_t, gpu_bytes), .def = "1G", .shift = 20,
+	  .why = "not a size (e.g. 8G)",
+	  .help = "GPU tier bytes, rounded up to the device's\n"
+		  "allocation granularity (default {} MiB)" },
+	{ .name = "max-pinned-share", .arg = "PERCENT", .type = T_U32,
+	  FIELD(uint32_t, max_pinned_share), .max = 100, .def = "50",
+	  .why = "must be a percentage from 0 to 100",
+	  .help = "share of the host tier that kvsctl pin\n"
+		  "may hold (default {})" },
+	{ .name = "watch-buffer", .arg = "SIZE", .type = T_SIZE,
+	  FIELD(uint64_t, watch_buffer), .min = 4096, .flags = F_HALF_OUTBUF,
+	  .def = "1M", .shift = 10,
+	  .why = "must be a size from 4K to half the reply backlog limit",
+	  .help = "unsent event bytes per kvsctl watch before\n"
+		  "events are dropped (default {} KiB)" },
+	{ .name = "tenant-arenas", .arg = "off|uid", .type = T_CHOICE,
+	  FIELD(int, tenant_arenas), .choices = tenant_choices, .def = "off",
+	  .why = "must be off or uid",
+	  .help = "uid: one host arena per client uid, so\n"
+		  "tenants never map each other's KV (default off:\n"
+		  "one arena for all; uid needs no --ssd-dir, no --gpu N)" },
+	{ .name = "tenant-size", .arg = "SIZE", .type = T_SIZE,
+	  FIELD(uint64_t, tenant_bytes), .why = "not a size (e.g. 2G)",
+	  .unset = "host-size / max-tenants",
+	  .help = "host bytes of each tenant arena (default\n"
+		  "--host-size / --max-tenants)" },
+	{ .name = "max-tenants", .arg = "N", .type = T_U32,
+	  FIELD(uint32_t, max_tenants), .min = 1, .max = 1024, .def = "8",
+	  .why = "must be a number from 1 to 1024",
+	  .help = "tenant arenas at most; a further uid is refused\n"
+		  "(default {})" },
+	{ .name = "config", .arg = "FILE", .type = T_ACTION,
+	  .help = "read settings from FILE first (key = value, keys\n"
+		  "named as these flags); flags win over the file" },
+	{ .name = "print-config", .type = T_ACTION,
+	  .help = "print the effective configuration and exit" },
+	{ .name = "help", .type = T_ACTION, .help = "this text" },
+	{ .name = "version", .type = T_ACTION, .help = "print the version" },
+};
+
+#define N_SETTINGS (sizeof(settings) / sizeof(settings[0]))
+/* getopt_long's value of settings[i] is OPT_BASE + i, past every char. */
+#define OPT_BASE 256
+
+static const struct setting *setting_named(const char *name)
+{
+	for (size_t i = 0; i < N_SETTINGS; i++)
+		if (strcmp(settings[i].name, name) == 0)
+			return &settings[i];
+	return NULL;
+}
 
 static uint64_t mem_available(void)
 {
@@ -36,37 +249,30 @@ static uint64_t mem_available(void)
 	return (uint64_t)kb << 10;
 }
 
+static const char *set_value(kvs_config *cfg, const struct setting *s,
+			     const char *val);
+
 int kvs_config_defaults(kvs_config *cfg)
 {
 	uint64_t avail = mem_available();
 	int rc;
 
 	memset(cfg, 0, sizeof(*cfg));
+	cfg->max_outbuf = DEFAULT_MAX_OUTBUF;
+	for (size_t i = 0; i < N_SETTINGS; i++)
+		if (settings[i].def && set_value(cfg, &settings[i], settings[i].def))
+			return -EINVAL; /* a bad table: test_config says which */
+	/* Defaults that are not constants. */
 	rc = kvs_default_socket_path(cfg->socket_path, sizeof(cfg->socket_path));
 	if (rc < 0)
 		return rc;
 	/* A quarter of what is free leaves room for the workers themselves. */
 	cfg->host_bytes = avail ? avail / 4 : FALLBACK_HOST_BYTES;
-	cfg->host_bytes &= ~(uint64_t)(DEFAULT_PAGE_BYTES - 1);
-	if (cfg->host_bytes < DEFAULT_PAGE_BYTES)
-		cfg->host_bytes = DEFAULT_PAGE_BYTES;
-	cfg->page_bytes = DEFAULT_PAGE_BYTES;
-	cfg->log_level = KVS_LOG_INFO;
-	cfg->ready_fd = -1;
-	cfg->max_clients = 1024;
-	cfg->max_leases = 4096;
-	cfg->max_pinned_blocks = 65536;
-	cfg->max_outbuf = 64ull << 20;
-	cfg->client_timeout = 60;
-	cfg->socket_mode = 0600;
+	cfg->host_bytes &= ~(uint64_t)(cfg->page_bytes - 1);
+	if (cfg->host_bytes < cfg->page_bytes)
+		cfg->host_bytes = cfg->page_bytes;
 	strcpy(cfg->policy, kvs_policy_name_at(0));
-	cfg->ssd_segment_bytes = DEFAULT_SSD_SEGMENT;
-	cfg->ssd_queue_depth = DEFAULT_SSD_QD;
-	cfg->max_pinned_share = 50;
-	cfg->gpu = KVS_GPU_AUTO;
-	cfg->gpu_bytes = DEFAULT_GPU_BYTES;
-	cfg->watch_buffer = 1u << 20;
-	cfg->max_tenants = 8;
+	cfg->ready_fd = -1;
 	return 0;
 }
 
@@ -194,149 +400,75 @@ static const char *parse_ids(const char *val, int groups, uint32_t *ids,
 	return NULL;
 }
 
-static void print_ids(FILE *f, const char *key, const uint32_t *ids, uint32_t n)
+static void *field_of(kvs_config *cfg, const struct setting *s)
 {
-	if (n == 0) {
-		fprintf(f, "# %s: none\n", key);
-		return;
-	}
-	fprintf(f, "%s = ", key);
-	for (uint32_t i = 0; i < n; i++)
-		fprintf(f, "%s%u", i ? "," : "", ids[i]);
-	fprintf(f, "\n");
+	return (char *)cfg + s->off;
 }
 
-void kvs_config_usage(FILE *f, const kvs_config *d)
+static const void *cfield_of(const kvs_config *cfg, const struct setting *s)
 {
-	char policies[128] = "";
-
-	for (unsigned i = 0; kvs_policy_name_at(i); i++) {
-		if (i)
-			strncat(policies, ", ", sizeof(policies) - strlen(policies) - 1);
-		strncat(policies, kvs_policy_name_at(i),
-			sizeof(policies) - strlen(policies) - 1);
-	}
-	fprintf(f,
-		"usage: kvshared [options]\n"
-		"Shared KV-cache daemon for LLM workers on one machine.\n\n"
-		"  --socket PATH       control socket (default %s)\n"
-		"  --host-size SIZE    host-RAM tier bytes, K/M/G/T suffixes\n"
-		"                      (default %" PRIu64 " MiB: a quarter of available RAM)\n"
-		"  --page-size SIZE    slot allocator page, power of two >= 4K (default %u KiB)\n"
-		"  --log-level LEVEL   error, warn, info or debug (default %s)\n"
-		"  --ready-fd N        write \"READY\\n\" to fd N once serving, then close it\n"
-		"  --max-clients N     connections served at once (default %u)\n"
-		"  --max-leases N      leases one connection may hold (default %u)\n"
-		"  --max-pinned-blocks N  blocks one connection may pin (read or\n"
-		"                      write) at once (default %u)\n"
-		"  --client-timeout S  close a connection that holds a partial message,\n"
-		"                      or leaves over 1 MiB of replies unread, for S\n"
-		"                      seconds; 0: never (default %u)\n"
-		"  --socket-mode MODE  octal permission bits of the socket, at least\n"
-		"                      0600 (default %04o)\n"
-		"  --allow-uid LIST    serve only these uids (comma-separated numbers or\n"
-		"                      user names) besides the daemon's own; with\n"
-		"                      --allow-gid, either list admits (default: any\n"
-		"                      peer that can open the socket)\n"
-		"  --allow-gid LIST    serve peers whose primary or supplementary group\n"
-		"                      is listed (numbers or group names)\n"
-		"  --eviction-policy P how blocks leave a full tier: %s (default %s)\n"
-		"  --metrics-addr ADDR serve Prometheus /metrics on HOST:PORT, or PORT on\n"
-		"                      127.0.0.1 (default off)\n"
-		"  --ssd-dir DIR       SSD tier: segment files and index under DIR\n"
-		"                      (default off; DIR must exist and be writable)\n"
-		"  --ssd-size SIZE     SSD tier bytes (default 4 segments)\n"
-		"  --ssd-segment SIZE  SSD segment file bytes, multiple of 4K (default %" PRIu64 " MiB)\n"
-		"  --ssd-admit RULE    blocks evicted from RAM that go to SSD: all, or hit\n"
-		"                      (hit at least once) (default %s)\n"
-		"  --ssd-write-through commit also writes blocks to SSD\n"
-		"  --ssd-queue-depth N SSD reads and writes in the kernel at once, 1..4096\n"
-		"                      (default %u)\n"
-		"  --gpu auto|off|N    GPU tier on device N, on the first usable device\n"
-		"                      (auto), or off (default auto; N unusable is an error)\n"
-		"  --gpu-size SIZE     GPU tier bytes, rounded up to the device's\n"
-		"                      allocation granularity (default %" PRIu64 " MiB)\n"
-		"  --max-pinned-share PERCENT  share of the host tier that kvsctl pin\n"
-		"                      may hold (default %u)\n"
-		"  --watch-buffer SIZE unsent event bytes per kvsctl watch before\n"
-		"                      events are dropped (default %" PRIu64 " KiB)\n"
-		"  --tenant-arenas off|uid  uid: one host arena per client uid, so\n"
-		"                      tenants never map each other's KV (default off:\n"
-		"                      one arena for all; uid needs no --ssd-dir, no --gpu N)\n"
-		"  --tenant-size SIZE  host bytes of each tenant arena (default\n"
-		"                      --host-size / --max-tenants)\n"
-		"  --max-tenants N     tenant arenas at most; a further uid is refused\n"
-		"                      (default %u)\n"
-		"  --config FILE       read settings from FILE first (key = value, keys\n"
-		"                      named as these flags); flags win over the file\n"
-		"  --print-config      print the effective configuration and exit\n"
-		"  --help              this text\n"
-		"  --version           print the version\n",
-		d->socket_path, d->host_bytes >> 20, d->page_bytes >> 10,
-		kvs_log_level_name(d->log_level), d->max_clients, d->max_leases,
-		d->max_pinned_blocks, d->client_timeout, d->socket_mode,
-		policies, d->policy, d->ssd_segment_bytes >> 20,
-		d->ssd_admit_hit ? "hit" : "all", d->ssd_queue_depth,
-		d->gpu_bytes >> 20,
-		d->max_pinned_share,
-		d->watch_buffer >> 10, d->max_tenants);
+	return (const char *)cfg + s->off;
 }
 
-static int bad(const char *flag, const char *val, const char *why)
+/* T_SIZE and T_U32 fields are uint32_t or uint64_t: the table says which. */
+static uint64_t get_uint(const kvs_config *cfg, const struct setting *s)
 {
-	fprintf(stderr, "kvshared: %s '%s': %s (see kvshared --help)\n", flag,
-		val ? val : "", why);
-	return KVS_E_CONFIG;
+	const void *p = cfield_of(cfg, s);
+
+	return s->size == sizeof(uint32_t) ? *(const uint32_t *)p
+					   : *(const uint64_t *)p;
 }
 
-enum { O_SOCKET = 256, O_HOST, O_PAGE, O_LOG, O_READY, O_CLIENTS, O_LEASES,
-       O_POLICY, O_METRICS, O_SSD_DIR, O_SSD_SIZE, O_SSD_SEG, O_SSD_ADMIT,
-       O_SSD_WT, O_SSD_QD, O_GPU, O_GPU_SIZE, O_PINSHARE, O_WATCHBUF, O_PINNED,
-       O_TIMEOUT, O_MODE, O_UIDS, O_GIDS, O_TENANTS, O_TENANT_SIZE,
-       O_MAX_TENANTS, O_CONFIG, O_PRINT, O_HELP, O_VERSION };
-
-/* Every setting, by its flag name; a config file uses the same names. */
-static const struct option opts[] = {
-	{ "socket", required_argument, NULL, O_SOCKET },
-	{ "host-size", required_argument, NULL, O_HOST },
-	{ "page-size", required_argument, NULL, O_PAGE },
-	{ "log-level", required_argument, NULL, O_LOG },
-	{ "ready-fd", required_argument, NULL, O_READY },
-	{ "max-clients", required_argument, NULL, O_CLIENTS },
-	{ "max-leases", required_argument, NULL, O_LEASES },
-	{ "eviction-policy", required_argument, NULL, O_POLICY },
-	{ "metrics-addr", required_argument, NULL, O_METRICS },
-	{ "ssd-dir", required_argument, NULL, O_SSD_DIR },
-	{ "ssd-size", required_argument, NULL, O_SSD_SIZE },
-	{ "ssd-segment", required_argument, NULL, O_SSD_SEG },
-	{ "ssd-admit", required_argument, NULL, O_SSD_ADMIT },
-	{ "ssd-write-through", optional_argument, NULL, O_SSD_WT },
-	{ "ssd-queue-depth", required_argument, NULL, O_SSD_QD },
-	{ "gpu", required_argument, NULL, O_GPU },
-	{ "gpu-size", required_argument, NULL, O_GPU_SIZE },
-	{ "max-pinned-share", required_argument, NULL, O_PINSHARE },
-	{ "watch-buffer", required_argument, NULL, O_WATCHBUF },
-	{ "max-pinned-blocks", required_argument, NULL, O_PINNED },
-	{ "client-timeout", required_argument, NULL, O_TIMEOUT },
-	{ "socket-mode", required_argument, NULL, O_MODE },
-	{ "allow-uid", required_argument, NULL, O_UIDS },
-	{ "allow-gid", required_argument, NULL, O_GIDS },
-	{ "tenant-arenas", required_argument, NULL, O_TENANTS },
-	{ "tenant-size", required_argument, NULL, O_TENANT_SIZE },
-	{ "max-tenants", required_argument, NULL, O_MAX_TENANTS },
-	{ "config", required_argument, NULL, O_CONFIG },
-	{ "print-config", no_argument, NULL, O_PRINT },
-	{ "help", no_argument, NULL, O_HELP },
-	{ "version", no_argument, NULL, O_VERSION },
-	{ NULL, 0, NULL, 0 },
-};
-
-/* Apply one setting; returns NULL or why @val is refused. */
-static const char *set_option(kvs_config *cfg, int id, const char *val)
+static void put_uint(kvs_config *cfg, const struct setting *s, uint64_t v)
 {
-	size_t n = val ? strlen(val) : 0; /* NULL: a flag without its value */
+	void *p = field_of(cfg, s);
+
+	if (s->size == sizeof(uint32_t))
+		*(uint32_t *)p = (uint32_t)v;
+	else
+		*(uint64_t *)p = v;
+}
+
+static int size_ok(const kvs_config *cfg, const struct setting *s, uint64_t v)
+{
+	uint64_t max = s->max ? s->max
+			      : s->size == sizeof(uint32_t) ? UINT32_MAX : UINT64_MAX;
+
+	if (v < s->min || v > max)
+		return 0;
+	if ((s->flags & F_POW2) && (v & (v - 1)))
+		return 0;
+	if ((s->flags & F_4K) && (v & 4095))
+		return 0;
+	if ((s->flags & F_HALF_OUTBUF) && v > cfg->max_outbuf / 2)
+		return 0;
+	return 1;
+}
+
+static int parse_bool(const char *val, int *out)
+{
+	/* A flag on the command line; "true"/"false" in a file. */
+	if (!val || strcmp(val, "true") == 0 || strcmp(val, "1") == 0 ||
+	    strcmp(val, "yes") == 0)
+		*out = 1;
+	else if (strcmp(val, "false") == 0 || strcmp(val, "0") == 0 ||
+		 strcmp(val, "no") == 0)
+		*out = 0;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+/* Apply one setting; returns NULL or why @val is refused. @val NULL: a
+ * flag given without its value (T_BOOL only). */
+static const char *set_value(kvs_config *cfg, const struct setting *s,
+			     const char *val)
+{
+	size_t n = val ? strlen(val) : 0;
+	void *p = field_of(cfg, s);
 	uint64_t size;
 	uint32_t u;
+	int v;
 
 	/* What --print-config writes must read back the same: no control
 	 * characters, no blanks at either end (a file trims them). */
@@ -346,368 +478,235 @@ static const char *set_option(kvs_config *cfg, int id, const char *val)
 	if (n && (val[0] == ' ' || val[n - 1] == ' '))
 		return "starts or ends with a blank";
 
-	switch (id) {
-	case O_SOCKET:
-		if (strlen(val) >= sizeof(cfg->socket_path) || !*val)
-			return "empty or longer than 107 bytes";
-		strcpy(cfg->socket_path, val);
+	switch (s->type) {
+	case T_STR:
+		if (!n || n >= s->size)
+			return s->why;
+		strcpy(p, val);
 		return NULL;
-	case O_HOST:
-		if (kvs_parse_size(val, &size) < 0)
-			return "not a size (e.g. 512M, 8G)";
-		cfg->host_bytes = size;
+	case T_POLICY:
+		if (!kvs_policy_known(val) || n >= s->size)
+			return s->why;
+		strcpy(p, val);
 		return NULL;
-	case O_PAGE:
-		if (kvs_parse_size(val, &size) < 0 || size < 4096 ||
-		    size > (1u << 30) || (size & (size - 1)))
-			return "must be a power of two from 4K to 1G";
-		cfg->page_bytes = (uint32_t)size;
+	case T_SIZE:
+		if (kvs_parse_size(val, &size) < 0 || !size_ok(cfg, s, size))
+			return s->why;
+		put_uint(cfg, s, size);
 		return NULL;
-	case O_LOG:
-		if (kvs_log_level_parse(val, &cfg->log_level) < 0)
-			return "must be error, warn, info or debug";
+	case T_U32:
+		if (parse_u32(val, (uint32_t)s->min, &u) < 0 || !size_ok(cfg, s, u))
+			return s->why;
+		put_uint(cfg, s, u);
 		return NULL;
-	case O_READY:
+	case T_FD:
 		if (parse_u32(val, 0, &u) < 0 || u > INT32_MAX)
-			return "not a file descriptor";
-		cfg->ready_fd = (int)u;
+			return s->why;
+		*(int *)p = (int)u;
 		return NULL;
-	case O_CLIENTS:
-		return parse_u32(val, 1, &cfg->max_clients) < 0 ? "must be a number >= 1"
-								: NULL;
-	case O_LEASES:
-		return parse_u32(val, 1, &cfg->max_leases) < 0 ? "must be a number >= 1"
-							       : NULL;
-	case O_POLICY:
-		if (!kvs_policy_known(val) || strlen(val) >= sizeof(cfg->policy))
-			return "unknown policy";
-		strcpy(cfg->policy, val);
+	case T_MODE:
+		return parse_mode(val, p) < 0 ? s->why : NULL;
+	case T_LEVEL:
+		return kvs_log_level_parse(val, p) < 0 ? s->why : NULL;
+	case T_CHOICE:
+		for (v = 0; s->choices[v]; v++)
+			if (strcmp(val, s->choices[v]) == 0) {
+				*(int *)p = v;
+				return NULL;
+			}
+		return s->why;
+	case T_BOOL:
+		if (parse_bool(val, &v) < 0)
+			return s->why;
+		*(int *)p = v;
 		return NULL;
-	case O_METRICS:
-		if (!*val || strlen(val) >= sizeof(cfg->metrics_addr))
-			return "empty or too long";
-		strcpy(cfg->metrics_addr, val);
-		return NULL;
-	case O_SSD_DIR:
-		if (!*val || strlen(val) >= sizeof(cfg->ssd_dir))
-			return "empty or longer than 255 bytes";
-		strcpy(cfg->ssd_dir, val);
-		return NULL;
-	case O_SSD_SIZE:
-		if (kvs_parse_size(val, &size) < 0)
-			return "not a size (e.g. 64G)";
-		cfg->ssd_bytes = size;
-		return NULL;
-	case O_SSD_SEG:
-		if (kvs_parse_size(val, &size) < 0 || size < (64u << 10) ||
-		    (size & 4095))
-			return "must be a multiple of 4K, at least 64K";
-		cfg->ssd_segment_bytes = size;
-		return NULL;
-	case O_SSD_ADMIT:
-		if (strcmp(val, "all") == 0)
-			cfg->ssd_admit_hit = 0;
-		else if (strcmp(val, "hit") == 0)
-			cfg->ssd_admit_hit = 1;
-		else
-			return "must be all or hit";
-		return NULL;
-	case O_SSD_WT:
-		/* A flag on the command line; "true"/"false" in a file. */
-		if (!val || strcmp(val, "true") == 0 || strcmp(val, "1") == 0 ||
-		    strcmp(val, "yes") == 0)
-			cfg->ssd_write_through = 1;
-		else if (strcmp(val, "false") == 0 || strcmp(val, "0") == 0 ||
-			 strcmp(val, "no") == 0)
-			cfg->ssd_write_through = 0;
-		else
-			return "must be true or false";
-		return NULL;
-	case O_SSD_QD:
-		if (parse_u32(val, 1, &u) < 0 || u > 4096)
-			return "must be a number from 1 to 4096";
-		cfg->ssd_queue_depth = u;
-		return NULL;
-	case O_GPU:
+	case T_GPU:
 		if (strcmp(val, "auto") == 0)
-			cfg->gpu = KVS_GPU_AUTO;
+			*(int *)p = KVS_GPU_AUTO;
 		else if (strcmp(val, "off") == 0)
-			cfg->gpu = KVS_GPU_OFF;
+			*(int *)p = KVS_GPU_OFF;
 		else if (parse_u32(val, 0, &u) < 0 || u > 1023)
-			return "must be auto, off or a device number";
+			return s->why;
 		else
-			cfg->gpu = (int)u;
+			*(int *)p = (int)u;
 		return NULL;
-	case O_GPU_SIZE:
-		if (kvs_parse_size(val, &size) < 0)
-			return "not a size (e.g. 8G)";
-		cfg->gpu_bytes = size;
-		return NULL;
-	case O_PINSHARE:
-		if (parse_u32(val, 0, &u) < 0 || u > 100)
-			return "must be a percentage from 0 to 100";
-		cfg->max_pinned_share = u;
-		return NULL;
-	case O_WATCHBUF:
-		if (kvs_parse_size(val, &size) < 0 || size < 4096 ||
-		    size > cfg->max_outbuf / 2)
-			return "must be a size from 4K to half the reply backlog limit";
-		cfg->watch_buffer = size;
-		return NULL;
-	case O_PINNED:
-		return parse_u32(val, 1, &cfg->max_pinned_blocks) < 0
-			       ? "must be a number >= 1" : NULL;
-	case O_TIMEOUT:
-		if (parse_u32(val, 0, &u) < 0 || u > 86400)
-			return "must be seconds from 0 (never) to 86400";
-		cfg->client_timeout = u;
-		return NULL;
-	case O_MODE:
-		return parse_mode(val, &cfg->socket_mode) < 0
-			       ? "must be octal bits from 0600 to 0777 (e.g. 0660)"
-			       : NULL;
-	case O_UIDS:
-		return parse_ids(val, 0, cfg->allow_uid, &cfg->n_allow_uid);
-	case O_GIDS:
-		return parse_ids(val, 1, cfg->allow_gid, &cfg->n_allow_gid);
-	case O_TENANTS:
-		if (strcmp(val, "off") == 0)
-			cfg->tenant_arenas = 0;
-		else if (strcmp(val, "uid") == 0)
-			cfg->tenant_arenas = 1;
-		else
-			return "must be off or uid";
-		return NULL;
-	case O_TENANT_SIZE:
-		if (kvs_parse_size(val, &size) < 0)
-			return "not a size (e.g. 2G)";
-		cfg->tenant_bytes = size;
-		return NULL;
-	case O_MAX_TENANTS:
-		if (parse_u32(val, 1, &u) < 0 || u > 1024)
-			return "must be a number from 1 to 1024";
-		cfg->max_tenants = u;
-		return NULL;
+	case T_UIDS:
+	case T_GIDS:
+		return parse_ids(val, s->type == T_GIDS, p,
+				 (uint32_t *)((char *)cfg + s->n_off));
+	case T_ACTION:
+		break;
 	}
 	return "not a setting";
 }
 
-static char *trim(char *p, char *end)
+const char *kvs_config_set(kvs_config *cfg, const char *key, const char *val)
 {
-	while (p < end && (*p == ' ' || *p == '\t'))
-		p++;
-	while (end > p && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r'))
-		end--;
-	*end = '\0';
-	return p;
+	const struct setting *s = setting_named(key);
+
+	if (!s || s->type == T_ACTION)
+		return "unknown key";
+	return set_value(cfg, s, val);
 }
 
-int kvs_config_parse_text(kvs_config *cfg, const char *text, size_t len,
-			  const char *name)
+/* Whether a setting with an unset text holds nothing (0 or ""). */
+static int is_unset(const kvs_config *cfg, const struct setting *s)
 {
-	char *copy = malloc(len + 1), *line, *next;
-	int lineno = 0, rc = 0;
-
-	if (!copy)
-		return -ENOMEM;
-	if (memchr(text, '\0', len)) {
-		fprintf(stderr, "kvshared: %s: not a text file (NUL byte)\n", name);
-		free(copy);
-		return KVS_E_CONFIG;
+	switch (s->type) {
+	case T_STR:
+		return !*(const char *)cfield_of(cfg, s);
+	case T_SIZE:
+	case T_U32:
+		return get_uint(cfg, s) == 0;
+	case T_UIDS:
+	case T_GIDS:
+		return *(const uint32_t *)((const char *)cfg + s->n_off) == 0;
+	default:
+		return 0;
 	}
-	memcpy(copy, text, len);
-	copy[len] = '\0';
-	for (line = copy; line && rc == 0; line = next) {
-		char *nl = strchr(line, '\n'), *eq, *key, *val;
-		const char *why = NULL;
-		int id = 0;
+}
 
-		next = nl ? nl + 1 : NULL;
-		line = trim(line, nl ? nl : line + strlen(line));
-		lineno++;
-		if (!*line || *line == '#' || *line == ';')
-			continue;
-		if (*line == '[') {
-			if (strcmp(line, "[kvshared]") != 0)
-				why = "unknown section (only [kvshared])";
-		} else if (!(eq = strchr(line, '='))) {
-			why = "expected key = value";
+/* The value of @s in @cfg as text that reads back the same (integers
+ * >> @shift for --help's defaults). */
+static void format_value(const kvs_config *cfg, const struct setting *s,
+			 unsigned shift, char *buf, size_t cap)
+{
+	const void *p = cfield_of(cfg, s);
+	int v;
+
+	switch (s->type) {
+	case T_STR:
+	case T_POLICY:
+		snprintf(buf, cap, "%s", (const char *)p);
+		return;
+	case T_SIZE:
+	case T_U32:
+		snprintf(buf, cap, "%" PRIu64, get_uint(cfg, s) >> shift);
+		return;
+	case T_FD:
+		snprintf(buf, cap, "%d", *(const int *)p);
+		return;
+	case T_MODE:
+		snprintf(buf, cap, "%04o", *(const uint32_t *)p);
+		return;
+	case T_LEVEL:
+		snprintf(buf, cap, "%s",
+			 kvs_log_level_name(*(const enum kvs_log_level *)p));
+		return;
+	case T_CHOICE:
+		snprintf(buf, cap, "%s", s->choices[*(const int *)p]);
+		return;
+	case T_BOOL:
+		snprintf(buf, cap, "%s", *(const int *)p ? "true" : "false");
+		return;
+	case T_GPU:
+		v = *(const int *)p;
+		if (v == KVS_GPU_AUTO)
+			snprintf(buf, cap, "auto");
+		else if (v == KVS_GPU_OFF)
+			snprintf(buf, cap, "off");
+		else
+			snprintf(buf, cap, "%d", v);
+		return;
+	case T_UIDS:
+	case T_GIDS: {
+		const uint32_t *ids = p;
+		uint32_t n = *(const uint32_t *)((const char *)cfg + s->n_off);
+		size_t at = 0;
+
+		buf[0] = '\0';
+		for (uint32_t i = 0; i < n && at < cap; i++)
+			at += (size_t)snprintf(buf + at, cap - at, "%s%u",
+					       i ? "," : "", ids[i]);
+		return;
+	}
+	case T_ACTION:
+		break;
+	}
+	buf[0] = '\0';
+}
+
+/* Room for KVS_ALLOW_MAX ids of 10 digits and their commas. */
+#define VALUE_MAX (KVS_ALLOW_MAX * 11 + 1)
+
+/* One option of --help: the flag in a column of 20, its text beside it,
+ * continuation lines under the text. */
+static void usage_line(FILE *f, const struct setting *s, const kvs_config *d)
+{
+	char flag[64], val[VALUE_MAX], list[128] = "";
+	int len = snprintf(flag, sizeof(flag), "--%s%s%s", s->name,
+			   s->arg ? " " : "", s->arg ? s->arg : "");
+
+	if (s->type == T_POLICY) {
+		for (unsigned i = 0; kvs_policy_name_at(i); i++) {
+			if (i)
+				strncat(list, ", ", sizeof(list) - strlen(list) - 1);
+			strncat(list, kvs_policy_name_at(i),
+				sizeof(list) - strlen(list) - 1);
+		}
+	}
+	format_value(d, s, s->shift, val, sizeof(val));
+	fprintf(f, "  %-19s%s", flag, len > 19 ? "  " : " ");
+	for (const char *h = s->help; *h; h++) {
+		if (*h == '\n') {
+			fprintf(f, "\n%22s", "");
+		} else if (strncmp(h, "{}", 2) == 0) {
+			fputs(val, f);
+			h++;
+		} else if (strncmp(h, "{list}", 6) == 0) {
+			fputs(list, f);
+			h += 5;
 		} else {
-			key = trim(line, eq);
-			val = trim(eq + 1, eq + 1 + strlen(eq + 1));
-			for (const struct option *o = opts; o->name; o++)
-				if (strcmp(o->name, key) == 0 && o->val < O_CONFIG)
-					id = o->val;
-			why = id ? set_option(cfg, id, val) : "unknown key";
-			if (why) {
-				fprintf(stderr, "kvshared: %s:%d: %s '%s': %s\n", name,
-					lineno, key, val, why);
-				rc = KVS_E_CONFIG;
-				break;
-			}
-			continue;
-		}
-		if (why) {
-			fprintf(stderr, "kvshared: %s:%d: %s\n", name, lineno, why);
-			rc = KVS_E_CONFIG;
+			fputc(*h, f);
 		}
 	}
-	free(copy);
-	return rc;
+	fputc('\n', f);
 }
 
-static int load_file(kvs_config *cfg, const char *path)
+void kvs_config_usage(FILE *f, const kvs_config *d)
 {
-	FILE *f = fopen(path, "r");
-	char *text = NULL;
-	size_t len = 0, cap = 0, n;
-	int rc;
-
-	if (!f) {
-		fprintf(stderr, "kvshared: --config '%s': %s\n", path, strerror(errno));
-		return KVS_E_CONFIG;
-	}
-	do {
-		if (len + 4096 > cap) {
-			char *t = realloc(text, cap = cap * 2 + 4096);
-
-			if (!t) {
-				free(text);
-				fclose(f);
-				return -ENOMEM;
-			}
-			text = t;
-		}
-		n = fread(text + len, 1, cap - len, f);
-		len += n;
-	} while (n > 0 && len < (1u << 20));
-	fclose(f);
-	if (len >= (1u << 20)) {
-		free(text);
-		fprintf(stderr, "kvshared: --config '%s': larger than 1 MiB\n", path);
-		return KVS_E_CONFIG;
-	}
-	rc = kvs_config_parse_text(cfg, text ? text : "", len, path);
-	free(text);
-	return rc;
+	fprintf(f, "usage: kvshared [options]\n"
+		   "Shared KV-cache daemon for LLM workers on one machine.\n\n");
+	for (size_t i = 0; i < N_SETTINGS; i++)
+		usage_line(f, &settings[i], d);
 }
 
 void kvs_config_print(FILE *f, const kvs_config *cfg)
 {
+	char val[VALUE_MAX];
+
 	fprintf(f, "# kvshared effective configuration (a valid --config file)\n"
-		   "[kvshared]\n"
-		   "socket = %s\n"
-		   "host-size = %" PRIu64 "\n"
-		   "page-size = %u\n"
-		   "log-level = %s\n"
-		   "max-clients = %u\n"
-		   "max-leases = %u\n"
-		   "max-pinned-blocks = %u\n"
-		   "client-timeout = %u\n"
-		   "socket-mode = %04o\n"
-		   "eviction-policy = %s\n"
-		   "max-pinned-share = %u\n"
-		   "watch-buffer = %" PRIu64 "\n",
-		cfg->socket_path, cfg->host_bytes, cfg->page_bytes,
-		kvs_log_level_name(cfg->log_level), cfg->max_clients,
-		cfg->max_leases, cfg->max_pinned_blocks, cfg->client_timeout,
-		cfg->socket_mode, cfg->policy, cfg->max_pinned_share,
-		cfg->watch_buffer);
-	print_ids(f, "allow-uid", cfg->allow_uid, cfg->n_allow_uid);
-	print_ids(f, "allow-gid", cfg->allow_gid, cfg->n_allow_gid);
-	if (cfg->metrics_addr[0])
-		fprintf(f, "metrics-addr = %s\n", cfg->metrics_addr);
-	else
-		fprintf(f, "# metrics-addr: off\n");
-	if (cfg->ssd_dir[0])
-		fprintf(f, "ssd-dir = %s\n", cfg->ssd_dir);
-	else
-		fprintf(f, "# ssd-dir: off\n");
-	if (cfg->ssd_bytes)
-		fprintf(f, "ssd-size = %" PRIu64 "\n", cfg->ssd_bytes);
-	else
-		fprintf(f, "# ssd-size: 4 segments\n");
-	fprintf(f, "ssd-segment = %" PRIu64 "\n"
-		   "ssd-admit = %s\n"
-		   "ssd-write-through = %s\n"
-		   "ssd-queue-depth = %u\n",
-		cfg->ssd_segment_bytes, cfg->ssd_admit_hit ? "hit" : "all",
-		cfg->ssd_write_through ? "true" : "false", cfg->ssd_queue_depth);
-	if (cfg->gpu == KVS_GPU_AUTO)
-		fprintf(f, "gpu = auto\n");
-	else if (cfg->gpu == KVS_GPU_OFF)
-		fprintf(f, "gpu = off\n");
-	else
-		fprintf(f, "gpu = %d\n", cfg->gpu);
-	fprintf(f, "gpu-size = %" PRIu64 "\n", cfg->gpu_bytes);
-	fprintf(f, "tenant-arenas = %s\n", cfg->tenant_arenas ? "uid" : "off");
-	if (cfg->tenant_bytes)
-		fprintf(f, "tenant-size = %" PRIu64 "\n", cfg->tenant_bytes);
-	else
-		fprintf(f, "# tenant-size: host-size / max-tenants\n");
-	fprintf(f, "max-tenants = %u\n", cfg->max_tenants);
+		   "[kvshared]\n");
+	for (size_t i = 0; i < N_SETTINGS; i++) {
+		const struct setting *s = &settings[i];
+
+		if (s->type == T_ACTION || (s->flags & F_NOPRINT))
+			continue;
+		if (s->unset && is_unset(cfg, s)) {
+			fprintf(f, "# %s: %s\n", s->name, s->unset);
+			continue;
+		}
+		format_value(cfg, s, 0, val, sizeof(val));
+		fprintf(f, "%s = %s\n", s->name, val);
+	}
 }
 
-int kvs_config_parse_args(kvs_config *cfg, int argc, char **argv)
+static int bad(const char *flag, const char *val, const char *why)
 {
-	kvs_config defaults = *cfg;
-	int c, print = 0, rc;
+	fprintf(stderr, "kvshared: %s '%s': %s (see kvshared --help)\n", flag,
+		val ? val : "", why);
+	return KVS_E_CONFIG;
+}
 
-	/* The file first, wherever --config stands, so that flags win.
-	 * optind = 0 resets glibc's getopt fully (1 keeps cluster state). */
-	optind = 0;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		if (c == O_CONFIG && (rc = load_file(cfg, optarg)) < 0)
-			return rc;
-	}
-	optind = 0;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		const char *why;
-
-		switch (c) {
-		case O_CONFIG:
-			break;
-		case O_PRINT:
-			print = 1;
-			break;
-		case O_HELP:
-			kvs_config_usage(stdout, &defaults);
-			return 1;
-		case O_VERSION:
-			printf("kvshared %d.%d\n", KVSHARE_VERSION_MAJOR,
-			       KVSHARE_VERSION_MINOR);
-			return 1;
-		case '?':
-		case ':':
-			/* optopt is set for a long option missing its value (its
-			 * val) and for an unknown short one (the letter). */
-			if (optopt >= O_SOCKET)
-				return bad("option", argv[optind - 1], "needs a value");
-			if (optopt) {
-				char flag[3] = { '-', (char)optopt, 0 };
-
-				return bad("option", flag, "unknown option");
-			}
-			return bad("option", argv[optind - 1], "unknown option");
-		default:
-			why = set_option(cfg, c, optarg);
-			if (why) {
-				char flag[64] = "--";
-
-				for (const struct option *o = opts; o->name; o++)
-					if (o->val == c)
-						snprintf(flag, sizeof(flag), "--%s", o->name);
-				return bad(flag, optarg, why);
-			}
-		}
-	}
-	if (optind < argc)
-		return bad("argument", argv[optind], "unexpected");
+/* Rules between settings: the one place they are checked, once every
+ * setting is read (so that the order of flags and lines does not matter). */
+static int check_rules(const kvs_config *cfg)
+{
 	if (cfg->host_bytes < cfg->page_bytes)
 		return bad("--host-size", "", "smaller than one page");
 	/* Per-uid arenas with tiers shared by every domain would let one
-	 * tenant's blocks reach another's arena: not built, so refused. */
+	 * tenant's blocks reach another's arena: not built, so refused. (The
+	 * server turns --gpu auto off under them, for the same reason.) */
 	if (cfg->tenant_arenas && cfg->ssd_dir[0])
 		return bad("--tenant-arenas", "uid", "not supported yet with "
 			   "--ssd-dir (the SSD tier is not per tenant)");
@@ -717,6 +716,84 @@ int kvs_config_parse_args(kvs_config *cfg, int argc, char **argv)
 	if (cfg->tenant_arenas && kvs_config_tenant_bytes(cfg) < cfg->page_bytes)
 		return bad("--tenant-size", "", "a tenant arena is smaller than "
 			   "one page (--host-size / --max-tenants, or --tenant-size)");
+	return 0;
+}
+
+/* getopt_long's options, made from settings[]. */
+static const struct option *long_options(void)
+{
+	static struct option opts[N_SETTINGS + 1];
+
+	if (opts[0].name)
+		return opts;
+	for (size_t i = 0; i < N_SETTINGS; i++) {
+		const struct setting *s = &settings[i];
+
+		opts[i].name = s->name;
+		opts[i].has_arg = s->arg ? required_argument
+			: s->type == T_BOOL ? optional_argument : no_argument;
+		opts[i].val = OPT_BASE + (int)i;
+	}
+	return opts;
+}
+
+int kvs_config_parse_args(kvs_config *cfg, int argc, char **argv)
+{
+	const struct option *opts = long_options();
+	kvs_config defaults = *cfg;
+	int c, print = 0, rc;
+
+	/* The file first, wherever --config stands, so that flags win.
+	 * optind = 0 resets glibc's getopt fully (1 keeps cluster state). */
+	optind = 0;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (c >= OPT_BASE && strcmp(settings[c - OPT_BASE].name, "config") == 0 &&
+		    (rc = kvs_config_load_file(cfg, optarg)) < 0)
+			return rc;
+	}
+	optind = 0;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		const struct setting *s;
+		const char *why;
+
+		if (c == '?' || c == ':') {
+			/* optopt is set for a long option missing its value (its
+			 * val) and for an unknown short one (the letter). */
+			if (optopt >= OPT_BASE)
+				return bad("option", argv[optind - 1], "needs a value");
+			if (optopt) {
+				char flag[3] = { '-', (char)optopt, 0 };
+
+				return bad("option", flag, "unknown option");
+			}
+			return bad("option", argv[optind - 1], "unknown option");
+		}
+		s = &settings[c - OPT_BASE];
+		if (s->type != T_ACTION) {
+			why = set_value(cfg, s, optarg);
+			if (why) {
+				char flag[64];
+
+				snprintf(flag, sizeof(flag), "--%s", s->name);
+				return bad(flag, optarg, why);
+			}
+		} else if (strcmp(s->name, "print-config") == 0) {
+			print = 1;
+		} else if (strcmp(s->name, "help") == 0) {
+			kvs_config_usage(stdout, &defaults);
+			return 1;
+		} else if (strcmp(s->name, "version") == 0) {
+			printf("kvshared %d.%d\n", KVSHARE_VERSION_MAJOR,
+			       KVSHARE_VERSION_MINOR);
+			return 1;
+		}
+	}
+	if (optind < argc)
+		return bad("argument", argv[optind], "unexpected");
+	rc = check_rules(cfg);
+	if (rc < 0)
+		return rc;
 	if (print) {
 		kvs_config_print(stdout, cfg);
 		return 1;

@@ -2,8 +2,9 @@
  * kvs_admin.h - the operator's requests: list, inspect, evict/flush,
  * pin/unpin, and the KV event stream (watch).
  *
- * server.c hands it the payload of an operator request and sends back what it
- * writes; the work is done on the cache through kvs_cache_admin.h. Events
+ * server.c decodes an operator request, checks who may send it (its command
+ * table: EVICT, PIN, UNPIN and VERIFY are for control connections only), hands
+ * the request here and sends back what this writes; the work is done on the cache through kvs_cache_admin.h. Events
  * (stored, evicted, flushed, pinned, unpinned) collect while a request runs
  * and go out, one EVENT message per subscriber, when kvs_admin_publish() is
  * called after it. A subscriber whose unsent output is over the watch buffer
@@ -26,6 +27,8 @@
 
 #include "kvs_cache.h"
 #include "kvs_stats.h"
+#include "kvs_wire.h"
+#include "kvs_wire_admin.h"
 
 typedef struct kvs_admin kvs_admin;
 typedef struct kvs_admin_sub kvs_admin_sub;
@@ -42,17 +45,25 @@ int kvs_admin_create(const kvs_admin_config *cfg, kvs_cache *cache,
 void kvs_admin_destroy(kvs_admin *a);
 
 /*
- * kvs_admin_handle - one operator request (LIST, INSPECT, EVICT, PIN, UNPIN).
- * @conn_ns: the connection's namespace, 0 for a control-only connection. An
- * attached (worker) connection sees only its own namespace and may not evict
- * or pin (-EPERM).
- * @out, @cap: where the reply payload goes; *len its length.
- * Errors: KVS_E_PROTO (malformed), -ENOENT (no such block or namespace),
- * -EPERM, KVS_E_LIMIT (pins over the share), KVS_E_TOOMANY, -ENOBUFS.
+ * The operator requests, decoded. Each writes its reply payload to @out (@cap
+ * bytes) and its length to *len. @conn_ns: the connection's namespace, 0 for
+ * a control-only connection; an attached (worker) connection sees only its
+ * own namespace (-EPERM for another). Evict and pin are not for attached
+ * connections: the caller refuses those (server.c's command table).
+ * Errors: -ENOENT (no such block or namespace), -EPERM, KVS_E_LIMIT (pins
+ * over the share), KVS_E_TOOMANY, -ENOBUFS, -ENOMEM.
  */
-int kvs_admin_handle(kvs_admin *a, uint32_t conn_ns, uint32_t opcode,
-		     const uint8_t *p, size_t n, uint8_t *out, size_t cap,
-		     size_t *len);
+int kvs_admin_list(kvs_admin *a, uint32_t conn_ns, const kvs_wire_list_req *req,
+		   uint8_t *out, size_t cap, size_t *len);
+int kvs_admin_inspect(kvs_admin *a, uint32_t conn_ns,
+		      const kvs_wire_inspect_req *req, uint8_t *out, size_t cap,
+		      size_t *len);
+int kvs_admin_evict(kvs_admin *a, const kvs_wire_evict_req *req, uint8_t *out,
+		    size_t cap, size_t *len);
+/* kvs_admin_pin - @pin 1: pin, 0: unpin the cached part of the chain @req in
+ * namespace @ns (0: the namespace of its first block). */
+int kvs_admin_pin(kvs_admin *a, int pin, uint32_t ns, const kvs_wire_hashes *req,
+		  uint8_t *out, size_t cap, size_t *len);
 
 /*
  * kvs_admin_subscribe - send events to @out from now on, as EVENT messages

@@ -1,6 +1,10 @@
 /*
  * kvs_config.h - the daemon's configuration: embedded defaults, then flags.
  *
+ * Each setting is declared once, in config.c's settings table (name, type,
+ * field, bounds, default, help): the flags, the config file's keys, --help
+ * and --print-config are made from it. config_file.c reads the file syntax.
+ *
  * Lifecycle: kvs_config_defaults() -> kvs_config_parse_args(). Defaults need
  * no file and no flag: a socket under $XDG_RUNTIME_DIR (or /tmp/kvshare-UID),
  * a host tier of a quarter of the RAM available at start.
@@ -86,6 +90,24 @@ int kvs_parse_size(const char *s, uint64_t *out);
  */
 int kvs_config_parse_text(kvs_config *cfg, const char *text, size_t len,
 			  const char *name);
+
+/*
+ * kvs_config_set - apply one setting, named by its flag without "--" (the
+ * config file's key), to @cfg. @val NULL: a flag given without a value (only
+ * a boolean takes that). Returns NULL, or why the key or @val is refused
+ * ("unknown key" for a name that is not a setting, --help among them);
+ * @cfg is unchanged then. Rules between settings are not checked here but
+ * by kvs_config_parse_args(), once all are read.
+ */
+const char *kvs_config_set(kvs_config *cfg, const char *key, const char *val);
+
+/*
+ * kvs_config_load_file - read the config file @path (at most 1 MiB) and
+ * apply it with kvs_config_parse_text().
+ * Errors: KVS_E_CONFIG after printing "kvshared: --config 'PATH': why", or
+ * what kvs_config_parse_text() returns.
+ */
+int kvs_config_load_file(kvs_config *cfg, const char *path);
 
 /* kvs_config_tenant_bytes - the host bytes of each tenant arena:
  * --tenant-size, or --host-size divided evenly by --max-tenants (rounded down

@@ -42,6 +42,32 @@ int main(void)
 	CHECK(cfg.host_bytes >= 64 * 1024);
 	CHECK_EQ(cfg.page_bytes, 65536);
 	CHECK_EQ(cfg.ready_fd, -1);
+	/* The settings table's defaults (config.c), each read as a value. */
+	CHECK_EQ(cfg.log_level, KVS_LOG_INFO);
+	CHECK_EQ(cfg.max_clients, 1024);
+	CHECK_EQ(cfg.max_leases, 4096);
+	CHECK_EQ(cfg.ssd_segment_bytes, 256ull << 20);
+	CHECK_EQ(cfg.ssd_queue_depth, 32);
+	CHECK_EQ(cfg.ssd_admit_hit, 0);
+	CHECK_EQ(cfg.ssd_write_through, 0);
+	CHECK_EQ(cfg.gpu, KVS_GPU_AUTO);
+	CHECK_EQ(cfg.gpu_bytes, 1ull << 30);
+	CHECK_EQ(cfg.max_pinned_share, 50);
+	CHECK_EQ(cfg.watch_buffer, 1u << 20);
+	CHECK_EQ(cfg.tenant_arenas, 0);
+	CHECK_EQ(cfg.max_tenants, 8);
+	CHECK(cfg.ssd_dir[0] == '\0' && cfg.metrics_addr[0] == '\0');
+	/* kvs_config_set: by key; actions are not settings; a refusal keeps
+	 * the old value. */
+	CHECK(kvs_config_set(&cfg, "max-tenants", "3") == NULL);
+	CHECK_EQ(cfg.max_tenants, 3);
+	CHECK(kvs_config_set(&cfg, "max-tenants", "0") != NULL);
+	CHECK_EQ(cfg.max_tenants, 3);
+	CHECK(kvs_config_set(&cfg, "ssd-write-through", NULL) == NULL);
+	CHECK_EQ(cfg.ssd_write_through, 1);
+	CHECK(strcmp(kvs_config_set(&cfg, "help", NULL), "unknown key") == 0);
+	CHECK(strcmp(kvs_config_set(&cfg, "colour", "blue"), "unknown key") == 0);
+	kvs_config_defaults(&cfg);
 
 	CHECK_EQ(parse(&cfg, "--host-size", "256M"), 0);
 	CHECK_EQ(cfg.host_bytes, 256ull << 20);

@@ -1,0 +1,409 @@
+/*
+ * command.c - the requests the daemon serves: one table, by opcode, of each
+ * command's decode, handler, counter and flags, and command_dispatch(),
+ * which checks the flags in one place (see server_int.h). The wire codec is
+ * kvs_wire.h's, the work the cache's and admin.c's.
+ */
+#define _GNU_SOURCE
+#include "server_int.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+
+#include "kvs_cache_admin.h"
+#include "kvs_wire_admin.h"
+
+/* ---- requests --------------------------------------------------------- */
+
+/* A request's payload, decoded by its command's decode (one member each). */
+typedef union request {
+	kvs_wire_hello hello;
+	kvs_wire_hashes hashes; /* lookup, reserve */
+	uint64_t lease;         /* commit, abort, release */
+	kvs_wire_list_req list;
+	kvs_wire_inspect_req inspect;
+	kvs_wire_evict_req evict;
+	struct {
+		uint32_t ns;
+		kvs_wire_hashes hashes;
+	} pin;                  /* pin, unpin */
+	kvs_wire_verify_req verify;
+} request;
+
+/* A handler answers its request itself and returns 0, or returns the error
+ * that command_dispatch() answers (-EINPROGRESS: it answers later, for a command
+ * that is CMD_DEFERRABLE). */
+
+static int do_hello(conn *c, const kvs_wire_hdr *h, const request *rq)
+{
+	kvs_server *s = c->srv;
+	const kvs_wire_hello *hello = &rq->hello;
+	kvs_wire_hello_reply r = { 0 };
+	uint8_t buf[64];
+	int rc;
+
+	if (!(hello->flags & KVS_HELLO_CONTROL)) {
+		rc = kvs_cache_attach(s->cache, c->owner, hello, &r.ns_id,
+				      &r.block_bytes);
+		if (rc < 0)
+			return rc;
+		if (!c->ns)
+			s->stats.clients_attached++;
+		c->ns = r.ns_id;
+		r.arena_count = 1;
+		/* The arena of the client's own trust domain, never another. */
+		kvs_cache_owner_arena(s->cache, c->owner, &c->pending_fd,
+				      &r.host_arena_bytes, &r.host_arena_id);
+		/* The GPU arena goes to workers that asked for it only: a
+		 * client that did not gets the reply it always got. */
+		if ((hello->flags & KVS_HELLO_GPU) && kvs_cache_gpu_fd(s->cache) >= 0) {
+			r.arena_count = 2;
+			r.gpu_arena_bytes = kvs_cache_gpu_bytes(s->cache);
+			r.gpu_kind = kvs_cache_gpu_kind(s->cache);
+			r.gpu_device = kvs_cache_gpu_device(s->cache);
+			c->pending_fd2 = kvs_cache_gpu_fd(s->cache);
+		}
+	}
+	rc = kvs_wire_hello_reply_encode(&r, buf, sizeof(buf));
+	conn_reply(c, h, 0, buf, (size_t)rc);
+	return 0;
+}
+
+static void reply_blocks(conn *c, const kvs_wire_hdr *h, uint64_t lease,
+			 const kvs_block *blocks, uint32_t count)
+{
+	kvs_server *s = c->srv;
+	int rc = kvs_wire_blocks_encode(lease, blocks, count, s->reply,
+					KVS_WIRE_MAX_PAYLOAD);
+
+	conn_reply(c, h, 0, s->reply, (size_t)rc);
+}
+
+static int do_lookup(conn *c, const kvs_wire_hdr *h, const request *rq)
+{
+	kvs_server *s = c->srv;
+	uint64_t lease;
+	int rc = kvs_cache_lookup(s->cache, c->owner, rq->hashes.hashes,
+				  rq->hashes.count, &lease, s->blocks);
+
+	/* -EINPROGRESS: blocks are being read back from SSD, and
+	 * command_lookup_done() answers. */
+	if (rc < 0)
+		return rc;
+	reply_blocks(c, h, lease, s->blocks, (uint32_t)rc);
+	return 0;
+}
+
+/* A deferred lookup is answered (kvs_cache_done_fn): send it, then go on
+ * with the requests that queued behind it. */
+void command_lookup_done(void *arg, int rc, uint64_t lease,
+			   const kvs_block *out)
+{
+	conn *c = arg;
+
+	c->waiting = 0;
+	if (rc < 0)
+		conn_reply_error(c, &c->wait_hdr, rc);
+	else
+		reply_blocks(c, &c->wait_hdr, lease, out, (uint32_t)rc);
+	conn_process(c);
+}
+
+static int do_reserve(conn *c, const kvs_wire_hdr *h, const request *rq)
+{
+	kvs_server *s = c->srv;
+	uint64_t lease;
+	int rc = kvs_cache_reserve(s->cache, c->owner, rq->hashes.hashes,
+				   rq->hashes.count, &lease, s->blocks);
+
+	if (rc < 0)
+		return rc;
+	reply_blocks(c, h, lease, s->blocks, rq->hashes.count);
+	return 0;
+}
+
+/* Commit, abort and release answer a count (blocks published or freed). */
+static int reply_count(conn *c, const kvs_wire_hdr *h, int rc)
+{
+	uint8_t buf[8];
+
+	if (rc < 0)
+		return rc;
+	kvs_wire_u64_encode((uint64_t)rc, buf, sizeof(buf));
+	conn_reply(c, h, 0, buf, sizeof(buf));
+	return 0;
+}
+
+static int do_commit(conn *c, const kvs_wire_hdr *h, const request *rq)
+{
+	return reply_count(c, h, kvs_cache_commit(c->srv->cache, c->owner, rq->lease));
+}
+
+static int do_abort(conn *c, const kvs_wire_hdr *h, const request *rq)
+{
+	return reply_count(c, h, kvs_cache_abort(c->srv->cache, c->owner, rq->lease));
+}
+
+static int do_release(conn *c, const kvs_wire_hdr *h, const request *rq)
+{
+	return reply_count(c, h, kvs_cache_release(c->srv->cache, c->owner, rq->lease));
+}
+
+static int do_stats(conn *c, const kvs_wire_hdr *h, const request *rq)
+{
+	char *text = NULL;
+	size_t len = 0;
+	int rc = server_stats_text(c->srv, &text, &len);
+
+	if (rc < 0)
+		return rc;
+	conn_reply(c, h, 0, (const uint8_t *)text, len);
+	free(text);
+	return 0;
+}
+
+/* Operator requests: admin.c does the work, these send the answer. */
+static int reply_admin(conn *c, const kvs_wire_hdr *h, int rc, size_t len)
+{
+	if (rc < 0)
+		return rc;
+	conn_reply(c, h, 0, c->srv->reply, len);
+	return 0;
+}
+
+static int do_list(conn *c, const kvs_wire_hdr *h, const request *rq)
+{
+	size_t len = 0;
+	int rc = kvs_admin_list(c->srv->admin, c->ns, &rq->list, c->srv->reply,
+				KVS_WIRE_MAX_PAYLOAD, &len);
+
+	return reply_admin(c, h, rc, len);
+}
+
+static int do_inspect(conn *c, const kvs_wire_hdr *h, const request *rq)
+{
+	size_t len = 0;
+	int rc = kvs_admin_inspect(c->srv->admin, c->ns, &rq->inspect,
+				   c->srv->reply, KVS_WIRE_MAX_PAYLOAD, &len);
+
+	return reply_admin(c, h, rc, len);
+}
+
+static int do_evict(conn *c, const kvs_wire_hdr *h, const request *rq)
+{
+	size_t len = 0;
+	int rc = kvs_admin_evict(c->srv->admin, &rq->evict, c->srv->reply,
+				 KVS_WIRE_MAX_PAYLOAD, &len);
+
+	return reply_admin(c, h, rc, len);
+}
+
+static int do_pin(conn *c, const kvs_wire_hdr *h, const request *rq)
+{
+	size_t len = 0;
+	int rc = kvs_admin_pin(c->srv->admin, 1, rq->pin.ns, &rq->pin.hashes,
+			       c->srv->reply, KVS_WIRE_MAX_PAYLOAD, &len);
+
+	return reply_admin(c, h, rc, len);
+}
+
+static int do_unpin(conn *c, const kvs_wire_hdr *h, const request *rq)
+{
+	size_t len = 0;
+	int rc = kvs_admin_pin(c->srv->admin, 0, rq->pin.ns, &rq->pin.hashes,
+			       c->srv->reply, KVS_WIRE_MAX_PAYLOAD, &len);
+
+	return reply_admin(c, h, rc, len);
+}
+
+static void conn_wake(void *arg)
+{
+	conn *c = arg;
+
+	event_add(c->wev, NULL);
+}
+
+/* WATCH: the reply (empty) comes first, then EVENT messages with its id. */
+static int do_watch(conn *c, const kvs_wire_hdr *h, const request *rq)
+{
+	int rc = c->sub ? -EALREADY
+			: kvs_admin_subscribe(c->srv->admin, c->out, h->req_id,
+					      conn_wake, c, &c->sub);
+
+	if (rc < 0)
+		return rc;
+	conn_reply(c, h, 0, NULL, 0);
+	return 0;
+}
+
+/* A deferred verify is done (kvs_cache_verify_fn): send it, then go on
+ * with the requests that queued behind it. */
+static void on_verify_done(void *arg, const kvs_wire_verify_reply *rep,
+			   const kvs_wire_verify_fail *fails)
+{
+	conn *c = arg;
+	kvs_server *s = c->srv;
+	int rc = kvs_wire_verify_reply_encode(rep, fails, s->reply,
+					      KVS_WIRE_MAX_PAYLOAD);
+
+	c->waiting = 0;
+	if (rc < 0)
+		conn_reply_error(c, &c->wait_hdr, rc);
+	else
+		conn_reply(c, &c->wait_hdr, 0, s->reply, (size_t)rc);
+	conn_process(c);
+}
+
+/* VERIFY: read back the SSD tier's blocks; answered when the reads are
+ * done (on_verify_done), the connection waiting meanwhile. */
+static int do_verify(conn *c, const kvs_wire_hdr *h, const request *rq)
+{
+	kvs_server *s = c->srv;
+	kvs_wire_verify_reply rep;
+	int rc;
+
+	if (rq->verify.ns > kvs_cache_ns_count(s->cache))
+		return -ENOENT;
+	rc = kvs_cache_verify(s->cache, c->owner, rq->verify.ns,
+			      rq->verify.max_failed, on_verify_done, c, &rep);
+	if (rc == 0)
+		rc = kvs_wire_verify_reply_encode(&rep, NULL, s->reply,
+						  KVS_WIRE_MAX_PAYLOAD);
+	if (rc < 0)
+		return rc;
+	conn_reply(c, h, 0, s->reply, (size_t)rc);
+	return 0;
+}
+
+/* ---- the command table ------------------------------------------------ */
+
+static int decode_none(const uint8_t *p, size_t n, request *rq)
+{
+	return n ? KVS_E_PROTO : 0;
+}
+
+static int decode_hello(const uint8_t *p, size_t n, request *rq)
+{
+	return kvs_wire_hello_decode(p, n, &rq->hello);
+}
+
+static int decode_hashes(const uint8_t *p, size_t n, request *rq)
+{
+	return kvs_wire_hashes_decode(p, n, &rq->hashes);
+}
+
+static int decode_lease(const uint8_t *p, size_t n, request *rq)
+{
+	return kvs_wire_u64_decode(p, n, &rq->lease);
+}
+
+static int decode_list(const uint8_t *p, size_t n, request *rq)
+{
+	return kvs_wire_list_req_decode(p, n, &rq->list);
+}
+
+static int decode_inspect(const uint8_t *p, size_t n, request *rq)
+{
+	return kvs_wire_inspect_req_decode(p, n, &rq->inspect);
+}
+
+static int decode_evict(const uint8_t *p, size_t n, request *rq)
+{
+	return kvs_wire_evict_req_decode(p, n, &rq->evict);
+}
+
+static int decode_pin(const uint8_t *p, size_t n, request *rq)
+{
+	return kvs_wire_pin_req_decode(p, n, &rq->pin.ns, &rq->pin.hashes);
+}
+
+static int decode_verify(const uint8_t *p, size_t n, request *rq)
+{
+	return kvs_wire_verify_req_decode(p, n, &rq->verify);
+}
+
+/* The flags (CMD_*, server_int.h) are checked by command_dispatch() once
+ * the payload decodes (a malformed request is KVS_E_PROTO whoever sends
+ * it): operator-only, then needs-attach. */
+typedef struct command {
+	int (*decode)(const uint8_t *p, size_t n, request *rq);
+	int (*handle)(conn *c, const kvs_wire_hdr *h, const request *rq);
+	size_t counter; /* offsetof(kvs_counters, its ops_ counter) */
+	unsigned flags;
+} command;
+
+/* Every request the daemon serves, once, by opcode (names: kvs_wire.h).
+ * EVENT goes from the daemon only: from a client it is an unknown opcode. */
+#define CMD(op, name, dec, flags)                                              \
+	[KVS_OP_##op] = { decode_##dec, do_##name,                            \
+			  offsetof(kvs_counters, ops_##name), flags }
+static const command commands[KVS_OP__COUNT] = {
+	CMD(HELLO, hello, hello, CMD_SENDS_FD),
+	CMD(LOOKUP, lookup, hashes, CMD_ATTACHED | CMD_DEFERRABLE),
+	CMD(RESERVE, reserve, hashes, CMD_ATTACHED),
+	CMD(COMMIT, commit, lease, CMD_ATTACHED),
+	CMD(ABORT, abort, lease, CMD_ATTACHED),
+	CMD(RELEASE, release, lease, CMD_ATTACHED),
+	CMD(STATS, stats, none, 0),
+	CMD(LIST, list, list, 0),       /* a worker: its own namespace */
+	CMD(INSPECT, inspect, inspect, 0),
+	CMD(EVICT, evict, evict, CMD_OPERATOR),
+	CMD(PIN, pin, pin, CMD_OPERATOR),
+	CMD(UNPIN, unpin, pin, CMD_OPERATOR),
+	CMD(WATCH, watch, none, 0),
+	CMD(VERIFY, verify, verify, CMD_OPERATOR | CMD_DEFERRABLE), /* it drops blocks */
+};
+#undef CMD
+
+static const command *command_of(uint32_t opcode)
+{
+	return opcode < KVS_OP__COUNT && commands[opcode].handle
+		       ? &commands[opcode] : NULL;
+}
+
+unsigned command_flags(uint32_t opcode)
+{
+	const command *cmd = command_of(opcode);
+
+	return cmd ? cmd->flags : 0;
+}
+
+void command_dispatch(conn *c, const kvs_wire_hdr *h, const uint8_t *p)
+{
+	kvs_counters *st = &c->srv->stats;
+	const command *cmd = command_of(h->opcode);
+	uint64_t t0 = now_ns();
+	request rq;
+	int rc;
+
+	if (!cmd) {
+		st->errors_opcode++;
+		conn_reply_error(c, h, KVS_E_OPCODE);
+		return;
+	}
+	(*(int64_t *)((char *)st + cmd->counter))++;
+	rc = cmd->decode(p, h->len, &rq);
+	if (rc < 0) {
+		if (rc == KVS_E_TOOMANY)
+			st->errors_toomany++;
+		else if (rc == KVS_E_PROTO)
+			st->errors_proto++;
+	} else if ((cmd->flags & CMD_OPERATOR) && c->ns) {
+		rc = -EPERM;
+	} else if ((cmd->flags & CMD_ATTACHED) && !c->ns) {
+		/* No namespace, no blocks nor leases: say so. */
+		st->errors_notattached++;
+		rc = KVS_E_NOTATTACHED;
+	} else {
+		rc = cmd->handle(c, h, &rq);
+	}
+	if (rc == -EINPROGRESS && (cmd->flags & CMD_DEFERRABLE)) {
+		c->waiting = 1;
+		c->wait_hdr = *h;
+	} else if (rc < 0) {
+		conn_reply_error(c, h, rc);
+	}
+	kvs_hist_add(&c->srv->latency[h->opcode], now_ns() - t0);
+	kvs_admin_publish(c->srv->admin);
+}
