@@ -44,7 +44,8 @@ def engine_main(a: argparse.Namespace) -> None:
     from vllm import LLM, SamplingParams
 
     extra = {"socket": a.socket, "model_id": "bench", "log_interval": 0,
-             "stats_file": os.path.join(a.dir, a.role), "overlap": not a.no_overlap}
+             "stats_file": os.path.join(a.dir, a.role),
+             "overlap": True if a.overlap else None}
     kw = {"kv_transfer_config": {
         "kv_connector": "KvshareConnector",
         "kv_connector_module_path": "kvshare.vllm_connector",
@@ -122,8 +123,9 @@ def main() -> None:
     ap.add_argument("--heads", type=int, default=16)
     ap.add_argument("--kv-heads", type=int, default=4)
     ap.add_argument("--head-dim", type=int, default=64)
-    ap.add_argument("--no-overlap", action="store_true",
-                    help="the connector loads every layer before the forward")
+    ap.add_argument("--overlap", action="store_true",
+                    help="the connector loads layer by layer while the model computes "
+                         "(its default on a GPU; on a CPU it loads first, on two threads)")
     ap.add_argument("--role", help=argparse.SUPPRESS)
     ap.add_argument("--dir", help=argparse.SUPPRESS)
     ap.add_argument("--socket", help=argparse.SUPPRESS)
@@ -164,7 +166,7 @@ def main() -> None:
             t0 = time.time()
             r = subprocess.run([sys.executable, __file__, "--role", role, "--dir", d,
                                 "--socket", sock, f"--tokens={a.tokens}", f"--reps={a.reps}",
-                                *(["--no-overlap"] if a.no_overlap else [])],
+                                *(["--overlap"] if a.overlap else [])],
                                env=env, capture_output=True, text=True)
             if r.returncode:
                 sys.exit(f"bench_vllm: the {role} engine failed:\n{r.stdout[-3000:]}"

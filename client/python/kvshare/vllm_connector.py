@@ -26,8 +26,10 @@ and the connector reconnects at most once per `reconnect_interval` seconds.
 Extra config: `socket` (default: kvshared's default path), `dtype` (what
 blocks store: "auto" = the engine's KV dtype, or "int8" / "fp8_e4m3" / "int4"),
 `model_id` (the namespace's model name; default: the served model's),
-`overlap` (default true: load layer by layer on a copy thread; false: load
-every layer in start_load_kv, on the calling thread, before the forward),
+`overlap` (true: load layer by layer on a copy thread while the model
+computes; false: load every layer in start_load_kv, on `load_threads` threads
+at once, before the forward; default: true on a GPU, false on a CPU, where the
+copies and the model share the same cores), `load_threads` (default 2),
 `reconnect_interval` (seconds, default 5), `log_interval` (seconds between
 counter lines in the log, default 30; 0: never), `stats_file` (a path: each
 side writes its counters as JSON to PATH.scheduler / PATH.worker after every
@@ -218,7 +220,8 @@ class KvshareConnector(KVConnectorBase_V1):
                                 float(tc.get_from_extra_config("reconnect_interval", 5)),
                                 self.counters)
         self.log_interval = float(tc.get_from_extra_config("log_interval", 30))
-        self.overlap = bool(tc.get_from_extra_config("overlap", True))
+        self.overlap = tc.get_from_extra_config("overlap", None)
+        self.load_threads = max(1, int(tc.get_from_extra_config("load_threads", 2)))
         stats_file = tc.get_from_extra_config("stats_file", None)
         self.stats_file = f"{stats_file}.{role.name.lower()}" if stats_file else None
         self.stats_written: Optional[Counters] = None
@@ -228,9 +231,10 @@ class KvshareConnector(KVConnectorBase_V1):
         # worker
         self.layers: dict[str, tuple[int, torch.Tensor]] = {}
         self.cache: Optional[kvshare.PagedCache] = None
-        self.pool = concurrent.futures.ThreadPoolExecutor(1, "kvshare-load")
+        self.pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
         self.layer_done: dict[int, concurrent.futures.Future] = {}
         self.leases: list[kvshare.ReadLease] = []
+        self.load_started = self.load_done = 0.0
         self.load_errors: set[int] = set()
         self.lock = threading.Lock()
         logger.info("kvshare connector (%s): socket %s, layout %s", role.name,
@@ -373,6 +377,13 @@ class KvshareConnector(KVConnectorBase_V1):
         # backend reads each head's [block_size, C] as K rows then V rows, the
         # CUDA backends split C into K and V.
         kind = "cpu" if current_platform.is_cpu() else "bhnc"
+        if self.overlap is None:
+            self.overlap = not current_platform.is_cpu()
+        # One copy thread in order when overlapping (layer l first); several
+        # at once otherwise. The CUDA path registers the host arena on its
+        # first use: one thread there.
+        threads = 1 if self.overlap or kind != "cpu" else self.load_threads
+        self.pool = concurrent.futures.ThreadPoolExecutor(threads, "kvshare-load")
         for i, name in enumerate(order):
             self.layers[name] = (i, kv_caches[name])
         first = kv_caches[order[0]]
@@ -413,16 +424,16 @@ class KvshareConnector(KVConnectorBase_V1):
                 self.counters.load_errors += len(lost)
         if not jobs:
             return
-        layers = sorted(self.layers.values(), key=lambda x: x[0])
-        for idx, tensor in layers:
-            if self.overlap:
-                self.layer_done[idx] = self.pool.submit(self._load_layer, idx, tensor, jobs)
-            else:
-                self._load_layer(idx, tensor, jobs)
+        assert self.pool is not None
+        self.load_started = time.perf_counter()
+        for idx, tensor in sorted(self.layers.values(), key=lambda x: x[0]):
+            self.layer_done[idx] = self.pool.submit(self._load_layer, idx, tensor, jobs)
+        if not self.overlap:  # every layer now, before the forward
+            for f in self.layer_done.values():
+                f.result()
 
     def _load_layer(self, idx: int, tensor: torch.Tensor, jobs: list) -> None:
-        """One layer of every job, on the copy thread."""
-        t0 = time.perf_counter()
+        """One layer of every job, on a copy thread."""
         for lease, page_ids, start in jobs:
             try:
                 lease.load(idx, self.cache, tensor, page_ids, first=start, count=len(page_ids))
@@ -430,9 +441,8 @@ class KvshareConnector(KVConnectorBase_V1):
                 logger.warning("kvshare: load of layer %d failed: %s", idx, e)
                 with self.lock:
                     self.load_errors.update(page_ids)
-        dt = time.perf_counter() - t0
         with self.lock:
-            self.counters.load_seconds += dt
+            self.load_done = time.perf_counter()
             if idx == 0:
                 n = sum(len(p) for _, p, _ in jobs)
                 self.counters.loaded_blocks += n
@@ -451,6 +461,8 @@ class KvshareConnector(KVConnectorBase_V1):
     def wait_for_save(self) -> None:
         for f in self.layer_done.values():
             f.result()
+        if self.layer_done:  # the step's loads, first submitted to last done
+            self.counters.load_seconds += self.load_done - self.load_started
         self.layer_done = {}
         for lease in self.leases:
             try:
@@ -509,5 +521,6 @@ class KvshareConnector(KVConnectorBase_V1):
 
     def shutdown(self) -> None:
         logger.info("%s", self.counters.line())
-        self.pool.shutdown(wait=True)
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
         self.clients.close()
