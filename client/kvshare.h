@@ -43,55 +43,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kvs_types.h" /* kvs_hash, KVS_E_*, kvs_dtype, kvs_tier */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 #define KVSHARE_VERSION_MAJOR 0
 #define KVSHARE_VERSION_MINOR 2
-
-/* kvshare's own error codes: one reserved negative range. */
-enum {
-	KVS_E_BASE = -2000,
-	KVS_E_PROTO = -2001,        /* malformed or truncated message */
-	KVS_E_VERSION = -2002,      /* protocol version not supported */
-	KVS_E_OPCODE = -2003,       /* unknown opcode */
-	KVS_E_TOOBIG = -2004,       /* message length over the limit */
-	KVS_E_TOOMANY = -2005,      /* hash count over the limit */
-	KVS_E_LAYOUT = -2006,       /* invalid layout (zero sizes, block too large) */
-	KVS_E_ATTACHED = -2007,     /* already attached with another layout */
-	KVS_E_NOTATTACHED = -2008,  /* operation needs a namespace (attach a layout) */
-	KVS_E_NOLEASE = -2009,      /* no such lease */
-	KVS_E_NOTOWNER = -2010,     /* the lease belongs to another connection */
-	KVS_E_LEASEKIND = -2011,    /* commit/abort of a read lease */
-	KVS_E_FULL = -2012,         /* cache full: every evictable block is pinned */
-	KVS_E_LIMIT = -2013,        /* a per-client limit (leases, pins) is reached */
-	KVS_E_DISCONNECTED = -2014, /* the daemon went away; kvs_reconnect() */
-	KVS_E_NODAEMON = -2015,     /* nothing listens on the socket */
-	KVS_E_DAEMON_RUNNING = -2016, /* another daemon already serves this socket */
-	KVS_E_CONFIG = -2017,       /* bad configuration value */
-	KVS_E_INTERNAL = -2018,     /* a bug: reported, never silently ignored */
-	KVS_E_PERM = -2019,         /* the daemon does not serve this peer's uid/gid */
-	KVS_E_LAST = -2020
-};
-
-/* Element types of the KV cache as stored. */
-typedef enum kvs_dtype {
-	KVS_DTYPE_FP16 = 1,
-	KVS_DTYPE_BF16 = 2,
-	KVS_DTYPE_FP32 = 3,
-	KVS_DTYPE_FP8_E4M3 = 4,
-	KVS_DTYPE_INT8 = 5,
-	KVS_DTYPE_INT4 = 6,     /* two 4-bit codes per byte, group scales */
-} kvs_dtype;
-
-/* Tiers a block's bytes can be in. */
-typedef enum kvs_tier {
-	KVS_TIER_NONE = 0,
-	KVS_TIER_GPU = 1,
-	KVS_TIER_HOST = 2,
-	KVS_TIER_SSD = 3,
-} kvs_tier;
 
 /* Per-block status in a reserve reply. */
 typedef enum kvs_block_status {
@@ -101,11 +60,6 @@ typedef enum kvs_block_status {
 	KVS_BLOCK_BUSY = 3,   /* reserve: another client is writing it now */
 	KVS_BLOCK_FULL = 4,   /* reserve: no slot could be made (all pinned) */
 } kvs_block_status;
-
-/* A 128-bit chained block hash: names a whole token prefix in one namespace. */
-typedef struct kvs_hash {
-	uint64_t lo, hi;
-} kvs_hash;
 
 /* The layout of a worker's KV cache. Identical layouts share one namespace;
  * any difference (including the salt) isolates. Strings are NUL-terminated,

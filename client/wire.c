@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "kvs_wire.h"
-#include "kvs_wire_le.h"
+#include "kvs_le.h"
 
 
 void kvs_wire_hdr_encode(const kvs_wire_hdr *h, uint8_t *buf)

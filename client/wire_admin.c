@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "kvs_wire_admin.h"
-#include "kvs_wire_le.h"
+#include "kvs_le.h"
 
 /* ---- list ---- */
 

@@ -51,7 +51,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kvshare.h"
+#include "kvs_types.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -45,7 +45,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "kvshare.h"
+#include "kvs_types.h"
 
 #ifdef __CUDACC__
 #define KVS_FMT_HD static inline __host__ __device__

@@ -2,7 +2,6 @@
 #define _GNU_SOURCE
 #include "kvs_index.h"
 
-#include <endian.h>
 #include <errno.h>
 #include <lmdb.h>
 #include <stdlib.h>
@@ -10,6 +9,8 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
+
+#include "kvs_le.h"
 
 #define KEY_BYTES KVS_INDEX_KEY_BYTES
 #define VAL_BYTES KVS_INDEX_VAL_BYTES
@@ -58,12 +59,8 @@ static int map_err(int rc)
 	return rc > 0 ? -rc : -EIO;
 }
 
-/* ---- encoding: fixed little-endian fields, so keys sort the same anywhere */
-
-static void put32(uint8_t *p, uint32_t v) { v = htole32(v); memcpy(p, &v, 4); }
-static void put64(uint8_t *p, uint64_t v) { v = htole64(v); memcpy(p, &v, 8); }
-static uint32_t get32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return le32toh(v); }
-static uint64_t get64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return le64toh(v); }
+/* ---- encoding: fixed little-endian fields, so keys sort the same anywhere
+ * (kvs_le.h) */
 
 void kvs_index_key_encode(uint8_t *p, const kvs_index_key *k)
 {

@@ -64,7 +64,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kvshare.h" /* kvs_hash */
+#include "kvs_types.h" /* kvs_hash */
 
 typedef struct kvs_index kvs_index;
 

@@ -79,7 +79,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kvshare.h" /* kvs_hash */
+#include "kvs_types.h" /* kvs_hash */
 
 typedef struct kvs_ssd kvs_ssd;
 

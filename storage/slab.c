@@ -1,6 +1,6 @@
 /* slab.c - slot allocator over one arena (see kvs_slab.h). */
 #include "kvs_slab.h"
-#include "kvshare.h"
+#include "kvs_types.h"
 
 #include <errno.h>
 #include <stdlib.h>

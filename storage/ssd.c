@@ -17,9 +17,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-/* The on-disk structs are written as they are in memory: the format is
- * little-endian, so a big-endian build must add byte swaps first. */
-_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "on-disk format is little-endian");
+#include "kvs_le.h"
 
 #define SECT 4096u            /* alignment of every record, buffer and I/O */
 #define REC_MAGIC 0x4253564bu /* "KVSB" */
@@ -29,30 +27,24 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "on-disk format is lit
 #define NONE UINT32_MAX
 #define LAT_SUB 8             /* histogram sub-buckets per power of two */
 #define LAT_BUCKETS (LAT_SUB * 40)
-/* XXH3-64 of a struct up to (not including) its checksum field */
-#define SUM_TO(p, field) XXH3_64bits((p), offsetof(__typeof__(*(p)), field))
-
-/* A record's header, at the start of its 4 KiB header sector. */
-struct rec_hdr {
-	uint32_t magic;
-	uint16_t format, hdr_bytes;
-	uint32_t ns, len;
-	uint64_t hash_lo, hash_hi;
-	uint64_t csum; /* XXH3-64 of the payload */
-	uint64_t gen;  /* segment generation when written */
-	uint64_t off;  /* record offset: a read of the wrong place is caught */
-	uint32_t seg, pad;
-	uint64_t hdr_csum;
-};
-
-/* A segment's superblock, at offset 0 of its file. */
-struct seg_sb {
-	uint32_t magic;
-	uint16_t format, hdr_bytes;
-	uint32_t seg, state; /* SB_FREE or SB_USED */
-	uint64_t seg_bytes, gen;
-	uint64_t csum;
-};
+/* The on-disk headers, little-endian (kvs_le.h) at fixed offsets; each
+ * checksum is XXH3-64 of the bytes before it.
+ *
+ * A record's header, at the start of its 4 KiB header sector:
+ *   0 magic u32, 4 format u16, 6 hdr_bytes u16, 8 ns u32, 12 len u32,
+ *   16 hash lo u64, 24 hash hi u64, 32 csum u64 (XXH3-64 of the payload),
+ *   40 gen u64 (segment generation when written), 48 off u64 (record offset:
+ *   a read of the wrong place is caught), 56 seg u32, 60 pad u32 (0),
+ *   64 hdr_csum u64. */
+enum { RH_MAGIC = 0, RH_FORMAT = 4, RH_HDR_BYTES = 6, RH_NS = 8, RH_LEN = 12,
+       RH_HASH = 16, RH_CSUM = 32, RH_GEN = 40, RH_OFF = 48, RH_SEG = 56,
+       RH_PAD = 60, RH_HDR_CSUM = 64 };
+/* A segment's superblock, at offset 0 of its file:
+ *   0 magic u32, 4 format u16, 6 hdr_bytes u16, 8 seg u32,
+ *   12 state u32 (SB_FREE or SB_USED), 16 seg_bytes u64, 24 gen u64,
+ *   32 csum u64. */
+enum { SB_MAGIC_AT = 0, SB_FORMAT = 4, SB_HDR_BYTES = 6, SB_SEG = 8,
+       SB_STATE = 12, SB_SEG_BYTES = 16, SB_GEN = 24, SB_CSUM = 32 };
 enum { SB_FREE = 0, SB_USED = 1 };
 enum { SEG_FREE, SEG_ACTIVE, SEG_SEALED };
 
@@ -175,21 +167,23 @@ static void hist_get(const struct hist *h, uint64_t *avg, uint64_t *p99)
 
 /* ---- on-disk encoding */
 
-_Static_assert(sizeof(struct rec_hdr) == KVS_SSD_HDR_BYTES, "record header size");
-_Static_assert(sizeof(struct seg_sb) == KVS_SSD_SB_BYTES, "superblock size");
+_Static_assert(RH_HDR_CSUM + 8 == KVS_SSD_HDR_BYTES, "record header size");
+_Static_assert(SB_CSUM + 8 == KVS_SSD_SB_BYTES, "superblock size");
 
 void kvs_ssd_header_encode(uint8_t *pg, const kvs_ssd_blk *b, const kvs_ssd_loc *l)
 {
-	struct rec_hdr h = {
-		.magic = REC_MAGIC, .format = FORMAT, .hdr_bytes = sizeof(h),
-		.ns = b->ns, .len = l->len, .hash_lo = b->hash.lo,
-		.hash_hi = b->hash.hi, .csum = b->csum, .gen = l->gen,
-		.off = l->off, .seg = l->seg,
-	};
-
-	h.hdr_csum = SUM_TO(&h, hdr_csum);
 	memset(pg, 0, SECT);
-	memcpy(pg, &h, sizeof(h));
+	put32(pg + RH_MAGIC, REC_MAGIC);
+	put16(pg + RH_FORMAT, FORMAT);
+	put16(pg + RH_HDR_BYTES, KVS_SSD_HDR_BYTES);
+	put32(pg + RH_NS, b->ns);
+	put32(pg + RH_LEN, l->len);
+	puth(pg + RH_HASH, b->hash);
+	put64(pg + RH_CSUM, b->csum);
+	put64(pg + RH_GEN, l->gen);
+	put64(pg + RH_OFF, l->off);
+	put32(pg + RH_SEG, l->seg);
+	put64(pg + RH_HDR_CSUM, XXH3_64bits(pg, RH_HDR_CSUM));
 }
 
 /* Every field is checked that a writer of this format always sets: a header
@@ -197,19 +191,22 @@ void kvs_ssd_header_encode(uint8_t *pg, const kvs_ssd_blk *b, const kvs_ssd_loc 
 int kvs_ssd_header_decode(const uint8_t *buf, size_t n, kvs_ssd_blk *b,
 			  kvs_ssd_loc *l)
 {
-	struct rec_hdr h;
+	uint32_t len;
+	uint64_t off;
 
-	if (n < sizeof(h))
+	if (n < KVS_SSD_HDR_BYTES)
 		return -EBADMSG;
-	memcpy(&h, buf, sizeof(h));
-	if (h.magic != REC_MAGIC || h.format != FORMAT || h.hdr_bytes != sizeof(h) ||
-	    h.hdr_csum != SUM_TO(&h, hdr_csum) || h.pad != 0 || h.len == 0 ||
-	    h.off < SECT || h.off % SECT)
+	len = get32(buf + RH_LEN);
+	off = get64(buf + RH_OFF);
+	if (get32(buf + RH_MAGIC) != REC_MAGIC || get16(buf + RH_FORMAT) != FORMAT ||
+	    get16(buf + RH_HDR_BYTES) != KVS_SSD_HDR_BYTES ||
+	    get64(buf + RH_HDR_CSUM) != XXH3_64bits(buf, RH_HDR_CSUM) ||
+	    get32(buf + RH_PAD) != 0 || len == 0 || off < SECT || off % SECT)
 		return -EBADMSG;
-	*b = (kvs_ssd_blk){ .ns = h.ns, .len = h.len,
-			    .hash = { .lo = h.hash_lo, .hi = h.hash_hi },
-			    .csum = h.csum };
-	*l = (kvs_ssd_loc){ .seg = h.seg, .len = h.len, .gen = h.gen, .off = h.off };
+	*b = (kvs_ssd_blk){ .ns = get32(buf + RH_NS), .len = len,
+			    .hash = geth(buf + RH_HASH), .csum = get64(buf + RH_CSUM) };
+	*l = (kvs_ssd_loc){ .seg = get32(buf + RH_SEG), .len = len,
+			    .gen = get64(buf + RH_GEN), .off = off };
 	return 0;
 }
 
@@ -230,30 +227,33 @@ static int hdr_ok(const uint8_t *pg, const kvs_ssd_blk *b, const kvs_ssd_loc *l,
 
 void kvs_ssd_sb_encode(uint8_t *pg, const kvs_ssd_sb *in)
 {
-	struct seg_sb sb = {
-		.magic = SB_MAGIC, .format = FORMAT, .hdr_bytes = sizeof(sb),
-		.seg = in->seg, .state = in->used ? SB_USED : SB_FREE,
-		.seg_bytes = in->seg_bytes, .gen = in->gen,
-	};
-
-	sb.csum = SUM_TO(&sb, csum);
 	memset(pg, 0, SECT);
-	memcpy(pg, &sb, sizeof(sb));
+	put32(pg + SB_MAGIC_AT, SB_MAGIC);
+	put16(pg + SB_FORMAT, FORMAT);
+	put16(pg + SB_HDR_BYTES, KVS_SSD_SB_BYTES);
+	put32(pg + SB_SEG, in->seg);
+	put32(pg + SB_STATE, in->used ? SB_USED : SB_FREE);
+	put64(pg + SB_SEG_BYTES, in->seg_bytes);
+	put64(pg + SB_GEN, in->gen);
+	put64(pg + SB_CSUM, XXH3_64bits(pg, SB_CSUM));
 }
 
 int kvs_ssd_sb_decode(const uint8_t *buf, size_t n, kvs_ssd_sb *out)
 {
-	struct seg_sb sb;
+	uint32_t state;
+	uint64_t seg_bytes;
 
-	if (n < sizeof(sb))
+	if (n < KVS_SSD_SB_BYTES)
 		return -EBADMSG;
-	memcpy(&sb, buf, sizeof(sb));
-	if (sb.magic != SB_MAGIC || sb.format != FORMAT || sb.hdr_bytes != sizeof(sb) ||
-	    sb.csum != SUM_TO(&sb, csum) || sb.state > SB_USED ||
-	    sb.seg_bytes % SECT || sb.seg_bytes < (64u << 10))
+	state = get32(buf + SB_STATE);
+	seg_bytes = get64(buf + SB_SEG_BYTES);
+	if (get32(buf + SB_MAGIC_AT) != SB_MAGIC || get16(buf + SB_FORMAT) != FORMAT ||
+	    get16(buf + SB_HDR_BYTES) != KVS_SSD_SB_BYTES ||
+	    get64(buf + SB_CSUM) != XXH3_64bits(buf, SB_CSUM) || state > SB_USED ||
+	    seg_bytes % SECT || seg_bytes < (64u << 10))
 		return -EBADMSG;
-	*out = (kvs_ssd_sb){ .seg = sb.seg, .used = sb.state == SB_USED,
-			     .seg_bytes = sb.seg_bytes, .gen = sb.gen };
+	*out = (kvs_ssd_sb){ .seg = get32(buf + SB_SEG), .used = state == SB_USED,
+			     .seg_bytes = seg_bytes, .gen = get64(buf + SB_GEN) };
 	return 0;
 }
 

@@ -39,6 +39,18 @@ for p in "$prefix"/bin/{kvshared,kvsctl,kvsbench}; do
 	check "${p##*/} is installed" [ -x "$p" ]
 done
 
+# the public headers are installed and compile from the prefix alone
+# (kvshare.h includes kvs_types.h, the vocabulary)
+for h in kvs_types.h kvshare.h kvshare_admin.h; do
+	check "include/$h is installed" [ -f "$prefix/include/$h" ]
+done
+printf '#include <kvshare.h>\n#include <kvshare_admin.h>\nint f(void);\nint f(void) { kvs_hash h = { 0, 0 }; return (int)h.lo + KVS_E_PROTO; }\n' \
+	>"$tmp/api.c"
+if command -v cc >/dev/null; then
+	check "the installed headers compile" cc -std=c11 -Wall -Werror -fsyntax-only \
+		-I"$prefix/include" "$tmp/api.c"
+fi
+
 # every installed program starts: --help exits 0 and prints a usage
 for p in "${progs[@]}"; do
 	out=$("$p" --help 2>&1)

@@ -11,7 +11,7 @@ import errno as _errno
 
 from ._lib import lib
 
-# The KVS_E_* codes of kvshare.h.
+# The KVS_E_* codes of kvs_types.h (included by kvshare.h).
 E_PROTO = -2001
 E_VERSION = -2002
 E_OPCODE = -2003

@@ -1,14 +1,17 @@
 /*
- * kvs_wire_le.h - little-endian field access for the wire codecs (wire.c,
- * wire_admin.c). Internal: not installed, not part of the API. Byte by byte,
- * so any alignment and any host byte order give the same wire bytes.
+ * kvs_le.h - little-endian field access, the one encoding of every byte
+ * format: the wire codecs (client/wire.c, wire_admin.c), the SSD index's keys
+ * and values (storage/index.c) and the SSD record headers and superblocks
+ * (storage/ssd.c). Internal: not installed, not part of the API. Byte by
+ * byte, so any alignment and any host byte order give the same bytes.
+ * Needs only kvs_types.h (kvs_hash), so storage/ may include it.
  */
-#ifndef KVS_WIRE_LE_H
-#define KVS_WIRE_LE_H
+#ifndef KVS_LE_H
+#define KVS_LE_H
 
 #include <stdint.h>
 
-#include "kvshare.h"
+#include "kvs_types.h"
 
 static inline void put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
 static inline void put32(uint8_t *p, uint32_t v)
@@ -41,4 +44,4 @@ static inline kvs_hash geth(const uint8_t *p)
 	return (kvs_hash){ .lo = get64(p), .hi = get64(p + 8) };
 }
 
-#endif /* KVS_WIRE_LE_H */
+#endif /* KVS_LE_H */
