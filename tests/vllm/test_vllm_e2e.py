@@ -105,6 +105,20 @@ def daemon_stats(sock: str) -> dict[str, int]:
         return c.stats()
 
 
+def start_daemon(sock: str, log) -> subprocess.Popen:
+    """kvshared on @sock, once it answers."""
+    d = subprocess.Popen([KVSHARED, "--socket", sock, "--host-size", "256M"],
+                         stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            daemon_stats(sock)
+            return d
+        except kvshare.NoDaemonError:
+            assert time.monotonic() < deadline and d.poll() is None, "kvshared did not start"
+            time.sleep(0.05)
+
+
 def counters(path) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
@@ -116,18 +130,9 @@ def test_vllm_loads_a_prefix_another_vllm_published(work):
     b = prefix + [rng.randrange(4, 512) for _ in range(50)]  # shares 8 blocks with a
     sock = str(work / "kvshared.sock")
     log = open(work / "kvshared.log", "w")
-    daemon = subprocess.Popen([KVSHARED, "--socket", sock, "--host-size", "256M"],
-                              stdout=log, stderr=subprocess.STDOUT)
+    daemon = start_daemon(sock, log)
     engines: list[Engine] = []
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                daemon_stats(sock)
-                break
-            except kvshare.NoDaemonError:
-                assert time.monotonic() < deadline and daemon.poll() is None
-                time.sleep(0.05)
         conn = ["--socket", sock]
         # The baseline (no connector) and the writer start side by side.
         base = Engine(work, "baseline", [b])
@@ -193,16 +198,7 @@ def test_vllm_loads_a_prefix_another_vllm_published(work):
         # It comes back (empty): after the reconnect interval the reader
         # connects again and publishes the prompt's full blocks.
         gone = time.monotonic()
-        daemon = subprocess.Popen([KVSHARED, "--socket", sock, "--host-size", "256M"],
-                                  stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                daemon_stats(sock)
-                break
-            except kvshare.NoDaemonError:
-                assert time.monotonic() < deadline and daemon.poll() is None
-                time.sleep(0.05)
+        daemon = start_daemon(sock, log)
         while time.monotonic() - gone < 1.5:  # past the reconnect interval
             time.sleep(0.1)
         (work / "go.3").touch()
