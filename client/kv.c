@@ -2,7 +2,9 @@
  * kv.c - kvs_kv_store() and kvs_kv_load(): one layer of blocks between an
  * engine's paged cache and the tiers' arenas, through the kernels' C twin
  * (host memory) or their CUDA ops (device memory). The daemon is not asked:
- * the blocks come from a lookup or reserve the caller made.
+ * the blocks come from a lookup or reserve the caller made. And
+ * kvs_report(): an engine's counts of what it did with them, for the
+ * daemon's stats.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -11,11 +13,26 @@
 #include "kvs_client_int.h"
 #include "kvs_cuda.h"
 #include "kvs_kv_copy.h"
+#include "kvs_wire.h"
 #include "kvshare.h"
 
 uint32_t kvs_version(void)
 {
 	return (uint32_t)KVSHARE_VERSION_MAJOR << 16 | KVSHARE_VERSION_MINOR;
+}
+
+int kvs_report(kvs_client *c, const kvs_engine_report *delta)
+{
+	uint8_t req[KVS_WIRE_REPORT_SIZE];
+	const uint8_t *reply;
+	uint32_t rlen;
+	int rc;
+
+	if (!c || !delta)
+		return -EINVAL;
+	kvs_wire_report_encode(delta, req, sizeof(req));
+	rc = kvs__rpc(c, KVS_OP_REPORT, req, sizeof(req), &reply, &rlen);
+	return rc == KVS_E_OPCODE ? KVS_E_PROTO : rc < 0 ? rc : 0;
 }
 
 static int engine_dtype_ok(kvs_dtype d)

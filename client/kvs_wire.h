@@ -48,7 +48,8 @@
 	X(UNPIN, 12, "unpin")                                                 \
 	X(WATCH, 13, "watch")                                                 \
 	X(EVENT, 14, "event") /* daemon to a WATCH subscriber, unasked */     \
-	X(VERIFY, 15, "verify")
+	X(VERIFY, 15, "verify")                                               \
+	X(REPORT, 16, "report")
 
 enum kvs_opcode {
 #define KVS_WIRE_OP_ENUM(op, num, name) KVS_OP_##op = num,
@@ -118,6 +119,13 @@ typedef struct kvs_wire_blocks {
 
 /* COMMIT, ABORT and RELEASE: request carries a lease, reply a count. */
 
+/* REPORT request payload: a kvs_engine_report, its fields as u64 in this
+ * order; the reply is a count (0). */
+#define KVS_WIRE_REPORT_FIELDS(X)                                             \
+	X(hit_tokens) X(loaded_blocks) X(loaded_bytes) X(load_us)             \
+	X(load_errors) X(published_blocks) X(publish_us) X(skipped_blocks)
+#define KVS_WIRE_REPORT_SIZE 64
+
 /*
  * kvs_wire_hdr_encode - write @h into @buf (KVS_WIRE_HDR_SIZE bytes).
  */
@@ -150,6 +158,8 @@ int kvs_wire_hashes_encode(const kvs_hash *hashes, uint32_t count,
 int kvs_wire_blocks_encode(uint64_t lease, const kvs_block *blocks,
 			   uint32_t count, uint8_t *buf, size_t cap);
 int kvs_wire_u64_encode(uint64_t v, uint8_t *buf, size_t cap);
+int kvs_wire_report_encode(const kvs_engine_report *r, uint8_t *buf,
+			   size_t cap);
 
 /*
  * Payload decoders: parse exactly @n bytes. Return 0, or KVS_E_PROTO when the
@@ -163,6 +173,7 @@ int kvs_wire_hello_reply_decode(const uint8_t *p, size_t n,
 int kvs_wire_hashes_decode(const uint8_t *p, size_t n, kvs_wire_hashes *out);
 int kvs_wire_blocks_decode(const uint8_t *p, size_t n, kvs_wire_blocks *out);
 int kvs_wire_u64_decode(const uint8_t *p, size_t n, uint64_t *out);
+int kvs_wire_report_decode(const uint8_t *p, size_t n, kvs_engine_report *out);
 
 /* Element accessors for decoded arrays (which may be unaligned). */
 kvs_hash kvs_wire_hash_at(const uint8_t *hashes, uint32_t i);

@@ -456,6 +456,27 @@ int kvs_kv_load(kvs_client *c, const kvs_paged_cache *pc, uint32_t layer,
 		const int32_t *page_ids, size_t n, void *stream);
 
 /*
+ * kvs_report - add an engine's counters to the daemon's, where operators see
+ * them beside the daemon's own (`kvsctl stats`, section "engines"; /metrics):
+ * what a connector did with the blocks the daemon gave it.
+ * @delta: the counts since this client's last report (each is added).
+ * Errors: -EINVAL, KVS_E_DISCONNECTED, KVS_E_PROTO (a daemon older than the
+ *         message: it answers KVS_E_OPCODE).
+ * Thread: the client's.
+ */
+typedef struct kvs_engine_report {
+	uint64_t hit_tokens;       /* tokens a scheduler was told are cached */
+	uint64_t loaded_blocks;    /* blocks copied into the engine's cache */
+	uint64_t loaded_bytes;
+	uint64_t load_us;          /* microseconds the loads took */
+	uint64_t load_errors;      /* blocks that could not be loaded */
+	uint64_t published_blocks; /* blocks stored and committed */
+	uint64_t publish_us;       /* microseconds the publishes took */
+	uint64_t skipped_blocks;   /* not published: BUSY or FULL at reserve */
+} kvs_engine_report;
+int kvs_report(kvs_client *c, const kvs_engine_report *delta);
+
+/*
  * kvs_version - the library's version: KVSHARE_VERSION_MAJOR << 16 |
  * KVSHARE_VERSION_MINOR, for bindings that load it at run time.
  * Thread: any.

@@ -268,6 +268,29 @@ int kvs_wire_u64_decode(const uint8_t *p, size_t n, uint64_t *out)
 	return 0;
 }
 
+int kvs_wire_report_encode(const kvs_engine_report *r, uint8_t *buf,
+			   size_t cap)
+{
+	uint8_t *p = buf;
+
+	if (cap < KVS_WIRE_REPORT_SIZE)
+		return -ENOBUFS;
+#define PUT(f) put64(p, r->f), p += 8;
+	KVS_WIRE_REPORT_FIELDS(PUT)
+#undef PUT
+	return KVS_WIRE_REPORT_SIZE;
+}
+
+int kvs_wire_report_decode(const uint8_t *p, size_t n, kvs_engine_report *out)
+{
+	if (n != KVS_WIRE_REPORT_SIZE)
+		return KVS_E_PROTO;
+#define GET(f) out->f = get64(p), p += 8;
+	KVS_WIRE_REPORT_FIELDS(GET)
+#undef GET
+	return 0;
+}
+
 kvs_hash kvs_wire_hash_at(const uint8_t *hashes, uint32_t i)
 {
 	return geth(hashes + 16 * (size_t)i);

@@ -29,6 +29,7 @@ typedef union request {
 		kvs_wire_hashes hashes;
 	} pin;                  /* pin, unpin */
 	kvs_wire_verify_req verify;
+	kvs_engine_report report;
 } request;
 
 /* A handler answers its request itself and returns 0, or returns the error
@@ -133,6 +134,19 @@ static int reply_count(conn *c, const kvs_wire_hdr *h, int rc)
 	kvs_wire_u64_encode((uint64_t)rc, buf, sizeof(buf));
 	conn_reply(c, h, 0, buf, sizeof(buf));
 	return 0;
+}
+
+/* An engine's counts, added to the daemon's (saturating: a client cannot
+ * wrap an operator's counter). */
+static int do_report(conn *c, const kvs_wire_hdr *h, const request *rq)
+{
+	kvs_counters *st = &c->srv->stats;
+
+#define ADD(f) st->engines_##f = rq->report.f > (uint64_t)(INT64_MAX - st->engines_##f) \
+			 ? INT64_MAX : st->engines_##f + (int64_t)rq->report.f;
+	KVS_WIRE_REPORT_FIELDS(ADD)
+#undef ADD
+	return reply_count(c, h, 0);
 }
 
 static int do_commit(conn *c, const kvs_wire_hdr *h, const request *rq)
@@ -298,6 +312,11 @@ static int decode_lease(const uint8_t *p, size_t n, request *rq)
 	return kvs_wire_u64_decode(p, n, &rq->lease);
 }
 
+static int decode_report(const uint8_t *p, size_t n, request *rq)
+{
+	return kvs_wire_report_decode(p, n, &rq->report);
+}
+
 static int decode_list(const uint8_t *p, size_t n, request *rq)
 {
 	return kvs_wire_list_req_decode(p, n, &rq->list);
@@ -353,6 +372,7 @@ static const command commands[KVS_OP__COUNT] = {
 	CMD(UNPIN, unpin, pin, CMD_OPERATOR),
 	CMD(WATCH, watch, none, 0),
 	CMD(VERIFY, verify, verify, CMD_OPERATOR | CMD_DEFERRABLE), /* it drops blocks */
+	CMD(REPORT, report, report, 0),
 };
 #undef CMD
 

@@ -42,6 +42,15 @@
 	X(ops, unpin, COUNTER, "operator unpin requests")                     \
 	X(ops, watch, COUNTER, "event subscriptions")                         \
 	X(ops, verify, COUNTER, "operator verify requests")                   \
+	X(ops, report, COUNTER, "engine counter reports (kvs_report)")         \
+	X(engines, hit_tokens, COUNTER, "tokens engines' schedulers were told are cached")\
+	X(engines, loaded_blocks, COUNTER, "blocks engines copied into their caches")\
+	X(engines, loaded_bytes, COUNTER, "bytes engines copied into their caches")\
+	X(engines, load_us, COUNTER, "microseconds engines spent loading")   \
+	X(engines, load_errors, COUNTER, "blocks engines could not load (recomputed)")\
+	X(engines, published_blocks, COUNTER, "blocks engines stored and committed")\
+	X(engines, publish_us, COUNTER, "microseconds engines spent publishing")\
+	X(engines, skipped_blocks, COUNTER, "blocks engines did not publish (busy, full)")\
 	X(blocks, lookup_hit, COUNTER, "blocks found by lookups")             \
 	X(blocks, lookup_miss, COUNTER, "blocks asked for and not found")     \
 	X(blocks, reserved, COUNTER, "slots handed out by reserve")           \

@@ -230,6 +230,13 @@ static void payloads(void)
 	msg(KVS_OP_ABORT, 18, p, 0);
 	out("abort-empty", "attach layout\nreply %d %d\nthen open\ncount proto 1\n",
 	    KVS_OP_ABORT, KVS_E_PROTO);
+	memset(p, 0, 72);
+	msg(KVS_OP_REPORT, 19, p, KVS_WIRE_REPORT_SIZE - 1);
+	out("report-short", "attach layout\nreply %d %d\nthen open\ncount proto 1\n",
+	    KVS_OP_REPORT, KVS_E_PROTO);
+	msg(KVS_OP_REPORT, 20, p, KVS_WIRE_REPORT_SIZE + 8);
+	out("report-long", "attach layout\nreply %d %d\nthen open\ncount proto 1\n",
+	    KVS_OP_REPORT, KVS_E_PROTO);
 }
 
 static void hellos(void)

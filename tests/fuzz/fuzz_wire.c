@@ -221,6 +221,18 @@ static void check_u64(const uint8_t *p, size_t n)
 	same("u64", kvs_wire_u64_encode(v, out, sizeof(out)), p, n, out);
 }
 
+static void check_report(const uint8_t *p, size_t n)
+{
+	kvs_engine_report r;
+	uint8_t out[KVS_WIRE_REPORT_SIZE];
+
+	if (kvs_wire_report_decode(p, n, &r) != 0)
+		return;
+	same("report", kvs_wire_report_encode(&r, out, sizeof(out)), p, n, out);
+	if (kvs_wire_report_encode(&r, out, sizeof(out) - 1) != -ENOBUFS)
+		abort();
+}
+
 /* Each decoder on exactly these @n bytes, in a buffer of their own, so that
  * AddressSanitizer sees any read past the end. */
 static void check_payload(const uint8_t *src, size_t n)
@@ -236,6 +248,7 @@ static void check_payload(const uint8_t *src, size_t n)
 	check_hashes(p, n);
 	check_blocks(p, n);
 	check_u64(p, n);
+	check_report(p, n);
 	free(p);
 }
 

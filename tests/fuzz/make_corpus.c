@@ -220,6 +220,12 @@ static void wire_seeds(void)
 	    p, kvs_wire_u64_encode(0x100000001ull, p, sizeof(p)));
 	msg("stats", KVS_OP_STATS, 0, 7, p, 0);
 	msg("error-reply-full", KVS_OP_RESERVE, KVS_E_FULL, 8, p, 0);
+	{
+		kvs_engine_report er = { 288, 9, 1179648, 1500, 1, 9, 700, 2 };
+
+		msg("report", KVS_OP_REPORT, 0, 9,
+		    p, kvs_wire_report_encode(&er, p, sizeof(p)));
+	}
 }
 
 static void arg_seed(const char *name, const char *const *args)

@@ -272,6 +272,34 @@ static void errors(void)
 	kvs_close(ctl);
 }
 
+/* kvs_report: an engine's counts land in the daemon's "engines" stats,
+ * added up, saturating; a control-only client may report too. */
+static void report(void)
+{
+	kvs_layout L = th_layout("kv-copy-report", BT);
+	kvs_client *c = th_connect(&d, &L), *ctl = th_connect(&d, NULL);
+	kvs_engine_report r = { 288, 9, 1179648, 1500, 1, 9, 700, 2 };
+	kvs_engine_report huge = { .hit_tokens = UINT64_MAX };
+
+	CHECK_RC(kvs_report(c, &r), 0);
+	CHECK_RC(kvs_report(ctl, &r), 0);
+	CHECK_RC(kvs_report(c, NULL), -EINVAL);
+	CHECK_EQ(th_stat_get(&d, "engines.hit_tokens"), 576);
+	CHECK_EQ(th_stat_get(&d, "engines.loaded_blocks"), 18);
+	CHECK_EQ(th_stat_get(&d, "engines.loaded_bytes"), 2359296);
+	CHECK_EQ(th_stat_get(&d, "engines.load_us"), 3000);
+	CHECK_EQ(th_stat_get(&d, "engines.load_errors"), 2);
+	CHECK_EQ(th_stat_get(&d, "engines.published_blocks"), 18);
+	CHECK_EQ(th_stat_get(&d, "engines.publish_us"), 1400);
+	CHECK_EQ(th_stat_get(&d, "engines.skipped_blocks"), 4);
+	CHECK_EQ(th_stat_get(&d, "ops.report"), 2);
+	CHECK_RC(kvs_report(c, &huge), 0);
+	CHECK_RC(kvs_report(c, &huge), 0);
+	CHECK_EQ(th_stat_get(&d, "engines.hit_tokens"), INT64_MAX);
+	kvs_close(c);
+	kvs_close(ctl);
+}
+
 int main(void)
 {
 	static const kvs_paged_kind kinds[] = { KVS_PAGED_NHD, KVS_PAGED_HND,
@@ -297,5 +325,6 @@ int main(void)
 	share_case(KVS_DTYPE_INT4, KVS_DTYPE_FP32, KVS_PAGED_HND, 16,
 		   KVS_PAGED_NHD, 32, seed++);
 	errors();
+	report();
 	return th_finish();
 }

@@ -167,6 +167,15 @@ def test_vllm_loads_a_prefix_another_vllm_published(work):
                              text=True, check=True).stdout
         assert any(line.split() == ["lookup_hit", str(after["blocks.lookup_hit"])]
                    for line in out.splitlines()), out
+        # The connectors' own counts, reported to the daemon ("engines").
+        assert after["engines.hit_tokens"] == rs["hit_tokens"] == PREFIX
+        assert after["engines.loaded_blocks"] == rw["loaded_blocks"]
+        assert after["engines.loaded_bytes"] == rw["loaded_bytes"]
+        assert after["engines.load_errors"] == 0
+        assert after["engines.published_blocks"] == (wstats["published_blocks"]
+                                                     + rw["published_blocks"]) == 10
+        assert any(line.split() == ["loaded_blocks", str(rw["loaded_blocks"])]
+                   for line in out.splitlines()), out
 
         # Negative control: other KV under the same hashes.
         subprocess.run([KVSCTL, "--socket", sock, "flush", "--all"], check=True,

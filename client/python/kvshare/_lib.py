@@ -70,6 +70,12 @@ class CPagedCache(Structure):
     ]
 
 
+class CEngineReport(Structure):
+    _fields_ = [(name, c_uint64) for name in (
+        "hit_tokens", "loaded_blocks", "loaded_bytes", "load_us", "load_errors",
+        "published_blocks", "publish_us", "skipped_blocks")]
+
+
 def _candidates() -> list[str]:
     env = os.environ.get("KVSHARE_LIB")
     if env:
@@ -120,6 +126,7 @@ def _declare(lib: ctypes.CDLL) -> None:
     fn("kvs_release_nowait", c_int, client, c_uint64)
     fn("kvs_block_ptr", c_void_p, client, POINTER(CBlock))
     fn("kvs_stats", c_int, client, POINTER(c_void_p))
+    fn("kvs_report", c_int, client, POINTER(CEngineReport))
     fn(
         "kvs_kv_store", c_int, client, POINTER(CPagedCache), c_uint32, c_void_p,
         POINTER(CBlock), POINTER(c_int32), c_size_t, c_void_p,

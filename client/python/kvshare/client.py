@@ -18,7 +18,7 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 
 from . import errors
-from ._lib import CBlock, CLayout, CPagedCache, lib, libc
+from ._lib import CBlock, CEngineReport, CLayout, CPagedCache, lib, libc
 from .errors import LeaseReleased, check
 
 # kvs_dtype
@@ -575,6 +575,18 @@ class Client:
         if self.layout is None:
             raise errors.Error(errors.E_NOTATTACHED, "paged_cache")
         return PagedCache.for_tensor(tensor, kind, self.layout.kv_heads, self.layout.head_dim)
+
+    def report(self, **counts: int) -> None:
+        """Add an engine's counts to the daemon's "engines" stats (kvs_report):
+        hit_tokens, loaded_blocks, loaded_bytes, load_us, load_errors,
+        published_blocks, publish_us, skipped_blocks; each is a delta."""
+        self._flush()
+        fields = {f for f, _ in CEngineReport._fields_}
+        unknown = set(counts) - fields
+        if unknown:
+            raise TypeError(f"unknown counters {sorted(unknown)}; known: {sorted(fields)}")
+        r = CEngineReport(**{k: max(0, int(v)) for k, v in counts.items()})
+        check(lib.kvs_report(self._handle(), byref(r)), "kvs_report")
 
     def stats(self) -> dict[str, int]:
         """The daemon's counters and gauges: {"section.name": value}."""

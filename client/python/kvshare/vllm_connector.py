@@ -225,6 +225,7 @@ class KvshareConnector(KVConnectorBase_V1):
         stats_file = tc.get_from_extra_config("stats_file", None)
         self.stats_file = f"{stats_file}.{role.name.lower()}" if stats_file else None
         self.stats_written: Optional[Counters] = None
+        self.reported = Counters()
         self.last_log = time.monotonic()
         # scheduler
         self.reqs: dict[str, _ReqState] = {}
@@ -352,7 +353,33 @@ class KvshareConnector(KVConnectorBase_V1):
         self.reqs.pop(request.request_id, None)
         return False, None
 
+    def _report(self) -> None:
+        """The counts since the last report, to the daemon's stats (kvsctl
+        stats, "engines"), through any connected client."""
+        now, last = self.counters, self.reported
+        delta = {
+            "hit_tokens": now.hit_tokens - last.hit_tokens,
+            "loaded_blocks": now.loaded_blocks - last.loaded_blocks,
+            "loaded_bytes": now.loaded_bytes - last.loaded_bytes,
+            "load_us": round(now.load_seconds * 1e6) - round(last.load_seconds * 1e6),
+            "load_errors": now.load_errors - last.load_errors,
+            "published_blocks": now.published_blocks - last.published_blocks,
+            "publish_us": round(now.publish_seconds * 1e6) - round(last.publish_seconds * 1e6),
+            "skipped_blocks": now.skipped_blocks - last.skipped_blocks,
+        }
+        if not any(delta.values()):
+            return
+        for key, c in list(self.clients.clients.items()):
+            try:
+                c.report(**delta)
+            except kvshare.Error as e:
+                self.clients.failed(key, e)
+                continue
+            self.reported = dataclasses.replace(now)
+            return
+
     def _maybe_log(self) -> None:
+        self._report()
         if self.log_interval > 0 and time.monotonic() - self.last_log >= self.log_interval:
             self.last_log = time.monotonic()
             logger.info("%s", self.counters.line())

@@ -455,3 +455,14 @@ def test_load_a_range_of_hits(daemon):
             assert np.array_equal(dst[layer][3], src[layer][1])  # hit 1 -> page 3
             assert np.array_equal(dst[layer][1], src[layer][2])  # hit 2 -> page 1
             assert not dst[layer][0].any() and not dst[layer][2].any()
+
+
+def test_report_adds_to_the_daemon_stats(daemon):
+    with kvshare.Client(daemon.socket, L) as c:
+        c.report(hit_tokens=64, loaded_blocks=2, load_us=10)
+        c.report(hit_tokens=32, published_blocks=1)
+        s = c.stats()
+        assert (s["engines.hit_tokens"], s["engines.loaded_blocks"], s["engines.load_us"],
+                s["engines.published_blocks"]) == (96, 2, 10, 1)
+        with pytest.raises(TypeError):
+            c.report(nonsense=1)
