@@ -91,6 +91,41 @@ static int recv_blocks(int fd, uint16_t opcode, uint64_t req_id, kvs_block *b)
 	return (int)wb.count;
 }
 
+/* The window: on a raw connection, RESERVE @w (@nw blocks, all of them
+ * NEW: their slots evict blocks, whose demotion writes start) and LOOKUP
+ * @y in one write, so that the daemon handles the lookup before any of
+ * those writes completes; every block of @y hits in the host tier.
+ * @before is taken just before the write. Returns the connection (its
+ * leases pin @w's slots and @y until it is closed). */
+static int reserve_then_lookup(const kvs_hash *w, uint32_t nw, const kvs_hash *y,
+			       th_stats *before)
+{
+	static kvs_block b[WMAX];
+	uint8_t buf[4096];
+	size_t off = 0;
+	int fd = th_raw_connect(&d), n;
+
+	if (fd < 0)
+		th_fatal("raw connect: %d", fd);
+	CHECK_RC(th_raw_hello(fd, &L, 1), 0);
+	put_hashes_msg(buf, sizeof(buf), &off, KVS_OP_RESERVE, 2, w, nw);
+	put_hashes_msg(buf, sizeof(buf), &off, KVS_OP_LOOKUP, 3, y, LEN);
+	th_stats_take(&d, before);
+	CHECK_RC(th_raw_send(fd, buf, off), 0);
+
+	n = recv_blocks(fd, KVS_OP_RESERVE, 2, b);
+	CHECK_EQ(n, nw);
+	for (int i = 0; i < n; i++)
+		CHECK_EQ(b[i].status, KVS_BLOCK_NEW);
+	n = recv_blocks(fd, KVS_OP_LOOKUP, 3, b);
+	CHECK_EQ(n, LEN);
+	for (int i = 0; i < n; i++) {
+		CHECK_EQ(b[i].status, KVS_BLOCK_HIT);
+		CHECK_EQ(b[i].tier, KVS_TIER_HOST);
+	}
+	return fd;
+}
+
 /* One scenario: a host tier of @host_blocks blocks, of which demotion
  * writes may hold @direct. */
 static void run(const char *host_size, int host_blocks, int direct)
@@ -101,12 +136,10 @@ static void run(const char *host_size, int host_blocks, int direct)
 			       "--ssd-size", "16M", NULL };
 	int nfill = (host_blocks - 2 * LEN) / LEN;
 	kvs_hash X[LEN], Y[LEN], Z[LEN], (*F)[LEN] = calloc((size_t)nfill + 1, sizeof(*F));
-	static kvs_block b[WMAX];
-	uint8_t buf[512];
-	size_t off = 0, bad;
+	size_t bad;
 	th_stats before, after;
 	kvs_client *c;
-	int fd, n;
+	int fd;
 
 	if (!F)
 		th_fatal("out of memory");
@@ -128,25 +161,7 @@ static void run(const char *host_size, int host_blocks, int direct)
 		th_fatal("the host tier does not hold %d blocks of 64 KiB: the "
 			 "setup is wrong, nothing was tested", host_blocks);
 
-	fd = th_raw_connect(&d);
-	if (fd < 0)
-		th_fatal("raw connect: %d", fd);
-	CHECK_RC(th_raw_hello(fd, &L, 1), 0);
-	put_hashes_msg(buf, sizeof(buf), &off, KVS_OP_RESERVE, 2, X, LEN);
-	put_hashes_msg(buf, sizeof(buf), &off, KVS_OP_LOOKUP, 3, Y, LEN);
-	th_stats_take(&d, &before);
-	CHECK_RC(th_raw_send(fd, buf, off), 0);
-
-	n = recv_blocks(fd, KVS_OP_RESERVE, 2, b);
-	CHECK_EQ(n, LEN);
-	for (int i = 0; i < n; i++)
-		CHECK_EQ(b[i].status, KVS_BLOCK_NEW);
-	n = recv_blocks(fd, KVS_OP_LOOKUP, 3, b);
-	CHECK_EQ(n, LEN);
-	for (int i = 0; i < n; i++) {
-		CHECK_EQ(b[i].status, KVS_BLOCK_HIT);
-		CHECK_EQ(b[i].tier, KVS_TIER_HOST);
-	}
+	fd = reserve_then_lookup(X, LEN, Y, &before);
 	th_stats_take(&d, &after);
 	/* Y from what its writes read: promoted, none read from SSD. */
 	CHECK_EQ(th_stats_delta(&before, &after, "tier_ssd.promotions"), LEN);
@@ -193,12 +208,10 @@ static void run_wait(void)
 			       "--ssd-size", "16M", NULL };
 	enum { NFILL = 31, HELD = 8 };
 	kvs_hash W[WMAX], Y[LEN], F[NFILL][LEN];
-	static kvs_block b[WMAX];
-	uint8_t buf[4096];
-	size_t off = 0, bad;
+	size_t bad;
 	th_stats before, after;
 	kvs_client *c;
-	int fd, n;
+	int fd;
 
 	th_note("wait: a lookup that needs the slots demotion writes hold");
 	th_daemon_up_ssd(&d, args, ssd_dir, sizeof(ssd_dir));
@@ -215,25 +228,7 @@ static void run_wait(void)
 		th_fatal("the host tier does not hold 128 blocks of 64 KiB: the "
 			 "setup is wrong, nothing was tested");
 
-	fd = th_raw_connect(&d);
-	if (fd < 0)
-		th_fatal("raw connect: %d", fd);
-	CHECK_RC(th_raw_hello(fd, &L, 1), 0);
-	put_hashes_msg(buf, sizeof(buf), &off, KVS_OP_RESERVE, 2, W, WMAX);
-	put_hashes_msg(buf, sizeof(buf), &off, KVS_OP_LOOKUP, 3, Y, LEN);
-	th_stats_take(&d, &before);
-	CHECK_RC(th_raw_send(fd, buf, off), 0);
-
-	n = recv_blocks(fd, KVS_OP_RESERVE, 2, b);
-	CHECK_EQ(n, WMAX);
-	for (int i = 0; i < n; i++)
-		CHECK_EQ(b[i].status, KVS_BLOCK_NEW);
-	n = recv_blocks(fd, KVS_OP_LOOKUP, 3, b);
-	CHECK_EQ(n, LEN);
-	for (int i = 0; i < n; i++) {
-		CHECK_EQ(b[i].status, KVS_BLOCK_HIT);
-		CHECK_EQ(b[i].tier, KVS_TIER_HOST);
-	}
+	fd = reserve_then_lookup(W, WMAX, Y, &before);
 	th_stats_take(&d, &after);
 	CHECK_EQ(th_stats_delta(&before, &after, "tier_ssd.demotions"), 128);
 	CHECK_EQ(th_stats_delta(&before, &after, "tier_ssd.writes_direct"), HELD);
