@@ -1,21 +1,18 @@
 /*
  * config.c - defaults and flags of kvshared (see kvs_config.h).
  *
- * Every setting is declared once, as one entry of settings[]: its name (the
- * flag and the config-file key), its type (how a value is read, checked and
- * printed), its field of kvs_config, its bounds, its default and its --help
- * text. getopt_long's options, the config file, --help and --print-config
- * are all made from that table; rules between settings are checked in
- * check_rules() alone, once every setting is read.
+ * Every setting is declared once, as one entry of config_settings[] below:
+ * its name (the flag and the config-file key), its type (how a value is
+ * read, checked and printed), its field of kvs_config, its bounds, its
+ * default and its --help text. getopt_long's options, the config file,
+ * --help and --print-config (config_print.c) are all made from that table;
+ * rules between settings are checked in check_rules() alone, once every
+ * setting is read. Reading one value is config_value.c's.
  */
-#include "kvs_config.h"
+#include "config_int.h"
 
 #include <errno.h>
 #include <getopt.h>
-#include <grp.h>
-#include <inttypes.h>
-#include <pwd.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -25,46 +22,6 @@
 
 #define FALLBACK_HOST_BYTES (1ull << 30)
 #define DEFAULT_MAX_OUTBUF (64ull << 20) /* not a setting (yet) */
-
-enum type {
-	T_STR,    /* char array: not empty, shorter than the field */
-	T_POLICY, /* char array: the name of an eviction policy */
-	T_SIZE,   /* uint32_t or uint64_t: kvs_parse_size(), within bounds */
-	T_U32,    /* uint32_t: decimal, within bounds */
-	T_FD,     /* int: a file descriptor number (-1: none) */
-	T_MODE,   /* uint32_t: octal permission bits keeping 0600 */
-	T_LEVEL,  /* enum kvs_log_level, by its name */
-	T_CHOICE, /* int: the index of the value in choices[] */
-	T_BOOL,   /* int: a bare flag, or true/false (1/0, yes/no) */
-	T_GPU,    /* int: auto, off or a device number */
-	T_UIDS,   /* uint32_t[KVS_ALLOW_MAX] and its count: users */
-	T_GIDS,   /* the same: groups */
-	T_ACTION, /* a flag that is not a setting: --config, --help... */
-};
-
-/* Flags of a setting. */
-#define F_POW2 0x1u        /* T_SIZE: a power of two */
-#define F_4K 0x2u          /* T_SIZE: a multiple of 4K */
-#define F_HALF_OUTBUF 0x4u /* T_SIZE: at most half the reply backlog limit */
-#define F_NOPRINT 0x8u     /* not in --print-config (an fd of the parent) */
-
-struct setting {
-	const char *name;   /* the flag, without "--", and the config key */
-	const char *arg;    /* --help's name of the value; NULL: none */
-	enum type type;
-	size_t off, size;   /* the field of kvs_config */
-	size_t n_off;       /* T_UIDS, T_GIDS: the field that counts them */
-	uint64_t min, max;  /* T_SIZE, T_U32: bounds; max 0: the type's */
-	unsigned flags;
-	const char *const *choices; /* T_CHOICE, NULL-terminated */
-	const char *def;    /* the default, read as a value would be; NULL:
-			     * zero, or computed by kvs_config_defaults() */
-	const char *why;    /* why a value is refused (T_UIDS: parse_ids says) */
-	const char *unset;  /* --print-config: "# name: unset" for 0 or "" */
-	unsigned shift;     /* --help shows the default >> shift (20: MiB) */
-	const char *help;   /* --help text: "{}" the default, "{list}" the
-			     * choices; a '\n' starts an indented line */
-};
 
 /* The field @f of kvs_config, of C type @t: a mismatch is a compile error
  * (distinct pointer types compared). */
@@ -81,7 +38,7 @@ static const char *const admit_choices[] = { "all", "hit", NULL };
 static const char *const tenant_choices[] = { "off", "uid", NULL };
 
 /* In --help's order; --print-config follows it too. */
-static const struct setting settings[] = {
+const struct setting config_settings[] = {
 	{ .name = "socket", .arg = "PATH", .type = T_STR,
 	  STRFIELD(socket_path), .why = "empty or longer than 107 bytes",
 	  .help = "control socket (default {})" },
@@ -221,207 +178,22 @@ static const struct setting settings[] = {
 	{ .name = "version", .type = T_ACTION, .help = "print the version" },
 };
 
-#define N_SETTINGS (sizeof(settings) / sizeof(settings[0]))
-/* getopt_long's value of settings[i] is OPT_BASE + i, past every char. */
+#define N_SETTINGS (sizeof(config_settings) / sizeof(config_settings[0]))
+const size_t config_n_settings = N_SETTINGS;
+/* getopt_long's value of config_settings[i] is OPT_BASE + i, past every char. */
 #define OPT_BASE 256
 
 static const struct setting *setting_named(const char *name)
 {
 	for (size_t i = 0; i < N_SETTINGS; i++)
-		if (strcmp(settings[i].name, name) == 0)
-			return &settings[i];
+		if (strcmp(config_settings[i].name, name) == 0)
+			return &config_settings[i];
 	return NULL;
-}
-
-static uint64_t mem_available(void)
-{
-	FILE *f = fopen("/proc/meminfo", "r");
-	char line[256];
-	unsigned long long kb = 0;
-
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
-			break;
-	}
-	fclose(f);
-	return (uint64_t)kb << 10;
-}
-
-static const char *set_value(kvs_config *cfg, const struct setting *s,
-			     const char *val);
-
-int kvs_config_defaults(kvs_config *cfg)
-{
-	uint64_t avail = mem_available();
-	int rc;
-
-	memset(cfg, 0, sizeof(*cfg));
-	cfg->max_outbuf = DEFAULT_MAX_OUTBUF;
-	for (size_t i = 0; i < N_SETTINGS; i++)
-		if (settings[i].def && set_value(cfg, &settings[i], settings[i].def))
-			return -EINVAL; /* a bad table: test_config says which */
-	/* Defaults that are not constants. */
-	rc = kvs_default_socket_path(cfg->socket_path, sizeof(cfg->socket_path));
-	if (rc < 0)
-		return rc;
-	/* A quarter of what is free leaves room for the workers themselves. */
-	cfg->host_bytes = avail ? avail / 4 : FALLBACK_HOST_BYTES;
-	cfg->host_bytes &= ~(uint64_t)(cfg->page_bytes - 1);
-	if (cfg->host_bytes < cfg->page_bytes)
-		cfg->host_bytes = cfg->page_bytes;
-	strcpy(cfg->policy, kvs_policy_name_at(0));
-	cfg->ready_fd = -1;
-	return 0;
-}
-
-uint64_t kvs_config_tenant_bytes(const kvs_config *cfg)
-{
-	uint64_t b = cfg->tenant_bytes;
-
-	if (!b && cfg->max_tenants)
-		b = cfg->host_bytes / cfg->max_tenants;
-	return b & ~(uint64_t)(cfg->page_bytes - 1);
-}
-
-int kvs_parse_size(const char *s, uint64_t *out)
-{
-	char *end;
-	double v;
-	uint64_t mult = 1;
-
-	errno = 0;
-	if (!s || !*s || *s == '-')
-		return -EINVAL;
-	v = strtod(s, &end);
-	if (end == s || errno || !isfinite(v) || v <= 0)
-		return -EINVAL;
-	switch (*end) {
-	case 'k': case 'K': mult = 1ull << 10; end++; break;
-	case 'm': case 'M': mult = 1ull << 20; end++; break;
-	case 'g': case 'G': mult = 1ull << 30; end++; break;
-	case 't': case 'T': mult = 1ull << 40; end++; break;
-	default: break;
-	}
-	if (mult > 1 && (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0))
-		end += strlen(end);
-	else if (mult == 1 && strcmp(end, "B") == 0)
-		end++;
-	if (*end)
-		return -EINVAL;
-	if (v * (double)mult >= 18446744073709551615.0)
-		return -ERANGE;
-	*out = (uint64_t)(v * (double)mult);
-	return *out ? 0 : -EINVAL;
-}
-
-static int parse_u32(const char *s, uint32_t min, uint32_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	if (!s || !*s || *s == '-')
-		return -EINVAL;
-	v = strtoull(s, &end, 10);
-	if (errno || *end || v < min || v > UINT32_MAX)
-		return -EINVAL;
-	*out = (uint32_t)v;
-	return 0;
-}
-
-/* "0660": octal permission bits that keep the owner's read and write. */
-static int parse_mode(const char *s, uint32_t *out)
-{
-	uint32_t v = 0;
-	size_t n = strlen(s);
-
-	if (n == 0 || n > 4)
-		return -EINVAL;
-	for (size_t i = 0; i < n; i++) {
-		if (s[i] < '0' || s[i] > '7')
-			return -EINVAL;
-		v = v * 8 + (uint32_t)(s[i] - '0');
-	}
-	if (v > 0777 || (v & 0600) != 0600)
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
-
-/* "0,65534,alice": ids, or user (group) names looked up now, so that the
- * configuration holds numbers only and prints back the same. A later
- * setting replaces the list. Returns NULL or why @val is refused. */
-static const char *parse_ids(const char *val, int groups, uint32_t *ids,
-			     uint32_t *n_out)
-{
-	const char *p = val;
-	uint32_t n = 0, tmp[KVS_ALLOW_MAX];
-
-	if (!*val)
-		return "empty list";
-	while (*p) {
-		const char *comma = strchr(p, ',');
-		size_t len = comma ? (size_t)(comma - p) : strlen(p);
-		char tok[64];
-		uint32_t id;
-
-		if (len == 0 || len >= sizeof(tok))
-			return "an empty or too long entry";
-		if (n == KVS_ALLOW_MAX)
-			return "more than 64 entries";
-		memcpy(tok, p, len);
-		tok[len] = '\0';
-		if (tok[0] >= '0' && tok[0] <= '9') {
-			if (parse_u32(tok, 0, &id) < 0 || id == UINT32_MAX)
-				return "not a number or name";
-		} else if (groups) {
-			struct group *g = getgrnam(tok);
-
-			if (!g)
-				return "unknown group";
-			id = (uint32_t)g->gr_gid;
-		} else {
-			struct passwd *pw = getpwnam(tok);
-
-			if (!pw)
-				return "unknown user";
-			id = (uint32_t)pw->pw_uid;
-		}
-		tmp[n++] = id;
-		p += len;
-		if (*p == ',' && !*++p)
-			return "an empty entry";
-	}
-	memset(ids, 0, KVS_ALLOW_MAX * sizeof(*ids));
-	memcpy(ids, tmp, n * sizeof(*ids));
-	*n_out = n;
-	return NULL;
-}
-
-static void *field_of(kvs_config *cfg, const struct setting *s)
-{
-	return (char *)cfg + s->off;
-}
-
-static const void *cfield_of(const kvs_config *cfg, const struct setting *s)
-{
-	return (const char *)cfg + s->off;
-}
-
-/* T_SIZE and T_U32 fields are uint32_t or uint64_t: the table says which. */
-static uint64_t get_uint(const kvs_config *cfg, const struct setting *s)
-{
-	const void *p = cfield_of(cfg, s);
-
-	return s->size == sizeof(uint32_t) ? *(const uint32_t *)p
-					   : *(const uint64_t *)p;
 }
 
 static void put_uint(kvs_config *cfg, const struct setting *s, uint64_t v)
 {
-	void *p = field_of(cfg, s);
+	void *p = config_field(cfg, s);
 
 	if (s->size == sizeof(uint32_t))
 		*(uint32_t *)p = (uint32_t)v;
@@ -445,27 +217,13 @@ static int size_ok(const kvs_config *cfg, const struct setting *s, uint64_t v)
 	return 1;
 }
 
-static int parse_bool(const char *val, int *out)
-{
-	/* A flag on the command line; "true"/"false" in a file. */
-	if (!val || strcmp(val, "true") == 0 || strcmp(val, "1") == 0 ||
-	    strcmp(val, "yes") == 0)
-		*out = 1;
-	else if (strcmp(val, "false") == 0 || strcmp(val, "0") == 0 ||
-		 strcmp(val, "no") == 0)
-		*out = 0;
-	else
-		return -EINVAL;
-	return 0;
-}
-
 /* Apply one setting; returns NULL or why @val is refused. @val NULL: a
  * flag given without its value (T_BOOL only). */
 static const char *set_value(kvs_config *cfg, const struct setting *s,
 			     const char *val)
 {
 	size_t n = val ? strlen(val) : 0;
-	void *p = field_of(cfg, s);
+	void *p = config_field(cfg, s);
 	uint64_t size;
 	uint32_t u;
 	int v;
@@ -495,17 +253,17 @@ static const char *set_value(kvs_config *cfg, const struct setting *s,
 		put_uint(cfg, s, size);
 		return NULL;
 	case T_U32:
-		if (parse_u32(val, (uint32_t)s->min, &u) < 0 || !size_ok(cfg, s, u))
+		if (config_parse_u32(val, (uint32_t)s->min, &u) < 0 || !size_ok(cfg, s, u))
 			return s->why;
 		put_uint(cfg, s, u);
 		return NULL;
 	case T_FD:
-		if (parse_u32(val, 0, &u) < 0 || u > INT32_MAX)
+		if (config_parse_u32(val, 0, &u) < 0 || u > INT32_MAX)
 			return s->why;
 		*(int *)p = (int)u;
 		return NULL;
 	case T_MODE:
-		return parse_mode(val, p) < 0 ? s->why : NULL;
+		return config_parse_mode(val, p) < 0 ? s->why : NULL;
 	case T_LEVEL:
 		return kvs_log_level_parse(val, p) < 0 ? s->why : NULL;
 	case T_CHOICE:
@@ -516,7 +274,7 @@ static const char *set_value(kvs_config *cfg, const struct setting *s,
 			}
 		return s->why;
 	case T_BOOL:
-		if (parse_bool(val, &v) < 0)
+		if (config_parse_bool(val, &v) < 0)
 			return s->why;
 		*(int *)p = v;
 		return NULL;
@@ -525,14 +283,14 @@ static const char *set_value(kvs_config *cfg, const struct setting *s,
 			*(int *)p = KVS_GPU_AUTO;
 		else if (strcmp(val, "off") == 0)
 			*(int *)p = KVS_GPU_OFF;
-		else if (parse_u32(val, 0, &u) < 0 || u > 1023)
+		else if (config_parse_u32(val, 0, &u) < 0 || u > 1023)
 			return s->why;
 		else
 			*(int *)p = (int)u;
 		return NULL;
 	case T_UIDS:
 	case T_GIDS:
-		return parse_ids(val, s->type == T_GIDS, p,
+		return config_parse_ids(val, s->type == T_GIDS, p,
 				 (uint32_t *)((char *)cfg + s->n_off));
 	case T_ACTION:
 		break;
@@ -549,146 +307,53 @@ const char *kvs_config_set(kvs_config *cfg, const char *key, const char *val)
 	return set_value(cfg, s, val);
 }
 
-/* Whether a setting with an unset text holds nothing (0 or ""). */
-static int is_unset(const kvs_config *cfg, const struct setting *s)
+static uint64_t mem_available(void)
 {
-	switch (s->type) {
-	case T_STR:
-		return !*(const char *)cfield_of(cfg, s);
-	case T_SIZE:
-	case T_U32:
-		return get_uint(cfg, s) == 0;
-	case T_UIDS:
-	case T_GIDS:
-		return *(const uint32_t *)((const char *)cfg + s->n_off) == 0;
-	default:
+	FILE *f = fopen("/proc/meminfo", "r");
+	char line[256];
+	unsigned long long kb = 0;
+
+	if (!f)
 		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+			break;
 	}
+	fclose(f);
+	return (uint64_t)kb << 10;
 }
 
-/* The value of @s in @cfg as text that reads back the same (integers
- * >> @shift for --help's defaults). */
-static void format_value(const kvs_config *cfg, const struct setting *s,
-			 unsigned shift, char *buf, size_t cap)
+int kvs_config_defaults(kvs_config *cfg)
 {
-	const void *p = cfield_of(cfg, s);
-	int v;
+	uint64_t avail = mem_available();
+	int rc;
 
-	switch (s->type) {
-	case T_STR:
-	case T_POLICY:
-		snprintf(buf, cap, "%s", (const char *)p);
-		return;
-	case T_SIZE:
-	case T_U32:
-		snprintf(buf, cap, "%" PRIu64, get_uint(cfg, s) >> shift);
-		return;
-	case T_FD:
-		snprintf(buf, cap, "%d", *(const int *)p);
-		return;
-	case T_MODE:
-		snprintf(buf, cap, "%04o", *(const uint32_t *)p);
-		return;
-	case T_LEVEL:
-		snprintf(buf, cap, "%s",
-			 kvs_log_level_name(*(const enum kvs_log_level *)p));
-		return;
-	case T_CHOICE:
-		snprintf(buf, cap, "%s", s->choices[*(const int *)p]);
-		return;
-	case T_BOOL:
-		snprintf(buf, cap, "%s", *(const int *)p ? "true" : "false");
-		return;
-	case T_GPU:
-		v = *(const int *)p;
-		if (v == KVS_GPU_AUTO)
-			snprintf(buf, cap, "auto");
-		else if (v == KVS_GPU_OFF)
-			snprintf(buf, cap, "off");
-		else
-			snprintf(buf, cap, "%d", v);
-		return;
-	case T_UIDS:
-	case T_GIDS: {
-		const uint32_t *ids = p;
-		uint32_t n = *(const uint32_t *)((const char *)cfg + s->n_off);
-		size_t at = 0;
-
-		buf[0] = '\0';
-		for (uint32_t i = 0; i < n && at < cap; i++)
-			at += (size_t)snprintf(buf + at, cap - at, "%s%u",
-					       i ? "," : "", ids[i]);
-		return;
-	}
-	case T_ACTION:
-		break;
-	}
-	buf[0] = '\0';
-}
-
-/* Room for KVS_ALLOW_MAX ids of 10 digits and their commas. */
-#define VALUE_MAX (KVS_ALLOW_MAX * 11 + 1)
-
-/* One option of --help: the flag in a column of 20, its text beside it,
- * continuation lines under the text. */
-static void usage_line(FILE *f, const struct setting *s, const kvs_config *d)
-{
-	char flag[64], val[VALUE_MAX], list[128] = "";
-	int len = snprintf(flag, sizeof(flag), "--%s%s%s", s->name,
-			   s->arg ? " " : "", s->arg ? s->arg : "");
-
-	if (s->type == T_POLICY) {
-		for (unsigned i = 0; kvs_policy_name_at(i); i++) {
-			if (i)
-				strncat(list, ", ", sizeof(list) - strlen(list) - 1);
-			strncat(list, kvs_policy_name_at(i),
-				sizeof(list) - strlen(list) - 1);
-		}
-	}
-	format_value(d, s, s->shift, val, sizeof(val));
-	fprintf(f, "  %-19s%s", flag, len > 19 ? "  " : " ");
-	for (const char *h = s->help; *h; h++) {
-		if (*h == '\n') {
-			fprintf(f, "\n%22s", "");
-		} else if (strncmp(h, "{}", 2) == 0) {
-			fputs(val, f);
-			h++;
-		} else if (strncmp(h, "{list}", 6) == 0) {
-			fputs(list, f);
-			h += 5;
-		} else {
-			fputc(*h, f);
-		}
-	}
-	fputc('\n', f);
-}
-
-void kvs_config_usage(FILE *f, const kvs_config *d)
-{
-	fprintf(f, "usage: kvshared [options]\n"
-		   "Shared KV-cache daemon for LLM workers on one machine.\n\n");
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->max_outbuf = DEFAULT_MAX_OUTBUF;
 	for (size_t i = 0; i < N_SETTINGS; i++)
-		usage_line(f, &settings[i], d);
+		if (config_settings[i].def && set_value(cfg, &config_settings[i], config_settings[i].def))
+			return -EINVAL; /* a bad table: test_config says which */
+	/* Defaults that are not constants. */
+	rc = kvs_default_socket_path(cfg->socket_path, sizeof(cfg->socket_path));
+	if (rc < 0)
+		return rc;
+	/* A quarter of what is free leaves room for the workers themselves. */
+	cfg->host_bytes = avail ? avail / 4 : FALLBACK_HOST_BYTES;
+	cfg->host_bytes &= ~(uint64_t)(cfg->page_bytes - 1);
+	if (cfg->host_bytes < cfg->page_bytes)
+		cfg->host_bytes = cfg->page_bytes;
+	strcpy(cfg->policy, kvs_policy_name_at(0));
+	cfg->ready_fd = -1;
+	return 0;
 }
 
-void kvs_config_print(FILE *f, const kvs_config *cfg)
+uint64_t kvs_config_tenant_bytes(const kvs_config *cfg)
 {
-	char val[VALUE_MAX];
+	uint64_t b = cfg->tenant_bytes;
 
-	fprintf(f, "# kvshared effective configuration (a valid --config file)\n"
-		   "[kvshared]\n");
-	for (size_t i = 0; i < N_SETTINGS; i++) {
-		const struct setting *s = &settings[i];
-
-		if (s->type == T_ACTION || (s->flags & F_NOPRINT))
-			continue;
-		if (s->unset && is_unset(cfg, s)) {
-			fprintf(f, "# %s: %s\n", s->name, s->unset);
-			continue;
-		}
-		format_value(cfg, s, 0, val, sizeof(val));
-		fprintf(f, "%s = %s\n", s->name, val);
-	}
+	if (!b && cfg->max_tenants)
+		b = cfg->host_bytes / cfg->max_tenants;
+	return b & ~(uint64_t)(cfg->page_bytes - 1);
 }
 
 static int bad(const char *flag, const char *val, const char *why)
@@ -719,7 +384,7 @@ static int check_rules(const kvs_config *cfg)
 	return 0;
 }
 
-/* getopt_long's options, made from settings[]. */
+/* getopt_long's options, made from config_settings[]. */
 static const struct option *long_options(void)
 {
 	static struct option opts[N_SETTINGS + 1];
@@ -727,7 +392,7 @@ static const struct option *long_options(void)
 	if (opts[0].name)
 		return opts;
 	for (size_t i = 0; i < N_SETTINGS; i++) {
-		const struct setting *s = &settings[i];
+		const struct setting *s = &config_settings[i];
 
 		opts[i].name = s->name;
 		opts[i].has_arg = s->arg ? required_argument
@@ -748,7 +413,7 @@ int kvs_config_parse_args(kvs_config *cfg, int argc, char **argv)
 	optind = 0;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		if (c >= OPT_BASE && strcmp(settings[c - OPT_BASE].name, "config") == 0 &&
+		if (c >= OPT_BASE && strcmp(config_settings[c - OPT_BASE].name, "config") == 0 &&
 		    (rc = kvs_config_load_file(cfg, optarg)) < 0)
 			return rc;
 	}
@@ -769,7 +434,7 @@ int kvs_config_parse_args(kvs_config *cfg, int argc, char **argv)
 			}
 			return bad("option", argv[optind - 1], "unknown option");
 		}
-		s = &settings[c - OPT_BASE];
+		s = &config_settings[c - OPT_BASE];
 		if (s->type != T_ACTION) {
 			why = set_value(cfg, s, optarg);
 			if (why) {

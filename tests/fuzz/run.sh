@@ -31,7 +31,7 @@ declare -A SOURCES=(
 	[fuzz_ssd]="storage/ssd.c storage/index.c -luring -lxxhash -llmdb"
 	# Every eviction policy: config.c checks --eviction-policy names
 	# against the registry, which links them all.
-	[fuzz_config]="service/config.c service/config_file.c $(echo service/policy*.c)
+	[fuzz_config]="$(echo service/config*.c service/policy*.c)
 		service/table.c service/log.c client/socket_path.c"
 )
 # The parsers print a line for each bad input: keep libFuzzer's output only.
