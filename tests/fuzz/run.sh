@@ -28,7 +28,7 @@ TARGETS=(fuzz_wire fuzz_admin fuzz_config fuzz_ssd)
 declare -A SOURCES=(
 	[fuzz_wire]="client/wire.c"
 	[fuzz_admin]="client/wire.c client/wire_admin.c"
-	[fuzz_ssd]="storage/ssd.c storage/index.c -luring -lxxhash -llmdb"
+	[fuzz_ssd]="$(echo storage/ssd*.c) storage/index.c -luring -lxxhash -llmdb"
 	# Every eviction policy: config.c checks --eviction-policy names
 	# against the registry, which links them all.
 	[fuzz_config]="$(echo service/config*.c service/policy*.c)
