@@ -20,6 +20,9 @@
  *    refused (KVS_E_PERM, counted).
  */
 #include "harness.h"
+#include "harness_child.h"
+#include "harness_client.h"
+#include "harness_raw.h"
 
 #include <grp.h>
 #include <stdio.h>

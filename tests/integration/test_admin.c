@@ -16,6 +16,7 @@
  *           with "kvsctl: <what> failed: <reason>".
  */
 #include "harness.h"
+#include "harness_client.h"
 
 #include <stdarg.h>
 #include <stdio.h>

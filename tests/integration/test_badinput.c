@@ -25,6 +25,8 @@
  * Finally errors.total equals the sum of the per-kind counters.
  */
 #include "harness.h"
+#include "harness_client.h"
+#include "harness_raw.h"
 
 #include <stdio.h>
 #include <stdlib.h>

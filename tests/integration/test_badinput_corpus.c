@@ -13,6 +13,8 @@
  * counts errors.proto, answers the message, and keeps serving.
  */
 #include "harness.h"
+#include "harness_client.h"
+#include "harness_raw.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -13,6 +13,8 @@
  *           blocks it pinned become evictable again.
  */
 #include "harness.h"
+#include "harness_child.h"
+#include "harness_client.h"
 
 #include <signal.h>
 #include <stdio.h>

@@ -21,6 +21,8 @@
  *            NEW as fit and FULL for the rest.
  */
 #include "harness.h"
+#include "harness_child.h"
+#include "harness_client.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -17,6 +17,8 @@
  * "GPU tier off: ..." and serves as before (skipped where a driver exists).
  */
 #include "harness.h"
+#include "harness_child.h"
+#include "harness_client.h"
 
 #include <dlfcn.h>
 #include <errno.h>

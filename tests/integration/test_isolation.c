@@ -13,6 +13,8 @@
  * the same pointers) and gets that layout's namespace and bytes back.
  */
 #include "harness.h"
+#include "harness_child.h"
+#include "harness_client.h"
 
 #include <stdlib.h>
 #include <string.h>

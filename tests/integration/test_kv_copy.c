@@ -6,6 +6,7 @@
  * one). Then every error path: nothing is written by a call that fails.
  */
 #include "harness.h"
+#include "harness_client.h"
 
 #include <errno.h>
 #include <math.h>

@@ -17,6 +17,8 @@
  * Every wait polls a condition against a deadline.
  */
 #include "harness.h"
+#include "harness_client.h"
+#include "harness_raw.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -22,6 +22,8 @@
  *            (corrupt_blocks 0), and nothing fails.
  */
 #include "harness.h"
+#include "harness_client.h"
+#include "harness_ssd.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -16,6 +16,8 @@
  *  sigint:   SIGINT stops the daemon like SIGTERM.
  */
 #include "harness.h"
+#include "harness_child.h"
+#include "harness_client.h"
 
 #include <signal.h>
 #include <stdio.h>

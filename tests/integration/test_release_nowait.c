@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "harness.h"
+#include "harness_client.h"
 
 #define LEN 8
 

@@ -12,6 +12,8 @@
  *    one writes it (the others see BUSY, then hit), and all read it back.
  */
 #include "harness.h"
+#include "harness_child.h"
+#include "harness_client.h"
 
 #include <stdlib.h>
 #include <string.h>

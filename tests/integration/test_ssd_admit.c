@@ -11,6 +11,8 @@
  * not on SSD); A0..A3 come back from SSD with identical bytes.
  */
 #include "harness.h"
+#include "harness_client.h"
+#include "harness_ssd.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -20,6 +20,8 @@
  * $TH_SEED to replay one.
  */
 #include "harness.h"
+#include "harness_child.h"
+#include "harness_client.h"
 
 #include <inttypes.h>
 #include <signal.h>

@@ -20,6 +20,8 @@
  *           no new demotion or write); the daemon exits 0 on SIGTERM.
  */
 #include "harness.h"
+#include "harness_client.h"
+#include "harness_ssd.h"
 
 #include <dirent.h>
 #include <inttypes.h>

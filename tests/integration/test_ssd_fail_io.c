@@ -24,6 +24,8 @@
  *          identical bytes; demotion is off, nothing is counted corrupt.
  */
 #include "harness.h"
+#include "harness_client.h"
+#include "harness_ssd.h"
 
 #include <inttypes.h>
 #include <stdio.h>

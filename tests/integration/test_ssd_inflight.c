@@ -42,6 +42,9 @@
  *  chain.
  */
 #include "harness.h"
+#include "harness_client.h"
+#include "harness_raw.h"
+#include "harness_ssd.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -11,6 +11,8 @@
  * restart must find the indexed blocks again with identical bytes.
  */
 #include "harness.h"
+#include "harness_client.h"
+#include "harness_ssd.h"
 
 #include <inttypes.h>
 #include <stdio.h>

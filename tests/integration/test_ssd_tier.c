@@ -18,6 +18,8 @@
  *            still found is still right.
  */
 #include "harness.h"
+#include "harness_client.h"
+#include "harness_ssd.h"
 
 #include <dirent.h>
 #include <inttypes.h>

@@ -12,6 +12,8 @@
  * the segments (promotions).
  */
 #include "harness.h"
+#include "harness_client.h"
+#include "harness_ssd.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -20,6 +20,8 @@
  *    supported yet").
  */
 #include "harness.h"
+#include "harness_child.h"
+#include "harness_client.h"
 #include "kvshare_admin.h"
 
 #include <grp.h>

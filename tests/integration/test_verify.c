@@ -17,6 +17,9 @@
  *  cli:      verify --help exits 0, a bad option 2.
  */
 #include "harness.h"
+#include "harness_client.h"
+#include "harness_raw.h"
+#include "harness_ssd.h"
 
 #include <dirent.h>
 #include <fcntl.h>
