@@ -182,6 +182,67 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 	event_base_loopbreak(s->base);
 }
 
+/* ssd_tier_open - the SSD tier under --ssd-dir, its completions polled from
+ * the loop; nothing without it. */
+static int ssd_tier_open(kvs_server *s, const kvs_config *cfg)
+{
+	kvs_cache_ssd_config sc = {
+		.dir = cfg->ssd_dir, .bytes = cfg->ssd_bytes,
+		.segment_bytes = cfg->ssd_segment_bytes,
+		.admit_hit = cfg->ssd_admit_hit,
+		.write_through = cfg->ssd_write_through,
+		.queue_depth = cfg->ssd_queue_depth };
+	int rc;
+
+	if (!cfg->ssd_dir[0])
+		return 0;
+	rc = kvs_cache_ssd_open(s->cache, &sc);
+	if (rc < 0)
+		return rc;
+	s->ssd_ev = event_new(s->base, kvs_cache_ssd_fd(s->cache),
+			      EV_READ | EV_PERSIST, on_ssd, s);
+	if (!s->ssd_ev)
+		return -ENOMEM;
+	event_add(s->ssd_ev, NULL);
+	return 0;
+}
+
+/* gpu_tier_open - the GPU tier per --gpu: a device that cannot be used is an
+ * error when named, the tier off under auto. */
+static int gpu_tier_open(kvs_server *s, const kvs_config *cfg)
+{
+	kvs_cache_gpu_config gc = { .device = cfg->gpu, .bytes = cfg->gpu_bytes,
+				    .page_bytes = cfg->page_bytes };
+	char why[256];
+	int rc;
+
+	/* --tenant-arenas uid with --ssd-dir or --gpu N is refused by the
+	 * configuration; the GPU tier's auto is off here (shared GPU and SSD
+	 * tiers across domains are not built). */
+	if (cfg->gpu == KVS_GPU_AUTO && cfg->tenant_arenas) {
+		kvs_info("GPU tier off: not supported yet with --tenant-arenas uid");
+		return 0;
+	}
+	if (cfg->gpu == KVS_GPU_OFF)
+		return 0;
+	rc = kvs_cache_gpu_open(s->cache, &gc, why, sizeof(why));
+	if (rc < 0 && cfg->gpu >= 0) {
+		kvs_err("GPU tier: device %d cannot be used: %s", cfg->gpu, why);
+		return rc;
+	}
+	if (rc < 0) {
+		kvs_info("GPU tier off: %s", why);
+	} else {
+		kvs_info("GPU tier on: %s device %u, %" PRIu64 " MiB%s",
+			 kvs_cache_gpu_kind(s->cache) == 2 ? "fake" : "CUDA",
+			 kvs_cache_gpu_device(s->cache),
+			 kvs_cache_gpu_bytes(s->cache) >> 20,
+			 kvs_cache_gpu_kind(s->cache) == 2
+				 ? " (KVS_GPU_FAKE=1: host memory, tests only)" : "");
+	}
+	return 0;
+}
+
 int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 {
 	kvs_cache_config cc = { .host_bytes = cfg->host_bytes,
@@ -214,51 +275,12 @@ int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 			cfg->host_bytes, kvs_strerror(rc));
 		goto fail;
 	}
-	if (cfg->ssd_dir[0]) {
-		kvs_cache_ssd_config sc = {
-			.dir = cfg->ssd_dir, .bytes = cfg->ssd_bytes,
-			.segment_bytes = cfg->ssd_segment_bytes,
-			.admit_hit = cfg->ssd_admit_hit,
-			.write_through = cfg->ssd_write_through,
-			.queue_depth = cfg->ssd_queue_depth };
-
-		rc = kvs_cache_ssd_open(s->cache, &sc);
-		if (rc < 0)
-			goto fail;
-		s->ssd_ev = event_new(s->base, kvs_cache_ssd_fd(s->cache),
-				      EV_READ | EV_PERSIST, on_ssd, s);
-		if (!s->ssd_ev) {
-			rc = -ENOMEM;
-			goto fail;
-		}
-		event_add(s->ssd_ev, NULL);
-	}
-	/* --tenant-arenas uid with --ssd-dir or --gpu N is refused by the
-	 * configuration; the GPU tier's auto is off here (shared GPU and SSD
-	 * tiers across domains are not built). */
-	if (cfg->gpu == KVS_GPU_AUTO && cfg->tenant_arenas)
-		kvs_info("GPU tier off: not supported yet with --tenant-arenas uid");
-	else if (cfg->gpu != KVS_GPU_OFF) {
-		kvs_cache_gpu_config gc = { .device = cfg->gpu, .bytes = cfg->gpu_bytes,
-					    .page_bytes = cfg->page_bytes };
-		char why[256];
-
-		rc = kvs_cache_gpu_open(s->cache, &gc, why, sizeof(why));
-		if (rc < 0 && cfg->gpu >= 0) {
-			kvs_err("GPU tier: device %d cannot be used: %s", cfg->gpu, why);
-			goto fail;
-		}
-		if (rc < 0) {
-			kvs_info("GPU tier off: %s", why);
-		} else {
-			kvs_info("GPU tier on: %s device %u, %" PRIu64 " MiB%s",
-				 kvs_cache_gpu_kind(s->cache) == 2 ? "fake" : "CUDA",
-				 kvs_cache_gpu_device(s->cache),
-				 kvs_cache_gpu_bytes(s->cache) >> 20,
-				 kvs_cache_gpu_kind(s->cache) == 2
-					 ? " (KVS_GPU_FAKE=1: host memory, tests only)" : "");
-		}
-	}
+	rc = ssd_tier_open(s, cfg);
+	if (rc < 0)
+		goto fail;
+	rc = gpu_tier_open(s, cfg);
+	if (rc < 0)
+		goto fail;
 	rc = kvs_admin_create(&ac, s->cache, &s->stats, &s->admin);
 	if (rc < 0)
 		goto fail;
