@@ -238,6 +238,66 @@ static void top_add(ns_sum *s, uint32_t max, const kvs_wire_prefix *p)
 	s->top[i] = *p;
 }
 
+/* ns_sums_fill - each namespace's roots, longest chain, hits, pins and top
+ * prefixes (leaves by hits) into sums[ns], for @rq->ns only when set;
+ * @depth and @root: tree_fill()'s depth and root index + 1 of each record. */
+static void ns_sums_fill(kvs_admin *a, const kvs_wire_list_req *rq,
+			 uint32_t span, const uint32_t *depth,
+			 const uint32_t *root, ns_sum *sums)
+{
+	kvs_cache *c = a->cache;
+
+	for (uint32_t i = 0; i < span; i++) {
+		const kvs_rec *r = kvs_cache_rec_at(c, i);
+		ns_sum *s;
+
+		if (r->state == KVS_REC_FREE || (rq->ns && r->ns != rq->ns))
+			continue;
+		s = &sums[r->ns];
+		if (r->parent == NONE)
+			s->w.roots++;
+		if (depth[i] > s->w.longest)
+			s->w.longest = depth[i];
+		if (r->state != KVS_REC_READY)
+			continue;
+		s->w.hits += r->hits;
+		s->w.pinned += is_pinned(a, i);
+		if (r->children == 0) {
+			kvs_wire_prefix px = {
+				.hash = kvs_cache_rec_hash(r), .hits = r->hits,
+				.root_hits = kvs_cache_rec_at(c, root[i] - 1)->hits,
+				.depth = depth[i],
+				.flags = is_pinned(a, i) ? KVS_WIRE_PREFIX_PINNED : 0,
+			};
+			top_add(s, rq->top, &px);
+		}
+	}
+}
+
+/* ns_wire_fill - the namespace part of a LIST entry (@w's sums are kept). */
+static void ns_wire_fill(const kvs_ns_info *ni, uint32_t id, kvs_wire_ns *w)
+{
+	w->id = id;
+	w->layers = ni->layers;
+	w->kv_heads = ni->kv_heads;
+	w->head_dim = ni->head_dim;
+	w->block_tokens = ni->block_tokens;
+	w->tp_rank = ni->tp_rank;
+	w->tp_size = ni->tp_size;
+	w->dtype = ni->dtype;
+	w->clients = ni->clients;
+	w->flags = (ni->salted ? KVS_WIRE_NS_SALTED : 0) |
+		   (ni->tenant ? KVS_WIRE_NS_TENANT : 0);
+	w->uid = ni->uid;
+	w->block_bytes = ni->block_bytes;
+	w->blocks = ni->blocks;
+	w->writing = ni->writing;
+	w->model = ni->model;
+	w->model_len = (uint16_t)strlen(ni->model);
+	w->adapter = ni->adapter;
+	w->adapter_len = (uint16_t)strlen(ni->adapter);
+}
+
 int kvs_admin_list(kvs_admin *a, uint32_t conn_ns, const kvs_wire_list_req *rq,
 		   uint8_t *out, size_t cap, size_t *len)
 {
@@ -267,55 +327,12 @@ int kvs_admin_list(kvs_admin *a, uint32_t conn_ns, const kvs_wire_list_req *rq,
 	}
 	tree_fill(c, span, depth, path, depth_step, NULL);
 	tree_fill(c, span, root, path, root_step, NULL);
-	for (uint32_t i = 0; i < span; i++) {
-		const kvs_rec *r = kvs_cache_rec_at(c, i);
-		ns_sum *s;
-
-		if (r->state == KVS_REC_FREE || (req.ns && r->ns != req.ns))
-			continue;
-		s = &sums[r->ns];
-		if (r->parent == NONE)
-			s->w.roots++;
-		if (depth[i] > s->w.longest)
-			s->w.longest = depth[i];
-		if (r->state != KVS_REC_READY)
-			continue;
-		s->w.hits += r->hits;
-		s->w.pinned += is_pinned(a, i);
-		if (r->children == 0) {
-			kvs_wire_prefix px = {
-				.hash = kvs_cache_rec_hash(r), .hits = r->hits,
-				.root_hits = kvs_cache_rec_at(c, root[i] - 1)->hits,
-				.depth = depth[i],
-				.flags = is_pinned(a, i) ? KVS_WIRE_PREFIX_PINNED : 0,
-			};
-			top_add(s, req.top, &px);
-		}
-	}
+	ns_sums_fill(a, &req, span, depth, root, sums);
 	off = 8;
 	for (uint32_t id = req.ns ? req.ns : 1; id <= (req.ns ? req.ns : nns); id++) {
-		const kvs_ns_info *ni = kvs_cache_ns_at(c, id);
 		kvs_wire_ns *w = &sums[id].w;
 
-		w->id = id;
-		w->layers = ni->layers;
-		w->kv_heads = ni->kv_heads;
-		w->head_dim = ni->head_dim;
-		w->block_tokens = ni->block_tokens;
-		w->tp_rank = ni->tp_rank;
-		w->tp_size = ni->tp_size;
-		w->dtype = ni->dtype;
-		w->clients = ni->clients;
-		w->flags = (ni->salted ? KVS_WIRE_NS_SALTED : 0) |
-			   (ni->tenant ? KVS_WIRE_NS_TENANT : 0);
-		w->uid = ni->uid;
-		w->block_bytes = ni->block_bytes;
-		w->blocks = ni->blocks;
-		w->writing = ni->writing;
-		w->model = ni->model;
-		w->model_len = (uint16_t)strlen(ni->model);
-		w->adapter = ni->adapter;
-		w->adapter_len = (uint16_t)strlen(ni->adapter);
+		ns_wire_fill(kvs_cache_ns_at(c, id), id, w);
 		rc = kvs_wire_ns_encode(w, sums[id].top, out + off, cap - off);
 		if (rc < 0)
 			goto out;
