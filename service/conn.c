@@ -219,6 +219,20 @@ static int conn_has_partial(const conn *c)
 	return avail < KVS_WIRE_HDR_SIZE + (size_t)h.len;
 }
 
+/* The partial clock (--client-timeout) starts with each incomplete message;
+ * a refused peer's runs from its accept until it is answered. */
+static void conn_partial_track(conn *c)
+{
+	if (c->refuse) {
+		/* runs from the accept */
+	} else if (!conn_has_partial(c)) {
+		c->partial_since = 0;
+	} else if (!c->partial_since || c->partial_msgs != c->msgs) {
+		c->partial_since = now_ms();
+		c->partial_msgs = c->msgs;
+	}
+}
+
 /* A refused peer's first message, whatever it is, is answered with the
  * refusal, echoing its opcode and req_id (so that libkvshare's HELLO reads
  * it as the answer), and the connection closes once that is sent. */
@@ -302,16 +316,7 @@ int conn_process(conn *c)
 		conn_close(c, NULL);
 		return -1;
 	}
-	/* The partial clock starts with each incomplete message; a refused
-	 * peer's runs from its accept until it is answered. */
-	if (c->refuse) {
-		/* runs from the accept */
-	} else if (!conn_has_partial(c)) {
-		c->partial_since = 0;
-	} else if (!c->partial_since || c->partial_msgs != c->msgs) {
-		c->partial_since = now_ms();
-		c->partial_msgs = c->msgs;
-	}
+	conn_partial_track(c);
 	conn_arm(c);
 	return 0;
 }
