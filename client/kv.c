@@ -169,6 +169,22 @@ static int check_jobs(kvs_client *c, const kvs_paged_cache *pc,
 	return 0;
 }
 
+/* jobs_collect - the offsets and page ids of the @n blocks that are on
+ * @tier, into @j (room for all @n). */
+static void jobs_collect(struct jobs *j, int tier, const kvs_block *blocks,
+			 const int32_t *page_ids, size_t n, uint32_t ppb)
+{
+	j->count = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (blocks[i].tier != tier)
+			continue;
+		j->offsets[j->count] = blocks[i].offset;
+		memcpy(j->page_ids + (size_t)j->count * ppb,
+		       page_ids + i * ppb, ppb * sizeof(int32_t));
+		j->count++;
+	}
+}
+
 static int kv_move(kvs_client *c, const kvs_paged_cache *pc, uint32_t layer,
 		   void *layer_base, const kvs_block *blocks,
 		   const int32_t *page_ids, size_t n, void *stream, int store)
@@ -222,15 +238,7 @@ static int kv_move(kvs_client *c, const kvs_paged_cache *pc, uint32_t layer,
 		goto out;
 	}
 	for (size_t t = 0; t < sizeof(tiers) / sizeof(tiers[0]) && rc == 0; t++) {
-		j.count = 0;
-		for (size_t i = 0; i < n; i++) {
-			if (blocks[i].tier != tiers[t])
-				continue;
-			j.offsets[j.count] = blocks[i].offset;
-			memcpy(j.page_ids + (size_t)j.count * ppb,
-			       page_ids + i * ppb, ppb * sizeof(int32_t));
-			j.count++;
-		}
+		jobs_collect(&j, tiers[t], blocks, page_ids, n, ppb);
 		if (j.count == 0)
 			continue;
 		kb.count = j.count;
