@@ -180,7 +180,8 @@ const struct setting config_settings[] = {
 
 #define N_SETTINGS (sizeof(config_settings) / sizeof(config_settings[0]))
 const size_t config_n_settings = N_SETTINGS;
-/* getopt_long's value of config_settings[i] is OPT_BASE + i, past every char. */
+/* getopt_long's value of config_settings[i] is OPT_BASE + i, past every
+ * char. */
 #define OPT_BASE 256
 
 static const struct setting *setting_named(const char *name)
@@ -253,7 +254,8 @@ static const char *set_value(kvs_config *cfg, const struct setting *s,
 		put_uint(cfg, s, size);
 		return NULL;
 	case T_U32:
-		if (config_parse_u32(val, (uint32_t)s->min, &u) < 0 || !size_ok(cfg, s, u))
+		if (config_parse_u32(val, (uint32_t)s->min, &u) < 0 ||
+		    !size_ok(cfg, s, u))
 			return s->why;
 		put_uint(cfg, s, u);
 		return NULL;
@@ -331,7 +333,8 @@ int kvs_config_defaults(kvs_config *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->max_outbuf = DEFAULT_MAX_OUTBUF;
 	for (size_t i = 0; i < N_SETTINGS; i++)
-		if (config_settings[i].def && set_value(cfg, &config_settings[i], config_settings[i].def))
+		if (config_settings[i].def &&
+		    set_value(cfg, &config_settings[i], config_settings[i].def))
 			return -EINVAL; /* a bad table: test_config says which */
 	/* Defaults that are not constants. */
 	rc = kvs_default_socket_path(cfg->socket_path, sizeof(cfg->socket_path));

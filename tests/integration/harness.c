@@ -167,6 +167,7 @@ int th_failures(void)
 
 /* ---- cleanup and the watchdog ----------------------------------------------- */
 
+/* Unmount th_tmpfs's mounts and remove their dirs. Async-signal-safe. */
 static void unmount_all(void)
 {
 	for (int i = 0; i < TH_MAX_MOUNTS; i++)

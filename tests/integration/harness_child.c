@@ -37,8 +37,9 @@ static void child_main(th_child_fn fn, void *arg, int fd, pid_t parent)
 	if (getppid() != parent)
 		_exit(1);
 	/* Free the parent's control clients (closing only this process's copy
-	 * of their fds) before th_fds_close_from() lets those numbers be reused, so
-	 * that LeakSanitizer has nothing to report when the child exits. */
+	 * of their fds) before th_fds_close_from() lets those numbers be
+	 * reused, so that LeakSanitizer has nothing to report when the child
+	 * exits. */
 	for (int i = 0; i < TH_MAX_DAEMONS; i++)
 		if (th_daemons[i]) {
 			kvs_close(th_daemons[i]->ctl);

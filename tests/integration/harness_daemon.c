@@ -36,7 +36,6 @@ static void remove_dir(const char *dir)
 		fprintf(stderr, "%s: keeping %s\n", th_name, dir);
 }
 
-/* Unmount th_tmpfs's mounts and remove their dirs. Async-signal-safe. */
 static void register_daemon(th_daemon *d)
 {
 	for (int i = 0; i < TH_MAX_DAEMONS; i++)
