@@ -1,6 +1,12 @@
 /*
- * cache_int.h - the cache's internals, shared by cache.c and the SSD-tier
- * glue (tier_ssd.c) only. Nothing else includes it.
+ * cache_int.h - the cache's internals, shared by its files only:
+ * cache.c (life cycle, attach, lookup, reserve, commit), cache_lease.c
+ * (leases), cache_evict.c (tiers of a record, the leaf rule, eviction and
+ * demotion, making room), cache_ns.c (trust domains and namespaces),
+ * cache_tier.c (the tier interface's cache side: adding tiers, promotion,
+ * the environment), cache_admin.c (operator primitives, stats) and
+ * cache_check.c (the consistency check). No tier includes it: tiers see
+ * kvs_tier.h only.
  *
  * Thread: the daemon's loop thread only.
  */
@@ -16,13 +22,15 @@
 #include "kvs_policy.h"
 #include "kvs_slab.h"
 #include "kvs_table.h"
+#include "kvs_tier.h"
 
+#define NONE KVS_REC_NONE
+/* kvs_tier values the cache can hold a tier for (array bound). */
+#define KVS_TIER_MAX 8
+#define NO_CLASS UINT32_MAX
 /* An eviction loop that frees other classes' slots hoping to empty a whole
  * slab gives up after this many victims rather than flush the cache. */
 #define MAX_EVICTIONS_PER_SLOT 4096
-
-typedef struct kvs_tier_ssd kvs_tier_ssd;
-typedef struct kvs_tier_gpu kvs_tier_gpu;
 
 enum lease_kind { LEASE_FREE = 0, LEASE_READ = 1, LEASE_WRITE = 2 };
 
@@ -41,6 +49,7 @@ typedef struct ns {
 	uint32_t salt_len;
 	uint32_t cls;     /* slot class in its domain's allocator */
 	uint32_t dom;     /* trust domain: index in kvs_cache.doms */
+	uint32_t tcls[KVS_TIER_MAX]; /* class in each slot tier, or NO_CLASS */
 } ns;
 
 /* A trust domain (DESIGN.md: "an arena is a trust domain"): one host arena
@@ -64,19 +73,32 @@ struct kvs_owner {
 	uint32_t leases;  /* head of the owner's lease list */
 	uint32_t nleases;
 	uint64_t pins;    /* entries of its leases */
-	uint32_t promo;   /* promotion in flight (tier_ssd.c), or NONE */
-	uint32_t verify;  /* verify in flight (tier_ssd.c), or NONE */
-	int gpu;          /* attached with KVS_HELLO_GPU, the GPU tier on */
+	uint32_t promo;   /* promotion in flight (cache_tier.c), or NONE */
+	uint32_t verify;  /* verify job in flight in vtier, or NONE */
+	kvs_tier_mod *vtier;
+	uint8_t above;    /* the slot tier it maps (enum kvs_tier), or 0 */
 	uint32_t uid;     /* the peer's uid: picks its domain (uid mode) */
 	kvs_cache_done_fn done; /* deferred lookup replies */
 	void *done_arg;
+	kvs_cache_verify_fn verify_fn; /* deferred verify replies */
+	void *verify_arg;
 };
+
+/* One lookup's promotion: reads from store tiers into host slots. */
+typedef struct promo {
+	kvs_owner *owner; /* NULL once the connection is gone */
+	uint32_t lease, n, pending, cut, next;
+	uint32_t *idx;    /* the lease's records, n */
+	int *res;         /* per position: 0, or the read's error */
+	uint8_t *from;    /* per position: the store tier read (enum kvs_tier) */
+	kvs_block *out;
+} promo;
 
 struct kvs_cache {
 	kvs_counters *stats;
-	/* Domain 0's, with --tenant-arenas off (the only mode the SSD and GPU
-	 * tiers run in, so tier_ssd.c and tier_gpu.c use these); NULL in uid
-	 * mode, where every use goes through the record's domain. */
+	/* Domain 0's, with --tenant-arenas off (the only mode tiers other
+	 * than host run in); NULL in uid mode, where every use goes through
+	 * the record's domain. */
 	kvs_arena *arena;
 	kvs_slab *slab;
 	kvs_policy *policy;
@@ -98,9 +120,22 @@ struct kvs_cache {
 	int leaf_only;        /* the policy evicts leaves only */
 	ns *nss;              /* namespace id i+1 is nss[i] */
 	uint32_t nns;
-	kvs_tier_ssd *ssd;    /* NULL when the SSD tier is off */
-	kvs_tier_gpu *gpu;    /* NULL when the GPU tier is off */
-	/* operator's view (kvs_cache_admin.h; code at the end of cache.c) */
+	/* Tiers other than host (kvs_tier.h), by kvs_tier value; stores[]
+	 * lists the store tiers top down (demotion tries them in order). */
+	kvs_tier_mod *tier[KVS_TIER_MAX];
+	kvs_tier_mod *stores[KVS_TIER_MAX];
+	uint32_t nstores;
+	kvs_policy *tpol[KVS_TIER_MAX]; /* each slot tier's policy */
+	uint64_t in_tier[KVS_TIER_MAX];  /* records by r->tier (NONE: 0) */
+	/* Children in tier t of each record (kids[t][idx]), kept for the
+	 * tiers whose leaf rule counts only their own children: a slot tier,
+	 * and the host tier once a store tier is on. */
+	uint8_t kids_on[KVS_TIER_MAX];
+	uint32_t *kids[KVS_TIER_MAX];
+	uint32_t nkids[KVS_TIER_MAX];
+	promo *ps;            /* promotions in flight (cache_tier.c) */
+	uint32_t nps, free_ps;
+	/* operator's view (kvs_cache_admin.h, cache_admin.c) */
 	kvs_cache_event_fn on_event;
 	void *event_arg;
 	uint32_t evict_kind;  /* what an eviction tells on_event */
@@ -110,43 +145,108 @@ struct kvs_cache {
 	uint32_t natime;
 };
 
-
 static inline kvs_rec *cache_rec(const kvs_cache *c, uint32_t idx)
 {
 	return kvs_table_rec(c->table, idx);
 }
 
-
-/* cache.c, for tier_ssd.c and tier_gpu.c */
-kvs_policy *cache_policy_of(const kvs_cache *c, uint32_t idx);
-void cache_sync_evictable(kvs_cache *c, uint32_t idx);
-void cache_set_tier(kvs_cache *c, uint32_t idx, uint8_t tier);
-/* Keep the first @hits records of read lease @s (unpin the rest), fill
- * @out; returns the lease id, 0 (lease freed) when @hits is 0. */
-uint64_t cache_lookup_finish(kvs_cache *c, uint32_t s, uint32_t hits,
-			     kvs_block *out);
-/* A record lost its bytes in every tier: drop it, or keep it as a ghost
- * while it has children. Its slot, if any, is already freed. */
-void cache_forget(kvs_cache *c, uint32_t idx);
-/* A free host slot for a block of namespace @ns_id, in its domain. */
-int cache_alloc_slot(kvs_cache *c, uint32_t ns_id, uint64_t *off);
-/* Domain 0's arena (tier_ssd.c, tier_gpu.c: --tenant-arenas off only). */
-void *cache_slot_ptr(kvs_cache *c, uint64_t off);
-int cache_lease_new(kvs_cache *c, kvs_owner *o, uint8_t kind, uint32_t *out);
-int cache_lease_room(lease *l, uint32_t more);
-void cache_lease_free(kvs_cache *c, uint32_t s);
-uint64_t cache_lease_id(const kvs_cache *c, uint32_t s);
-int cache_ns_restore(kvs_cache *c, const kvs_wire_hello *h, uint32_t *id);
+static inline ns *cache_ns(const kvs_cache *c, uint32_t ns_id)
+{
+	return &c->nss[ns_id - 1];
+}
 
 static inline dom *cache_ns_dom(const kvs_cache *c, uint32_t ns_id)
 {
 	return &c->doms[c->nss[ns_id - 1].dom];
 }
 
-/* tier_gpu.c: the cache's view of the namespace's host class. */
-static inline uint32_t cache_ns_cls(const kvs_cache *c, uint32_t ns_id)
+/* Whether kids[t] is kept (see struct kvs_cache). */
+static inline int cache_kids_on(const kvs_cache *c, uint8_t t)
 {
-	return c->nss[ns_id - 1].cls;
+	return t < KVS_TIER_MAX && c->kids_on[t];
 }
+
+/* cache_grow - grow the per-record array *@arr of @elem-byte entries
+ * (*@cap of them) to @n entries, new ones zeroed: sized as the table's
+ * records (kvs_table_capacity), it has their slack, a quarter at most.
+ * Errors: -ENOMEM (unchanged). */
+int cache_grow(void **arr, uint32_t *cap, size_t elem, uint32_t n);
+/* cache_rec_room - record @idx was inserted: room for it in every kept
+ * per-record array, and store tiers told (rec_new). Errors: -ENOMEM. */
+int cache_rec_room(kvs_cache *c, uint32_t idx);
+
+/* cache_evict.c */
+int cache_evictable(const kvs_cache *c, uint32_t idx, const kvs_rec *r);
+kvs_policy *cache_policy_of(const kvs_cache *c, uint32_t idx);
+void cache_sync_evictable(kvs_cache *c, uint32_t idx);
+uint32_t cache_kids(const kvs_cache *c, uint8_t t, uint32_t idx);
+void cache_kids_add(kvs_cache *c, uint8_t t, uint32_t idx, int delta);
+void cache_set_tier(kvs_cache *c, uint32_t idx, uint8_t tier);
+/* Record @p lost a child that was in tier @t (0: none). */
+void cache_child_gone(kvs_cache *c, uint32_t p, uint8_t t);
+/* A record lost its bytes in every tier: drop it, or keep it as a ghost
+ * while it has children. Its slot, if any, is already freed. */
+void cache_forget(kvs_cache *c, uint32_t idx);
+/* Record @idx leaves its tier (the policy's victim, or the operator's). */
+void cache_evict(kvs_cache *c, uint32_t idx, int tell_it);
+/* A free slot for a block of namespace @ns_id in tier @t (host: in its
+ * domain's arena), evicting that tier's victims as needed. */
+int cache_make_room(kvs_cache *c, uint32_t ns_id, uint8_t t, uint64_t *off);
+/* Give back record @idx's slot, in the arena of its tier. */
+void cache_free_slot(kvs_cache *c, uint32_t idx);
+/* Whether a store tier would keep @idx if the host tier evicted it. */
+int cache_store_keeps(kvs_cache *c, uint32_t idx);
+/* The facts of @idx a tier is told (kvs_tier_blk). */
+void cache_blk(const kvs_cache *c, uint32_t idx, kvs_tier_blk *b);
+
+/* cache_lease.c */
+uint64_t cache_lease_id(const kvs_cache *c, uint32_t s);
+int cache_lease_new(kvs_cache *c, kvs_owner *o, uint8_t kind, uint32_t *out);
+int cache_lease_room(lease *l, uint32_t more);
+void cache_lease_free(kvs_cache *c, uint32_t s);
+int cache_lease_get(kvs_cache *c, kvs_owner *o, uint64_t id, uint32_t *out);
+uint32_t cache_end_read(kvs_cache *c, uint32_t s);
+uint32_t cache_end_write(kvs_cache *c, uint32_t s, int commit);
+/* Whether @more pins would take @o past --max-pinned-blocks (counted). */
+int cache_over_pin_limit(kvs_cache *c, kvs_owner *o, uint64_t more);
+
+/* cache_ns.c */
+int cache_dom_create(kvs_cache *c, uint32_t uid, uint32_t *out);
+void cache_dom_destroy(dom *d);
+int cache_dom_of_owner(kvs_cache *c, const kvs_owner *o, uint32_t *out);
+int cache_ns_check(const kvs_ns_desc *d, uint64_t *bytes);
+uint32_t cache_ns_find(const kvs_cache *c, uint32_t d, const kvs_ns_desc *desc);
+int cache_ns_create(kvs_cache *c, const kvs_ns_desc *desc, uint32_t d,
+		    uint32_t *id);
+/* The class of namespace @ns_id's blocks in slot tier @t (made on first
+ * use). Errors: KVS_E_LAYOUT, -ENOMEM. */
+int cache_ns_tier_class(kvs_cache *c, uint32_t ns_id, uint8_t t, uint32_t *cls);
+void cache_ns_free_all(kvs_cache *c);
+
+/* cache_tier.c */
+/* Read lease @s pins a chain some of whose records are in a store tier
+ * only: host slots, reads. Returns the hits (the chain cut at the first
+ * block that could not be had) with *lease and @out filled, or
+ * -EINPROGRESS: the owner's done callback answers later. */
+int cache_promote(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_block *out,
+		  uint64_t *lease);
+/* Keep the first @hits records of read lease @s (unpin the rest), fill
+ * @out; returns the lease id, 0 (lease freed) when @hits is 0. */
+uint64_t cache_lookup_finish(kvs_cache *c, uint32_t s, uint32_t hits,
+			     kvs_block *out);
+/* The store tier that can read @idx back now, or NULL. */
+kvs_tier_mod *cache_store_of(const kvs_cache *c, uint32_t idx);
+void cache_tiers_owner_gone(kvs_cache *c, kvs_owner *o);
+void cache_tiers_close(kvs_cache *c);
+void cache_note(kvs_cache *c, uint8_t t, int what, uint64_t n);
+
+/* cache_admin.c */
+/* The slot allocators of every domain, summed; *bytes, *resident: their
+ * arenas'. */
+void cache_host_stats(const kvs_cache *c, kvs_slab_stats *ss, uint64_t *bytes,
+		      uint64_t *resident);
+uint32_t cache_clock_s(const kvs_cache *c);
+void cache_touch_atime(kvs_cache *c, uint32_t idx);
+void cache_tell(kvs_cache *c, uint32_t kind, uint32_t idx);
 
 #endif /* KVS_CACHE_INT_H */

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kvs_cache_admin.h"
 #include "kvs_wire_admin.h"
@@ -45,7 +46,24 @@ static int do_hello(conn *c, const kvs_wire_hdr *h, const request *rq)
 	int rc;
 
 	if (!(hello->flags & KVS_HELLO_CONTROL)) {
-		rc = kvs_cache_attach(s->cache, c->owner, hello, &r.ns_id,
+		char model[KVS_NAME_MAX + 1], adapter[KVS_NAME_MAX + 1];
+		kvs_ns_desc d = {
+			.model = model, .adapter = adapter,
+			.salt = (const uint8_t *)hello->salt,
+			.salt_len = hello->salt_len, .layers = hello->layers,
+			.kv_heads = hello->kv_heads, .head_dim = hello->head_dim,
+			.block_tokens = hello->block_tokens,
+			.tp_rank = hello->tp_rank, .tp_size = hello->tp_size,
+			.dtype = hello->dtype };
+		uint32_t kind, device;
+
+		/* The wire's names are counted and NUL-free (decoder). */
+		memcpy(model, hello->model, hello->model_len);
+		model[hello->model_len] = '\0';
+		memcpy(adapter, hello->adapter, hello->adapter_len);
+		adapter[hello->adapter_len] = '\0';
+		rc = kvs_cache_attach(s->cache, c->owner, &d,
+				      !!(hello->flags & KVS_HELLO_GPU), &r.ns_id,
 				      &r.block_bytes);
 		if (rc < 0)
 			return rc;
@@ -58,12 +76,12 @@ static int do_hello(conn *c, const kvs_wire_hdr *h, const request *rq)
 				      &r.host_arena_bytes, &r.host_arena_id);
 		/* The GPU arena goes to workers that asked for it only: a
 		 * client that did not gets the reply it always got. */
-		if ((hello->flags & KVS_HELLO_GPU) && kvs_cache_gpu_fd(s->cache) >= 0) {
+		if ((hello->flags & KVS_HELLO_GPU) &&
+		    kvs_cache_tier_map(s->cache, KVS_TIER_GPU, &c->pending_fd2,
+				       &r.gpu_arena_bytes, &kind, &device) == 0) {
 			r.arena_count = 2;
-			r.gpu_arena_bytes = kvs_cache_gpu_bytes(s->cache);
-			r.gpu_kind = kvs_cache_gpu_kind(s->cache);
-			r.gpu_device = kvs_cache_gpu_device(s->cache);
-			c->pending_fd2 = kvs_cache_gpu_fd(s->cache);
+			r.gpu_kind = kind;
+			r.gpu_device = device;
 		}
 	}
 	rc = kvs_wire_hello_reply_encode(&r, buf, sizeof(buf));
@@ -251,21 +269,42 @@ static int do_watch(conn *c, const kvs_wire_hdr *h, const request *rq)
 	return 0;
 }
 
+/* The VERIFY reply for @res and @fails[0..res->count) into s->reply:
+ * its bytes, or an error. */
+static int verify_encode(kvs_server *s, const kvs_verify_result *res,
+			 const kvs_verify_fail *fails)
+{
+	kvs_wire_verify_reply rep = {
+		.checked = res->checked, .ok = res->ok, .failed = res->failed,
+		.skipped = res->skipped, .count = res->count,
+		.flags = res->has_tier ? KVS_WIRE_VERIFY_SSD : 0 };
+	kvs_wire_verify_fail *wf = NULL;
+	int rc;
+
+	if (res->count && !(wf = calloc(res->count, sizeof(*wf))))
+		return -ENOMEM;
+	for (uint32_t i = 0; i < res->count; i++)
+		wf[i] = (kvs_wire_verify_fail){ .hash = fails[i].hash,
+						.ns = fails[i].ns,
+						.error = fails[i].error };
+	rc = kvs_wire_verify_reply_encode(&rep, wf, s->reply, KVS_WIRE_MAX_PAYLOAD);
+	free(wf);
+	return rc;
+}
+
 /* A deferred verify is done (kvs_cache_verify_fn): send it, then go on
  * with the requests that queued behind it. */
-static void on_verify_done(void *arg, const kvs_wire_verify_reply *rep,
-			   const kvs_wire_verify_fail *fails)
+static void on_verify_done(void *arg, const kvs_verify_result *res,
+			   const kvs_verify_fail *fails)
 {
 	conn *c = arg;
-	kvs_server *s = c->srv;
-	int rc = kvs_wire_verify_reply_encode(rep, fails, s->reply,
-					      KVS_WIRE_MAX_PAYLOAD);
+	int rc = verify_encode(c->srv, res, fails);
 
 	c->waiting = 0;
 	if (rc < 0)
 		conn_reply_error(c, &c->wait_hdr, rc);
 	else
-		conn_reply(c, &c->wait_hdr, 0, s->reply, (size_t)rc);
+		conn_reply(c, &c->wait_hdr, 0, c->srv->reply, (size_t)rc);
 	conn_process(c);
 }
 
@@ -274,16 +313,15 @@ static void on_verify_done(void *arg, const kvs_wire_verify_reply *rep,
 static int do_verify(conn *c, const kvs_wire_hdr *h, const request *rq)
 {
 	kvs_server *s = c->srv;
-	kvs_wire_verify_reply rep;
+	kvs_verify_result res;
 	int rc;
 
 	if (rq->verify.ns > kvs_cache_ns_count(s->cache))
 		return -ENOENT;
 	rc = kvs_cache_verify(s->cache, c->owner, rq->verify.ns,
-			      rq->verify.max_failed, on_verify_done, c, &rep);
+			      rq->verify.max_failed, on_verify_done, c, &res);
 	if (rc == 0)
-		rc = kvs_wire_verify_reply_encode(&rep, NULL, s->reply,
-						  KVS_WIRE_MAX_PAYLOAD);
+		rc = verify_encode(s, &res, NULL);
 	if (rc < 0)
 		return rc;
 	conn_reply(c, h, 0, s->reply, (size_t)rc);

@@ -1,9 +1,11 @@
 /*
  * kvs_cache.h - blocks, namespaces, leases and eviction over the host tier.
  *
- * This is the glue between the wire (server.c) and the engines (storage/):
+ * This is the glue between the wire (command.c) and the engines (storage/):
  * it knows blocks, namespaces, leases and stats; the slot allocator knows
- * only offsets and the arena only bytes.
+ * only offsets and the arena only bytes. Tiers other than host plug in
+ * through kvs_tier.h (kvs_cache_tier_add). Its API speaks its own types
+ * (kvs_ns_desc, kvs_verify_result), never the wire's.
  *
  * Rules it keeps:
  *  - Prefix closure: a block is linked to its parent (the chain one block
@@ -29,7 +31,7 @@
 #include <stdint.h>
 
 #include "kvs_stats.h"
-#include "kvs_wire.h"
+#include "kvs_tier.h"
 #include "kvshare.h"
 
 typedef struct kvs_cache kvs_cache;
@@ -90,8 +92,8 @@ uint32_t kvs_cache_tenants(const kvs_cache *c);
 kvs_owner *kvs_cache_owner_new(kvs_cache *c);
 /*
  * kvs_cache_done_fn - a lookup that answered -EINPROGRESS (blocks being read
- * back from SSD) is done: @rc hits (or an error), @lease and @out[0..rc) as
- * kvs_cache_lookup() would have filled them. Called from kvs_cache_ssd_poll();
+ * back from a store tier) is done: @rc hits (or an error), @lease and @out[0..rc) as
+ * kvs_cache_lookup() would have filled them. Called from kvs_cache_tier_poll();
  * @out is valid during the call only. The callback may issue requests.
  */
 typedef void (*kvs_cache_done_fn)(void *arg, int rc, uint64_t lease,
@@ -100,34 +102,26 @@ typedef void (*kvs_cache_done_fn)(void *arg, int rc, uint64_t lease,
 void kvs_cache_owner_set_done(kvs_owner *o, kvs_cache_done_fn fn, void *arg);
 
 /*
- * kvs_cache_verify_fn - a verify that answered -EINPROGRESS is done: @rep
- * (counts, flags) and @fails[0..rep->count). Called from
- * kvs_cache_ssd_poll(); both are valid during the call only. The callback
- * may issue requests.
+ * kvs_cache_verify_fn - a verify that answered -EINPROGRESS is done: @res
+ * (counts) and @fails[0..res->count). Called from a tier's poll; both are
+ * valid during the call only. The callback may issue requests.
  */
-struct kvs_wire_verify_reply;
-struct kvs_wire_verify_fail;
-typedef void (*kvs_cache_verify_fn)(void *arg,
-				    const struct kvs_wire_verify_reply *rep,
-				    const struct kvs_wire_verify_fail *fails);
+typedef kvs_verify_fn kvs_cache_verify_fn;
 
 /*
- * kvs_cache_verify - read back every block that has an SSD copy and no I/O
- * in flight (of namespace @ns, 0: all), into bounce buffers, up to 32 reads
- * at a time, and check each against its header, its checksum and the
- * index's checksum. A block that fails is dropped from the SSD tier as a
- * failed promotion read drops it (counted in tier_ssd.corrupt_blocks for a
- * checksum mismatch); one still in host RAM stays there. A block freed,
- * recycled or moved while its read was in flight counts as skipped.
- * @max_failed: failures listed in the reply (all are counted).
- * Returns 0 with *rep filled (nothing was read: the tier is off, flags 0,
- * or holds no block to check), or -EINPROGRESS: @fn(@arg) answers later and
- * @o must send no other request until then.
- * Errors: -ENOMEM.
+ * kvs_cache_verify - have the first store tier that can (the SSD tier)
+ * read back every block it holds with no I/O in flight (of namespace @ns,
+ * 0: all) and check each against its header and checksums; a block that
+ * fails leaves that tier (docs/ssd.md, "Verify"). @max_failed: failures
+ * listed in the answer (all are counted).
+ * Returns 0 with *res filled (nothing was read: no such tier, has_tier 0,
+ * or it holds no block to check), or -EINPROGRESS: @fn(@arg) answers
+ * later and @o must send no other request until then.
+ * Errors: -EBUSY (a verify of @o in flight), -ENOMEM.
  */
 int kvs_cache_verify(kvs_cache *c, kvs_owner *o, uint32_t ns,
 		     uint32_t max_failed, kvs_cache_verify_fn fn, void *arg,
-		     struct kvs_wire_verify_reply *rep);
+		     kvs_verify_result *res);
 
 /* kvs_cache_owner_set_uid - the peer's uid (SO_PEERCRED), which picks
  * @o's trust domain when the cache has per-uid domains; before attach. */
@@ -138,8 +132,9 @@ void kvs_cache_owner_set_uid(kvs_owner *o, uint32_t uid);
 void kvs_cache_owner_free(kvs_cache *c, kvs_owner *o);
 
 /*
- * kvs_cache_attach - bind @o to the namespace of @h's layout, creating it on
- * first use. Attaching again with the same layout is allowed.
+ * kvs_cache_attach - bind @o to namespace @d, creating it on first use.
+ * Attaching again with the same layout is allowed. @maps_slots: the owner
+ * maps the slot tier's arena (the GPU tier's) and reserves there first.
  * With per-uid domains the namespace is the owner's domain's: the same
  * layout and salt attached from two uids are two namespaces.
  * Errors: KVS_E_LAYOUT (a zero or out-of-range field, a block that does not
@@ -147,8 +142,8 @@ void kvs_cache_owner_free(kvs_cache *c, kvs_owner *o);
  * KVS_E_LIMIT (the owner's uid has no domain and max_tenants exist),
  * -ENOMEM.
  */
-int kvs_cache_attach(kvs_cache *c, kvs_owner *o, const kvs_wire_hello *h,
-		     uint32_t *ns_id, uint64_t *block_bytes);
+int kvs_cache_attach(kvs_cache *c, kvs_owner *o, const kvs_ns_desc *d,
+		     int maps_slots, uint32_t *ns_id, uint64_t *block_bytes);
 
 /*
  * kvs_cache_lookup - pin the longest present prefix of @hashes (@n of them,
@@ -156,9 +151,10 @@ int kvs_cache_attach(kvs_cache *c, kvs_owner *o, const kvs_wire_hello *h,
  * Returns hits. Errors: KVS_E_NOTATTACHED, KVS_E_LIMIT (the owner holds
  * max_leases leases, or the hits would take its pins past max_pinned:
  * nothing is pinned then), -ENOMEM.
- * -EINPROGRESS: some hits are being read back from the SSD tier; the answer
- * comes through the owner's kvs_cache_done_fn (set one before looking up
- * with the SSD tier on), and @o must send no other request until then.
+ * -EINPROGRESS: some hits are being read back from a store tier; the
+ * answer comes through the owner's kvs_cache_done_fn (set one before
+ * looking up with a store tier on), and @o must send no other request
+ * until then.
  */
 int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 		     uint32_t n, uint64_t *lease, kvs_block *out);
@@ -183,56 +179,6 @@ int kvs_cache_abort(kvs_cache *c, kvs_owner *o, uint64_t lease);
 /* kvs_cache_release - end any lease (a write lease is aborted); returns the
  * blocks it held. Errors: KVS_E_NOTATTACHED, KVS_E_NOLEASE, KVS_E_NOTOWNER. */
 int kvs_cache_release(kvs_cache *c, kvs_owner *o, uint64_t lease);
-
-/* The SSD tier (tier_ssd.c). */
-typedef struct kvs_cache_ssd_config {
-	const char *dir;        /* existing, writable directory */
-	uint64_t bytes;         /* tier size; 0: 4 segments */
-	uint64_t segment_bytes; /* segment file size */
-	int admit_hit;          /* demote only blocks hit at least once */
-	int write_through;      /* commit also writes to SSD */
-	unsigned queue_depth;   /* I/Os in the kernel at once; 0: the store's 32 */
-} kvs_cache_ssd_config;
-
-/*
- * kvs_cache_ssd_open - turn the SSD tier on: open the segment store and its
- * index under cfg->dir, restore the namespaces and load every valid indexed
- * block as an SSD-only hit (warm restart). Blocking; call before serving.
- * Errors: -ENOENT, -ENOTDIR, -EACCES, -EROFS (dir), -EBUSY (another daemon
- * has it), -ENOSPC, -EINVAL (sizes), -ENOMEM, other -errno. Logs why.
- */
-int kvs_cache_ssd_open(kvs_cache *c, const kvs_cache_ssd_config *cfg);
-/* kvs_cache_ssd_fd - readable when kvs_cache_ssd_poll() has work; -1 off. */
-int kvs_cache_ssd_fd(const kvs_cache *c);
-/* kvs_cache_ssd_poll - reap SSD completions (finishing demotions and
- * promotions, answering deferred lookups), then commit the index batch. */
-void kvs_cache_ssd_poll(kvs_cache *c);
-
-/* The GPU tier (tier_gpu.c): above the host tier. */
-typedef struct kvs_cache_gpu_config {
-	int device;          /* ordinal, or -1: the first usable device */
-	uint64_t bytes;      /* rounded up to the device's granularity */
-	uint32_t page_bytes; /* slot allocator page */
-} kvs_cache_gpu_config;
-
-/*
- * kvs_cache_gpu_open - turn the GPU tier on: open the engine (the CPU twin
- * when $KVS_GPU_FAKE is "1", tests only; else CUDA through the run-time
- * loaded driver), create and export the arena. Call before serving.
- * From then on, owners that attached with KVS_HELLO_GPU reserve in the GPU
- * tier first, and a block evicted from it is demoted to the host tier.
- * @why: on failure, one line saying why.
- * Errors: -ENODEV (no driver, no such device, unsupported: see @why),
- * -ENOMEM, -EIO, -EINVAL, -EEXIST (already on).
- */
-int kvs_cache_gpu_open(kvs_cache *c, const kvs_cache_gpu_config *cfg,
-		       char *why, size_t why_len);
-/* The GPU arena's fd (-1 when the tier is off), size, engine kind
- * (kvs_gpu_kind: 1 CUDA, 2 fake) and device ordinal. */
-int kvs_cache_gpu_fd(const kvs_cache *c);
-uint64_t kvs_cache_gpu_bytes(const kvs_cache *c);
-uint32_t kvs_cache_gpu_kind(const kvs_cache *c);
-uint32_t kvs_cache_gpu_device(const kvs_cache *c);
 
 /* kvs_cache_stats_fill - refresh the gauges the cache owns in its stats. */
 void kvs_cache_stats_fill(kvs_cache *c);

@@ -70,6 +70,9 @@ void kvs_table_remove(kvs_table *t, uint32_t idx);
 /* kvs_table_rec - the record @idx (valid until the next insert). */
 kvs_rec *kvs_table_rec(const kvs_table *t, uint32_t idx);
 
+/* kvs_table_capacity - records allocated: every index is below it. */
+uint32_t kvs_table_capacity(const kvs_table *t);
+
 /* kvs_table_count - records in use. */
 uint32_t kvs_table_count(const kvs_table *t);
 

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "kvs_log.h"
+#include "kvs_tiers.h"
 
 /* Refused peers are kept only until their first message is answered; more
  * than this many at once are closed without an answer. */
@@ -167,13 +168,6 @@ static int bind_socket(const char *path, uint32_t mode)
 	return fd;
 }
 
-static void on_ssd(evutil_socket_t fd, short what, void *arg)
-{
-	kvs_server *s = arg;
-
-	kvs_cache_ssd_poll(s->cache);
-}
-
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
 	kvs_server *s = arg;
@@ -182,65 +176,35 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 	event_base_loopbreak(s->base);
 }
 
-/* ssd_tier_open - the SSD tier under --ssd-dir, its completions polled from
- * the loop; nothing without it. */
-static int ssd_tier_open(kvs_server *s, const kvs_config *cfg)
+/* A tier's completions are ready (its event fd is readable). */
+static void on_tier(evutil_socket_t fd, short what, void *arg)
 {
-	kvs_cache_ssd_config sc = {
-		.dir = cfg->ssd_dir, .bytes = cfg->ssd_bytes,
-		.segment_bytes = cfg->ssd_segment_bytes,
-		.admit_hit = cfg->ssd_admit_hit,
-		.write_through = cfg->ssd_write_through,
-		.queue_depth = cfg->ssd_queue_depth };
-	int rc;
+	kvs_tier_mod *t = arg;
 
-	if (!cfg->ssd_dir[0])
-		return 0;
-	rc = kvs_cache_ssd_open(s->cache, &sc);
-	if (rc < 0)
-		return rc;
-	s->ssd_ev = event_new(s->base, kvs_cache_ssd_fd(s->cache),
-			      EV_READ | EV_PERSIST, on_ssd, s);
-	if (!s->ssd_ev)
-		return -ENOMEM;
-	event_add(s->ssd_ev, NULL);
-	return 0;
+	(void)fd;
+	(void)what;
+	kvs_cache_tier_poll(t->cache, t);
 }
 
-/* gpu_tier_open - the GPU tier per --gpu: a device that cannot be used is an
- * error when named, the tier off under auto. */
-static int gpu_tier_open(kvs_server *s, const kvs_config *cfg)
+/* The tiers the configuration turns on, each one's completions polled from
+ * the loop. */
+static int tiers_open(kvs_server *s, const kvs_config *cfg)
 {
-	kvs_cache_gpu_config gc = { .device = cfg->gpu, .bytes = cfg->gpu_bytes,
-				    .page_bytes = cfg->page_bytes };
-	char why[256];
-	int rc;
+	uint32_t n = 0;
+	int rc = kvs_tiers_open(cfg, s->cache);
 
-	/* --tenant-arenas uid with --ssd-dir or --gpu N is refused by the
-	 * configuration; the GPU tier's auto is off here (shared GPU and SSD
-	 * tiers across domains are not built). */
-	if (cfg->gpu == KVS_GPU_AUTO && cfg->tenant_arenas) {
-		kvs_info("GPU tier off: not supported yet with --tenant-arenas uid");
-		return 0;
+	for (uint8_t i = 0; rc == 0 && i < KVS_SERVER_TIERS; i++) {
+		kvs_tier_mod *t = kvs_cache_tier(s->cache, i);
+
+		if (!t || !t->ops->event_fd || t->ops->event_fd(t) < 0)
+			continue;
+		s->tier_ev[n] = event_new(s->base, t->ops->event_fd(t),
+					  EV_READ | EV_PERSIST, on_tier, t);
+		if (!s->tier_ev[n])
+			return -ENOMEM;
+		event_add(s->tier_ev[n++], NULL);
 	}
-	if (cfg->gpu == KVS_GPU_OFF)
-		return 0;
-	rc = kvs_cache_gpu_open(s->cache, &gc, why, sizeof(why));
-	if (rc < 0 && cfg->gpu >= 0) {
-		kvs_err("GPU tier: device %d cannot be used: %s", cfg->gpu, why);
-		return rc;
-	}
-	if (rc < 0) {
-		kvs_info("GPU tier off: %s", why);
-	} else {
-		kvs_info("GPU tier on: %s device %u, %" PRIu64 " MiB%s",
-			 kvs_cache_gpu_kind(s->cache) == 2 ? "fake" : "CUDA",
-			 kvs_cache_gpu_device(s->cache),
-			 kvs_cache_gpu_bytes(s->cache) >> 20,
-			 kvs_cache_gpu_kind(s->cache) == 2
-				 ? " (KVS_GPU_FAKE=1: host memory, tests only)" : "");
-	}
-	return 0;
+	return rc;
 }
 
 int kvs_server_create(const kvs_config *cfg, kvs_server **out)
@@ -275,10 +239,7 @@ int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 			cfg->host_bytes, kvs_strerror(rc));
 		goto fail;
 	}
-	rc = ssd_tier_open(s, cfg);
-	if (rc < 0)
-		goto fail;
-	rc = gpu_tier_open(s, cfg);
+	rc = tiers_open(s, cfg);
 	if (rc < 0)
 		goto fail;
 	rc = kvs_admin_create(&ac, s->cache, &s->stats, &s->admin);
@@ -347,8 +308,9 @@ void kvs_server_destroy(kvs_server *s)
 		event_free(s->sigint_ev);
 	if (s->sigterm_ev)
 		event_free(s->sigterm_ev);
-	if (s->ssd_ev)
-		event_free(s->ssd_ev);
+	for (uint32_t i = 0; i < KVS_SERVER_TIERS; i++)
+		if (s->tier_ev[i])
+			event_free(s->tier_ev[i]);
 	kvs_metrics_stop(s->metrics);
 	if (s->listen_fd >= 0) {
 		close(s->listen_fd);

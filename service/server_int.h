@@ -31,10 +31,14 @@
 
 typedef struct conn conn;
 
+/* Tiers whose completions the loop polls: at most one per kvs_tier value. */
+#define KVS_SERVER_TIERS 8
+
 struct kvs_server {
 	kvs_config cfg;
 	struct event_base *base;
-	struct event *listen_ev, *sigint_ev, *sigterm_ev, *ssd_ev;
+	struct event *listen_ev, *sigint_ev, *sigterm_ev;
+	struct event *tier_ev[KVS_SERVER_TIERS]; /* tiers' event fds */
 	int listen_fd;
 	kvs_cache *cache;
 	kvs_admin *admin; /* operator requests and events (admin.c) */

@@ -176,6 +176,11 @@ kvs_rec *kvs_table_rec(const kvs_table *t, uint32_t idx)
 	return &t->recs[idx];
 }
 
+uint32_t kvs_table_capacity(const kvs_table *t)
+{
+	return t->nrecs;
+}
+
 uint32_t kvs_table_count(const kvs_table *t)
 {
 	return t->used;

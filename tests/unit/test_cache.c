@@ -14,6 +14,8 @@
 #include "kvs_cache.h"
 #include "kvs_check.h"
 #include "kvs_log.h"
+#include "kvs_wire.h"
+#include "tier_gpu.h"
 
 #define PAGE (64u << 10)
 
@@ -30,14 +32,16 @@ static kvs_layout layout(const char *model, const char *salt, uint32_t kib)
 			     .dtype = KVS_DTYPE_FP16 };
 }
 
-static kvs_wire_hello hello_of(const kvs_layout *l, uint8_t *buf)
+/* The namespace of layout @l, as the cache's callers describe it. */
+static kvs_ns_desc desc_of(const kvs_layout *l)
 {
-	kvs_wire_hello h;
-	int n = kvs_wire_hello_encode(l, buf, 1024);
-
-	CHECK(n > 0);
-	CHECK(kvs_wire_hello_decode(buf, (size_t)n, &h) == 0);
-	return h;
+	return (kvs_ns_desc){ .model = l->model, .adapter = l->adapter ? l->adapter : "",
+			      .salt = (const uint8_t *)l->salt,
+			      .salt_len = l->salt ? (uint32_t)strlen(l->salt) : 0,
+			      .layers = l->layers, .kv_heads = l->kv_heads,
+			      .head_dim = l->head_dim, .block_tokens = l->block_tokens,
+			      .tp_rank = l->tp_rank, .tp_size = l->tp_size,
+			      .dtype = l->dtype };
 }
 
 static kvs_cache *mk_cache(uint64_t bytes, uint32_t max_leases)
@@ -53,13 +57,12 @@ static kvs_cache *mk_cache(uint64_t bytes, uint32_t max_leases)
 
 static kvs_owner *attach(kvs_cache *c, const kvs_layout *l)
 {
-	uint8_t buf[1024];
-	kvs_wire_hello h = hello_of(l, buf);
+	kvs_ns_desc h = desc_of(l);
 	kvs_owner *o = kvs_cache_owner_new(c);
 	uint32_t ns;
 	uint64_t bb;
 
-	CHECK(kvs_cache_attach(c, o, &h, &ns, &bb) == 0);
+	CHECK(kvs_cache_attach(c, o, &h, 0, &ns, &bb) == 0);
 	CHECK_EQ(bb, kvs_layout_block_bytes(l));
 	return o;
 }
@@ -151,8 +154,7 @@ static void test_isolation_and_layouts(void)
 	kvs_layout other = layout("m2", NULL, 64), bad = a, huge = layout("m", NULL, 4096);
 	kvs_owner *oa = attach(c, &a), *ob = attach(c, &salted);
 	kvs_owner *o3 = kvs_cache_owner_new(c);
-	uint8_t buf[1024];
-	kvs_wire_hello h;
+	kvs_ns_desc h;
 	uint32_t ns;
 	uint64_t bb;
 	chain ca, cb;
@@ -177,19 +179,19 @@ static void test_isolation_and_layouts(void)
 	}
 	CHECK_EQ(hits(c, oa, &ca, 0, 3), 3);
 	/* Re-attaching with another layout is refused; the same is fine. */
-	h = hello_of(&other, buf);
-	CHECK_EQ(kvs_cache_attach(c, oa, &h, &ns, &bb), KVS_E_ATTACHED);
-	h = hello_of(&a, buf);
-	CHECK_EQ(kvs_cache_attach(c, oa, &h, &ns, &bb), 0);
+	h = desc_of(&other);
+	CHECK_EQ(kvs_cache_attach(c, oa, &h, 0, &ns, &bb), KVS_E_ATTACHED);
+	h = desc_of(&a);
+	CHECK_EQ(kvs_cache_attach(c, oa, &h, 0, &ns, &bb), 0);
 	bad.layers = 0;
-	h = hello_of(&bad, buf);
-	CHECK_EQ(kvs_cache_attach(c, o3, &h, &ns, &bb), KVS_E_LAYOUT);
+	h = desc_of(&bad);
+	CHECK_EQ(kvs_cache_attach(c, o3, &h, 0, &ns, &bb), KVS_E_LAYOUT);
 	bad = a;
 	bad.tp_rank = 1; /* of tp_size 1 */
-	h = hello_of(&bad, buf);
-	CHECK_EQ(kvs_cache_attach(c, o3, &h, &ns, &bb), KVS_E_LAYOUT);
-	h = hello_of(&huge, buf); /* 4 MiB block, 1 MiB arena */
-	CHECK_EQ(kvs_cache_attach(c, o3, &h, &ns, &bb), KVS_E_LAYOUT);
+	h = desc_of(&bad);
+	CHECK_EQ(kvs_cache_attach(c, o3, &h, 0, &ns, &bb), KVS_E_LAYOUT);
+	h = desc_of(&huge); /* 4 MiB block, 1 MiB arena */
+	CHECK_EQ(kvs_cache_attach(c, o3, &h, 0, &ns, &bb), KVS_E_LAYOUT);
 	CHECK_EQ(kvs_cache_lookup(c, o3, H(&ca, 0), 3, &bb, NULL), KVS_E_NOTATTACHED);
 	CHECK(stats.errors_layout >= 4);
 	kvs_cache_owner_free(c, oa);
@@ -513,25 +515,27 @@ static void test_flat_lru_ghosts(void)
 static void test_gpu_random(unsigned seed)
 {
 	kvs_layout l = layout("gpu", NULL, 256); /* 256 KiB blocks */
-	kvs_cache_gpu_config gc = { .device = -1, .bytes = 4u << 20, .page_bytes = PAGE };
+	kvs_tier_gpu_config gc = { .device = -1, .bytes = 4u << 20, .page_bytes = PAGE };
+	kvs_tier_mod *gt = NULL;
+	uint32_t kind, device;
+	int fd;
 	kvs_cache *c = mk_cache(16u << 20, 64);
-	uint8_t buf[1024];
-	kvs_wire_hello h;
+	kvs_ns_desc h;
 	kvs_owner *g = kvs_cache_owner_new(c), *o;
 	uint32_t ns;
 	uint64_t bb;
 	char why[256];
 	chain ch;
-	int n;
 
 	setenv("KVS_GPU_FAKE", "1", 1);
-	CHECK_EQ(kvs_cache_gpu_open(c, &gc, why, sizeof(why)), 0);
+	CHECK_EQ(kvs_tier_gpu_open(&gc, &gt, why, sizeof(why)), 0);
+	CHECK_EQ(kvs_cache_tier_add(c, gt), 0);
 	unsetenv("KVS_GPU_FAKE");
-	CHECK(kvs_cache_gpu_fd(c) >= 0);
-	CHECK_EQ(kvs_cache_gpu_bytes(c), 4u << 20);
-	n = kvs_wire_hello_encode_flags(&l, KVS_HELLO_GPU, buf, sizeof(buf));
-	CHECK(n > 0 && kvs_wire_hello_decode(buf, (size_t)n, &h) == 0);
-	CHECK(kvs_cache_attach(c, g, &h, &ns, &bb) == 0);
+	CHECK_EQ(kvs_cache_tier_map(c, KVS_TIER_GPU, &fd, &bb, &kind, &device), 0);
+	CHECK(fd >= 0);
+	CHECK_EQ(bb, 4u << 20);
+	h = desc_of(&l);
+	CHECK(kvs_cache_attach(c, g, &h, 1, &ns, &bb) == 0);
 	o = attach(c, &l);
 	srand(seed);
 	for (int step = 0; step < 400; step++) {
@@ -580,14 +584,13 @@ static void test_gpu_random(unsigned seed)
 static kvs_owner *attach_uid(kvs_cache *c, const kvs_layout *l, uint32_t uid,
 			     int want, uint32_t *ns)
 {
-	uint8_t buf[1024];
-	kvs_wire_hello h = hello_of(l, buf);
+	kvs_ns_desc h = desc_of(l);
 	kvs_owner *o = kvs_cache_owner_new(c);
 	uint64_t bb;
 
 	kvs_cache_owner_set_uid(o, uid);
 	*ns = 0;
-	CHECK_EQ(kvs_cache_attach(c, o, &h, ns, &bb), want);
+	CHECK_EQ(kvs_cache_attach(c, o, &h, 0, ns, &bb), want);
 	return o;
 }
 

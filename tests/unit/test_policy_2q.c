@@ -25,6 +25,7 @@
 #include "kvs_cache.h"
 #include "kvs_check.h"
 #include "kvs_log.h"
+#include "kvs_wire.h"
 #include "kvs_policy.h"
 
 /* Evictions stay few enough that no ghost bucket (8 ways, 500 buckets for
@@ -185,12 +186,15 @@ static void cache_run(unsigned seed)
 	kvs_layout l = { .model = "m", .layers = 1, .kv_heads = 1,
 			 .head_dim = CPAGE / 64, .block_tokens = 16,
 			 .tp_size = 1, .dtype = KVS_DTYPE_FP16 };
-	uint8_t buf[1024], wire[8 + 16 * CMAXN]; /* a count, then hashes */
+	uint8_t wire[8 + 16 * CMAXN]; /* a count, then hashes */
 	kvs_hash h[CMAXN];
 	kvs_block b[CMAXN];
 	kvs_owner *o[2];
 	kvs_cache *c = NULL;
-	kvs_wire_hello hello;
+	kvs_ns_desc hello = { .model = l.model, .adapter = "", .layers = l.layers,
+			      .kv_heads = l.kv_heads, .head_dim = l.head_dim,
+			      .block_tokens = l.block_tokens, .tp_rank = l.tp_rank,
+			      .tp_size = l.tp_size, .dtype = l.dtype };
 	uint64_t held = 0, lease, bb;
 	uint32_t ns;
 	int n, hits = 0;
@@ -199,11 +203,9 @@ static void cache_run(unsigned seed)
 	CHECK(kvs_cache_create(&cfg, &st, &c) == 0);
 	if (!c)
 		return;
-	n = kvs_wire_hello_encode(&l, buf, sizeof(buf));
-	CHECK(n > 0 && kvs_wire_hello_decode(buf, (size_t)n, &hello) == 0);
 	for (int i = 0; i < 2; i++) {
 		o[i] = kvs_cache_owner_new(c);
-		CHECK(kvs_cache_attach(c, o[i], &hello, &ns, &bb) == 0);
+		CHECK(kvs_cache_attach(c, o[i], &hello, 0, &ns, &bb) == 0);
 	}
 	for (int step = 0; step < 20000; step++) {
 		/* Skewed: low documents are popular. */

@@ -1,0 +1,177 @@
+/* cache_admin.c - stats, and the operator's primitives over the cache
+ * (kvs_cache_admin.h): walk, find, evict and pin single records. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cache_int.h"
+
+/* ---- introspection ---------------------------------------------------- */
+
+/* The slot allocators of every domain, summed; *bytes, *resident: their
+ * arenas'. */
+void cache_host_stats(const kvs_cache *c, kvs_slab_stats *ss, uint64_t *bytes,
+		      uint64_t *resident)
+{
+	memset(ss, 0, sizeof(*ss));
+	*bytes = *resident = 0;
+	for (uint32_t i = 0; i < c->ndoms; i++) {
+		kvs_slab_stats one;
+
+		kvs_slab_stats_get(c->doms[i].slab, &one);
+		ss->slots_used += one.slots_used;
+		ss->slot_bytes_used += one.slot_bytes_used;
+		ss->slab_bytes += one.slab_bytes;
+		*bytes += kvs_arena_bytes(c->doms[i].arena);
+		*resident += kvs_arena_resident(c->doms[i].arena);
+	}
+}
+
+void kvs_cache_stats_fill(kvs_cache *c)
+{
+	kvs_counters *st = c->stats;
+	kvs_slab_stats ss;
+	uint64_t blocks = 0, writing = 0, lease_bytes = 0, bytes, resident;
+
+	cache_host_stats(c, &ss, &bytes, &resident);
+	for (uint32_t i = 0; i < c->nns; i++) {
+		blocks += c->nss[i].info.blocks;
+		writing += c->nss[i].info.writing;
+	}
+	for (uint32_t i = 0; i < c->nleases; i++)
+		lease_bytes += c->leases[i].cap * sizeof(uint32_t);
+	st->tier_host_bytes_total = (int64_t)bytes;
+	st->tier_host_bytes_resident = (int64_t)resident;
+	st->tier_host_bytes_used = (int64_t)ss.slot_bytes_used;
+	st->tier_host_bytes_free =
+		(int64_t)(bytes - ss.slot_bytes_used);
+	st->tier_host_slots_used = (int64_t)ss.slots_used;
+	/* Committed blocks are in host RAM unless a slot tier has them. */
+	for (uint8_t t = 0; t < KVS_TIER_MAX; t++)
+		if (c->tpol[t])
+			blocks -= c->tier[t]->ops->blocks(c->tier[t]);
+	st->tier_host_blocks = (int64_t)blocks;
+	st->tier_host_blocks_writing = (int64_t)writing;
+	st->tier_host_utilization_permille =
+		ss.slab_bytes ? (int64_t)(ss.slot_bytes_used * 1000 / ss.slab_bytes) : 0;
+	st->leases_active = c->active_leases;
+	st->leases_pinned_blocks = (int64_t)c->pins;
+	st->namespaces_count = c->nns;
+	st->tenants_domains = c->by_uid ? c->ndoms : 0;
+	st->table_records = kvs_table_count(c->table);
+	st->table_ghosts = c->ghosts;
+	st->table_metadata_bytes =
+		(int64_t)(kvs_table_bytes(c->table) + lease_bytes +
+			  (uint64_t)c->nleases * sizeof(lease) +
+			  (uint64_t)c->natime * sizeof(*c->atime));
+	for (uint8_t t = 0; t < KVS_TIER_MAX; t++)
+		st->table_metadata_bytes += (int64_t)c->nkids[t] * sizeof(uint32_t);
+	/* Tiers last: they add their per-record state to the metadata. */
+	for (uint8_t t = 0; t < KVS_TIER_MAX; t++)
+		if (c->tier[t])
+			c->tier[t]->ops->stats(c->tier[t], st);
+}
+
+void kvs_cache_ns_foreach(const kvs_cache *c,
+			  void (*fn)(const kvs_ns_info *ns, void *arg), void *arg)
+{
+	for (uint32_t i = 0; i < c->nns; i++)
+		fn(&c->nss[i].info, arg);
+}
+
+/* ---- operator primitives (kvs_cache_admin.h) -------------------------- */
+
+uint32_t cache_clock_s(const kvs_cache *c)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (uint32_t)(now.tv_sec - c->born.tv_sec);
+}
+
+/* Best effort: without memory for the array an age reads as 0. */
+void cache_touch_atime(kvs_cache *c, uint32_t idx)
+{
+	if (idx >= c->natime &&
+	    cache_grow((void **)&c->atime, &c->natime, sizeof(*c->atime),
+		       kvs_table_capacity(c->table)) < 0)
+		return;
+	c->atime[idx] = cache_clock_s(c);
+}
+
+void cache_tell(kvs_cache *c, uint32_t kind, uint32_t idx)
+{
+	if (c->on_event)
+		c->on_event(c->event_arg, kind, cache_rec(c, idx));
+}
+
+void kvs_cache_set_event_hook(kvs_cache *c, kvs_cache_event_fn fn, void *arg)
+{
+	c->on_event = fn;
+	c->event_arg = arg;
+}
+
+uint32_t kvs_cache_rec_span(const kvs_cache *c)
+{
+	uint32_t count = kvs_table_count(c->table), hi = 0;
+
+	for (uint32_t found = 0; found < count; hi++)
+		found += cache_rec(c, hi)->state != KVS_REC_FREE;
+	return hi;
+}
+
+const kvs_rec *kvs_cache_rec_at(const kvs_cache *c, uint32_t idx)
+{
+	return cache_rec(c, idx);
+}
+
+kvs_hash kvs_cache_rec_hash(const kvs_rec *r)
+{
+	return cache_ns_key(r->ns, r->hash); /* the mix is its own inverse */
+}
+
+uint64_t kvs_cache_rec_age_s(const kvs_cache *c, uint32_t idx)
+{
+	uint32_t now = cache_clock_s(c), t = idx < c->natime ? c->atime[idx] : now;
+
+	return now > t ? now - t : 0;
+}
+
+uint32_t kvs_cache_find(const kvs_cache *c, uint32_t ns_id, kvs_hash h)
+{
+	for (uint32_t id = ns_id ? ns_id : 1; id <= c->nns; id++) {
+		uint32_t idx = kvs_table_find(c->table, cache_ns_key(id, h));
+
+		if (idx != NONE && cache_rec(c, idx)->ns == id)
+			return idx;
+		if (ns_id)
+			break;
+	}
+	return NONE;
+}
+
+const kvs_ns_info *kvs_cache_ns_at(const kvs_cache *c, uint32_t id)
+{
+	return id >= 1 && id <= c->nns ? &c->nss[id - 1].info : NULL;
+}
+
+uint32_t kvs_cache_ns_count(const kvs_cache *c)
+{
+	return c->nns;
+}
+
+int kvs_cache_free_rec(kvs_cache *c, uint32_t idx, uint32_t kind)
+{
+	if (!cache_evictable(c, idx, cache_rec(c, idx)))
+		return 0;
+	c->evict_kind = kind;
+	cache_evict(c, idx, 1);
+	c->evict_kind = KVS_EVENT_EVICTED;
+	return 1;
+}
+
+void kvs_cache_pin_rec(kvs_cache *c, uint32_t idx, int delta)
+{
+	cache_rec(c, idx)->refs += (uint32_t)delta;
+	cache_sync_evictable(c, idx);
+}

@@ -1,0 +1,193 @@
+/* cache_lease.c - leases: the pins of a lookup, the slots of a reserve
+ * (see kvs_cache.h for the rules, cache_int.h for the layout). */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "cache_int.h"
+
+uint64_t cache_lease_id(const kvs_cache *c, uint32_t slot)
+{
+	return (uint64_t)c->leases[slot].gen << 32 | slot;
+}
+
+int cache_over_pin_limit(kvs_cache *c, kvs_owner *o, uint64_t more)
+{
+	if (!c->max_pinned || o->pins + more <= c->max_pinned)
+		return 0;
+	c->stats->errors_limit++;
+	return 1;
+}
+
+int cache_lease_new(kvs_cache *c, kvs_owner *o, uint8_t kind, uint32_t *out)
+{
+	lease *l;
+	uint32_t s;
+
+	if (o->nleases >= c->max_leases) {
+		c->stats->errors_limit++;
+		return KVS_E_LIMIT;
+	}
+	if (c->free_lease == NONE) {
+		uint32_t n = c->nleases ? c->nleases * 2 : 64;
+		lease *nl = realloc(c->leases, (size_t)n * sizeof(*nl));
+
+		if (!nl)
+			return -ENOMEM;
+		for (uint32_t i = n; i-- > c->nleases;) {
+			nl[i] = (lease){ .gen = 1, .next = c->free_lease };
+			c->free_lease = i;
+		}
+		c->leases = nl;
+		c->nleases = n;
+	}
+	s = c->free_lease;
+	l = &c->leases[s];
+	c->free_lease = l->next;
+	l->kind = kind;
+	l->owner = o;
+	l->n = 0;
+	l->prev = NONE;
+	l->next = o->leases;
+	if (o->leases != NONE)
+		c->leases[o->leases].prev = s;
+	o->leases = s;
+	o->nleases++;
+	c->active_leases++;
+	*out = s;
+	return 0;
+}
+
+int cache_lease_room(lease *l, uint32_t more)
+{
+	if (l->n + more > l->cap) {
+		uint32_t cap = l->cap ? l->cap : 16;
+		uint32_t *nr;
+
+		while (cap < l->n + more)
+			cap *= 2;
+		nr = realloc(l->recs, (size_t)cap * sizeof(uint32_t));
+		if (!nr)
+			return -ENOMEM;
+		l->recs = nr;
+		l->cap = cap;
+	}
+	return 0;
+}
+
+void cache_lease_free(kvs_cache *c, uint32_t s)
+{
+	lease *l = &c->leases[s];
+	kvs_owner *o = l->owner;
+
+	if (l->prev != NONE)
+		c->leases[l->prev].next = l->next;
+	else
+		o->leases = l->next;
+	if (l->next != NONE)
+		c->leases[l->next].prev = l->prev;
+	o->nleases--;
+	c->active_leases--;
+	l->kind = LEASE_FREE;
+	l->owner = NULL;
+	l->n = 0;
+	/* A big lease's array is not kept around for the next small one. */
+	if (l->cap > 1024) {
+		free(l->recs);
+		l->recs = NULL;
+		l->cap = 0;
+	}
+	if (++l->gen == 0)
+		l->gen = 1;
+	l->next = c->free_lease;
+	c->free_lease = s;
+}
+
+int cache_lease_get(kvs_cache *c, kvs_owner *o, uint64_t id, uint32_t *out)
+{
+	uint32_t s = (uint32_t)id, gen = (uint32_t)(id >> 32);
+
+	if (!o->ns) {
+		/* No namespace, no leases: say so rather than "no such lease". */
+		c->stats->errors_notattached++;
+		return KVS_E_NOTATTACHED;
+	}
+	if (s >= c->nleases || c->leases[s].kind == LEASE_FREE ||
+	    c->leases[s].gen != gen) {
+		c->stats->errors_lease++;
+		return KVS_E_NOLEASE;
+	}
+	if (c->leases[s].owner != o) {
+		c->stats->errors_lease++;
+		return KVS_E_NOTOWNER;
+	}
+	*out = s;
+	return 0;
+}
+
+uint32_t cache_end_read(kvs_cache *c, uint32_t s)
+{
+	lease *l = &c->leases[s];
+	uint32_t n = l->n;
+
+	for (uint32_t i = 0; i < n; i++) {
+		cache_rec(c, l->recs[i])->refs--;
+		cache_sync_evictable(c, l->recs[i]);
+	}
+	c->pins -= n;
+	l->owner->pins -= n;
+	cache_lease_free(c, s);
+	return n;
+}
+
+/* Commit record @idx of a write lease: visible to lookups from now on. */
+static void commit_one(kvs_cache *c, uint32_t idx)
+{
+	kvs_rec *r = cache_rec(c, idx);
+	ns *sp = cache_ns(c, r->ns);
+	kvs_tier_blk b;
+
+	r->state = KVS_REC_READY;
+	r->refs--;
+	sp->info.writing--;
+	sp->info.blocks++;
+	cache_touch_atime(c, idx);
+	kvs_policy_touch(cache_policy_of(c, idx), idx);
+	cache_sync_evictable(c, idx);
+	r = cache_rec(c, idx);
+	if (r->tier == KVS_TIER_HOST && c->nstores > 0) {
+		cache_blk(c, idx, &b);
+		for (uint32_t i = 0; i < c->nstores; i++)
+			if (c->stores[i]->ops->committed)
+				c->stores[i]->ops->committed(c->stores[i], &b);
+	}
+	cache_note(c, cache_rec(c, idx)->tier, KVS_TIER_NOTE_COMMITTED, 1);
+	cache_tell(c, KVS_EVENT_STORED, idx);
+}
+
+uint32_t cache_end_write(kvs_cache *c, uint32_t s, int commit)
+{
+	lease *l = &c->leases[s];
+	uint32_t n = l->n;
+
+	if (commit) {
+		for (uint32_t i = 0; i < n; i++)
+			commit_one(c, l->recs[i]);
+		c->stats->blocks_committed += n;
+	} else {
+		/* Children were reserved after their parents: free in reverse. */
+		for (uint32_t i = n; i-- > 0;) {
+			uint32_t idx = l->recs[i];
+
+			cache_ns(c, cache_rec(c, idx)->ns)->info.writing--;
+			cache_free_slot(c, idx);
+			/* A ghost being rewritten: its children outside
+			 * this lease still need it. */
+			cache_forget(c, idx);
+		}
+		c->stats->blocks_aborted += n;
+	}
+	c->pins -= n;
+	l->owner->pins -= n;
+	cache_lease_free(c, s);
+	return n;
+}

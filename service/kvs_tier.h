@@ -1,0 +1,250 @@
+/*
+ * kvs_tier.h - the interface between the block cache and its tiers.
+ *
+ * The cache (cache*.c) owns blocks: records, prefix links, pins, leases,
+ * namespaces and trust domains, and the host tier (one memfd arena per
+ * domain). Every other tier is a module that implements kvs_tier_ops and is
+ * handed to the cache with kvs_cache_tier_add(); the cache knows it only
+ * through that table, as it knows eviction policies through kvs_policy_ops.
+ *
+ * Two kinds of tier:
+ *  - a slot tier (KVS_TIER_SLOTS: the GPU tier) sits above the host tier and
+ *    holds bytes that clients map: the cache allocates its slots, keeps an
+ *    eviction policy for it, and demotes its victims to the host tier;
+ *  - a store tier (the SSD tier) sits below the host tier and holds copies:
+ *    a block the host tier evicts goes to the first store tier that admits
+ *    it, and a lookup that reaches a block held only there promotes it (a
+ *    host slot, a read, the deferred reply).
+ *
+ * What is the cache's, written once for every tier: the record's tier, the
+ * child counts per tier and the leaf rule, one make-room loop per (domain,
+ * tier), promotion jobs and deferred replies, demotion to the next tier
+ * that admits a block. What is the tier's: where its copies are, staging,
+ * its indexes, recycling, restore at start, verify, its own counters.
+ *
+ * A tier keeps per-block state indexed by the record index (rec_new says
+ * when an index is handed to a new block). It reads a block's facts through
+ * kvs_tier_rec() and changes nothing of the cache except through the
+ * kvs_tier_* calls below ("the environment"), so it never sees kvs_cache.
+ *
+ * Errors: 0 or a count, or a negative KVS_E_* / -errno, as everywhere.
+ * Thread: the daemon's loop thread only.
+ */
+#ifndef KVS_TIER_H
+#define KVS_TIER_H
+
+#include <stdint.h>
+
+#include "kvs_stats.h"
+#include "kvs_types.h"
+
+typedef struct kvs_cache kvs_cache;
+typedef struct kvs_tier_mod kvs_tier_mod;
+typedef struct kvs_tier_ops kvs_tier_ops;
+
+/* Where a tier sits. */
+enum kvs_tier_kind {
+	KVS_TIER_SLOTS = 1, /* above host: clients map its slots */
+	KVS_TIER_STORE = 2, /* below host: copies, promoted on a hit */
+};
+
+/* A namespace, as the cache and the tiers that persist it know it. */
+typedef struct kvs_ns_desc {
+	const char *model, *adapter; /* NUL-terminated; adapter "" if none */
+	const uint8_t *salt;         /* salt_len bytes (may hold NULs) */
+	uint32_t salt_len;
+	uint32_t layers, kv_heads, head_dim, block_tokens, tp_rank, tp_size;
+	uint32_t dtype;              /* kvs_dtype */
+} kvs_ns_desc;
+
+/* One block as a tier sees it (kvs_tier_rec, and the ops' arguments). */
+typedef struct kvs_tier_blk {
+	uint32_t idx;      /* record index */
+	uint32_t ns;       /* namespace id */
+	kvs_hash hash;     /* the block's hash, as clients name it */
+	kvs_hash parent;   /* the parent's hash, or zero */
+	uint64_t bytes;    /* block bytes of its namespace */
+	uint64_t host_off; /* its host slot (domain 0), when it has one */
+	uint64_t stamp;    /* last access, for the policy (persisted) */
+	uint32_t hits;     /* lookups that hit it */
+	uint32_t refs;     /* pins */
+	uint8_t tier;      /* where clients find its bytes (enum kvs_tier) */
+	uint8_t ready;     /* committed and not a ghost */
+} kvs_tier_blk;
+
+/* Events counted by the tier they concern (kvs_tier_ops.note). */
+enum kvs_tier_note {
+	KVS_TIER_NOTE_RESERVED = 1, /* a slot tier took a reserve */
+	KVS_TIER_NOTE_RESERVE_FALLBACK, /* it had no room: the host took it */
+	KVS_TIER_NOTE_COMMITTED,    /* a block in it was committed */
+	KVS_TIER_NOTE_LOOKUP_HIT,   /* @n blocks in it were hits */
+	KVS_TIER_NOTE_DEMOTED,      /* a block left it, @n bytes moved down */
+	KVS_TIER_NOTE_DROPPED,      /* a block left it and nothing kept it */
+	KVS_TIER_NOTE_PROMOTED,     /* a copy of it is in host RAM again */
+};
+
+/* Results of kvs_tier_ops.demote. */
+enum kvs_tier_demote {
+	KVS_TIER_REFUSED = 0, /* not admitted: the cache drops the block */
+	KVS_TIER_KEPT = 1,    /* the tier has its copy */
+	KVS_TIER_WRITING = 2, /* its copy is being written (kvs_tier_stored) */
+};
+
+/* Verify results (kvs_tier_ops.verify), the cache's types. */
+typedef struct kvs_verify_fail {
+	kvs_hash hash; /* the block's hash (not the table key) */
+	uint32_t ns;
+	int32_t error;
+} kvs_verify_fail;
+
+typedef struct kvs_verify_result {
+	uint64_t checked, ok, failed, skipped;
+	uint32_t count;    /* failures listed, <= failed */
+	uint32_t has_tier; /* a tier that can verify is on */
+} kvs_verify_result;
+
+typedef void (*kvs_verify_fn)(void *arg, const kvs_verify_result *res,
+			      const kvs_verify_fail *fails);
+
+/*
+ * The operations. Required of every tier: kind, tier, name, close, stats.
+ * A slot tier: slot_class, slot_alloc, slot_free, slots_used, blocks,
+ * copy_to_host, map. A store tier: rec_new, has, keeps, demote, read, drop; optional:
+ * committed (write-through), ns_created + restore (persistence), wait_held
+ * + host_held (copies written straight from host slots), verify. Either:
+ * event_fd + poll (completions), note (counters of generic events).
+ */
+struct kvs_tier_ops {
+	const char *name; /* "gpu", "ssd": logs */
+	int kind;         /* kvs_tier_kind */
+	uint8_t tier;     /* the kvs_tier value of blocks held only here */
+
+	void (*close)(kvs_tier_mod *t); /* waits for its I/O, frees everything */
+	/* Readable when poll() has completions to reap; -1 if none. */
+	int (*event_fd)(const kvs_tier_mod *t);
+	void (*poll)(kvs_tier_mod *t);
+	void (*note)(kvs_tier_mod *t, int what, uint64_t n);
+	void (*stats)(kvs_tier_mod *t, kvs_counters *st);
+
+	/* -- slot tiers -- */
+	/* The allocator class for blocks of @bytes. Errors: KVS_E_LAYOUT
+	 * (does not fit), -ENOMEM. */
+	int (*slot_class)(kvs_tier_mod *t, uint64_t bytes, uint32_t *cls);
+	/* -ENOSPC: the cache evicts and asks again. */
+	int (*slot_alloc)(kvs_tier_mod *t, uint32_t cls, uint64_t *off);
+	void (*slot_free)(kvs_tier_mod *t, uint64_t off);
+	uint64_t (*slots_used)(const kvs_tier_mod *t);
+	/* Committed blocks whose bytes are in it. */
+	uint64_t (*blocks)(const kvs_tier_mod *t);
+	/* Copy @bytes of the slot at @off to host memory @dst (demotion). */
+	int (*copy_to_host)(kvs_tier_mod *t, uint64_t off, void *dst,
+			    uint64_t bytes);
+	/* The arena clients map: its fd, size, engine kind and device. */
+	void (*map)(const kvs_tier_mod *t, int *fd, uint64_t *bytes,
+		    uint32_t *kind, uint32_t *device);
+
+	/* -- store tiers -- */
+	/* Index @idx now names a new block: forget any state of it.
+	 * Errors: -ENOMEM (the cache does not insert the block). */
+	int (*rec_new)(kvs_tier_mod *t, uint32_t idx);
+	/* Whether it holds a copy of @idx that can be read now. */
+	int (*has)(const kvs_tier_mod *t, uint32_t idx);
+	/* Whether demote(@b) would keep it, as far as known before a write
+	 * (admitted, or held already). */
+	int (*keeps)(const kvs_tier_mod *t, const kvs_tier_blk *b);
+	/* The host tier evicts @b (READY, out of every policy): keep a copy?
+	 * *holds: the write reads the host slot, which the tier gives back
+	 * with kvs_tier_host_free() when done (else the cache frees it). */
+	int (*demote)(kvs_tier_mod *t, const kvs_tier_blk *b, int *holds);
+	/* @b was committed in host RAM (write-through, when configured). */
+	void (*committed)(kvs_tier_mod *t, const kvs_tier_blk *b);
+	/* Read @b's copy into host memory @dst: 0 (done, @dst filled), 1 (in
+	 * flight: kvs_tier_read_done(@cookie) follows), -EAGAIN (not now:
+	 * a miss, the copy stays), another error (a miss, and the copy is
+	 * bad: the cache drops it with drop()). @cookie < 2^62. */
+	int (*read)(kvs_tier_mod *t, const kvs_tier_blk *b, void *dst,
+		    uint64_t cookie);
+	/* Whether a read of @idx is in flight (it then fills a host slot). */
+	int (*reading)(const kvs_tier_mod *t, uint32_t idx);
+	/* Forget the copy of @b (corrupt, or the block is gone). */
+	void (*drop)(kvs_tier_mod *t, const kvs_tier_blk *b);
+	/* Host slots held by writes in flight; wait until at least one is
+	 * free again (blocking), returning the slots freed (0: none held). */
+	uint64_t (*host_held)(const kvs_tier_mod *t);
+	int (*wait_held)(kvs_tier_mod *t);
+	/* Namespace @id was created (persist it); restore at start: the
+	 * namespaces (kvs_tier_ns_restore) and blocks (kvs_tier_rec_restore)
+	 * that survived, blocking, before serving. */
+	void (*ns_created)(kvs_tier_mod *t, uint32_t id, const kvs_ns_desc *d);
+	int (*restore)(kvs_tier_mod *t);
+	/* Read back and check every copy (of namespace @ns, 0: all):
+	 * 0 with *res filled (nothing to read), or -EINPROGRESS: @fn(@arg)
+	 * answers from poll(); *job names it for verify_cancel(). */
+	int (*verify)(kvs_tier_mod *t, uint32_t ns, uint32_t max_failed,
+		      kvs_verify_fn fn, void *arg, kvs_verify_result *res,
+		      uint32_t *job);
+	/* The asker of @job is gone: finish without answering. */
+	void (*verify_cancel)(kvs_tier_mod *t, uint32_t job);
+};
+
+/* The common head of every tier's state (its struct starts with it). */
+struct kvs_tier_mod {
+	const kvs_tier_ops *ops;
+	kvs_cache *cache;     /* set by kvs_cache_tier_add */
+	kvs_counters *stats;  /* the daemon's counters, likewise */
+};
+
+/* ---- the environment: what a tier may ask of the cache ---------------- */
+
+/* The host address of host slot @off (domain 0's arena). */
+void *kvs_tier_host_ptr(const kvs_tier_mod *t, uint64_t off);
+/* Host arena bytes (domain 0's). */
+uint64_t kvs_tier_host_bytes(const kvs_tier_mod *t);
+/* Give back host slot @off that a held write no longer reads. */
+void kvs_tier_host_free(kvs_tier_mod *t, uint64_t off);
+/* Block @idx's facts; returns 0, or -ENOENT for a free index. */
+int kvs_tier_rec(const kvs_tier_mod *t, uint32_t idx, kvs_tier_blk *out);
+/* Every record index is below this (the table's capacity). O(1). */
+uint32_t kvs_tier_rec_span(const kvs_tier_mod *t);
+/* Records whose bytes are in this tier only (r->tier is this tier's). */
+uint64_t kvs_tier_only_here(const kvs_tier_mod *t);
+/* The copy of @idx is written (after KVS_TIER_WRITING), or failed (@ok
+ * 0: a block in no tier now is dropped). */
+void kvs_tier_stored(kvs_tier_mod *t, uint32_t idx, int ok);
+/* The tier lost its copy of @idx (recycled, corrupt): a block that was
+ * only there is dropped. */
+void kvs_tier_lost(kvs_tier_mod *t, uint32_t idx);
+/* A read started by ops->read() finished: 0, or an error (a miss). */
+void kvs_tier_read_done(kvs_tier_mod *t, uint64_t cookie, int res);
+/* Restore: namespace @d with the next id (ids come back in the order they
+ * were created); a block of namespace @ns held only in this tier, READY,
+ * with its access stamp; then its parent link, once every block is in.
+ * Errors: KVS_E_LAYOUT, -EEXIST, -EINVAL (bytes differ from the
+ * namespace's), -ENOMEM. */
+int kvs_tier_ns_restore(kvs_tier_mod *t, const kvs_ns_desc *d, uint32_t *id);
+int kvs_tier_rec_restore(kvs_tier_mod *t, uint32_t ns, kvs_hash hash,
+			 uint64_t bytes, uint64_t stamp, uint32_t *idx);
+void kvs_tier_rec_link(kvs_tier_mod *t, uint32_t idx, kvs_hash parent);
+
+/* ---- the cache's side -------------------------------------------------- */
+
+/*
+ * kvs_cache_tier_add - hand tier @t to the cache (at most one per kvs_tier
+ * value), before serving: a store tier restores what it kept. From then on
+ * the cache owns it (closed by kvs_cache_destroy). A slot tier serves
+ * owners that attach asking for it (kvs_cache_attach @maps_slots).
+ * Errors: -EEXIST (that tier is on), -ENODEV (per-uid domains: one tier
+ * shared by every domain would mix tenants), -ENOMEM, the restore's error
+ * (the tier is closed then).
+ */
+int kvs_cache_tier_add(kvs_cache *c, kvs_tier_mod *t);
+/* The tier of kvs_tier value @tier, or NULL when it is off. */
+kvs_tier_mod *kvs_cache_tier(const kvs_cache *c, uint8_t tier);
+/* kvs_cache_tier_map - the arena of slot tier @tier that clients map: its
+ * fd, bytes, engine kind and device. Errors: -ENODEV (the tier is off). */
+int kvs_cache_tier_map(const kvs_cache *c, uint8_t tier, int *fd,
+		       uint64_t *bytes, uint32_t *kind, uint32_t *device);
+/* kvs_cache_tier_poll - reap @t's completions (event_fd readable). */
+void kvs_cache_tier_poll(kvs_cache *c, kvs_tier_mod *t);
+
+#endif /* KVS_TIER_H */

@@ -1,0 +1,23 @@
+/*
+ * kvs_tiers.h - the daemon's tiers other than host: the table of which
+ * settings turn each on and how each is opened (tiers.c). Adding a tier
+ * adds its files (a kvs_tier_ops implementation, kvs_tier.h) and one line
+ * in that table.
+ *
+ * Thread: the daemon's loop thread only, before serving.
+ */
+#ifndef KVS_TIERS_H
+#define KVS_TIERS_H
+
+#include "kvs_cache.h"
+#include "kvs_config.h"
+
+/*
+ * kvs_tiers_open - open every tier @cfg turns on and hand it to @c
+ * (kvs_cache_tier_add). A tier that was asked for by name and cannot be
+ * had is an error; one that is on by default (the GPU tier's auto) is
+ * left off, logged. Errors: the failing tier's (logged).
+ */
+int kvs_tiers_open(const kvs_config *cfg, kvs_cache *c);
+
+#endif /* KVS_TIERS_H */

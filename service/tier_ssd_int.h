@@ -1,0 +1,191 @@
+/*
+ * tier_ssd_int.h - the SSD tier's internals, shared by its files only:
+ * tier_ssd.c (open, close, the ops table, recycling, stats, completions),
+ * tier_ssd_write.c (demotion and write-through), tier_ssd_read.c
+ * (promotion reads and verify) and tier_ssd_restore.c (namespaces file and
+ * warm restart).
+ *
+ * Per record index the tier keeps one 8-byte entry (loc): the segment and
+ * 4 KiB offset of the block's SSD copy and what I/O it has in flight. The
+ * copy's generation is its segment's: recycling a segment drops every copy
+ * in it first (on_recycle), so a copy that is still listed is of the
+ * segment's current generation (and a read checks the block's header
+ * anyway).
+ *
+ * Thread: the daemon's loop thread only.
+ */
+#ifndef KVS_TIER_SSD_INT_H
+#define KVS_TIER_SSD_INT_H
+
+#include "kvs_index.h"
+#include "kvs_ssd.h"
+#include "kvs_tier.h"
+#include "tier_ssd.h"
+
+#define NONE UINT32_MAX
+/* A demotion write goes straight from the block's slot, which stays
+ * allocated (held by the write) until the write completes: the store may
+ * DMA from it until then. Held slots are host-tier capacity that the
+ * allocator cannot hand out, so they are capped at 1/DIRECT_SHARE of the
+ * host arena (and MAX_STAGED_BYTES); past that, and for a slot that is not
+ * 4 KiB-aligned, the block is copied into a staging buffer and its slot is
+ * freed at once (the reserve that evicted it needs it now). Past
+ * MAX_STAGED_BYTES of staging in flight, an evicted block is dropped
+ * (counted as not admitted). */
+#define MAX_STAGED_BYTES (256ull << 20)
+#define DIRECT_SHARE 16
+/* A held slot frees nothing for the allocation that evicted its block, so
+ * the allocator evicts one block more, and gets that slot back only when
+ * the write completes: how many blocks a small host tier holds would then
+ * depend on I/O timing. Below a share of this many blocks, the few copies
+ * saved are not worth it: every demotion is staged. */
+#define DIRECT_MIN_BLOCKS 8
+/* Staging buffers are kept for reuse up to this many bytes: a fresh 1 MiB
+ * buffer is an mmap, 256 page faults and a munmap. */
+#define STAGE_POOL_BYTES (64ull << 20)
+#define STAGE_POOL_MAX 256
+/* Verify: reads in flight per job, into bounce buffers. */
+#define VERIFY_BATCH 32
+
+/* Cookies: a write's is its wslot, a promotion read's its rslot; a verify
+ * read: COOKIE_VERIFY | job << 32 | read slot. */
+#define COOKIE_VERIFY (1ull << 62)
+
+enum { LOC_SSD = 1, LOC_WRITING = 2, LOC_READING = 4 };
+#define LOC_FLAG_BITS 3
+/* Offsets in 4 KiB units take the other 29 bits: segments up to 2 TiB. */
+#define LOC_MAX_OFF4K ((1u << (32 - LOC_FLAG_BITS)) - 1)
+
+typedef struct loc {
+	uint32_t seg;  /* segment of the copy */
+	uint32_t word; /* offset / 4 KiB << LOC_FLAG_BITS | flags */
+} loc;
+
+static inline uint32_t loc_flags(const loc *l)
+{
+	return l->word & ((1u << LOC_FLAG_BITS) - 1);
+}
+
+static inline uint32_t loc_off4k(const loc *l)
+{
+	return l->word >> LOC_FLAG_BITS;
+}
+
+static inline void loc_set(loc *l, uint32_t f)
+{
+	l->word |= f;
+}
+
+static inline void loc_clear(loc *l, uint32_t f)
+{
+	l->word &= ~f;
+}
+
+typedef struct wslot {    /* one write in flight */
+	uint32_t idx;     /* record, NONE when the slot is free */
+	uint32_t next;    /* free list */
+	uint32_t ns;      /* the record's block, to catch a reused index */
+	kvs_hash hash;
+	kvs_hash parent;  /* for the index entry */
+	uint64_t stamp;
+	void *buf;        /* staging copy, or NULL: written from a held slot */
+	uint64_t held;    /* the host slot the write reads (buf NULL) */
+	int released;     /* the held slot was freed before the completion */
+	int applied;      /* ... and the write's success recorded then */
+	uint64_t bytes;
+	uint64_t csum;    /* the payload's checksum, as written in its header */
+} wslot;
+
+typedef struct rslot {    /* one promotion read in flight */
+	uint32_t idx;     /* record, NONE when free */
+	uint32_t next;    /* free list */
+	uint64_t cookie;  /* the cache's */
+} rslot;
+
+typedef struct vread {    /* one verify read in flight; free: buf NULL */
+	void *buf;
+	kvs_hash hash;    /* the record's block, to catch a reused index */
+	uint64_t gen;     /* the location read, to catch a moved block */
+	uint32_t idx, ns, seg, off4k;
+} vread;
+
+typedef struct vjob {     /* one verify */
+	int gone;         /* the asker went away: finish without answering */
+	kvs_verify_fn fn;
+	void *arg;
+	uint32_t ns, max_failed, cursor, inflight;
+	kvs_verify_result res;
+	kvs_verify_fail *fails; /* max_failed */
+	vread r[VERIFY_BATCH];
+} vjob;
+
+typedef struct ssd_tier {
+	kvs_tier_mod base;    /* first: the cache's handle */
+	kvs_ssd *ssd;
+	kvs_index *ix;
+	char dir[256];
+	uint64_t seg_bytes;
+	int admit_hit, write_through, enabled;
+	loc *loc;         /* by record index */
+	uint32_t nloc;
+	wslot *ws;
+	uint32_t nws, free_ws, writes_inflight;
+	rslot *rs;
+	uint32_t nrs, free_rs;
+	uint64_t staged;
+	uint64_t held, nheld; /* bytes and slots held by direct writes */
+	struct { void *p; uint64_t bytes; } pool[STAGE_POOL_MAX]; /* idle staging */
+	uint32_t npool;
+	uint64_t pool_bytes;
+	uint64_t blocks;  /* records with an SSD copy */
+	vjob **vs;        /* verify jobs by id, NULL when free */
+	uint32_t nvs;
+} ssd_tier;
+
+static inline ssd_tier *ssd_of(const kvs_tier_mod *t)
+{
+	return (ssd_tier *)t;
+}
+
+/* The entry of @idx, or a zero one past the end (read-only use). */
+static inline const loc *ssd_loc(const ssd_tier *t, uint32_t idx)
+{
+	static const loc none;
+
+	return idx < t->nloc ? &t->loc[idx] : &none;
+}
+
+/* tier_ssd.c */
+kvs_ssd_loc ssd_loc_of(const ssd_tier *t, uint32_t idx, uint64_t bytes);
+kvs_index_key ssd_key_of(const kvs_tier_blk *b);
+/* An I/O error: count it and stop admitting (serving from RAM). */
+void ssd_disable(ssd_tier *t, int err, const char *what);
+/* @idx loses its SSD copy: out of the index (@del_index), and the cache
+ * told (a block only here is dropped). */
+void ssd_drop(ssd_tier *t, uint32_t idx, int del_index);
+
+/* tier_ssd_write.c */
+int ssd_demote(kvs_tier_mod *tt, const kvs_tier_blk *b, int *holds);
+int ssd_keeps(const kvs_tier_mod *tt, const kvs_tier_blk *b);
+void ssd_committed(kvs_tier_mod *tt, const kvs_tier_blk *b);
+void ssd_write_done(ssd_tier *t, const kvs_ssd_cqe *q);
+uint64_t ssd_host_held(const kvs_tier_mod *tt);
+int ssd_wait_held(kvs_tier_mod *tt);
+/* The write in flight of @b, or NULL. */
+const wslot *ssd_write_of(const ssd_tier *t, const kvs_tier_blk *b);
+
+/* tier_ssd_read.c */
+int ssd_read(kvs_tier_mod *tt, const kvs_tier_blk *b, void *dst, uint64_t cookie);
+void ssd_read_done(ssd_tier *t, const kvs_ssd_cqe *q);
+int ssd_verify(kvs_tier_mod *tt, uint32_t ns, uint32_t max_failed,
+	       kvs_verify_fn fn, void *arg, kvs_verify_result *res,
+	       uint32_t *job);
+void ssd_verify_cancel(kvs_tier_mod *tt, uint32_t job);
+void ssd_verify_done(ssd_tier *t, const kvs_ssd_cqe *q);
+void ssd_vjob_free(ssd_tier *t, uint32_t id);
+
+/* tier_ssd_restore.c */
+void ssd_ns_created(kvs_tier_mod *tt, uint32_t id, const kvs_ns_desc *d);
+int ssd_restore(kvs_tier_mod *tt);
+
+#endif /* KVS_TIER_SSD_INT_H */

@@ -1,0 +1,88 @@
+/* tiers.c - the daemon's table of tiers (see kvs_tiers.h). */
+#include "kvs_tiers.h"
+
+#include <inttypes.h>
+
+#include "kvs_log.h"
+#include "kvshare.h" /* kvs_strerror */
+#include "tier_gpu.h"
+#include "tier_ssd.h"
+
+/* The SSD tier under --ssd-dir. */
+static int open_ssd(const kvs_config *cfg, kvs_tier_mod **out)
+{
+	kvs_tier_ssd_config sc = {
+		.dir = cfg->ssd_dir, .bytes = cfg->ssd_bytes,
+		.segment_bytes = cfg->ssd_segment_bytes,
+		.admit_hit = cfg->ssd_admit_hit,
+		.write_through = cfg->ssd_write_through,
+		.queue_depth = cfg->ssd_queue_depth };
+
+	if (!cfg->ssd_dir[0])
+		return 0;
+	return kvs_tier_ssd_open(&sc, out);
+}
+
+/* The GPU tier per --gpu: a device that cannot be used is an error when
+ * named, the tier off under auto. */
+static int open_gpu(const kvs_config *cfg, kvs_tier_mod **out)
+{
+	kvs_tier_gpu_config gc = { .device = cfg->gpu, .bytes = cfg->gpu_bytes,
+				   .page_bytes = cfg->page_bytes };
+	uint32_t kind, device;
+	uint64_t bytes;
+	char why[256];
+	int rc, fd;
+
+	/* --tenant-arenas uid with --ssd-dir or --gpu N is refused by the
+	 * configuration; the GPU tier's auto is off here (shared GPU and SSD
+	 * tiers across domains are not built). */
+	if (cfg->gpu == KVS_GPU_AUTO && cfg->tenant_arenas) {
+		kvs_info("GPU tier off: not supported yet with --tenant-arenas uid");
+		return 0;
+	}
+	if (cfg->gpu == KVS_GPU_OFF)
+		return 0;
+	rc = kvs_tier_gpu_open(&gc, out, why, sizeof(why));
+	if (rc < 0 && cfg->gpu >= 0) {
+		kvs_err("GPU tier: device %d cannot be used: %s", cfg->gpu, why);
+		return rc;
+	}
+	if (rc < 0) {
+		kvs_info("GPU tier off: %s", why);
+		*out = NULL;
+		return 0;
+	}
+	(*out)->ops->map(*out, &fd, &bytes, &kind, &device);
+	kvs_info("GPU tier on: %s device %u, %" PRIu64 " MiB%s",
+		 kind == 2 ? "fake" : "CUDA", device, bytes >> 20,
+		 kind == 2 ? " (KVS_GPU_FAKE=1: host memory, tests only)" : "");
+	return 0;
+}
+
+/* The tiers, in the order they are opened: a store tier restores its
+ * blocks when added, before any slot tier exists. */
+static const struct {
+	const char *name;
+	/* 0 with *out NULL when the configuration leaves the tier off. */
+	int (*open)(const kvs_config *cfg, kvs_tier_mod **out);
+} tiers[] = {
+	{ "ssd", open_ssd },
+	{ "gpu", open_gpu },
+};
+
+int kvs_tiers_open(const kvs_config *cfg, kvs_cache *c)
+{
+	for (size_t i = 0; i < sizeof(tiers) / sizeof(tiers[0]); i++) {
+		kvs_tier_mod *t = NULL;
+		int rc = tiers[i].open(cfg, &t);
+
+		if (rc == 0 && t)
+			rc = kvs_cache_tier_add(c, t);
+		if (rc < 0) {
+			kvs_err("%s tier: %s", tiers[i].name, kvs_strerror(rc));
+			return rc;
+		}
+	}
+	return 0;
+}
