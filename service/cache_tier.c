@@ -85,8 +85,10 @@ void kvs_cache_tier_poll(kvs_cache *c, kvs_tier_mod *t)
 /* Stores first (their I/O lands in host slots), before the arenas go. */
 void cache_tiers_close(kvs_cache *c)
 {
-	for (uint32_t i = 0; i < c->nstores; i++)
+	for (uint32_t i = 0; i < c->nstores; i++) {
+		c->tier[c->stores[i]->ops->tier] = NULL;
 		c->stores[i]->ops->close(c->stores[i]);
+	}
 	c->nstores = 0;
 	for (uint8_t t = 0; t < KVS_TIER_MAX; t++) {
 		if (c->tier[t] && c->tier[t]->ops->kind == KVS_TIER_SLOTS)

@@ -10,7 +10,7 @@
  * preallocated 256 MiB segments with io_uring + O_DIRECT, indexes each once
  * its write completed (parent = the previous block of its chain of L), and
  * writes DIR/namespaces with the one layout the blocks belong to, in the
- * daemon's format (u32 length + HELLO payload; see tier_ssd.c). Prints the
+ * daemon's format (storage/kvs_nsfile.h, its one codec). Prints the
  * kvshared flags that open the directory as it was built:
  *   --ssd-segment 268435456 --ssd-size BYTES
  * DIR must exist and be empty of a previous tier.
@@ -31,7 +31,7 @@
 
 #include "kvs_index.h"
 #include "kvs_ssd.h"
-#include "kvs_wire.h"
+#include "kvs_nsfile.h"
 #include "kvshare.h"
 
 #define SEG (256ull << 20)
@@ -90,21 +90,15 @@ static void reap_wait(fill *f)
 
 static int write_ns(const char *dir)
 {
-	uint8_t buf[4 + 1024];
-	char path[4200];
-	int n = kvs_wire_hello_encode(&layout, buf + 4, sizeof(buf) - 4), fd;
-	uint32_t len = (uint32_t)n;
+	kvs_nsfile_ns ns = { .model = layout.model,
+			     .model_len = (uint32_t)strlen(layout.model),
+			     .adapter = "", .layers = layout.layers,
+			     .kv_heads = layout.kv_heads, .head_dim = layout.head_dim,
+			     .block_tokens = layout.block_tokens,
+			     .tp_rank = layout.tp_rank, .tp_size = layout.tp_size,
+			     .dtype = layout.dtype };
 
-	if (n < 0)
-		return n;
-	memcpy(buf, &len, 4);
-	snprintf(path, sizeof(path), "%s/namespaces", dir);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	n = write(fd, buf, 4 + len) == (ssize_t)(4 + len) ? 0 : -EIO;
-	close(fd);
-	return n;
+	return kvs_nsfile_append(dir, &ns);
 }
 
 static void usage(void)

@@ -1,0 +1,335 @@
+/*
+ * test_tiers - the tier interface (service/kvs_tier.h) from outside: a
+ * store tier written here, in this file, with no change to the cache (a
+ * copy in malloc'd memory per block) takes the host tier's evictions and
+ * gives them back on lookups, bit exact, with every invariant holding; a
+ * block it loses is dropped; and the metadata per block with the real SSD
+ * and GPU (twin) tiers on, measured at one million blocks, stays within
+ * 96 bytes.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "kvs_cache.h"
+#include "kvs_check.h"
+#include "kvs_log.h"
+#include "kvs_wire.h"
+#include "tier_gpu.h"
+#include "tier_ssd.h"
+
+#define PAGE (64u << 10)
+/* A kvs_tier value no tier of the daemon uses. */
+#define MEM_TIER 5
+
+/* ---- a store tier in memory -------------------------------------------- */
+
+typedef struct mem_tier {
+	kvs_tier_mod base;
+	void **copy;    /* by record index */
+	uint32_t n;
+	uint64_t demoted, promoted, lookup_hits;
+} mem_tier;
+
+static mem_tier *mem_of(const kvs_tier_mod *t)
+{
+	return (mem_tier *)t;
+}
+
+static int mem_rec_new(kvs_tier_mod *t, uint32_t idx)
+{
+	mem_tier *m = mem_of(t);
+
+	if (idx >= m->n) {
+		uint32_t n = kvs_tier_rec_span(t) > idx ? kvs_tier_rec_span(t) : idx + 1;
+		void **nc = realloc(m->copy, n * sizeof(*nc));
+
+		if (!nc)
+			return -ENOMEM;
+		memset(nc + m->n, 0, (n - m->n) * sizeof(*nc));
+		m->copy = nc;
+		m->n = n;
+	}
+	free(m->copy[idx]);
+	m->copy[idx] = NULL;
+	return 0;
+}
+
+static int mem_has(const kvs_tier_mod *t, uint32_t idx)
+{
+	return idx < mem_of(t)->n && mem_of(t)->copy[idx] != NULL;
+}
+
+static int mem_keeps(const kvs_tier_mod *t, const kvs_tier_blk *b)
+{
+	(void)t;
+	(void)b;
+	return 1;
+}
+
+static int mem_demote(kvs_tier_mod *t, const kvs_tier_blk *b, int *holds)
+{
+	mem_tier *m = mem_of(t);
+
+	*holds = 0;
+	if (!m->copy[b->idx]) {
+		m->copy[b->idx] = malloc(b->bytes);
+		if (!m->copy[b->idx])
+			return KVS_TIER_REFUSED;
+		memcpy(m->copy[b->idx], kvs_tier_host_ptr(t, b->host_off), b->bytes);
+	}
+	m->demoted++;
+	return KVS_TIER_KEPT;
+}
+
+static int mem_read(kvs_tier_mod *t, const kvs_tier_blk *b, void *dst,
+		    uint64_t cookie)
+{
+	(void)cookie;
+	memcpy(dst, mem_of(t)->copy[b->idx], b->bytes);
+	return 0;
+}
+
+static int mem_reading(const kvs_tier_mod *t, uint32_t idx)
+{
+	(void)t;
+	(void)idx;
+	return 0;
+}
+
+static void mem_drop(kvs_tier_mod *t, const kvs_tier_blk *b)
+{
+	free(mem_of(t)->copy[b->idx]);
+	mem_of(t)->copy[b->idx] = NULL;
+}
+
+static void mem_note(kvs_tier_mod *t, int what, uint64_t n)
+{
+	if (what == KVS_TIER_NOTE_PROMOTED)
+		mem_of(t)->promoted += n;
+	if (what == KVS_TIER_NOTE_LOOKUP_HIT)
+		mem_of(t)->lookup_hits += n;
+}
+
+static void mem_stats(kvs_tier_mod *t, kvs_counters *st)
+{
+	(void)t;
+	(void)st;
+}
+
+static void mem_close(kvs_tier_mod *t)
+{
+	mem_tier *m = mem_of(t);
+
+	for (uint32_t i = 0; i < m->n; i++)
+		free(m->copy[i]);
+	free(m->copy);
+	free(m);
+}
+
+static const kvs_tier_ops mem_ops = {
+	.name = "mem", .kind = KVS_TIER_STORE, .tier = MEM_TIER,
+	.close = mem_close, .note = mem_note, .stats = mem_stats,
+	.rec_new = mem_rec_new, .has = mem_has, .keeps = mem_keeps,
+	.demote = mem_demote, .read = mem_read, .reading = mem_reading,
+	.drop = mem_drop,
+};
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static kvs_counters stats;
+
+static kvs_cache *mk_cache(uint64_t bytes, const char *policy)
+{
+	kvs_cache_config cfg = { .host_bytes = bytes, .page_bytes = PAGE,
+				 .policy = policy, .max_leases = 64 };
+	kvs_cache *c = NULL;
+
+	memset(&stats, 0, sizeof(stats));
+	CHECK_EQ(kvs_cache_create(&cfg, &stats, &c), 0);
+	return c;
+}
+
+static kvs_owner *attach(kvs_cache *c, uint32_t head_dim, uint32_t tokens)
+{
+	kvs_ns_desc d = { .model = "tiers", .adapter = "", .layers = 1,
+			  .kv_heads = 1, .head_dim = head_dim,
+			  .block_tokens = tokens, .tp_size = 1,
+			  .dtype = KVS_DTYPE_FP16 };
+	kvs_owner *o = kvs_cache_owner_new(c);
+	uint32_t ns;
+	uint64_t bb;
+
+	CHECK_EQ(kvs_cache_attach(c, o, &d, 0, &ns, &bb), 0);
+	return o;
+}
+
+/* Chain @k of @n blocks: hashes on the wire (count first). */
+static void chain(uint32_t k, uint32_t n, uint8_t *wire, size_t cap)
+{
+	kvs_hash h[64];
+
+	/* Uniform, as real block hashes are (the table hashes the low word). */
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t x = ((uint64_t)k << 8 | i) * 0x9e3779b97f4a7c15ull;
+
+		h[i] = (kvs_hash){ .hi = 0x5157ull << 32 | k, .lo = x ^ (x >> 29) };
+	}
+	CHECK(kvs_wire_hashes_encode(h, n, 0, wire, cap) > 0);
+}
+
+/* Fill each new block with a pattern of (chain, position). */
+static int publish(kvs_cache *c, kvs_owner *o, uint32_t k, uint32_t n,
+		   uint8_t *base, uint64_t bytes)
+{
+	uint8_t wire[8 + 64 * 16];
+	kvs_block b[64];
+	uint64_t lease;
+	int fresh;
+
+	chain(k, n, wire, sizeof(wire));
+	fresh = kvs_cache_reserve(c, o, wire + 8, n, &lease, b);
+	if (fresh <= 0)
+		return fresh;
+	for (uint32_t i = 0; i < n; i++)
+		if (b[i].status == KVS_BLOCK_NEW)
+			memset(base + b[i].offset, (int)(k * 31 + i) & 0xff, bytes);
+	CHECK_EQ(kvs_cache_commit(c, o, lease), fresh);
+	return fresh;
+}
+
+/* Remove the SSD tier's directory: its files and its index. */
+static void rm_dir(const char *dir)
+{
+	char cmd[300];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	CHECK_EQ(system(cmd), 0);
+}
+
+/* ---- tests -------------------------------------------------------------- */
+
+/* 64 KiB blocks, a host tier of 1 MiB (16 blocks), 40 chains of 4: most go
+ * down to the memory tier, and every lookup finds them back, bit exact. */
+static void test_store_tier(void)
+{
+	kvs_cache *c = mk_cache(1u << 20, "leaf-lru");
+	mem_tier *m = calloc(1, sizeof(*m));
+	const uint64_t bytes = 64u << 10;
+	kvs_owner *o;
+	uint8_t *base;
+	int fd;
+
+	if (!c || !m)
+		return;
+	m->base.ops = &mem_ops;
+	CHECK_EQ(kvs_cache_tier_add(c, &m->base), 0);
+	CHECK(kvs_cache_tier(c, MEM_TIER) == &m->base);
+	CHECK_EQ(kvs_cache_tier_add(c, &m->base), -EEXIST);
+	o = attach(c, 1024, 16); /* 1 x 1 x 16 x 1024 x 2 x 2 = 64 KiB */
+	fd = kvs_cache_arena_fd(c);
+	base = mmap(NULL, kvs_cache_arena_bytes(c), PROT_READ | PROT_WRITE,
+		    MAP_SHARED, fd, 0);
+	if (base == MAP_FAILED) {
+		CHECK(!"mmap of the host arena");
+		return;
+	}
+	for (uint32_t k = 0; k < 40; k++) {
+		CHECK_EQ(publish(c, o, k, 4, base, bytes), 4);
+		CHECK_EQ(kvs_cache_check(c), 0);
+	}
+	CHECK(m->demoted >= 40 * 4 - 16);
+	for (uint32_t k = 0; k < 40; k++) {
+		uint8_t wire[8 + 4 * 16];
+		kvs_block b[4];
+		uint64_t lease;
+		int hits;
+
+		chain(k, 4, wire, sizeof(wire));
+		hits = kvs_cache_lookup(c, o, wire + 8, 4, &lease, b);
+		CHECK_EQ(hits, 4);
+		for (int i = 0; i < hits; i++) {
+			CHECK_EQ(b[i].tier, KVS_TIER_HOST);
+			CHECK_EQ(base[b[i].offset], (k * 31 + (uint32_t)i) & 0xff);
+			CHECK_EQ(base[b[i].offset + bytes - 1], (k * 31 + (uint32_t)i) & 0xff);
+		}
+		if (hits > 0)
+			CHECK(kvs_cache_release(c, o, lease) >= 0);
+		CHECK_EQ(kvs_cache_check(c), 0);
+	}
+	CHECK(m->promoted > 0);
+	printf("test_tiers: memory tier: %llu demotions, %llu promotions\n",
+	       (unsigned long long)m->demoted, (unsigned long long)m->promoted);
+	/* A copy the tier loses is gone for lookups; the cache stays whole. */
+	for (uint32_t i = 0; i < m->n; i++)
+		if (m->copy[i]) {
+			free(m->copy[i]);
+			m->copy[i] = NULL;
+			kvs_tier_lost(&m->base, i);
+		}
+	CHECK_EQ(kvs_cache_check(c), 0);
+	kvs_cache_owner_free(c, o);
+	munmap(base, kvs_cache_arena_bytes(c));
+	kvs_cache_destroy(c); /* closes the tier */
+}
+
+/* One million 64-byte blocks in host RAM with the SSD tier (real files)
+ * and the GPU tier (its CPU twin) on: every per-block array the cache and
+ * the tiers keep, counted in table.metadata_bytes. */
+static void test_metadata(void)
+{
+	const uint32_t chains = 62500, len = 16; /* 1,000,000 blocks */
+	kvs_cache *c = mk_cache(96u << 20, "leaf-2q");
+	const char *tmp = getenv("TMPDIR");
+	char dir[256], why[256];
+	kvs_tier_ssd_config sc = { .dir = dir, .segment_bytes = 1u << 20 };
+	kvs_tier_gpu_config gc = { .device = -1, .bytes = 1u << 20, .page_bytes = PAGE };
+	kvs_tier_mod *ssd = NULL, *gpu = NULL;
+	kvs_owner *o;
+	double per;
+
+	snprintf(dir, sizeof(dir), "%s/kvs-test-tiers-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!c || !mkdtemp(dir)) {
+		CHECK(!"setup");
+		return;
+	}
+	CHECK_EQ(kvs_tier_ssd_open(&sc, &ssd), 0);
+	CHECK_EQ(kvs_cache_tier_add(c, ssd), 0);
+	setenv("KVS_GPU_FAKE", "1", 1);
+	CHECK_EQ(kvs_tier_gpu_open(&gc, &gpu, why, sizeof(why)), 0);
+	CHECK_EQ(kvs_cache_tier_add(c, gpu), 0);
+	unsetenv("KVS_GPU_FAKE");
+	o = attach(c, 16, 1); /* 1 x 1 x 1 x 16 x 2 x 2 = 64 bytes */
+	for (uint32_t k = 0; k < chains; k++) {
+		uint8_t wire[8 + 16 * 16];
+		kvs_block b[16];
+		uint64_t lease;
+
+		chain(k, len, wire, sizeof(wire));
+		if (kvs_cache_reserve(c, o, wire + 8, len, &lease, b) != (int)len ||
+		    kvs_cache_commit(c, o, lease) != (int)len) {
+			CHECK(!"publish at scale");
+			break;
+		}
+	}
+	kvs_cache_stats_fill(c);
+	CHECK_EQ(stats.table_records, (int64_t)chains * len);
+	per = (double)stats.table_metadata_bytes / (double)stats.table_records;
+	printf("test_tiers: %lld blocks with the SSD and GPU tiers on: %.1f "
+	       "bytes of metadata per block\n", (long long)stats.table_records, per);
+	CHECK(per <= 96.0);
+	kvs_cache_owner_free(c, o);
+	kvs_cache_destroy(c);
+	rm_dir(dir);
+}
+
+int main(void)
+{
+	kvs_log_set_level(KVS_LOG_WARN);
+	test_store_tier();
+	test_metadata();
+	return check_summary("test_tiers");
+}
