@@ -1,0 +1,104 @@
+/*
+ * test_nsfile - the SSD tier's namespaces file (storage/nsfile.c): an
+ * entry is byte for byte the HELLO payload of protocol version 1 that
+ * files were written with before the codec existed (so they load as they
+ * are); round trips; a torn or bad entry ends the list and is trimmed;
+ * names with a NUL are refused.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kvs_check.h"
+#include "kvs_nsfile.h"
+#include "kvs_wire.h"
+
+static kvs_nsfile_ns of_layout(const kvs_layout *l)
+{
+	return (kvs_nsfile_ns){
+		.model = l->model, .model_len = (uint32_t)strlen(l->model),
+		.adapter = l->adapter ? l->adapter : "",
+		.adapter_len = l->adapter ? (uint32_t)strlen(l->adapter) : 0,
+		.salt = (const uint8_t *)l->salt,
+		.salt_len = l->salt ? (uint32_t)strlen(l->salt) : 0,
+		.layers = l->layers, .kv_heads = l->kv_heads,
+		.head_dim = l->head_dim, .block_tokens = l->block_tokens,
+		.tp_rank = l->tp_rank, .tp_size = l->tp_size, .dtype = l->dtype };
+}
+
+static int count_fn(void *arg, const kvs_nsfile_ns *ns)
+{
+	(*(int *)arg)++;
+	return ns->layers == 99; /* stop after a layer count of 99 */
+}
+
+int main(void)
+{
+	const kvs_layout ls[] = {
+		{ .model = "llama", .layers = 32, .kv_heads = 8, .head_dim = 128,
+		  .block_tokens = 16, .tp_size = 1, .dtype = KVS_DTYPE_FP16 },
+		{ .model = "m", .adapter = "lora-7", .salt = "tenant-b",
+		  .layers = 2, .kv_heads = 1, .head_dim = 64, .block_tokens = 8,
+		  .tp_rank = 1, .tp_size = 2, .dtype = KVS_DTYPE_INT8 },
+	};
+	const char *tmp = getenv("TMPDIR");
+	char dir[256], path[300];
+	uint8_t a[KVS_NSFILE_ENTRY_MAX], b[KVS_NSFILE_ENTRY_MAX];
+	kvs_nsfile_ns ns;
+	struct stat st;
+	int n, m, count, whole = 0;
+	FILE *f;
+
+	for (size_t i = 0; i < sizeof(ls) / sizeof(ls[0]); i++) {
+		kvs_nsfile_ns in = of_layout(&ls[i]);
+
+		n = kvs_nsfile_encode(&in, a, sizeof(a));
+		m = kvs_wire_hello_encode(&ls[i], b, sizeof(b));
+		CHECK(n > 4 && m > 0);
+		CHECK_EQ(n, m + 4);
+		CHECK(memcmp(a + 4, b, (size_t)m) == 0);
+		CHECK_EQ(kvs_nsfile_decode(a, (size_t)n, &ns), n);
+		CHECK(ns.model_len == in.model_len && memcmp(ns.model, in.model, in.model_len) == 0);
+		CHECK(ns.salt_len == in.salt_len);
+		CHECK(ns.layers == in.layers && ns.dtype == in.dtype && ns.tp_rank == in.tp_rank);
+		CHECK_EQ(kvs_nsfile_decode(a, (size_t)n - 1, &ns), -EAGAIN);
+	}
+	ns = of_layout(&ls[0]);
+	ns.model = "a\0b";
+	ns.model_len = 3;
+	CHECK_EQ(kvs_nsfile_encode(&ns, a, sizeof(a)), -EINVAL);
+	ns = of_layout(&ls[0]);
+	n = kvs_nsfile_encode(&ns, a, sizeof(a));
+	a[4] = 1; /* flags must be 0 */
+	CHECK_EQ(kvs_nsfile_decode(a, (size_t)n, &ns), -EBADMSG);
+
+	/* A file: two entries, then a torn third, which the load trims. */
+	snprintf(dir, sizeof(dir), "%s/kvs-test-nsfile-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	CHECK(mkdtemp(dir) != NULL);
+	count = 0;
+	CHECK_EQ(kvs_nsfile_load(dir, count_fn, &count), 0); /* no file */
+	for (size_t i = 0; i < 2; i++) {
+		ns = of_layout(&ls[i]);
+		CHECK_EQ(kvs_nsfile_append(dir, &ns), 0);
+		whole += kvs_nsfile_encode(&ns, b, sizeof(b));
+	}
+	snprintf(path, sizeof(path), "%s/" KVS_NSFILE_NAME, dir);
+	CHECK(stat(path, &st) == 0);
+	f = fopen(path, "ab");
+	CHECK(f != NULL);
+	if (f) {
+		fwrite(a, 1, 10, f); /* a torn entry */
+		fclose(f);
+	}
+	CHECK_EQ(kvs_nsfile_load(dir, count_fn, &count), 2);
+	CHECK_EQ(count, 2);
+	CHECK(stat(path, &st) == 0 && st.st_size == whole); /* trimmed */
+	count = 0;
+	CHECK_EQ(kvs_nsfile_load(dir, count_fn, &count), 2);
+	unlink(path);
+	rmdir(dir);
+	return check_summary("test_nsfile");
+}
