@@ -285,6 +285,35 @@ uint64_t cache_lookup_finish(kvs_cache *c, uint32_t s, uint32_t hits,
 	return cache_lease_id(c, s);
 }
 
+/* A slot for a block of @o (in the slot tier it maps first, else in host)
+ * and, unless it has a ghost record (@ghost), a new record for key @h.
+ * *in_above: the slot is in o->above. */
+static int reserve_slot(kvs_cache *c, kvs_owner *o, kvs_hash h, uint32_t ghost,
+			uint64_t *off, uint32_t *idx, int *in_above)
+{
+	uint8_t above = o->above;
+	int rc;
+
+	/* When the slot tier has no room (everything there pinned): host. */
+	*in_above = 0;
+	if (above) {
+		*in_above = cache_make_room(c, o->ns, above, off) == 0;
+		if (!*in_above)
+			cache_note(c, above, KVS_TIER_NOTE_RESERVE_FALLBACK, 1);
+	}
+	rc = *in_above ? 0 : cache_make_room(c, o->ns, KVS_TIER_HOST, off);
+	if (rc < 0 || ghost != NONE)
+		return rc;
+	rc = kvs_table_insert(c->table, h, idx);
+	if (rc == 0 && (rc = cache_rec_room(c, *idx)) < 0)
+		kvs_table_remove(c->table, *idx);
+	if (rc < 0 && *in_above)
+		c->tier[above]->ops->slot_free(c->tier[above], *off);
+	else if (rc < 0)
+		kvs_slab_free(cache_ns_dom(c, o->ns)->slab, *off);
+	return rc;
+}
+
 /* Reserve one missing block after @prev: a slot, a record, a lease entry.
  * @ghost is the block's ghost record when it has one (it is rewritten in
  * place, keeping its children), else NONE. */
@@ -305,7 +334,7 @@ static int reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 	int hold_in_ram = hold != NONE && lower &&
 			  (hold != prev || !cache_store_keeps(c, hold));
 	uint8_t above = o->above;
-	uint64_t off;
+	uint64_t off = 0;
 	uint32_t idx = ghost, cls;
 	int in_above = 0;
 	kvs_rec *r;
@@ -319,23 +348,7 @@ static int reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 			cache_kids_add(c, KVS_TIER_HOST, hold, 1);
 		cache_sync_evictable(c, hold);
 	}
-	/* A worker that maps a slot tier (the GPU tier) reserves there
-	 * first; when it has no room (everything there pinned), in host. */
-	if (above) {
-		in_above = cache_make_room(c, o->ns, above, &off) == 0;
-		if (!in_above)
-			cache_note(c, above, KVS_TIER_NOTE_RESERVE_FALLBACK, 1);
-	}
-	rc = in_above ? 0 : cache_make_room(c, o->ns, KVS_TIER_HOST, &off);
-	if (rc == 0 && ghost == NONE) {
-		rc = kvs_table_insert(c->table, h, &idx);
-		if (rc == 0 && (rc = cache_rec_room(c, idx)) < 0)
-			kvs_table_remove(c->table, idx);
-		if (rc < 0 && in_above)
-			c->tier[above]->ops->slot_free(c->tier[above], off);
-		else if (rc < 0)
-			kvs_slab_free(cache_ns_dom(c, o->ns)->slab, off);
-	}
+	rc = reserve_slot(c, o, h, ghost, &off, &idx, &in_above);
 	if (rc < 0) {
 		cache_child_gone(c, hold, hold_in_ram ? KVS_TIER_HOST : 0);
 		return rc;
