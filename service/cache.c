@@ -193,28 +193,30 @@ static kvs_block located(const kvs_rec *r, uint8_t status)
 			    .tier = r->tier, .status = status };
 }
 
-int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
-		     uint32_t n, uint64_t *lease_out, kvs_block *out)
+/* The longest present prefix of @hashes for @o: its records in
+ * out[i].offset, *promote the ones to read back from a store tier, and
+ * *more: whether the chain ends at a block this daemon has no record of
+ * (or only a ghost), which a shared tier may have. */
+static uint32_t find_hits(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
+			  uint32_t n, kvs_block *out, uint32_t *promote, int *more)
 {
-	uint32_t hits = 0, promote = 0, s;
-	int rc;
+	uint32_t hits = 0;
 
-	*lease_out = 0;
-	if (!o->ns) {
-		c->stats->errors_notattached++;
-		return KVS_E_NOTATTACHED;
-	}
+	*promote = 0;
+	*more = 0;
 	/* Blocks of another namespace (another salt) are never matched: a
 	 * tenant cannot probe another's prefixes through the table. */
 	for (; hits < n; hits++) {
 		uint32_t idx = kvs_table_find(c->table,
 					      cache_ns_key(o->ns, kvs_wire_hash_at(hashes, hits)));
-
 		uint8_t t;
 
 		if (idx == NONE || cache_rec(c, idx)->ns != o->ns ||
-		    cache_rec(c, idx)->state != KVS_REC_READY)
+		    cache_rec(c, idx)->state != KVS_REC_READY) {
+			*more = idx == NONE || (cache_rec(c, idx)->ns == o->ns &&
+						cache_rec(c, idx)->state == KVS_REC_GHOST);
 			break;
+		}
 		t = cache_rec(c, idx)->tier;
 		/* In a slot tier: a hit for an owner that maps it only
 		 * (promotion to host for the others is not built). */
@@ -225,18 +227,45 @@ int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 			/* Not in RAM: it counts only if it can be read back. */
 			if (!cache_store_of(c, idx))
 				break;
-			promote++;
+			(*promote)++;
 		}
 		out[hits].offset = idx; /* remembered; filled below */
 	}
-	c->stats->blocks_lookup_miss += n - hits;
-	if (hits == 0)
+	return hits;
+}
+
+/* Whether a store tier can tell what others published (the remote tier). */
+static int shared_tier(const kvs_cache *c)
+{
+	for (uint32_t i = 0; i < c->nstores; i++)
+		if (c->stores[i]->ops->probe)
+			return 1;
+	return 0;
+}
+
+int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
+		     uint32_t n, uint64_t *lease_out, kvs_block *out)
+{
+	uint32_t hits, promote, want = 0, s;
+	int rc, more;
+
+	*lease_out = 0;
+	if (!o->ns) {
+		c->stats->errors_notattached++;
+		return KVS_E_NOTATTACHED;
+	}
+	hits = find_hits(c, o, hashes, n, out, &promote, &more);
+	/* The rest of the chain may be in a tier others write to. */
+	if (more && shared_tier(c))
+		want = n - hits < KVS_FETCH_MAX ? n - hits : KVS_FETCH_MAX;
+	c->stats->blocks_lookup_miss += n - hits - want;
+	if (hits == 0 && want == 0)
 		return 0;
-	if (cache_over_pin_limit(c, o, hits))
+	if (cache_over_pin_limit(c, o, hits + want))
 		return KVS_E_LIMIT;
 	if ((rc = cache_lease_new(c, o, LEASE_READ, &s)) < 0)
 		return rc;
-	if ((rc = cache_lease_room(&c->leases[s], hits)) < 0) {
+	if ((rc = cache_lease_room(&c->leases[s], hits + want)) < 0) {
 		cache_lease_free(c, s);
 		return rc;
 	}
@@ -255,8 +284,9 @@ int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 	}
 	c->pins += hits;
 	o->pins += hits;
-	if (promote)
-		return cache_promote(c, o, s, out, lease_out);
+	if (promote || want)
+		return cache_promote(c, o, s, out, hashes + (size_t)hits * 16,
+				     want, lease_out);
 	*lease_out = cache_lookup_finish(c, s, hits, out);
 	return (int)hits;
 }
@@ -289,9 +319,8 @@ uint64_t cache_lookup_finish(kvs_cache *c, uint32_t s, uint32_t hits,
  * and, unless it has a ghost record (@ghost), a new record for key @h.
  * *in_above: the slot is in o->above. */
 static int reserve_slot(kvs_cache *c, kvs_owner *o, kvs_hash h, uint32_t ghost,
-			uint64_t *off, uint32_t *idx, int *in_above)
+			uint8_t above, uint64_t *off, uint32_t *idx, int *in_above)
 {
-	uint8_t above = o->above;
 	int rc;
 
 	/* When the slot tier has no room (everything there pinned): host. */
@@ -317,8 +346,8 @@ static int reserve_slot(kvs_cache *c, kvs_owner *o, kvs_hash h, uint32_t ghost,
 /* Reserve one missing block after @prev: a slot, a record, a lease entry.
  * @ghost is the block's ghost record when it has one (it is rewritten in
  * place, keeping its children), else NONE. */
-static int reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
-		       uint32_t prev, uint32_t ghost, uint32_t *idx_out)
+int cache_reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
+		      uint32_t prev, uint32_t ghost, int host_only, uint32_t *idx_out)
 {
 	ns *sp = cache_ns(c, o->ns);
 	/* The record that holds the new block's place in the tree while a slot
@@ -333,7 +362,7 @@ static int reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 	int lower = cache_kids_on(c, KVS_TIER_HOST);
 	int hold_in_ram = hold != NONE && lower &&
 			  (hold != prev || !cache_store_keeps(c, hold));
-	uint8_t above = o->above;
+	uint8_t above = host_only ? 0 : o->above;
 	uint64_t off = 0;
 	uint32_t idx = ghost, cls;
 	int in_above = 0;
@@ -348,7 +377,7 @@ static int reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 			cache_kids_add(c, KVS_TIER_HOST, hold, 1);
 		cache_sync_evictable(c, hold);
 	}
-	rc = reserve_slot(c, o, h, ghost, &off, &idx, &in_above);
+	rc = reserve_slot(c, o, h, ghost, above, &off, &idx, &in_above);
 	if (rc < 0) {
 		cache_child_gone(c, hold, hold_in_ram ? KVS_TIER_HOST : 0);
 		return rc;
@@ -443,7 +472,7 @@ int kvs_cache_reserve(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 			out[i].status = stop = KVS_BLOCK_FULL;
 			continue;
 		}
-		rc = reserve_one(c, o, s, h, prev, idx, &idx);
+		rc = cache_reserve_one(c, o, s, h, prev, idx, 0, &idx);
 		if (rc < 0) {
 			out[i].status = stop = KVS_BLOCK_FULL;
 			continue;

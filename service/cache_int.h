@@ -84,13 +84,22 @@ struct kvs_owner {
 	void *verify_arg;
 };
 
-/* One lookup's promotion: reads from store tiers into host slots. */
+/* A lookup asks a shared tier (the remote tier) for at most this many
+ * blocks past its hits. */
+#define KVS_FETCH_MAX 64
+
+/* One lookup's promotion (cache_promote.c): reads from store tiers into
+ * host slots, and blocks past the hits fetched from a shared tier. */
 typedef struct promo {
 	kvs_owner *owner; /* NULL once the connection is gone */
-	uint32_t lease, n, pending, cut, next;
-	uint32_t *idx;    /* the lease's records, n */
+	uint32_t lease, n, cap, pending, cut, next, ns;
+	int waited;       /* the lookup answered -EINPROGRESS */
+	uint32_t *idx;    /* the lease's records, n of cap */
 	int *res;         /* per position: 0, or the read's error */
 	uint8_t *from;    /* per position: the store tier read (enum kvs_tier) */
+	uint8_t *kind;    /* per position: in host, read, fetched */
+	kvs_hash *want;   /* the chain past the hits (block hashes), nwant */
+	uint32_t nwant;
 	kvs_block *out;
 } promo;
 
@@ -199,6 +208,11 @@ int cache_store_keeps(kvs_cache *c, uint32_t idx);
 /* The facts of @idx a tier is told (kvs_tier_blk). */
 void cache_blk(const kvs_cache *c, uint32_t idx, kvs_tier_blk *b);
 
+/* cache.c: reserve one missing block after @prev into lease @s (@ghost:
+ * its ghost record, or NONE); @host_only: not in the owner's slot tier. */
+int cache_reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
+		      uint32_t prev, uint32_t ghost, int host_only, uint32_t *idx);
+
 /* cache_lease.c */
 uint64_t cache_lease_id(const kvs_cache *c, uint32_t s);
 int cache_lease_new(kvs_cache *c, kvs_owner *o, uint8_t kind, uint32_t *out);
@@ -224,12 +238,15 @@ int cache_ns_tier_class(kvs_cache *c, uint32_t ns_id, uint8_t t, uint32_t *cls);
 void cache_ns_free_all(kvs_cache *c);
 
 /* cache_tier.c */
-/* Read lease @s pins a chain some of whose records are in a store tier
- * only: host slots, reads. Returns the hits (the chain cut at the first
- * block that could not be had) with *lease and @out filled, or
- * -EINPROGRESS: the owner's done callback answers later. */
+/* cache_promote.c: read lease @s pins a chain some of whose records are
+ * in a store tier only (host slots, reads), and/or the lookup goes on past
+ * its hits with @want[0..nwant) (block hashes on the wire), which a shared
+ * tier is asked for. Returns the hits (the chain cut at the first block
+ * that could not be had) with *lease and @out filled, or -EINPROGRESS: the
+ * owner's done callback answers later. */
 int cache_promote(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_block *out,
-		  uint64_t *lease);
+		  const uint8_t *want, uint32_t nwant, uint64_t *lease);
+void cache_promo_arrays_free(promo *p);
 /* Keep the first @hits records of read lease @s (unpin the rest), fill
  * @out; returns the lease id, 0 (lease freed) when @hits is 0. */
 uint64_t cache_lookup_finish(kvs_cache *c, uint32_t s, uint32_t hits,

@@ -164,6 +164,17 @@ struct kvs_tier_ops {
 	 * bad: the cache drops it with drop()). @cookie < 2^62. */
 	int (*read)(kvs_tier_mod *t, const kvs_tier_blk *b, void *dst,
 		    uint64_t cookie);
+	/* A tier others write to (the remote tier): how many of the chain
+	 * @b[0..n) (blocks this daemon has no record of, idx NONE; the
+	 * blocks past a lookup's hits) it holds, counted from the first:
+	 * answered by kvs_tier_probe_done(@cookie). Returns 1 (in flight) or
+	 * an error (none). Then fetch() reads one into a new record's host
+	 * slot @dst, as read() does (1 or an error; done with
+	 * kvs_tier_read_done). Optional, both or neither. */
+	int (*probe)(kvs_tier_mod *t, const kvs_tier_blk *b, uint32_t n,
+		     uint64_t cookie);
+	int (*fetch)(kvs_tier_mod *t, const kvs_tier_blk *b, void *dst,
+		     uint64_t cookie);
 	/* Whether a read of @idx is in flight (it then fills a host slot). */
 	int (*reading)(const kvs_tier_mod *t, uint32_t idx);
 	/* Forget the copy of @b (corrupt, or the block is gone). */
@@ -216,6 +227,9 @@ void kvs_tier_stored(kvs_tier_mod *t, uint32_t idx, int ok);
 void kvs_tier_lost(kvs_tier_mod *t, uint32_t idx);
 /* A read started by ops->read() finished: 0, or an error (a miss). */
 void kvs_tier_read_done(kvs_tier_mod *t, uint64_t cookie, int res);
+/* A probe finished: the tier holds the first @count blocks it was asked
+ * about (0, or an error: none). */
+void kvs_tier_probe_done(kvs_tier_mod *t, uint64_t cookie, int count);
 /* Restore: namespace @d with the next id (ids come back in the order they
  * were created); a block of namespace @ns held only in this tier, READY,
  * with its access stamp; then its parent link, once every block is in.

@@ -3,7 +3,9 @@
  * store tier written here, in this file, with no change to the cache (a
  * copy in malloc'd memory per block) takes the host tier's evictions and
  * gives them back on lookups, bit exact, with every invariant holding; a
- * block it loses is dropped; and the metadata per block with the real SSD
+ * block it loses is dropped; two caches sharing a tier that others write
+ * to (as the remote tier is) find each other's blocks; and the metadata
+ * per block with the real SSD
  * and GPU (twin) tiers on, measured at one million blocks, stays within
  * 96 bytes.
  */
@@ -136,6 +138,109 @@ static const kvs_tier_ops mem_ops = {
 	.rec_new = mem_rec_new, .has = mem_has, .keeps = mem_keeps,
 	.demote = mem_demote, .read = mem_read, .reading = mem_reading,
 	.drop = mem_drop,
+};
+
+/* ---- a shared tier: what two caches publish, both can fetch ------------ */
+
+#define SHARED_MAX 256
+#define SHARED_TIER 6
+
+/* The shared store (a stand-in for the remote cluster): copies by hash. */
+static struct {
+	kvs_hash hash[SHARED_MAX];
+	void *bytes[SHARED_MAX];
+	int bad[SHARED_MAX];
+	uint32_t n;
+} shared;
+
+/* One cache's tier over it; completions wait for poll(), as I/O does. */
+typedef struct shared_tier {
+	kvs_tier_mod base;
+	struct { int probe; uint64_t cookie; int res; } q[256];
+	uint32_t nq;
+	uint64_t published, fetched, refused;
+} shared_tier;
+
+static int shared_find(kvs_hash h)
+{
+	for (uint32_t i = 0; i < shared.n; i++)
+		if (shared.hash[i].lo == h.lo && shared.hash[i].hi == h.hi)
+			return (int)i;
+	return -1;
+}
+
+static void sh_committed(kvs_tier_mod *t, const kvs_tier_blk *b)
+{
+	if (shared_find(b->hash) >= 0 || shared.n == SHARED_MAX)
+		return;
+	shared.hash[shared.n] = b->hash;
+	shared.bytes[shared.n] = malloc(b->bytes);
+	memcpy(shared.bytes[shared.n++], kvs_tier_host_ptr(t, b->host_off), b->bytes);
+	((shared_tier *)t)->published++;
+}
+
+static int sh_probe(kvs_tier_mod *t, const kvs_tier_blk *b, uint32_t n,
+		    uint64_t cookie)
+{
+	shared_tier *m = (shared_tier *)t;
+	uint32_t k = 0;
+
+	while (k < n && shared_find(b[k].hash) >= 0)
+		k++;
+	m->q[m->nq++] = (typeof(m->q[0])){ .probe = 1, .cookie = cookie, .res = (int)k };
+	return 1;
+}
+
+static int sh_fetch(kvs_tier_mod *t, const kvs_tier_blk *b, void *dst,
+		    uint64_t cookie)
+{
+	shared_tier *m = (shared_tier *)t;
+	int i = shared_find(b->hash);
+
+	if (i < 0)
+		return -ENOENT;
+	memcpy(dst, shared.bytes[i], b->bytes);
+	/* A copy whose checksum fails is a miss, never data. */
+	m->q[m->nq++] = (typeof(m->q[0])){ .cookie = cookie,
+					   .res = shared.bad[i] ? -EBADMSG : 0 };
+	m->fetched += !shared.bad[i];
+	return 1;
+}
+
+static void sh_poll(kvs_tier_mod *t)
+{
+	shared_tier *m = (shared_tier *)t;
+
+	for (uint32_t i = 0; i < m->nq; i++) {
+		if (m->q[i].probe)
+			kvs_tier_probe_done(t, m->q[i].cookie, m->q[i].res);
+		else
+			kvs_tier_read_done(t, m->q[i].cookie, m->q[i].res);
+	}
+	m->nq = 0;
+}
+
+/* It keeps nothing per record: host evictions are dropped here. */
+static int sh_demote(kvs_tier_mod *t, const kvs_tier_blk *b, int *holds)
+{
+	(void)b;
+	*holds = 0;
+	((shared_tier *)t)->refused++;
+	return KVS_TIER_REFUSED;
+}
+
+static int sh_rec_new(kvs_tier_mod *t, uint32_t idx) { (void)t; (void)idx; return 0; }
+static int sh_has(const kvs_tier_mod *t, uint32_t idx) { (void)t; (void)idx; return 0; }
+
+static void sh_close(kvs_tier_mod *t) { free(t); }
+
+static const kvs_tier_ops shared_ops = {
+	.name = "shared", .kind = KVS_TIER_STORE, .tier = SHARED_TIER,
+	.close = sh_close, .poll = sh_poll, .stats = mem_stats,
+	.rec_new = sh_rec_new, .has = sh_has, .keeps = mem_keeps,
+	.demote = sh_demote, .committed = sh_committed, .read = mem_read,
+	.reading = mem_reading, .drop = mem_drop, .probe = sh_probe,
+	.fetch = sh_fetch,
 };
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -326,10 +431,107 @@ static void test_metadata(void)
 	rm_dir(dir);
 }
 
+typedef struct answer {
+	int done, hits;
+	uint64_t lease;
+} answer;
+
+static void on_done(void *arg, int rc, uint64_t lease, const kvs_block *out)
+{
+	answer *a = arg;
+
+	(void)out;
+	a->done++;
+	a->hits = rc;
+	a->lease = lease;
+}
+
+/* Two caches ("two machines") share a tier: what A publishes, a lookup in
+ * B probes and fetches into new records, bit exact; a corrupt copy cuts
+ * the chain and is never served; what B fetched is a local hit after. */
+static void test_shared_tier(void)
+{
+	const uint64_t bytes = 64u << 10;
+	kvs_cache *ca = mk_cache(4u << 20, "leaf-lru"), *cb;
+	shared_tier *ta = calloc(1, sizeof(*ta)), *tb = calloc(1, sizeof(*tb));
+	kvs_owner *oa, *ob;
+	uint8_t *base_a, *base_b, wire[8 + 8 * 16];
+	kvs_block b[8];
+	answer ans = { 0 };
+	uint64_t lease;
+	int hits;
+
+	cb = mk_cache(4u << 20, "leaf-lru");
+	ta->base.ops = tb->base.ops = &shared_ops;
+	CHECK_EQ(kvs_cache_tier_add(ca, &ta->base), 0);
+	CHECK_EQ(kvs_cache_tier_add(cb, &tb->base), 0);
+	oa = attach(ca, 1024, 16);
+	ob = attach(cb, 1024, 16);
+	kvs_cache_owner_set_done(ob, on_done, &ans);
+	base_a = mmap(NULL, kvs_cache_arena_bytes(ca), PROT_READ | PROT_WRITE,
+		      MAP_SHARED, kvs_cache_arena_fd(ca), 0);
+	base_b = mmap(NULL, kvs_cache_arena_bytes(cb), PROT_READ | PROT_WRITE,
+		      MAP_SHARED, kvs_cache_arena_fd(cb), 0);
+	if (base_a == MAP_FAILED || base_b == MAP_FAILED) {
+		CHECK(!"mmap");
+		return;
+	}
+	CHECK_EQ(publish(ca, oa, 7, 6, base_a, bytes), 6);
+	CHECK_EQ(ta->published, 6);
+	/* B has none of them: the lookup waits for the shared tier. */
+	chain(7, 6, wire, sizeof(wire));
+	CHECK_EQ(kvs_cache_lookup(cb, ob, wire + 8, 6, &lease, b), -EINPROGRESS);
+	kvs_cache_tier_poll(cb, &tb->base); /* the probe: 6 */
+	kvs_cache_tier_poll(cb, &tb->base); /* the fetches */
+	CHECK_EQ(ans.done, 1);
+	CHECK_EQ(ans.hits, 6);
+	CHECK_EQ(kvs_cache_check(cb), 0);
+	CHECK(kvs_cache_release(cb, ob, ans.lease) == 6);
+	/* Now local: no wait, same bytes. */
+	hits = kvs_cache_lookup(cb, ob, wire + 8, 6, &lease, b);
+	CHECK_EQ(hits, 6);
+	for (int i = 0; i < hits; i++) {
+		CHECK_EQ(base_b[b[i].offset], (7 * 31 + (uint32_t)i) & 0xff);
+		CHECK_EQ(base_b[b[i].offset + bytes - 1], (7 * 31 + (uint32_t)i) & 0xff);
+	}
+	if (hits > 0)
+		CHECK(kvs_cache_release(cb, ob, lease) >= 0);
+	/* A corrupt copy (block 2 of chain 8) cuts the chain there. */
+	CHECK_EQ(publish(ca, oa, 8, 4, base_a, bytes), 4);
+	chain(8, 4, wire, sizeof(wire));
+	shared.bad[shared_find(kvs_wire_hash_at(wire + 8, 2))] = 1;
+	ans = (answer){ 0 };
+	CHECK_EQ(kvs_cache_lookup(cb, ob, wire + 8, 4, &lease, b), -EINPROGRESS);
+	kvs_cache_tier_poll(cb, &tb->base);
+	kvs_cache_tier_poll(cb, &tb->base);
+	CHECK_EQ(ans.done, 1);
+	CHECK_EQ(ans.hits, 2);
+	CHECK(ans.lease != 0 && kvs_cache_release(cb, ob, ans.lease) == 2);
+	CHECK_EQ(kvs_cache_check(cb), 0);
+	/* The owner goes away while its fetches are in flight. */
+	chain(9, 3, wire, sizeof(wire));
+	CHECK_EQ(publish(ca, oa, 9, 3, base_a, bytes), 3);
+	CHECK_EQ(kvs_cache_lookup(cb, ob, wire + 8, 3, &lease, b), -EINPROGRESS);
+	kvs_cache_tier_poll(cb, &tb->base); /* probe: fetches go out */
+	kvs_cache_owner_free(cb, ob);
+	kvs_cache_tier_poll(cb, &tb->base);
+	CHECK_EQ(kvs_cache_check(cb), 0);
+	printf("test_tiers: shared tier: %llu published by A, %llu fetched by B\n",
+	       (unsigned long long)ta->published, (unsigned long long)tb->fetched);
+	kvs_cache_owner_free(ca, oa);
+	munmap(base_a, kvs_cache_arena_bytes(ca));
+	munmap(base_b, kvs_cache_arena_bytes(cb));
+	kvs_cache_destroy(ca);
+	kvs_cache_destroy(cb);
+	for (uint32_t i = 0; i < shared.n; i++)
+		free(shared.bytes[i]);
+}
+
 int main(void)
 {
 	kvs_log_set_level(KVS_LOG_WARN);
 	test_store_tier();
+	test_shared_tier();
 	test_metadata();
 	return check_summary("test_tiers");
 }

@@ -1,0 +1,359 @@
+/* cache_promote.c - promotion jobs: a lookup whose hits are in a store
+ * tier only (read back into host slots), or whose chain goes on in a tier
+ * that others write to (the remote tier: probed, then fetched into new
+ * records); answered when every read is done (see cache_int.h). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache_int.h"
+#include "kvs_log.h"
+
+enum { POS_HOST = 0, POS_READ = 1, POS_FETCH = 2 };
+/* The cookie of a probe: its job, with this bit (positions are < 2^31). */
+#define PROBE_BIT 0x80000000u
+
+static int promo_new(kvs_cache *c, uint32_t n, uint32_t *out)
+{
+	promo *p;
+	uint32_t s;
+
+	if (c->free_ps == NONE) {
+		uint32_t m = c->nps ? c->nps * 2 : 16;
+		promo *np = realloc(c->ps, (size_t)m * sizeof(*np));
+
+		if (!np)
+			return -ENOMEM;
+		for (uint32_t i = m; i-- > c->nps;) {
+			np[i] = (promo){ .next = c->free_ps };
+			c->free_ps = i;
+		}
+		c->ps = np;
+		c->nps = m;
+	}
+	s = c->free_ps;
+	p = &c->ps[s];
+	p->idx = malloc((size_t)n * sizeof(*p->idx));
+	p->res = calloc(n, sizeof(*p->res));
+	p->from = calloc(n, sizeof(*p->from));
+	p->kind = calloc(n, sizeof(*p->kind));
+	p->out = malloc((size_t)n * sizeof(*p->out));
+	p->want = NULL;
+	if (!p->idx || !p->res || !p->from || !p->kind || !p->out) {
+		cache_promo_arrays_free(p);
+		return -ENOMEM;
+	}
+	c->free_ps = p->next;
+	p->n = 0;
+	p->cap = n;
+	p->pending = 0;
+	*out = s;
+	return 0;
+}
+
+void cache_promo_arrays_free(promo *p)
+{
+	free(p->idx);
+	free(p->res);
+	free(p->from);
+	free(p->kind);
+	free(p->out);
+	free(p->want);
+}
+
+static void promo_free(kvs_cache *c, uint32_t s)
+{
+	cache_promo_arrays_free(&c->ps[s]);
+	c->ps[s] = (promo){ .next = c->free_ps };
+	c->free_ps = s;
+}
+
+/* @idx now has its bytes in its host slot again: back in RAM. */
+static void promoted(kvs_cache *c, uint32_t idx, uint8_t from)
+{
+	kvs_rec *r = cache_rec(c, idx);
+
+	cache_note(c, from, KVS_TIER_NOTE_PROMOTED, 1);
+	r->gen = ++c->gen;
+	cache_ns(c, r->ns)->info.blocks++;
+	cache_set_tier(c, idx, KVS_TIER_HOST);
+	kvs_policy_touch(c->policy, idx);
+	cache_sync_evictable(c, idx);
+}
+
+/* Fetched block @idx (a record made for it, pinned by the lookup) has its
+ * bytes: committed, as if its writer had committed it here. */
+static void fetched(kvs_cache *c, uint32_t idx, uint8_t from)
+{
+	kvs_rec *r = cache_rec(c, idx);
+	ns *sp = cache_ns(c, r->ns);
+
+	cache_note(c, from, KVS_TIER_NOTE_PROMOTED, 1);
+	r->state = KVS_REC_READY;
+	r->hits++;
+	sp->info.writing--;
+	sp->info.blocks++;
+	cache_touch_atime(c, idx);
+	kvs_policy_touch(cache_policy_of(c, idx), idx);
+	cache_sync_evictable(c, idx);
+	cache_tell(c, KVS_EVENT_STORED, idx);
+}
+
+/* A copy that failed its read (corrupt, stale, an I/O error) leaves its
+ * tier, once unpinned; a block in no other tier goes with it. */
+static void drop_copy(kvs_cache *c, uint32_t idx, uint8_t from)
+{
+	kvs_tier_mod *t = c->tier[from];
+	kvs_tier_blk b;
+
+	cache_blk(c, idx, &b);
+	t->ops->drop(t, &b);
+	if (cache_rec(c, idx)->tier == from) {
+		cache_set_tier(c, idx, KVS_TIER_NONE);
+		cache_forget(c, idx);
+	}
+}
+
+/* A record made for a fetch that did not arrive (unpinned by now): its
+ * slot and record go, as an aborted reserve's. */
+static void drop_fetch(kvs_cache *c, uint32_t idx)
+{
+	cache_ns(c, cache_rec(c, idx)->ns)->info.writing--;
+	cache_free_slot(c, idx);
+	cache_forget(c, idx);
+}
+
+/* Every read of promotion @s is done: answer with the chain up to the first
+ * block that failed; drop the failed ones. @answer: the owner's done
+ * callback answers (a lookup that returned -EINPROGRESS). Returns the
+ * hits, *lease the lease id. */
+static int promo_finish(kvs_cache *c, uint32_t s, int answer, kvs_block *out,
+			uint64_t *lid)
+{
+	promo *p = &c->ps[s];
+	kvs_owner *o = p->owner;
+	uint32_t hits = p->cut;
+	int waited = p->waited;
+
+	*lid = 0;
+	for (uint32_t i = 0; i < p->cut; i++)
+		if (p->res[i] < 0) {
+			hits = i;
+			break;
+		}
+	if (o) {
+		*lid = cache_lookup_finish(c, p->lease, hits, out);
+		o->promo = NONE;
+	}
+	/* Unpinned now: a block that failed verification leaves its tier
+	 * and the table; its descendants become unreachable. */
+	for (uint32_t i = 0; i < p->n; i++) {
+		if (p->kind[i] == POS_READ && p->res[i] < 0)
+			drop_copy(c, p->idx[i], p->from[i]);
+		else if (p->kind[i] == POS_FETCH && p->res[i] != 0)
+			drop_fetch(c, p->idx[i]);
+	}
+	/* Counted as before the tier interface: a lookup that waited for a
+	 * store tier counts all its hits there. */
+	for (uint32_t i = 0; i < p->n && waited; i++)
+		if (p->from[i]) {
+			cache_note(c, p->from[i], KVS_TIER_NOTE_LOOKUP_HIT, hits);
+			break;
+		}
+	if (answer && o && o->done)
+		o->done(o->done_arg, (int)hits, *lid, out);
+	promo_free(c, s);
+	return (int)hits;
+}
+
+/* One read or fetch of job @s is done. */
+static void one_done(kvs_cache *c, uint32_t s)
+{
+	uint64_t lid;
+
+	if (--c->ps[s].pending == 0)
+		promo_finish(c, s, 1, c->ps[s].out, &lid);
+}
+
+void kvs_tier_read_done(kvs_tier_mod *t, uint64_t cookie, int res)
+{
+	kvs_cache *c = t->cache;
+	uint32_t s = (uint32_t)(cookie >> 32), pos = (uint32_t)cookie;
+	promo *p = &c->ps[s];
+	uint32_t idx = p->idx[pos];
+
+	if (p->kind[pos] == POS_FETCH) {
+		p->res[pos] = res;
+		if (res == 0)
+			fetched(c, idx, p->from[pos]);
+	} else if (res == 0) {
+		promoted(c, idx, p->from[pos]);
+	} else {
+		kvs_slab_free(c->slab, cache_rec(c, idx)->offset);
+		p->res[pos] = res;
+	}
+	one_done(c, s);
+}
+
+/* Position @i of job @ps: a host slot, and the read of the record's copy
+ * into it. Returns 1 (read in flight), 0 (in RAM now), or -1: the chain
+ * is cut here. */
+static int promote_one(kvs_cache *c, uint32_t ps, uint32_t i)
+{
+	promo *p = &c->ps[ps];
+	uint32_t idx = p->idx[i];
+	kvs_tier_mod *t = cache_store_of(c, idx);
+	kvs_tier_blk b;
+	uint64_t off;
+	int rc;
+
+	if (!t)
+		return -1;
+	/* The chain so far is pinned: this eviction cannot take it. */
+	if (cache_make_room(c, cache_rec(c, idx)->ns, KVS_TIER_HOST, &off) < 0)
+		return -1;
+	p = &c->ps[ps];
+	cache_rec(c, idx)->offset = off;
+	p->kind[i] = POS_READ;
+	p->from[i] = t->ops->tier;
+	cache_blk(c, idx, &b);
+	rc = t->ops->read(t, &b, kvs_tier_host_ptr(t, off), (uint64_t)ps << 32 | i);
+	if (rc == 0) {
+		promoted(c, idx, p->from[i]);
+		return 0;
+	}
+	if (rc == 1)
+		return 1;
+	kvs_slab_free(c->slab, off);
+	if (rc != -EAGAIN)
+		p->res[i] = rc;
+	return -1;
+}
+
+/* ---- the chain beyond the hits, from a shared tier --------------------- */
+
+/* The facts of block @j of @p's wanted chain, which has no record. */
+static void want_blk(const kvs_cache *c, const promo *p, uint32_t j,
+		     kvs_tier_blk *b)
+{
+	*b = (kvs_tier_blk){ .idx = NONE, .ns = p->ns, .hash = p->want[j],
+			     .bytes = cache_ns(c, p->ns)->info.block_bytes };
+	if (j > 0)
+		b->parent = p->want[j - 1];
+	else if (p->n > 0)
+		b->parent = cache_ns_key(p->ns, cache_rec(c, p->idx[p->n - 1])->hash);
+}
+
+/* The tier holds the first @count blocks of job @s's wanted chain (or
+ * none, @count < 0): records for them, pinned by the lookup, in host
+ * slots, and their fetches. */
+void kvs_tier_probe_done(kvs_tier_mod *t, uint64_t cookie, int count)
+{
+	kvs_cache *c = t->cache;
+	uint32_t s = (uint32_t)cookie & ~PROBE_BIT;
+	promo *p = &c->ps[s];
+	uint32_t prev = p->n ? p->idx[p->n - 1] : NONE;
+
+	for (uint32_t j = 0; p->owner && count > 0 && j < (uint32_t)count &&
+			     j < p->nwant; j++) {
+		kvs_hash h = cache_ns_key(p->ns, p->want[j]);
+		uint32_t idx = kvs_table_find(c->table, h), pos = p->n;
+		kvs_tier_blk b;
+		int rc;
+
+		/* Made meanwhile by a writer here (BUSY or READY): stop. */
+		if (idx != NONE && (cache_rec(c, idx)->ns != p->ns ||
+				    cache_rec(c, idx)->state != KVS_REC_GHOST))
+			break;
+		if (cache_reserve_one(c, p->owner, p->lease, h, prev, idx, 1, &idx) < 0)
+			break;
+		p = &c->ps[s];
+		p->idx[pos] = idx;
+		p->kind[pos] = POS_FETCH;
+		p->from[pos] = t->ops->tier;
+		p->res[pos] = -EAGAIN; /* until it arrives */
+		p->n++;
+		p->cut = p->n;
+		want_blk(c, p, j, &b);
+		b.idx = idx;
+		p->pending++; /* before: the fetch may complete at once */
+		rc = t->ops->fetch(t, &b, kvs_tier_host_ptr(t, cache_rec(c, idx)->offset),
+				   (uint64_t)s << 32 | pos);
+		p = &c->ps[s];
+		if (rc != 1) {
+			p->pending--;
+			break;
+		}
+		prev = idx;
+	}
+	one_done(c, s);
+}
+
+/* The lookup's chain goes on past its hits: ask the shared tier (the first
+ * store tier that probes) whether it has the next blocks. */
+static void probe(kvs_cache *c, uint32_t ps)
+{
+	promo *p = &c->ps[ps];
+	kvs_tier_blk b[KVS_FETCH_MAX];
+	kvs_tier_mod *t = NULL;
+
+	for (uint32_t i = 0; i < c->nstores && !t; i++)
+		if (c->stores[i]->ops->probe)
+			t = c->stores[i];
+	if (!t || p->nwant == 0)
+		return;
+	for (uint32_t j = 0; j < p->nwant; j++)
+		want_blk(c, p, j, &b[j]);
+	p->pending++; /* before: the probe may answer at once */
+	if (t->ops->probe(t, b, p->nwant, (uint64_t)(ps | PROBE_BIT)) != 1)
+		c->ps[ps].pending--;
+}
+
+int cache_promote(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_block *out,
+		  const uint8_t *want, uint32_t nwant, uint64_t *lease_out)
+{
+	lease *l = &c->leases[s];
+	uint32_t n = l->n, ps;
+	promo *p;
+	int rc = promo_new(c, n + nwant, &ps);
+
+	if (rc == 0 && nwant && !(c->ps[ps].want = malloc(nwant * sizeof(kvs_hash)))) {
+		promo_free(c, ps);
+		rc = -ENOMEM;
+	}
+	if (rc < 0) {
+		cache_lookup_finish(c, s, 0, out);
+		return rc;
+	}
+	p = &c->ps[ps];
+	memcpy(p->idx, l->recs, (size_t)n * sizeof(uint32_t));
+	for (uint32_t j = 0; j < nwant; j++)
+		p->want[j] = kvs_wire_hash_at(want, j);
+	p->owner = o;
+	p->lease = s;
+	p->ns = o->ns;
+	p->n = p->cut = n;
+	p->nwant = nwant;
+	p->pending = 1; /* this call's own, so that nothing finishes under it */
+	for (uint32_t i = 0; i < n; i++) {
+		if (cache_rec(c, c->ps[ps].idx[i])->tier == KVS_TIER_HOST)
+			continue;
+		rc = promote_one(c, ps, i);
+		if (rc < 0) {
+			c->ps[ps].cut = i;
+			break;
+		}
+		c->ps[ps].pending += (uint32_t)rc;
+	}
+	if (c->ps[ps].cut == n)
+		probe(c, ps);
+	p = &c->ps[ps];
+	if (--p->pending > 0) {
+		p->waited = 1;
+		o->promo = ps;
+		return -EINPROGRESS;
+	}
+	/* Nothing to wait for: in RAM already, or the slot or the read could
+	 * not be had. */
+	return promo_finish(c, ps, 0, out, lease_out);
+}
