@@ -104,4 +104,56 @@ static size_t ru_key(char *buf, uint64_t k)
 	return (size_t)snprintf(buf, 32, "kvs1:%016llx", (unsigned long long)k);
 }
 
+/*
+ * ru_owners - from CLUSTER NODES as node @from sees it: @owners[slot] = the
+ * index (rc_port order) of the master serving each slot, -1 for none; the
+ * node ids into @ids[i] (64 bytes each) when not NULL. 0, or -1.
+ */
+static int ru_owners(rc_cluster *c, int from, int *owners, char (*ids)[64])
+{
+	static char out[65536];
+	char *line, *save;
+
+	for (int s = 0; s < KVS_SLOTS; s++)
+		owners[s] = -1;
+	if (rc_cli(c, from, out, sizeof(out), "CLUSTER", "NODES", NULL) != 0)
+		return -1;
+	for (line = strtok_r(out, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		char nid[64], addr[64], *p = line, *colon;
+		int port, idx = -1;
+
+		if (sscanf(line, "%63s %63s", nid, addr) != 2 ||
+		    !(colon = strchr(addr, ':')) || sscanf(colon + 1, "%d", &port) != 1)
+			continue;
+		for (int i = 0; i < rc_nodes(c); i++)
+			if (rc_port(c, i) == port)
+				idx = i;
+		if (idx < 0)
+			continue;
+		if (ids)
+			snprintf(ids[idx], 64, "%s", nid);
+		/* fields 9 on: "a-b" or "a" ranges, or [..] migration marks */
+		for (int f = 0; f < 8 && p; f++)
+			p = strchr(p + 1, ' ');
+		while (p && *p) {
+			unsigned a, b;
+
+			while (*p == ' ')
+				p++;
+			if (*p != '[') {
+				int n2 = sscanf(p, "%u-%u", &a, &b);
+
+				if (n2 == 1)
+					b = a;
+				if (n2 >= 1)
+					for (unsigned s = a; s <= b && s < KVS_SLOTS; s++)
+						owners[s] = idx;
+			}
+			p = strchr(p, ' ');
+		}
+	}
+	return 0;
+}
+
 #endif /* REMOTE_UTIL_H */
