@@ -143,6 +143,15 @@ static uint64_t now_us(void)
 	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
+/* writev that never raises SIGPIPE: a node that went away is an error
+ * code here, not a signal that kills the caller's process. */
+static ssize_t send_iov(int fd, struct iovec *iov, int n)
+{
+	struct msghdr m = { .msg_iov = iov, .msg_iovlen = (size_t)n };
+
+	return sendmsg(fd, &m, MSG_NOSIGNAL);
+}
+
 /* ---- lists -------------------------------------------------------------- */
 
 static void rl_push(struct rlist *l, struct req *q)
@@ -811,7 +820,7 @@ static void conn_flush(kvs_remote *r, struct conn *c)
 					n++;
 			}
 		}
-		w = writev(c->fd, iov, n);
+		w = send_iov(c->fd, iov, n);
 		if (w < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK) {
 				epoll_out(r, c, 1);
@@ -1365,7 +1374,8 @@ static int submit_kv(kvs_remote *r, int op, const void *key, size_t klen,
 	all_add(r, q);
 	r->pending++;
 	dispatch(r, q);
-	arm_timer(r, r->ahead->deadline);
+	if (r->ahead)
+		arm_timer(r, r->ahead->deadline);
 	return 0;
 }
 
@@ -1485,7 +1495,7 @@ static int seed_try(kvs_remote *r, int idx)
 				break;
 			}
 			/* Small: one writev on a fresh socket takes it all. */
-			if (writev(fd, out, nout) < 0) {
+			if (send_iov(fd, out, nout) < 0) {
 				rc = -errno;
 				break;
 			}
