@@ -27,7 +27,7 @@ static struct ru_done {
 } ru_done[RU_MAX];
 static int ru_ndone;
 
-static void ru_cb(void *arg, const kvs_remote_cqe *c)
+static inline void ru_cb(void *arg, const kvs_remote_cqe *c)
 {
 	(void)arg;
 	if (c->cookie < RU_MAX) {
@@ -38,13 +38,13 @@ static void ru_cb(void *arg, const kvs_remote_cqe *c)
 	ru_ndone++;
 }
 
-static void ru_reset(void)
+static inline void ru_reset(void)
 {
 	memset(ru_done, 0, sizeof(ru_done));
 	ru_ndone = 0;
 }
 
-static double ru_now(void)
+static inline double ru_now(void)
 {
 	struct timespec ts;
 
@@ -53,7 +53,7 @@ static double ru_now(void)
 }
 
 /* Start a cluster, or exit 77 with the reason. */
-static rc_cluster *ru_cluster(const char *name, const rc_opts *o)
+static inline rc_cluster *ru_cluster(const char *name, const rc_opts *o)
 {
 	rc_cluster *c;
 	int rc = rc_start(o, &c);
@@ -70,7 +70,7 @@ static rc_cluster *ru_cluster(const char *name, const rc_opts *o)
 	return c;
 }
 
-static kvs_remote *ru_open(const char *seeds, unsigned timeout_ms)
+static inline kvs_remote *ru_open(const char *seeds, unsigned timeout_ms)
 {
 	kvs_remote *r;
 
@@ -86,7 +86,7 @@ static kvs_remote *ru_open(const char *seeds, unsigned timeout_ms)
 }
 
 /* Value bytes of key number @k: a function of (k, i), so any mix-up shows. */
-static void ru_fill(uint8_t *buf, size_t len, uint64_t k)
+static inline void ru_fill(uint8_t *buf, size_t len, uint64_t k)
 {
 	uint64_t x = k * 0x9e3779b97f4a7c15ull + 1;
 
@@ -99,7 +99,7 @@ static void ru_fill(uint8_t *buf, size_t len, uint64_t k)
 }
 
 /* Key number @k: "kvs1:" + 16 printable bytes (redis-cli can name it). */
-static size_t ru_key(char *buf, uint64_t k)
+static inline size_t ru_key(char *buf, uint64_t k)
 {
 	return (size_t)snprintf(buf, 32, "kvs1:%016llx", (unsigned long long)k);
 }
@@ -109,7 +109,7 @@ static size_t ru_key(char *buf, uint64_t k)
  * index (rc_port order) of the master serving each slot, -1 for none; the
  * node ids into @ids[i] (64 bytes each) when not NULL. 0, or -1.
  */
-static int ru_owners(rc_cluster *c, int from, int *owners, char (*ids)[64])
+static inline int ru_owners(rc_cluster *c, int from, int *owners, char (*ids)[64])
 {
 	static char out[65536];
 	char *line, *save;
