@@ -350,6 +350,7 @@ static void drain_wait(kvs_remote *r)
 	       (!r->st.inflight_bytes ||
 		r->st.inflight_bytes + q->vlen <= r->max_inflight)) {
 		kvs_rmt_take_off(r, q);
+		q->from_wait = 1;
 		kvs_rmt_dispatch(r, q);
 	}
 }

@@ -457,13 +457,16 @@ void kvs_rmt_dispatch(kvs_remote *r, struct req *q)
 		kvs_rmt_complete(r, q, n->down_err ? n->down_err : -ECONNREFUSED);
 		return;
 	}
-	if (q->vlen && r->st.inflight_bytes &&
-	    r->st.inflight_bytes + q->vlen > r->max_inflight) {
+	/* Past the cap, or behind others that wait: wait (in order). */
+	if (q->vlen && ((r->wait.head && !q->from_wait) ||
+			(r->st.inflight_bytes &&
+			 r->st.inflight_bytes + q->vlen > r->max_inflight))) {
 		q->where = W_WAIT;
 		rl_push(&r->wait, q);
 		r->st.waiting = r->wait.n;
 		return;
 	}
+	q->from_wait = 0;
 	rc = pick_conn(r, n, &c);
 	if (rc < 0) {
 		node_down(n, rc, now);

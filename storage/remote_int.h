@@ -66,6 +66,7 @@ struct req {
 	int replies;     /* replies still to read (ASKING adds one) */
 	int redirects, resent;
 	int ask_node;    /* ASK: the node to ask, else -1 */
+	int from_wait;   /* leaves the wait queue: may pass those behind */
 	int node;        /* where it was sent */
 	uint64_t cookie, t0, deadline;
 	int res;
