@@ -196,6 +196,7 @@ void kvs_rmt_conn_fail(kvs_remote *r, struct conn *c, int err)
 	struct node *n = c->node;
 	struct rlist retry = { 0 };
 	uint64_t now = now_us();
+	int first_done = 0;
 	struct req *q;
 
 	if (c->dead)
@@ -213,6 +214,11 @@ void kvs_rmt_conn_fail(kvs_remote *r, struct conn *c, int err)
 	if (c->state == C_CONNECTING || err == -ETIMEDOUT)
 		node_down(n, err, now);
 	while ((q = c->q.head) != NULL) {
+		/* A reply that did not parse was the head's: resending that
+		 * one would meet it again; those behind it are innocent. */
+		int culprit = err == -EPROTO && !first_done;
+
+		first_done = 1;
 		kvs_rmt_take_off(r, q);
 		kvs_rmt_uncount(r, q);
 		if (q->op == OP_SLOTS)
@@ -223,7 +229,7 @@ void kvs_rmt_conn_fail(kvs_remote *r, struct conn *c, int err)
 		} else if (q->deadline <= now) {
 			kvs_rmt_complete(r, q, -ETIMEDOUT);
 		} else if (q->op < OP_AUTH && !q->resent && err != -EACCES &&
-			   err != -EPROTO) {
+			   !culprit) {
 			q->resent = 1;
 			r->st.resent++;
 			rl_push(&retry, q);
