@@ -34,6 +34,7 @@ struct rc_cluster {
 	char seeds[RC_MAX_NODES * 24];
 	char server[PATH_MAX], cli[PATH_MAX];
 	const char *const *extra;
+	double cli_timeout_s;
 };
 
 static char why[512];
@@ -177,7 +178,7 @@ int rc_cli_argv(const rc_cluster *c, int i, char *out, size_t cap, int argc,
 	char port[16];
 	int pfd[2], n = 0, status;
 	size_t len = 0;
-	double end = now_s() + CLI_TIMEOUT_S;
+	double end = now_s() + c->cli_timeout_s;
 	pid_t pid;
 
 	if (argc > CLI_ARGS_MAX)
@@ -229,10 +230,18 @@ int rc_cli_argv(const rc_cluster *c, int i, char *out, size_t cap, int argc,
 		k = read(pfd[0], buf, sizeof(buf));
 		if (k <= 0)
 			break;
-		if (out && len + 1 < cap) {
-			size_t take = (size_t)k < cap - 1 - len ? (size_t)k : cap - 1 - len;
+		if (out && cap > 1) {
+			/* Keep the end: where redis-cli says what went wrong. */
+			size_t take = (size_t)k < cap - 1 ? (size_t)k : cap - 1;
+			const char *from = buf + ((size_t)k - take);
 
-			memcpy(out + len, buf, take);
+			if (len + take > cap - 1) {
+				size_t drop = len + take - (cap - 1);
+
+				memmove(out, out + drop, len - drop);
+				len -= drop;
+			}
+			memcpy(out + len, from, take);
 			len += take;
 			out[len] = '\0';
 		}
@@ -243,6 +252,11 @@ int rc_cli_argv(const rc_cluster *c, int i, char *out, size_t cap, int argc,
 	while (out && len && (out[len - 1] == '\n' || out[len - 1] == '\r'))
 		out[--len] = '\0';
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+void rc_set_cli_timeout(rc_cluster *c, double seconds)
+{
+	c->cli_timeout_s = seconds;
 }
 
 int rc_cli(const rc_cluster *c, int i, char *out, size_t cap, ...)
@@ -479,6 +493,7 @@ int rc_start(const rc_opts *o, rc_cluster **out)
 		return -ENOENT;
 	}
 	c->n = o->masters;
+	c->cli_timeout_s = CLI_TIMEOUT_S;
 	c->plain = o->plain;
 	c->extra = o->extra;
 	snprintf(c->dir, sizeof(c->dir), "%s/kvs-redis-cluster.XXXXXX",

@@ -19,7 +19,7 @@
  * the start waits until every node reports cluster_state:ok, 16384 slots
  * assigned and every node known. Every wait polls a condition against a
  * deadline (no fixed sleeps); every redis-cli call is bounded (killed after
- * 10 s). rc_stop (also at exit, from an atexit handler, for a test that
+ * 10 s, rc_set_cli_timeout). rc_stop (also at exit, from an atexit handler, for a test that
  * exits early) kills each server and waits for its PID; the directory is
  * removed unless RC_KEEP=1.
  *
@@ -54,11 +54,15 @@ const char *rc_dir(const rc_cluster *c);
 
 /*
  * rc_cli - run `redis-cli -p PORT(i) ARGS...` (NULL-terminated strings),
- * its stdout (trailing newline removed) into @out[@cap]. Returns its exit
+ * its stdout and stderr (the last @cap - 1 bytes; trailing newline removed)
+ * into @out[@cap]. Returns its exit
  * status (0 ok), or -errno / -ETIMEDOUT. A redis error reply prints as
  * "(error) ..." only on a terminal: here it is the text itself, check it.
  */
 int rc_cli(const rc_cluster *c, int i, char *out, size_t cap, ...);
+/* rc_set_cli_timeout - the bound of each rc_cli call (default 10 s); a
+ * long `redis-cli --cluster reshard` needs more. */
+void rc_set_cli_timeout(rc_cluster *c, double seconds);
 /* rc_cli_argv - the same with an argv array of @argc strings. */
 int rc_cli_argv(const rc_cluster *c, int i, char *out, size_t cap, int argc,
 		const char *const *argv);

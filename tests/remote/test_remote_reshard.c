@@ -184,9 +184,11 @@ int main(void)
 		int rc;
 
 		snprintf(addr, sizeof(addr), "127.0.0.1:%d", rc_port(c, 0));
+		rc_set_cli_timeout(c, 200);
 		rc = rc_cli_argv(c, 0, log, sizeof(log), 10, argv);
-		if (rc != 0)
-			fprintf(stderr, "reshard: %d\n%s\n", rc, log);
+		if (rc != 0) /* the end of its output says why */
+			fprintf(stderr, "reshard: exit %d\n...%s\n", rc,
+				log + (strlen(log) > 4000 ? strlen(log) - 4000 : 0));
 		_exit(rc == 0 ? 0 : 1);
 	}
 	CHECK(child > 0);
