@@ -96,6 +96,21 @@ typedef struct kvs_remote_cqe {
  * The callback may submit new requests, not call kvs_remote_poll/close. */
 typedef void (*kvs_remote_done_fn)(void *arg, const kvs_remote_cqe *c);
 
+/* Events, for a log line per episode (kvs_remote_set_event_fn). */
+enum kvs_remote_event {
+	KVS_REMOTE_EV_NODE_DOWN = 1, /* a node failed (err: why); its requests
+				      * fail fast until it answers again */
+	KVS_REMOTE_EV_NODE_UP,       /* a node that was down answers again */
+	KVS_REMOTE_EV_MAP,           /* the slot map changed (host:port: the
+				      * node that told) */
+};
+
+/* kvs_remote_event_fn - one event about node @host:@port; @host is valid
+ * during the call only. Called from inside any engine call; it must not
+ * call the engine. */
+typedef void (*kvs_remote_event_fn)(void *arg, int ev, const char *host,
+				    unsigned port, int err);
+
 /* Counters, one list for the struct and for rendering. */
 #define KVS_REMOTE_STATS(X)                                                   \
 	X(gets, "GET requests completed")                                     \
@@ -122,6 +137,7 @@ typedef void (*kvs_remote_done_fn)(void *arg, const kvs_remote_cqe *c);
 	X(connects, "connections opened")                                     \
 	X(conn_failures, "connections failed or lost")                        \
 	X(nodes, "nodes known")                                               \
+	X(nodes_down, "nodes down now (failed, not answering again yet)")     \
 	X(inflight_bytes, "value bytes of requests on the wire now")          \
 	X(waiting, "requests waiting for the in-flight cap now")
 
@@ -161,6 +177,8 @@ int kvs_remote_set_pool(kvs_remote *r, unsigned conns);
 int kvs_remote_set_max_inflight(kvs_remote *r, uint64_t bytes);
 /* kvs_remote_set_callback - the completion callback (any time). */
 void kvs_remote_set_callback(kvs_remote *r, kvs_remote_done_fn fn, void *arg);
+/* kvs_remote_set_event_fn - the event callback (any time; NULL: none). */
+void kvs_remote_set_event_fn(kvs_remote *r, kvs_remote_event_fn fn, void *arg);
 
 /*
  * kvs_remote_open - connect to the seeds in order until one answers AUTH

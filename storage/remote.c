@@ -135,6 +135,12 @@ void kvs_remote_set_callback(kvs_remote *r, kvs_remote_done_fn fn, void *arg)
 	r->arg = arg;
 }
 
+void kvs_remote_set_event_fn(kvs_remote *r, kvs_remote_event_fn fn, void *arg)
+{
+	r->ev_fn = fn;
+	r->ev_arg = arg;
+}
+
 int kvs_remote_is_cluster(const kvs_remote *r)
 {
 	return r->cluster;

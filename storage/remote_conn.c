@@ -139,7 +139,12 @@ int kvs_rmt_map_apply(kvs_remote *r, const kvs_resp_parser *p,
 		for (unsigned s = g->first; s <= g->last; s++)
 			map[s] = (int16_t)idx;
 	}
-	memcpy(r->map, map, sizeof(map));
+	if (memcmp(r->map, map, sizeof(map)) != 0) {
+		memcpy(r->map, map, sizeof(map));
+		if (r->open && r->ev_fn)
+			r->ev_fn(r->ev_arg, KVS_REMOTE_EV_MAP, r->nodes[from]->host,
+				 r->nodes[from]->port, 0);
+	}
 	r->cluster = 1;
 	r->st.map_refreshes++;
 	return 0;
@@ -165,13 +170,33 @@ void kvs_rmt_refresh_want(kvs_remote *r)
 	kvs_rmt_arm_timer(r, r->refresh_after > now_us() ? r->refresh_after : 1);
 }
 
-static void node_down(struct node *n, int err, uint64_t now)
+static void node_down(kvs_remote *r, struct node *n, int err, uint64_t now)
 {
+	if (!n->is_down) {
+		n->is_down = 1;
+		r->st.nodes_down++;
+		if (r->ev_fn)
+			r->ev_fn(r->ev_arg, KVS_REMOTE_EV_NODE_DOWN, n->host, n->port, err);
+	}
 	n->backoff_ms = n->backoff_ms ? n->backoff_ms * 2 : BACKOFF_MIN_MS;
 	if (n->backoff_ms > BACKOFF_MAX_MS)
 		n->backoff_ms = BACKOFF_MAX_MS;
 	n->down_until = now + n->backoff_ms * 1000ull;
 	n->down_err = err;
+}
+
+/* A reply came: the node answers (a connect alone proves little: the
+ * kernel completes it for a stopped process too). */
+static void node_up(kvs_remote *r, struct node *n)
+{
+	n->backoff_ms = 0;
+	n->down_until = 0;
+	if (n->is_down) {
+		n->is_down = 0;
+		r->st.nodes_down--;
+		if (r->ev_fn)
+			r->ev_fn(r->ev_arg, KVS_REMOTE_EV_NODE_UP, n->host, n->port, 0);
+	}
 }
 
 static void epoll_out(kvs_remote *r, struct conn *c, int on)
@@ -212,7 +237,7 @@ void kvs_rmt_conn_fail(kvs_remote *r, struct conn *c, int err)
 			break;
 		}
 	if (c->state == C_CONNECTING || err == -ETIMEDOUT)
-		node_down(n, err, now);
+		node_down(r, n, err, now);
 	while ((q = c->q.head) != NULL) {
 		/* A reply that did not parse was the head's: resending that
 		 * one would meet it again; those behind it are innocent. */
@@ -475,7 +500,7 @@ void kvs_rmt_dispatch(kvs_remote *r, struct req *q)
 	q->from_wait = 0;
 	rc = pick_conn(r, n, &c);
 	if (rc < 0) {
-		node_down(n, rc, now);
+		node_down(r, n, rc, now);
 		kvs_rmt_refresh_want(r);
 		kvs_rmt_complete(r, q, rc);
 		return;
@@ -577,6 +602,8 @@ static void on_reply(kvs_remote *r, struct conn *c, const kvs_resp_parser *p,
 		kvs_rmt_conn_fail(r, c, -EPROTO);
 		return;
 	}
+	if (c->node->is_down || c->node->backoff_ms)
+		node_up(r, c->node);
 	if (--q->replies > 0) /* ASKING's +OK */
 		return;
 	kvs_rmt_take_off(r, q);
@@ -707,8 +734,6 @@ void kvs_rmt_conn_event(kvs_remote *r, struct conn *c, uint32_t ev)
 			return;
 		}
 		c->state = C_UP;
-		c->node->backoff_ms = 0;
-		c->node->down_until = 0;
 		conn_flush(r, c);
 		return;
 	}

@@ -103,6 +103,7 @@ struct node {
 	uint64_t down_until; /* us: fail fast until then */
 	int down_err;
 	unsigned backoff_ms;
+	int is_down;         /* since a failure, until a connect succeeds */
 };
 
 struct kvs_remote {
@@ -113,6 +114,8 @@ struct kvs_remote {
 	uint64_t max_inflight;
 	kvs_remote_done_fn fn;
 	void *arg;
+	kvs_remote_event_fn ev_fn;
+	void *ev_arg;
 	int open, cluster;
 
 	int epfd, tfd;

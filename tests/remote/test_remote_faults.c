@@ -78,6 +78,29 @@ static int set_all(kvs_remote *r, int node)
 	return stored;
 }
 
+/* Events per node and kind (one per episode is the point). */
+static rc_cluster *cl;
+static int ev_down[3], ev_up[3], ev_map;
+
+static void on_event(void *arg, int ev, const char *host, unsigned port, int err)
+{
+	(void)arg;
+	(void)host;
+	if (ev == KVS_REMOTE_EV_MAP) {
+		ev_map++;
+		return;
+	}
+	for (int i = 0; i < 3; i++)
+		if ((unsigned)rc_port(cl, i) == port) {
+			if (ev == KVS_REMOTE_EV_NODE_DOWN)
+				ev_down[i]++;
+			else
+				ev_up[i]++;
+		}
+	printf("event: %s %s:%u (%s)\n", ev == KVS_REMOTE_EV_NODE_DOWN ? "down" : "up",
+	       host, port, strerror(-err));
+}
+
 static int count(const int *v)
 {
 	return v[0] + v[1] + v[2];
@@ -103,8 +126,11 @@ int main(void)
 	int pernode[3] = { 0 };
 
 	c = ru_cluster("test_remote_faults", &(rc_opts){ .masters = 3 });
+	cl = c;
 	r = ru_open(rc_seeds(c), TIMEOUT_MS);
 	CHECK(r != NULL);
+	if (r)
+		kvs_remote_set_event_fn(r, on_event, NULL);
 	CHECK_EQ(ru_owners(c, 0, owners, NULL), 0);
 	if (!r)
 		goto out;
@@ -224,7 +250,16 @@ int main(void)
 		CHECK_EQ(kvs_rval_verify(ghdr, buf, VBYTES, &info, NULL), -EBADMSG);
 	}
 
+	/* one down and one up per episode: node 1 (killed, restarted); node 2
+	 * (stopped, continued: a busy machine may make a second episode of
+	 * timeouts right after SIGCONT, but downs and ups pair up) */
+	CHECK_EQ(ev_down[0], 0);
+	CHECK_EQ(ev_down[1], 1);
+	CHECK_EQ(ev_up[1], 1);
+	CHECK(ev_down[2] >= 1 && ev_down[2] <= 3);
+	CHECK_EQ(ev_up[2], ev_down[2]);
 	kvs_remote_get_stats(r, &st);
+	CHECK_EQ(st.nodes_down, 0);
 	printf("stats: down %llu timeout %llu clusterdown %llu resent %llu "
 	       "conn_failures %llu refreshes %llu\n",
 	       (unsigned long long)st.err_down, (unsigned long long)st.err_timeout,
