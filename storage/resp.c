@@ -118,7 +118,7 @@ const kvs_resp_val *kvs_resp_elem(const kvs_resp_parser *p,
 	return &p->vals[v->child + i];
 }
 
-/* Room for @n more values; they are zeroed. */
+/* Room for @n more values (the capacity stays for later replies). */
 static int reserve_vals(kvs_resp_parser *p, uint32_t n)
 {
 	if ((uint64_t)p->nvals + n > KVS_RESP_ELEMS_MAX)
@@ -140,9 +140,9 @@ static int reserve_vals(kvs_resp_parser *p, uint32_t n)
 		p->soff = o;
 		p->cap_vals = cap;
 	}
-	memset(&p->vals[p->nvals], 0, n * sizeof(*p->vals));
-	for (uint32_t i = 0; i < n; i++)
-		p->soff[p->nvals + i] = SIZE_MAX;
+	/* Not initialized here: each value is when it is parsed (process_line),
+	 * so that a header announcing many elements costs nothing until they
+	 * come; a reply completes only when all of them did. */
 	p->nvals += n;
 	return 0;
 }
@@ -244,6 +244,8 @@ static int process_line(kvs_resp_parser *p, const char *l, size_t n)
 			return rc;
 	}
 	v = &p->vals[slot];
+	*v = (kvs_resp_val){ 0 };
+	p->soff[slot] = SIZE_MAX;
 	switch (l[0]) {
 	case '+':
 	case '-':
