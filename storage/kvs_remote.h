@@ -18,13 +18,14 @@
  * disabled" is a plain node that owns every slot.
  *
  * Data path: requests to one node are pipelined over a small pool of
- * connections (kvs_remote_set_pool). A SET is one writev of the RESP header,
- * the caller's iovecs and the trailer: the value is never copied. A GET's
- * value is read straight into the caller's buffers (readv from the socket
- * once the reply's header is parsed; only the bytes that arrived with the
- * header are copied from the engine's 64 KiB read buffer). Value bytes of
- * requests on the wire are capped (kvs_remote_set_max_inflight); requests
- * past the cap wait in the engine, in order.
+ * connections (kvs_remote_set_pool). A SET is one sendmsg of the RESP
+ * header, the caller's iovecs and the trailer: the value is never copied. A
+ * GET's value is read straight into the caller's buffers (readv from the
+ * socket once the reply's header is parsed; only the bytes that arrived
+ * with the header are copied, and before a large value the engine reads at
+ * most 4 KiB). Value bytes of requests on the wire are capped
+ * (kvs_remote_set_max_inflight); requests past the cap wait in the engine,
+ * in order.
  *
  * Faults never stall: every request has a deadline (kvs_remote_set_timeout_ms)
  * and completes with an error when it passes. A connection that fails
@@ -121,6 +122,8 @@ typedef void (*kvs_remote_event_fn)(void *arg, int ev, const char *host,
 	X(existed, "SET NX refused: the key existed")                         \
 	X(exists_keys, "keys asked by EXISTS batches")                        \
 	X(bytes_in, "value bytes received (GET hits)")                        \
+	X(bytes_in_direct, "of these, read from the socket straight into "    \
+	  "the caller's buffers (the rest came with a reply header)")         \
 	X(bytes_out, "value bytes sent (SET NX)")                             \
 	X(err_timeout, "requests past their deadline")                        \
 	X(err_down, "requests failed: node unreachable or connection lost")   \

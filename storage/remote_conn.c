@@ -688,20 +688,26 @@ static void conn_read(kvs_remote *r, struct conn *c)
 			return;
 		c->rpos = c->rlen = 0;
 		nd = kvs_resp_direct(c->parser, dv, KVS_REMOTE_IOV_MAX);
-		if (nd > 0)
+		if (nd > 0) {
 			n = readv(c->fd, dv, nd);
-		else
-			n = read(c->fd, c->rbuf, RBUF_BYTES);
+		} else {
+			/* Before a large expected value, read little: the header,
+			 * and the payload bytes that come with it are copied. */
+			struct req *h = c->q.head;
+			size_t want = h && h->op == KVS_REMOTE_GET &&
+					      h->vlen >= RBUF_BYTES
+				      ? SMALL_READ
+				      : RBUF_BYTES;
+
+			n = read(c->fd, c->rbuf, want);
+		}
 		if (n > 0) {
 			budget = (size_t)n >= budget ? 0 : budget - (size_t)n;
-			if (nd > 0)
-				kvs_resp_direct_done(c->parser, (size_t)n);
-			else
-				c->rlen = (size_t)n;
 			if (nd > 0) {
-				/* The payload may have just ended: let the
-				 * parser see the CRLF and complete. */
-				continue;
+				kvs_resp_direct_done(c->parser, (size_t)n);
+				r->st.bytes_in_direct += (uint64_t)n;
+			} else {
+				c->rlen = (size_t)n;
 			}
 			continue;
 		}

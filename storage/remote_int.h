@@ -21,6 +21,7 @@
 #include "kvs_resp.h"
 
 #define RBUF_BYTES (64u << 10)
+#define SMALL_READ 4096 /* a read before a large expected value */
 #define HDR_BYTES (64 + KVS_REMOTE_KEY_MAX)
 #define WRITE_IOV 64
 #define BACKOFF_MIN_MS 100

@@ -216,6 +216,12 @@ int main(void)
 	CHECK_EQ(st.err_wrong_size, 2);
 	CHECK_EQ(st.exists_keys, NKEYS + 8);
 	CHECK_EQ(st.bytes_out, (uint64_t)NKEYS * (VBYTES + KVS_RVAL_HDR_BYTES));
+	/* no intermediate copy: at most the 4 KiB read with each large reply's
+	 * header went through the engine's buffer */
+	printf("bytes_in %llu, of which read directly %llu\n",
+	       (unsigned long long)st.bytes_in, (unsigned long long)st.bytes_in_direct);
+	CHECK(st.bytes_in_direct >= st.bytes_in - (uint64_t)st.hits * 4096);
+	CHECK(st.bytes_in_direct <= st.bytes_in);
 	CHECK_EQ(st.inflight_bytes, 0);
 	CHECK_EQ(st.err_timeout + st.err_down + st.err_proto + st.err_server, 0);
 	CHECK_EQ(st.nodes, 3);
