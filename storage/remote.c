@@ -58,6 +58,16 @@ int kvs_remote_set_seeds(kvs_remote *r, const char *seeds)
 	return 0;
 }
 
+/* The AUTH command holds the password: wiped before it is freed. */
+static void auth_free(kvs_remote *r)
+{
+	if (r->auth_cmd)
+		explicit_bzero(r->auth_cmd, r->auth_len);
+	free(r->auth_cmd);
+	r->auth_cmd = NULL;
+	r->auth_len = 0;
+}
+
 int kvs_remote_set_auth(kvs_remote *r, const char *user, const char *password)
 {
 	const char *argv[3] = { "AUTH" };
@@ -66,9 +76,7 @@ int kvs_remote_set_auth(kvs_remote *r, const char *user, const char *password)
 
 	if (r->open)
 		return -EBUSY;
-	free(r->auth_cmd);
-	r->auth_cmd = NULL;
-	r->auth_len = 0;
+	auth_free(r);
 	if (!password)
 		return 0;
 	if (strlen(password) > AUTH_MAX || (user && strlen(user) > AUTH_MAX))
@@ -81,6 +89,7 @@ int kvs_remote_set_auth(kvs_remote *r, const char *user, const char *password)
 		return -ENOMEM;
 	n = kvs_resp_encode_cmd((uint8_t *)buf, 3 * AUTH_MAX, argc, argv, NULL);
 	if (n < 0) {
+		explicit_bzero(buf, 3 * AUTH_MAX);
 		free(buf);
 		return -EINVAL;
 	}
@@ -746,6 +755,6 @@ void kvs_remote_close(kvs_remote *r)
 	free(r->nodes);
 	free(r->ranges);
 	free(r->seeds);
-	free(r->auth_cmd);
+	auth_free(r);
 	free(r);
 }
