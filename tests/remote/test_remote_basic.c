@@ -118,6 +118,13 @@ int main(void)
 		CHECK(!memcmp(got[i], val[i], VBYTES));
 		CHECK_EQ(kvs_rval_verify(ghdr[i], got[i], VBYTES, &want, NULL), 0);
 	}
+	/* No intermediate copy: of the 1 MiB values, at most the 4 KiB read
+	 * with each reply's header went through the engine's buffer. */
+	kvs_remote_get_stats(r, &st);
+	printf("bytes_in %llu, of which read directly %llu\n",
+	       (unsigned long long)st.bytes_in, (unsigned long long)st.bytes_in_direct);
+	CHECK_EQ(st.bytes_in, (uint64_t)NKEYS * (VBYTES + KVS_RVAL_HDR_BYTES));
+	CHECK(st.bytes_in_direct >= st.bytes_in - (uint64_t)NKEYS * 4096);
 
 	/* A second SET NX is refused; the value stays. */
 	ru_reset();
@@ -194,6 +201,46 @@ int main(void)
 		CHECK_EQ(eres[i], i < NKEYS ? 1 : 0);
 	CHECK_EQ(ru_ndone, 1);
 
+	/* Many small requests at once: 2000 SET NX of 4 KiB values split over
+	 * three iovecs, an EXISTS batch of them all, 2000 GETs. */
+	{
+		enum { N = 2000, SZ = 4096 };
+		static uint8_t sv[N][SZ], gv[N][SZ];
+		static char sk[N][32];
+		static size_t skl[N];
+		static const void *skp[N];
+		static int sres[N];
+		int bad = 0;
+
+		ru_reset();
+		for (int i = 0; i < N; i++) {
+			struct iovec iov[3] = { { sv[i], 100 }, { sv[i] + 100, 1000 },
+						{ sv[i] + 1100, SZ - 1100 } };
+
+			ru_fill(sv[i], SZ, (uint64_t)i + 77777);
+			skl[i] = ru_key(sk[i], (uint64_t)i + 7000000);
+			skp[i] = sk[i];
+			CHECK_EQ(kvs_remote_set_nx(r, sk[i], skl[i], iov, 3, (uint64_t)i), 0);
+		}
+		CHECK_EQ(kvs_remote_wait(r, 30000), 0);
+		for (int i = 0; i < N; i++)
+			bad += ru_done[i].res != 0;
+		ru_reset();
+		CHECK_EQ(kvs_remote_exists(r, skp, skl, N, sres, 0), 0);
+		CHECK_EQ(kvs_remote_wait(r, 30000), 0);
+		CHECK_EQ(ru_done[0].res, N);
+		ru_reset();
+		for (int i = 0; i < N; i++) {
+			struct iovec iov = { gv[i], SZ };
+
+			CHECK_EQ(kvs_remote_get(r, sk[i], skl[i], &iov, 1, (uint64_t)i), 0);
+		}
+		CHECK_EQ(kvs_remote_wait(r, 30000), 0);
+		for (int i = 0; i < N; i++)
+			bad += ru_done[i].res != 0 || memcmp(gv[i], sv[i], SZ) != 0;
+		CHECK_EQ(bad, 0);
+	}
+
 	/* Bad arguments. */
 	{
 		struct iovec iov = { got[0], 1 };
@@ -207,27 +254,23 @@ int main(void)
 	}
 
 	kvs_remote_get_stats(r, &st);
-	CHECK_EQ(st.sets, NKEYS + 1);
-	CHECK_EQ(st.stored, NKEYS);
+	CHECK_EQ(st.sets, NKEYS + 1 + 2000);
+	CHECK_EQ(st.stored, NKEYS + 2000);
 	CHECK_EQ(st.existed, 1);
-	CHECK_EQ(st.gets, NKEYS + 6);
-	CHECK_EQ(st.hits, NKEYS + 3);
+	CHECK_EQ(st.gets, NKEYS + 6 + 2000);
+	CHECK_EQ(st.hits, NKEYS + 3 + 2000);
 	CHECK_EQ(st.misses, 1);
 	CHECK_EQ(st.err_wrong_size, 2);
-	CHECK_EQ(st.exists_keys, NKEYS + 8);
-	CHECK_EQ(st.bytes_out, (uint64_t)NKEYS * (VBYTES + KVS_RVAL_HDR_BYTES));
-	/* no intermediate copy: at most the 4 KiB read with each large reply's
-	 * header went through the engine's buffer */
-	printf("bytes_in %llu, of which read directly %llu\n",
-	       (unsigned long long)st.bytes_in, (unsigned long long)st.bytes_in_direct);
-	CHECK(st.bytes_in_direct >= st.bytes_in - (uint64_t)st.hits * 4096);
+	CHECK_EQ(st.exists_keys, NKEYS + 8 + 2000);
+	CHECK_EQ(st.bytes_out, (uint64_t)NKEYS * (VBYTES + KVS_RVAL_HDR_BYTES) +
+				       2000ull * 4096);
 	CHECK(st.bytes_in_direct <= st.bytes_in);
 	CHECK_EQ(st.inflight_bytes, 0);
 	CHECK_EQ(st.err_timeout + st.err_down + st.err_proto + st.err_server, 0);
 	CHECK_EQ(st.nodes, 3);
 	for (int b = 0; b < KVS_REMOTE_LAT_BUCKETS; b++)
 		nhist += st.lat_hist[b];
-	CHECK_EQ(nhist, st.sets + st.gets + 1); /* + the EXISTS batch */
+	CHECK_EQ(nhist, st.sets + st.gets + 2); /* + the EXISTS batches */
 	CHECK_EQ(kvs_remote_pending(r), 0);
 	kvs_remote_close(r);
 	for (int i = 0; i < NKEYS; i++) {
