@@ -101,11 +101,28 @@ static int port_free(int p)
 	return ok;
 }
 
-/* A port P with P and its cluster bus port P + 10000 free. */
+/*
+ * A port P with P and its cluster bus port P + 10000 free, both below the
+ * kernel's ephemeral range when there is room (so that no outgoing
+ * connection takes a node's port while it is down for a restart test).
+ */
 static int pick_port(void)
 {
+	int lo = 32768, hi = 60999, base = 10000, span;
+	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+
+	if (f) {
+		if (fscanf(f, "%d %d", &lo, &hi) != 2)
+			lo = 32768;
+		fclose(f);
+	}
+	span = lo - 10000 - base;
+	if (span < 1000) { /* no room below: anywhere a bus port fits */
+		base = 1024;
+		span = 65535 - 10000 - base;
+	}
 	for (int tries = 0; tries < 1000; tries++) {
-		int p = 20000 + (int)((unsigned)rand() % 30000);
+		int p = base + (int)((unsigned)rand() % (unsigned)span);
 
 		if (port_free(p) && port_free(p + 10000))
 			return p;
