@@ -542,7 +542,6 @@ static int redirect_node(kvs_remote *r, const char *s, unsigned *slot)
 	return kvs_rmt_node_find(r, host, port);
 }
 
-
 /* An error reply @e to @q (taken off its connection): redirect or fail. */
 static void on_error(kvs_remote *r, struct conn *c, struct req *q,
 		     const kvs_resp_val *e)
