@@ -667,7 +667,8 @@ int kvs_remote_open(kvs_remote *r)
 		return -EBUSY;
 	if (!r->seeds)
 		return -EINVAL;
-	r->ranges = malloc(MAX_RANGES * sizeof(*r->ranges));
+	if (!r->ranges) /* open may be tried again after a failure */
+		r->ranges = malloc(MAX_RANGES * sizeof(*r->ranges));
 	if (!r->ranges)
 		return -ENOMEM;
 	for (s = r->seeds; *s;) {

@@ -188,6 +188,7 @@ int main(void)
 	CHECK_EQ(kvs_remote_create(&r), 0);
 	CHECK_EQ(kvs_remote_set_seeds(r, seeds), 0);
 	CHECK_EQ(kvs_remote_open(r), -ECONNREFUSED);
+	CHECK_EQ(kvs_remote_open(r), -ECONNREFUSED); /* may be tried again */
 	kvs_remote_close(r);
 
 	/* Bad settings. */
