@@ -24,11 +24,12 @@ CFLAGS=(-g -O1 "$SAN" -fno-sanitize-recover=undefined
 	-Wall -Wextra -Wno-unused-parameter -Iclient -Iservice -Istorage)
 
 # Each target and the sources it needs besides its own file.
-TARGETS=(fuzz_wire fuzz_admin fuzz_config fuzz_ssd)
+TARGETS=(fuzz_wire fuzz_admin fuzz_config fuzz_ssd fuzz_remote)
 declare -A SOURCES=(
 	[fuzz_wire]="client/wire.c"
 	[fuzz_admin]="client/wire.c client/wire_admin.c"
 	[fuzz_ssd]="$(echo storage/ssd*.c) storage/index.c -luring -lxxhash -llmdb"
+	[fuzz_remote]="storage/resp.c storage/remote_slots.c storage/remote_value.c -lxxhash"
 	# Every eviction policy: config.c checks --eviction-policy names
 	# against the registry, which links them all.
 	[fuzz_config]="$(echo service/config*.c service/policy*.c)

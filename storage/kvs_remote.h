@@ -1,0 +1,260 @@
+/*
+ * kvs_remote.h - the remote engine: a Redis Cluster (or one plain Redis /
+ * Valkey node) client for byte keys and values, on non-blocking sockets,
+ * driven by the caller's event loop through one pollable fd.
+ *
+ * The engine knows keys, buffers and nodes, nothing of blocks or the cache
+ * (the value format is kvs_remote_value.h; the tier glue is the caller).
+ * Three operations: GET of a key into caller buffers of the expected size,
+ * SET NX of a value given as caller iovecs, and a batch EXISTS. Each
+ * completes once, through the callback, from kvs_remote_poll() only.
+ *
+ * Routing: keys go to the master owning their slot (kvs_remote_slots.h) in
+ * a slot map fetched at open with CLUSTER SLOTS and refreshed (rate-limited,
+ * in the background) after MOVED, connection failures and CLUSTERDOWN. A
+ * MOVED reply updates that slot at once and resends; ASK resends once to
+ * the named node behind ASKING; at most KVS_REMOTE_REDIRECTS redirections
+ * per request. A seed that answers CLUSTER SLOTS with "cluster support
+ * disabled" is a plain node that owns every slot.
+ *
+ * Data path: requests to one node are pipelined over a small pool of
+ * connections (kvs_remote_set_pool). A SET is one sendmsg of the RESP
+ * header, the caller's iovecs and the trailer: the value is never copied. A
+ * GET's value is read straight into the caller's buffers (readv from the
+ * socket once the reply's header is parsed; only the bytes that arrived
+ * with the header are copied, and before a large value the engine reads at
+ * most 4 KiB). Value bytes of requests on the wire are capped
+ * (kvs_remote_set_max_inflight); requests past the cap wait in the engine,
+ * in order.
+ *
+ * Faults never stall: every request has a deadline (kvs_remote_set_timeout_ms)
+ * and completes with an error when it passes. A connection that fails
+ * (refused, reset, EOF, a request's deadline passed on it, a protocol error)
+ * is closed; its requests whose deadline has not passed are resent once, the
+ * others complete with the error. A node whose connect failed or timed out
+ * is "down" for a backoff (100 ms doubling to 2 s): requests for its slots
+ * complete at once with the error (a quick miss), and the next request after
+ * the backoff tries to connect again, so a node that comes back is served
+ * again without any call from the caller.
+ *
+ * Caveats:
+ *  - Host names in seeds or in the slot map are resolved with getaddrinfo(),
+ *    which blocks; numeric addresses (what CLUSTER SLOTS normally returns)
+ *    do not. Only open() blocks otherwise (bounded by the connect timeout).
+ *  - With Redis's default cluster-require-full-coverage yes, the other masters
+ *    answer CLUSTERDOWN once a master is marked failed: set it to "no" for a
+ *    cache (docs/remote.md).
+ *  - A SET that is resent after a lost connection may have been stored the
+ *    first time: it then completes with -EEXIST.
+ *  - A GET's destination content is unspecified after any result but 0.
+ *
+ * Errors (returned, or a completion's res): 0 or a count on success,
+ * -errno otherwise:
+ *   -ENOENT      GET: no such key (a miss)
+ *   -EEXIST      SET NX: the key exists (not an error: counted as existed)
+ *   -EMSGSIZE    GET: a value of another size than the buffers
+ *   -ETIMEDOUT   the request's deadline passed
+ *   -ECONNREFUSED, -ECONNRESET, -EHOSTUNREACH, -EPIPE, ...: the node is
+ *                unreachable or the connection was lost (kind "down")
+ *   -ENETDOWN    CLUSTERDOWN, or no master owns the slot
+ *   -ELOOP       more than KVS_REMOTE_REDIRECTS MOVED/ASK
+ *   -EACCES      AUTH refused, or NOAUTH/NOPERM
+ *   -EIO         any other error reply (OOM, LOADING, ...)
+ *   -EPROTO      a reply that does not parse or fit the command
+ *   -EINVAL      bad arguments; -ENOMEM; -EBUSY (a setting after open)
+ * Thread: a kvs_remote belongs to one thread (the daemon's loop); no locks.
+ */
+#ifndef KVS_REMOTE_H
+#define KVS_REMOTE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+typedef struct kvs_remote kvs_remote;
+
+#define KVS_REMOTE_KEY_MAX 128  /* key bytes */
+#define KVS_REMOTE_IOV_MAX 8    /* buffers of one value */
+#define KVS_REMOTE_POOL_MAX 16  /* connections per node */
+#define KVS_REMOTE_REDIRECTS 5  /* MOVED/ASK per request */
+#define KVS_REMOTE_LAT_BUCKETS 14 /* bucket i: latency < 128 us << i; the
+				   * last one: everything above */
+
+enum kvs_remote_op { KVS_REMOTE_GET = 1, KVS_REMOTE_SET = 2, KVS_REMOTE_EXISTS = 3 };
+
+/* One completion, as handed to the callback. */
+typedef struct kvs_remote_cqe {
+	uint64_t cookie; /* the caller's, from the submit */
+	int op;          /* enum kvs_remote_op */
+	int res;         /* GET: 0 (the value is in the buffers) or an error;
+			  * SET: 0 stored, -EEXIST, or an error;
+			  * EXISTS: the count of keys that exist (per key
+			  * results in the caller's array) */
+	uint64_t lat_us; /* submit to completion */
+} kvs_remote_cqe;
+
+/* kvs_remote_done_fn - one completion; @c is valid during the call only.
+ * The callback may submit new requests, not call kvs_remote_poll/close. */
+typedef void (*kvs_remote_done_fn)(void *arg, const kvs_remote_cqe *c);
+
+/* Events, for a log line per episode (kvs_remote_set_event_fn). */
+enum kvs_remote_event {
+	KVS_REMOTE_EV_NODE_DOWN = 1, /* a node failed (err: why); its requests
+				      * fail fast until it answers again */
+	KVS_REMOTE_EV_NODE_UP,       /* a node that was down answers again */
+	KVS_REMOTE_EV_MAP,           /* the slot map changed (host:port: the
+				      * node that told) */
+};
+
+/* kvs_remote_event_fn - one event about node @host:@port; @host is valid
+ * during the call only. Called from inside any engine call; it must not
+ * call the engine. */
+typedef void (*kvs_remote_event_fn)(void *arg, int ev, const char *host,
+				    unsigned port, int err);
+
+/* Counters, one list for the struct and for rendering. */
+#define KVS_REMOTE_STATS(X)                                                   \
+	X(gets, "GET requests completed")                                     \
+	X(hits, "GETs that returned a value of the expected size")            \
+	X(misses, "GETs that found no value")                                 \
+	X(sets, "SET NX requests completed")                                  \
+	X(stored, "SET NX that stored the value")                             \
+	X(existed, "SET NX refused: the key existed")                         \
+	X(exists_keys, "keys asked by EXISTS batches")                        \
+	X(bytes_in, "value bytes received (GET hits)")                        \
+	X(bytes_in_direct, "of these, read from the socket straight into "    \
+	  "the caller's buffers (the rest came with a reply header)")         \
+	X(bytes_out, "value bytes sent (SET NX)")                             \
+	X(err_timeout, "requests past their deadline")                        \
+	X(err_down, "requests failed: node unreachable or connection lost")   \
+	X(err_clusterdown, "requests failed: CLUSTERDOWN or unowned slot")    \
+	X(err_wrong_size, "GETs of a value of another size")                  \
+	X(err_redirect, "requests past the MOVED/ASK limit")                  \
+	X(err_auth, "requests failed: AUTH refused or no permission")         \
+	X(err_server, "requests failed: other error replies")                 \
+	X(err_proto, "replies that did not parse or fit the command")         \
+	X(moved, "MOVED redirections followed")                               \
+	X(ask, "ASK redirections followed")                                   \
+	X(resent, "requests resent after their connection failed")            \
+	X(map_refreshes, "slot map refreshes done")                           \
+	X(connects, "connections opened")                                     \
+	X(conn_failures, "connections failed or lost")                        \
+	X(nodes, "nodes known")                                               \
+	X(nodes_down, "nodes down now (failed, not answering again yet)")     \
+	X(inflight_bytes, "value bytes of requests on the wire now")          \
+	X(waiting, "requests waiting for the in-flight cap now")
+
+typedef struct kvs_remote_stats {
+#define KVS_REMOTE_STATS_X(name, help) uint64_t name;
+	KVS_REMOTE_STATS(KVS_REMOTE_STATS_X)
+#undef KVS_REMOTE_STATS_X
+	uint64_t lat_hist[KVS_REMOTE_LAT_BUCKETS]; /* completed requests */
+} kvs_remote_stats;
+
+/*
+ * kvs_remote_create - an engine with defaults: no seeds (must be set), no
+ * AUTH, timeout 1000 ms, connect timeout (open) 2000 ms, 2 connections per
+ * node, 256 MiB of value bytes in flight, no callback.
+ * Errors: -ENOMEM. Ownership: *out until kvs_remote_close().
+ */
+int kvs_remote_create(kvs_remote **out);
+
+/*
+ * Settings, before kvs_remote_open() only (-EBUSY after).
+ * seeds: "HOST:PORT[,HOST:PORT...]" (an IPv6 address as [ADDR]:PORT), tried
+ *        in order at open; -EINVAL when malformed.
+ * auth: AUTH @user @password (Redis 6 ACL), or AUTH @password when @user is
+ *       NULL; both copied; @password NULL clears. -EINVAL when too long.
+ * timeout_ms: deadline of each request from its submit, 1..3600000.
+ * connect_timeout_ms: bound of each seed's connect + AUTH + CLUSTER SLOTS
+ *       at open, 1..3600000.
+ * pool: connections per node, 1..KVS_REMOTE_POOL_MAX.
+ * max_inflight: value bytes on the wire at once, >= 1 (one request larger
+ *       than the cap still goes, alone).
+ */
+int kvs_remote_set_seeds(kvs_remote *r, const char *seeds);
+int kvs_remote_set_auth(kvs_remote *r, const char *user, const char *password);
+int kvs_remote_set_timeout_ms(kvs_remote *r, unsigned ms);
+int kvs_remote_set_connect_timeout_ms(kvs_remote *r, unsigned ms);
+int kvs_remote_set_pool(kvs_remote *r, unsigned conns);
+int kvs_remote_set_max_inflight(kvs_remote *r, uint64_t bytes);
+/* kvs_remote_set_callback - the completion callback (any time). */
+void kvs_remote_set_callback(kvs_remote *r, kvs_remote_done_fn fn, void *arg);
+/* kvs_remote_set_event_fn - the event callback (any time; NULL: none). */
+void kvs_remote_set_event_fn(kvs_remote *r, kvs_remote_event_fn fn, void *arg);
+
+/*
+ * kvs_remote_open - connect to the seeds in order until one answers AUTH
+ * (when set) and CLUSTER SLOTS, and take its slot map. Blocks, at most the
+ * connect timeout per seed.
+ * Errors: -EINVAL (no seeds), -EACCES (AUTH refused), the last seed's
+ * connect error (-ECONNREFUSED, -ETIMEDOUT, ...), -EPROTO, -ENOMEM.
+ */
+int kvs_remote_open(kvs_remote *r);
+
+/* kvs_remote_is_cluster - 1 for a cluster, 0 for one plain node (after open). */
+int kvs_remote_is_cluster(const kvs_remote *r);
+
+/* kvs_remote_fd - an fd that is readable when kvs_remote_poll() has work
+ * (sockets, deadlines, completions): watch it for reading, level-triggered.
+ * Ownership: the engine's, until close. */
+int kvs_remote_fd(const kvs_remote *r);
+
+/*
+ * kvs_remote_poll - make progress without blocking: read replies, write
+ * requests, expire deadlines, refresh the map, then call the callback for
+ * every completion. Returns the number of completions delivered.
+ */
+int kvs_remote_poll(kvs_remote *r);
+
+/* kvs_remote_pending - submitted requests whose completion was not yet
+ * delivered (an EXISTS batch counts one). */
+size_t kvs_remote_pending(const kvs_remote *r);
+
+/*
+ * kvs_remote_wait - for tools and tests: poll until nothing is pending or
+ * @timeout_ms passed. Returns 0, or -ETIMEDOUT with requests pending.
+ * Blocks (the only call besides open that does).
+ */
+int kvs_remote_wait(kvs_remote *r, int timeout_ms);
+
+/*
+ * kvs_remote_get - GET @key[@klen] into @iov[@iovcnt]; the value must be
+ * exactly as long as the buffers together (else -EMSGSIZE).
+ * Returns 0 (the completion follows) or -EINVAL (key empty or longer than
+ * KVS_REMOTE_KEY_MAX, iovcnt 0 or over KVS_REMOTE_IOV_MAX, not open), -ENOMEM.
+ * Ownership: the key and the iovec array are copied; the buffers belong to
+ * the engine until the completion is delivered.
+ */
+int kvs_remote_get(kvs_remote *r, const void *key, size_t klen,
+		   const struct iovec *iov, int iovcnt, uint64_t cookie);
+
+/*
+ * kvs_remote_set_nx - SET @key @value NX, the value being @iov[@iovcnt]
+ * concatenated (sent with writev, not copied).
+ * Returns as kvs_remote_get. Ownership: the key and iovec array are copied;
+ * the value's bytes must stay valid and unchanged until the completion.
+ */
+int kvs_remote_set_nx(kvs_remote *r, const void *key, size_t klen,
+		      const struct iovec *iov, int iovcnt, uint64_t cookie);
+
+/*
+ * kvs_remote_exists - EXISTS of each of @n keys (@keys[i], @klens[i] bytes),
+ * pipelined per node; one completion for the batch, whose res is the count
+ * that exist; @res[i] is then 1, 0, or the key's error.
+ * Returns as kvs_remote_get (-EINVAL also for @n 0 or a bad key).
+ * Ownership: keys are copied; @res belongs to the engine until the
+ * completion.
+ */
+int kvs_remote_exists(kvs_remote *r, const void *const *keys,
+		      const size_t *klens, size_t n, int *res, uint64_t cookie);
+
+/* kvs_remote_stats - the counters now. */
+void kvs_remote_get_stats(const kvs_remote *r, kvs_remote_stats *out);
+
+/* kvs_remote_close - close every connection and free the engine. Requests
+ * still pending are dropped without completion; their buffers are the
+ * caller's again when this returns. NULL is a no-op. */
+void kvs_remote_close(kvs_remote *r);
+
+#endif /* KVS_REMOTE_H */

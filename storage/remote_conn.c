@@ -1,0 +1,749 @@
+/* remote_conn.c - the remote engine's nodes, slot map, connections and
+ * wire: dispatch, writev of requests, replies read into caller buffers,
+ * redirections and failures (see kvs_remote.h, remote_int.h). */
+#include "remote_int.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+/* ---- nodes -------------------------------------------------------------- */
+
+/* Split "HOST:PORT" (or "[V6]:PORT") of @s[@n]. */
+int kvs_rmt_parse_hostport(const char *s, size_t n, char *host, uint16_t *port)
+{
+	const char *colon = NULL, *h = s;
+	size_t hlen;
+	char num[8];
+	char *end;
+	long p;
+
+	for (size_t i = n; i > 0; i--)
+		if (s[i - 1] == ':') {
+			colon = s + i - 1;
+			break;
+		}
+	if (!colon)
+		return -EINVAL;
+	hlen = (size_t)(colon - s);
+	if (hlen >= 2 && s[0] == '[' && s[hlen - 1] == ']') {
+		h++;
+		hlen -= 2;
+	}
+	if (hlen == 0 || hlen >= KVS_SLOT_HOST_MAX ||
+	    (size_t)(s + n - colon - 1) >= sizeof(num) || colon + 1 == s + n)
+		return -EINVAL;
+	memcpy(num, colon + 1, (size_t)(s + n - colon - 1));
+	num[s + n - colon - 1] = '\0';
+	p = strtol(num, &end, 10);
+	if (*end || p < 1 || p > 65535)
+		return -EINVAL;
+	memcpy(host, h, hlen);
+	host[hlen] = '\0';
+	*port = (uint16_t)p;
+	return 0;
+}
+
+static int resolve(struct node *n)
+{
+	struct sockaddr_in *a4 = (struct sockaddr_in *)&n->addr;
+	struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&n->addr;
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res;
+	int rc;
+
+	memset(&n->addr, 0, sizeof(n->addr));
+	if (inet_pton(AF_INET, n->host, &a4->sin_addr) == 1) {
+		a4->sin_family = AF_INET;
+		a4->sin_port = htons(n->port);
+		n->alen = sizeof(*a4);
+		return 1;
+	}
+	if (inet_pton(AF_INET6, n->host, &a6->sin6_addr) == 1) {
+		a6->sin6_family = AF_INET6;
+		a6->sin6_port = htons(n->port);
+		n->alen = sizeof(*a6);
+		return 1;
+	}
+	rc = getaddrinfo(n->host, NULL, &hints, &res);
+	if (rc != 0)
+		return -EHOSTUNREACH;
+	memcpy(&n->addr, res->ai_addr, res->ai_addrlen);
+	n->alen = res->ai_addrlen;
+	if (res->ai_family == AF_INET)
+		a4->sin_port = htons(n->port);
+	else
+		a6->sin6_port = htons(n->port);
+	freeaddrinfo(res);
+	return 1;
+}
+
+int kvs_rmt_node_find(kvs_remote *r, const char *host, uint16_t port)
+{
+	struct node *n;
+
+	for (int i = 0; i < r->nnodes; i++)
+		if (r->nodes[i]->port == port && !strcmp(r->nodes[i]->host, host))
+			return i;
+	if (r->nnodes == INT16_MAX)
+		return -ENOSPC;
+	if (r->nnodes == r->cap_nodes) {
+		int cap = r->cap_nodes ? r->cap_nodes * 2 : 8;
+		struct node **v = realloc(r->nodes, (size_t)cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		r->nodes = v;
+		r->cap_nodes = cap;
+	}
+	n = calloc(1, sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	n->idx = r->nnodes;
+	snprintf(n->host, sizeof(n->host), "%s", host);
+	n->port = port;
+	n->resolved = resolve(n);
+	r->nodes[r->nnodes++] = n;
+	r->st.nodes = (uint64_t)r->nnodes;
+	return n->idx;
+}
+
+/* Take the ranges of a CLUSTER SLOTS reply from @from (a node index, for
+ * ranges whose host is empty) as the whole map. */
+int kvs_rmt_map_apply(kvs_remote *r, const kvs_resp_parser *p,
+		     const kvs_resp_val *v, int from)
+{
+	int16_t map[KVS_SLOTS];
+	size_t n;
+	int rc = kvs_slot_map_decode(p, v, r->ranges, MAX_RANGES, &n);
+
+	if (rc < 0)
+		return rc;
+	for (int i = 0; i < KVS_SLOTS; i++)
+		map[i] = -1;
+	for (size_t i = 0; i < n; i++) {
+		const kvs_slot_range *g = &r->ranges[i];
+		const char *host = g->host;
+		int idx;
+
+		if (!*host || !strcmp(host, "?"))
+			host = r->nodes[from]->host;
+		idx = kvs_rmt_node_find(r, host, g->port);
+		if (idx < 0)
+			return idx;
+		for (unsigned s = g->first; s <= g->last; s++)
+			map[s] = (int16_t)idx;
+	}
+	if (memcmp(r->map, map, sizeof(map)) != 0) {
+		memcpy(r->map, map, sizeof(map));
+		if (r->open && r->ev_fn)
+			r->ev_fn(r->ev_arg, KVS_REMOTE_EV_MAP, r->nodes[from]->host,
+				 r->nodes[from]->port, 0);
+	}
+	r->cluster = 1;
+	r->st.map_refreshes++;
+	return 0;
+}
+
+void kvs_rmt_map_single(kvs_remote *r, int node)
+{
+	for (int i = 0; i < KVS_SLOTS; i++)
+		r->map[i] = (int16_t)node;
+	r->cluster = 0;
+}
+
+
+/* ---- connections -------------------------------------------------------- */
+
+static void conn_flush(kvs_remote *r, struct conn *c);
+
+void kvs_rmt_refresh_want(kvs_remote *r)
+{
+	if (!r->cluster)
+		return;
+	r->refresh_wanted = 1;
+	kvs_rmt_arm_timer(r, r->refresh_after > now_us() ? r->refresh_after : 1);
+}
+
+static void node_down(kvs_remote *r, struct node *n, int err, uint64_t now)
+{
+	if (!n->is_down) {
+		n->is_down = 1;
+		r->st.nodes_down++;
+		if (r->ev_fn)
+			r->ev_fn(r->ev_arg, KVS_REMOTE_EV_NODE_DOWN, n->host, n->port, err);
+	}
+	n->backoff_ms = n->backoff_ms ? n->backoff_ms * 2 : BACKOFF_MIN_MS;
+	if (n->backoff_ms > BACKOFF_MAX_MS)
+		n->backoff_ms = BACKOFF_MAX_MS;
+	n->down_until = now + n->backoff_ms * 1000ull;
+	n->down_err = err;
+}
+
+/* A reply came: the node answers (a connect alone proves little: the
+ * kernel completes it for a stopped process too). */
+static void node_up(kvs_remote *r, struct node *n)
+{
+	n->backoff_ms = 0;
+	n->down_until = 0;
+	if (n->is_down) {
+		n->is_down = 0;
+		r->st.nodes_down--;
+		if (r->ev_fn)
+			r->ev_fn(r->ev_arg, KVS_REMOTE_EV_NODE_UP, n->host, n->port, 0);
+	}
+}
+
+static void epoll_out(kvs_remote *r, struct conn *c, int on)
+{
+	struct epoll_event ev = { .events = EPOLLIN | (on ? EPOLLOUT : 0),
+				  .data.ptr = c };
+
+	if (c->pollout == on)
+		return;
+	c->pollout = on;
+	epoll_ctl(r->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+/*
+ * Close @c: requests whose deadline has not passed are resent once (to the
+ * node the map names now), the others complete with @err (or -ETIMEDOUT).
+ * The struct is freed at the end of the poll, as callers up the stack may
+ * still hold it.
+ */
+void kvs_rmt_conn_fail(kvs_remote *r, struct conn *c, int err)
+{
+	struct node *n = c->node;
+	struct rlist retry = { 0 };
+	uint64_t now = now_us();
+	int first_done = 0;
+	struct req *q;
+
+	if (c->dead)
+		return;
+	c->dead = 1;
+	r->st.conn_failures++;
+	epoll_ctl(r->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	close(c->fd);
+	c->fd = -1;
+	for (int i = 0; i < n->nconns; i++)
+		if (n->conns[i] == c) {
+			n->conns[i] = n->conns[--n->nconns];
+			break;
+		}
+	if (c->state == C_CONNECTING || err == -ETIMEDOUT)
+		node_down(r, n, err, now);
+	while ((q = c->q.head) != NULL) {
+		/* A reply that did not parse was the head's: resending that
+		 * one would meet it again; those behind it are innocent. */
+		int culprit = err == -EPROTO && !first_done;
+
+		first_done = 1;
+		kvs_rmt_take_off(r, q);
+		kvs_rmt_uncount(r, q);
+		if (q->op == OP_SLOTS)
+			r->refreshing = 0;
+		if (q->op == OP_AUTH) {
+			all_del(r, q);
+			free(q);
+		} else if (q->deadline <= now) {
+			kvs_rmt_complete(r, q, -ETIMEDOUT);
+		} else if (q->op < OP_AUTH && !q->resent && err != -EACCES &&
+			   !culprit) {
+			q->resent = 1;
+			r->st.resent++;
+			rl_push(&retry, q);
+		} else {
+			kvs_rmt_complete(r, q, q->op == OP_SLOTS ? 0 : err);
+		}
+	}
+	c->next_dead = r->dead;
+	r->dead = c;
+	kvs_rmt_refresh_want(r);
+	while ((q = retry.head) != NULL) {
+		rl_del(&retry, q);
+		kvs_rmt_dispatch(r, q);
+	}
+}
+
+static int conn_open(kvs_remote *r, struct node *n, struct conn **out)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT };
+	struct conn *c;
+	int one = 1, rc;
+
+	if (n->resolved < 0)
+		return n->resolved;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->rbuf = malloc(RBUF_BYTES);
+	rc = kvs_resp_parser_create(4096, &c->parser);
+	if (!c->rbuf || rc < 0) {
+		kvs_resp_parser_free(c->parser);
+		free(c->rbuf);
+		free(c);
+		return -ENOMEM;
+	}
+	c->node = n;
+	c->state = C_CONNECTING;
+	c->pollout = 1;
+	c->fd = socket(n->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (c->fd < 0)
+		goto fail;
+	setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (connect(c->fd, (struct sockaddr *)&n->addr, n->alen) < 0 &&
+	    errno != EINPROGRESS)
+		goto fail;
+	ev.data.ptr = c;
+	if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, c->fd, &ev) < 0)
+		goto fail;
+	r->st.connects++;
+	n->conns[n->nconns++] = c;
+	if (r->auth_cmd) {
+		struct req *a = calloc(1, sizeof(*a));
+
+		if (!a) {
+			errno = ENOMEM;
+			goto fail_ep;
+		}
+		a->op = OP_AUTH;
+		a->hp = (const uint8_t *)r->auth_cmd;
+		a->hlen = a->wire = r->auth_len;
+		a->replies = 1;
+		a->ask_node = -1;
+		a->t0 = now_us();
+		a->deadline = a->t0 + r->timeout_ms * 1000ull;
+		all_add(r, a);
+		a->where = W_CONN;
+		a->conn = c;
+		rl_push(&c->q, a);
+		c->wcur = a;
+	}
+	*out = c;
+	return 0;
+fail_ep:
+	n->nconns--;
+	epoll_ctl(r->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+fail:
+	rc = -errno;
+	if (c->fd >= 0)
+		close(c->fd);
+	kvs_resp_parser_free(c->parser);
+	free(c->rbuf);
+	free(c);
+	return rc;
+}
+
+void kvs_rmt_conn_free(struct conn *c)
+{
+	kvs_resp_parser_free(c->parser);
+	free(c->rbuf);
+	free(c);
+}
+
+/* Write what is queued on @c, as far as the socket takes it. */
+static void conn_flush(kvs_remote *r, struct conn *c)
+{
+	while (c->wcur && !c->dead && c->state == C_UP) {
+		struct iovec iov[WRITE_IOV];
+		int n = 0;
+		size_t skip = c->woff;
+		ssize_t w;
+
+		for (struct req *q = c->wcur; q && n < WRITE_IOV - 2 - KVS_REMOTE_IOV_MAX;
+		     q = q->next) {
+			struct iovec seg[KVS_REMOTE_IOV_MAX + 2];
+			int ns = 0;
+
+			seg[ns++] = (struct iovec){ (void *)q->hp, q->hlen };
+			if (q->op == KVS_REMOTE_SET)
+				for (int i = 0; i < q->iovcnt; i++)
+					seg[ns++] = q->iov[i];
+			if (q->tlen)
+				seg[ns++] = (struct iovec){ (void *)q->trl, q->tlen };
+			for (int i = 0; i < ns; i++) {
+				if (skip >= seg[i].iov_len) {
+					skip -= seg[i].iov_len;
+					continue;
+				}
+				iov[n].iov_base = (uint8_t *)seg[i].iov_base + skip;
+				iov[n].iov_len = seg[i].iov_len - skip;
+				skip = 0;
+				if (iov[n].iov_len)
+					n++;
+			}
+		}
+		w = send_iov(c->fd, iov, n);
+		if (w < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				epoll_out(r, c, 1);
+				return;
+			}
+			if (errno == EINTR)
+				continue;
+			kvs_rmt_conn_fail(r, c, -errno);
+			return;
+		}
+		c->woff += (size_t)w;
+		while (c->wcur && c->woff >= c->wcur->wire) {
+			c->woff -= c->wcur->wire;
+			c->wcur = c->wcur->next;
+		}
+	}
+	if (!c->dead && c->state == C_UP)
+		epoll_out(r, c, 0);
+}
+
+/* Fill in @q's wire header for its op (and ASKING when asked). */
+static void encode(kvs_remote *r, struct req *q)
+{
+	static const char *const names[] = { [KVS_REMOTE_GET] = "GET",
+					     [KVS_REMOTE_SET] = "SET",
+					     [KVS_REMOTE_EXISTS] = "EXISTS" };
+	uint8_t *h = q->hdr;
+	size_t cap = sizeof(q->hdr), pos = 0;
+	const char *name;
+
+	q->replies = 1;
+	q->tlen = 0;
+	if (q->op == OP_SLOTS) {
+		q->hp = (const uint8_t *)SLOTS_CMD;
+		q->hlen = q->wire = sizeof(SLOTS_CMD) - 1;
+		return;
+	}
+	if (q->ask_node >= 0) {
+		memcpy(h, ASKING_CMD, sizeof(ASKING_CMD) - 1);
+		pos = sizeof(ASKING_CMD) - 1;
+		q->replies = 2;
+	}
+	name = names[q->op];
+	/* Cannot fail: HDR_BYTES holds the longest (SET, KEY_MAX key). */
+	pos += (size_t)kvs_resp_encode_array(h + pos, cap - pos,
+					     q->op == KVS_REMOTE_SET ? 4 : 2);
+	pos += (size_t)kvs_resp_encode_bulk(h + pos, cap - pos, name, strlen(name));
+	pos += (size_t)kvs_resp_encode_bulk(h + pos, cap - pos, q->key, q->klen);
+	q->wire = 0;
+	if (q->op == KVS_REMOTE_SET) {
+		pos += (size_t)kvs_resp_encode_bulk_hdr(h + pos, cap - pos, q->vlen);
+		q->trl = NX_TRAILER;
+		q->tlen = sizeof(NX_TRAILER) - 1;
+		q->wire = q->vlen;
+	}
+	q->hp = h;
+	q->hlen = pos;
+	q->wire += q->hlen + q->tlen;
+}
+
+/* The connection of @n that a new request should go to: the one with the
+ * fewest queued, opening another while the pool allows and all are busy. */
+static int pick_conn(kvs_remote *r, struct node *n, struct conn **out)
+{
+	struct conn *best = NULL;
+	int rc;
+
+	for (int i = 0; i < n->nconns; i++)
+		if (!best || n->conns[i]->q.n < best->q.n)
+			best = n->conns[i];
+	if (best && (best->q.n == 0 || n->nconns >= (int)r->pool)) {
+		*out = best;
+		return 0;
+	}
+	rc = conn_open(r, n, out);
+	if (rc < 0 && best) {
+		*out = best;
+		return 0;
+	}
+	return rc;
+}
+
+/* Send @q (on no list) to the node its slot (or ASK) names, or make it
+ * wait for the in-flight cap, or complete it with the node's error. */
+void kvs_rmt_dispatch(kvs_remote *r, struct req *q)
+{
+	uint64_t now = now_us();
+	struct node *n;
+	struct conn *c = NULL;
+	int idx, rc;
+
+	if (q->op == OP_SLOTS) {
+		idx = q->node;
+	} else if (q->ask_node >= 0) {
+		idx = q->ask_node;
+	} else {
+		idx = r->map[kvs_slot_of(q->key, q->klen)];
+		if (idx < 0) {
+			kvs_rmt_refresh_want(r);
+			kvs_rmt_complete(r, q, -ENETDOWN);
+			return;
+		}
+	}
+	n = r->nodes[idx];
+	if (now < n->down_until && n->nconns == 0) {
+		kvs_rmt_complete(r, q, n->down_err ? n->down_err : -ECONNREFUSED);
+		return;
+	}
+	/* Past the cap, or behind others that wait: wait (in order). */
+	if (q->vlen && ((r->wait.head && !q->from_wait) ||
+			(r->st.inflight_bytes &&
+			 r->st.inflight_bytes + q->vlen > r->max_inflight))) {
+		q->where = W_WAIT;
+		rl_push(&r->wait, q);
+		r->st.waiting = r->wait.n;
+		return;
+	}
+	q->from_wait = 0;
+	rc = pick_conn(r, n, &c);
+	if (rc < 0) {
+		node_down(r, n, rc, now);
+		kvs_rmt_refresh_want(r);
+		kvs_rmt_complete(r, q, rc);
+		return;
+	}
+	q->node = idx;
+	encode(r, q);
+	q->where = W_CONN;
+	q->conn = c;
+	rl_push(&c->q, q);
+	if (!c->wcur) {
+		c->wcur = q;
+		c->woff = 0;
+	}
+	if (q->vlen) {
+		q->counted = 1;
+		r->st.inflight_bytes += q->vlen;
+	}
+	conn_flush(r, c);
+}
+
+/* Redirect "MOVED|ASK SLOT HOST:PORT": the node, or <0 when malformed. */
+static int redirect_node(kvs_remote *r, const char *s, unsigned *slot)
+{
+	const char *sp = strchr(s, ' '), *sp2;
+	char host[KVS_SLOT_HOST_MAX];
+	uint16_t port;
+	char *end;
+	long v;
+
+	if (!sp)
+		return -EPROTO;
+	v = strtol(sp + 1, &end, 10);
+	if (end == sp + 1 || *end != ' ' || v < 0 || v >= KVS_SLOTS)
+		return -EPROTO;
+	sp2 = end + 1;
+	if (kvs_rmt_parse_hostport(sp2, strlen(sp2), host, &port) < 0)
+		return -EPROTO;
+	*slot = (unsigned)v;
+	return kvs_rmt_node_find(r, host, port);
+}
+
+/* An error reply @e to @q (taken off its connection): redirect or fail. */
+static void on_error(kvs_remote *r, struct conn *c, struct req *q,
+		     const kvs_resp_val *e)
+{
+	const char *s = e->str ? e->str : "";
+	unsigned slot;
+	int idx;
+
+	if (prefix(s, "MOVED ") || prefix(s, "ASK ")) {
+		int ask = s[0] == 'A';
+
+		idx = redirect_node(r, s, &slot);
+		if (idx < 0) {
+			kvs_rmt_complete(r, q, -EPROTO);
+			return;
+		}
+		if (++q->redirects > KVS_REMOTE_REDIRECTS) {
+			kvs_rmt_complete(r, q, -ELOOP);
+			return;
+		}
+		if (ask) {
+			r->st.ask++;
+			q->ask_node = idx;
+		} else {
+			r->st.moved++;
+			r->map[slot] = (int16_t)idx;
+			q->ask_node = -1;
+			kvs_rmt_refresh_want(r);
+		}
+		kvs_rmt_dispatch(r, q);
+		return;
+	}
+	if (prefix(s, "TRYAGAIN") && ++q->redirects <= KVS_REMOTE_REDIRECTS) {
+		kvs_rmt_dispatch(r, q);
+		return;
+	}
+	if (prefix(s, "CLUSTERDOWN")) {
+		kvs_rmt_refresh_want(r);
+		kvs_rmt_complete(r, q, -ENETDOWN);
+	} else if (prefix(s, "NOAUTH") || prefix(s, "NOPERM") ||
+		   prefix(s, "WRONGPASS")) {
+		kvs_rmt_complete(r, q, -EACCES);
+	} else {
+		kvs_rmt_complete(r, q, -EIO);
+	}
+	(void)c;
+}
+
+/* The complete reply @v for the head of @c. */
+static void on_reply(kvs_remote *r, struct conn *c, const kvs_resp_parser *p,
+		     const kvs_resp_val *v)
+{
+	struct req *q = c->q.head;
+	int res;
+
+	if (!q || q == c->wcur) { /* a reply to nothing we sent */
+		kvs_rmt_conn_fail(r, c, -EPROTO);
+		return;
+	}
+	if (c->node->is_down || c->node->backoff_ms)
+		node_up(r, c->node);
+	if (--q->replies > 0) /* ASKING's +OK */
+		return;
+	kvs_rmt_take_off(r, q);
+	kvs_rmt_uncount(r, q);
+	q->ask_node = -1;
+	if (q->op == OP_AUTH) {
+		all_del(r, q);
+		free(q);
+		if (v->type != KVS_RESP_STATUS)
+			kvs_rmt_conn_fail(r, c, -EACCES);
+		return;
+	}
+	if (q->op == OP_SLOTS) {
+		r->refreshing = 0;
+		if (v->type == KVS_RESP_ARRAY)
+			kvs_rmt_map_apply(r, p, v, q->node);
+		kvs_rmt_complete(r, q, 0);
+		return;
+	}
+	if (v->type == KVS_RESP_ERROR) {
+		on_error(r, c, q, v);
+		return;
+	}
+	res = -EPROTO;
+	switch (q->op) {
+	case KVS_REMOTE_GET:
+		if (v->type == KVS_RESP_NIL)
+			res = -ENOENT;
+		else if (v->type == KVS_RESP_BULK)
+			res = v->flags & KVS_RESP_DIRECT ? 0 : -EMSGSIZE;
+		break;
+	case KVS_REMOTE_SET:
+		if (v->type == KVS_RESP_NIL)
+			res = -EEXIST;
+		else if (v->type == KVS_RESP_STATUS)
+			res = 0;
+		break;
+	case KVS_REMOTE_EXISTS:
+		if (v->type == KVS_RESP_INT)
+			res = v->n > 0;
+		break;
+	}
+	kvs_rmt_complete(r, q, res);
+}
+
+/* What the parser should expect for the next reply on @c. */
+static void expect_head(struct conn *c)
+{
+	struct req *q = c->q.head;
+
+	if (q && q->op == KVS_REMOTE_GET && q->replies == 1 && q != c->wcur)
+		kvs_resp_expect(c->parser, q->iov, q->iovcnt);
+	else
+		kvs_resp_expect(c->parser, NULL, 0);
+}
+
+static void conn_read(kvs_remote *r, struct conn *c)
+{
+	size_t budget = READ_BUDGET;
+
+	while (!c->dead) {
+		struct iovec dv[KVS_REMOTE_IOV_MAX];
+		ssize_t n;
+		int nd;
+
+		while (c->rpos < c->rlen && !c->dead) {
+			size_t used;
+			int rc;
+
+			expect_head(c); /* -EBUSY in mid-reply: keeps the last */
+			rc = kvs_resp_parse(c->parser, c->rbuf + c->rpos,
+					    c->rlen - c->rpos, &used);
+			c->rpos += used;
+			if (rc < 0) {
+				kvs_rmt_conn_fail(r, c, -EPROTO);
+				return;
+			}
+			if (rc == 1)
+				on_reply(r, c, c->parser, kvs_resp_reply(c->parser));
+		}
+		if (c->dead || budget == 0)
+			return;
+		c->rpos = c->rlen = 0;
+		nd = kvs_resp_direct(c->parser, dv, KVS_REMOTE_IOV_MAX);
+		if (nd > 0) {
+			n = readv(c->fd, dv, nd);
+		} else {
+			/* Before a large expected value, read little: the header,
+			 * and the payload bytes that come with it are copied. */
+			struct req *h = c->q.head;
+			size_t want = h && h->op == KVS_REMOTE_GET &&
+					      h->vlen >= RBUF_BYTES
+				      ? SMALL_READ
+				      : RBUF_BYTES;
+
+			n = read(c->fd, c->rbuf, want);
+		}
+		if (n > 0) {
+			budget = (size_t)n >= budget ? 0 : budget - (size_t)n;
+			if (nd > 0) {
+				kvs_resp_direct_done(c->parser, (size_t)n);
+				r->st.bytes_in_direct += (uint64_t)n;
+			} else {
+				c->rlen = (size_t)n;
+			}
+			continue;
+		}
+		if (n == 0) {
+			kvs_rmt_conn_fail(r, c, -ECONNRESET);
+			return;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			kvs_rmt_conn_fail(r, c, -errno);
+		return;
+	}
+}
+
+void kvs_rmt_conn_event(kvs_remote *r, struct conn *c, uint32_t ev)
+{
+	if (c->dead)
+		return;
+	if (c->state == C_CONNECTING) {
+		int err = 0;
+		socklen_t len = sizeof(err);
+
+		if (!(ev & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
+			return;
+		if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+			err = errno;
+		if (err) {
+			kvs_rmt_conn_fail(r, c, -err);
+			return;
+		}
+		c->state = C_UP;
+		conn_flush(r, c);
+		return;
+	}
+	if (ev & (EPOLLIN | EPOLLERR | EPOLLHUP))
+		conn_read(r, c);
+	if (!c->dead && (ev & EPOLLOUT))
+		conn_flush(r, c);
+}

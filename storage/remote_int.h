@@ -1,0 +1,247 @@
+/*
+ * remote_int.h - the remote engine's internals, shared by remote.c (the API:
+ * settings, open, submit, poll, completions) and remote_conn.c (nodes, the
+ * slot map, connections, the wire). Not installed; storage/ only.
+ * Thread: as kvs_remote.h (one thread).
+ */
+#ifndef KVS_REMOTE_INT_H
+#define KVS_REMOTE_INT_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+
+#include "kvs_remote.h"
+#include "kvs_remote_slots.h"
+#include "kvs_resp.h"
+
+#define RBUF_BYTES (64u << 10)
+#define SMALL_READ 4096 /* a read before a large expected value */
+#define HDR_BYTES (64 + KVS_REMOTE_KEY_MAX)
+#define WRITE_IOV 64
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 2000
+#define REFRESH_GAP_US 100000 /* slot map refreshes at most this often */
+#define READ_BUDGET (16u << 20) /* bytes one readable event may take */
+#define MAX_RANGES 16384
+#define AUTH_MAX 512
+
+enum { OP_AUTH = 100, OP_SLOTS };
+enum { W_NONE, W_WAIT, W_CONN, W_DONE };
+enum { C_CONNECTING, C_UP };
+
+static const char ASKING_CMD[] = "*1\r\n$6\r\nASKING\r\n";
+static const char SLOTS_CMD[] = "*2\r\n$7\r\nCLUSTER\r\n$5\r\nSLOTS\r\n";
+static const char NX_TRAILER[] = "\r\n$2\r\nNX\r\n";
+
+struct batch {
+	uint64_t cookie;
+	uint64_t t0;
+	int *res;
+	size_t left;
+	int found;
+};
+
+struct req {
+	struct req *prev, *next;   /* the list it is on (where) */
+	struct req *aprev, *anext; /* every live request, by deadline */
+	int op, where;
+	struct conn *conn;
+	uint8_t key[KVS_REMOTE_KEY_MAX];
+	size_t klen;
+	struct iovec iov[KVS_REMOTE_IOV_MAX];
+	int iovcnt;
+	size_t vlen;     /* value bytes (GET: expected, SET: sent) */
+	int counted;     /* vlen counts in inflight_bytes */
+	const uint8_t *hp; /* wire header: hdr, or the engine's AUTH/SLOTS */
+	size_t hlen;
+	uint8_t hdr[HDR_BYTES];
+	const char *trl; /* trailer after the value (SET: NX) */
+	size_t tlen;
+	size_t wire;     /* hlen + vlen (SET) + tlen */
+	int replies;     /* replies still to read (ASKING adds one) */
+	int redirects, resent;
+	int ask_node;    /* ASK: the node to ask, else -1 */
+	int from_wait;   /* leaves the wait queue: may pass those behind */
+	int node;        /* where it was sent */
+	uint64_t cookie, t0, deadline;
+	int res;
+	struct batch *batch;
+	size_t bidx;
+};
+
+struct rlist {
+	struct req *head, *tail;
+	size_t n;
+};
+
+struct conn {
+	struct node *node;
+	int fd, state, dead, pollout;
+	struct rlist q;       /* sent, being sent, queued: replies come in order */
+	struct req *wcur;     /* first request not fully written */
+	size_t woff;          /* its bytes written */
+	kvs_resp_parser *parser;
+	uint8_t *rbuf;
+	size_t rpos, rlen;
+	struct conn *next_dead;
+};
+
+struct node {
+	int idx;
+	char host[KVS_SLOT_HOST_MAX];
+	uint16_t port;
+	struct sockaddr_storage addr;
+	socklen_t alen;
+	int resolved;  /* 1 ok, <0 the error */
+	struct conn *conns[KVS_REMOTE_POOL_MAX];
+	int nconns;
+	uint64_t down_until; /* us: fail fast until then */
+	int down_err;
+	unsigned backoff_ms;
+	int is_down;         /* since a failure, until a connect succeeds */
+};
+
+struct kvs_remote {
+	char *seeds;
+	char *auth_cmd;
+	size_t auth_len;
+	unsigned timeout_ms, connect_timeout_ms, pool;
+	uint64_t max_inflight;
+	kvs_remote_done_fn fn;
+	void *arg;
+	kvs_remote_event_fn ev_fn;
+	void *ev_arg;
+	int open, cluster;
+
+	int epfd, tfd;
+	uint64_t armed_at; /* timerfd deadline (us), 0 none */
+
+	struct node **nodes;
+	int nnodes, cap_nodes;
+	int16_t map[KVS_SLOTS];
+
+	struct rlist wait, done;
+	struct req *ahead, *atail; /* by deadline */
+	size_t pending;
+	struct conn *dead;
+
+	int refreshing, refresh_wanted, refresh_rr;
+	uint64_t refresh_after;
+
+	kvs_remote_stats st;
+	kvs_slot_range *ranges;
+};
+
+static inline uint64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* writev that never raises SIGPIPE: a node that went away is an error
+ * code here, not a signal that kills the caller's process. */
+static inline ssize_t send_iov(int fd, struct iovec *iov, int n)
+{
+	struct msghdr m = { .msg_iov = iov, .msg_iovlen = (size_t)n };
+
+	return sendmsg(fd, &m, MSG_NOSIGNAL);
+}
+
+/* ---- lists -------------------------------------------------------------- */
+
+static inline void rl_push(struct rlist *l, struct req *q)
+{
+	q->next = NULL;
+	q->prev = l->tail;
+	if (l->tail)
+		l->tail->next = q;
+	else
+		l->head = q;
+	l->tail = q;
+	l->n++;
+}
+
+static inline void rl_del(struct rlist *l, struct req *q)
+{
+	if (q->prev)
+		q->prev->next = q->next;
+	else
+		l->head = q->next;
+	if (q->next)
+		q->next->prev = q->prev;
+	else
+		l->tail = q->prev;
+	q->prev = q->next = NULL;
+	l->n--;
+}
+
+/* Into the deadline list: from the tail, as deadlines mostly grow. */
+static inline void all_add(kvs_remote *r, struct req *q)
+{
+	struct req *a = r->atail;
+
+	while (a && a->deadline > q->deadline)
+		a = a->aprev;
+	q->aprev = a;
+	q->anext = a ? a->anext : r->ahead;
+	if (q->anext)
+		q->anext->aprev = q;
+	else
+		r->atail = q;
+	if (a)
+		a->anext = q;
+	else
+		r->ahead = q;
+}
+
+static inline void all_del(kvs_remote *r, struct req *q)
+{
+	if (q->aprev)
+		q->aprev->anext = q->anext;
+	else
+		r->ahead = q->anext;
+	if (q->anext)
+		q->anext->aprev = q->aprev;
+	else
+		r->atail = q->aprev;
+	q->aprev = q->anext = NULL;
+}
+
+static inline int is_no_cluster(const kvs_resp_val *v)
+{
+	return v->type == KVS_RESP_ERROR && v->str &&
+	       strstr(v->str, "cluster support disabled");
+}
+
+static inline int prefix(const char *s, const char *p)
+{
+	return !strncmp(s, p, strlen(p));
+}
+
+/* remote.c */
+void kvs_rmt_complete(kvs_remote *r, struct req *q, int res);
+void kvs_rmt_take_off(kvs_remote *r, struct req *q);
+void kvs_rmt_uncount(kvs_remote *r, struct req *q);
+void kvs_rmt_arm_timer(kvs_remote *r, uint64_t at);
+
+/* remote_conn.c */
+int kvs_rmt_parse_hostport(const char *s, size_t n, char *host, uint16_t *port);
+int kvs_rmt_node_find(kvs_remote *r, const char *host, uint16_t port);
+int kvs_rmt_map_apply(kvs_remote *r, const kvs_resp_parser *p,
+		      const kvs_resp_val *v, int from);
+void kvs_rmt_map_single(kvs_remote *r, int node);
+void kvs_rmt_refresh_want(kvs_remote *r);
+void kvs_rmt_dispatch(kvs_remote *r, struct req *q);
+void kvs_rmt_conn_event(kvs_remote *r, struct conn *c, uint32_t ev);
+void kvs_rmt_conn_fail(kvs_remote *r, struct conn *c, int err);
+void kvs_rmt_conn_free(struct conn *c);
+
+#endif /* KVS_REMOTE_INT_H */

@@ -1,0 +1,283 @@
+/*
+ * test_remote_basic - the remote engine against a real 3-master Redis
+ * Cluster: our key slots equal CLUSTER KEYSLOT; SET NX / GET / EXISTS of
+ * 1 MiB values (header + payload iovecs) round trip bit exact; a second
+ * SET NX is refused; a miss; a value of the wrong size is an error and the
+ * connection goes on; the engine's fd drives it from a plain poll() loop;
+ * the counters add up.
+ */
+#include <poll.h>
+
+#include "kvs_remote_value.h"
+#include "remote_util.h"
+
+#define NKEYS 24
+#define VBYTES (1u << 20)
+
+static void test_keyslot(rc_cluster *c)
+{
+	static const char alpha[] = "abcdefghijklmnopqrstuvwxyz0123456789{}:";
+	int mismatches = 0;
+
+	for (int i = 0; i < 100; i++) {
+		char key[40], out[64];
+		size_t len = 1 + (size_t)rand() % 30;
+
+		for (size_t k = 0; k < len; k++)
+			key[k] = alpha[(size_t)rand() % (sizeof(alpha) - 1)];
+		key[len] = '\0';
+		if (rc_cli(c, i % 3, out, sizeof(out), "CLUSTER", "KEYSLOT", key,
+			   NULL) != 0 ||
+		    (unsigned)atoi(out) != kvs_slot_of(key, len)) {
+			fprintf(stderr, "keyslot %s: redis %s, ours %u\n", key, out,
+				kvs_slot_of(key, len));
+			mismatches++;
+		}
+	}
+	CHECK_EQ(mismatches, 0);
+}
+
+/* Drive the engine from poll() on its fd until @n completions came. */
+static void poll_until(kvs_remote *r, int n, double timeout_s)
+{
+	double end = ru_now() + timeout_s;
+
+	while (ru_ndone < n && ru_now() < end) {
+		struct pollfd p = { .fd = kvs_remote_fd(r), .events = POLLIN };
+
+		poll(&p, 1, 100);
+		kvs_remote_poll(r);
+	}
+	CHECK_EQ(ru_ndone, n);
+}
+
+int main(void)
+{
+	rc_cluster *c;
+	kvs_remote *r;
+	static uint8_t *val[NKEYS], *got[NKEYS];
+	uint8_t hdr[NKEYS][KVS_RVAL_HDR_BYTES], ghdr[NKEYS][KVS_RVAL_HDR_BYTES];
+	char keys[NKEYS + 8][32];
+	size_t klen[NKEYS + 8];
+	const void *kp[NKEYS + 8];
+	int eres[NKEYS + 8];
+	kvs_remote_stats st;
+	uint64_t nhist = 0;
+	char out[256];
+
+	srand((unsigned)kvs_test_seed("test_remote_basic"));
+	c = ru_cluster("test_remote_basic", &(rc_opts){ .masters = 3 });
+	test_keyslot(c);
+
+	r = ru_open(rc_seeds(c), 5000);
+	CHECK(r != NULL);
+	if (!r)
+		goto out;
+	CHECK_EQ(kvs_remote_is_cluster(r), 1);
+	CHECK(kvs_remote_fd(r) >= 0);
+
+	/* SET NX of NKEYS values: header iovec + payload iovec, pipelined. */
+	ru_reset();
+	for (int i = 0; i < NKEYS; i++) {
+		kvs_rval_info info = { .block_bytes = VBYTES, .ns_fp = 42,
+				       .hash = { (uint64_t)i, 7 } };
+		struct iovec iov[2];
+
+		val[i] = malloc(VBYTES);
+		got[i] = malloc(VBYTES);
+		ru_fill(val[i], VBYTES, (uint64_t)i);
+		info.csum = kvs_rval_csum(val[i], VBYTES);
+		kvs_rval_encode(hdr[i], &info);
+		klen[i] = ru_key(keys[i], (uint64_t)i + 1000);
+		iov[0] = (struct iovec){ hdr[i], KVS_RVAL_HDR_BYTES };
+		iov[1] = (struct iovec){ val[i], VBYTES };
+		CHECK_EQ(kvs_remote_set_nx(r, keys[i], klen[i], iov, 2, (uint64_t)i), 0);
+	}
+	poll_until(r, NKEYS, 30);
+	for (int i = 0; i < NKEYS; i++)
+		CHECK_EQ(ru_done[i].res, 0);
+	/* Redis holds header + payload under each key. */
+	CHECK_EQ(rc_cli(c, 0, out, sizeof(out), "-c", "STRLEN", keys[0], NULL), 0);
+	CHECK_EQ(atol(out), KVS_RVAL_HDR_BYTES + VBYTES);
+
+	/* GET them back into other buffers, and verify. */
+	ru_reset();
+	for (int i = 0; i < NKEYS; i++) {
+		struct iovec iov[2] = { { ghdr[i], KVS_RVAL_HDR_BYTES },
+					{ got[i], VBYTES } };
+
+		memset(got[i], 0, VBYTES);
+		CHECK_EQ(kvs_remote_get(r, keys[i], klen[i], iov, 2, (uint64_t)i), 0);
+	}
+	CHECK_EQ(kvs_remote_wait(r, 30000), 0);
+	for (int i = 0; i < NKEYS; i++) {
+		kvs_rval_info want = { .block_bytes = VBYTES, .ns_fp = 42,
+				       .hash = { (uint64_t)i, 7 } };
+
+		CHECK_EQ(ru_done[i].res, 0);
+		CHECK(!memcmp(got[i], val[i], VBYTES));
+		CHECK_EQ(kvs_rval_verify(ghdr[i], got[i], VBYTES, &want, NULL), 0);
+	}
+	/* No intermediate copy: of the 1 MiB values, at most the 4 KiB read
+	 * with each reply's header went through the engine's buffer. */
+	kvs_remote_get_stats(r, &st);
+	printf("bytes_in %llu, of which read directly %llu\n",
+	       (unsigned long long)st.bytes_in, (unsigned long long)st.bytes_in_direct);
+	CHECK_EQ(st.bytes_in, (uint64_t)NKEYS * (VBYTES + KVS_RVAL_HDR_BYTES));
+	CHECK(st.bytes_in_direct >= st.bytes_in - (uint64_t)NKEYS * 4096);
+
+	/* A second SET NX is refused; the value stays. */
+	ru_reset();
+	{
+		struct iovec iov[2] = { { hdr[1], KVS_RVAL_HDR_BYTES }, { val[1], VBYTES } };
+
+		CHECK_EQ(kvs_remote_set_nx(r, keys[0], klen[0], iov, 2, 0), 0);
+	}
+	/* A miss. */
+	{
+		struct iovec iov[2] = { { ghdr[0], KVS_RVAL_HDR_BYTES }, { got[0], VBYTES } };
+		char k[32];
+		size_t kl = ru_key(k, 999999);
+
+		CHECK_EQ(kvs_remote_get(r, k, kl, iov, 2, 1), 0);
+	}
+	/* Wrong sizes, then a right one on the same connections. */
+	{
+		struct iovec small[2] = { { ghdr[2], KVS_RVAL_HDR_BYTES },
+					  { got[2], VBYTES - 1 } };
+		struct iovec big[2] = { { ghdr[3], KVS_RVAL_HDR_BYTES },
+					{ got[3], VBYTES } };
+		struct iovec ok[2] = { { ghdr[4], KVS_RVAL_HDR_BYTES },
+				       { got[4], VBYTES } };
+
+		CHECK_EQ(kvs_remote_get(r, keys[2], klen[2], small, 2, 2), 0);
+		CHECK_EQ(kvs_remote_get(r, keys[3], klen[3], big, 1, 3), 0); /* hdr only */
+		memset(got[4], 0, VBYTES);
+		CHECK_EQ(kvs_remote_get(r, keys[4], klen[4], ok, 2, 4), 0);
+	}
+	CHECK_EQ(kvs_remote_wait(r, 30000), 0);
+	CHECK_EQ(ru_done[0].res, -EEXIST);
+	CHECK_EQ(ru_done[1].res, -ENOENT);
+	CHECK_EQ(ru_done[2].res, -EMSGSIZE);
+	CHECK_EQ(ru_done[3].res, -EMSGSIZE);
+	CHECK_EQ(ru_done[4].res, 0);
+	CHECK(!memcmp(got[4], val[4], VBYTES));
+	{
+		struct iovec iov[2] = { { ghdr[0], KVS_RVAL_HDR_BYTES }, { got[0], VBYTES } };
+
+		ru_reset();
+		CHECK_EQ(kvs_remote_get(r, keys[0], klen[0], iov, 2, 0), 0);
+		CHECK_EQ(kvs_remote_wait(r, 30000), 0);
+		CHECK_EQ(ru_done[0].res, 0);
+		CHECK(!memcmp(got[0], val[0], VBYTES));
+	}
+
+	/* A value written by redis-cli reads back through the engine. */
+	CHECK_EQ(rc_cli(c, 0, out, sizeof(out), "-c", "SET", "plain:hello", "hello", NULL), 0);
+	{
+		char five[5];
+		struct iovec iov = { five, 5 };
+
+		ru_reset();
+		CHECK_EQ(kvs_remote_get(r, "plain:hello", 11, &iov, 1, 7), 0);
+		CHECK_EQ(kvs_remote_wait(r, 10000), 0);
+		CHECK_EQ(ru_done[7].res, 0);
+		CHECK(!memcmp(five, "hello", 5));
+	}
+
+	/* EXISTS: NKEYS present and 8 absent, one batch. */
+	for (int i = 0; i < NKEYS + 8; i++) {
+		if (i >= NKEYS)
+			klen[i] = ru_key(keys[i], (uint64_t)i + 5000000);
+		kp[i] = keys[i];
+		eres[i] = -999;
+	}
+	ru_reset();
+	CHECK_EQ(kvs_remote_exists(r, kp, klen, NKEYS + 8, eres, 9), 0);
+	CHECK_EQ(kvs_remote_wait(r, 10000), 0);
+	CHECK_EQ(ru_done[9].done, 1);
+	CHECK_EQ(ru_done[9].res, NKEYS);
+	for (int i = 0; i < NKEYS + 8; i++)
+		CHECK_EQ(eres[i], i < NKEYS ? 1 : 0);
+	CHECK_EQ(ru_ndone, 1);
+
+	/* Many small requests at once: 2000 SET NX of 4 KiB values split over
+	 * three iovecs, an EXISTS batch of them all, 2000 GETs. */
+	{
+		enum { N = 2000, SZ = 4096 };
+		static uint8_t sv[N][SZ], gv[N][SZ];
+		static char sk[N][32];
+		static size_t skl[N];
+		static const void *skp[N];
+		static int sres[N];
+		int bad = 0;
+
+		ru_reset();
+		for (int i = 0; i < N; i++) {
+			struct iovec iov[3] = { { sv[i], 100 }, { sv[i] + 100, 1000 },
+						{ sv[i] + 1100, SZ - 1100 } };
+
+			ru_fill(sv[i], SZ, (uint64_t)i + 77777);
+			skl[i] = ru_key(sk[i], (uint64_t)i + 7000000);
+			skp[i] = sk[i];
+			CHECK_EQ(kvs_remote_set_nx(r, sk[i], skl[i], iov, 3, (uint64_t)i), 0);
+		}
+		CHECK_EQ(kvs_remote_wait(r, 30000), 0);
+		for (int i = 0; i < N; i++)
+			bad += ru_done[i].res != 0;
+		ru_reset();
+		CHECK_EQ(kvs_remote_exists(r, skp, skl, N, sres, 0), 0);
+		CHECK_EQ(kvs_remote_wait(r, 30000), 0);
+		CHECK_EQ(ru_done[0].res, N);
+		ru_reset();
+		for (int i = 0; i < N; i++) {
+			struct iovec iov = { gv[i], SZ };
+
+			CHECK_EQ(kvs_remote_get(r, sk[i], skl[i], &iov, 1, (uint64_t)i), 0);
+		}
+		CHECK_EQ(kvs_remote_wait(r, 30000), 0);
+		for (int i = 0; i < N; i++)
+			bad += ru_done[i].res != 0 || memcmp(gv[i], sv[i], SZ) != 0;
+		CHECK_EQ(bad, 0);
+	}
+
+	/* Bad arguments. */
+	{
+		struct iovec iov = { got[0], 1 };
+		char longkey[KVS_REMOTE_KEY_MAX + 1] = { 0 };
+
+		CHECK_EQ(kvs_remote_get(r, "", 0, &iov, 1, 0), -EINVAL);
+		CHECK_EQ(kvs_remote_get(r, longkey, sizeof(longkey), &iov, 1, 0), -EINVAL);
+		CHECK_EQ(kvs_remote_get(r, "k", 1, &iov, 0, 0), -EINVAL);
+		CHECK_EQ(kvs_remote_exists(r, kp, klen, 0, eres, 0), -EINVAL);
+		CHECK_EQ(kvs_remote_set_timeout_ms(r, 5), -EBUSY);
+	}
+
+	kvs_remote_get_stats(r, &st);
+	CHECK_EQ(st.sets, NKEYS + 1 + 2000);
+	CHECK_EQ(st.stored, NKEYS + 2000);
+	CHECK_EQ(st.existed, 1);
+	CHECK_EQ(st.gets, NKEYS + 6 + 2000);
+	CHECK_EQ(st.hits, NKEYS + 3 + 2000);
+	CHECK_EQ(st.misses, 1);
+	CHECK_EQ(st.err_wrong_size, 2);
+	CHECK_EQ(st.exists_keys, NKEYS + 8 + 2000);
+	CHECK_EQ(st.bytes_out, (uint64_t)NKEYS * (VBYTES + KVS_RVAL_HDR_BYTES) +
+				       2000ull * 4096);
+	CHECK(st.bytes_in_direct <= st.bytes_in);
+	CHECK_EQ(st.inflight_bytes, 0);
+	CHECK_EQ(st.err_timeout + st.err_down + st.err_proto + st.err_server, 0);
+	CHECK_EQ(st.nodes, 3);
+	for (int b = 0; b < KVS_REMOTE_LAT_BUCKETS; b++)
+		nhist += st.lat_hist[b];
+	CHECK_EQ(nhist, st.sets + st.gets + 2); /* + the EXISTS batches */
+	CHECK_EQ(kvs_remote_pending(r), 0);
+	kvs_remote_close(r);
+	for (int i = 0; i < NKEYS; i++) {
+		free(val[i]);
+		free(got[i]);
+	}
+out:
+	rc_stop(c);
+	return check_summary("test_remote_basic");
+}
