@@ -32,10 +32,14 @@ int cache_rec_room(kvs_cache *c, uint32_t idx)
 	uint32_t n = kvs_table_capacity(c->table);
 	int rc = 0;
 
-	for (uint8_t t = 0; t < KVS_TIER_MAX && rc == 0; t++)
-		if (cache_kids_on(c, t))
-			rc = cache_grow((void **)&c->kids[t], &c->nkids[t],
-					sizeof(uint32_t), n);
+	for (uint8_t t = 0; t < KVS_TIER_MAX && rc == 0; t++) {
+		if (!cache_kids_on(c, t))
+			continue;
+		rc = cache_grow((void **)&c->kids[t], &c->nkids[t],
+				sizeof(uint32_t), n);
+		if (rc == 0)
+			c->kids[t][idx] = 0;
+	}
 	for (uint32_t i = 0; i < c->nstores && rc == 0; i++)
 		rc = c->stores[i]->ops->rec_new(c->stores[i], idx);
 	return rc;
@@ -297,10 +301,8 @@ uint64_t cache_lookup_finish(kvs_cache *c, uint32_t s, uint32_t hits,
 	lease *l = &c->leases[s];
 
 	/* Blocks past the first that could not be read back are not hits. */
-	for (uint32_t i = hits; i < l->n; i++) {
-		cache_rec(c, l->recs[i])->refs--;
-		cache_sync_evictable(c, l->recs[i]);
-	}
+	for (uint32_t i = hits; i < l->n; i++)
+		cache_unpin(c, l->recs[i]);
 	c->pins -= l->n - hits;
 	l->owner->pins -= l->n - hits;
 	c->stats->blocks_lookup_miss += l->n - hits;

@@ -220,6 +220,9 @@ int cache_lease_room(lease *l, uint32_t more);
 void cache_lease_free(kvs_cache *c, uint32_t s);
 int cache_lease_get(kvs_cache *c, kvs_owner *o, uint64_t id, uint32_t *out);
 uint32_t cache_end_read(kvs_cache *c, uint32_t s);
+/* Drop one pin of @idx (a record whose bytes are gone from every tier is
+ * forgotten once unpinned). */
+void cache_unpin(kvs_cache *c, uint32_t idx);
 uint32_t cache_end_write(kvs_cache *c, uint32_t s, int commit);
 /* Whether @more pins would take @o past --max-pinned-blocks (counted). */
 int cache_over_pin_limit(kvs_cache *c, kvs_owner *o, uint64_t more);
@@ -230,8 +233,10 @@ void cache_dom_destroy(dom *d);
 int cache_dom_of_owner(kvs_cache *c, const kvs_owner *o, uint32_t *out);
 int cache_ns_check(const kvs_ns_desc *d, uint64_t *bytes);
 uint32_t cache_ns_find(const kvs_cache *c, uint32_t d, const kvs_ns_desc *desc);
+/* A new namespace in domain @d; @from: the tier restoring it (not told
+ * of it again), or NULL. */
 int cache_ns_create(kvs_cache *c, const kvs_ns_desc *desc, uint32_t d,
-		    uint32_t *id);
+		    const kvs_tier_mod *from, uint32_t *id);
 /* The class of namespace @ns_id's blocks in slot tier @t (made on first
  * use). Errors: KVS_E_LAYOUT, -ENOMEM. */
 int cache_ns_tier_class(kvs_cache *c, uint32_t ns_id, uint8_t t, uint32_t *cls);

@@ -124,15 +124,28 @@ int cache_lease_get(kvs_cache *c, kvs_owner *o, uint64_t id, uint32_t *out)
 	return 0;
 }
 
+void cache_unpin(kvs_cache *c, uint32_t idx)
+{
+	kvs_rec *r = cache_rec(c, idx);
+
+	r->refs--;
+	/* Its bytes were lost in every tier while it was pinned (a store
+	 * write that failed): it goes now that nobody holds it. */
+	if (r->refs == 0 && r->state == KVS_REC_READY &&
+	    r->tier == KVS_TIER_NONE && !cache_store_of(c, idx)) {
+		cache_forget(c, idx);
+		return;
+	}
+	cache_sync_evictable(c, idx);
+}
+
 uint32_t cache_end_read(kvs_cache *c, uint32_t s)
 {
 	lease *l = &c->leases[s];
 	uint32_t n = l->n;
 
-	for (uint32_t i = 0; i < n; i++) {
-		cache_rec(c, l->recs[i])->refs--;
-		cache_sync_evictable(c, l->recs[i]);
-	}
+	for (uint32_t i = 0; i < n; i++)
+		cache_unpin(c, l->recs[i]);
 	c->pins -= n;
 	l->owner->pins -= n;
 	cache_lease_free(c, s);

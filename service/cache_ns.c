@@ -121,8 +121,9 @@ uint32_t cache_ns_find(const kvs_cache *c, uint32_t d, const kvs_ns_desc *desc)
 	return 0;
 }
 
-/* Tell the store tiers that persist namespaces about namespace @id. */
-static void ns_tell_tiers(kvs_cache *c, uint32_t id)
+/* Tell the store tiers about namespace @id (they persist it, or key
+ * blocks by it), all but @except (the tier restoring it, or NULL). */
+static void ns_tell_tiers(kvs_cache *c, uint32_t id, const kvs_tier_mod *except)
 {
 	const ns *s = cache_ns(c, id);
 	kvs_ns_desc d = { .model = s->model, .adapter = s->adapter,
@@ -135,13 +136,13 @@ static void ns_tell_tiers(kvs_cache *c, uint32_t id)
 			  .dtype = s->info.dtype };
 
 	for (uint32_t i = 0; i < c->nstores; i++)
-		if (c->stores[i]->ops->ns_created)
+		if (c->stores[i] != except && c->stores[i]->ops->ns_created)
 			c->stores[i]->ops->ns_created(c->stores[i], id, &d);
 }
 
 /* A namespace belongs to domain @d: its blocks live in that arena only. */
 int cache_ns_create(kvs_cache *c, const kvs_ns_desc *desc, uint32_t d,
-		    uint32_t *id)
+		    const kvs_tier_mod *from, uint32_t *id)
 {
 	uint64_t bytes;
 	uint32_t cls;
@@ -187,7 +188,7 @@ int cache_ns_create(kvs_cache *c, const kvs_ns_desc *desc, uint32_t d,
 	};
 	c->nns++;
 	*id = s->info.id;
-	ns_tell_tiers(c, *id);
+	ns_tell_tiers(c, *id, from);
 	kvs_info("namespace %u: model '%s'%s%s, %u layers x %u kv heads x %u dim, "
 		 "%u tokens/block, tp %u/%u, %llu bytes/block",
 		 *id, s->model, *s->adapter ? " adapter " : "", s->adapter,
@@ -254,7 +255,7 @@ int kvs_cache_attach(kvs_cache *c, kvs_owner *o, const kvs_ns_desc *desc,
 		return KVS_E_ATTACHED;
 	}
 	if (!id) {
-		rc = cache_ns_create(c, desc, d, &id);
+		rc = cache_ns_create(c, desc, d, NULL, &id);
 		if (rc < 0) {
 			if (rc == KVS_E_LAYOUT)
 				c->stats->errors_layout++;

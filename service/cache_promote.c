@@ -336,7 +336,10 @@ int cache_promote(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_block *out,
 	p->nwant = nwant;
 	p->pending = 1; /* this call's own, so that nothing finishes under it */
 	for (uint32_t i = 0; i < n; i++) {
-		if (cache_rec(c, c->ps[ps].idx[i])->tier == KVS_TIER_HOST)
+		uint8_t t = cache_rec(c, c->ps[ps].idx[i])->tier;
+
+		/* In RAM, or in the slot tier the owner maps: a hit as it is. */
+		if (t == KVS_TIER_HOST || c->tpol[t])
 			continue;
 		rc = promote_one(c, ps, i);
 		if (rc < 0) {

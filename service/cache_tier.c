@@ -24,8 +24,10 @@ int kvs_cache_tier_add(kvs_cache *c, kvs_tier_mod *t)
 	const kvs_tier_ops *ops = t->ops;
 	int rc = 0;
 
-	if (ops->tier >= KVS_TIER_MAX || ops->tier == KVS_TIER_HOST ||
-	    c->tier[ops->tier])
+	if (ops->tier == KVS_TIER_NONE || ops->tier >= KVS_TIER_MAX ||
+	    ops->tier == KVS_TIER_HOST)
+		return -EINVAL;
+	if (c->tier[ops->tier])
 		return -EEXIST;
 	if (c->by_uid) {
 		/* One tier for every domain would mix tenants. */
@@ -218,8 +220,9 @@ void kvs_tier_stored(kvs_tier_mod *t, uint32_t idx, int ok)
 		return; /* in RAM too: nothing moves */
 	if (ok)
 		cache_set_tier(c, idx, t->ops->tier);
-	else
+	else if (cache_rec(c, idx)->refs == 0)
 		cache_forget(c, idx);
+	/* else: pinned by a lookup that will miss it; the unpin forgets it */
 }
 
 void kvs_tier_lost(kvs_tier_mod *t, uint32_t idx)
@@ -234,7 +237,10 @@ void kvs_tier_lost(kvs_tier_mod *t, uint32_t idx)
 
 int kvs_tier_ns_restore(kvs_tier_mod *t, const kvs_ns_desc *d, uint32_t *id)
 {
-	return cache_ns_create(t->cache, d, 0, id); /* domain 0 only */
+	/* Domain 0 only; the restoring tier has it already (telling it
+	 * again appended every namespace to the SSD tier's file at each
+	 * start, doubling it). */
+	return cache_ns_create(t->cache, d, 0, t, id);
 }
 
 int kvs_tier_rec_restore(kvs_tier_mod *t, uint32_t ns_id, kvs_hash hash,

@@ -247,7 +247,8 @@ void kvs_tier_rec_link(kvs_tier_mod *t, uint32_t idx, kvs_hash parent);
  * value), before serving: a store tier restores what it kept. From then on
  * the cache owns it (closed by kvs_cache_destroy). A slot tier serves
  * owners that attach asking for it (kvs_cache_attach @maps_slots).
- * Errors: -EEXIST (that tier is on), -ENODEV (per-uid domains: one tier
+ * Errors: -EINVAL (its tier value is none or host), -EEXIST (that tier is
+ * on), -ENODEV (per-uid domains: one tier
  * shared by every domain would mix tenants), -ENOMEM, the restore's error
  * (the tier is closed then).
  */

@@ -216,6 +216,12 @@ static void write_ok(ssd_tier *t, const wslot *w, const kvs_ssd_cqe *q)
 			    .csum = q->blk.csum, .atime = w->stamp,
 			    .parent = w->parent };
 	loc *l = &t->loc[w->idx];
+	kvs_tier_blk b;
+
+	/* The last access as of now (the block may have been hit while its
+	 * write was in flight). */
+	if (kvs_tier_rec(&t->base, w->idx, &b) == 0)
+		v.atime = b.stamp;
 
 	*l = (loc){ .seg = q->loc.seg,
 		    .word = (uint32_t)(q->loc.off >> 12) << LOC_FLAG_BITS |

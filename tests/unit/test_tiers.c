@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "kvs_cache.h"
@@ -527,11 +528,48 @@ static void test_shared_tier(void)
 		free(shared.bytes[i]);
 }
 
+/* A restart restores each namespace once: the namespaces file keeps its
+ * size over restarts (it used to double at each). */
+static void test_restart_namespaces(void)
+{
+	const char *tmp = getenv("TMPDIR");
+	char dir[256], path[300];
+	kvs_tier_ssd_config sc = { .dir = dir, .segment_bytes = 1u << 20 };
+	struct stat st;
+	off_t first = 0;
+
+	snprintf(dir, sizeof(dir), "%s/kvs-test-tiers-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(dir)) {
+		CHECK(!"mkdtemp");
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/namespaces", dir);
+	for (int run = 0; run < 3; run++) {
+		kvs_cache *c = mk_cache(4u << 20, "leaf-lru");
+		kvs_tier_mod *ssd = NULL;
+		kvs_owner *o;
+
+		CHECK_EQ(kvs_tier_ssd_open(&sc, &ssd), 0);
+		CHECK_EQ(kvs_cache_tier_add(c, ssd), 0);
+		o = attach(c, 1024, 16);
+		kvs_cache_stats_fill(c);
+		CHECK_EQ(stats.namespaces_count, 1);
+		CHECK(stat(path, &st) == 0);
+		if (run == 0)
+			first = st.st_size;
+		CHECK(first > 0 && st.st_size == first);
+		kvs_cache_owner_free(c, o);
+		kvs_cache_destroy(c);
+	}
+	rm_dir(dir);
+}
+
 int main(void)
 {
 	kvs_log_set_level(KVS_LOG_WARN);
 	test_store_tier();
 	test_shared_tier();
+	test_restart_namespaces();
 	test_metadata();
 	return check_summary("test_tiers");
 }
