@@ -56,6 +56,8 @@ typedef enum kvs_tier {
 	KVS_TIER_GPU = 1,
 	KVS_TIER_HOST = 2,
 	KVS_TIER_SSD = 3,
+	KVS_TIER_REMOTE = 4, /* shared with other machines: a lookup's blocks
+			      * from it arrive in host, never served from it */
 } kvs_tier;
 
 /* A 128-bit chained block hash: names a whole token prefix in one namespace. */

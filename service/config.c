@@ -36,6 +36,7 @@
 
 static const char *const admit_choices[] = { "all", "hit", NULL };
 static const char *const tenant_choices[] = { "off", "uid", NULL };
+static const char *const remote_write_choices[] = { "demote", "through", NULL };
 
 /* In --help's order; --print-config follows it too. */
 const struct setting config_settings[] = {
@@ -131,6 +132,28 @@ const struct setting config_settings[] = {
 	  .def = "32", /* the segment store's own default */
 	  .why = "must be a number from 1 to 4096",
 	  .help = "SSD reads and writes in the kernel at once, 1..4096\n"
+		  "(default {})" },
+	{ .name = "remote", .arg = "HOST:PORT,...", .type = T_STR,
+	  STRFIELD(remote_seeds), .why = "empty or longer than 1023 bytes",
+	  .unset = "off",
+	  .help = "remote tier: seed nodes of a Redis Cluster, or one\n"
+		  "Redis/Valkey node, shared with other daemons\n"
+		  "(default off; docs/remote.md)" },
+	{ .name = "remote-auth-file", .arg = "FILE", .type = T_STR,
+	  STRFIELD(remote_auth_file), .why = "empty or longer than 255 bytes",
+	  .unset = "none",
+	  .help = "AUTH for the remote tier: FILE holds \"user password\"\n"
+		  "(or the password alone) on its first line" },
+	{ .name = "remote-write", .arg = "WHEN", .type = T_CHOICE,
+	  FIELD(int, remote_write_through), .choices = remote_write_choices,
+	  .def = "demote", .why = "must be demote or through",
+	  .help = "publish a block to the remote tier when the host\n"
+		  "tier evicts it (demote) or when it is committed\n"
+		  "(through) (default {})" },
+	{ .name = "remote-timeout", .arg = "MS", .type = T_U32,
+	  FIELD(uint32_t, remote_timeout_ms), .min = 1, .max = 3600000,
+	  .def = "1000", .why = "must be milliseconds from 1 to 3600000",
+	  .help = "a remote request that takes longer is a miss\n"
 		  "(default {})" },
 	{ .name = "gpu", .arg = "auto|off|N", .type = T_GPU,
 	  FIELD(int, gpu), .def = "auto",
@@ -381,6 +404,15 @@ static int check_rules(const kvs_config *cfg)
 	if (cfg->tenant_arenas && cfg->gpu >= 0)
 		return bad("--tenant-arenas", "uid", "not supported yet with "
 			   "--gpu N (the GPU tier is not per tenant; use --gpu off)");
+	/* Anyone who can write to the cluster can write any key: it is one
+	 * trust domain, like one arena, so it cannot serve per-uid ones. */
+	if (cfg->tenant_arenas && cfg->remote_seeds[0])
+		return bad("--tenant-arenas", "uid", "not supported with --remote "
+			   "(the cluster is one trust domain; keys are not scoped "
+			   "per tenant)");
+	if (cfg->remote_auth_file[0] && !cfg->remote_seeds[0])
+		return bad("--remote-auth-file", cfg->remote_auth_file,
+			   "needs --remote");
 	if (cfg->tenant_arenas && kvs_config_tenant_bytes(cfg) < cfg->page_bytes)
 		return bad("--tenant-size", "", "a tenant arena is smaller than "
 			   "one page (--host-size / --max-tenants, or --tenant-size)");

@@ -51,6 +51,10 @@ typedef struct kvs_config {
 	int ssd_admit_hit;      /* 1: demote only blocks hit at least once */
 	int ssd_write_through;  /* 1: commit also writes to SSD */
 	uint32_t ssd_queue_depth; /* SSD I/Os in the kernel at once */
+	char remote_seeds[1024]; /* remote tier seeds "HOST:PORT,...", "" off */
+	char remote_auth_file[256]; /* AUTH user and password, "" none */
+	int remote_write_through; /* 1: publish at commit; 0: at eviction */
+	uint32_t remote_timeout_ms;
 	int gpu;                /* device ordinal, KVS_GPU_AUTO or KVS_GPU_OFF */
 	uint64_t gpu_bytes;     /* GPU tier size */
 	uint32_t max_pinned_share; /* percent of the host tier operators may pin */

@@ -101,6 +101,27 @@
 	X(tier_ssd, index_entries, GAUGE, "entries committed in the index")   \
 	X(tier_ssd, restart_blocks, GAUGE, "blocks loaded from the index at start")\
 	X(tier_ssd, restart_ms, GAUGE, "time to load the index at start, ms") \
+	X(tier_remote, enabled, GAUGE, "1 when the remote tier is on")        \
+	X(tier_remote, cluster, GAUGE, "1 a Redis Cluster, 0 one plain node") \
+	X(tier_remote, nodes, GAUGE, "nodes known")                           \
+	X(tier_remote, nodes_down, GAUGE, "nodes failing now (misses for their slots)")\
+	X(tier_remote, probes, COUNTER, "lookups that asked for blocks past their hits")\
+	X(tier_remote, probe_keys, COUNTER, "blocks asked about by those lookups")\
+	X(tier_remote, hits, COUNTER, "blocks fetched and verified")          \
+	X(tier_remote, misses, COUNTER, "blocks asked about and not there")   \
+	X(tier_remote, corrupt, COUNTER, "values failing header or checksum: misses")\
+	X(tier_remote, bytes_in, COUNTER, "payload bytes fetched")            \
+	X(tier_remote, published, COUNTER, "blocks stored (SET NX)")          \
+	X(tier_remote, existed, COUNTER, "blocks not sent: already there")    \
+	X(tier_remote, bytes_out, COUNTER, "payload bytes stored")            \
+	X(tier_remote, skipped, COUNTER, "publishes dropped: staging full")   \
+	X(tier_remote, errors_timeout, COUNTER, "requests past --remote-timeout")\
+	X(tier_remote, errors_down, COUNTER, "requests to a node down or lost")\
+	X(tier_remote, errors_clusterdown, COUNTER, "requests refused: CLUSTERDOWN")\
+	X(tier_remote, errors_other, COUNTER, "other failed requests")        \
+	X(tier_remote, inflight_bytes, GAUGE, "value bytes on the wire now")  \
+	X(tier_remote, lat_p50_us, GAUGE, "median request latency (bucket bound)")\
+	X(tier_remote, lat_p99_us, GAUGE, "p99 request latency (bucket bound)")\
 	X(tier_gpu, enabled, GAUGE, "1 when the GPU tier is on")              \
 	X(tier_gpu, engine, GAUGE, "1 CUDA, 2 the fake device (tests)")       \
 	X(tier_gpu, device, GAUGE, "device ordinal of the GPU arena")         \

@@ -6,6 +6,7 @@
 #include "kvs_log.h"
 #include "kvshare.h" /* kvs_strerror */
 #include "tier_gpu.h"
+#include "tier_remote.h"
 #include "tier_ssd.h"
 
 /* The SSD tier under --ssd-dir. */
@@ -21,6 +22,19 @@ static int open_ssd(const kvs_config *cfg, kvs_tier_mod **out)
 	if (!cfg->ssd_dir[0])
 		return 0;
 	return kvs_tier_ssd_open(&sc, out);
+}
+
+/* The remote tier under --remote. */
+static int open_remote(const kvs_config *cfg, kvs_tier_mod **out)
+{
+	kvs_tier_remote_config rc = {
+		.seeds = cfg->remote_seeds, .auth_file = cfg->remote_auth_file,
+		.write_through = cfg->remote_write_through,
+		.timeout_ms = cfg->remote_timeout_ms };
+
+	if (!cfg->remote_seeds[0])
+		return 0;
+	return kvs_tier_remote_open(&rc, out);
 }
 
 /* The GPU tier per --gpu: a device that cannot be used is an error when
@@ -60,13 +74,17 @@ static int open_gpu(const kvs_config *cfg, kvs_tier_mod **out)
 	return 0;
 }
 
-/* The tiers, in the order they are opened: a store tier restores its
- * blocks when added, before any slot tier exists. */
+/* The tiers, in the order they are opened. Store tiers are tried in this
+ * order at host eviction: the remote tier first (it publishes a copy and
+ * keeps nothing, so the SSD tier may keep the block too), and it learns
+ * the namespaces the SSD tier restores. A store tier restores its blocks
+ * when added, before any slot tier exists. */
 static const struct {
 	const char *name;
 	/* 0 with *out NULL when the configuration leaves the tier off. */
 	int (*open)(const kvs_config *cfg, kvs_tier_mod **out);
 } tiers[] = {
+	{ "remote", open_remote },
 	{ "ssd", open_ssd },
 	{ "gpu", open_gpu },
 };

@@ -1,0 +1,586 @@
+/* tier_remote.c - the remote tier (see tier_remote.h, docs/remote.md). */
+#define _GNU_SOURCE
+#include "tier_remote.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <xxhash.h>
+
+#include "kvs_log.h"
+#include "kvs_nsfile.h"
+#include "kvs_remote.h"
+#include "kvs_remote_value.h"
+#include "kvshare.h" /* kvs_strerror */
+
+/* Blocks being published are copied first (their slot may be evicted and
+ * reused before the SET completes); past this many bytes of copies in
+ * flight a block is not published (counted as skipped). */
+#define MAX_STAGED_BYTES (256ull << 20)
+#define PROBE_MAX 64 /* the cache asks about at most KVS_FETCH_MAX blocks */
+
+enum job_kind { JOB_FREE = 0, JOB_PROBE, JOB_FETCH, JOB_CHECK, JOB_PUBLISH };
+
+typedef struct rjob {
+	uint8_t kind;
+	uint32_t next;        /* free list */
+	uint64_t cookie;      /* the cache's (probe, fetch) */
+	uint32_t n;           /* probe: keys asked */
+	int res[PROBE_MAX];   /* probe: per key */
+	uint8_t keys[PROBE_MAX][KVS_RVAL_KEY_BYTES];
+	uint8_t hdr[KVS_RVAL_HDR_BYTES];
+	kvs_rval_info want;   /* fetch: what must arrive */
+	void *dst;            /* fetch: the payload's slot */
+	void *buf;            /* publish: the payload's copy */
+	uint64_t bytes;
+} rjob;
+
+typedef struct remote_tier {
+	kvs_tier_mod base;    /* first: the cache's handle */
+	kvs_remote *eng;
+	int write_through;
+	uint64_t *ns_fp;      /* by namespace id - 1 */
+	uint32_t nns;
+	rjob *jobs;
+	uint32_t njobs, free_job;
+	uint64_t staged;
+	int corrupt_logged;   /* one line per episode of corrupt values */
+	kvs_counters own;     /* tier_remote.* counted here, copied in stats */
+} remote_tier;
+
+static remote_tier *remote_of(const kvs_tier_mod *t)
+{
+	return (remote_tier *)t;
+}
+
+/* ---- jobs ------------------------------------------------------------- */
+
+static int job_new(remote_tier *t, uint8_t kind, uint32_t *out)
+{
+	if (t->free_job == UINT32_MAX) {
+		uint32_t n = t->njobs ? t->njobs * 2 : 64;
+		rjob *nj = realloc(t->jobs, (size_t)n * sizeof(*nj));
+
+		if (!nj)
+			return -ENOMEM;
+		for (uint32_t i = n; i-- > t->njobs;) {
+			nj[i].kind = JOB_FREE;
+			nj[i].next = t->free_job;
+			t->free_job = i;
+		}
+		t->jobs = nj;
+		t->njobs = n;
+	}
+	*out = t->free_job;
+	t->free_job = t->jobs[*out].next;
+	t->jobs[*out].kind = kind;
+	t->jobs[*out].buf = NULL;
+	return 0;
+}
+
+static void job_free(remote_tier *t, uint32_t j)
+{
+	rjob *b = &t->jobs[j];
+
+	if (b->buf) {
+		free(b->buf);
+		t->staged -= b->bytes;
+	}
+	b->buf = NULL;
+	b->kind = JOB_FREE;
+	b->next = t->free_job;
+	t->free_job = j;
+}
+
+/* A failed request, counted by kind. */
+static void count_error(remote_tier *t, int res)
+{
+	kvs_counters *st = &t->own;
+
+	if (res == -ENOENT)
+		st->tier_remote_misses++;
+	else if (res == -ETIMEDOUT)
+		st->tier_remote_errors_timeout++;
+	else if (res == -ENETDOWN)
+		st->tier_remote_errors_clusterdown++;
+	else if (res == -ECONNREFUSED || res == -ECONNRESET || res == -EPIPE ||
+		 res == -EHOSTUNREACH || res == -ENETUNREACH || res == -ENOTCONN)
+		st->tier_remote_errors_down++;
+	else
+		st->tier_remote_errors_other++;
+}
+
+static uint64_t fingerprint(const remote_tier *t, uint32_t ns)
+{
+	return ns >= 1 && ns <= t->nns ? t->ns_fp[ns - 1] : 0;
+}
+
+/* ---- lookups: probe, then fetch --------------------------------------- */
+
+static int remote_probe(kvs_tier_mod *tt, const kvs_tier_blk *b, uint32_t n,
+			uint64_t cookie)
+{
+	remote_tier *t = remote_of(tt);
+	const void *keys[PROBE_MAX];
+	size_t klens[PROBE_MAX];
+	uint32_t j;
+	rjob *p;
+	int rc;
+
+	if (n == 0 || n > PROBE_MAX || fingerprint(t, b[0].ns) == 0)
+		return -EINVAL;
+	if ((rc = job_new(t, JOB_PROBE, &j)) < 0)
+		return rc;
+	p = &t->jobs[j];
+	p->cookie = cookie;
+	p->n = n;
+	for (uint32_t i = 0; i < n; i++) {
+		kvs_rval_key(p->keys[i], b[i].hash);
+		keys[i] = p->keys[i];
+		klens[i] = KVS_RVAL_KEY_BYTES;
+	}
+	rc = kvs_remote_exists(t->eng, keys, klens, n, p->res, j);
+	if (rc < 0) {
+		job_free(t, j);
+		return rc;
+	}
+	t->own.tier_remote_probes++;
+	t->own.tier_remote_probe_keys += n;
+	return 1;
+}
+
+/* The EXISTS of a probe: the chain's present prefix. */
+static void probe_done(remote_tier *t, uint32_t j, const kvs_remote_cqe *q)
+{
+	rjob *p = &t->jobs[j];
+	uint64_t cookie = p->cookie;
+	uint32_t k = 0;
+
+	while (q->res >= 0 && k < p->n && p->res[k] == 1)
+		k++;
+	if (q->res < 0)
+		count_error(t, q->res);
+	else
+		t->own.tier_remote_misses += k < p->n; /* where the chain stops */
+	job_free(t, j);
+	kvs_tier_probe_done(&t->base, cookie, (int)k);
+}
+
+static int remote_fetch(kvs_tier_mod *tt, const kvs_tier_blk *b, void *dst,
+			uint64_t cookie)
+{
+	remote_tier *t = remote_of(tt);
+	uint8_t key[KVS_RVAL_KEY_BYTES];
+	struct iovec iov[2];
+	uint32_t j;
+	rjob *f;
+	int rc;
+
+	if ((rc = job_new(t, JOB_FETCH, &j)) < 0)
+		return rc;
+	f = &t->jobs[j];
+	f->cookie = cookie;
+	f->dst = dst;
+	f->bytes = b->bytes;
+	f->want = (kvs_rval_info){ .block_bytes = b->bytes,
+				   .ns_fp = fingerprint(t, b->ns), .hash = b->hash };
+	kvs_rval_key(key, b->hash);
+	iov[0] = (struct iovec){ f->hdr, KVS_RVAL_HDR_BYTES };
+	iov[1] = (struct iovec){ dst, b->bytes };
+	rc = kvs_remote_get(t->eng, key, sizeof(key), iov, 2, j);
+	if (rc < 0) {
+		job_free(t, j);
+		return rc;
+	}
+	return 1;
+}
+
+/* The GET of a fetch: served only when its header and checksum say it is
+ * the block asked for. */
+static void fetch_done(remote_tier *t, uint32_t j, const kvs_remote_cqe *q)
+{
+	rjob *f = &t->jobs[j];
+	uint64_t cookie = f->cookie;
+	int res = q->res;
+
+	if (res == 0 && kvs_rval_verify(f->hdr, f->dst, f->bytes, &f->want, NULL) < 0) {
+		res = -EBADMSG;
+		t->own.tier_remote_corrupt++;
+		if (!t->corrupt_logged)
+			kvs_warn("remote tier: a value failed its header or checksum "
+				 "check: not served (tier_remote.corrupt counts them)");
+		t->corrupt_logged = 1;
+	} else if (res == 0) {
+		t->own.tier_remote_hits++;
+		t->own.tier_remote_bytes_in += f->bytes;
+		t->corrupt_logged = 0;
+	} else {
+		count_error(t, res);
+	}
+	job_free(t, j);
+	kvs_tier_read_done(&t->base, cookie, res);
+}
+
+/* ---- publishing: EXISTS, then SET NX of what is missing --------------- */
+
+static void publish(remote_tier *t, const kvs_tier_blk *b)
+{
+	const void *key;
+	size_t klen = KVS_RVAL_KEY_BYTES;
+	kvs_rval_info info = { .block_bytes = b->bytes, .ns_fp = fingerprint(t, b->ns),
+			       .hash = b->hash, .parent = b->parent };
+	uint32_t j;
+	rjob *p;
+
+	if (info.ns_fp == 0)
+		return;
+	if (t->staged + b->bytes > MAX_STAGED_BYTES || job_new(t, JOB_CHECK, &j) < 0) {
+		t->own.tier_remote_skipped++;
+		return;
+	}
+	p = &t->jobs[j];
+	p->buf = malloc(b->bytes);
+	if (!p->buf) {
+		job_free(t, j);
+		t->own.tier_remote_skipped++;
+		return;
+	}
+	p->bytes = b->bytes;
+	t->staged += b->bytes;
+	memcpy(p->buf, kvs_tier_host_ptr(&t->base, b->host_off), b->bytes);
+	info.csum = kvs_rval_csum(p->buf, b->bytes);
+	kvs_rval_encode(p->hdr, &info);
+	kvs_rval_key(p->keys[0], b->hash);
+	key = p->keys[0];
+	if (kvs_remote_exists(t->eng, &key, &klen, 1, p->res, j) < 0)
+		job_free(t, j);
+}
+
+/* The EXISTS before a publish: send it only if it is missing. */
+static void check_done(remote_tier *t, uint32_t j, const kvs_remote_cqe *q)
+{
+	rjob *p = &t->jobs[j];
+	struct iovec iov[2] = { { p->hdr, KVS_RVAL_HDR_BYTES }, { p->buf, p->bytes } };
+
+	if (q->res < 0) {
+		count_error(t, q->res);
+		job_free(t, j);
+		return;
+	}
+	if (p->res[0] == 1) {
+		t->own.tier_remote_existed++;
+		job_free(t, j);
+		return;
+	}
+	p->kind = JOB_PUBLISH;
+	if (kvs_remote_set_nx(t->eng, p->keys[0], KVS_RVAL_KEY_BYTES, iov, 2, j) < 0)
+		job_free(t, j);
+}
+
+static void publish_done(remote_tier *t, uint32_t j, const kvs_remote_cqe *q)
+{
+	if (q->res == 0) {
+		t->own.tier_remote_published++;
+		t->own.tier_remote_bytes_out += t->jobs[j].bytes;
+	} else if (q->res == -EEXIST) {
+		t->own.tier_remote_existed++;
+	} else {
+		count_error(t, q->res);
+	}
+	job_free(t, j);
+}
+
+static void on_done(void *arg, const kvs_remote_cqe *q)
+{
+	remote_tier *t = arg;
+	uint32_t j = (uint32_t)q->cookie;
+
+	switch (t->jobs[j].kind) {
+	case JOB_PROBE:
+		probe_done(t, j, q);
+		break;
+	case JOB_FETCH:
+		fetch_done(t, j, q);
+		break;
+	case JOB_CHECK:
+		check_done(t, j, q);
+		break;
+	case JOB_PUBLISH:
+		publish_done(t, j, q);
+		break;
+	}
+}
+
+/* One log line per episode: a node down, back, the map changed. */
+static void on_event(void *arg, int ev, const char *host, unsigned port, int err)
+{
+	(void)arg;
+	if (ev == KVS_REMOTE_EV_NODE_DOWN)
+		kvs_warn("remote tier: node %s:%u down: %s (misses for its slots)",
+			 host, port, kvs_strerror(err));
+	else if (ev == KVS_REMOTE_EV_NODE_UP)
+		kvs_info("remote tier: node %s:%u answers again", host, port);
+	else
+		kvs_info("remote tier: slot map changed (told by %s:%u)", host, port);
+}
+
+/* ---- the operations --------------------------------------------------- */
+
+static int remote_demote(kvs_tier_mod *tt, const kvs_tier_blk *b, int *holds)
+{
+	remote_tier *t = remote_of(tt);
+
+	/* A copy goes out; the tier keeps nothing here, so a lower tier (SSD)
+	 * may keep the block too, and without one it leaves this daemon. */
+	*holds = 0;
+	if (!t->write_through)
+		publish(t, b);
+	return KVS_TIER_REFUSED;
+}
+
+static void remote_committed(kvs_tier_mod *tt, const kvs_tier_blk *b)
+{
+	remote_tier *t = remote_of(tt);
+
+	if (t->write_through)
+		publish(t, b);
+}
+
+/* The namespace's fingerprint: its layout and salt, as the namespaces file
+ * encodes them (the same bytes on every machine). */
+static void remote_ns_created(kvs_tier_mod *tt, uint32_t id, const kvs_ns_desc *d)
+{
+	remote_tier *t = remote_of(tt);
+	uint8_t buf[KVS_NSFILE_ENTRY_MAX];
+	kvs_nsfile_ns ns = {
+		.model = d->model, .model_len = (uint32_t)strlen(d->model),
+		.adapter = d->adapter, .adapter_len = (uint32_t)strlen(d->adapter),
+		.salt = d->salt, .salt_len = d->salt_len, .layers = d->layers,
+		.kv_heads = d->kv_heads, .head_dim = d->head_dim,
+		.block_tokens = d->block_tokens, .tp_rank = d->tp_rank,
+		.tp_size = d->tp_size, .dtype = d->dtype };
+	int n = kvs_nsfile_encode(&ns, buf, sizeof(buf));
+
+	if (id > t->nns) {
+		uint64_t *nf = realloc(t->ns_fp, (size_t)id * sizeof(*nf));
+
+		if (!nf)
+			return; /* no fingerprint: not shared */
+		memset(nf + t->nns, 0, (size_t)(id - t->nns) * sizeof(*nf));
+		t->ns_fp = nf;
+		t->nns = id;
+	}
+	/* 0 means "none": a namespace that cannot be encoded is not shared. */
+	t->ns_fp[id - 1] = n > 0 ? (XXH3_64bits(buf + 4, (size_t)n - 4) | 1) : 0;
+}
+
+/* The percentile @q (0..1) of the engine's latency histogram, as its
+ * bucket's upper bound in microseconds. */
+static uint64_t lat_bound(const kvs_remote_stats *rs, double q)
+{
+	uint64_t total = 0, seen = 0;
+
+	for (int i = 0; i < KVS_REMOTE_LAT_BUCKETS; i++)
+		total += rs->lat_hist[i];
+	for (int i = 0; i < KVS_REMOTE_LAT_BUCKETS && total; i++) {
+		seen += rs->lat_hist[i];
+		if (seen >= (uint64_t)(q * (double)total))
+			return 128ull << i;
+	}
+	return 0;
+}
+
+static void remote_stats(kvs_tier_mod *tt, kvs_counters *st)
+{
+	remote_tier *t = remote_of(tt);
+	kvs_remote_stats rs;
+
+#define COPY(f) st->tier_remote_##f = t->own.tier_remote_##f
+	COPY(probes);
+	COPY(probe_keys);
+	COPY(hits);
+	COPY(misses);
+	COPY(corrupt);
+	COPY(bytes_in);
+	COPY(published);
+	COPY(existed);
+	COPY(bytes_out);
+	COPY(skipped);
+	COPY(errors_timeout);
+	COPY(errors_down);
+	COPY(errors_clusterdown);
+	COPY(errors_other);
+#undef COPY
+	kvs_remote_get_stats(t->eng, &rs);
+	st->tier_remote_enabled = 1;
+	st->tier_remote_cluster = kvs_remote_is_cluster(t->eng);
+	st->tier_remote_nodes = (int64_t)rs.nodes;
+	st->tier_remote_nodes_down = (int64_t)rs.nodes_down;
+	st->tier_remote_inflight_bytes = (int64_t)rs.inflight_bytes;
+	st->tier_remote_lat_p50_us = (int64_t)lat_bound(&rs, 0.5);
+	st->tier_remote_lat_p99_us = (int64_t)lat_bound(&rs, 0.99);
+}
+
+static int remote_event_fd(const kvs_tier_mod *tt)
+{
+	return kvs_remote_fd(remote_of(tt)->eng);
+}
+
+static void remote_poll(kvs_tier_mod *tt)
+{
+	kvs_remote_poll(remote_of(tt)->eng);
+}
+
+static void remote_close(kvs_tier_mod *tt)
+{
+	remote_tier *t = remote_of(tt);
+
+	kvs_remote_close(t->eng); /* pending requests dropped: buffers ours */
+	for (uint32_t i = 0; i < t->njobs; i++)
+		free(t->jobs[i].kind != JOB_FREE ? t->jobs[i].buf : NULL);
+	free(t->jobs);
+	free(t->ns_fp);
+	free(t);
+}
+
+static int remote_rec_new(kvs_tier_mod *t, uint32_t idx)
+{
+	(void)t;
+	(void)idx;
+	return 0; /* nothing kept per record */
+}
+
+static int remote_has(const kvs_tier_mod *t, uint32_t idx)
+{
+	(void)t;
+	(void)idx;
+	return 0; /* what it holds is found by probe(), not by record */
+}
+
+static int remote_keeps(const kvs_tier_mod *t, const kvs_tier_blk *b)
+{
+	(void)t;
+	(void)b;
+	return 0;
+}
+
+static int remote_read(kvs_tier_mod *t, const kvs_tier_blk *b, void *dst,
+		       uint64_t cookie)
+{
+	(void)t;
+	(void)b;
+	(void)dst;
+	(void)cookie;
+	return -EAGAIN; /* never asked: has() is 0 */
+}
+
+static void remote_drop(kvs_tier_mod *t, const kvs_tier_blk *b)
+{
+	(void)t;
+	(void)b;
+}
+
+static const kvs_tier_ops remote_ops = {
+	.name = "remote",
+	.kind = KVS_TIER_STORE,
+	.tier = KVS_TIER_REMOTE,
+	.close = remote_close,
+	.event_fd = remote_event_fd,
+	.poll = remote_poll,
+	.stats = remote_stats,
+	.rec_new = remote_rec_new,
+	.has = remote_has,
+	.keeps = remote_keeps,
+	.demote = remote_demote,
+	.committed = remote_committed,
+	.read = remote_read,
+	.drop = remote_drop,
+	.ns_created = remote_ns_created,
+	.probe = remote_probe,
+	.fetch = remote_fetch,
+};
+
+/* ---- open ------------------------------------------------------------- */
+
+/* The AUTH file: "user password" or "password" on its first line. Warns
+ * when others may read it. */
+static int read_auth(const char *path, char *user, char *pass, size_t cap)
+{
+	char line[512], *sp;
+	struct stat st;
+	FILE *f = fopen(path, "r");
+	int rc = 0;
+
+	if (!f) {
+		rc = -errno;
+		kvs_err("--remote-auth-file %s: %s", path, kvs_strerror(rc));
+		return rc;
+	}
+	if (fstat(fileno(f), &st) == 0 && (st.st_mode & 077))
+		kvs_warn("--remote-auth-file %s: readable by others (chmod 600)", path);
+	if (!fgets(line, sizeof(line), f))
+		line[0] = '\0';
+	fclose(f);
+	line[strcspn(line, "\r\n")] = '\0';
+	sp = strchr(line, ' ');
+	user[0] = '\0';
+	if (sp) {
+		*sp++ = '\0';
+		snprintf(user, cap, "%s", line);
+	} else {
+		sp = line;
+	}
+	if (!*sp || strlen(sp) >= cap || strlen(line) >= cap) {
+		kvs_err("--remote-auth-file %s: want \"user password\" or "
+			"\"password\" on the first line", path);
+		rc = -EINVAL;
+	} else {
+		snprintf(pass, cap, "%s", sp);
+	}
+	explicit_bzero(line, sizeof(line));
+	return rc;
+}
+
+int kvs_tier_remote_open(const kvs_tier_remote_config *cfg, kvs_tier_mod **out)
+{
+	remote_tier *t = calloc(1, sizeof(*t));
+	char user[256] = "", pass[256] = "";
+	int rc;
+
+	if (!t)
+		return -ENOMEM;
+	t->base.ops = &remote_ops;
+	t->write_through = cfg->write_through;
+	t->free_job = UINT32_MAX;
+	rc = kvs_remote_create(&t->eng);
+	if (rc == 0)
+		rc = kvs_remote_set_seeds(t->eng, cfg->seeds);
+	if (rc == 0 && cfg->auth_file && cfg->auth_file[0] &&
+	    (rc = read_auth(cfg->auth_file, user, pass, sizeof(user))) == 0)
+		rc = kvs_remote_set_auth(t->eng, user[0] ? user : NULL, pass);
+	explicit_bzero(pass, sizeof(pass));
+	if (rc == 0)
+		rc = kvs_remote_set_timeout_ms(t->eng, cfg->timeout_ms);
+	if (rc == 0)
+		rc = kvs_remote_set_connect_timeout_ms(t->eng, cfg->timeout_ms);
+	if (rc == 0) {
+		kvs_remote_set_callback(t->eng, on_done, t);
+		kvs_remote_set_event_fn(t->eng, on_event, t);
+		rc = kvs_remote_open(t->eng);
+		if (rc < 0)
+			kvs_err("remote tier: cannot reach %s: %s", cfg->seeds,
+				kvs_strerror(rc));
+	}
+	if (rc < 0) {
+		remote_close(&t->base);
+		return rc;
+	}
+	kvs_info("remote tier: %s (%s), publish on %s, timeout %u ms", cfg->seeds,
+		 kvs_remote_is_cluster(t->eng) ? "Redis Cluster" : "one node",
+		 t->write_through ? "commit" : "eviction", cfg->timeout_ms);
+	*out = &t->base;
+	return 0;
+}

@@ -1,0 +1,41 @@
+/*
+ * tier_remote.h - the remote tier: a store tier (kvs_tier.h) shared by the
+ * daemons of several machines through a Redis Cluster (or one Redis /
+ * Valkey node), over the remote engine (storage/remote*.c). It keeps no
+ * copy of its own per record: it publishes blocks (on host eviction, or at
+ * commit with write-through) and, when a lookup's chain goes on past its
+ * hits, says which of the next blocks the cluster holds and fetches them
+ * straight into new host slots, verifying each value's header and checksum
+ * first (a mismatch is a miss, never data). See docs/remote.md.
+ *
+ * Its counters are the tier_remote.* stats. Only the daemon's tier table
+ * (tiers.c) and tests include this header.
+ * Thread: the daemon's loop thread only.
+ */
+#ifndef KVS_TIER_REMOTE_H
+#define KVS_TIER_REMOTE_H
+
+#include <stdint.h>
+
+#include "kvs_tier.h"
+
+typedef struct kvs_tier_remote_config {
+	const char *seeds;      /* "HOST:PORT[,HOST:PORT...]" */
+	const char *auth_file;  /* "user password" or "password", or NULL */
+	int write_through;      /* publish at commit (else at host eviction) */
+	uint32_t timeout_ms;    /* per request; also bounds the connect */
+} kvs_tier_remote_config;
+
+/*
+ * kvs_tier_remote_open - read the AUTH file, connect to the seeds and take
+ * the slot map (blocking, at most the timeout per seed), ready for
+ * kvs_cache_tier_add().
+ * Errors: -EINVAL (seeds, AUTH file format), -EACCES (AUTH refused),
+ * -errno from the AUTH file or the connect (-ECONNREFUSED, -ETIMEDOUT),
+ * -EPROTO, -ENOMEM. Logs why, never the password.
+ * Ownership: *out is the caller's until kvs_cache_tier_add() takes it
+ * (or its ops->close()).
+ */
+int kvs_tier_remote_open(const kvs_tier_remote_config *cfg, kvs_tier_mod **out);
+
+#endif /* KVS_TIER_REMOTE_H */
