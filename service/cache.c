@@ -11,6 +11,7 @@
 
 #include "kvs_arena.h"
 #include "kvs_cache_admin.h"
+#include "kvs_fastidx.h"
 #include "kvs_log.h"
 #include "kvs_policy.h"
 #include "kvs_slab.h"
@@ -120,6 +121,8 @@ void cache_set_tier(kvs_cache *c, uint32_t idx, uint8_t t)
 	}
 	if (wasg != isg)
 		sync_evictable(c, idx);
+	if (is && !was && r->state == KVS_REC_READY) /* fast path: visible */
+		kvs_fast_publish(c->fast, cache_ns_dom(c, r->ns)->arena_id, idx, r);
 }
 
 /* Record @p lost a child (@host: one in host RAM). A ghost without children
@@ -218,6 +221,10 @@ int cache_alloc_slot(kvs_cache *c, uint32_t ns_id, uint64_t *off)
 		v = kvs_policy_victim(d->policy, cls);
 		if (v == NONE)
 			v = kvs_policy_victim(d->policy, KVS_CLASS_ANY);
+		if (v == NONE && kvs_fast_unhold(c->fast) > 0)
+			continue; /* fast-path pins released since held */
+		if (v != NONE && kvs_fast_hold(c->fast, d->arena_id, v, rec(c, v)))
+			continue; /* pinned by a client's fast path: held */
 		if (v != NONE) {
 			evict(c, v);
 			continue;
@@ -391,6 +398,8 @@ static uint32_t end_write(kvs_cache *c, uint32_t s, int commit)
 				tier_ssd_commit(c, idx);
 			c->stats->tier_gpu_blocks += r->tier == KVS_TIER_GPU;
 			tell(c, KVS_EVENT_STORED, idx);
+			kvs_fast_publish(c->fast, cache_ns_dom(c, r->ns)->arena_id,
+					 idx, rec(c, idx));
 		}
 		c->stats->blocks_committed += n;
 	} else {
@@ -1337,10 +1346,18 @@ int kvs_cache_free_rec(kvs_cache *c, uint32_t idx, uint32_t kind)
 {
 	if (!evictable(c, idx, rec(c, idx)))
 		return 0;
+	if (kvs_fast_hold(c->fast, cache_ns_dom(c, rec(c, idx)->ns)->arena_id,
+			  idx, rec(c, idx)))
+		return 0; /* pinned by a client's fast path */
 	c->evict_kind = kind;
 	evict(c, idx);
 	c->evict_kind = KVS_EVENT_EVICTED;
 	return 1;
+}
+
+void kvs_cache_set_fast(kvs_cache *c, struct kvs_fast *f)
+{
+	c->fast = f;
 }
 
 void kvs_cache_pin_rec(kvs_cache *c, uint32_t idx, int delta)

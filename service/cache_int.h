@@ -100,6 +100,7 @@ struct kvs_cache {
 	uint32_t nns;
 	kvs_tier_ssd *ssd;    /* NULL when the SSD tier is off */
 	kvs_tier_gpu *gpu;    /* NULL when the GPU tier is off */
+	struct kvs_fast *fast; /* the fast path's index and pins, or NULL */
 	/* operator's view (kvs_cache_admin.h; code at the end of cache.c) */
 	kvs_cache_event_fn on_event;
 	void *event_arg;

@@ -17,6 +17,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "kvs_fast.h"
 #include "kvs_log.h"
 
 /* Refused peers are kept only until their first message is answered; more
@@ -214,6 +215,18 @@ int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 			cfg->host_bytes, kvs_strerror(rc));
 		goto fail;
 	}
+	/* The fast path's index is sized for blocks of 8 KiB and up at half
+	 * load (smaller blocks that find no room take the socket path); its
+	 * pages are touched only where entries are. */
+	rc = kvs_fast_create(s->cache, &s->stats,
+			     (uint32_t)(cfg->host_bytes / 4096 > (1u << 20)
+					? (1u << 20) : cfg->host_bytes / 4096),
+			     cfg->max_pinned_blocks ? cfg->max_pinned_blocks
+						    : KVS_FAST_MAX_PINS,
+			     !cfg->ssd_dir[0], &s->fast);
+	if (rc < 0)
+		goto fail;
+	kvs_cache_set_fast(s->cache, s->fast);
 	if (cfg->ssd_dir[0]) {
 		kvs_cache_ssd_config sc = {
 			.dir = cfg->ssd_dir, .bytes = cfg->ssd_bytes,
@@ -334,6 +347,7 @@ void kvs_server_destroy(kvs_server *s)
 	}
 	kvs_admin_destroy(s->admin);
 	kvs_cache_destroy(s->cache);
+	kvs_fast_destroy(s->fast);
 	if (s->base)
 		event_base_free(s->base);
 	free(s->blocks);

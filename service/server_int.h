@@ -20,6 +20,7 @@
 
 #include "kvs_admin.h"
 #include "kvs_cache.h"
+#include "kvs_fastidx.h"
 #include "kvs_hist.h"
 #include "kvs_metrics.h"
 #include "kvs_server.h"
@@ -37,6 +38,7 @@ struct kvs_server {
 	struct event *listen_ev, *sigint_ev, *sigterm_ev, *ssd_ev;
 	int listen_fd;
 	kvs_cache *cache;
+	kvs_fast *fast;   /* the fast path (fastidx.c) */
 	kvs_admin *admin; /* operator requests and events (admin.c) */
 	kvs_counters stats;
 	kvs_hist latency[KVS_OP__COUNT]; /* by opcode */
@@ -69,6 +71,7 @@ struct conn {
 			  * sent */
 	kvs_wire_hdr wait_hdr; /* that request's header */
 	kvs_owner *owner;
+	kvs_fast_client *fast; /* its pin area, after FASTATTACH */
 	kvs_admin_sub *sub; /* watching events, or NULL */
 	uint32_t ns;
 	uint64_t id;
