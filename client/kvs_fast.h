@@ -18,7 +18,7 @@
  * entry between two equal even reads of seq or gives up.
  *
  * Pin area (memfd per connection, sealed against resizing):
- *   [kvs_fast_pins_hdr: 128 bytes][u64 pin x cap]
+ *   [kvs_fast_pins_hdr: 128 bytes][u64 touch x KVS_FAST_TOUCHES][u64 pin x cap]
  * A pin is kvs_fast_pin_key(offset, gen) of a host slot; 0 is an empty pin.
  *
  * Thread: the inline helpers are reentrant.
@@ -36,6 +36,12 @@
 #define KVS_FAST_ENTRY_SIZE 64u
 #define KVS_FAST_PINS_HDR_SIZE 128u
 #define KVS_FAST_MAX_PINS 16384u /* pins per connection, at most */
+#define KVS_FAST_TOUCHES 4096u   /* the touch ring of a pin area */
+/* The daemon stamps the index this often; a client that finds the stamp
+ * older than KVS_FAST_STALE_MS (a daemon killed, or stuck) asks the socket,
+ * which answers KVS_E_DISCONNECTED once the daemon is gone. */
+#define KVS_FAST_HEARTBEAT_MS 50u
+#define KVS_FAST_STALE_MS 250u
 
 /* hdr.flags: every committed host block of the domain is in the index and
  * no other tier can answer a lookup (no SSD tier): a miss in the index is
@@ -49,7 +55,8 @@ typedef struct kvs_fast_hdr {
 	uint64_t arena_id;  /* the domain's host arena (HELLO's host_arena_id) */
 	uint32_t moves;     /* odd while a deletion shifts entries back */
 	uint32_t flags;     /* KVS_FAST_* */
-	uint8_t reserved[32];
+	uint64_t heartbeat_ms; /* CLOCK_MONOTONIC, every KVS_FAST_HEARTBEAT_MS */
+	uint8_t reserved[24];
 } kvs_fast_hdr;
 
 enum kvs_fast_state { KVS_FAST_EMPTY = 0, KVS_FAST_READY = 1 };
@@ -69,8 +76,8 @@ typedef struct kvs_fast_entry {
 /* What a client counts about its own fast path; the daemon adds them to its
  * `fast.*` stats (untrusted numbers: they only feed counters). */
 #define KVS_FAST_COUNTERS(X)                                                  \
-	X(lookups) X(hit_blocks) X(fallback_miss) X(fallback_busy)            \
-	X(fallback_pins) X(fallback_other)
+	X(lookups) X(hit_blocks) X(miss_blocks) X(fallback_miss)              \
+	X(fallback_busy) X(fallback_pins) X(fallback_other)
 enum {
 #define KVS_FAST_CTR_ENUM(n) KVS_FAST_CTR_##n,
 	KVS_FAST_COUNTERS(KVS_FAST_CTR_ENUM)
@@ -78,14 +85,25 @@ enum {
 	KVS_FAST_NCOUNTERS
 };
 
+/* Pin area: [this header][u64 touch ring x KVS_FAST_TOUCHES][u64 pin x cap].
+ * A touch is (entry << 32 | seq) of a hit: the daemon replays touches into
+ * its eviction order and hit counts (what a LOOKUP request does at once),
+ * after checking that the entry still holds that publication. */
 typedef struct kvs_fast_pins_hdr {
-	uint32_t magic; /* written by the daemon at creation */
-	uint32_t cap;   /* pins; the daemon keeps its own copy */
-	uint32_t used;  /* the client: pins[0, used) may be non-zero */
+	uint32_t magic;   /* written by the daemon at creation */
+	uint32_t cap;     /* pins; the daemon keeps its own copy */
+	uint32_t used;    /* the client: pins[0, used) may be non-zero */
+	uint32_t revoked; /* the daemon, at close: these pins count no more */
+	uint32_t touch_head; /* the client: touches written, mod 2^32 */
+	uint32_t pins_live;  /* the client: pins held now (for stats) */
+	uint32_t leases_live; /* the client: fast leases held now (for stats) */
 	uint32_t reserved0;
 	uint64_t counters[KVS_FAST_NCOUNTERS];
-	uint8_t reserved[128 - 16 - 8 * KVS_FAST_NCOUNTERS];
+	uint8_t reserved[128 - 32 - 8 * KVS_FAST_NCOUNTERS];
 } kvs_fast_pins_hdr;
+
+/* Where the pins start in a pin area. */
+#define KVS_FAST_PINS_OFF (KVS_FAST_PINS_HDR_SIZE + 8u * KVS_FAST_TOUCHES)
 
 _Static_assert(sizeof(kvs_fast_hdr) == KVS_FAST_HDR_SIZE, "hdr size");
 _Static_assert(sizeof(kvs_fast_entry) == KVS_FAST_ENTRY_SIZE, "entry size");

@@ -169,6 +169,13 @@ int kvs_connect(const char *socket_path, const kvs_layout *layout,
  * Thread: as kvs_connect().
  */
 #define KVS_CONNECT_GPU 0x1u
+/* KVS_CONNECT_NO_FASTPATH: every lookup goes over the socket. By default a
+ * worker's lookups of host-tier blocks are answered from a shared index the
+ * daemon publishes, with no system call (docs/architecture.md, "Hits without
+ * a round trip"); the results are the same either way. The environment
+ * variable KVS_NO_FASTPATH=1 does the same for every client of a process
+ * (benchmarks, tests). GPU workers (KVS_CONNECT_GPU) always use the socket. */
+#define KVS_CONNECT_NO_FASTPATH 0x2u
 int kvs_connect_flags(const char *socket_path, const kvs_layout *layout,
 		      uint32_t flags, kvs_client **out);
 

@@ -223,6 +223,8 @@ int cache_alloc_slot(kvs_cache *c, uint32_t ns_id, uint64_t *off)
 			v = kvs_policy_victim(d->policy, KVS_CLASS_ANY);
 		if (v == NONE && kvs_fast_unhold(c->fast) > 0)
 			continue; /* fast-path pins released since held */
+		if (v != NONE && kvs_fast_replay(c->fast) > 0)
+			continue; /* fast-path hits since: order them first */
 		if (v != NONE && kvs_fast_hold(c->fast, d->arena_id, v, rec(c, v)))
 			continue; /* pinned by a client's fast path: held */
 		if (v != NONE) {
@@ -1353,6 +1355,17 @@ int kvs_cache_free_rec(kvs_cache *c, uint32_t idx, uint32_t kind)
 	evict(c, idx);
 	c->evict_kind = KVS_EVENT_EVICTED;
 	return 1;
+}
+
+void kvs_cache_touch_rec(kvs_cache *c, uint32_t idx)
+{
+	kvs_rec *r = rec(c, idx);
+
+	if (r->state != KVS_REC_READY)
+		return;
+	r->hits++;
+	touch_atime(c, idx);
+	kvs_policy_touch(cache_policy_of(c, idx), idx);
 }
 
 void kvs_cache_set_fast(kvs_cache *c, struct kvs_fast *f)

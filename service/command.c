@@ -214,7 +214,10 @@ static int reply_admin(conn *c, const kvs_wire_hdr *h, int rc, size_t len)
 static int do_list(conn *c, const kvs_wire_hdr *h, const request *rq)
 {
 	size_t len = 0;
-	int rc = kvs_admin_list(c->srv->admin, c->ns, &rq->list, c->srv->reply,
+	int rc;
+
+	kvs_fast_tick(c->srv->fast); /* hit counts: the fast path's too */
+	rc = kvs_admin_list(c->srv->admin, c->ns, &rq->list, c->srv->reply,
 				KVS_WIRE_MAX_PAYLOAD, &len);
 
 	return reply_admin(c, h, rc, len);
@@ -223,7 +226,10 @@ static int do_list(conn *c, const kvs_wire_hdr *h, const request *rq)
 static int do_inspect(conn *c, const kvs_wire_hdr *h, const request *rq)
 {
 	size_t len = 0;
-	int rc = kvs_admin_inspect(c->srv->admin, c->ns, &rq->inspect,
+	int rc;
+
+	kvs_fast_tick(c->srv->fast); /* hit counts: the fast path's too */
+	rc = kvs_admin_inspect(c->srv->admin, c->ns, &rq->inspect,
 				   c->srv->reply, KVS_WIRE_MAX_PAYLOAD, &len);
 
 	return reply_admin(c, h, rc, len);

@@ -33,6 +33,8 @@
 #include "kvs_fastidx.h"
 
 #include <errno.h>
+#include <stddef.h>
+#include <time.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +62,7 @@ typedef struct fdom {
 	uint32_t mask;
 	uint32_t used;        /* entries READY */
 	uint32_t missing;     /* host blocks left out (no room) */
+	uint32_t *recs;       /* by entry: the record it publishes */
 	kvs_fast_client *clients;
 } fdom;
 
@@ -69,9 +72,14 @@ struct kvs_fast_client {
 	int fd;
 	size_t bytes;
 	const kvs_fast_pins_hdr *hdr; /* mapped read-only */
+	const uint64_t *touch;        /* KVS_FAST_TOUCHES */
 	const uint64_t *pins;
 	uint32_t cap;                 /* ours, not the area's */
+	uint32_t tail;                /* touches replayed */
 };
+
+static uint32_t drain(kvs_fast *f, kvs_fast_client *fc);
+static void stamp(fdom *d);
 
 typedef struct held {
 	uint32_t idx;
@@ -90,6 +98,7 @@ struct kvs_fast {
 	uint32_t nheld, held_cap;
 	uint32_t nclients;
 	uint64_t dead[KVS_FAST_NCOUNTERS]; /* counters of closed clients */
+	uint64_t folded_hit, folded_miss;  /* already in blocks.lookup_* */
 };
 
 int kvs_fast_create(kvs_cache *cache, kvs_counters *stats, uint32_t entries,
@@ -138,6 +147,7 @@ void kvs_fast_destroy(kvs_fast *f)
 			munmap(d->hdr, d->bytes);
 		if (d->fd >= 0)
 			close(d->fd);
+		free(d->recs);
 		free(d);
 	}
 	free(f->doms);
@@ -173,6 +183,9 @@ static int make_index(kvs_fast *f, fdom *d)
 	d->bytes = bytes;
 	d->e = (kvs_fast_entry *)((uint8_t *)p + KVS_FAST_HDR_SIZE);
 	d->mask = f->entries - 1;
+	d->recs = calloc(f->entries, sizeof(uint32_t));
+	if (!d->recs)
+		return -ENOMEM;
 	if (fcntl(d->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW |
 				    F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) < 0)
 		return errno == EINVAL ? -EOPNOTSUPP : -errno;
@@ -182,6 +195,7 @@ static int make_index(kvs_fast *f, fdom *d)
 	d->hdr->max_probe = KVS_FAST_MAX_PROBE;
 	d->hdr->arena_id = d->arena_id;
 	set_complete(f, d);
+	stamp(d);
 	return 0;
 }
 
@@ -299,7 +313,7 @@ void kvs_fast_publish(kvs_fast *f, uint64_t arena_id, uint32_t idx,
 	entry_open(&d->e[i]);
 	entry_fill(&d->e[i], r->ns, h, r->offset, r->gen);
 	entry_close(&d->e[i]);
-	(void)idx;
+	d->recs[i] = idx;
 }
 
 /* Empty entry @i (already open) and shift the rest of its cluster back,
@@ -329,6 +343,7 @@ static void delete_at(fdom *d, uint32_t i)
 		entry_fill(&d->e[i], e->ns, (kvs_hash){ e->lo, e->hi },
 			   e->offset, e->gen);
 		entry_close(&d->e[i]);
+		d->recs[i] = d->recs[j];
 		entry_open(e);
 		entry_fill(e, 0, (kvs_hash){ 0, 0 }, 0, 0);
 		entry_close(e);
@@ -431,7 +446,7 @@ uint32_t kvs_fast_unhold(kvs_fast *f)
 
 static int make_pins(kvs_fast *f, kvs_fast_client *fc)
 {
-	size_t bytes = KVS_FAST_PINS_HDR_SIZE + (size_t)f->pin_cap * 8;
+	size_t bytes = KVS_FAST_PINS_OFF + (size_t)f->pin_cap * 8;
 	kvs_fast_pins_hdr h = { .magic = KVS_FAST_PIN_MAGIC, .cap = f->pin_cap };
 	void *p;
 
@@ -449,7 +464,8 @@ static int make_pins(kvs_fast *f, kvs_fast_client *fc)
 	if (p == MAP_FAILED)
 		return -errno;
 	fc->hdr = p;
-	fc->pins = (const uint64_t *)((const uint8_t *)p + KVS_FAST_PINS_HDR_SIZE);
+	fc->touch = (const uint64_t *)((const uint8_t *)p + KVS_FAST_PINS_HDR_SIZE);
+	fc->pins = (const uint64_t *)((const uint8_t *)p + KVS_FAST_PINS_OFF);
 	fc->bytes = bytes;
 	fc->cap = f->pin_cap;
 	return 0;
@@ -498,6 +514,76 @@ int kvs_fast_attach(kvs_fast *f, kvs_owner *o, kvs_fast_client **pfc,
 	return 0;
 }
 
+/* Replay a client's touches: what a LOOKUP request does to its hits at
+ * once (hit count, last access, the policy's order). A touch names an entry
+ * and the sequence of its publication; one that does not match any more
+ * (moved, evicted, or junk: the client writes them) is skipped. A client
+ * that laps the ring loses its oldest touches, nothing else. */
+static uint32_t drain(kvs_fast *f, kvs_fast_client *fc)
+{
+	const fdom *d = fc->d;
+	uint32_t head = __atomic_load_n(&fc->hdr->touch_head, __ATOMIC_ACQUIRE);
+	uint32_t n = 0;
+
+	if (head - fc->tail > KVS_FAST_TOUCHES)
+		fc->tail = head - KVS_FAST_TOUCHES;
+	for (; fc->tail != head; fc->tail++) {
+		uint64_t t = LD(&fc->touch[fc->tail % KVS_FAST_TOUCHES]);
+		uint32_t pos = (uint32_t)(t >> 32), seq = (uint32_t)t;
+
+		const kvs_rec *r;
+
+		if (pos > d->mask || d->e[pos].seq != seq ||
+		    d->e[pos].state != KVS_FAST_READY)
+			continue;
+		r = kvs_cache_rec_at(f->cache, d->recs[pos]);
+		if (r && r->tier == KVS_TIER_HOST && r->offset == d->e[pos].offset &&
+		    r->gen == d->e[pos].gen) {
+			kvs_cache_touch_rec(f->cache, d->recs[pos]);
+			n++;
+		}
+	}
+	return n;
+}
+
+uint32_t kvs_fast_replay(kvs_fast *f)
+{
+	uint32_t n = 0;
+
+	if (!f)
+		return 0;
+	for (uint32_t i = 0; i < f->ndoms; i++)
+		for (kvs_fast_client *fc = f->doms[i]->clients; fc; fc = fc->next)
+			n += drain(f, fc);
+	return n;
+}
+
+static void stamp(fdom *d)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	__atomic_store_n(&d->hdr->heartbeat_ms,
+			 (uint64_t)now.tv_sec * 1000u +
+				 (uint64_t)now.tv_nsec / 1000000u,
+			 __ATOMIC_RELEASE);
+}
+
+void kvs_fast_tick(kvs_fast *f)
+{
+	if (!f)
+		return;
+	for (uint32_t i = 0; i < f->ndoms; i++) {
+		fdom *d = f->doms[i];
+
+		if (!d->hdr)
+			continue;
+		stamp(d);
+		for (kvs_fast_client *fc = d->clients; fc; fc = fc->next)
+			drain(f, fc);
+	}
+}
+
 static void add_sat(int64_t *to, uint64_t v)
 {
 	*to = v > (uint64_t)(INT64_MAX - *to) ? INT64_MAX : *to + (int64_t)v;
@@ -505,8 +591,18 @@ static void add_sat(int64_t *to, uint64_t v)
 
 void kvs_fast_detach(kvs_fast *f, kvs_fast_client *fc)
 {
+	uint32_t one = 1;
+
 	if (!f || !fc)
 		return;
+	/* Tell the client (if it still lives: the daemon closed it) that
+	 * these pins count no more, as its leases would be gone: its next
+	 * fast lookup goes to the socket, and learns. */
+	if (pwrite(fc->fd, &one, sizeof(one),
+		   offsetof(kvs_fast_pins_hdr, revoked)) != sizeof(one))
+		kvs_debug("fast path: cannot revoke a pin area: %s",
+			  kvs_strerror(-errno));
+	drain(f, fc);
 	for (int k = 0; k < KVS_FAST_NCOUNTERS; k++) {
 		uint64_t v = LD(&fc->hdr->counters[k]);
 
@@ -532,6 +628,7 @@ void kvs_fast_stats_fill(kvs_fast *f)
 
 	if (!f)
 		return;
+	kvs_fast_tick(f);
 	st = f->st;
 	memcpy(sum, f->dead, sizeof(sum));
 	for (uint32_t i = 0; i < f->ndoms; i++) {
@@ -544,10 +641,30 @@ void kvs_fast_stats_fill(kvs_fast *f)
 								 : sum[k] + v;
 			}
 	}
-#define FILL(n) st->fast_##n = 0, add_sat(&st->fast_##n, sum[KVS_FAST_CTR_##n]);
+#define FILL(n) st->fast_##n = 0; add_sat(&st->fast_##n, sum[KVS_FAST_CTR_##n]);
 	KVS_FAST_COUNTERS(FILL)
 #undef FILL
 	st->fast_clients = f->nclients;
 	st->fast_entries = entries;
 	st->fast_held = f->nheld;
+	/* Blocks hit or missed on the fast path are lookups' blocks too; the
+	 * leases and pins clients hold there are held too (gauges, as the
+	 * clients say: only ever a number in the stats). */
+	if (sum[KVS_FAST_CTR_hit_blocks] > f->folded_hit) {
+		add_sat(&st->blocks_lookup_hit,
+			sum[KVS_FAST_CTR_hit_blocks] - f->folded_hit);
+		f->folded_hit = sum[KVS_FAST_CTR_hit_blocks];
+	}
+	if (sum[KVS_FAST_CTR_miss_blocks] > f->folded_miss) {
+		add_sat(&st->blocks_lookup_miss,
+			sum[KVS_FAST_CTR_miss_blocks] - f->folded_miss);
+		f->folded_miss = sum[KVS_FAST_CTR_miss_blocks];
+	}
+	for (uint32_t i = 0; i < f->ndoms; i++)
+		for (kvs_fast_client *fc = f->doms[i]->clients; fc; fc = fc->next) {
+			uint32_t p = LD(&fc->hdr->pins_live), l = LD(&fc->hdr->leases_live);
+
+			st->leases_pinned_blocks += p > fc->cap ? fc->cap : p;
+			st->leases_active += l > fc->cap ? fc->cap : l;
+		}
 }

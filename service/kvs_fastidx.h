@@ -13,7 +13,9 @@
  *    or finds it pinned in a live client's pin area (1: keep it). A kept
  *    block is *held*: it takes one pin (kvs_cache_pin_rec) so that the
  *    policy stops naming it, until kvs_fast_unhold() finds its pins gone;
- *  - kvs_fast_unhold() when room is short and at operator evictions.
+ *  - kvs_fast_unhold() when room is short and at operator evictions;
+ *  - kvs_fast_replay() before an eviction, so that hits on the fast path
+ *    weigh in the policy's order as LOOKUP's do.
  * Connections call kvs_fast_attach() and kvs_fast_detach() (at close: the
  * pins of a dead client die with its connection).
  *
@@ -79,6 +81,16 @@ int kvs_fast_attach(kvs_fast *f, kvs_owner *o, kvs_fast_client **fc,
 /* kvs_fast_detach - the connection is gone: forget its pin area, let go of
  * what only it held. @fc may be NULL. */
 void kvs_fast_detach(kvs_fast *f, kvs_fast_client *fc);
+
+/* kvs_fast_replay - apply the hits clients made on the fast path since
+ * the last call to the eviction order and hit counts (as LOOKUP does at
+ * once). Returns how many; the cache calls it before it evicts. */
+uint32_t kvs_fast_replay(kvs_fast *f);
+
+/* kvs_fast_tick - stamp every index's heartbeat and replay the clients'
+ * touches into the cache (call every KVS_FAST_HEARTBEAT_MS, and before
+ * anything reports hit counts). */
+void kvs_fast_tick(kvs_fast *f);
 
 /* kvs_fast_stats_fill - the fast.* counters and gauges into the stats. */
 void kvs_fast_stats_fill(kvs_fast *f);

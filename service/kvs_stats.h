@@ -51,6 +51,7 @@
 	X(fast, evict_skipped, COUNTER, "evictions skipped: fast-path pinned")\
 	X(fast, lookups, COUNTER, "lookups answered by the fast path (clients)")\
 	X(fast, hit_blocks, COUNTER, "blocks hit by the fast path (clients)") \
+	X(fast, miss_blocks, COUNTER, "blocks the fast path found absent (clients)")\
 	X(fast, fallback_miss, COUNTER, "fast lookups sent to the socket: index miss")\
 	X(fast, fallback_busy, COUNTER, "... : entry being written or moved") \
 	X(fast, fallback_pins, COUNTER, "... : pin area or fast leases full") \

@@ -183,6 +183,14 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 	event_base_loopbreak(s->base);
 }
 
+/* The fast path's heartbeat: clients trust the index while it is fresh. */
+static void fast_tick(evutil_socket_t fd, short what, void *arg)
+{
+	kvs_server *s = arg;
+
+	kvs_fast_tick(s->fast);
+}
+
 int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 {
 	kvs_cache_config cc = { .host_bytes = cfg->host_bytes,
@@ -227,6 +235,13 @@ int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 	if (rc < 0)
 		goto fail;
 	kvs_cache_set_fast(s->cache, s->fast);
+	s->fast_ev = event_new(s->base, -1, EV_PERSIST, fast_tick, s);
+	if (!s->fast_ev ||
+	    event_add(s->fast_ev, &(struct timeval){
+			  0, KVS_FAST_HEARTBEAT_MS * 1000 }) < 0) {
+		rc = -ENOMEM;
+		goto fail;
+	}
 	if (cfg->ssd_dir[0]) {
 		kvs_cache_ssd_config sc = {
 			.dir = cfg->ssd_dir, .bytes = cfg->ssd_bytes,
@@ -340,6 +355,8 @@ void kvs_server_destroy(kvs_server *s)
 		event_free(s->sigterm_ev);
 	if (s->ssd_ev)
 		event_free(s->ssd_ev);
+	if (s->fast_ev)
+		event_free(s->fast_ev);
 	kvs_metrics_stop(s->metrics);
 	if (s->listen_fd >= 0) {
 		close(s->listen_fd);

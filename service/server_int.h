@@ -39,6 +39,7 @@ struct kvs_server {
 	int listen_fd;
 	kvs_cache *cache;
 	kvs_fast *fast;   /* the fast path (fastidx.c) */
+	struct event *fast_ev; /* its heartbeat, every KVS_FAST_HEARTBEAT_MS */
 	kvs_admin *admin; /* operator requests and events (admin.c) */
 	kvs_counters stats;
 	kvs_hist latency[KVS_OP__COUNT]; /* by opcode */
