@@ -13,9 +13,12 @@
  * cannot vouch for, a full pin area, more hashes than pins) goes to the
  * socket, so kvs_lookup() answers what the daemon would have answered.
  *
- * Fast lease ids have 0xffff in bits 16..31 and a slot below 2^16 in bits
- * 0..15: a daemon lease id carries its lease slot in bits 0..31, and the
- * daemon would need four billion lease slots to hand out such a number.
+ * Fast lease ids have 0xffff in bits 16..31, a tag of the client in bits
+ * 6..15 and the slot in bits 0..5: a daemon lease id carries its lease slot
+ * in bits 0..31, and the daemon would need four billion lease slots to hand
+ * out such a number. Another client's fast lease is KVS_E_NOTOWNER, as the
+ * daemon answers for its leases (unless the 10-bit tags collide: then
+ * KVS_E_NOLEASE, an error all the same).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -52,9 +55,18 @@ struct kvs_fastpath {
 	size_t pbytes;
 	flease l[FAST_LEASES];
 	uint8_t order[FAST_LEASES]; /* live slots by start */
-	uint32_t nlive, gen;
+	uint32_t nlive;
 	uint32_t *pos, *seq;        /* per lookup: each hit's entry, sequence */
 };
+
+/* This client's tag in its fast lease ids: from its address, which no
+ * other live client in the process shares. */
+static uint32_t tag_of(const kvs_client *c)
+{
+	uintptr_t a = (uintptr_t)c;
+
+	return (uint32_t)((a >> 4) ^ (a >> 14) ^ (a >> 24)) & 0x3ffu;
+}
 
 static void count(struct kvs_fastpath *f, int k, uint64_t v)
 {
@@ -336,12 +348,13 @@ int kvs__fast_lookup(kvs_client *c, const kvs_hash *hashes, size_t n,
 	memmove(&f->order[at + 1], &f->order[at], f->nlive - (uint32_t)at);
 	f->order[at] = (uint8_t)slot;
 	f->nlive++;
-	f->gen = f->gen + 1 ? f->gen + 1 : 1;
-	f->l[slot] = (flease){ .gen = f->gen, .start = start, .n = hits };
+	/* Never reused across reconnects: a stale id stays stale. */
+	c->fast_gen = c->fast_gen + 1 ? c->fast_gen + 1 : 1;
+	f->l[slot] = (flease){ .gen = c->fast_gen, .start = start, .n = hits };
 	touch(f, hits);
 	ST(&f->ph->pins_live, LD(&f->ph->pins_live) + hits);
 	ST(&f->ph->leases_live, f->nlive);
-	*lease = (uint64_t)f->gen << 32 | FAST_TAG | slot;
+	*lease = (uint64_t)c->fast_gen << 32 | FAST_TAG | tag_of(c) << 6 | slot;
 	*rc = (int)hits;
 	count(f, KVS_FAST_CTR_lookups, 1);
 	count(f, KVS_FAST_CTR_hit_blocks, hits);
@@ -351,11 +364,15 @@ int kvs__fast_lookup(kvs_client *c, const kvs_hash *hashes, size_t n,
 int kvs__fast_release(kvs_client *c, kvs_lease lease, int commit, int *rc)
 {
 	struct kvs_fastpath *f = c->fast;
-	uint32_t slot = (uint32_t)lease & 0xffffu;
+	uint32_t slot = (uint32_t)lease & 0x3fu;
 	flease *l;
 
 	if (((uint32_t)lease & FAST_TAG) != FAST_TAG)
 		return 0;
+	if ((((uint32_t)lease >> 6) & 0x3ffu) != tag_of(c)) {
+		*rc = KVS_E_NOTOWNER;
+		return 1;
+	}
 	if (!f || slot >= FAST_LEASES || f->l[slot].gen == 0 ||
 	    f->l[slot].gen != (uint32_t)(lease >> 32)) {
 		*rc = KVS_E_NOLEASE;

@@ -45,6 +45,7 @@ struct kvs_client {
 	uint64_t acked_id;  /* req_id of the last reply consumed */
 	uint32_t unacked;   /* kvs_release_nowait() replies still to consume */
 	struct kvs_fastpath *fast; /* fast.c: index and pins, or NULL */
+	uint32_t fast_gen;  /* fast lease ids handed out, across reconnects */
 };
 
 /* Release replies left unread before one is read synchronously: far below

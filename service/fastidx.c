@@ -390,19 +390,24 @@ int kvs_fast_hold(kvs_fast *f, uint64_t arena_id, uint32_t idx,
 		return 0;
 	h = kvs_cache_rec_hash(r);
 	i = find(d, r->ns, h, &empty);
-	if (i < 0 || d->e[i].offset != r->offset || d->e[i].gen != r->gen) {
+	if (i < 0) {
 		/* Never published (no room): nobody can have pinned it. */
-		if (i < 0 && d->missing > 0) {
+		if (d->missing > 0) {
 			d->missing--;
 			set_complete(f, d);
 		}
 		return 0;
 	}
-	key = kvs_fast_pin_key(r->offset, r->gen);
+	/* What clients pinned is what the entry says (the record's own slot
+	 * too, should the two ever differ: keep the block if either is). */
+	key = kvs_fast_pin_key(d->e[i].offset, d->e[i].gen);
 	s = LD(&d->e[i].seq);
 	ST(&d->e[i].seq, s + 1); /* going */
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (d->clients && pinned(d, key)) {
+	if (d->clients &&
+	    (pinned(d, key) ||
+	     (key != kvs_fast_pin_key(r->offset, r->gen) &&
+	      pinned(d, kvs_fast_pin_key(r->offset, r->gen))))) {
 		ST_REL(&d->e[i].seq, s); /* unchanged: see the top */
 		if (f->nheld == f->held_cap) {
 			uint32_t cap = f->held_cap ? 2 * f->held_cap : 64;

@@ -7,8 +7,8 @@
  *    path and with it forced off (KVS_CONNECT_NO_FASTPATH, and the
  *    KVS_NO_FASTPATH environment variable), gives the same blocks; the fast
  *    lookups send nothing (ops.lookup does not move), misses included;
- *    a fast lease answers commit, release and a second release as a read
- *    lease does; the index is mapped read-only and cannot be made writable;
+ *    a fast lease answers commit, release, a second release and another
+ *    connection's release as a read lease does; the index is mapped read-only and cannot be made writable;
  *  - pins hold: a child's fast-path pins keep its blocks through a flush and
  *    through eviction pressure (fast.held), and kill -9 of the child frees
  *    them (fast.clients back to 0, the blocks flushable);
@@ -145,7 +145,15 @@ static void test_same_answers(void)
 		CHECK_RC(kvs_release(fast, lf), KVS_E_NOLEASE);
 		CHECK_RC(kvs_release(slow, ls), KVS_E_NOLEASE);
 	}
+	/* Another connection's fast lease is not ours to end (the tags of
+	 * two clients collide once in 1024: then it is unknown, still an
+	 * error). */
 	CHECK_RC(kvs_lookup(fast, h, 12, &lf, bf), 12);
+	{
+		int rc = kvs_release(slow, lf);
+
+		CHECK(rc == KVS_E_NOTOWNER || rc == KVS_E_NOLEASE);
+	}
 	CHECK_RC(kvs_release_nowait(fast, lf), 0);
 
 	/* The index is ours to read only, and stays so. */
