@@ -218,7 +218,7 @@ static int do_list(conn *c, const kvs_wire_hdr *h, const request *rq)
 
 	kvs_fast_tick(c->srv->fast); /* hit counts: the fast path's too */
 	rc = kvs_admin_list(c->srv->admin, c->ns, &rq->list, c->srv->reply,
-				KVS_WIRE_MAX_PAYLOAD, &len);
+			    KVS_WIRE_MAX_PAYLOAD, &len);
 
 	return reply_admin(c, h, rc, len);
 }
@@ -230,7 +230,7 @@ static int do_inspect(conn *c, const kvs_wire_hdr *h, const request *rq)
 
 	kvs_fast_tick(c->srv->fast); /* hit counts: the fast path's too */
 	rc = kvs_admin_inspect(c->srv->admin, c->ns, &rq->inspect,
-				   c->srv->reply, KVS_WIRE_MAX_PAYLOAD, &len);
+			       c->srv->reply, KVS_WIRE_MAX_PAYLOAD, &len);
 
 	return reply_admin(c, h, rc, len);
 }
@@ -242,7 +242,7 @@ static int do_evict(conn *c, const kvs_wire_hdr *h, const request *rq)
 
 	kvs_fast_unhold(c->srv->fast); /* fast pins released since held */
 	rc = kvs_admin_evict(c->srv->admin, &rq->evict, c->srv->reply,
-				 KVS_WIRE_MAX_PAYLOAD, &len);
+			     KVS_WIRE_MAX_PAYLOAD, &len);
 
 	return reply_admin(c, h, rc, len);
 }
