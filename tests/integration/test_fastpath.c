@@ -9,6 +9,8 @@
  *    lookups send nothing (ops.lookup does not move), misses included;
  *    a fast lease answers commit, release, a second release and another
  *    connection's release as a read lease does; the index is mapped read-only and cannot be made writable;
+ *  - with an SSD tier: a chain partly on SSD goes to the socket (a miss in
+ *    the index proves nothing then), and once promoted it is a fast hit;
  *  - pins hold: a child's fast-path pins keep its blocks through a flush and
  *    through eviction pressure (fast.held), and kill -9 of the child frees
  *    them (fast.clients back to 0, the blocks flushable);
@@ -177,6 +179,59 @@ static void test_same_answers(void)
 	kvs_close(fast);
 	CHECK(th_wait_stat(&d, "fast.clients", 0, TH_WAIT_MS));
 	CHECK(th_stat_get(&d, "fast.lookups") > 0);
+	CHECK_EQ(th_daemon_stop(&d, SIGTERM), 0);
+	th_daemon_destroy(&d);
+}
+
+/* With an SSD tier a miss in the index is no proof (the block may be on
+ * SSD): the socket answers it, promotes, and the promoted blocks are in the
+ * index from then on. */
+static void test_with_ssd(void)
+{
+	static char ssd_dir[256];
+	static const char *args[] = { "--host-size", "2M", "--page-size", "64K",
+				      "--ssd-dir", ssd_dir, "--ssd-segment", "1M",
+				      "--ssd-size", "16M", NULL };
+	th_daemon d;
+	kvs_client *fast, *slow, *ctl;
+	kvs_evict_result er;
+	kvs_hash h[8];
+	kvs_block bf[8];
+	kvs_lease lf;
+	size_t bad = 1;
+	int64_t ops0, hit0;
+
+	th_daemon_up_ssd(&d, args, ssd_dir, sizeof(ssd_dir));
+	fast = th_connect(&d, &L);
+	CHECK_RC(kvs_connect_flags(d.socket, &L, KVS_CONNECT_NO_FASTPATH, &slow), 0);
+	th_chain(&L, 9, 8, 0, 0, h);
+	CHECK_RC(th_publish(slow, h, 8, NULL), 8);
+	CHECK_RC(th_verify(fast, h, 8, &bad), 8); /* a hit: admitted to SSD */
+	CHECK_EQ(bad, 0);
+	/* Evict (not flush): out of RAM, kept on SSD. */
+	ctl = th_connect(&d, NULL);
+	CHECK_RC(kvs_evict(ctl, KVS_SCOPE_PREFIX, 0, h[0], 0, &er), 0);
+	CHECK_EQ(er.freed, 8);
+	kvs_close(ctl);
+	CHECK(th_wait_stat(&d, "tier_ssd.writes_inflight", 0, TH_WAIT_MS));
+	CHECK_EQ(th_stat_get(&d, "fast.entries"), 0);
+	ops0 = th_stat_get(&d, "ops.lookup");
+	/* Not all of it in RAM now: the socket answers, and promotes. */
+	CHECK_RC(kvs_lookup(fast, h, 8, &lf, bf), 8);
+	for (int i = 0; i < 8; i++)
+		CHECK_EQ(th_pattern_check(kvs_block_ptr(fast, &bf[i]),
+					  kvs_block_bytes(fast), h[i], 0), -1);
+	CHECK_RC(kvs_release(fast, lf), 0);
+	CHECK_EQ(th_stat_get(&d, "ops.lookup"), ops0 + 1);
+	CHECK_GT(th_stat_get(&d, "fast.fallback_miss"), 0);
+	/* Promoted into RAM, so into the index: the fast path has it. */
+	hit0 = th_stat_get(&d, "fast.hit_blocks");
+	CHECK_RC(th_verify(fast, h, 8, &bad), 8);
+	CHECK_EQ(bad, 0);
+	CHECK_EQ(th_stat_get(&d, "ops.lookup"), ops0 + 1);
+	CHECK_EQ(th_stat_get(&d, "fast.hit_blocks"), hit0 + 8);
+	kvs_close(slow);
+	kvs_close(fast);
 	CHECK_EQ(th_daemon_stop(&d, SIGTERM), 0);
 	th_daemon_destroy(&d);
 }
@@ -465,6 +520,7 @@ int main(void)
 	th_init("test_fastpath");
 	L = th_layout("fast-model", BT);
 	test_same_answers();
+	test_with_ssd();
 	test_pins_and_kill();
 	test_race();
 	test_domains();
