@@ -218,13 +218,13 @@ int cache_alloc_slot(kvs_cache *c, uint32_t ns_id, uint64_t *off)
 
 		if (rc != -ENOSPC)
 			return rc;
+		if (n == 0) /* fast-path hits weigh in before a victim is named */
+			kvs_fast_replay(c->fast);
 		v = kvs_policy_victim(d->policy, cls);
 		if (v == NONE)
 			v = kvs_policy_victim(d->policy, KVS_CLASS_ANY);
 		if (v == NONE && kvs_fast_unhold(c->fast) > 0)
 			continue; /* fast-path pins released since held */
-		if (v != NONE && kvs_fast_replay(c->fast) > 0)
-			continue; /* fast-path hits since: order them first */
 		if (v != NONE && kvs_fast_hold(c->fast, d->arena_id, v, rec(c, v)))
 			continue; /* pinned by a client's fast path: held */
 		if (v != NONE) {

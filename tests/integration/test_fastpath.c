@@ -374,7 +374,9 @@ static void *writer(void *arg)
 		return NULL;
 	while (th_now_ms() < r->deadline) {
 		th_chain(&L, (uint64_t)(rand_r(&seed) % SEEDS), CHAIN, 0, 0, h);
-		th_publish(c, h, CHAIN, NULL);
+		/* Never full: the readers pin a few dozen blocks at most. */
+		if (th_publish(c, h, CHAIN, NULL) < 0)
+			__atomic_add_fetch(&r->errors, 1, __ATOMIC_RELAXED);
 	}
 	kvs_close(c);
 	return NULL;
