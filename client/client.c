@@ -148,6 +148,7 @@ static int attach(kvs_client *c)
 	}
 	c->ns_id = r.ns_id;
 	c->block_bytes = l ? r.block_bytes : 0;
+	c->arena_id = r.host_arena_id;
 	rc = kvs__fast_attach(c);
 	if (rc < 0)
 		unmap_arena(c); /* the connection is gone */

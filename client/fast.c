@@ -143,12 +143,15 @@ static int map_fd(int fd, uint64_t bytes, int prot, void **out)
 	return 0;
 }
 
-static int map_both(struct kvs_fastpath *f, const int *fds,
-		    const kvs_wire_fast_reply *r)
+static int map_both(const kvs_client *c, struct kvs_fastpath *f,
+		    const int *fds, const kvs_wire_fast_reply *r)
 {
 	void *p;
 	int rc;
 
+	/* The index of the arena we map, or none. */
+	if (r->arena_id != c->arena_id)
+		return KVS_E_PROTO;
 	if (r->version != KVS_FAST_VERSION || r->pin_cap > KVS_FAST_MAX_PINS ||
 	    r->index_bytes < KVS_FAST_HDR_SIZE +
 			     (uint64_t)r->entries * KVS_FAST_ENTRY_SIZE ||
@@ -163,7 +166,7 @@ static int map_both(struct kvs_fastpath *f, const int *fds,
 	f->ph = p;
 	f->pbytes = (size_t)r->pins_bytes;
 	if (f->hdr->magic != KVS_FAST_MAGIC || f->hdr->version != KVS_FAST_VERSION ||
-	    f->hdr->entries != r->entries || f->hdr->max_probe > r->entries ||
+	    f->hdr->entries != r->entries || f->hdr->arena_id != c->arena_id ||
 	    f->ph->magic != KVS_FAST_PIN_MAGIC)
 		return KVS_E_PROTO;
 	f->e = (const kvs_fast_entry *)((const uint8_t *)f->hdr + KVS_FAST_HDR_SIZE);
@@ -194,7 +197,7 @@ int kvs__fast_attach(kvs_client *c)
 	f = rc == 0 ? calloc(1, sizeof(*f)) : NULL;
 	if (f) {
 		c->fast = f;
-		if (map_both(f, fds, &r) < 0)
+		if (map_both(c, f, fds, &r) < 0)
 			kvs__fast_detach(c);
 	}
 	if (fds[0] >= 0)

@@ -29,6 +29,7 @@ struct kvs_client {
 	uint64_t block_bytes;
 	uint8_t *arena;     /* host arena mapping, or NULL */
 	uint64_t arena_bytes;
+	uint64_t arena_id;  /* HELLO's host_arena_id */
 	uint32_t flags;     /* KVS_CONNECT_* */
 	kvs_gpu *gpu;       /* engine of the GPU arena's kind, or NULL */
 	kvs_gpu_arena *garena; /* GPU arena mapping, or NULL */
