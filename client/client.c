@@ -10,7 +10,6 @@
  */
 #include <errno.h>
 #include <limits.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,297 +19,11 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "kvs_client_int.h"
 #include "kvs_cuda.h"
 #include "kvs_gpu.h"
 #include "kvs_wire.h"
 #include "kvshare.h"
-
-#define KVS_MAX_FDS 4 /* ancillary room; at most two fds are expected */
-
-struct kvs_client {
-	int fd;             /* -1 when dead or not yet connected */
-	int dead;           /* set by die(); cleared by a successful attach */
-	uint64_t next_id;   /* req_id of the last request sent */
-	char *path;         /* socket path, owned */
-	int has_layout;
-	kvs_layout layout;  /* deep copy: strings below are owned */
-	char *model, *adapter, *salt;
-	kvs_hash seed;      /* h_{-1} of the layout, computed once */
-	uint32_t ns_id;
-	uint64_t block_bytes;
-	uint8_t *arena;     /* host arena mapping, or NULL */
-	uint64_t arena_bytes;
-	uint32_t flags;     /* KVS_CONNECT_* */
-	kvs_gpu *gpu;       /* engine of the GPU arena's kind, or NULL */
-	kvs_gpu_arena *garena; /* GPU arena mapping, or NULL */
-	int host_registered; /* the host mapping is page-locked for DMA */
-	void *host_dev;     /* the host arena for CUDA kernels, or NULL */
-	int host_dev_ours;  /* host_dev came from our own registration */
-	uint8_t *buf;       /* request and reply payload scratch */
-	size_t cap;
-	/* Bytes received and not yet consumed: a reply is read with as few
-	 * recvmsg calls as the kernel allows (header and payload together),
-	 * and replies of pipelined requests may follow it. */
-	uint8_t *in;
-	size_t in_cap, in_head, in_tail;
-	uint64_t acked_id;  /* req_id of the last reply consumed */
-	uint32_t unacked;   /* kvs_release_nowait() replies still to consume */
-};
-
-/* Release replies left unread before one is read synchronously: far below
- * what the socket buffers hold, so neither side ever blocks on the other. */
-#define KVS_MAX_UNACKED 256
-
-static void kill_client(kvs_client *c)
-{
-	if (c->fd >= 0)
-		close(c->fd);
-	c->fd = -1;
-	c->dead = 1;
-}
-
-/* Kill @c and return @err: a lost peer (EOF is 0) reads as DISCONNECTED. */
-static int die(kvs_client *c, int err)
-{
-	kill_client(c);
-	if (err == -EPIPE || err == -ECONNRESET || err == 0)
-		return KVS_E_DISCONNECTED;
-	return err;
-}
-
-static int grow(kvs_client *c, size_t n)
-{
-	uint8_t *p;
-
-	if (n <= c->cap)
-		return 0;
-	if (n < 4096)
-		n = 4096;
-	p = realloc(c->buf, n);
-	if (!p)
-		return -ENOMEM;
-	c->buf = p;
-	c->cap = n;
-	return 0;
-}
-
-static int send_msg(kvs_client *c, const uint8_t *hdr, const uint8_t *payload,
-		    size_t len)
-{
-	struct iovec iov[2] = {
-		{ .iov_base = (void *)hdr, .iov_len = KVS_WIRE_HDR_SIZE },
-		{ .iov_base = (void *)payload, .iov_len = len },
-	};
-	struct msghdr m = { .msg_iov = iov, .msg_iovlen = len ? 2 : 1 };
-
-	while (m.msg_iovlen > 0) {
-		ssize_t w = sendmsg(c->fd, &m, MSG_NOSIGNAL);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return die(c, -errno);
-		}
-		while (m.msg_iovlen > 0 && (size_t)w >= m.msg_iov->iov_len) {
-			w -= (ssize_t)m.msg_iov->iov_len;
-			m.msg_iov++;
-			m.msg_iovlen--;
-		}
-		if (m.msg_iovlen > 0) {
-			m.msg_iov->iov_base = (uint8_t *)m.msg_iov->iov_base + w;
-			m.msg_iov->iov_len -= (size_t)w;
-		}
-	}
-	return 0;
-}
-
-/* Keep the first two fds in fd_out[0], fd_out[1] (when it is not NULL and
- * they are still -1); close any other, so that a confused or hostile peer
- * cannot fill our fd table. */
-static void take_fds(struct msghdr *m, int *fd_out)
-{
-	for (struct cmsghdr *cm = CMSG_FIRSTHDR(m); cm; cm = CMSG_NXTHDR(m, cm)) {
-		size_t nfd;
-		int fds[KVS_MAX_FDS];
-
-		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-			continue;
-		nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		if (nfd > KVS_MAX_FDS)
-			nfd = KVS_MAX_FDS;
-		memcpy(fds, CMSG_DATA(cm), nfd * sizeof(int));
-		for (size_t i = 0; i < nfd; i++) {
-			if (fd_out && fd_out[0] < 0)
-				fd_out[0] = fds[i];
-			else if (fd_out && fd_out[1] < 0)
-				fd_out[1] = fds[i];
-			else
-				close(fds[i]);
-		}
-	}
-}
-
-/* Make at least @n unconsumed bytes available in c->in, reading as much
- * as the kernel has (so one recvmsg usually brings a whole reply), and
- * collecting any fds that come along. */
-static int fill(kvs_client *c, size_t n, int *fd_out)
-{
-	union {
-		struct cmsghdr align;
-		char buf[CMSG_SPACE(KVS_MAX_FDS * sizeof(int))];
-	} ctl;
-
-	if (c->in_tail - c->in_head >= n)
-		return 0;
-	if (c->in_head > 0) {
-		memmove(c->in, c->in + c->in_head, c->in_tail - c->in_head);
-		c->in_tail -= c->in_head;
-		c->in_head = 0;
-	}
-	if (n > c->in_cap) {
-		size_t cap = c->in_cap ? c->in_cap : 65536;
-		uint8_t *p;
-
-		while (cap < n)
-			cap *= 2;
-		p = realloc(c->in, cap);
-		if (!p)
-			return die(c, -ENOMEM); /* cannot drain the reply */
-		c->in = p;
-		c->in_cap = cap;
-	}
-	while (c->in_tail < n) {
-		struct iovec iov = { .iov_base = c->in + c->in_tail,
-				     .iov_len = c->in_cap - c->in_tail };
-		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
-				    .msg_control = ctl.buf,
-				    .msg_controllen = sizeof(ctl.buf) };
-		ssize_t r = recvmsg(c->fd, &m, MSG_CMSG_CLOEXEC);
-
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return die(c, -errno);
-		}
-		take_fds(&m, fd_out);
-		if (r == 0)
-			return die(c, 0);
-		c->in_tail += (size_t)r;
-	}
-	return 0;
-}
-
-/* Read the next reply, which must answer @op with the next req_id; its
- * payload stays in c->in at *payload until the next read. */
-static int read_reply(kvs_client *c, uint16_t op, kvs_wire_hdr *h,
-		      const uint8_t **payload, int *fd_out)
-{
-	int rc = fill(c, KVS_WIRE_HDR_SIZE, fd_out);
-
-	if (rc < 0)
-		return rc;
-	rc = kvs_wire_hdr_decode(c->in + c->in_head, KVS_WIRE_HDR_SIZE,
-				 KVS_WIRE_MAX_PAYLOAD, h);
-	if (rc < 0)
-		return die(c, rc == KVS_E_VERSION ? rc : KVS_E_PROTO);
-	if (h->opcode != op || h->req_id != c->acked_id + 1 || h->status > 0 ||
-	    (h->status != 0 && h->len != 0))
-		return die(c, KVS_E_PROTO);
-	rc = fill(c, KVS_WIRE_HDR_SIZE + (size_t)h->len, fd_out);
-	if (rc < 0)
-		return rc;
-	*payload = c->in + c->in_head + KVS_WIRE_HDR_SIZE;
-	c->in_head += KVS_WIRE_HDR_SIZE + (size_t)h->len;
-	c->acked_id++;
-	return 0;
-}
-
-/* Consume the replies of earlier kvs_release_nowait() calls. Their errors
- * are not reported (the daemon counts them in errors.lease). */
-static int drain_unacked(kvs_client *c)
-{
-	while (c->unacked > 0) {
-		const uint8_t *p;
-		kvs_wire_hdr h;
-		int rc = read_reply(c, KVS_OP_RELEASE, &h, &p, NULL);
-
-		if (rc < 0)
-			return rc;
-		c->unacked--;
-	}
-	return 0;
-}
-
-static int send_request(kvs_client *c, uint16_t op, size_t len)
-{
-	uint8_t hb[KVS_WIRE_HDR_SIZE];
-	kvs_wire_hdr h = { .magic = KVS_WIRE_MAGIC, .version = KVS_WIRE_VERSION,
-			   .opcode = op, .len = (uint32_t)len, .status = 0 };
-
-	if (c->dead || c->fd < 0)
-		return KVS_E_DISCONNECTED;
-	h.req_id = ++c->next_id;
-	kvs_wire_hdr_encode(&h, hb);
-	return send_msg(c, hb, c->buf, len);
-}
-
-/*
- * One round trip. The request payload is @len bytes at c->buf; on success the
- * reply payload replaces it there and *rlen is its length. Returns 0, the
- * daemon's negative status, or a local error (which may have killed @c).
- */
-static int rpc(kvs_client *c, uint16_t op, size_t len, uint32_t *rlen,
-	       int *fd_out)
-{
-	const uint8_t *p;
-	kvs_wire_hdr h;
-	int rc = send_request(c, op, len);
-
-	if (rc == 0)
-		rc = drain_unacked(c);
-	if (rc == 0)
-		rc = read_reply(c, op, &h, &p, fd_out);
-	if (rc < 0)
-		return rc;
-	rc = grow(c, h.len);
-	if (rc < 0)
-		return rc; /* the reply was consumed: the stream is intact */
-	memcpy(c->buf, p, h.len);
-	*rlen = h.len;
-	return h.status;
-}
-
-static int sock_connect(const char *path)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd, err;
-
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return -ENAMETOOLONG;
-	memcpy(sa.sun_path, path, strlen(path) + 1);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
-		return fd;
-	err = errno;
-	if (err == EINTR) {
-		/* The connect goes on in the background: wait for its end. */
-		struct pollfd p = { .fd = fd, .events = POLLOUT };
-		socklen_t sl = sizeof(err);
-
-		while (poll(&p, 1, -1) < 0 && errno == EINTR)
-			;
-		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &sl) < 0)
-			err = errno;
-		if (err == 0)
-			return fd;
-	}
-	close(fd);
-	if (err == ENOENT || err == ECONNREFUSED)
-		return KVS_E_NODAEMON;
-	return -err;
-}
 
 static int map_arena(kvs_client *c, int afd, const kvs_wire_hello_reply *r)
 {
@@ -365,6 +78,7 @@ static int map_gpu(kvs_client *c, int gfd, const kvs_wire_hello_reply *r)
 
 static void unmap_arena(kvs_client *c)
 {
+	kvs__fast_detach(c);
 	if (c->host_dev_ours)
 		kvs_cuda_host_unregister(c->arena);
 	c->host_dev = NULL;
@@ -391,7 +105,7 @@ static int attach(kvs_client *c)
 	uint32_t rlen = 0;
 	int afd[2] = { -1, -1 }, rc, n;
 
-	c->fd = sock_connect(c->path);
+	c->fd = kvs__sock_connect(c->path);
 	if (c->fd < 0) {
 		rc = c->fd;
 		c->fd = -1;
@@ -401,14 +115,14 @@ static int attach(kvs_client *c)
 	c->in_head = c->in_tail = 0;
 	c->next_id = c->acked_id = 0;
 	c->unacked = 0;
-	rc = grow(c, 64 + 3 * KVS_NAME_MAX);
+	rc = kvs__grow(c, 64 + 3 * KVS_NAME_MAX);
 	if (rc < 0)
-		return die(c, rc);
+		return kvs__die(c, rc);
 	n = kvs_wire_hello_encode_flags(l, l && (c->flags & KVS_CONNECT_GPU)
 					    ? KVS_HELLO_GPU : 0, c->buf, c->cap);
 	if (n < 0)
-		return die(c, KVS_E_LAYOUT);
-	rc = rpc(c, KVS_OP_HELLO, (size_t)n, &rlen, afd);
+		return kvs__die(c, KVS_E_LAYOUT);
+	rc = kvs__call(c, KVS_OP_HELLO, (size_t)n, &rlen, afd);
 	if (rc == 0 && kvs_wire_hello_reply_decode(c->buf, rlen, &r) < 0)
 		rc = KVS_E_PROTO;
 	/* A second arena only when we asked for it. */
@@ -430,11 +144,15 @@ static int attach(kvs_client *c)
 		close(afd[1]);
 	if (rc < 0) {
 		unmap_arena(c);
-		return die(c, rc);
+		return kvs__die(c, rc);
 	}
 	c->ns_id = r.ns_id;
 	c->block_bytes = l ? r.block_bytes : 0;
-	return 0;
+	c->arena_id = r.host_arena_id;
+	rc = kvs__fast_attach(c);
+	if (rc < 0)
+		unmap_arena(c); /* the connection is gone */
+	return rc;
 }
 
 static int dup_name(const char *s, char **out)
@@ -487,7 +205,7 @@ int kvs_connect_flags(const char *socket_path, const kvs_layout *layout,
 	if (layout && (!layout->model || !layout->model[0] ||
 		       kvs_layout_block_bytes(layout) == 0))
 		return KVS_E_LAYOUT;
-	if (flags & ~KVS_CONNECT_GPU)
+	if (flags & ~(KVS_CONNECT_GPU | KVS_CONNECT_NO_FASTPATH))
 		return -EINVAL;
 	c = calloc(1, sizeof(*c));
 	if (!c)
@@ -523,7 +241,7 @@ int kvs_reconnect(kvs_client *c)
 {
 	if (!c)
 		return -EINVAL;
-	kill_client(c);
+	kvs__kill(c);
 	unmap_arena(c);
 	c->ns_id = 0;
 	return attach(c);
@@ -579,20 +297,22 @@ static int hashes_rpc(kvs_client *c, uint16_t op, const kvs_hash *hashes,
 		return KVS_E_TOOMANY;
 	if (n == 0)
 		return 0;
-	rc = grow(c, 8 + n * KVS_WIRE_HASH_SIZE);
+	if (op == KVS_OP_LOOKUP && kvs__fast_lookup(c, hashes, n, lease, blocks, &rc))
+		return rc;
+	rc = kvs__grow(c, 8 + n * KVS_WIRE_HASH_SIZE);
 	if (rc < 0)
 		return rc;
 	rc = kvs_wire_hashes_encode(hashes, (uint32_t)n, 0, c->buf, c->cap);
 	if (rc < 0)
 		return rc;
-	rc = rpc(c, op, (size_t)rc, &rlen, NULL);
+	rc = kvs__call(c, op, (size_t)rc, &rlen, NULL);
 	if (rc < 0)
 		return rc;
 	if (kvs_wire_blocks_decode(c->buf, rlen, &wb) < 0)
-		return die(c, KVS_E_PROTO);
+		return kvs__die(c, KVS_E_PROTO);
 	/* A lookup answers the hits (a prefix), a reserve every block. */
 	if (op == KVS_OP_LOOKUP ? wb.count > n : wb.count != n)
-		return die(c, KVS_E_PROTO);
+		return kvs__die(c, KVS_E_PROTO);
 	for (uint32_t i = 0; i < wb.count; i++)
 		blocks[i] = kvs_wire_block_at(wb.blocks, i);
 	*lease = wb.lease;
@@ -633,15 +353,17 @@ static int lease_rpc(kvs_client *c, uint16_t op, kvs_lease lease)
 		return KVS_E_DISCONNECTED;
 	if (lease == 0)
 		return 0;
-	rc = grow(c, 8);
+	if (kvs__fast_release(c, lease, op != KVS_OP_RELEASE, &rc))
+		return rc;
+	rc = kvs__grow(c, 8);
 	if (rc < 0)
 		return rc;
 	kvs_wire_u64_encode(lease, c->buf, c->cap);
-	rc = rpc(c, op, 8, &rlen, NULL);
+	rc = kvs__call(c, op, 8, &rlen, NULL);
 	if (rc < 0)
 		return rc;
 	if (kvs_wire_u64_decode(c->buf, rlen, &count) < 0 || count > INT_MAX)
-		return die(c, KVS_E_PROTO);
+		return kvs__die(c, KVS_E_PROTO);
 	return (int)count;
 }
 
@@ -672,13 +394,15 @@ int kvs_release_nowait(kvs_client *c, kvs_lease lease)
 		return KVS_E_DISCONNECTED;
 	if (lease == 0)
 		return 0;
-	if (c->unacked >= KVS_MAX_UNACKED && (rc = drain_unacked(c)) < 0)
+	if (kvs__fast_release(c, lease, 0, &rc))
+		return 0; /* as for a daemon lease: errors are not reported */
+	if (c->unacked >= KVS_MAX_UNACKED && (rc = kvs__drain(c)) < 0)
 		return rc;
-	rc = grow(c, 8);
+	rc = kvs__grow(c, 8);
 	if (rc < 0)
 		return rc;
 	kvs_wire_u64_encode(lease, c->buf, c->cap);
-	rc = send_request(c, KVS_OP_RELEASE, 8);
+	rc = kvs__send(c, KVS_OP_RELEASE, 8);
 	if (rc < 0)
 		return rc;
 	c->unacked++;
@@ -785,7 +509,7 @@ int kvs_stats(kvs_client *c, char **text)
 	if (!c || !text)
 		return -EINVAL;
 	*text = NULL;
-	rc = rpc(c, KVS_OP_STATS, 0, &rlen, NULL);
+	rc = kvs__call(c, KVS_OP_STATS, 0, &rlen, NULL);
 	if (rc < 0)
 		return rc;
 	s = malloc((size_t)rlen + 1);
@@ -835,11 +559,11 @@ int kvs__rpc(kvs_client *c, uint16_t op, const void *req, size_t len,
 
 	if (!c)
 		return -EINVAL;
-	if ((rc = grow(c, len)) < 0)
+	if ((rc = kvs__grow(c, len)) < 0)
 		return rc;
 	if (len)
 		memcpy(c->buf, req, len);
-	rc = rpc(c, op, len, rlen, NULL);
+	rc = kvs__call(c, op, len, rlen, NULL);
 	*reply = c->buf;
 	return rc;
 }

@@ -7,8 +7,86 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
+#include "kvs_gpu.h"
 #include "kvshare.h"
+
+/* The client, for client.c, transport.c and fast.c (admin.c uses the
+ * functions below only). */
+#define KVS_MAX_FDS 4 /* ancillary room; at most two fds are expected */
+
+struct kvs_client {
+	int fd;             /* -1 when dead or not yet connected */
+	int dead;           /* set by die(); cleared by a successful attach */
+	uint64_t next_id;   /* req_id of the last request sent */
+	char *path;         /* socket path, owned */
+	int has_layout;
+	kvs_layout layout;  /* deep copy: strings below are owned */
+	char *model, *adapter, *salt;
+	kvs_hash seed;      /* h_{-1} of the layout, computed once */
+	uint32_t ns_id;
+	uint64_t block_bytes;
+	uint8_t *arena;     /* host arena mapping, or NULL */
+	uint64_t arena_bytes;
+	uint64_t arena_id;  /* HELLO's host_arena_id */
+	uint32_t flags;     /* KVS_CONNECT_* */
+	kvs_gpu *gpu;       /* engine of the GPU arena's kind, or NULL */
+	kvs_gpu_arena *garena; /* GPU arena mapping, or NULL */
+	int host_registered; /* the host mapping is page-locked for DMA */
+	void *host_dev;     /* the host arena for CUDA kernels, or NULL */
+	int host_dev_ours;  /* host_dev came from our own registration */
+	uint8_t *buf;       /* request and reply payload scratch */
+	size_t cap;
+	/* Bytes received and not yet consumed: a reply is read with as few
+	 * recvmsg calls as the kernel allows (header and payload together),
+	 * and replies of pipelined requests may follow it. */
+	uint8_t *in;
+	size_t in_cap, in_head, in_tail;
+	uint64_t acked_id;  /* req_id of the last reply consumed */
+	uint32_t unacked;   /* kvs_release_nowait() replies still to consume */
+	struct kvs_fastpath *fast; /* fast.c: index and pins, or NULL */
+	uint32_t fast_gen;  /* fast lease ids handed out, across reconnects */
+};
+
+/* Release replies left unread before one is read synchronously: far below
+ * what the socket buffers hold, so neither side ever blocks on the other. */
+#define KVS_MAX_UNACKED 256
+
+/* ---- transport.c ---- */
+
+/* Close the socket; the client answers KVS_E_DISCONNECTED from then on. */
+void kvs__kill(kvs_client *c);
+/* Kill @c and return @err: a lost peer (EOF is 0) reads as DISCONNECTED. */
+int kvs__die(kvs_client *c, int err);
+/* c->buf holds at least @n bytes. -ENOMEM. */
+int kvs__grow(kvs_client *c, size_t n);
+/* Send request @op with the @len bytes at c->buf. */
+int kvs__send(kvs_client *c, uint16_t op, size_t len);
+/* Consume the replies of earlier kvs_release_nowait() calls. */
+int kvs__drain(kvs_client *c);
+/* One round trip of the @len bytes at c->buf; the reply payload replaces
+ * them (*rlen bytes); up to two fds that come with it go to fd_out[0..1]
+ * (NULL: closed). Returns 0, the daemon's status, or a local error. */
+int kvs__call(kvs_client *c, uint16_t op, size_t len, uint32_t *rlen,
+	      int *fd_out);
+/* A connected AF_UNIX stream socket, or KVS_E_NODAEMON / -errno. */
+int kvs__sock_connect(const char *path);
+
+/* ---- fast.c: hits without a round trip (kvs_fast.h) ---- */
+
+/* Ask the daemon for the index and a pin area (after a successful attach);
+ * a refusal leaves the fast path off. Errors: KVS_E_DISCONNECTED only. */
+int kvs__fast_attach(kvs_client *c);
+/* Unmap; the fast leases die (their ids answer KVS_E_NOLEASE). */
+void kvs__fast_detach(kvs_client *c);
+/* A lookup on the fast path (arguments checked by the caller): 1 and *rc
+ * set to what kvs_lookup() returns, or 0 when it must go to the socket. */
+int kvs__fast_lookup(kvs_client *c, const kvs_hash *hashes, size_t n,
+		     kvs_lease *lease, kvs_block *blocks, int *rc);
+/* A fast lease's end: 1 and *rc set when @lease is one (or looks like one),
+ * 0 for a daemon lease. @commit: COMMIT or ABORT (a read lease: LEASEKIND). */
+int kvs__fast_release(kvs_client *c, kvs_lease lease, int commit, int *rc);
 
 /* One round trip: @len bytes of @req as the payload of @op. On success
  * *reply points at the reply payload (*rlen bytes), valid until the next call

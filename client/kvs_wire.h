@@ -49,7 +49,8 @@
 	X(WATCH, 13, "watch")                                                 \
 	X(EVENT, 14, "event") /* daemon to a WATCH subscriber, unasked */     \
 	X(VERIFY, 15, "verify")                                               \
-	X(REPORT, 16, "report")
+	X(REPORT, 16, "report")                                               \
+	X(FASTATTACH, 17, "fastattach")
 
 enum kvs_opcode {
 #define KVS_WIRE_OP_ENUM(op, num, name) KVS_OP_##op = num,
@@ -126,6 +127,19 @@ typedef struct kvs_wire_blocks {
 	X(load_errors) X(published_blocks) X(publish_us) X(skipped_blocks)
 #define KVS_WIRE_REPORT_SIZE 64
 
+/* FASTATTACH: the request is u32 flags (0), u32 0; the reply carries two
+ * fds (the domain's index, then the connection's pin area) and this. */
+#define KVS_WIRE_FAST_REQ_SIZE 8
+#define KVS_WIRE_FAST_REPLY_SIZE 40
+typedef struct kvs_wire_fast_reply {
+	uint64_t index_bytes; /* map this much of the index fd, read-only */
+	uint64_t pins_bytes;  /* map this much of the pin area fd, read-write */
+	uint64_t arena_id;    /* the host arena the index describes */
+	uint32_t entries;     /* index entries, a power of two */
+	uint32_t pin_cap;     /* pins in the pin area */
+	uint32_t version;     /* KVS_FAST_VERSION of kvs_fast.h */
+} kvs_wire_fast_reply;
+
 /*
  * kvs_wire_hdr_encode - write @h into @buf (KVS_WIRE_HDR_SIZE bytes).
  */
@@ -174,6 +188,15 @@ int kvs_wire_hashes_decode(const uint8_t *p, size_t n, kvs_wire_hashes *out);
 int kvs_wire_blocks_decode(const uint8_t *p, size_t n, kvs_wire_blocks *out);
 int kvs_wire_u64_decode(const uint8_t *p, size_t n, uint64_t *out);
 int kvs_wire_report_decode(const uint8_t *p, size_t n, kvs_engine_report *out);
+/* FASTATTACH: request flags (must be 0), reply fields. KVS_E_PROTO for a
+ * wrong length, a nonzero reserved field or flag, entries not a power of
+ * two or pin_cap 0. Encoders return the bytes written or -ENOBUFS. */
+int kvs_wire_fast_req_encode(uint32_t flags, uint8_t *buf, size_t cap);
+int kvs_wire_fast_req_decode(const uint8_t *p, size_t n, uint32_t *flags);
+int kvs_wire_fast_reply_encode(const kvs_wire_fast_reply *r, uint8_t *buf,
+			       size_t cap);
+int kvs_wire_fast_reply_decode(const uint8_t *p, size_t n,
+			       kvs_wire_fast_reply *r);
 
 /* Element accessors for decoded arrays (which may be unaligned). */
 kvs_hash kvs_wire_hash_at(const uint8_t *hashes, uint32_t i);

@@ -169,6 +169,13 @@ int kvs_connect(const char *socket_path, const kvs_layout *layout,
  * Thread: as kvs_connect().
  */
 #define KVS_CONNECT_GPU 0x1u
+/* KVS_CONNECT_NO_FASTPATH: every lookup goes over the socket. By default a
+ * worker's lookups of host-tier blocks are answered from a shared index the
+ * daemon publishes, with no system call (docs/architecture.md, "Hits without
+ * a round trip"); the results are the same either way. The environment
+ * variable KVS_NO_FASTPATH=1 does the same for every client of a process
+ * (benchmarks, tests). GPU workers (KVS_CONNECT_GPU) always use the socket. */
+#define KVS_CONNECT_NO_FASTPATH 0x2u
 int kvs_connect_flags(const char *socket_path, const kvs_layout *layout,
 		      uint32_t flags, kvs_client **out);
 
@@ -250,6 +257,13 @@ size_t kvs_hash_chain(kvs_hash seed, uint32_t block_tokens,
  * @blocks: n entries; the first <return value> are filled (status HIT).
  * Returns the number of leading blocks present (0..n).
  * Errors: KVS_E_NOTATTACHED, KVS_E_TOOMANY, KVS_E_LIMIT, KVS_E_DISCONNECTED.
+ * Fast path: when every hit is a committed block in the host tier, the
+ * library answers from the daemon's shared index and pins in its own pin
+ * area, with no system call; the lease is then the library's (its release
+ * is a few stores). Anything else asks the daemon. The answer is the same
+ * (see KVS_CONNECT_NO_FASTPATH); the per-client limits count socket leases,
+ * and after the daemon is killed a fast lookup may still hit (the blocks
+ * are intact) for up to 250 ms before KVS_E_DISCONNECTED.
  * Ownership: caller's arrays; the lease must be released with kvs_release().
  * Thread: the client's.
  */

@@ -291,6 +291,54 @@ int kvs_wire_report_decode(const uint8_t *p, size_t n, kvs_engine_report *out)
 	return 0;
 }
 
+int kvs_wire_fast_req_encode(uint32_t flags, uint8_t *buf, size_t cap)
+{
+	if (cap < KVS_WIRE_FAST_REQ_SIZE)
+		return -ENOBUFS;
+	put32(buf, flags);
+	put32(buf + 4, 0);
+	return KVS_WIRE_FAST_REQ_SIZE;
+}
+
+int kvs_wire_fast_req_decode(const uint8_t *p, size_t n, uint32_t *flags)
+{
+	if (n != KVS_WIRE_FAST_REQ_SIZE || get32(p) != 0 || get32(p + 4) != 0)
+		return KVS_E_PROTO;
+	*flags = 0;
+	return 0;
+}
+
+int kvs_wire_fast_reply_encode(const kvs_wire_fast_reply *r, uint8_t *buf,
+			       size_t cap)
+{
+	if (cap < KVS_WIRE_FAST_REPLY_SIZE)
+		return -ENOBUFS;
+	put64(buf, r->index_bytes);
+	put64(buf + 8, r->pins_bytes);
+	put64(buf + 16, r->arena_id);
+	put32(buf + 24, r->entries);
+	put32(buf + 28, r->pin_cap);
+	put32(buf + 32, r->version);
+	put32(buf + 36, 0);
+	return KVS_WIRE_FAST_REPLY_SIZE;
+}
+
+int kvs_wire_fast_reply_decode(const uint8_t *p, size_t n,
+			       kvs_wire_fast_reply *r)
+{
+	if (n != KVS_WIRE_FAST_REPLY_SIZE || get32(p + 36) != 0)
+		return KVS_E_PROTO;
+	r->index_bytes = get64(p);
+	r->pins_bytes = get64(p + 8);
+	r->arena_id = get64(p + 16);
+	r->entries = get32(p + 24);
+	r->pin_cap = get32(p + 28);
+	r->version = get32(p + 32);
+	if (r->entries == 0 || (r->entries & (r->entries - 1)) || r->pin_cap == 0)
+		return KVS_E_PROTO;
+	return 0;
+}
+
 kvs_hash kvs_wire_hash_at(const uint8_t *hashes, uint32_t i)
 {
 	return geth(hashes + 16 * (size_t)i);

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "cache_int.h"
+#include "kvs_fastidx.h"
 
 /* ---- introspection ---------------------------------------------------- */
 
@@ -164,10 +165,29 @@ int kvs_cache_free_rec(kvs_cache *c, uint32_t idx, uint32_t kind)
 {
 	if (!cache_evictable(c, idx, cache_rec(c, idx)))
 		return 0;
+	if (kvs_fast_hold(c->fast, cache_ns_dom(c, cache_rec(c, idx)->ns)->arena_id,
+			  idx, cache_rec(c, idx)))
+		return 0; /* pinned by a client's fast path */
 	c->evict_kind = kind;
 	cache_evict(c, idx, 1);
 	c->evict_kind = KVS_EVENT_EVICTED;
 	return 1;
+}
+
+void kvs_cache_touch_rec(kvs_cache *c, uint32_t idx)
+{
+	kvs_rec *r = cache_rec(c, idx);
+
+	if (r->state != KVS_REC_READY)
+		return;
+	r->hits++;
+	cache_touch_atime(c, idx);
+	kvs_policy_touch(cache_policy_of(c, idx), idx);
+}
+
+void kvs_cache_set_fast(kvs_cache *c, struct kvs_fast *f)
+{
+	c->fast = f;
 }
 
 void kvs_cache_pin_rec(kvs_cache *c, uint32_t idx, int delta)

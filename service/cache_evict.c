@@ -3,6 +3,7 @@
 #include <errno.h>
 
 #include "cache_int.h"
+#include "kvs_fastidx.h"
 #include "kvs_log.h"
 #include "kvshare.h" /* kvs_strerror */
 
@@ -99,6 +100,9 @@ void cache_set_tier(kvs_cache *c, uint32_t idx, uint8_t t)
 	}
 	if (before != after)
 		cache_sync_evictable(c, idx);
+	r = cache_rec(c, idx);
+	if (t == KVS_TIER_HOST && old != KVS_TIER_HOST && r->state == KVS_REC_READY)
+		kvs_fast_publish(c->fast, cache_ns_dom(c, r->ns)->arena_id, idx, r);
 }
 
 void cache_child_gone(kvs_cache *c, uint32_t p, uint8_t t)
@@ -305,9 +309,18 @@ int cache_make_room(kvs_cache *c, uint32_t ns_id, uint8_t t, uint64_t *off)
 			: kvs_slab_alloc(d->slab, cls, off);
 		if (rc != -ENOSPC)
 			return rc;
+		/* The fast path (host only): its hits weigh in before a
+		 * victim is named, and a block a client pinned there stays. */
+		if (!tt && n == 0)
+			kvs_fast_replay(c->fast);
 		v = kvs_policy_victim(pol, cls);
 		if (v == NONE)
 			v = kvs_policy_victim(pol, KVS_CLASS_ANY);
+		if (!tt && v == NONE && kvs_fast_unhold(c->fast) > 0)
+			continue; /* fast-path pins released since held */
+		if (!tt && v != NONE &&
+		    kvs_fast_hold(c->fast, d->arena_id, v, cache_rec(c, v)))
+			continue; /* pinned by a client's fast path: held */
 		if (v != NONE) {
 			/* A slot tier's victims move down unannounced. */
 			cache_evict(c, v, tt == NULL);

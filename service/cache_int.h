@@ -144,6 +144,7 @@ struct kvs_cache {
 	uint32_t nkids[KVS_TIER_MAX];
 	promo *ps;            /* promotions in flight (cache_tier.c) */
 	uint32_t nps, free_ps;
+	struct kvs_fast *fast; /* the fast path's index and pins, or NULL */
 	/* operator's view (kvs_cache_admin.h, cache_admin.c) */
 	kvs_cache_event_fn on_event;
 	void *event_arg;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "cache_int.h"
+#include "kvs_fastidx.h"
 
 uint64_t cache_lease_id(const kvs_cache *c, uint32_t slot)
 {
@@ -175,6 +176,8 @@ static void commit_one(kvs_cache *c, uint32_t idx)
 	}
 	cache_note(c, cache_rec(c, idx)->tier, KVS_TIER_NOTE_COMMITTED, 1);
 	cache_tell(c, KVS_EVENT_STORED, idx);
+	r = cache_rec(c, idx);
+	kvs_fast_publish(c->fast, cache_ns_dom(c, r->ns)->arena_id, idx, r);
 }
 
 uint32_t cache_end_write(kvs_cache *c, uint32_t s, int commit)

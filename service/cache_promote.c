@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cache_int.h"
+#include "kvs_fastidx.h"
 #include "kvs_log.h"
 
 enum { POS_HOST = 0, POS_READ = 1, POS_FETCH = 2 };
@@ -97,6 +98,8 @@ static void fetched(kvs_cache *c, uint32_t idx, uint8_t from)
 	kvs_policy_touch(cache_policy_of(c, idx), idx);
 	cache_sync_evictable(c, idx);
 	cache_tell(c, KVS_EVENT_STORED, idx);
+	r = cache_rec(c, idx);
+	kvs_fast_publish(c->fast, cache_ns_dom(c, r->ns)->arena_id, idx, r);
 }
 
 /* A copy that failed its read (corrupt, stale, an I/O error) leaves its

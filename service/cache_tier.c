@@ -61,6 +61,11 @@ int kvs_cache_tier_add(kvs_cache *c, kvs_tier_mod *t)
 	return rc;
 }
 
+int kvs_cache_has_stores(const kvs_cache *c)
+{
+	return c->nstores > 0;
+}
+
 kvs_tier_mod *kvs_cache_tier(const kvs_cache *c, uint8_t tier)
 {
 	return tier < KVS_TIER_MAX ? c->tier[tier] : NULL;

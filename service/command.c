@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "kvs_cache_admin.h"
+#include "kvs_fast.h"
 #include "kvs_wire_admin.h"
 
 /* ---- requests --------------------------------------------------------- */
@@ -31,6 +32,7 @@ typedef union request {
 	} pin;                  /* pin, unpin */
 	kvs_wire_verify_req verify;
 	kvs_engine_report report;
+	uint32_t fast_flags;    /* fastattach */
 } request;
 
 /* A handler answers its request itself and returns 0, or returns the error
@@ -167,6 +169,29 @@ static int do_report(conn *c, const kvs_wire_hdr *h, const request *rq)
 	return reply_count(c, h, 0);
 }
 
+/* The index of the connection's own domain and a pin area of its own; both
+ * fds ride on the reply like HELLO's arena (CMD_SENDS_FD). */
+static int do_fastattach(conn *c, const kvs_wire_hdr *h, const request *rq)
+{
+	kvs_wire_fast_reply r = { .version = KVS_FAST_VERSION };
+	kvs_fast_grant g;
+	uint8_t buf[KVS_WIRE_FAST_REPLY_SIZE];
+	int rc = kvs_fast_attach(c->srv->fast, c->owner, &c->fast, &g);
+
+	if (rc < 0)
+		return rc;
+	r.index_bytes = g.index_bytes;
+	r.pins_bytes = g.pins_bytes;
+	r.arena_id = g.arena_id;
+	r.entries = g.entries;
+	r.pin_cap = g.pin_cap;
+	c->pending_fd = g.index_fd;
+	c->pending_fd2 = g.pins_fd;
+	rc = kvs_wire_fast_reply_encode(&r, buf, sizeof(buf));
+	conn_reply(c, h, 0, buf, (size_t)rc);
+	return 0;
+}
+
 static int do_commit(conn *c, const kvs_wire_hdr *h, const request *rq)
 {
 	return reply_count(c, h, kvs_cache_commit(c->srv->cache, c->owner, rq->lease));
@@ -207,8 +232,11 @@ static int reply_admin(conn *c, const kvs_wire_hdr *h, int rc, size_t len)
 static int do_list(conn *c, const kvs_wire_hdr *h, const request *rq)
 {
 	size_t len = 0;
-	int rc = kvs_admin_list(c->srv->admin, c->ns, &rq->list, c->srv->reply,
-				KVS_WIRE_MAX_PAYLOAD, &len);
+	int rc;
+
+	kvs_fast_tick(c->srv->fast); /* hit counts: the fast path's too */
+	rc = kvs_admin_list(c->srv->admin, c->ns, &rq->list, c->srv->reply,
+			    KVS_WIRE_MAX_PAYLOAD, &len);
 
 	return reply_admin(c, h, rc, len);
 }
@@ -216,8 +244,11 @@ static int do_list(conn *c, const kvs_wire_hdr *h, const request *rq)
 static int do_inspect(conn *c, const kvs_wire_hdr *h, const request *rq)
 {
 	size_t len = 0;
-	int rc = kvs_admin_inspect(c->srv->admin, c->ns, &rq->inspect,
-				   c->srv->reply, KVS_WIRE_MAX_PAYLOAD, &len);
+	int rc;
+
+	kvs_fast_tick(c->srv->fast); /* hit counts: the fast path's too */
+	rc = kvs_admin_inspect(c->srv->admin, c->ns, &rq->inspect,
+			       c->srv->reply, KVS_WIRE_MAX_PAYLOAD, &len);
 
 	return reply_admin(c, h, rc, len);
 }
@@ -225,8 +256,11 @@ static int do_inspect(conn *c, const kvs_wire_hdr *h, const request *rq)
 static int do_evict(conn *c, const kvs_wire_hdr *h, const request *rq)
 {
 	size_t len = 0;
-	int rc = kvs_admin_evict(c->srv->admin, &rq->evict, c->srv->reply,
-				 KVS_WIRE_MAX_PAYLOAD, &len);
+	int rc;
+
+	kvs_fast_unhold(c->srv->fast); /* fast pins released since held */
+	rc = kvs_admin_evict(c->srv->admin, &rq->evict, c->srv->reply,
+			     KVS_WIRE_MAX_PAYLOAD, &len);
 
 	return reply_admin(c, h, rc, len);
 }
@@ -355,6 +389,11 @@ static int decode_report(const uint8_t *p, size_t n, request *rq)
 	return kvs_wire_report_decode(p, n, &rq->report);
 }
 
+static int decode_fast(const uint8_t *p, size_t n, request *rq)
+{
+	return kvs_wire_fast_req_decode(p, n, &rq->fast_flags);
+}
+
 static int decode_list(const uint8_t *p, size_t n, request *rq)
 {
 	return kvs_wire_list_req_decode(p, n, &rq->list);
@@ -411,6 +450,7 @@ static const command commands[KVS_OP__COUNT] = {
 	CMD(WATCH, watch, none, 0),
 	CMD(VERIFY, verify, verify, CMD_OPERATOR | CMD_DEFERRABLE), /* it drops blocks */
 	CMD(REPORT, report, report, 0),
+	CMD(FASTATTACH, fastattach, fast, CMD_ATTACHED | CMD_SENDS_FD),
 };
 #undef CMD
 

@@ -417,6 +417,7 @@ void conn_close(conn *c, const char *why)
 		kvs_debug("client %" PRIu64 ": closed", c->id);
 	kvs_admin_unsubscribe(s->admin, c->sub);
 	kvs_cache_owner_free(s->cache, c->owner);
+	kvs_fast_detach(s->fast, c->fast); /* its fast-path pins die with it */
 	if (c->ns)
 		s->stats.clients_attached--;
 	event_free(c->rev);

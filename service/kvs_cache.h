@@ -81,6 +81,11 @@ int kvs_cache_arena_fd(const kvs_cache *c);
 uint64_t kvs_cache_arena_bytes(const kvs_cache *c);
 uint64_t kvs_cache_arena_id(const kvs_cache *c);
 
+/* kvs_cache_set_fast - the fast path (service/kvs_fastidx.h) whose hooks
+ * the cache calls when host blocks appear, may leave and are short of room;
+ * NULL: none (the default). */
+struct kvs_fast;
+void kvs_cache_set_fast(kvs_cache *c, struct kvs_fast *f);
 /* kvs_cache_owner_arena - the host arena of @o's domain (the only one its
  * HELLO reply may hand out). Errors: KVS_E_NOTATTACHED. */
 int kvs_cache_owner_arena(const kvs_cache *c, const kvs_owner *o, int *fd,

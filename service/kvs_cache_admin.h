@@ -55,4 +55,9 @@ int kvs_cache_free_rec(kvs_cache *c, uint32_t idx, uint32_t kind);
  */
 void kvs_cache_pin_rec(kvs_cache *c, uint32_t idx, int delta);
 
+/* kvs_cache_touch_rec - committed record @idx was hit by a lookup that did
+ * not come through the cache (the fast path): count the hit, refresh its
+ * access time and its place in the eviction order. */
+void kvs_cache_touch_rec(kvs_cache *c, uint32_t idx);
+
 #endif /* KVS_CACHE_ADMIN_H */

@@ -43,6 +43,19 @@
 	X(ops, watch, COUNTER, "event subscriptions")                         \
 	X(ops, verify, COUNTER, "operator verify requests")                   \
 	X(ops, report, COUNTER, "engine counter reports (kvs_report)")         \
+	X(ops, fastattach, COUNTER, "fast path attach requests")              \
+	X(fast, clients, GAUGE, "connections with a fast-path pin area")      \
+	X(fast, entries, GAUGE, "host blocks in the fast-path indexes")       \
+	X(fast, held, GAUGE, "blocks kept now for fast-path pins")            \
+	X(fast, unpublished, COUNTER, "host blocks left out of a full index") \
+	X(fast, evict_skipped, COUNTER, "evictions skipped: fast-path pinned")\
+	X(fast, lookups, COUNTER, "lookups answered by the fast path (clients)")\
+	X(fast, hit_blocks, COUNTER, "blocks hit by the fast path (clients)") \
+	X(fast, miss_blocks, COUNTER, "blocks the fast path found absent (clients)")\
+	X(fast, fallback_miss, COUNTER, "fast lookups sent to the socket: index miss")\
+	X(fast, fallback_busy, COUNTER, "... : entry being written or moved") \
+	X(fast, fallback_pins, COUNTER, "... : pin area or fast leases full") \
+	X(fast, fallback_other, COUNTER, "... : too many hashes or index unusable")\
 	X(engines, hit_tokens, COUNTER, "tokens engines' schedulers were told are cached")\
 	X(engines, loaded_blocks, COUNTER, "blocks engines copied into their caches")\
 	X(engines, loaded_bytes, COUNTER, "bytes engines copied into their caches")\

@@ -253,6 +253,8 @@ void kvs_tier_rec_link(kvs_tier_mod *t, uint32_t idx, kvs_hash parent);
  * (the tier is closed then).
  */
 int kvs_cache_tier_add(kvs_cache *c, kvs_tier_mod *t);
+/* Whether a store tier is on (a lookup may find more than host RAM has). */
+int kvs_cache_has_stores(const kvs_cache *c);
 /* The tier of kvs_tier value @tier, or NULL when it is off. */
 kvs_tier_mod *kvs_cache_tier(const kvs_cache *c, uint8_t tier);
 /* kvs_cache_tier_map - the arena of slot tier @tier that clients map: its

@@ -17,6 +17,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "kvs_fast.h"
 #include "kvs_log.h"
 #include "kvs_tiers.h"
 
@@ -207,6 +208,14 @@ static int tiers_open(kvs_server *s, const kvs_config *cfg)
 	return rc;
 }
 
+/* The fast path's heartbeat: clients trust the index while it is fresh. */
+static void fast_tick(evutil_socket_t fd, short what, void *arg)
+{
+	kvs_server *s = arg;
+
+	kvs_fast_tick(s->fast);
+}
+
 int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 {
 	kvs_cache_config cc = { .host_bytes = cfg->host_bytes,
@@ -242,6 +251,27 @@ int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 	rc = tiers_open(s, cfg);
 	if (rc < 0)
 		goto fail;
+	/* After the tiers: a miss in the index is the answer only when no
+	 * store tier could have the block (SSD, remote).
+	 * The fast path's index is sized for blocks of 8 KiB and up at half
+	 * load (smaller blocks that find no room take the socket path); its
+	 * pages are touched only where entries are. */
+	rc = kvs_fast_create(s->cache, &s->stats,
+			     (uint32_t)(cfg->host_bytes / 4096 > (1u << 20)
+					? (1u << 20) : cfg->host_bytes / 4096),
+			     cfg->max_pinned_blocks ? cfg->max_pinned_blocks
+						    : KVS_FAST_MAX_PINS,
+			     !kvs_cache_has_stores(s->cache), &s->fast);
+	if (rc < 0)
+		goto fail;
+	kvs_cache_set_fast(s->cache, s->fast);
+	s->fast_ev = event_new(s->base, -1, EV_PERSIST, fast_tick, s);
+	if (!s->fast_ev ||
+	    event_add(s->fast_ev, &(struct timeval){
+			  0, KVS_FAST_HEARTBEAT_MS * 1000 }) < 0) {
+		rc = -ENOMEM;
+		goto fail;
+	}
 	rc = kvs_admin_create(&ac, s->cache, &s->stats, &s->admin);
 	if (rc < 0)
 		goto fail;
@@ -311,6 +341,8 @@ void kvs_server_destroy(kvs_server *s)
 	for (uint32_t i = 0; i < KVS_SERVER_TIERS; i++)
 		if (s->tier_ev[i])
 			event_free(s->tier_ev[i]);
+	if (s->fast_ev)
+		event_free(s->fast_ev);
 	kvs_metrics_stop(s->metrics);
 	if (s->listen_fd >= 0) {
 		close(s->listen_fd);
@@ -318,6 +350,7 @@ void kvs_server_destroy(kvs_server *s)
 	}
 	kvs_admin_destroy(s->admin);
 	kvs_cache_destroy(s->cache);
+	kvs_fast_destroy(s->fast);
 	if (s->base)
 		event_base_free(s->base);
 	free(s->blocks);

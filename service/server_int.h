@@ -20,6 +20,7 @@
 
 #include "kvs_admin.h"
 #include "kvs_cache.h"
+#include "kvs_fastidx.h"
 #include "kvs_hist.h"
 #include "kvs_metrics.h"
 #include "kvs_server.h"
@@ -41,6 +42,8 @@ struct kvs_server {
 	struct event *tier_ev[KVS_SERVER_TIERS]; /* tiers' event fds */
 	int listen_fd;
 	kvs_cache *cache;
+	kvs_fast *fast;   /* the fast path (fastidx.c) */
+	struct event *fast_ev; /* its heartbeat, every KVS_FAST_HEARTBEAT_MS */
 	kvs_admin *admin; /* operator requests and events (admin.c) */
 	kvs_counters stats;
 	kvs_hist latency[KVS_OP__COUNT]; /* by opcode */
@@ -73,6 +76,7 @@ struct conn {
 			  * sent */
 	kvs_wire_hdr wait_hdr; /* that request's header */
 	kvs_owner *owner;
+	kvs_fast_client *fast; /* its pin area, after FASTATTACH */
 	kvs_admin_sub *sub; /* watching events, or NULL */
 	uint32_t ns;
 	uint64_t id;

@@ -52,6 +52,7 @@ static void stats_refresh(kvs_server *s)
 	s->stats.server_metrics_port = s->metrics ? kvs_metrics_port(s->metrics) : 0;
 	s->stats.clients_connected = s->nconns; /* served, not refusing */
 	kvs_cache_stats_fill(s->cache);
+	kvs_fast_stats_fill(s->fast);
 }
 
 static void latency_lines(kvs_server *s, FILE *f)

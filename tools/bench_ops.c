@@ -84,11 +84,17 @@ static double hist_quantile(const uint64_t *h, double q)
 
 /* ---- ops ----------------------------------------------------------------- */
 
+/* The systems compared: kvshare's fast path (the default client), its
+ * socket path (KVS_CONNECT_NO_FASTPATH), Redis MGET. */
+enum { SYS_FAST, SYS_SOCKET, SYS_REDIS, SYS_N };
+static const char *const sys_name[SYS_N] = { "fast", "socket", "redis" };
+
 struct ops_opts {
 	const char *sock;
 	unsigned clients, blocks, reps, value_bytes;
 	double seconds;
 	int json;
+	int run[SYS_N]; /* which systems run (--path) */
 };
 
 /* A client's result, in memory shared with the parent. */
@@ -105,6 +111,7 @@ struct ops_ctx {
 	kvs_layout layout;
 	kvs_hash *hashes;        /* the cached prefix, K blocks */
 	const char **mget_argv;  /* "MGET" key1 .. keyK */
+	uint32_t connect_flags;  /* of ours_client: KVS_CONNECT_NO_FASTPATH */
 };
 
 static int ours_client(const void *vctx, unsigned idx, kvsb_gate *g,
@@ -123,7 +130,8 @@ static int ours_client(const void *vctx, unsigned idx, kvsb_gate *g,
 
 	snprintf(who, sizeof(who), "client %u: ", idx + 1);
 	KVSB_STEP(who, "alloc", b ? 0 : -ENOMEM);
-	KVSB_STEP(who, "connect", kvs_connect(x->sock, &x->layout, &c));
+	KVSB_STEP(who, "connect", kvs_connect_flags(x->sock, &x->layout,
+						    x->connect_flags, &c));
 	/* one untimed round, so that the first timed one is not a cold one */
 	KVSB_STEP(who, "lookup", kvs_lookup(c, x->hashes, k, &lease, b));
 	KVSB_STEP(who, "release", kvs_release(c, lease));
@@ -312,48 +320,101 @@ static void ops_usage(void)
 {
 	fprintf(stderr,
 		"usage: kvsbench [--socket PATH] ops [OPTIONS]\n"
-		"  N clients repeat lookup+release of K cached blocks against kvshared,\n"
-		"  then MGET of K keys against a private redis-server; ratio of ops/s.\n"
+		"  N clients repeat lookup+release of K cached blocks against kvshared\n"
+		"  (its fast path, then its socket path), then MGET of K keys against a\n"
+		"  private redis-server; ratios of ops/s to Redis's.\n"
 		"  -s, --socket PATH     use this daemon (default: start a private\n"
 		"                        kvshared from kvsbench's directory)\n"
 		"  -c, --clients N       client processes (default 4)\n"
 		"  -k, --blocks K        blocks per lookup / keys per MGET (default 32)\n"
 		"  -t, --seconds T       seconds per run (default 2)\n"
-		"  -r, --reps R          repetitions, each runs both (default 5)\n"
+		"  -r, --reps R          repetitions, each runs every system (default 5)\n"
+		"  -p, --path P          kvshare's lookups: fast, socket or both (default\n"
+		"                        both; socket forces KVS_CONNECT_NO_FASTPATH)\n"
 		"      --value-bytes V   Redis value size (default 16: a block reference)\n"
 		"      --json            one JSON object per result line, no table\n"
 		"  -h, --help            this help\n");
 }
 
-/* One table row; @ratio is this repetition's, or for the median row the
- * median of the per-repetition ratios (not the ratio of the medians). */
+/* One table row; the ratios are this repetition's, or for the median row
+ * the medians of the per-repetition ratios (not the ratio of the medians). */
 static void print_row(const struct ops_opts *o, const char *rep,
-		      const struct ops_row *a, const struct ops_row *b,
-		      double ratio, const char *redis_na)
+		      const struct ops_row *row, const double *ratio,
+		      const char *redis_na)
 {
 	if (o->json) {
 		printf("{\"bench\":\"ops\",\"rep\":\"%s\",\"reps\":%u,"
-		       "\"clients\":%u,\"blocks\":%u,\"seconds\":%.3f,"
-		       "\"kvshare_ops_s\":%.1f,"
-		       "\"kvshare_p50_us\":%.2f,\"kvshare_p99_us\":%.2f",
-		       rep, o->reps, o->clients, o->blocks, o->seconds, a->ops_s,
-		       a->p50_us, a->p99_us);
+		       "\"clients\":%u,\"blocks\":%u,\"seconds\":%.3f", rep,
+		       o->reps, o->clients, o->blocks, o->seconds);
+		for (int sy = 0; sy < SYS_N; sy++) {
+			if (!o->run[sy] || (sy == SYS_REDIS && redis_na))
+				printf(",\"%s_ops_s\":null,\"%s_p50_us\":null,"
+				       "\"%s_p99_us\":null", sys_name[sy],
+				       sys_name[sy], sys_name[sy]);
+			else
+				printf(",\"%s_ops_s\":%.1f,\"%s_p50_us\":%.2f,"
+				       "\"%s_p99_us\":%.2f", sys_name[sy],
+				       row[sy].ops_s, sys_name[sy], row[sy].p50_us,
+				       sys_name[sy], row[sy].p99_us);
+		}
+		for (int sy = 0; sy < SYS_REDIS; sy++) {
+			if (!o->run[sy] || redis_na)
+				printf(",\"%s_ratio\":null", sys_name[sy]);
+			else
+				printf(",\"%s_ratio\":%.3f", sys_name[sy], ratio[sy]);
+		}
 		if (redis_na)
-			printf(",\"redis_ops_s\":null,\"redis_p50_us\":null,"
-			       "\"redis_p99_us\":null,\"ratio\":null,"
-			       "\"redis\":\"%s\"}\n", redis_na);
-		else
-			printf(",\"redis_ops_s\":%.1f,\"redis_p50_us\":%.2f,"
-			       "\"redis_p99_us\":%.2f,\"ratio\":%.3f}\n",
-			       b->ops_s, b->p50_us, b->p99_us, ratio);
+			printf(",\"redis\":\"%s\"", redis_na);
+		printf("}\n");
 		return;
 	}
-	printf("%-7s %13.0f %8.1f %8.1f", rep, a->ops_s, a->p50_us, a->p99_us);
-	if (redis_na)
-		printf("   %s\n", redis_na);
-	else
-		printf(" %13.0f %8.1f %8.1f %7.2fx\n", b->ops_s, b->p50_us,
-		       b->p99_us, ratio);
+	printf("%-7s", rep);
+	for (int sy = 0; sy < SYS_N; sy++) {
+		if (!o->run[sy] || (sy == SYS_REDIS && redis_na))
+			printf(" %11s %7s %7s", "-", "-", "-");
+		else
+			printf(" %11.0f %7.1f %7.1f", row[sy].ops_s,
+			       row[sy].p50_us, row[sy].p99_us);
+	}
+	for (int sy = 0; sy < SYS_REDIS; sy++) {
+		if (!o->run[sy] || redis_na)
+			printf(" %7s", "-");
+		else
+			printf(" %6.2fx", ratio[sy]);
+	}
+	printf("\n");
+}
+
+/* Fast-path lookups the daemon counted (its clients' reports), or -1. */
+static int64_t fast_lookups(const char *sock)
+{
+	kvs_client *c = NULL;
+	char *text = NULL;
+	int64_t v = -1;
+
+	if (kvs_connect(sock, NULL, &c) == 0 && kvs_stats(c, &text) == 0 &&
+	    kvs_stats_value(text, "fast.lookups", &v) < 0)
+		v = -1;
+	free(text);
+	kvs_close(c);
+	return v;
+}
+
+static int run_system(struct ops_ctx *x, int sy, struct ops_res *res,
+		      uint64_t *hist, struct ops_row *row)
+{
+	int64_t before = sy == SYS_FAST ? fast_lookups(x->sock) : 0;
+	int rc;
+
+	if (sy == SYS_REDIS)
+		return measure(x, redis_client, res, hist, row);
+	x->connect_flags = sy == SYS_SOCKET ? KVS_CONNECT_NO_FASTPATH : 0;
+	rc = measure(x, ours_client, res, hist, row);
+	if (rc == 0 && sy == SYS_FAST && fast_lookups(x->sock) <= before)
+		fprintf(stderr, "kvsbench: ops: the fast path answered no lookup "
+			"(KVS_NO_FASTPATH set, or a daemon without it): the "
+			"\"fast\" figures are the socket's\n");
+	return rc;
 }
 
 int kvsb_cmd_ops(const char *sock, int argc, char **argv)
@@ -364,13 +425,15 @@ int kvsb_cmd_ops(const char *sock, int argc, char **argv)
 		{ "blocks", required_argument, NULL, 'k' },
 		{ "seconds", required_argument, NULL, 't' },
 		{ "reps", required_argument, NULL, 'r' },
+		{ "path", required_argument, NULL, 'p' },
 		{ "value-bytes", required_argument, NULL, O_VALUE },
 		{ "json", no_argument, NULL, O_JSON },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct ops_opts o = { .sock = sock, .clients = 4, .blocks = 32,
-			      .reps = 5, .value_bytes = 16, .seconds = 2.0 };
+			      .reps = 5, .value_bytes = 16, .seconds = 2.0,
+			      .run = { 1, 1, 1 } };
 	struct ops_ctx x = {
 		.o = &o,
 		/* a 4 KiB block: the control plane moves no block bytes, so
@@ -379,8 +442,8 @@ int kvsb_cmd_ops(const char *sock, int argc, char **argv)
 			    .head_dim = 64, .block_tokens = 16, .tp_size = 1,
 			    .dtype = KVS_DTYPE_FP16 },
 	};
-	struct ops_row a[OPS_MAX_REPS], b[OPS_MAX_REPS], ma, mb;
-	double va[OPS_MAX_REPS], vb[OPS_MAX_REPS], ratio[OPS_MAX_REPS];
+	struct ops_row row[OPS_MAX_REPS][SYS_N], med[SYS_N];
+	double v[OPS_MAX_REPS], ratio[OPS_MAX_REPS][SYS_REDIS], mratio[SYS_REDIS];
 	struct ops_res *res = NULL;
 	uint64_t *hist = NULL;
 	kvsb_daemon *d = NULL;
@@ -389,12 +452,21 @@ int kvsb_cmd_ops(const char *sock, int argc, char **argv)
 	char *keybuf = NULL, redis_why[128];
 	int opt, bad = 0, rc = 0, status = 1;
 
-	while ((opt = getopt_long(argc, argv, "c:k:t:r:h", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "c:k:t:r:p:h", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'c': bad |= kvsb_parse_uint("clients", optarg, 1, OPS_MAX_CLIENTS, &o.clients); break;
 		case 'k': bad |= kvsb_parse_uint("blocks", optarg, 1, KVS_MAX_HASHES, &o.blocks); break;
 		case 't': bad |= kvsb_parse_seconds(optarg, &o.seconds); break;
 		case 'r': bad |= kvsb_parse_uint("reps", optarg, 1, OPS_MAX_REPS, &o.reps); break;
+		case 'p':
+			o.run[SYS_FAST] = !strcmp(optarg, "fast") || !strcmp(optarg, "both");
+			o.run[SYS_SOCKET] = !strcmp(optarg, "socket") || !strcmp(optarg, "both");
+			if (!o.run[SYS_FAST] && !o.run[SYS_SOCKET]) {
+				fprintf(stderr, "kvsbench: ops: --path: fast, socket "
+					"or both, not '%s'\n", optarg);
+				bad = 1;
+			}
+			break;
 		case O_VALUE: bad |= kvsb_parse_uint("value-bytes", optarg, 1, 1u << 20, &o.value_bytes); break;
 		case O_JSON: o.json = 1; break;
 		case 'h': ops_usage(); return 0;
@@ -445,53 +517,64 @@ int kvsb_cmd_ops(const char *sock, int argc, char **argv)
 		if (ops_setup_redis(&x, &keybuf) < 0)
 			goto out;
 	}
+	o.run[SYS_REDIS] = srv != NULL;
 
 	if (!o.json) {
 		printf("kvsbench ops: %u clients; kvshare: lookup+release of %u "
-		       "cached blocks; Redis: MGET of %u keys x %u B\n",
-		       o.clients, o.blocks, o.blocks, o.value_bytes);
-		printf("  %.1f s per run, %u reps, alternating; kvshared %s; "
-		       "redis-server %s\n", o.seconds, o.reps,
+		       "cached blocks (fast path, socket path); Redis: MGET of %u "
+		       "keys x %u B\n", o.clients, o.blocks, o.blocks,
+		       o.value_bytes);
+		printf("  %.1f s per run, %u reps, order rotated per rep; "
+		       "kvshared %s; redis-server %s\n", o.seconds, o.reps,
 		       d ? "private (started here)" : x.sock,
 		       srv ? kvsb_redis_version(srv) : "n/a");
-		printf("%-7s %13s %8s %8s %13s %8s %8s %8s\n", "rep",
-		       "kvshare_op/s", "p50_us", "p99_us", "redis_op/s",
-		       "p50_us", "p99_us", "ratio");
+		printf("%-7s %11s %7s %7s %11s %7s %7s %11s %7s %7s %7s %7s\n",
+		       "rep", "fast_op/s", "p50_us", "p99_us", "sock_op/s",
+		       "p50_us", "p99_us", "redis_op/s", "p50_us", "p99_us",
+		       "fast/R", "sock/R");
 	}
+	memset(row, 0, sizeof(row));
+	memset(ratio, 0, sizeof(ratio));
 	for (unsigned r = 0; r < o.reps; r++) {
 		char name[16];
-		int redis_first = srv && r % 2 == 1;
 
-		if (redis_first && (rc = measure(&x, redis_client, res, hist, &b[r])) < 0)
-			goto run_failed;
-		if ((rc = measure(&x, ours_client, res, hist, &a[r])) < 0)
-			goto run_failed;
-		if (srv && !redis_first &&
-		    (rc = measure(&x, redis_client, res, hist, &b[r])) < 0)
-			goto run_failed;
-		if (!srv)
-			memset(&b[r], 0, sizeof(b[r]));
-		ratio[r] = b[r].ops_s > 0 ? a[r].ops_s / b[r].ops_s : 0;
+		/* Interleaved: each system goes first in turn. */
+		for (int k = 0; k < SYS_N; k++) {
+			int sy = (int)((r + (unsigned)k) % SYS_N);
+
+			if (o.run[sy] &&
+			    (rc = run_system(&x, sy, res, hist, &row[r][sy])) < 0)
+				goto run_failed;
+		}
+		for (int sy = 0; sy < SYS_REDIS; sy++)
+			ratio[r][sy] = row[r][SYS_REDIS].ops_s > 0
+					       ? row[r][sy].ops_s / row[r][SYS_REDIS].ops_s
+					       : 0;
 		snprintf(name, sizeof(name), "%u", r + 1);
-		print_row(&o, name, &a[r], &b[r], ratio[r], redis_na);
+		print_row(&o, name, row[r], ratio[r], redis_na);
 		fflush(stdout);
 	}
-#define MED(field, arr, v)                                                    \
+#define MED(field, sy)                                                        \
 	do {                                                                  \
 		for (unsigned r = 0; r < o.reps; r++)                         \
-			v[r] = arr[r].field;                                  \
+			v[r] = row[r][sy].field;                              \
+		med[sy].field = kvsb_median(v, o.reps);                       \
 	} while (0)
-	MED(ops_s, a, va); ma.ops_s = kvsb_median(va, o.reps);
-	MED(p50_us, a, va); ma.p50_us = kvsb_median(va, o.reps);
-	MED(p99_us, a, va); ma.p99_us = kvsb_median(va, o.reps);
-	MED(ops_s, b, vb); mb.ops_s = kvsb_median(vb, o.reps);
-	MED(p50_us, b, vb); mb.p50_us = kvsb_median(vb, o.reps);
-	MED(p99_us, b, vb); mb.p99_us = kvsb_median(vb, o.reps);
+	for (int sy = 0; sy < SYS_N; sy++) {
+		MED(ops_s, sy);
+		MED(p50_us, sy);
+		MED(p99_us, sy);
+	}
 #undef MED
-	print_row(&o, "median", &ma, &mb, kvsb_median(ratio, o.reps), redis_na);
+	for (int sy = 0; sy < SYS_REDIS; sy++) {
+		for (unsigned r = 0; r < o.reps; r++)
+			v[r] = ratio[r][sy];
+		mratio[sy] = kvsb_median(v, o.reps);
+	}
+	print_row(&o, "median", med, mratio, redis_na);
 	if (!o.json && !redis_na)
-		printf("ratio = kvshare ops/s / Redis ops/s in the same "
-		       "repetition; its median row is the median of those\n");
+		printf("fast/R, sock/R = kvshare ops/s / Redis ops/s in the same "
+		       "repetition; the median row has the medians of those\n");
 	status = 0;
 	goto out;
 run_failed:

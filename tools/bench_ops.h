@@ -4,15 +4,17 @@
  * that the subcommands share: bench_proc.h).
  *
  *   kvsbench ops [--socket S] [--clients N] [--blocks K] [--seconds T]
- *                [--reps R] [--value-bytes V] [--json]
+ *                [--reps R] [--path fast|socket|both] [--value-bytes V]
+ *                [--json]
  *
  * N client processes each repeat lookup+release of a K-block prefix that is
- * cached (every lookup is K hits) against one daemon, for T seconds; beside
- * it, the same N processes repeat MGET of K keys of V bytes against a private
- * redis-server on a Unix socket. The two runs alternate (kvshare first on odd
- * repetitions, Redis first on even ones), R times; each repetition reports
- * ops/s and p50/p99 latency of both and their ratio, and the last row the
- * medians. A figure, not a test: the exit status says only whether it ran.
+ * cached (every lookup is K hits) against one daemon, for T seconds, once on
+ * the fast path (the shared index: the default client) and once on the socket
+ * path (KVS_CONNECT_NO_FASTPATH); beside them, the same N processes repeat
+ * MGET of K keys of V bytes against a private redis-server on a Unix socket.
+ * The runs are interleaved (each system goes first in turn), R times; each
+ * repetition reports ops/s and p50/p99 latency of each and each kvshare
+ * path's ratio to Redis, and the last row the medians. A figure, not a test: the exit status says only whether it ran.
  */
 #ifndef KVSB_OPS_H
 #define KVSB_OPS_H

@@ -237,6 +237,27 @@ static void payloads(void)
 	msg(KVS_OP_REPORT, 20, p, KVS_WIRE_REPORT_SIZE + 8);
 	out("report-long", "attach layout\nreply %d %d\nthen open\ncount proto 1\n",
 	    KVS_OP_REPORT, KVS_E_PROTO);
+	/* FASTATTACH: 8 bytes, all zero, on an attached connection. */
+	memset(p, 0, 16);
+	msg(KVS_OP_FASTATTACH, 21, p, KVS_WIRE_FAST_REQ_SIZE - 1);
+	out("fastattach-short", "attach layout\nreply %d %d\nthen open\ncount proto 1\n",
+	    KVS_OP_FASTATTACH, KVS_E_PROTO);
+	msg(KVS_OP_FASTATTACH, 22, p, KVS_WIRE_FAST_REQ_SIZE + 1);
+	out("fastattach-long", "attach layout\nreply %d %d\nthen open\ncount proto 1\n",
+	    KVS_OP_FASTATTACH, KVS_E_PROTO);
+	p[0] = 1;
+	msg(KVS_OP_FASTATTACH, 23, p, KVS_WIRE_FAST_REQ_SIZE);
+	out("fastattach-unknown-flag", "attach layout\nreply %d %d\nthen open\ncount proto 1\n",
+	    KVS_OP_FASTATTACH, KVS_E_PROTO);
+	p[0] = 0;
+	p[5] = 1;
+	msg(KVS_OP_FASTATTACH, 24, p, KVS_WIRE_FAST_REQ_SIZE);
+	out("fastattach-nonzero-reserved", "attach layout\nreply %d %d\nthen open\ncount proto 1\n",
+	    KVS_OP_FASTATTACH, KVS_E_PROTO);
+	p[5] = 0;
+	msg(KVS_OP_FASTATTACH, 25, p, KVS_WIRE_FAST_REQ_SIZE);
+	out("fastattach-before-hello", "attach none\nreply %d %d\nthen open\ncount notattached 1\n",
+	    KVS_OP_FASTATTACH, KVS_E_NOTATTACHED);
 }
 
 static void hellos(void)

@@ -233,6 +233,26 @@ static void check_report(const uint8_t *p, size_t n)
 		abort();
 }
 
+static void check_fast(const uint8_t *p, size_t n)
+{
+	kvs_wire_fast_reply r;
+	uint8_t out[KVS_WIRE_FAST_REPLY_SIZE];
+	uint32_t flags;
+
+	if (kvs_wire_fast_req_decode(p, n, &flags) == 0) {
+		same("fastattach", kvs_wire_fast_req_encode(flags, out, sizeof(out)),
+		     p, n, out);
+	}
+	if (kvs_wire_fast_reply_decode(p, n, &r) != 0)
+		return;
+	if (r.entries == 0 || (r.entries & (r.entries - 1)) || r.pin_cap == 0)
+		abort();
+	same("fastattach-reply", kvs_wire_fast_reply_encode(&r, out, sizeof(out)),
+	     p, n, out);
+	if (kvs_wire_fast_reply_encode(&r, out, sizeof(out) - 1) != -ENOBUFS)
+		abort();
+}
+
 /* Each decoder on exactly these @n bytes, in a buffer of their own, so that
  * AddressSanitizer sees any read past the end. */
 static void check_payload(const uint8_t *src, size_t n)
@@ -249,6 +269,7 @@ static void check_payload(const uint8_t *src, size_t n)
 	check_blocks(p, n);
 	check_u64(p, n);
 	check_report(p, n);
+	check_fast(p, n);
 	free(p);
 }
 

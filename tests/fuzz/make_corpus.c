@@ -226,6 +226,15 @@ static void wire_seeds(void)
 		msg("report", KVS_OP_REPORT, 0, 9,
 		    p, kvs_wire_report_encode(&er, p, sizeof(p)));
 	}
+	msg("fastattach", KVS_OP_FASTATTACH, 0, 10,
+	    p, kvs_wire_fast_req_encode(0, p, sizeof(p)));
+	{
+		kvs_wire_fast_reply fr = { 64 + 64 * 4096, 4096 + 128, 0x1234abcd,
+					   4096, 496, 1 };
+
+		msg("fastattach-reply", KVS_OP_FASTATTACH, 0, 10,
+		    p, kvs_wire_fast_reply_encode(&fr, p, sizeof(p)));
+	}
 }
 
 static void arg_seed(const char *name, const char *const *args)

@@ -32,6 +32,7 @@ STATUS_NAMES = {HIT: "hit", NEW: "new", EXISTS: "exists", BUSY: "busy", FULL: "f
 
 MAX_HASHES = 16384
 CONNECT_GPU = 0x1
+CONNECT_NO_FASTPATH = 0x2
 
 #: One kvs_hash per element, the C struct's memory layout: arrays of it go to
 #: the library as they are.
@@ -464,17 +465,19 @@ class WriteLease(_Lease):
 class Client:
     """One connection to kvshared.
 
-    Client(socket=None, layout=None, gpu=False): socket None is the default
-    path; layout None makes a control-only connection (stats). gpu=True asks
-    for the daemon's GPU tier (KVS_CONNECT_GPU). Use it as a context manager
-    or call close().
+    Client(socket=None, layout=None, gpu=False, fast_path=True): socket None
+    is the default path; layout None makes a control-only connection (stats).
+    gpu=True asks for the daemon's GPU tier (KVS_CONNECT_GPU). fast_path=False
+    sends every lookup over the socket (KVS_CONNECT_NO_FASTPATH; the answers
+    are the same). Use it as a context manager or call close().
     """
 
     def __init__(self, socket: Optional[str] = None, layout: Optional[Layout] = None,
-                 *, gpu: bool = False) -> None:
+                 *, gpu: bool = False, fast_path: bool = True) -> None:
         self.layout = layout
         self.socket = socket
         self._gpu = gpu
+        self._flags = (CONNECT_GPU if gpu else 0) | (0 if fast_path else CONNECT_NO_FASTPATH)
         self._clayout = layout._c() if layout is not None else None
         self._connect(gpu)
 
@@ -517,7 +520,7 @@ class Client:
         rc = lib.kvs_connect_flags(
             self.socket.encode() if self.socket else None,
             byref(self._clayout) if self._clayout is not None else None,
-            CONNECT_GPU if gpu else 0, byref(handle))
+            self._flags, byref(handle))
         check(rc, f"connect to {self.socket or default_socket_path()}")
         self._conn = _Conn(handle.value)
 

@@ -1,0 +1,403 @@
+/*
+ * fast.c - hits without a round trip, the client's side (kvs_fast.h for the
+ * layout, service/fastidx.c for the daemon's side and the whole ordering
+ * argument, docs/architecture.md for both).
+ *
+ * A lookup probes the domain's index (read-only, seqlock per entry), stores
+ * a pin for each hit in this connection's pin area, issues one full fence
+ * and re-reads each hit's sequence: unchanged, the daemon cannot evict the
+ * block until the pin is cleared (it marks an entry "going" before it scans
+ * the pins, with a full fence between); changed, the pins are cleared and
+ * the lookup takes the socket path. A release clears the pins: stores, no
+ * system call. Anything unusual (an entry being written, a miss the index
+ * cannot vouch for, a full pin area, more hashes than pins) goes to the
+ * socket, so kvs_lookup() answers what the daemon would have answered.
+ *
+ * Fast lease ids have 0xffff in bits 16..31, a tag of the client in bits
+ * 6..15 and the slot in bits 0..5: a daemon lease id carries its lease slot
+ * in bits 0..31, and the daemon would need four billion lease slots to hand
+ * out such a number. Another client's fast lease is KVS_E_NOTOWNER, as the
+ * daemon answers for its leases (unless the 10-bit tags collide: then
+ * KVS_E_NOLEASE, an error all the same).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kvs_client_int.h"
+#include "kvs_fast.h"
+#include "kvs_wire.h"
+
+#define FAST_LEASES 64 /* fast leases held at once; more go by socket */
+#define FAST_TAG 0xffff0000u
+
+#define LD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#define ST(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+
+typedef struct flease {
+	uint32_t gen;   /* 0: free */
+	uint32_t start, n;
+} flease;
+
+struct kvs_fastpath {
+	const kvs_fast_hdr *hdr;
+	const kvs_fast_entry *e;
+	uint32_t mask;
+	size_t ibytes;
+	kvs_fast_pins_hdr *ph;
+	uint64_t *touch;            /* KVS_FAST_TOUCHES */
+	uint64_t *pins;
+	uint32_t cap;
+	size_t pbytes;
+	flease l[FAST_LEASES];
+	uint8_t order[FAST_LEASES]; /* live slots by start */
+	uint32_t nlive;
+	uint32_t *pos, *seq;        /* per lookup: each hit's entry, sequence */
+};
+
+/* This client's tag in its fast lease ids: from its address, which no
+ * other live client in the process shares. */
+static uint32_t tag_of(const kvs_client *c)
+{
+	uintptr_t a = (uintptr_t)c;
+
+	return (uint32_t)((a >> 4) ^ (a >> 14) ^ (a >> 24)) & 0x3ffu;
+}
+
+static void count(struct kvs_fastpath *f, int k, uint64_t v)
+{
+	ST(&f->ph->counters[k], LD(&f->ph->counters[k]) + v);
+}
+
+/* Our pins still count (the daemon has not closed the connection) and the
+ * daemon stamped the index lately (it was not killed): else, ask the socket.
+ * clock_gettime is a vDSO call: no system call. */
+static int fresh(const struct kvs_fastpath *f)
+{
+	struct timespec now;
+	uint64_t ms, hb = __atomic_load_n(&f->hdr->heartbeat_ms, __ATOMIC_ACQUIRE);
+
+	if (LD(&f->ph->revoked))
+		return 0;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	ms = (uint64_t)now.tv_sec * 1000u + (uint64_t)now.tv_nsec / 1000000u;
+	return ms < hb || ms - hb <= KVS_FAST_STALE_MS;
+}
+
+/* Tell the daemon which entries the last lookup hit (see kvs_fast.h). */
+static void touch(struct kvs_fastpath *f, uint32_t hits)
+{
+	uint32_t head = LD(&f->ph->touch_head);
+
+	for (uint32_t i = 0; i < hits; i++)
+		ST(&f->touch[(head + i) % KVS_FAST_TOUCHES],
+		   (uint64_t)f->pos[i] << 32 | f->seq[i]);
+	__atomic_store_n(&f->ph->touch_head, head + hits, __ATOMIC_RELEASE);
+}
+
+void kvs__fast_detach(kvs_client *c)
+{
+	struct kvs_fastpath *f = c->fast;
+
+	if (!f)
+		return;
+	if (f->hdr)
+		munmap((void *)f->hdr, f->ibytes);
+	if (f->ph)
+		munmap(f->ph, f->pbytes);
+	free(f->pos);
+	free(f->seq);
+	free(f);
+	c->fast = NULL;
+}
+
+static int wanted(const kvs_client *c)
+{
+	const char *env = getenv("KVS_NO_FASTPATH");
+
+	if (env && env[0] && strcmp(env, "0") != 0)
+		return 0;
+	return c->has_layout && c->arena &&
+	       !(c->flags & (KVS_CONNECT_GPU | KVS_CONNECT_NO_FASTPATH));
+}
+
+static int map_fd(int fd, uint64_t bytes, int prot, void **out)
+{
+	struct stat st;
+	void *p;
+
+	if (fd < 0 || bytes == 0 || bytes > SIZE_MAX)
+		return KVS_E_PROTO;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if ((uint64_t)st.st_size < bytes)
+		return KVS_E_PROTO; /* past the end would be SIGBUS */
+	p = mmap(NULL, (size_t)bytes, prot, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	*out = p;
+	return 0;
+}
+
+static int map_both(const kvs_client *c, struct kvs_fastpath *f,
+		    const int *fds, const kvs_wire_fast_reply *r)
+{
+	void *p;
+	int rc;
+
+	/* The index of the arena we map, or none. */
+	if (r->arena_id != c->arena_id)
+		return KVS_E_PROTO;
+	if (r->version != KVS_FAST_VERSION || r->pin_cap > KVS_FAST_MAX_PINS ||
+	    r->index_bytes < KVS_FAST_HDR_SIZE +
+			     (uint64_t)r->entries * KVS_FAST_ENTRY_SIZE ||
+	    r->pins_bytes < KVS_FAST_PINS_OFF + (uint64_t)r->pin_cap * 8)
+		return KVS_E_PROTO;
+	if ((rc = map_fd(fds[0], r->index_bytes, PROT_READ, &p)) < 0)
+		return rc;
+	f->hdr = p;
+	f->ibytes = (size_t)r->index_bytes;
+	if ((rc = map_fd(fds[1], r->pins_bytes, PROT_READ | PROT_WRITE, &p)) < 0)
+		return rc;
+	f->ph = p;
+	f->pbytes = (size_t)r->pins_bytes;
+	if (f->hdr->magic != KVS_FAST_MAGIC || f->hdr->version != KVS_FAST_VERSION ||
+	    f->hdr->entries != r->entries || f->hdr->arena_id != c->arena_id ||
+	    f->ph->magic != KVS_FAST_PIN_MAGIC)
+		return KVS_E_PROTO;
+	f->e = (const kvs_fast_entry *)((const uint8_t *)f->hdr + KVS_FAST_HDR_SIZE);
+	f->mask = r->entries - 1;
+	f->touch = (uint64_t *)((uint8_t *)f->ph + KVS_FAST_PINS_HDR_SIZE);
+	f->pins = (uint64_t *)((uint8_t *)f->ph + KVS_FAST_PINS_OFF);
+	f->cap = r->pin_cap;
+	f->pos = calloc(f->cap, sizeof(uint32_t));
+	f->seq = calloc(f->cap, sizeof(uint32_t));
+	return f->pos && f->seq ? 0 : -ENOMEM;
+}
+
+int kvs__fast_attach(kvs_client *c)
+{
+	kvs_wire_fast_reply r;
+	struct kvs_fastpath *f;
+	int fds[2] = { -1, -1 }, rc;
+	uint32_t rlen;
+
+	if (!wanted(c))
+		return 0;
+	if ((rc = kvs__grow(c, KVS_WIRE_FAST_REQ_SIZE)) < 0)
+		return 0;
+	kvs_wire_fast_req_encode(0, c->buf, c->cap);
+	rc = kvs__call(c, KVS_OP_FASTATTACH, KVS_WIRE_FAST_REQ_SIZE, &rlen, fds);
+	if (rc == 0 && kvs_wire_fast_reply_decode(c->buf, rlen, &r) < 0)
+		rc = KVS_E_PROTO;
+	f = rc == 0 ? calloc(1, sizeof(*f)) : NULL;
+	if (f) {
+		c->fast = f;
+		if (map_both(c, f, fds, &r) < 0)
+			kvs__fast_detach(c);
+	}
+	if (fds[0] >= 0)
+		close(fds[0]);
+	if (fds[1] >= 0)
+		close(fds[1]);
+	/* An older daemon (KVS_E_OPCODE) or any refusal: the socket path.
+	 * Only a lost connection fails the attach. */
+	return c->dead ? KVS_E_DISCONNECTED : 0;
+}
+
+/* 1: (ns, h) is at entry *pos, copied under sequence *seq; 0: not in the
+ * index; -1: an entry on the way was being written. */
+static int probe(const struct kvs_fastpath *f, uint32_t ns, kvs_hash h,
+		 uint32_t *pos, uint32_t *seq, kvs_block *b)
+{
+	uint32_t home = kvs_fast_home(ns, h.lo, h.hi, f->mask);
+
+	for (uint32_t k = 0; k < KVS_FAST_MAX_PROBE; k++) {
+		uint32_t i = (home + k) & f->mask;
+		const kvs_fast_entry *e = &f->e[i];
+		uint32_t s1 = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE), s2;
+		uint8_t state = LD(&e->state);
+		uint32_t ens = LD(&e->ns), gen = LD(&e->gen);
+		uint64_t lo = LD(&e->lo), hi = LD(&e->hi), off = LD(&e->offset);
+
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		s2 = LD(&e->seq);
+		if ((s1 & 1) || s1 != s2)
+			return -1;
+		if (state == KVS_FAST_EMPTY)
+			return 0;
+		if (ens == ns && lo == h.lo && hi == h.hi) {
+			*pos = i;
+			*seq = s1;
+			*b = (kvs_block){ .offset = off, .gen = gen,
+					  .tier = KVS_TIER_HOST,
+					  .status = KVS_BLOCK_HIT };
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* The pin area's end in use: the end of the last live lease. */
+static void set_used(struct kvs_fastpath *f)
+{
+	const flease *last = f->nlive ? &f->l[f->order[f->nlive - 1]] : NULL;
+
+	ST(&f->ph->used, last ? last->start + last->n : 0u);
+}
+
+/* First fit of @n pins among the live leases: the order position to insert
+ * at and the start, or -1. */
+static int fit(const struct kvs_fastpath *f, uint32_t n, uint32_t *start)
+{
+	uint32_t end = 0;
+
+	for (uint32_t k = 0; k <= f->nlive; k++) {
+		uint32_t next = k < f->nlive ? f->l[f->order[k]].start : f->cap;
+
+		if (next - end >= n) {
+			*start = end;
+			return (int)k;
+		}
+		if (k < f->nlive)
+			end = f->l[f->order[k]].start + f->l[f->order[k]].n;
+	}
+	return -1;
+}
+
+static void clear_pins(struct kvs_fastpath *f, uint32_t start, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		ST(&f->pins[start + i], 0);
+}
+
+int kvs__fast_lookup(kvs_client *c, const kvs_hash *hashes, size_t n,
+		     kvs_lease *lease, kvs_block *blocks, int *rc)
+{
+	struct kvs_fastpath *f = c->fast;
+	uint32_t flags, m1, hits = 0, start, slot = FAST_LEASES;
+	int at;
+
+	if (!f)
+		return 0;
+	if (n > f->cap || !fresh(f)) {
+		count(f, KVS_FAST_CTR_fallback_other, 1);
+		return 0;
+	}
+	flags = LD(&f->hdr->flags);
+	m1 = __atomic_load_n(&f->hdr->moves, __ATOMIC_ACQUIRE);
+	for (; hits < n; hits++) {
+		int r = probe(f, c->ns_id, hashes[hits], &f->pos[hits],
+			      &f->seq[hits], &blocks[hits]);
+
+		if (r < 0) {
+			count(f, KVS_FAST_CTR_fallback_busy, 1);
+			return 0;
+		}
+		if (r == 0)
+			break;
+		if (blocks[hits].offset > c->arena_bytes ||
+		    c->block_bytes > c->arena_bytes - blocks[hits].offset ||
+		    kvs_fast_pin_key(blocks[hits].offset, blocks[hits].gen) == 0) {
+			count(f, KVS_FAST_CTR_fallback_other, 1);
+			return 0;
+		}
+	}
+	if (hits < n) {
+		/* A miss is the answer only if the index has every host block,
+		 * no other tier could answer, and no deletion shifted entries
+		 * (which can hide a present key for a moment) meanwhile. */
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (!(flags & KVS_FAST_COMPLETE) || (m1 & 1) ||
+		    LD(&f->hdr->moves) != m1) {
+			count(f, KVS_FAST_CTR_fallback_miss, 1);
+			return 0;
+		}
+	}
+	count(f, KVS_FAST_CTR_miss_blocks, n - hits);
+	if (hits == 0) {
+		*lease = 0;
+		*rc = 0;
+		count(f, KVS_FAST_CTR_lookups, 1);
+		return 1;
+	}
+	for (uint32_t s = 0; s < FAST_LEASES && slot == FAST_LEASES; s++)
+		if (f->l[s].gen == 0)
+			slot = s;
+	at = slot < FAST_LEASES ? fit(f, hits, &start) : -1;
+	if (at < 0) {
+		count(f, KVS_FAST_CTR_fallback_pins, 1);
+		return 0;
+	}
+	if (start + hits > LD(&f->ph->used))
+		ST(&f->ph->used, start + hits);
+	for (uint32_t i = 0; i < hits; i++)
+		ST(&f->pins[start + i],
+		   kvs_fast_pin_key(blocks[i].offset, blocks[i].gen));
+	/* Pins before the re-check; the daemon marks before it scans. */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	for (uint32_t i = 0; i < hits; i++) {
+		if (LD(&f->e[f->pos[i]].seq) != f->seq[i]) {
+			clear_pins(f, start, hits);
+			set_used(f);
+			count(f, KVS_FAST_CTR_fallback_busy, 1);
+			return 0;
+		}
+	}
+	memmove(&f->order[at + 1], &f->order[at], f->nlive - (uint32_t)at);
+	f->order[at] = (uint8_t)slot;
+	f->nlive++;
+	/* Never reused across reconnects: a stale id stays stale. */
+	c->fast_gen = c->fast_gen + 1 ? c->fast_gen + 1 : 1;
+	f->l[slot] = (flease){ .gen = c->fast_gen, .start = start, .n = hits };
+	touch(f, hits);
+	ST(&f->ph->pins_live, LD(&f->ph->pins_live) + hits);
+	ST(&f->ph->leases_live, f->nlive);
+	*lease = (uint64_t)c->fast_gen << 32 | FAST_TAG | tag_of(c) << 6 | slot;
+	*rc = (int)hits;
+	count(f, KVS_FAST_CTR_lookups, 1);
+	count(f, KVS_FAST_CTR_hit_blocks, hits);
+	return 1;
+}
+
+int kvs__fast_release(kvs_client *c, kvs_lease lease, int commit, int *rc)
+{
+	struct kvs_fastpath *f = c->fast;
+	uint32_t slot = (uint32_t)lease & 0x3fu;
+	flease *l;
+
+	if (((uint32_t)lease & FAST_TAG) != FAST_TAG)
+		return 0;
+	if ((((uint32_t)lease >> 6) & 0x3ffu) != tag_of(c)) {
+		*rc = KVS_E_NOTOWNER;
+		return 1;
+	}
+	if (!f || slot >= FAST_LEASES || f->l[slot].gen == 0 ||
+	    f->l[slot].gen != (uint32_t)(lease >> 32)) {
+		*rc = KVS_E_NOLEASE;
+		return 1;
+	}
+	if (commit) {
+		*rc = KVS_E_LEASEKIND;
+		return 1;
+	}
+	l = &f->l[slot];
+	clear_pins(f, l->start, l->n);
+	for (uint32_t k = 0; k < f->nlive; k++) {
+		if (f->order[k] == slot) {
+			memmove(&f->order[k], &f->order[k + 1], f->nlive - k - 1);
+			f->nlive--;
+			break;
+		}
+	}
+	set_used(f);
+	ST(&f->ph->pins_live, LD(&f->ph->pins_live) - l->n);
+	ST(&f->ph->leases_live, f->nlive);
+	*rc = (int)l->n;
+	l->gen = 0;
+	return 1;
+}

@@ -1,0 +1,135 @@
+/*
+ * kvs_fast.h - the fast path's shared memory: the per-domain index of
+ * committed host blocks (written by kvshared only, read by clients) and the
+ * per-connection pin area (written by its client only, read by kvshared).
+ * Shared by libkvshare (client/fast.c) and the daemon (service/fastidx.c),
+ * like kvs_wire.h; docs/architecture.md ("Hits without a round trip")
+ * argues the protocol, docs/protocol.md describes FASTATTACH.
+ *
+ * Both memfds hold offsets and generations only, never pointers. Both sides
+ * run on one machine from one build of this header; magic and version in
+ * each header catch a mismatch (the client then keeps the socket path).
+ *
+ * Index (memfd, sealed: the client can map it read-only only):
+ *   [kvs_fast_hdr: 64 bytes][kvs_fast_entry x entries: 64 bytes each]
+ * open addressing, linear probing from kvs_fast_home(), at most
+ * KVS_FAST_MAX_PROBE entries from home, backward-shift deletion. Every entry
+ * is a seqlock: seq odd while the daemon writes it; a reader copies the
+ * entry between two equal even reads of seq or gives up.
+ *
+ * Pin area (memfd per connection, sealed against resizing):
+ *   [kvs_fast_pins_hdr: 128 bytes][u64 touch x KVS_FAST_TOUCHES][u64 pin x cap]
+ * A pin is kvs_fast_pin_key(offset, gen) of a host slot; 0 is an empty pin.
+ *
+ * Thread: the inline helpers are reentrant.
+ */
+#ifndef KVS_FAST_H
+#define KVS_FAST_H
+
+#include <stdint.h>
+
+#define KVS_FAST_MAGIC 0x58444946u     /* "FIDX" */
+#define KVS_FAST_PIN_MAGIC 0x4e495046u /* "FPIN" */
+#define KVS_FAST_VERSION 1
+#define KVS_FAST_MAX_PROBE 32u   /* entries looked at from home, at most */
+#define KVS_FAST_HDR_SIZE 64u
+#define KVS_FAST_ENTRY_SIZE 64u
+#define KVS_FAST_PINS_HDR_SIZE 128u
+#define KVS_FAST_MAX_PINS 16384u /* pins per connection, at most */
+#define KVS_FAST_TOUCHES 4096u   /* the touch ring of a pin area */
+/* The daemon stamps the index this often; a client that finds the stamp
+ * older than KVS_FAST_STALE_MS (a daemon killed, or stuck) asks the socket,
+ * which answers KVS_E_DISCONNECTED once the daemon is gone. */
+#define KVS_FAST_HEARTBEAT_MS 50u
+#define KVS_FAST_STALE_MS 250u
+
+/* hdr.flags: every committed host block of the domain is in the index and
+ * no other tier can answer a lookup (no SSD tier): a miss in the index is
+ * a miss of the socket path too. Without it a miss falls back. */
+#define KVS_FAST_COMPLETE 0x1u
+
+typedef struct kvs_fast_hdr {
+	uint32_t magic, version;
+	uint32_t entries;   /* a power of two */
+	uint32_t max_probe; /* KVS_FAST_MAX_PROBE */
+	uint64_t arena_id;  /* the domain's host arena (HELLO's host_arena_id) */
+	uint32_t moves;     /* odd while a deletion shifts entries back */
+	uint32_t flags;     /* KVS_FAST_* */
+	uint64_t heartbeat_ms; /* CLOCK_MONOTONIC, every KVS_FAST_HEARTBEAT_MS */
+	uint8_t reserved[24];
+} kvs_fast_hdr;
+
+enum kvs_fast_state { KVS_FAST_EMPTY = 0, KVS_FAST_READY = 1 };
+
+typedef struct kvs_fast_entry {
+	uint32_t seq;    /* odd: being written */
+	uint32_t ns;     /* namespace id; 0 with state EMPTY */
+	uint64_t lo, hi; /* the block hash */
+	uint64_t offset; /* in the domain's host arena */
+	uint32_t gen;    /* slot generation, as LOOKUP answers it */
+	uint8_t tier;    /* KVS_TIER_HOST */
+	uint8_t state;   /* kvs_fast_state */
+	uint16_t reserved0;
+	uint8_t reserved[24];
+} kvs_fast_entry;
+
+/* What a client counts about its own fast path; the daemon adds them to its
+ * `fast.*` stats (untrusted numbers: they only feed counters). */
+#define KVS_FAST_COUNTERS(X)                                                  \
+	X(lookups) X(hit_blocks) X(miss_blocks) X(fallback_miss)              \
+	X(fallback_busy) X(fallback_pins) X(fallback_other)
+enum {
+#define KVS_FAST_CTR_ENUM(n) KVS_FAST_CTR_##n,
+	KVS_FAST_COUNTERS(KVS_FAST_CTR_ENUM)
+#undef KVS_FAST_CTR_ENUM
+	KVS_FAST_NCOUNTERS
+};
+
+/* Pin area: [this header][u64 touch ring x KVS_FAST_TOUCHES][u64 pin x cap].
+ * A touch is (entry << 32 | seq) of a hit: the daemon replays touches into
+ * its eviction order and hit counts (what a LOOKUP request does at once),
+ * after checking that the entry still holds that publication. */
+typedef struct kvs_fast_pins_hdr {
+	uint32_t magic;   /* written by the daemon at creation */
+	uint32_t cap;     /* pins; the daemon keeps its own copy */
+	uint32_t used;    /* the client: pins[0, used) may be non-zero */
+	uint32_t revoked; /* the daemon, at close: these pins count no more */
+	uint32_t touch_head; /* the client: touches written, mod 2^32 */
+	uint32_t pins_live;  /* the client: pins held now (for stats) */
+	uint32_t leases_live; /* the client: fast leases held now (for stats) */
+	uint32_t reserved0;
+	uint64_t counters[KVS_FAST_NCOUNTERS];
+	uint8_t reserved[128 - 32 - 8 * KVS_FAST_NCOUNTERS];
+} kvs_fast_pins_hdr;
+
+/* Where the pins start in a pin area. */
+#define KVS_FAST_PINS_OFF (KVS_FAST_PINS_HDR_SIZE + 8u * KVS_FAST_TOUCHES)
+
+_Static_assert(sizeof(kvs_fast_hdr) == KVS_FAST_HDR_SIZE, "hdr size");
+_Static_assert(sizeof(kvs_fast_entry) == KVS_FAST_ENTRY_SIZE, "entry size");
+_Static_assert(sizeof(kvs_fast_pins_hdr) == KVS_FAST_PINS_HDR_SIZE, "pins size");
+
+/* Where (ns, hash) starts probing in a table of @mask + 1 entries. */
+static inline uint32_t kvs_fast_home(uint32_t ns, uint64_t lo, uint64_t hi,
+				     uint32_t mask)
+{
+	uint64_t x = lo ^ (hi * 0xc2b2ae3d27d4eb4full) ^
+		     ((uint64_t)ns * 0x9e3779b97f4a7c15ull);
+
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	return (uint32_t)x & mask;
+}
+
+/* A pin names a host slot by offset and generation; generations are unique
+ * per allocation until they wrap at 2^32, so two slots share a key only
+ * when both wrap and the offsets agree in their low 38 bits: the daemon then
+ * keeps a block it could have evicted, never the reverse. 0 is no pin
+ * (the client does not pin a block whose key would be 0). */
+static inline uint64_t kvs_fast_pin_key(uint64_t offset, uint32_t gen)
+{
+	return (uint64_t)gen << 32 | (uint32_t)(offset >> 6);
+}
+
+#endif /* KVS_FAST_H */

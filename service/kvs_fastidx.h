@@ -1,0 +1,98 @@
+/*
+ * kvs_fastidx.h - hits without a round trip, the daemon's side: one
+ * shared-memory index of committed host blocks per trust domain (host
+ * arena), and one pin area per connection that asked for it (FASTATTACH).
+ * Layout of both: client/kvs_fast.h. Protocol and memory ordering:
+ * docs/architecture.md, "Hits without a round trip".
+ *
+ * The cache calls four hooks (all accept f == NULL, the fast path off):
+ *  - kvs_fast_publish() when a committed block becomes visible in the host
+ *    tier (commit, promotion from SSD, demotion from GPU);
+ *  - kvs_fast_hold() before a host block may leave the tier (eviction,
+ *    operator evict or flush): it either unpublishes the block (0: go on)
+ *    or finds it pinned in a live client's pin area (1: keep it). A kept
+ *    block is *held*: it takes one pin (kvs_cache_pin_rec) so that the
+ *    policy stops naming it, until kvs_fast_unhold() finds its pins gone;
+ *  - kvs_fast_unhold() when room is short and at operator evictions;
+ *  - kvs_fast_replay() before an eviction, so that hits on the fast path
+ *    weigh in the policy's order as LOOKUP's do.
+ * Connections call kvs_fast_attach() and kvs_fast_detach() (at close: the
+ * pins of a dead client die with its connection).
+ *
+ * Errors: 0 or a count, or a negative KVS_E_* / -errno.
+ * Thread: the daemon's loop thread only.
+ */
+#ifndef KVS_FASTIDX_H
+#define KVS_FASTIDX_H
+
+#include <stdint.h>
+
+#include "kvs_cache.h"
+#include "kvs_stats.h"
+#include "kvs_table.h"
+
+typedef struct kvs_fast kvs_fast;
+typedef struct kvs_fast_client kvs_fast_client;
+
+/* What FASTATTACH hands a client (with the two fds). */
+typedef struct kvs_fast_grant {
+	int index_fd, pins_fd; /* the daemon's: send them, do not close them */
+	uint64_t index_bytes, pins_bytes, arena_id;
+	uint32_t entries, pin_cap;
+} kvs_fast_grant;
+
+/*
+ * kvs_fast_create - the fast path of @cache, off until a client asks.
+ * @entries: index entries per domain (rounded up to a power of two);
+ * @pin_cap: pins per connection (at most KVS_FAST_MAX_PINS); @complete_ok:
+ * 0 when another tier (SSD) can answer a lookup the index misses.
+ * Errors: -ENOMEM. Ownership: the caller destroys it after the cache's last
+ * hook ran (the held pins are the cache's and die with it).
+ */
+int kvs_fast_create(kvs_cache *cache, kvs_counters *stats, uint32_t entries,
+		    uint32_t pin_cap, int complete_ok, kvs_fast **out);
+void kvs_fast_destroy(kvs_fast *f);
+
+/* kvs_fast_publish - record @idx (READY, host) becomes visible in the
+ * domain of arena @arena_id. An index that has no room within the probe
+ * bound leaves it out (counted; lookups of it take the socket path). */
+void kvs_fast_publish(kvs_fast *f, uint64_t arena_id, uint32_t idx,
+		      const kvs_rec *r);
+
+/* kvs_fast_hold - may host record @idx leave? 0: yes, and it is no longer
+ * in the index; 1: a live client of its domain pins it: it is held (one
+ * pin) instead. Records of other tiers: 0. */
+int kvs_fast_hold(kvs_fast *f, uint64_t arena_id, uint32_t idx,
+		  const kvs_rec *r);
+
+/* kvs_fast_unhold - drop the hold of every held record that no live pin
+ * names any more. Returns how many were let go. */
+uint32_t kvs_fast_unhold(kvs_fast *f);
+
+/*
+ * kvs_fast_attach - the index of @o's domain and a new pin area for one
+ * connection (a second call returns the same). Errors: KVS_E_NOTATTACHED,
+ * -EOPNOTSUPP (the kernel cannot seal the index read-only: no fast path),
+ * -ENOMEM, -errno of memfd_create/mmap.
+ */
+int kvs_fast_attach(kvs_fast *f, kvs_owner *o, kvs_fast_client **fc,
+		    kvs_fast_grant *g);
+
+/* kvs_fast_detach - the connection is gone: forget its pin area, let go of
+ * what only it held. @fc may be NULL. */
+void kvs_fast_detach(kvs_fast *f, kvs_fast_client *fc);
+
+/* kvs_fast_replay - apply the hits clients made on the fast path since
+ * the last call to the eviction order and hit counts (as LOOKUP does at
+ * once). Returns how many; the cache calls it before it evicts. */
+uint32_t kvs_fast_replay(kvs_fast *f);
+
+/* kvs_fast_tick - stamp every index's heartbeat and replay the clients'
+ * touches into the cache (call every KVS_FAST_HEARTBEAT_MS, and before
+ * anything reports hit counts). */
+void kvs_fast_tick(kvs_fast *f);
+
+/* kvs_fast_stats_fill - the fast.* counters and gauges into the stats. */
+void kvs_fast_stats_fill(kvs_fast *f);
+
+#endif /* KVS_FASTIDX_H */
