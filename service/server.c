@@ -216,6 +216,31 @@ static void fast_tick(evutil_socket_t fd, short what, void *arg)
 	kvs_fast_tick(s->fast);
 }
 
+/* The fast path, after the tiers: a miss in its index is the answer only
+ * when no store tier could have the block (SSD, remote). The index is
+ * sized for blocks of 8 KiB and up at half load (smaller blocks that find
+ * no room take the socket path); its pages are touched only where entries
+ * are. Its heartbeat ticks on the loop. */
+static int fast_open(kvs_server *s, const kvs_config *cfg)
+{
+	uint64_t entries = cfg->host_bytes / 4096;
+	int rc = kvs_fast_create(s->cache, &s->stats,
+				 (uint32_t)(entries > (1u << 20) ? (1u << 20) : entries),
+				 cfg->max_pinned_blocks ? cfg->max_pinned_blocks
+							: KVS_FAST_MAX_PINS,
+				 !kvs_cache_has_stores(s->cache), &s->fast);
+
+	if (rc < 0)
+		return rc;
+	kvs_cache_set_fast(s->cache, s->fast);
+	s->fast_ev = event_new(s->base, -1, EV_PERSIST, fast_tick, s);
+	if (!s->fast_ev ||
+	    event_add(s->fast_ev, &(struct timeval){
+			  0, KVS_FAST_HEARTBEAT_MS * 1000 }) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
 int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 {
 	kvs_cache_config cc = { .host_bytes = cfg->host_bytes,
@@ -251,27 +276,9 @@ int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 	rc = tiers_open(s, cfg);
 	if (rc < 0)
 		goto fail;
-	/* After the tiers: a miss in the index is the answer only when no
-	 * store tier could have the block (SSD, remote).
-	 * The fast path's index is sized for blocks of 8 KiB and up at half
-	 * load (smaller blocks that find no room take the socket path); its
-	 * pages are touched only where entries are. */
-	rc = kvs_fast_create(s->cache, &s->stats,
-			     (uint32_t)(cfg->host_bytes / 4096 > (1u << 20)
-					? (1u << 20) : cfg->host_bytes / 4096),
-			     cfg->max_pinned_blocks ? cfg->max_pinned_blocks
-						    : KVS_FAST_MAX_PINS,
-			     !kvs_cache_has_stores(s->cache), &s->fast);
+	rc = fast_open(s, cfg);
 	if (rc < 0)
 		goto fail;
-	kvs_cache_set_fast(s->cache, s->fast);
-	s->fast_ev = event_new(s->base, -1, EV_PERSIST, fast_tick, s);
-	if (!s->fast_ev ||
-	    event_add(s->fast_ev, &(struct timeval){
-			  0, KVS_FAST_HEARTBEAT_MS * 1000 }) < 0) {
-		rc = -ENOMEM;
-		goto fail;
-	}
 	rc = kvs_admin_create(&ac, s->cache, &s->stats, &s->admin);
 	if (rc < 0)
 		goto fail;
