@@ -44,7 +44,8 @@ typedef struct remote_tier {
 	int write_through;
 	uint64_t *ns_fp;      /* by namespace id - 1 */
 	uint32_t nns;
-	rjob *jobs;
+	rjob **jobs;          /* each its own allocation: the engine holds
+			       * pointers into a job (header, results) */
 	uint32_t njobs, free_job;
 	uint64_t staged;
 	int corrupt_logged;   /* one line per episode of corrupt values */
@@ -62,28 +63,34 @@ static int job_new(remote_tier *t, uint8_t kind, uint32_t *out)
 {
 	if (t->free_job == UINT32_MAX) {
 		uint32_t n = t->njobs ? t->njobs * 2 : 64;
-		rjob *nj = realloc(t->jobs, (size_t)n * sizeof(*nj));
+		rjob **nj = realloc(t->jobs, (size_t)n * sizeof(*nj));
 
 		if (!nj)
 			return -ENOMEM;
+		t->jobs = nj;
 		for (uint32_t i = n; i-- > t->njobs;) {
-			nj[i].kind = JOB_FREE;
-			nj[i].next = t->free_job;
+			nj[i] = calloc(1, sizeof(rjob));
+			if (!nj[i]) {
+				for (uint32_t k = i + 1; k < n; k++)
+					free(nj[k]);
+				t->free_job = UINT32_MAX;
+				return -ENOMEM;
+			}
+			nj[i]->next = t->free_job;
 			t->free_job = i;
 		}
-		t->jobs = nj;
 		t->njobs = n;
 	}
 	*out = t->free_job;
-	t->free_job = t->jobs[*out].next;
-	t->jobs[*out].kind = kind;
-	t->jobs[*out].buf = NULL;
+	t->free_job = t->jobs[*out]->next;
+	t->jobs[*out]->kind = kind;
+	t->jobs[*out]->buf = NULL;
 	return 0;
 }
 
 static void job_free(remote_tier *t, uint32_t j)
 {
-	rjob *b = &t->jobs[j];
+	rjob *b = t->jobs[j];
 
 	if (b->buf) {
 		free(b->buf);
@@ -134,7 +141,7 @@ static int remote_probe(kvs_tier_mod *tt, const kvs_tier_blk *b, uint32_t n,
 		return -EINVAL;
 	if ((rc = job_new(t, JOB_PROBE, &j)) < 0)
 		return rc;
-	p = &t->jobs[j];
+	p = t->jobs[j];
 	p->cookie = cookie;
 	p->n = n;
 	for (uint32_t i = 0; i < n; i++) {
@@ -155,7 +162,7 @@ static int remote_probe(kvs_tier_mod *tt, const kvs_tier_blk *b, uint32_t n,
 /* The EXISTS of a probe: the chain's present prefix. */
 static void probe_done(remote_tier *t, uint32_t j, const kvs_remote_cqe *q)
 {
-	rjob *p = &t->jobs[j];
+	rjob *p = t->jobs[j];
 	uint64_t cookie = p->cookie;
 	uint32_t k = 0;
 
@@ -181,7 +188,7 @@ static int remote_fetch(kvs_tier_mod *tt, const kvs_tier_blk *b, void *dst,
 
 	if ((rc = job_new(t, JOB_FETCH, &j)) < 0)
 		return rc;
-	f = &t->jobs[j];
+	f = t->jobs[j];
 	f->cookie = cookie;
 	f->dst = dst;
 	f->bytes = b->bytes;
@@ -202,7 +209,7 @@ static int remote_fetch(kvs_tier_mod *tt, const kvs_tier_blk *b, void *dst,
  * the block asked for. */
 static void fetch_done(remote_tier *t, uint32_t j, const kvs_remote_cqe *q)
 {
-	rjob *f = &t->jobs[j];
+	rjob *f = t->jobs[j];
 	uint64_t cookie = f->cookie;
 	int res = q->res;
 
@@ -241,7 +248,7 @@ static void publish(remote_tier *t, const kvs_tier_blk *b)
 		t->own.tier_remote_skipped++;
 		return;
 	}
-	p = &t->jobs[j];
+	p = t->jobs[j];
 	p->buf = malloc(b->bytes);
 	if (!p->buf) {
 		job_free(t, j);
@@ -262,7 +269,7 @@ static void publish(remote_tier *t, const kvs_tier_blk *b)
 /* The EXISTS before a publish: send it only if it is missing. */
 static void check_done(remote_tier *t, uint32_t j, const kvs_remote_cqe *q)
 {
-	rjob *p = &t->jobs[j];
+	rjob *p = t->jobs[j];
 	struct iovec iov[2] = { { p->hdr, KVS_RVAL_HDR_BYTES }, { p->buf, p->bytes } };
 
 	if (q->res < 0) {
@@ -284,7 +291,7 @@ static void publish_done(remote_tier *t, uint32_t j, const kvs_remote_cqe *q)
 {
 	if (q->res == 0) {
 		t->own.tier_remote_published++;
-		t->own.tier_remote_bytes_out += t->jobs[j].bytes;
+		t->own.tier_remote_bytes_out += t->jobs[j]->bytes;
 	} else if (q->res == -EEXIST) {
 		t->own.tier_remote_existed++;
 	} else {
@@ -298,7 +305,7 @@ static void on_done(void *arg, const kvs_remote_cqe *q)
 	remote_tier *t = arg;
 	uint32_t j = (uint32_t)q->cookie;
 
-	switch (t->jobs[j].kind) {
+	switch (t->jobs[j]->kind) {
 	case JOB_PROBE:
 		probe_done(t, j, q);
 		break;
@@ -439,8 +446,11 @@ static void remote_close(kvs_tier_mod *tt)
 	remote_tier *t = remote_of(tt);
 
 	kvs_remote_close(t->eng); /* pending requests dropped: buffers ours */
-	for (uint32_t i = 0; i < t->njobs; i++)
-		free(t->jobs[i].kind != JOB_FREE ? t->jobs[i].buf : NULL);
+	for (uint32_t i = 0; i < t->njobs; i++) {
+		if (t->jobs[i] && t->jobs[i]->kind != JOB_FREE)
+			free(t->jobs[i]->buf);
+		free(t->jobs[i]);
+	}
 	free(t->jobs);
 	free(t->ns_fp);
 	free(t);
