@@ -112,9 +112,12 @@ assert r["hit_tokens"] == 19 * 192, r["hit_tokens"]
 assert r["corrupt_blocks"] == 0 and r["busy_blocks"] == 0, r
 ' "$tmp/one1.json"
 rag one2 "${one[@]}" --workers 2 --order random --salt one2
+# A block the other worker is still writing is BUSY, not a hit: how many
+# depends on how the two interleave (more on a loaded machine), so those
+# count as the expected misses; any other miss does not.
 pycheck "D=2 workers: nearly every request after the first hits" '
 r = d[0]
-assert r["hit_tokens"] >= 0.9 * 2 * 19 * 192, r["hit_tokens"]
+assert r["hit_tokens"] + 16 * r["busy_blocks"] >= 0.9 * 2 * 19 * 192, r["hit_tokens"]
 assert r["corrupt_blocks"] == 0, r
 ' "$tmp/one2.json"
 
