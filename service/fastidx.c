@@ -650,6 +650,9 @@ void kvs_fast_stats_fill(kvs_fast *f)
 	KVS_FAST_COUNTERS(FILL)
 #undef FILL
 	st->fast_clients = f->nclients;
+	st->fast_indexes = 0;
+	for (uint32_t i = 0; i < f->ndoms; i++)
+		st->fast_indexes += f->doms[i]->fd >= 0;
 	st->fast_entries = entries;
 	st->fast_held = f->nheld;
 	/* Blocks hit or missed on the fast path are lookups' blocks too; the

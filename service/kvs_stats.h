@@ -45,6 +45,7 @@
 	X(ops, report, COUNTER, "engine counter reports (kvs_report)")         \
 	X(ops, fastattach, COUNTER, "fast path attach requests")              \
 	X(fast, clients, GAUGE, "connections with a fast-path pin area")      \
+	X(fast, indexes, GAUGE, "fast-path indexes (a memfd each, one per trust domain, made at its first fast attach)")\
 	X(fast, entries, GAUGE, "host blocks in the fast-path indexes")       \
 	X(fast, held, GAUGE, "blocks kept now for fast-path pins")            \
 	X(fast, unpublished, COUNTER, "host blocks left out of a full index") \

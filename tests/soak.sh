@@ -177,6 +177,9 @@ ssd_corrupt=$(get tier_ssd.corrupt_blocks)
 ssd_errors=$(get tier_ssd.io_errors)
 ssd_recycled=$(get tier_ssd.recycled_segments)
 # The daemon closes a stats client's fd when it sees it go: poll.
+# One fd the clients leave behind on purpose: each trust domain's fast-path
+# index (a memfd made at the domain's first fast attach, kept for good).
+fd_base=$((fd_base + $(get fast.indexes)))
 deadline=$((SECONDS + 5))
 until (($(fds) <= fd_base)) || ((SECONDS > deadline)); do
 	sleep 0.05
@@ -193,7 +196,7 @@ echo "soak: $ops operations, $hits blocks hit, $bytes bytes verified, $corrupt c
 echo "soak: daemon: $(get ops.lookup) lookups, $(get ops.reserve) reserves, $(get blocks.committed) blocks committed, $(get blocks.aborted) aborted, $(get blocks.evicted) evicted, $(get clients.accepted) connections"
 echo "soak: left: clients.connected $connected (the stats client), leases.active $leases, leases.pinned_blocks $pinned, tier_host.blocks_writing $writing"
 echo "soak: slots: $slots_used in use, $blocks committed blocks"
-echo "soak: daemon fds: $fd_base before the clients, $fd_end after"
+echo "soak: daemon fds: $fd_base before the clients (with $(get fast.indexes) fast-path index), $fd_end after"
 echo "soak: ssd: $ssd_demotions demotions, $ssd_promotions promotions, $ssd_reads reads, $ssd_recycled segments recycled, $ssd_corrupt corrupt, $ssd_errors I/O errors, $ssd_inflight writes in flight, enabled $ssd_enabled"
 echo "soak: daemon rss_anon_bytes after warm-up: first $rss_first, last $rss_last, max $rss_max"
 
