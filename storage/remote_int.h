@@ -244,4 +244,7 @@ void kvs_rmt_conn_event(kvs_remote *r, struct conn *c, uint32_t ev);
 void kvs_rmt_conn_fail(kvs_remote *r, struct conn *c, int err);
 void kvs_rmt_conn_free(struct conn *c);
 
+/* remote_open.c: free the AUTH command (its bytes wiped first). */
+void kvs_rmt_auth_free(kvs_remote *r);
+
 #endif /* KVS_REMOTE_INT_H */

@@ -1,0 +1,388 @@
+/* remote_open.c - the Redis Cluster client engine's settings, open (the
+ * seeds and the slot map) and close (see kvs_remote.h). */
+#include "remote_int.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+/* ---- settings ----------------------------------------------------------- */
+
+int kvs_remote_create(kvs_remote **out)
+{
+	kvs_remote *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return -ENOMEM;
+	r->timeout_ms = 1000;
+	r->connect_timeout_ms = 2000;
+	r->pool = 2;
+	r->max_inflight = 256ull << 20;
+	r->epfd = r->tfd = -1;
+	for (int i = 0; i < KVS_SLOTS; i++)
+		r->map[i] = -1;
+	*out = r;
+	return 0;
+}
+
+
+int kvs_remote_set_seeds(kvs_remote *r, const char *seeds)
+{
+	char host[KVS_SLOT_HOST_MAX];
+	uint16_t port;
+	const char *s = seeds;
+	char *copy;
+
+	if (r->open)
+		return -EBUSY;
+	if (!seeds || !*seeds)
+		return -EINVAL;
+	while (*s) {
+		size_t n = strcspn(s, ",");
+
+		if (kvs_rmt_parse_hostport(s, n, host, &port) < 0)
+			return -EINVAL;
+		s += n;
+		if (*s == ',' && !*++s)
+			return -EINVAL;
+	}
+	copy = strdup(seeds);
+	if (!copy)
+		return -ENOMEM;
+	free(r->seeds);
+	r->seeds = copy;
+	return 0;
+}
+
+/* The AUTH command holds the password: wiped before it is freed. */
+void kvs_rmt_auth_free(kvs_remote *r)
+{
+	if (r->auth_cmd)
+		explicit_bzero(r->auth_cmd, r->auth_len);
+	free(r->auth_cmd);
+	r->auth_cmd = NULL;
+	r->auth_len = 0;
+}
+
+int kvs_remote_set_auth(kvs_remote *r, const char *user, const char *password)
+{
+	const char *argv[3] = { "AUTH" };
+	int argc = 1, n;
+	char *buf;
+
+	if (r->open)
+		return -EBUSY;
+	kvs_rmt_auth_free(r);
+	if (!password)
+		return 0;
+	if (strlen(password) > AUTH_MAX || (user && strlen(user) > AUTH_MAX))
+		return -EINVAL;
+	if (user)
+		argv[argc++] = user;
+	argv[argc++] = password;
+	buf = malloc(3 * AUTH_MAX);
+	if (!buf)
+		return -ENOMEM;
+	n = kvs_resp_encode_cmd((uint8_t *)buf, 3 * AUTH_MAX, argc, argv, NULL);
+	if (n < 0) {
+		explicit_bzero(buf, 3 * AUTH_MAX);
+		free(buf);
+		return -EINVAL;
+	}
+	r->auth_cmd = buf;
+	r->auth_len = (size_t)n;
+	return 0;
+}
+
+int kvs_remote_set_timeout_ms(kvs_remote *r, unsigned ms)
+{
+	if (r->open)
+		return -EBUSY;
+	if (ms < 1 || ms > 3600000)
+		return -EINVAL;
+	r->timeout_ms = ms;
+	return 0;
+}
+
+int kvs_remote_set_connect_timeout_ms(kvs_remote *r, unsigned ms)
+{
+	if (r->open)
+		return -EBUSY;
+	if (ms < 1 || ms > 3600000)
+		return -EINVAL;
+	r->connect_timeout_ms = ms;
+	return 0;
+}
+
+int kvs_remote_set_pool(kvs_remote *r, unsigned conns)
+{
+	if (r->open)
+		return -EBUSY;
+	if (conns < 1 || conns > KVS_REMOTE_POOL_MAX)
+		return -EINVAL;
+	r->pool = conns;
+	return 0;
+}
+
+int kvs_remote_set_max_inflight(kvs_remote *r, uint64_t bytes)
+{
+	if (r->open)
+		return -EBUSY;
+	if (bytes < 1)
+		return -EINVAL;
+	r->max_inflight = bytes;
+	return 0;
+}
+
+void kvs_remote_set_callback(kvs_remote *r, kvs_remote_done_fn fn, void *arg)
+{
+	r->fn = fn;
+	r->arg = arg;
+}
+
+void kvs_remote_set_event_fn(kvs_remote *r, kvs_remote_event_fn fn, void *arg)
+{
+	r->ev_fn = fn;
+	r->ev_arg = arg;
+}
+
+int kvs_remote_is_cluster(const kvs_remote *r)
+{
+	return r->cluster;
+}
+
+int kvs_remote_fd(const kvs_remote *r)
+{
+	return r->epfd;
+}
+
+size_t kvs_remote_pending(const kvs_remote *r)
+{
+	return r->pending;
+}
+
+/* ---- open / close ---------------------------------------------------------- */
+
+/* A non-blocking socket connecting to node @idx: its fd, or -errno. */
+static int seed_connect(const struct node *n)
+{
+	int fd;
+
+	if (n->resolved < 0)
+		return n->resolved;
+	fd = socket(n->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&n->addr, n->alen) < 0 &&
+	    errno != EINPROGRESS) {
+		int rc = -errno;
+
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+/* The seed's answer to CLUSTER SLOTS: the slot map, or one plain node. */
+static int seed_slots(kvs_remote *r, kvs_resp_parser *p, const kvs_resp_val *v,
+		      int idx)
+{
+	if (is_no_cluster(v)) {
+		kvs_rmt_map_single(r, idx);
+		return 0;
+	}
+	if (v->type == KVS_RESP_ARRAY)
+		return kvs_rmt_map_apply(r, p, v, idx);
+	return v->str && (prefix(v->str, "NOAUTH") || prefix(v->str, "NOPERM"))
+		       ? -EACCES : -EPROTO;
+}
+
+/* Replies in @buf[@k]: 1 when the last one was handled (*rc its result),
+ * 0 for more to read. */
+static int seed_replies(kvs_remote *r, kvs_resp_parser *p, const uint8_t *buf,
+			size_t k, int idx, int *got, int want, int *rc)
+{
+	for (size_t pos = 0; pos < k && *got < want;) {
+		size_t used;
+		const kvs_resp_val *v;
+
+		*rc = kvs_resp_parse(p, buf + pos, k - pos, &used);
+		pos += used;
+		if (*rc < 0)
+			return 1;
+		if (*rc == 0)
+			continue;
+		v = kvs_resp_reply(p);
+		if (++*got < want) { /* AUTH's reply */
+			*rc = v->type == KVS_RESP_STATUS ? 0 : -EACCES;
+			if (*rc < 0)
+				return 1;
+			continue;
+		}
+		*rc = seed_slots(r, p, v, idx);
+		return 1;
+	}
+	*rc = 0;
+	return 0;
+}
+
+/* Blocking exchange with one seed: connect, AUTH, CLUSTER SLOTS. */
+static int seed_try(kvs_remote *r, int idx)
+{
+	uint64_t end = now_us() + r->connect_timeout_ms * 1000ull;
+	kvs_resp_parser *p = NULL;
+	uint8_t buf[4096];
+	int fd, rc, want = r->auth_cmd ? 2 : 1, got = 0, nout = 0;
+	struct iovec out[2];
+
+	fd = seed_connect(r->nodes[idx]);
+	if (fd < 0)
+		return fd;
+	rc = kvs_resp_parser_create(1024, &p);
+	if (r->auth_cmd)
+		out[nout++] = (struct iovec){ r->auth_cmd, r->auth_len };
+	out[nout++] = (struct iovec){ (void *)SLOTS_CMD, sizeof(SLOTS_CMD) - 1 };
+	for (int sent = 0; rc == 0 && got < want;) {
+		struct pollfd pfd = { .fd = fd, .events = sent ? POLLIN : POLLOUT };
+		uint64_t now = now_us();
+		int err = 0;
+		socklen_t len = sizeof(err);
+		ssize_t k;
+
+		if (now >= end) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+		if (poll(&pfd, 1, (int)((end - now + 999) / 1000)) <= 0)
+			continue;
+		if (!sent) {
+			getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+			/* Small: one writev on a fresh socket takes it all. */
+			if (err)
+				rc = -err;
+			else if (send_iov(fd, out, nout) < 0)
+				rc = -errno;
+			sent = 1;
+			continue;
+		}
+		k = read(fd, buf, sizeof(buf));
+		if (k == 0)
+			rc = -ECONNRESET;
+		else if (k < 0 && errno != EAGAIN && errno != EINTR)
+			rc = -errno;
+		else if (k > 0 && seed_replies(r, p, buf, (size_t)k, idx, &got, want, &rc))
+			break;
+	}
+	kvs_resp_parser_free(p);
+	close(fd);
+	return rc;
+}
+
+int kvs_remote_open(kvs_remote *r)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+	const char *s;
+	int rc = -EINVAL, nseeds = 0;
+
+	if (r->open)
+		return -EBUSY;
+	if (!r->seeds)
+		return -EINVAL;
+	if (!r->ranges) /* open may be tried again after a failure */
+		r->ranges = malloc(MAX_RANGES * sizeof(*r->ranges));
+	if (!r->ranges)
+		return -ENOMEM;
+	for (s = r->seeds; *s;) {
+		char host[KVS_SLOT_HOST_MAX];
+		uint16_t port;
+		size_t n = strcspn(s, ",");
+		int idx;
+
+		if (kvs_rmt_parse_hostport(s, n, host, &port) == 0) {
+			idx = kvs_rmt_node_find(r, host, port);
+			if (idx < 0)
+				return idx;
+			nseeds++;
+		}
+		s += n;
+		if (*s == ',')
+			s++;
+	}
+	/* Seeds are nodes 0..nseeds-1 (node_find dedups, so maybe fewer). */
+	for (int i = 0; i < r->nnodes && i < nseeds; i++) {
+		rc = seed_try(r, i);
+		if (rc == 0 || rc == -EACCES)
+			break;
+	}
+	if (rc < 0)
+		return rc;
+	r->epfd = epoll_create1(EPOLL_CLOEXEC);
+	r->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (r->epfd < 0 || r->tfd < 0 ||
+	    epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->tfd, &ev) < 0) {
+		rc = -errno;
+		if (r->epfd >= 0)
+			close(r->epfd);
+		if (r->tfd >= 0)
+			close(r->tfd);
+		r->epfd = r->tfd = -1;
+		return rc;
+	}
+	r->open = 1;
+	return 0;
+}
+
+void kvs_remote_close(kvs_remote *r)
+{
+	struct req *q;
+	struct conn *c;
+
+	if (!r)
+		return;
+	for (int i = 0; i < r->nnodes; i++) {
+		struct node *n = r->nodes[i];
+
+		for (int j = 0; j < n->nconns; j++) {
+			c = n->conns[j];
+			close(c->fd);
+			while ((q = c->q.head) != NULL) {
+				rl_del(&c->q, q);
+				q->where = W_NONE;
+			}
+			kvs_rmt_conn_free(c);
+		}
+		free(n);
+	}
+	while ((c = r->dead) != NULL) {
+		r->dead = c->next_dead;
+		kvs_rmt_conn_free(c);
+	}
+	/* Every live request is on the deadline list or the done list. */
+	while ((q = r->ahead) != NULL) {
+		all_del(r, q);
+		if (q->batch && --q->batch->left == 0)
+			free(q->batch);
+		free(q);
+	}
+	while ((q = r->done.head) != NULL) {
+		rl_del(&r->done, q);
+		if (q->batch && --q->batch->left == 0)
+			free(q->batch);
+		free(q);
+	}
+	if (r->epfd >= 0)
+		close(r->epfd);
+	if (r->tfd >= 0)
+		close(r->tfd);
+	free(r->nodes);
+	free(r->ranges);
+	free(r->seeds);
+	kvs_rmt_auth_free(r);
+	free(r);
+}
