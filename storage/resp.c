@@ -229,6 +229,60 @@ static int parse_int(const char *s, size_t n, int64_t *out)
 
 /* A header line (type byte included, CRLF not) is complete. Returns 1 when
  * the reply completed, 0 to go on, <0 on error. */
+/* A bulk string's header (length @x): where its bytes will go. */
+static int bulk_start(kvs_resp_parser *p, kvs_resp_val *v, uint32_t slot,
+		      int64_t x)
+{
+	int64_t off;
+
+	v->type = KVS_RESP_BULK;
+	v->n = x;
+	p->bulk_slot = slot;
+	p->bulk_left = x;
+	if (p->depth == 0 && p->iov) {
+		if ((size_t)x == p->iov_total) {
+			p->bulk_mode = BULK_DIRECT;
+			v->flags = KVS_RESP_DIRECT;
+		} else {
+			p->bulk_mode = BULK_SKIP;
+			v->flags = KVS_RESP_DROPPED;
+		}
+	} else if ((uint64_t)x <= p->keep_max) {
+		off = arena_take(p, (size_t)x);
+		if (off < 0)
+			return (int)off;
+		p->soff[slot] = (size_t)off;
+		p->bulk_mode = BULK_KEEP;
+	} else {
+		p->bulk_mode = BULK_SKIP;
+		v->flags = KVS_RESP_DROPPED;
+	}
+	p->state = x ? ST_BULK : ST_CRLF;
+	p->crlf_got = 0;
+	return 0;
+}
+
+/* An array's header (@x elements): its children come next. */
+static int array_start(kvs_resp_parser *p, kvs_resp_val *v, uint32_t slot,
+		       int64_t x)
+{
+	int rc;
+
+	v->type = KVS_RESP_ARRAY;
+	v->n = x;
+	if (x == 0)
+		return value_done(p);
+	if (p->depth == KVS_RESP_DEPTH_MAX)
+		return -EPROTO;
+	v->child = p->nvals;
+	rc = reserve_vals(p, (uint32_t)x); /* moves vals: v is stale */
+	if (rc < 0)
+		return rc;
+	p->stack[p->depth++] = (struct frame){
+		.base = p->vals[slot].child, .n = (uint32_t)x, .i = 0 };
+	return 0;
+}
+
 static int process_line(kvs_resp_parser *p, const char *l, size_t n)
 {
 	uint32_t slot = cur_slot(p);
@@ -264,61 +318,17 @@ static int process_line(kvs_resp_parser *p, const char *l, size_t n)
 		v->n = x;
 		return value_done(p);
 	case '$':
-		if (parse_int(l + 1, n - 1, &x) < 0 || x < -1 ||
-		    x > KVS_RESP_BULK_MAX)
-			return -EPROTO;
-		if (x == -1) {
-			v->type = KVS_RESP_NIL;
-			v->n = -1;
-			return value_done(p);
-		}
-		v->type = KVS_RESP_BULK;
-		v->n = x;
-		p->bulk_slot = slot;
-		p->bulk_left = x;
-		if (p->depth == 0 && p->iov) {
-			if ((size_t)x == p->iov_total) {
-				p->bulk_mode = BULK_DIRECT;
-				v->flags = KVS_RESP_DIRECT;
-			} else {
-				p->bulk_mode = BULK_SKIP;
-				v->flags = KVS_RESP_DROPPED;
-			}
-		} else if ((uint64_t)x <= p->keep_max) {
-			off = arena_take(p, (size_t)x);
-			if (off < 0)
-				return (int)off;
-			p->soff[slot] = (size_t)off;
-			p->bulk_mode = BULK_KEEP;
-		} else {
-			p->bulk_mode = BULK_SKIP;
-			v->flags = KVS_RESP_DROPPED;
-		}
-		p->state = x ? ST_BULK : ST_CRLF;
-		p->crlf_got = 0;
-		return 0;
 	case '*':
 		if (parse_int(l + 1, n - 1, &x) < 0 || x < -1 ||
-		    x > KVS_RESP_ELEMS_MAX)
+		    x > (l[0] == '$' ? KVS_RESP_BULK_MAX : KVS_RESP_ELEMS_MAX))
 			return -EPROTO;
 		if (x == -1) {
 			v->type = KVS_RESP_NIL;
 			v->n = -1;
 			return value_done(p);
 		}
-		v->type = KVS_RESP_ARRAY;
-		v->n = x;
-		if (x == 0)
-			return value_done(p);
-		if (p->depth == KVS_RESP_DEPTH_MAX)
-			return -EPROTO;
-		v->child = p->nvals;
-		rc = reserve_vals(p, (uint32_t)x); /* moves vals: v is stale */
-		if (rc < 0)
-			return rc;
-		p->stack[p->depth++] = (struct frame){
-			.base = p->vals[slot].child, .n = (uint32_t)x, .i = 0 };
-		return 0;
+		return l[0] == '$' ? bulk_start(p, v, slot, x)
+				   : array_start(p, v, slot, x);
 	default:
 		return -EPROTO;
 	}
