@@ -275,19 +275,15 @@ static void clear_pins(struct kvs_fastpath *f, uint32_t start, uint32_t n)
 		ST(&f->pins[start + i], 0);
 }
 
-int kvs__fast_lookup(kvs_client *c, const kvs_hash *hashes, size_t n,
-		     kvs_lease *lease, kvs_block *blocks, int *rc)
+/* The index's hits for @hashes[0..n): *hits of them in @blocks (positions
+ * and sequence numbers kept for the re-check). Returns 0, or -1: the
+ * lookup goes to the socket (counted). */
+static int probe_chain(kvs_client *c, struct kvs_fastpath *f,
+		       const kvs_hash *hashes, size_t n, kvs_block *blocks,
+		       uint32_t *out)
 {
-	struct kvs_fastpath *f = c->fast;
-	uint32_t flags, m1, hits = 0, start, slot = FAST_LEASES;
-	int at;
+	uint32_t flags, m1, hits = 0;
 
-	if (!f)
-		return 0;
-	if (n > f->cap || !fresh(f)) {
-		count(f, KVS_FAST_CTR_fallback_other, 1);
-		return 0;
-	}
 	flags = LD(&f->hdr->flags);
 	m1 = __atomic_load_n(&f->hdr->moves, __ATOMIC_ACQUIRE);
 	for (; hits < n; hits++) {
@@ -296,7 +292,7 @@ int kvs__fast_lookup(kvs_client *c, const kvs_hash *hashes, size_t n,
 
 		if (r < 0) {
 			count(f, KVS_FAST_CTR_fallback_busy, 1);
-			return 0;
+			return -1;
 		}
 		if (r == 0)
 			break;
@@ -304,9 +300,10 @@ int kvs__fast_lookup(kvs_client *c, const kvs_hash *hashes, size_t n,
 		    c->block_bytes > c->arena_bytes - blocks[hits].offset ||
 		    kvs_fast_pin_key(blocks[hits].offset, blocks[hits].gen) == 0) {
 			count(f, KVS_FAST_CTR_fallback_other, 1);
-			return 0;
+			return -1;
 		}
 	}
+	*out = hits;
 	if (hits < n) {
 		/* A miss is the answer only if the index has every host block,
 		 * no other tier could answer, and no deletion shifted entries
@@ -315,9 +312,27 @@ int kvs__fast_lookup(kvs_client *c, const kvs_hash *hashes, size_t n,
 		if (!(flags & KVS_FAST_COMPLETE) || (m1 & 1) ||
 		    LD(&f->hdr->moves) != m1) {
 			count(f, KVS_FAST_CTR_fallback_miss, 1);
-			return 0;
+			return -1;
 		}
 	}
+	return 0;
+}
+
+int kvs__fast_lookup(kvs_client *c, const kvs_hash *hashes, size_t n,
+		     kvs_lease *lease, kvs_block *blocks, int *rc)
+{
+	struct kvs_fastpath *f = c->fast;
+	uint32_t hits = 0, start, slot = FAST_LEASES;
+	int at;
+
+	if (!f)
+		return 0;
+	if (n > f->cap || !fresh(f)) {
+		count(f, KVS_FAST_CTR_fallback_other, 1);
+		return 0;
+	}
+	if (probe_chain(c, f, hashes, n, blocks, &hits) < 0)
+		return 0;
 	count(f, KVS_FAST_CTR_miss_blocks, n - hits);
 	if (hits == 0) {
 		*lease = 0;
