@@ -163,6 +163,8 @@ static void probe_done(remote_tier *t, uint32_t j, const kvs_remote_cqe *q)
 		k++;
 	if (q->res < 0)
 		count_error(t, q->res);
+	else if (k < p->n && p->res[k] < 0)
+		count_error(t, p->res[k]); /* the chain stops at a failed key */
 	else
 		t->own.tier_remote_misses += k < p->n; /* where the chain stops */
 	job_free(t, j);
