@@ -572,7 +572,11 @@ int kvs_tier_remote_open(const kvs_tier_remote_config *cfg, kvs_tier_mod **out)
 		kvs_remote_set_callback(t->eng, on_done, t);
 		kvs_remote_set_event_fn(t->eng, on_event, t);
 		rc = kvs_remote_open(t->eng);
-		if (rc < 0)
+		if (rc == -EACCES)
+			kvs_err("remote tier: %s refused AUTH or its user lacks a "
+				"permission (check --remote-auth-file and the ACL)",
+				cfg->seeds);
+		else if (rc < 0)
 			kvs_err("remote tier: cannot reach %s: %s", cfg->seeds,
 				kvs_strerror(rc));
 	}
