@@ -40,6 +40,7 @@ typedef struct rjob {
 	kvs_rval_info want;   /* fetch: what must arrive */
 	void *dst;            /* fetch: the payload's slot */
 	void *buf;            /* publish: the payload's copy */
+	uint32_t idx;         /* fetch: the record */
 	uint64_t bytes;
 } rjob;
 
@@ -55,6 +56,12 @@ typedef struct remote_tier {
 	void *spare[SPARE_MAX]; /* staging buffers free for reuse */
 	uint64_t spare_len[SPARE_MAX], spare_bytes;
 	uint32_t nspare;
+	/* By record index: the block came from the cluster (fetched and
+	 * verified), so its eviction publishes nothing: a daemon in demote
+	 * mode would otherwise copy, checksum and EXISTS every block it ever
+	 * fetched (kvsbench remote: promotion 0.63 GB/s, 1.47 without). */
+	uint8_t *fetched;
+	uint32_t nfetched;    /* bytes of the bitmap */
 	int corrupt_logged;   /* one line per episode of corrupt values */
 	kvs_counters own;     /* tier_remote.* counted here, copied in stats */
 } remote_tier;
@@ -221,6 +228,7 @@ static int remote_fetch(kvs_tier_mod *tt, const kvs_tier_blk *b, void *dst,
 	f = &t->jobs[j];
 	f->cookie = cookie;
 	f->dst = dst;
+	f->idx = b->idx;
 	f->bytes = b->bytes;
 	f->want = (kvs_rval_info){ .block_bytes = b->bytes,
 				   .ns_fp = fingerprint(t, b->ns), .hash = b->hash };
@@ -251,6 +259,8 @@ static void fetch_done(remote_tier *t, uint32_t j, const kvs_remote_cqe *q)
 				 "check: not served (tier_remote.corrupt counts them)");
 		t->corrupt_logged = 1;
 	} else if (res == 0) {
+		if (f->idx / 8 < t->nfetched)
+			t->fetched[f->idx / 8] |= (uint8_t)(1u << (f->idx % 8));
 		t->own.tier_remote_hits++;
 		t->own.tier_remote_bytes_in += f->bytes;
 		t->corrupt_logged = 0;
@@ -373,7 +383,9 @@ static int remote_demote(kvs_tier_mod *tt, const kvs_tier_blk *b, int *holds)
 	/* A copy goes out; the tier keeps nothing here, so a lower tier (SSD)
 	 * may keep the block too, and without one it leaves this daemon. */
 	*holds = 0;
-	if (!t->write_through)
+	if (b->idx / 8 < t->nfetched && (t->fetched[b->idx / 8] >> (b->idx % 8) & 1))
+		t->own.tier_remote_existed++; /* it came from there */
+	else if (!t->write_through)
 		publish(t, b);
 	return KVS_TIER_REFUSED;
 }
@@ -482,14 +494,29 @@ static void remote_close(kvs_tier_mod *tt)
 	for (uint32_t i = 0; i < t->nspare; i++)
 		free(t->spare[i]);
 	free(t->ns_fp);
+	free(t->fetched);
 	free(t);
 }
 
-static int remote_rec_new(kvs_tier_mod *t, uint32_t idx)
+static int remote_rec_new(kvs_tier_mod *tt, uint32_t idx)
 {
-	(void)t;
-	(void)idx;
-	return 0; /* nothing kept per record */
+	remote_tier *t = remote_of(tt);
+
+	if (idx / 8 >= t->nfetched) {
+		uint32_t n = t->nfetched ? t->nfetched : 4096;
+		uint8_t *nf;
+
+		while (idx / 8 >= n)
+			n *= 2;
+		nf = realloc(t->fetched, n);
+		if (!nf)
+			return -ENOMEM;
+		memset(nf + t->nfetched, 0, n - t->nfetched);
+		t->fetched = nf;
+		t->nfetched = n;
+	}
+	t->fetched[idx / 8] &= (uint8_t)~(1u << (idx % 8));
+	return 0;
 }
 
 static int remote_has(const kvs_tier_mod *t, uint32_t idx)
