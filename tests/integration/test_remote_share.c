@@ -5,7 +5,9 @@
  *            with identical bytes for a client of B, fetched from the
  *            cluster into B's host tier (tier_remote.hits, bytes_in).
  *  demote:   A2 (the default, demote) with a 2 MiB host tier evicts; the
- *            evicted blocks are published and B hits the oldest chains.
+ *            evicted blocks are published and B hits the oldest chains;
+ *            B2, in demote mode with a 1 MiB host tier, evicts blocks it
+ *            fetched and sends none of them back.
  *  maxmemory: every node capped near its current use with allkeys-lfu;
  *            publishing 8 MiB through A evicts on the Redis side; B's
  *            lookups of those chains are misses where keys went, and never
@@ -23,7 +25,7 @@
 #define MCHAINS 32
 #define MLEN 4
 
-static th_daemon A, A2, B;
+static th_daemon A, A2, B, B2;
 static kvs_layout L;
 static kvs_hash H[LEN], D[DCHAINS][DLEN], M[MCHAINS][MLEN];
 
@@ -57,14 +59,29 @@ static long long evicted_keys(rc_cluster *c, int i)
 	return p ? atoll(p + strlen("evicted_keys:")) : -1;
 }
 
+/* EXISTS commands the cluster's nodes have run. */
+static long long exists_calls(rc_cluster *c)
+{
+	char out[16384];
+	const char *p;
+	long long sum = 0;
+
+	for (int i = 0; i < rc_nodes(c); i++) {
+		CHECK_EQ(rc_cli(c, i, out, sizeof(out), "INFO", "commandstats", NULL), 0);
+		p = strstr(out, "cmdstat_exists:calls=");
+		sum += p ? atoll(p + strlen("cmdstat_exists:calls=")) : 0;
+	}
+	return sum;
+}
+
 int main(void)
 {
 	rc_cluster *c;
-	kvs_client *ca, *ca2, *cb;
+	kvs_client *ca, *ca2, *cb, *cb2;
 	size_t bad;
 	int hits, total;
 	int64_t t0, ms;
-	long long evicted = 0;
+	long long evicted = 0, exists0;
 	int ret;
 
 	setenv("TH_TIMEOUT", "240", 0);
@@ -128,6 +145,30 @@ int main(void)
 	}
 	th_note("demote: B hits %d of %d blocks", total, DCHAINS * DLEN);
 	CHECK_LE(total, th_stat_get(&A2, "tier_remote.published"));
+
+	/* B2 (demote, a 1 MiB host tier: 16 blocks) fetches those chains and
+	 * evicts what it fetched: nothing is sent back, it came from there */
+	th_daemon_up(&B2, TH_ARGS("--host-size", "1M", "--page-size", "64K",
+				  "--remote", rc_seeds(c)));
+	cb2 = th_connect(&B2, &L);
+	exists0 = exists_calls(c);
+	for (int i = 0; i < DCHAINS; i++) {
+		hits = th_verify(cb2, D[i], DLEN, &bad);
+		CHECK_EQ(bad, 0);
+		if (i < 4)
+			CHECK_EQ(hits, DLEN);
+	}
+	th_note("demote: B2 fetched %" PRId64 ", evicted %" PRId64 ", published %"
+		PRId64, th_stat_get(&B2, "tier_remote.hits"),
+		th_stat_get(&B2, "blocks.evicted"),
+		th_stat_get(&B2, "tier_remote.published"));
+	CHECK_GT(th_stat_get(&B2, "blocks.evicted"), 0);
+	CHECK_EQ(th_stat_get(&B2, "tier_remote.existed"), th_stat_get(&B2, "blocks.evicted"));
+	CHECK_EQ(th_stat_get(&B2, "tier_remote.published"), 0);
+	CHECK_EQ(th_stat_get(&B2, "tier_remote.bytes_out"), 0);
+	/* not even asked: every EXISTS the cluster saw was a probe's */
+	CHECK_EQ(exists_calls(c) - exists0, th_stat_get(&B2, "tier_remote.probe_keys"));
+	kvs_close(cb2);
 
 	/* maxmemory: about 1 MiB of room per node, 8 MiB published */
 	for (int i = 0; i < rc_nodes(c); i++)
