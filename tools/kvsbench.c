@@ -13,6 +13,7 @@
 #include "bench_replay.h"
 #include "bench_ssd.h"
 #include "bench_quality.h"
+#include "bench_remote.h"
 #include "bench_share.h"
 #include "cli.h"
 #include "kvshare.h"
@@ -35,6 +36,8 @@ static const struct cli_cmd cmds[] = {
 	  "data plane: GB/s copying leased blocks, beside memcpy and Redis GET" },
 	{ "ssd", kvsb_cmd_ssd,
 	  "SSD tier: demotion and promotion GB/s beside fio (io_uring, O_DIRECT)" },
+	{ "remote", kvsb_cmd_remote,
+	  "remote tier: publish and promotion GB/s beside redis-benchmark" },
 	{ "replay", kvsbench_replay,
 	  "replay a Mooncake-format trace through its own daemon: hit ratio" },
 };

@@ -1,0 +1,126 @@
+/*
+ * remote_tier_util.h - what the daemon-level remote tier tests share
+ * (test_remote_*.c here): a private Redis Cluster or the test skipped, the
+ * key of a block and the node that owns it, waits on tier_remote.* stats.
+ * Links tests/redis_cluster.c and storage/ (the key and slot functions).
+ */
+#ifndef TH_REMOTE_TIER_UTIL_H
+#define TH_REMOTE_TIER_UTIL_H
+
+#include "harness.h"
+#include "harness_client.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvs_remote_slots.h"
+#include "kvs_remote_value.h"
+#include "redis_cluster.h"
+
+/* rt_cluster - start @o's cluster or skip the test (77) with the reason. */
+static inline rc_cluster *rt_cluster(const rc_opts *o)
+{
+	rc_cluster *c;
+	int rc = rc_start(o, &c);
+
+	if (rc == -ENOENT)
+		th_skip("%s", rc_why());
+	if (rc < 0)
+		th_fatal("cluster start failed: %s (%s)", kvs_strerror(rc), rc_why());
+	return c;
+}
+
+/* rt_slot - the cluster slot of block @h's key. */
+static inline unsigned rt_slot(kvs_hash h)
+{
+	uint8_t key[KVS_RVAL_KEY_BYTES];
+
+	kvs_rval_key(key, h);
+	return kvs_slot_of(key, sizeof(key));
+}
+
+/*
+ * rt_owners - @owner[slot] = index of the node that owns it, from
+ * `CLUSTER NODES` asked to node @ask (-1 for a slot nobody owns).
+ * Returns 0 or -1 (a failed check).
+ */
+static inline int rt_owners(rc_cluster *c, int ask, int8_t owner[KVS_SLOTS])
+{
+	static char out[16384];
+	char *line, *save = NULL;
+
+	memset(owner, -1, KVS_SLOTS);
+	if (!CHECK_EQ(rc_cli(c, ask, out, sizeof(out), "CLUSTER", "NODES", NULL), 0))
+		return -1;
+	for (line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *tok, *s2 = NULL, *colon;
+		int field = 0, node = -1;
+
+		for (tok = strtok_r(line, " ", &s2); tok; tok = strtok_r(NULL, " ", &s2), field++) {
+			if (field == 1 && (colon = strrchr(strtok(tok, "@"), ':'))) {
+				int port = atoi(colon + 1);
+
+				for (int i = 0; i < rc_nodes(c); i++)
+					if (rc_port(c, i) == port)
+						node = i;
+			} else if (field >= 8 && node >= 0 && tok[0] != '[') {
+				unsigned a, b;
+				int n = sscanf(tok, "%u-%u", &a, &b);
+
+				if (n == 1)
+					b = a;
+				for (unsigned s = a; n >= 1 && s <= b && s < KVS_SLOTS; s++)
+					owner[s] = (int8_t)node;
+			}
+		}
+	}
+	return 0;
+}
+
+/* rt_wait_ge - poll stat @name until it is at least @want, for @ms. */
+static inline bool rt_wait_ge(th_daemon *d, const char *name, int64_t want, int ms)
+{
+	int64_t end = th_now_ms() + ms, v;
+
+	for (;;) {
+		v = th_stat_get(d, name);
+		if (v >= want)
+			return true;
+		if (th_now_ms() >= end)
+			break;
+		th_poll_pause();
+	}
+	th_note("%s: %lld after %d ms, want >= %lld", name, (long long)v, ms,
+		(long long)want);
+	return false;
+}
+
+/* rt_publish_ends - publishes that have ended in daemon @d: every block
+ * sent is counted once as published, existed, skipped or failed. */
+static inline int64_t rt_publish_ends(th_daemon *d)
+{
+	static const char *const names[] = {
+		"tier_remote.published", "tier_remote.existed", "tier_remote.skipped",
+		"tier_remote.errors_timeout", "tier_remote.errors_down",
+		"tier_remote.errors_clusterdown", "tier_remote.errors_other" };
+	int64_t sum = 0;
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		sum += th_stat_get(d, names[i]);
+	return sum;
+}
+
+static inline bool rt_wait_publish_ends(th_daemon *d, int64_t want, int ms)
+{
+	int64_t end = th_now_ms() + ms, v;
+
+	while ((v = rt_publish_ends(d)) < want && th_now_ms() < end)
+		th_poll_pause();
+	if (v < want)
+		th_note("publishes ended: %lld after %d ms, want %lld", (long long)v,
+			ms, (long long)want);
+	return v >= want;
+}
+
+#endif /* TH_REMOTE_TIER_UTIL_H */

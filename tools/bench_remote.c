@@ -1,0 +1,561 @@
+/*
+ * bench_remote.c - `kvsbench remote` (see bench_remote.h): the remote tier
+ * through two daemons beside redis-benchmark on the same cluster. On the
+ * public client API; the cluster, the daemons, redis-benchmark and redis-cli
+ * are processes.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench_proc.h"
+#include "bench_remote.h"
+#include "bench_util.h"
+#include "kvshare.h"
+
+#define MAX_REPS 21
+#define MAX_SIZES 4
+#define MAX_BLOCKS 256
+#define MAX_PORTS 16
+#define WAIT_S 60.0
+
+enum { M_PUB, M_PROMO, M_SET, M_GET, M_N };
+
+struct opts {
+	const char *seeds;
+	unsigned blocks, reps, warmup, clients, keys, nsizes;
+	uint64_t sizes[MAX_SIZES];
+};
+
+/* The private cluster: kvs-redis-cluster beside kvsbench, stopped when its
+ * stdin closes. */
+struct cluster {
+	pid_t pid;
+	int in;
+	char seeds[1024];
+	int ports[MAX_PORTS];
+	int nports;
+};
+
+static void usage(void)
+{
+	fprintf(stderr,
+		"usage: kvsbench remote [--seeds HOST:PORT,...] [--blocks N] [--reps N]\n"
+		"                       [--warmup N] [--clients C] [--keys R] [--sizes 1M,2M]\n"
+		"\n"
+		"The remote tier through two private daemons (A publishes at commit,\n"
+		"B fetches) beside redis-benchmark on the same Redis Cluster.\n"
+		"  --seeds LIST   an existing cluster (default: start a private 3-master\n"
+		"                 one with kvs-redis-cluster from the build directory)\n"
+		"  --blocks N     blocks per chain, one chain per rep and size (default 32)\n"
+		"  --reps N       repetitions, interleaved; medians reported (default 5)\n"
+		"  --warmup N     repetitions first, not reported (default 2): the\n"
+		"                 daemons' 256 MiB host tiers then recycle slots whose\n"
+		"                 pages are mapped, as in a daemon that has run a while\n"
+		"  --clients C    redis-benchmark -c (default 16)\n"
+		"  --keys R       redis-benchmark -r, with -n 24R (default 16)\n"
+		"  --sizes LIST   block (and value) sizes (default 1M,2M)\n");
+}
+
+static int parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v = strtoull(s, &end, 10);
+
+	if (end == s)
+		return -1;
+	if (*end == 'K' || *end == 'k')
+		v <<= 10, end++;
+	else if (*end == 'M' || *end == 'm')
+		v <<= 20, end++;
+	if (*end || v < 1024 || v > (64ull << 20) || v % 1024)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+/* ---- processes ---------------------------------------------------------- */
+
+/* The path of @name beside the running program. */
+static int beside_exe(const char *name, char *buf, size_t len)
+{
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	char *slash;
+
+	if (n < 0)
+		return -errno;
+	exe[n] = '\0';
+	slash = strrchr(exe, '/');
+	if (!slash)
+		return -ENOENT;
+	*slash = '\0';
+	if ((size_t)snprintf(buf, len, "%s/%s", exe, name) >= len)
+		return -ENAMETOOLONG;
+	return access(buf, X_OK) == 0 ? 0 : -ENOENT;
+}
+
+static int cluster_start(struct cluster *cl)
+{
+	char bin[PATH_MAX], line[1024];
+	int in[2], out[2];
+	FILE *f;
+	int rc = beside_exe("kvs-redis-cluster", bin, sizeof(bin));
+
+	if (rc < 0)
+		return rc;
+	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0)
+		return -errno;
+	cl->pid = fork();
+	if (cl->pid < 0)
+		return -errno;
+	if (cl->pid == 0) {
+		dup2(in[0], STDIN_FILENO);
+		dup2(out[1], STDOUT_FILENO);
+		execl(bin, bin, "--masters", "3", (char *)NULL);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	cl->in = in[1];
+	f = fdopen(out[0], "r");
+	rc = -ECHILD;
+	while (f && fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = '\0';
+		if (!strncmp(line, "SEEDS=", 6)) {
+			snprintf(cl->seeds, sizeof(cl->seeds), "%s", line + 6);
+		} else if (!strncmp(line, "PORTS=", 6)) {
+			char *p = line + 6;
+
+			while (*p && cl->nports < MAX_PORTS) {
+				cl->ports[cl->nports++] = (int)strtol(p, &p, 10);
+				p += strspn(p, ", ");
+			}
+		} else if (!strcmp(line, "READY")) {
+			rc = 0;
+			break;
+		} else if (strstr(line, "SKIP")) {
+			fprintf(stderr, "kvsbench: remote: %s\n", line);
+			rc = -ENOENT;
+		}
+	}
+	if (f)
+		fclose(f);
+	return rc;
+}
+
+static void cluster_stop(struct cluster *cl)
+{
+	if (cl->pid <= 0)
+		return;
+	close(cl->in);
+	if (kvsb_reap(cl->pid, 30.0) == -ETIMEDOUT) {
+		kill(cl->pid, SIGKILL);
+		kvsb_reap(cl->pid, 5.0);
+	}
+	cl->pid = 0;
+}
+
+/* Run @argv with stdout (and stderr) into @out[@cap]; its exit status. */
+static int run_capture(char *const *argv, char *out, size_t cap, double timeout_s)
+{
+	int fds[2], status;
+	size_t have = 0;
+	ssize_t n;
+	pid_t pid;
+
+	if (pipe2(fds, O_CLOEXEC) < 0)
+		return -errno;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		dup2(fds[1], STDOUT_FILENO);
+		dup2(fds[1], STDERR_FILENO);
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	close(fds[1]);
+	while ((n = read(fds[0], out + have, cap - 1 - have)) > 0 && have + (size_t)n < cap - 1)
+		have += (size_t)n;
+	if (n > 0)
+		have += (size_t)n;
+	while (n > 0) { /* drain what does not fit */
+		char sink[4096];
+
+		n = read(fds[0], sink, sizeof(sink));
+	}
+	out[have] = '\0';
+	close(fds[0]);
+	status = kvsb_reap(pid, timeout_s);
+	if (status == -ETIMEDOUT) {
+		kill(pid, SIGKILL);
+		kvsb_reap(pid, 5.0);
+		return -ETIMEDOUT;
+	}
+	return status < 0 ? status : (WIFEXITED(status) ? WEXITSTATUS(status) : 128);
+}
+
+/* The "NAME: N requests per second" of redis-benchmark -q, last one. */
+static double rps_of(const char *out, const char *name)
+{
+	char key[32];
+	const char *p = NULL, *q = out;
+
+	snprintf(key, sizeof(key), "%s: ", name);
+	while ((q = strstr(q, key)) != NULL)
+		p = q++;
+	return p ? atof(p + strlen(key)) : 0;
+}
+
+/* redis-benchmark --cluster SET then GET of -d @size values on @port's
+ * cluster: GB/s of each. */
+static int redis_bench(const struct opts *o, const char *host, const char *port,
+		       uint64_t size, double *set_gbs, double *get_gbs)
+{
+	static char out[1 << 16];
+	char d[32], c[16], r[16], n[16];
+	char *argv[] = { "redis-benchmark", "--cluster", "-h", (char *)host, "-p",
+			 (char *)port, "-t", "set,get", "-d", d, "-c", c, "-r", r,
+			 "-n", n, "-q", NULL };
+	int rc;
+
+	snprintf(d, sizeof(d), "%" PRIu64, size);
+	snprintf(c, sizeof(c), "%u", o->clients);
+	snprintf(r, sizeof(r), "%u", o->keys);
+	snprintf(n, sizeof(n), "%u", 24 * o->keys);
+	rc = run_capture(argv, out, sizeof(out), 600);
+	if (rc != 0) {
+		fprintf(stderr, "kvsbench: remote: redis-benchmark exited %d:\n%s\n", rc, out);
+		return rc == 127 ? -ENOENT : -EIO;
+	}
+	*set_gbs = rps_of(out, "SET") * (double)size / 1e9;
+	*get_gbs = rps_of(out, "GET") * (double)size / 1e9;
+	if (*set_gbs <= 0 || *get_gbs <= 0) {
+		fprintf(stderr, "kvsbench: remote: no rates in redis-benchmark's output:\n%s\n", out);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/* FLUSHALL on every node of the private cluster, between repetitions. */
+static void flush_all(const struct cluster *cl)
+{
+	char out[256], port[16];
+
+	for (int i = 0; i < cl->nports; i++) {
+		char *argv[] = { "redis-cli", "-p", port, "FLUSHALL", NULL };
+
+		snprintf(port, sizeof(port), "%d", cl->ports[i]);
+		run_capture(argv, out, sizeof(out), 30);
+	}
+}
+
+/* ---- the daemons' side -------------------------------------------------- */
+
+static int stat_of(kvs_client *c, const char *name, int64_t *v)
+{
+	char *text;
+	int rc = kvs_stats(c, &text);
+
+	if (rc < 0)
+		return rc;
+	rc = kvs_stats_value(text, name, v);
+	free(text);
+	return rc;
+}
+
+static void pause_ms(void)
+{
+	struct timespec ts = { 0, 500000 };
+
+	nanosleep(&ts, NULL);
+}
+
+/* Wait until @name reaches @want; -ETIMEDOUT after WAIT_S. */
+static int wait_stat(kvs_client *c, const char *name, int64_t want)
+{
+	double end = kvsb_now() + WAIT_S;
+	int64_t v = 0;
+	int rc;
+
+	while ((rc = stat_of(c, name, &v)) == 0 && v < want) {
+		if (kvsb_now() > end)
+			return -ETIMEDOUT;
+		pause_ms();
+	}
+	return rc;
+}
+
+static kvs_layout layout_of(uint64_t size)
+{
+	return (kvs_layout){ .model = "kvsbench-remote", .layers = 2, .kv_heads = 2,
+			     .head_dim = 64, .block_tokens = (uint32_t)(size / 1024),
+			     .tp_size = 1, .dtype = KVS_DTYPE_FP16 };
+}
+
+/* Publish a new chain of @n blocks through @ca (block i: @src with i in its
+ * first 8 bytes), until A's tier has stored every one: GB/s. */
+static int publish(kvs_client *ca, const kvs_hash *h, unsigned n, uint64_t size,
+		   const uint8_t *src, double *gbs)
+{
+	static kvs_block blocks[MAX_BLOCKS];
+	kvs_lease lease;
+	int64_t base;
+	double t0, t1;
+	int rc = stat_of(ca, "tier_remote.published", &base);
+
+	if (rc < 0)
+		return rc;
+	t0 = kvsb_now();
+	rc = kvs_reserve(ca, h, n, &lease, blocks);
+	if (rc < 0)
+		return rc;
+	if (rc != (int)n) {
+		kvs_abort(ca, lease);
+		return -EEXIST; /* not new: the chains must be */
+	}
+	for (unsigned i = 0; i < n; i++) {
+		uint8_t *p = kvs_block_ptr(ca, &blocks[i]);
+		uint64_t tag = i;
+
+		if (!p) {
+			kvs_abort(ca, lease);
+			return -EFAULT;
+		}
+		memcpy(p, src, size);
+		memcpy(p, &tag, sizeof(tag));
+	}
+	rc = kvs_commit(ca, lease);
+	if (rc < 0)
+		return rc;
+	rc = wait_stat(ca, "tier_remote.published", base + n);
+	t1 = kvsb_now();
+	if (rc < 0)
+		return rc;
+	*gbs = (double)n * (double)size / (t1 - t0) / 1e9;
+	return 0;
+}
+
+/* One lookup through @cb of the chain B does not have: GB/s; then every
+ * byte checked (off the clock). *bad counts the blocks that differ. */
+static int promote(kvs_client *cb, const kvs_hash *h, unsigned n, uint64_t size,
+		   const uint8_t *src, double *gbs, unsigned *bad)
+{
+	static kvs_block blocks[MAX_BLOCKS];
+	kvs_lease lease = 0;
+	double t0 = kvsb_now(), t1;
+	int hits = kvs_lookup(cb, h, n, &lease, blocks);
+
+	t1 = kvsb_now();
+	if (hits < 0)
+		return hits;
+	for (int i = 0; i < hits; i++) {
+		const uint8_t *p = kvs_block_ptr(cb, &blocks[i]);
+		uint64_t tag;
+
+		if (!p) {
+			(*bad)++;
+			continue;
+		}
+		memcpy(&tag, p, sizeof(tag));
+		if (tag != (uint64_t)i || memcmp(p + 8, src + 8, size - 8))
+			(*bad)++;
+	}
+	kvs_release(cb, lease);
+	if (hits != (int)n) {
+		fprintf(stderr, "kvsbench: remote: B found %d of %u blocks\n", hits, n);
+		return -ENOENT;
+	}
+	*gbs = (double)n * (double)size / (t1 - t0) / 1e9;
+	return 0;
+}
+
+/* ---- the command -------------------------------------------------------- */
+
+static int parse_sizes(const char *s, struct opts *o)
+{
+	char buf[128], *tok, *save = NULL;
+
+	snprintf(buf, sizeof(buf), "%s", s);
+	o->nsizes = 0;
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		if (o->nsizes == MAX_SIZES || parse_size(tok, &o->sizes[o->nsizes]) < 0)
+			return -1;
+		o->nsizes++;
+	}
+	return o->nsizes ? 0 : -1;
+}
+
+int kvsb_cmd_remote(const char *sock, int argc, char **argv)
+{
+	static const struct option lopts[] = {
+		{ "seeds", required_argument, NULL, 'S' },
+		{ "blocks", required_argument, NULL, 'b' },
+		{ "reps", required_argument, NULL, 'r' },
+		{ "warmup", required_argument, NULL, 'w' },
+		{ "clients", required_argument, NULL, 'c' },
+		{ "keys", required_argument, NULL, 'k' },
+		{ "sizes", required_argument, NULL, 'z' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct opts o = { .blocks = 32, .reps = 5, .warmup = 2, .clients = 16, .keys = 16,
+			  .nsizes = 2, .sizes = { 1u << 20, 2u << 20 } };
+	struct cluster cl = { 0 };
+	kvsb_daemon *da = NULL, *db = NULL;
+	kvs_client *ca[MAX_SIZES] = { 0 }, *cb[MAX_SIZES] = { 0 };
+	static double v[MAX_SIZES][M_N][MAX_REPS];
+	static kvs_hash h[MAX_BLOCKS];
+	static uint32_t tok[MAX_BLOCKS * 2048];
+	char host[256] = "127.0.0.1", port[16] = "";
+	uint8_t *src = NULL;
+	unsigned bad = 0;
+	int opt, usage_bad = 0, rc = 0;
+
+	(void)sock;
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "h", lopts, NULL)) != -1) {
+		switch (opt) {
+		case 'S': o.seeds = optarg; break;
+		case 'b': usage_bad |= kvsb_parse_uint("blocks", optarg, 1, MAX_BLOCKS, &o.blocks) < 0; break;
+		case 'w': usage_bad |= kvsb_parse_uint("warmup", optarg, 0, 100, &o.warmup) < 0; break;
+		case 'r': usage_bad |= kvsb_parse_uint("reps", optarg, 1, MAX_REPS, &o.reps) < 0; break;
+		case 'c': usage_bad |= kvsb_parse_uint("clients", optarg, 1, 1024, &o.clients) < 0; break;
+		case 'k': usage_bad |= kvsb_parse_uint("keys", optarg, 1, 100000, &o.keys) < 0; break;
+		case 'z':
+			if (parse_sizes(optarg, &o) < 0) {
+				fprintf(stderr, "kvsbench: remote: --sizes: sizes from 1K to "
+					"64M, multiples of 1K, comma-separated\n");
+				usage_bad = 1;
+			}
+			break;
+		case 'h': usage(); return 0;
+		default: usage_bad = 1;
+		}
+	}
+	if (usage_bad || optind != argc) {
+		usage();
+		return 2;
+	}
+	/* a chain fits the daemons' 256 MiB host tiers twice, and its tokens
+	 * the token array */
+	for (unsigned s = 0; s < o.nsizes; s++)
+		if (o.blocks * o.sizes[s] > (128ull << 20)) {
+			fprintf(stderr, "kvsbench: remote: --blocks x size over 128 MiB\n");
+			return 2;
+		}
+
+	if (!o.seeds) {
+		rc = cluster_start(&cl);
+		if (rc == -ENOENT) {
+			fprintf(stderr, "kvsbench: remote: no redis-server or no "
+				"kvs-redis-cluster beside kvsbench: give --seeds\n");
+			return 77;
+		}
+		KVSB_STEP("remote: ", "cluster start", rc);
+		o.seeds = cl.seeds;
+	}
+	/* redis-benchmark's first node: the first seed */
+	sscanf(o.seeds, "%255[^:]:%15[0-9]", host, port);
+	{
+		const char *aa[] = { "--host-size", "256M", "--page-size", "1M",
+				     "--remote", o.seeds, "--remote-write", "through",
+				     "--remote-timeout", "10000", "--log-level", "warn", NULL };
+		const char *ab[] = { "--host-size", "256M", "--page-size", "1M",
+				     "--remote", o.seeds, "--remote-timeout", "10000",
+				     "--log-level", "warn", NULL };
+
+		KVSB_STEP("remote: ", "daemon A start", kvsb_daemon_start_args(aa, 30, &da));
+		KVSB_STEP("remote: ", "daemon B start", kvsb_daemon_start_args(ab, 30, &db));
+	}
+	src = malloc(64u << 20); /* every block's bytes (sizes <= 64 MiB) */
+	if (!src) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	{
+		uint64_t s = 0x72656d6f7465ull;
+
+		for (size_t i = 0; i + 8 <= (64u << 20); i += 8) {
+			uint64_t x = kvsb_splitmix64(&s);
+
+			memcpy(src + i, &x, 8);
+		}
+	}
+	for (unsigned s = 0; s < o.nsizes; s++) {
+		kvs_layout l = layout_of(o.sizes[s]);
+
+		KVSB_STEP("remote: ", "connect A", kvs_connect(kvsb_daemon_socket(da), &l, &ca[s]));
+		KVSB_STEP("remote: ", "connect B", kvs_connect(kvsb_daemon_socket(db), &l, &cb[s]));
+	}
+	printf("kvsbench remote: seeds %s, %u blocks per chain, %u reps after %u warm-up; "
+	       "redis-benchmark --cluster -c %u -r %u -n %u\n",
+	       o.seeds, o.blocks, o.reps, o.warmup, o.clients, o.keys, 24 * o.keys);
+	printf("%-4s %-5s %10s %10s %10s %10s\n", "rep", "size", "publish", "promote",
+	       "rb SET", "rb GET");
+	for (unsigned r = 0; r < o.warmup + o.reps; r++) {
+		unsigned at = r < o.warmup ? 0 : r - o.warmup; /* warm-up: slot 0, overwritten */
+
+		if (cl.pid > 0)
+			flush_all(&cl);
+		for (unsigned s = 0; s < o.nsizes; s++) {
+			uint64_t size = o.sizes[s];
+			uint32_t bt = (uint32_t)(size / 1024);
+			double *x[M_N] = { &v[s][M_PUB][at], &v[s][M_PROMO][at],
+					   &v[s][M_SET][at], &v[s][M_GET][at] };
+			int n;
+
+			kvsb_tokens(tok, (size_t)o.blocks * bt, 1000003ull * (r + 1) + s, 128256);
+			n = kvs_hash_tokens(ca[s], tok, (size_t)o.blocks * bt, h, MAX_BLOCKS);
+			KVSB_STEP("remote: ", "hash", n);
+			KVSB_STEP("remote: ", "publish (A)", publish(ca[s], h, o.blocks, size, src, x[M_PUB]));
+			KVSB_STEP("remote: ", "promote (B)",
+				  promote(cb[s], h, o.blocks, size, src, x[M_PROMO], &bad));
+			KVSB_STEP("remote: ", "redis-benchmark",
+				  redis_bench(&o, host, port, size, x[M_SET], x[M_GET]));
+			if (r < o.warmup)
+				continue;
+			printf("%-4u %-5s %10.2f %10.2f %10.2f %10.2f  GB/s\n", at + 1,
+			       size == (1u << 20) ? "1M" : size == (2u << 20) ? "2M" : "",
+			       *x[M_PUB], *x[M_PROMO], *x[M_SET], *x[M_GET]);
+			fflush(stdout);
+		}
+	}
+	printf("\nmedians (GB/s)      publish  rb SET  ratio   promote  rb GET  ratio\n");
+	for (unsigned s = 0; s < o.nsizes; s++) {
+		double m[M_N];
+
+		for (int k = 0; k < M_N; k++)
+			m[k] = kvsb_median(v[s][k], o.reps);
+		printf("%6" PRIu64 " KiB blocks %8.2f %7.2f %6.2f %9.2f %7.2f %6.2f\n",
+		       o.sizes[s] >> 10, m[M_PUB], m[M_SET], m[M_PUB] / m[M_SET],
+		       m[M_PROMO], m[M_GET], m[M_PROMO] / m[M_GET]);
+	}
+	if (bad) {
+		fprintf(stderr, "kvsbench: remote: %u blocks read back wrong\n", bad);
+		rc = -EBADMSG;
+	}
+out:
+	for (unsigned s = 0; s < o.nsizes; s++) {
+		kvs_close(ca[s]);
+		kvs_close(cb[s]);
+	}
+	free(src);
+	if (kvsb_daemon_stop(da) < 0 || kvsb_daemon_stop(db) < 0)
+		rc = rc < 0 ? rc : -ECHILD;
+	cluster_stop(&cl);
+	return rc < 0 ? 1 : 0;
+}
