@@ -217,6 +217,18 @@ uint64_t kvs_tier_only_here(const kvs_tier_mod *t)
 	return t->cache->in_tier[t->ops->tier];
 }
 
+void kvs_tier_pin(kvs_tier_mod *t, uint32_t idx, int delta)
+{
+	kvs_cache *c = t->cache;
+
+	if (delta < 0) {
+		cache_unpin(c, idx);
+		return;
+	}
+	cache_rec(c, idx)->refs++;
+	cache_sync_evictable(c, idx);
+}
+
 void kvs_tier_stored(kvs_tier_mod *t, uint32_t idx, int ok)
 {
 	kvs_cache *c = t->cache;

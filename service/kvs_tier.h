@@ -225,6 +225,9 @@ void kvs_tier_stored(kvs_tier_mod *t, uint32_t idx, int ok);
 /* The tier lost its copy of @idx (recycled, corrupt): a block that was
  * only there is dropped. */
 void kvs_tier_lost(kvs_tier_mod *t, uint32_t idx);
+/* Pin (@delta 1) or unpin (-1) block @idx: while pinned it is not evicted
+ * and its slot keeps its bytes (a tier sending them from the slot). */
+void kvs_tier_pin(kvs_tier_mod *t, uint32_t idx, int delta);
 /* A read started by ops->read() finished: 0, or an error (a miss). */
 void kvs_tier_read_done(kvs_tier_mod *t, uint64_t cookie, int res);
 /* A probe finished: the tier holds the first @count blocks it was asked

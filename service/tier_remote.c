@@ -39,8 +39,11 @@ typedef struct rjob {
 	uint8_t hdr[KVS_RVAL_HDR_BYTES];
 	kvs_rval_info want;   /* fetch: what must arrive */
 	void *dst;            /* fetch: the payload's slot */
-	void *buf;            /* publish: the payload's copy */
-	uint32_t idx;         /* fetch: the record */
+	void *buf;            /* publish: the payload's copy, or NULL */
+	const void *src;      /* publish: the payload sent (the copy, or the
+			       * slot of a record pinned until the SET ends) */
+	uint32_t idx;         /* fetch, pinned publish: the record */
+	int pinned;
 	uint64_t bytes;
 } rjob;
 
@@ -100,6 +103,7 @@ static int job_new(remote_tier *t, uint8_t kind, uint32_t *out)
 	t->free_job = t->jobs[*out]->next;
 	t->jobs[*out]->kind = kind;
 	t->jobs[*out]->buf = NULL;
+	t->jobs[*out]->pinned = 0;
 	return 0;
 }
 
@@ -138,6 +142,9 @@ static void job_free(remote_tier *t, uint32_t j)
 		stage_put(t, b->buf, b->bytes);
 		t->staged -= b->bytes;
 	}
+	if (b->pinned)
+		kvs_tier_pin(&t->base, b->idx, -1);
+	b->pinned = 0;
 	b->buf = NULL;
 	b->kind = JOB_FREE;
 	b->next = t->free_job;
@@ -280,32 +287,47 @@ static void fetch_done(remote_tier *t, uint32_t j, const kvs_remote_cqe *q)
 
 /* ---- publishing: EXISTS, then SET NX of what is missing --------------- */
 
-static void publish(remote_tier *t, const kvs_tier_blk *b)
+/* Publish @b: EXISTS, then SET NX of a header and the payload. At commit
+ * (@pin) the payload goes straight from the block's slot, the record
+ * pinned until the SET ends (a committed block's bytes do not change, and
+ * a pinned one is not evicted); at eviction the slot is about to be
+ * reused, so the payload goes from a staging copy. */
+static void publish(remote_tier *t, const kvs_tier_blk *b, int pin)
 {
 	const void *key;
 	size_t klen = KVS_RVAL_KEY_BYTES;
 	kvs_rval_info info = { .block_bytes = b->bytes, .ns_fp = fingerprint(t, b->ns),
 			       .hash = b->hash, .parent = b->parent };
+	const void *slot = kvs_tier_host_ptr(&t->base, b->host_off);
 	uint32_t j;
 	rjob *p;
 
 	if (info.ns_fp == 0)
 		return;
-	if (t->staged + b->bytes > MAX_STAGED_BYTES || job_new(t, JOB_CHECK, &j) < 0) {
+	if ((!pin && t->staged + b->bytes > MAX_STAGED_BYTES) ||
+	    job_new(t, JOB_CHECK, &j) < 0) {
 		t->own.tier_remote_skipped++;
 		return;
 	}
 	p = t->jobs[j];
-	p->buf = stage_get(t, b->bytes);
-	if (!p->buf) {
-		job_free(t, j);
-		t->own.tier_remote_skipped++;
-		return;
-	}
 	p->bytes = b->bytes;
-	t->staged += b->bytes;
-	memcpy(p->buf, kvs_tier_host_ptr(&t->base, b->host_off), b->bytes);
-	info.csum = kvs_rval_csum(p->buf, b->bytes);
+	p->pinned = pin;
+	p->idx = b->idx;
+	if (pin) {
+		kvs_tier_pin(&t->base, b->idx, 1);
+		p->src = slot;
+	} else {
+		p->buf = stage_get(t, b->bytes);
+		if (!p->buf) {
+			job_free(t, j);
+			t->own.tier_remote_skipped++;
+			return;
+		}
+		t->staged += b->bytes;
+		memcpy(p->buf, slot, b->bytes);
+		p->src = p->buf;
+	}
+	info.csum = kvs_rval_csum(p->src, b->bytes);
 	kvs_rval_encode(p->hdr, &info);
 	kvs_rval_key(p->keys[0], b->hash);
 	key = p->keys[0];
@@ -317,7 +339,8 @@ static void publish(remote_tier *t, const kvs_tier_blk *b)
 static void check_done(remote_tier *t, uint32_t j, const kvs_remote_cqe *q)
 {
 	rjob *p = t->jobs[j];
-	struct iovec iov[2] = { { p->hdr, KVS_RVAL_HDR_BYTES }, { p->buf, p->bytes } };
+	struct iovec iov[2] = { { p->hdr, KVS_RVAL_HDR_BYTES },
+				{ (void *)p->src, p->bytes } };
 
 	if (q->res < 0) {
 		count_error(t, q->res);
@@ -393,7 +416,7 @@ static int remote_demote(kvs_tier_mod *tt, const kvs_tier_blk *b, int *holds)
 	if (b->idx / 8 < t->nfetched && (t->fetched[b->idx / 8] >> (b->idx % 8) & 1))
 		t->own.tier_remote_existed++; /* it came from there */
 	else if (!t->write_through)
-		publish(t, b);
+		publish(t, b, 0);
 	return KVS_TIER_REFUSED;
 }
 
@@ -402,7 +425,7 @@ static void remote_committed(kvs_tier_mod *tt, const kvs_tier_blk *b)
 	remote_tier *t = remote_of(tt);
 
 	if (t->write_through)
-		publish(t, b);
+		publish(t, b, 1);
 }
 
 /* The namespace's fingerprint: its layout and salt, as the namespaces file
