@@ -50,13 +50,13 @@ int kvs_cache_tier_add(kvs_cache *c, kvs_tier_mod *t)
 	}
 	if (rc < 0) {
 		/* Restore may have made namespaces and records: those stay
-		 * (in no tier they are ghosts-to-be); the tier goes. */
+		 * (in no tier they are ghosts-to-be); the tier is the
+		 * caller's again. */
 		if (ops->kind == KVS_TIER_STORE)
 			c->nstores--;
 		kvs_policy_destroy(c->tpol[ops->tier]);
 		c->tpol[ops->tier] = NULL;
 		c->tier[ops->tier] = NULL;
-		ops->close(t);
 	}
 	return rc;
 }

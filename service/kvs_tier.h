@@ -248,12 +248,13 @@ void kvs_tier_rec_link(kvs_tier_mod *t, uint32_t idx, kvs_hash parent);
 /*
  * kvs_cache_tier_add - hand tier @t to the cache (at most one per kvs_tier
  * value), before serving: a store tier restores what it kept. From then on
- * the cache owns it (closed by kvs_cache_destroy). A slot tier serves
+ * the cache owns it (closed by kvs_cache_destroy); on failure it stays the
+ * caller's (to close with its ops->close). A slot tier serves
  * owners that attach asking for it (kvs_cache_attach @maps_slots).
  * Errors: -EINVAL (its tier value is none or host), -EEXIST (that tier is
  * on), -ENODEV (per-uid domains: one tier
  * shared by every domain would mix tenants), -ENOMEM, the restore's error
- * (the tier is closed then).
+ * (what it restored stays in the cache: a daemon stops then).
  */
 int kvs_cache_tier_add(kvs_cache *c, kvs_tier_mod *t);
 /* Whether a store tier is on (a lookup may find more than host RAM has). */

@@ -24,6 +24,12 @@ static int open_ssd(const kvs_config *cfg, kvs_tier_mod **out)
 	return kvs_tier_ssd_open(&sc, out);
 }
 
+/* --gpu auto: the GPU tier only if it can be had. */
+static int gpu_optional(const kvs_config *cfg)
+{
+	return cfg->gpu == KVS_GPU_AUTO;
+}
+
 /* The remote tier under --remote. */
 static int open_remote(const kvs_config *cfg, kvs_tier_mod **out)
 {
@@ -83,10 +89,13 @@ static const struct {
 	const char *name;
 	/* 0 with *out NULL when the configuration leaves the tier off. */
 	int (*open)(const kvs_config *cfg, kvs_tier_mod **out);
+	/* Whether the tier is on only if it can be (--gpu auto): one that
+	 * cannot be added is then left off, not an error. */
+	int (*optional)(const kvs_config *cfg);
 } tiers[] = {
-	{ "remote", open_remote },
-	{ "ssd", open_ssd },
-	{ "gpu", open_gpu },
+	{ "remote", open_remote, NULL },
+	{ "ssd", open_ssd, NULL },
+	{ "gpu", open_gpu, gpu_optional },
 };
 
 int kvs_tiers_open(const kvs_config *cfg, kvs_cache *c)
@@ -95,8 +104,12 @@ int kvs_tiers_open(const kvs_config *cfg, kvs_cache *c)
 		kvs_tier_mod *t = NULL;
 		int rc = tiers[i].open(cfg, &t);
 
-		if (rc == 0 && t)
-			rc = kvs_cache_tier_add(c, t);
+		if (rc == 0 && t && (rc = kvs_cache_tier_add(c, t)) < 0)
+			t->ops->close(t);
+		if (rc < 0 && tiers[i].optional && tiers[i].optional(cfg)) {
+			kvs_info("%s tier off: %s", tiers[i].name, kvs_strerror(rc));
+			continue;
+		}
 		if (rc < 0) {
 			kvs_err("%s tier: %s", tiers[i].name, kvs_strerror(rc));
 			return rc;
