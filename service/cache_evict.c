@@ -98,7 +98,11 @@ void cache_set_tier(kvs_cache *c, uint32_t idx, uint8_t t)
 		cache_sync_evictable(c, r->parent);
 		r = cache_rec(c, idx);
 	}
-	if (before != after)
+	/* In or out of its policy by its new tier. (Not only when the policy
+	 * changes: a block on its way down can be put back into the host
+	 * policy meanwhile, e.g. by a child dropped in a segment recycled
+	 * under its demotion write, and must not stay there as an SSD one.) */
+	if (old != t)
 		cache_sync_evictable(c, idx);
 	r = cache_rec(c, idx);
 	if (t == KVS_TIER_HOST && old != KVS_TIER_HOST && r->state == KVS_REC_READY)

@@ -35,6 +35,10 @@ typedef struct mem_tier {
 	void **copy;    /* by record index */
 	uint32_t n;
 	uint64_t demoted, promoted, lookup_hits;
+	int lose_children; /* demote drops the copies of the block's children
+			    * held only here, as a segment recycled under a
+			    * demotion write does */
+	uint32_t lost;
 } mem_tier;
 
 static mem_tier *mem_of(const kvs_tier_mod *t)
@@ -78,6 +82,17 @@ static int mem_demote(kvs_tier_mod *t, const kvs_tier_blk *b, int *holds)
 	mem_tier *m = mem_of(t);
 
 	*holds = 0;
+	for (uint32_t i = 0; m->lose_children && i < m->n; i++) {
+		kvs_tier_blk k;
+
+		if (m->copy[i] && kvs_tier_rec(t, i, &k) == 0 && k.tier == MEM_TIER &&
+		    k.parent.lo == b->hash.lo && k.parent.hi == b->hash.hi) {
+			free(m->copy[i]);
+			m->copy[i] = NULL;
+			m->lost++;
+			kvs_tier_lost(t, i);
+		}
+	}
 	if (!m->copy[b->idx]) {
 		m->copy[b->idx] = malloc(b->bytes);
 		if (!m->copy[b->idx])
@@ -382,6 +397,53 @@ static void test_store_tier(void)
 	kvs_cache_destroy(c); /* closes the tier */
 }
 
+/* A block on its way down loses its last child meanwhile (the child's
+ * copy dropped inside the demotion, as when the SSD tier recycles the
+ * child's segment under the parent's write): the block becomes a leaf
+ * there and is put back into the host policy, and must leave it when it
+ * lands in the lower tier (it used to stay, and a later eviction took an
+ * SSD block for a host one). */
+static void test_child_lost_in_demotion(void)
+{
+	kvs_cache *c = mk_cache(1u << 20, "leaf-lru");
+	mem_tier *m = calloc(1, sizeof(*m));
+	const uint64_t bytes = 64u << 10;
+	uint8_t wire[8 + 2 * 16], *base;
+	kvs_block b[2];
+	uint64_t lease;
+	kvs_owner *o;
+
+	if (!c || !m)
+		return;
+	m->base.ops = &mem_ops;
+	CHECK_EQ(kvs_cache_tier_add(c, &m->base), 0);
+	o = attach(c, 1024, 16);
+	base = mmap(NULL, kvs_cache_arena_bytes(c), PROT_READ | PROT_WRITE,
+		    MAP_SHARED, kvs_cache_arena_fd(c), 0);
+	if (base == MAP_FAILED) {
+		CHECK(!"mmap");
+		return;
+	}
+	/* [X, Y], then enough to push both down; then X alone back up. */
+	CHECK_EQ(publish(c, o, 100, 2, base, bytes), 2);
+	for (uint32_t k = 0; k < 10; k++)
+		CHECK_EQ(publish(c, o, 200 + k, 2, base, bytes), 2);
+	chain(100, 2, wire, sizeof(wire));
+	CHECK_EQ(kvs_cache_lookup(c, o, wire + 8, 1, &lease, b), 1);
+	CHECK(kvs_cache_release(c, o, lease) >= 0);
+	CHECK_EQ(kvs_cache_check(c), 0);
+	/* X goes down again, losing Y on the way. */
+	m->lose_children = 1;
+	for (uint32_t k = 0; k < 10; k++) {
+		CHECK_EQ(publish(c, o, 300 + k, 2, base, bytes), 2);
+		CHECK_EQ(kvs_cache_check(c), 0);
+	}
+	CHECK(m->lost >= 1);
+	kvs_cache_owner_free(c, o);
+	munmap(base, kvs_cache_arena_bytes(c));
+	kvs_cache_destroy(c);
+}
+
 /* One million 64-byte blocks in host RAM with the SSD tier (real files)
  * and the GPU tier (its CPU twin) on: every per-block array the cache and
  * the tiers keep, counted in table.metadata_bytes. */
@@ -568,6 +630,7 @@ int main(void)
 {
 	kvs_log_set_level(KVS_LOG_WARN);
 	test_store_tier();
+	test_child_lost_in_demotion();
 	test_shared_tier();
 	test_restart_namespaces();
 	test_metadata();
