@@ -82,9 +82,8 @@ int kvs_cache_tier_map(const kvs_cache *c, uint8_t tier, int *fd,
 	return 0;
 }
 
-void kvs_cache_tier_poll(kvs_cache *c, kvs_tier_mod *t)
+void kvs_cache_tier_poll(kvs_tier_mod *t)
 {
-	(void)c;
 	if (t->ops->poll)
 		t->ops->poll(t);
 }

@@ -266,6 +266,6 @@ kvs_tier_mod *kvs_cache_tier(const kvs_cache *c, uint8_t tier);
 int kvs_cache_tier_map(const kvs_cache *c, uint8_t tier, int *fd,
 		       uint64_t *bytes, uint32_t *kind, uint32_t *device);
 /* kvs_cache_tier_poll - reap @t's completions (event_fd readable). */
-void kvs_cache_tier_poll(kvs_cache *c, kvs_tier_mod *t);
+void kvs_cache_tier_poll(kvs_tier_mod *t);
 
 #endif /* KVS_TIER_H */

@@ -184,7 +184,7 @@ static void on_tier(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	kvs_cache_tier_poll(t->cache, t);
+	kvs_cache_tier_poll(t);
 }
 
 /* The tiers the configuration turns on, each one's completions polled from

@@ -41,20 +41,29 @@ void ssd_disable(ssd_tier *t, int err, const char *what)
 	t->enabled = 0;
 }
 
+/* The copy of @idx is gone: out of the index when @k, no longer counted.
+ * Returns 0 when it had none. */
+static int copy_gone(ssd_tier *t, uint32_t idx, const kvs_index_key *k)
+{
+	if (!(loc_flags(ssd_loc(t, idx)) & LOC_SSD))
+		return 0;
+	if (k)
+		kvs_index_del(t->ix, k);
+	loc_clear(&t->loc[idx], LOC_SSD);
+	t->blocks--;
+	return 1;
+}
+
 void ssd_drop(ssd_tier *t, uint32_t idx, int del_index)
 {
 	kvs_tier_blk b;
+	kvs_index_key k;
+	int keyed = del_index && kvs_tier_rec(&t->base, idx, &b) == 0;
 
-	if (!(loc_flags(ssd_loc(t, idx)) & LOC_SSD))
-		return;
-	if (del_index && kvs_tier_rec(&t->base, idx, &b) == 0) {
-		kvs_index_key k = ssd_key_of(&b);
-
-		kvs_index_del(t->ix, &k);
-	}
-	loc_clear(&t->loc[idx], LOC_SSD);
-	t->blocks--;
-	kvs_tier_lost(&t->base, idx);
+	if (keyed)
+		k = ssd_key_of(&b);
+	if (copy_gone(t, idx, keyed ? &k : NULL))
+		kvs_tier_lost(&t->base, idx);
 }
 
 /* ---- the operations --------------------------------------------------- */
@@ -99,14 +108,9 @@ static int ssd_reading(const kvs_tier_mod *tt, uint32_t idx)
 /* The cache drops a copy that failed its read (unpinned by now). */
 static void ssd_drop_op(kvs_tier_mod *tt, const kvs_tier_blk *b)
 {
-	ssd_tier *t = ssd_of(tt);
 	kvs_index_key k = ssd_key_of(b);
 
-	if (!(loc_flags(ssd_loc(t, b->idx)) & LOC_SSD))
-		return;
-	kvs_index_del(t->ix, &k);
-	loc_clear(&t->loc[b->idx], LOC_SSD);
-	t->blocks--;
+	copy_gone(ssd_of(tt), b->idx, &k);
 }
 
 static void ssd_note(kvs_tier_mod *tt, int what, uint64_t n)

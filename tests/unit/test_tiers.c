@@ -544,8 +544,8 @@ static void test_shared_tier(void)
 	/* B has none of them: the lookup waits for the shared tier. */
 	chain(7, 6, wire, sizeof(wire));
 	CHECK_EQ(kvs_cache_lookup(cb, ob, wire + 8, 6, &lease, b), -EINPROGRESS);
-	kvs_cache_tier_poll(cb, &tb->base); /* the probe: 6 */
-	kvs_cache_tier_poll(cb, &tb->base); /* the fetches */
+	kvs_cache_tier_poll(&tb->base); /* the probe: 6 */
+	kvs_cache_tier_poll(&tb->base); /* the fetches */
 	CHECK_EQ(ans.done, 1);
 	CHECK_EQ(ans.hits, 6);
 	CHECK_EQ(kvs_cache_check(cb), 0);
@@ -565,8 +565,8 @@ static void test_shared_tier(void)
 	shared.bad[shared_find(kvs_wire_hash_at(wire + 8, 2))] = 1;
 	ans = (answer){ 0 };
 	CHECK_EQ(kvs_cache_lookup(cb, ob, wire + 8, 4, &lease, b), -EINPROGRESS);
-	kvs_cache_tier_poll(cb, &tb->base);
-	kvs_cache_tier_poll(cb, &tb->base);
+	kvs_cache_tier_poll(&tb->base);
+	kvs_cache_tier_poll(&tb->base);
 	CHECK_EQ(ans.done, 1);
 	CHECK_EQ(ans.hits, 2);
 	CHECK(ans.lease != 0 && kvs_cache_release(cb, ob, ans.lease) == 2);
@@ -575,9 +575,9 @@ static void test_shared_tier(void)
 	chain(9, 3, wire, sizeof(wire));
 	CHECK_EQ(publish(ca, oa, 9, 3, base_a, bytes), 3);
 	CHECK_EQ(kvs_cache_lookup(cb, ob, wire + 8, 3, &lease, b), -EINPROGRESS);
-	kvs_cache_tier_poll(cb, &tb->base); /* probe: fetches go out */
+	kvs_cache_tier_poll(&tb->base); /* probe: fetches go out */
 	kvs_cache_owner_free(cb, ob);
-	kvs_cache_tier_poll(cb, &tb->base);
+	kvs_cache_tier_poll(&tb->base);
 	CHECK_EQ(kvs_cache_check(cb), 0);
 	printf("test_tiers: shared tier: %llu published by A, %llu fetched by B\n",
 	       (unsigned long long)ta->published, (unsigned long long)tb->fetched);
