@@ -25,9 +25,9 @@
 #define MCHAINS 32
 #define MLEN 4
 
-static th_daemon A, A2, B, B2;
+static th_daemon A, A2, A3, B, B2;
 static kvs_layout L;
-static kvs_hash H[LEN], D[DCHAINS][DLEN], M[MCHAINS][MLEN];
+static kvs_hash H[LEN], D[DCHAINS][DLEN], W[DCHAINS][DLEN], M[MCHAINS][MLEN];
 
 /* Cap node @i's memory at its use now plus @extra bytes, allkeys-lfu. */
 static void cap_memory(rc_cluster *c, int i, long long extra)
@@ -199,6 +199,47 @@ int main(void)
 	CHECK_LT(total, MCHAINS * MLEN);
 	CHECK_GT(th_stat_get(&B, "tier_remote.misses"), 0);
 	CHECK_EQ(th_stat_get(&B, "tier_remote.corrupt"), 0);
+
+	/* through, under eviction (the cluster's memory uncapped again): A3's
+	 * 2 MiB host tier (32 blocks) turns over
+	 * while SETs are in flight; each goes straight from its block's slot,
+	 * which its pin keeps from reuse until the SET is answered, so what B
+	 * fetches is every block, bit exact (a slot reused under its SET
+	 * would arrive with a checksum that does not match: a miss). */
+	for (int i = 0; i < rc_nodes(c); i++) {
+		char out[256];
+
+		CHECK_EQ(rc_cli(c, i, out, sizeof(out), "CONFIG", "SET", "maxmemory",
+				"0", NULL), 0);
+	}
+	{
+		kvs_client *ca3;
+		int committed = 0, whole[DCHAINS];
+
+		th_daemon_up(&A3, TH_ARGS("--host-size", "2M", "--page-size", "64K",
+					  "--remote", rc_seeds(c), "--remote-write", "through"));
+		ca3 = th_connect(&A3, &L);
+		for (int i = 0; i < DCHAINS; i++) {
+			th_chain(&L, 5000 + (uint64_t)i, DLEN, 0, 0, W[i]);
+			whole[i] = th_publish(ca3, W[i], DLEN, NULL) == DLEN;
+			committed += whole[i] * DLEN;
+		}
+		CHECK_GT(th_stat_get(&A3, "blocks.evicted"), 0);
+		CHECK_GE(committed, DLEN * DCHAINS / 2);
+		CHECK(rt_wait_ge(&A3, "tier_remote.published", committed, TH_WAIT_MS));
+		for (int i = 0; i < DCHAINS; i++) {
+			if (!whole[i])
+				continue;
+			CHECK_EQ(th_verify(cb, W[i], DLEN, &bad), DLEN);
+			CHECK_EQ(bad, 0);
+		}
+		CHECK_EQ(th_stat_get(&B, "tier_remote.corrupt"), 0);
+		th_note("through under eviction: A3 committed %d, evicted %" PRId64
+			", published %" PRId64, committed,
+			th_stat_get(&A3, "blocks.evicted"),
+			th_stat_get(&A3, "tier_remote.published"));
+		kvs_close(ca3);
+	}
 
 	kvs_close(ca);
 	kvs_close(ca2);
