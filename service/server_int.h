@@ -69,6 +69,7 @@ struct conn {
 	struct evbuffer *out;
 	int pending_fd;  /* fd to attach to the first byte of out, or -1 */
 	int pending_fd2; /* a second one with it (the GPU arena), or -1 */
+	int pending_own2; /* pending_fd2 is ours: closed once sent (or at close) */
 	int closing;     /* close once out is flushed */
 	int reading;     /* rev is armed */
 	int waiting;     /* a lookup's or verify's answer is deferred (SSD

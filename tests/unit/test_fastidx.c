@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cache_key.h"
@@ -132,6 +133,7 @@ static void test_mechanics(unsigned seed)
 	CHECK(kvs_fast_create(c, &stats, 1024, 64, 1, &f) == 0);
 	o = attach(c, &ns);
 	CHECK(kvs_fast_attach(f, o, &fc, &g) == 0);
+	close(g.pins_fd); /* the caller's, once sent */
 	v = map_index(&g);
 	CHECK_EQ(v.hdr->entries, 1024);
 	CHECK(v.hdr->flags & KVS_FAST_COMPLETE);
@@ -223,6 +225,7 @@ static void test_pins(void)
 	CHECK(ph != MAP_FAILED);
 	CHECK_EQ(ph->magic, KVS_FAST_PIN_MAGIC);
 	CHECK(ftruncate(g.pins_fd, 0) < 0); /* sealed: the daemon reads it */
+	close(g.pins_fd); /* the caller's, once sent */
 	pins = (uint64_t *)((uint8_t *)ph + KVS_FAST_PINS_OFF);
 
 	for (int i = 0; i < 4; i++)
@@ -277,6 +280,356 @@ static void test_pins(void)
 	kvs_cache_owner_free(c, o);
 	kvs_cache_destroy(c);
 	kvs_fast_destroy(f);
+}
+
+static int reap_all(kvs_fast *f, double *ms);
+
+/* ---- what a client writes, and what the daemon believes ------------------ */
+
+/* One committed block in a fresh cache with the fast path, and one client
+ * area; what test_revoke, test_key0 and test_counters start from. */
+typedef struct one {
+	kvs_cache *c;
+	kvs_fast *f;
+	kvs_fast_client *fc;
+	kvs_fast_grant g;
+	kvs_owner *o;
+	kvs_fast_pins_hdr *ph;
+	uint64_t *pins;
+	uint32_t ns, idx;
+	kvs_block b;
+} one;
+
+static void one_open(one *x)
+{
+	kvs_cache_config cfg = { .host_bytes = 4u << 20, .page_bytes = 64u << 10,
+				 .policy = "leaf-lru", .max_leases = 64 };
+	kvs_hash h = { 0x0e0eu, 0x1f1fu };
+	uint8_t wire[8 + 16];
+	uint64_t lease;
+
+	memset(&stats, 0, sizeof(stats));
+	memset(x, 0, sizeof(*x));
+	CHECK(kvs_cache_create(&cfg, &stats, &x->c) == 0);
+	CHECK(kvs_fast_create(x->c, &stats, 1024, 64, 1, &x->f) == 0);
+	kvs_cache_set_fast(x->c, x->f);
+	x->o = attach(x->c, &x->ns);
+	CHECK(kvs_fast_attach(x->f, x->o, &x->fc, &x->g) == 0);
+	x->ph = mmap(NULL, x->g.pins_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+		     x->g.pins_fd, 0);
+	CHECK(x->ph != MAP_FAILED);
+	close(x->g.pins_fd);
+	x->pins = (uint64_t *)((uint8_t *)x->ph + KVS_FAST_PINS_OFF);
+	CHECK(kvs_wire_hashes_encode(&h, 1, 0, wire, sizeof(wire)) > 0);
+	CHECK_EQ(kvs_cache_reserve(x->c, x->o, wire + 8, 1, &lease, &x->b), 1);
+	CHECK_EQ(kvs_cache_commit(x->c, x->o, lease), 1);
+	x->idx = kvs_cache_find(x->c, x->ns, h);
+}
+
+static void one_close(one *x, int detached)
+{
+	if (!detached)
+		kvs_fast_detach(x->f, x->fc);
+	munmap(x->ph, x->g.pins_bytes);
+	kvs_cache_owner_free(x->c, x->o);
+	kvs_cache_destroy(x->c);
+	kvs_fast_destroy(x->f);
+}
+
+/*
+ * The revocation race, step by step. The client checked `revoked` (0),
+ * found the block and stored its pin; the daemon closes the connection
+ * now (revokes the area); the client fences and checks `revoked` again
+ * (client/fast.c): it sees 1 and takes the socket. Had its fence come
+ * before the revocation it would have used the block: so the daemon keeps
+ * counting a revoked area's pins for its grace (the block stays, held),
+ * and lets go once a tick after the grace forgets the area.
+ */
+static void test_revoke(void)
+{
+	one x;
+	double ms;
+
+	one_open(&x);
+	CHECK_EQ(__atomic_load_n(&x.ph->revoked, __ATOMIC_RELAXED), 0);
+	x.pins[0] = kvs_fast_pin_key(x.b.offset, x.b.gen);
+	__atomic_store_n(&x.ph->used, 1u, __ATOMIC_RELAXED);
+	kvs_fast_detach(x.f, x.fc); /* the daemon, between the two checks */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	CHECK_EQ(__atomic_load_n(&x.ph->revoked, __ATOMIC_RELAXED), 1);
+	/* In its grace the area's pins count: the block is kept. */
+	CHECK_EQ(kvs_cache_free_rec(x.c, x.idx, KVS_EVENT_FLUSHED), 0);
+	kvs_fast_stats_fill(x.f);
+	CHECK_EQ(stats.fast_held, 1);
+	CHECK_EQ(stats.fast_clients, 0);
+	CHECK_EQ(stats.fast_revoked, 1);
+	/* After it, forgotten: the hold goes, the block may go. */
+	CHECK(reap_all(x.f, &ms));
+	CHECK_EQ(stats.fast_held, 0);
+	CHECK_EQ(kvs_cache_free_rec(x.c, x.idx, KVS_EVENT_FLUSHED), 1);
+	CHECK_EQ(kvs_cache_check(x.c), 0);
+	one_close(&x, 1);
+}
+
+/* A generation wrap can give a slot the pin key 0; 0 is also an empty pin.
+ * Empty pins must not keep that block: the daemon never counts a 0. */
+static void test_key0(void)
+{
+	one x;
+	kvs_rec r;
+
+	one_open(&x);
+	r = *kvs_cache_rec_at(x.c, x.idx);
+	r.hash = cache_ns_key(x.ns, (kvs_hash){ 0x2a2au, 0x3b3bu });
+	r.offset = 0;
+	r.gen = 0; /* wrapped */
+	CHECK_EQ(kvs_fast_pin_key(r.offset, r.gen), 0);
+	kvs_fast_publish(x.f, x.g.arena_id, x.idx, &r);
+	/* Eight pins in use, all empty (released). */
+	__atomic_store_n(&x.ph->used, 8u, __ATOMIC_RELAXED);
+	CHECK_EQ(kvs_fast_hold(x.f, x.g.arena_id, x.idx, &r), 0);
+	kvs_fast_stats_fill(x.f);
+	CHECK_EQ(stats.fast_held, 0);
+	one_close(&x, 0);
+}
+
+/* A client's counters are its own words: shown as fast.* (client-reported),
+ * capped per client, never moved back, never added to blocks.lookup_* or
+ * leases.*. */
+static void test_counters(void)
+{
+	one x;
+
+	one_open(&x);
+	for (int k = 0; k < KVS_FAST_NCOUNTERS; k++)
+		x.ph->counters[k] = UINT64_MAX;
+	x.ph->pins_live = UINT32_MAX;
+	x.ph->leases_live = UINT32_MAX;
+	kvs_fast_stats_fill(x.f);
+	CHECK_EQ(stats.blocks_lookup_hit, 0);
+	CHECK_EQ(stats.blocks_lookup_miss, 0);
+	CHECK_EQ(stats.leases_active, 0);
+	CHECK_EQ(stats.leases_pinned_blocks, 0);
+	CHECK_EQ(stats.fast_hit_blocks, (int64_t)KVS_FAST_CLIENT_MAX);
+	CHECK_EQ(stats.fast_lookups, (int64_t)KVS_FAST_CLIENT_MAX);
+	CHECK_EQ(stats.fast_pins_live, x.g.pin_cap);
+	/* Back to small: the counter does not go back. */
+	x.ph->counters[KVS_FAST_CTR_hit_blocks] = 5;
+	kvs_fast_stats_fill(x.f);
+	CHECK_EQ(stats.fast_hit_blocks, (int64_t)KVS_FAST_CLIENT_MAX);
+	CHECK_EQ(stats.blocks_lookup_hit, 0);
+	/* Closed: what it reported stays counted, no more. */
+	kvs_fast_detach(x.f, x.fc);
+	x.ph->counters[KVS_FAST_CTR_lookups] = 1;
+	kvs_fast_stats_fill(x.f);
+	CHECK_EQ(stats.fast_lookups, (int64_t)KVS_FAST_CLIENT_MAX);
+	one_close(&x, 1);
+}
+
+/* What a client believes of a grant (kvs_fast.h), forged every way. */
+static void test_grant_checks(void)
+{
+	uint64_t ib = KVS_FAST_HDR_SIZE + 1024ull * KVS_FAST_ENTRY_SIZE;
+	uint64_t pb = KVS_FAST_PINS_OFF + 64ull * 8;
+	kvs_fast_hdr h = { .magic = KVS_FAST_MAGIC, .version = KVS_FAST_VERSION,
+			   .entries = 1024, .max_probe = KVS_FAST_MAX_PROBE,
+			   .arena_id = 77 };
+	kvs_fast_hdr bad;
+	uint64_t huge = 1ull << 30;
+
+	CHECK(kvs_fast_grant_ok(1024, ib, 64, pb));
+	CHECK(!kvs_fast_grant_ok(0, KVS_FAST_HDR_SIZE, 64, pb));    /* mask ~0 */
+	CHECK(!kvs_fast_grant_ok(1000, KVS_FAST_HDR_SIZE + 1000ull * 64, 64, pb));
+	CHECK(!kvs_fast_grant_ok((uint32_t)huge,
+				 KVS_FAST_HDR_SIZE + huge * KVS_FAST_ENTRY_SIZE, 64, pb));
+	CHECK(!kvs_fast_grant_ok(1024, ib - 64, 64, pb));         /* short */
+	CHECK(!kvs_fast_grant_ok(1024, ib + 4096, 64, pb));       /* not its size */
+	CHECK(!kvs_fast_grant_ok(1024, ib, 0, pb));
+	CHECK(!kvs_fast_grant_ok(1024, ib, KVS_FAST_MAX_PINS + 1, UINT64_MAX));
+	CHECK(!kvs_fast_grant_ok(1024, ib, 64, pb - 8));
+	CHECK(kvs_fast_hdr_ok(&h, 1024, 77));
+	CHECK(!kvs_fast_hdr_ok(&h, 2048, 77));
+	CHECK(!kvs_fast_hdr_ok(&h, 1024, 78));
+	bad = h;
+	bad.magic ^= 1;
+	CHECK(!kvs_fast_hdr_ok(&bad, 1024, 77));
+	bad = h;
+	bad.version = 1; /* a 32-bit seq layout */
+	CHECK(!kvs_fast_hdr_ok(&bad, 1024, 77));
+	bad = h;
+	bad.max_probe = 1u << 20;
+	CHECK(!kvs_fast_hdr_ok(&bad, 1024, 77));
+}
+
+/* ---- the cost of looking at pins ------------------------------------------ */
+
+typedef struct area {
+	kvs_fast_client *fc;
+	kvs_fast_grant g;
+	kvs_owner *o;
+	kvs_fast_pins_hdr *ph;
+	uint64_t *pins;
+} area;
+
+static void area_open(kvs_cache *c, kvs_fast *f, area *a)
+{
+	uint32_t ns;
+
+	a->o = attach(c, &ns);
+	a->fc = NULL;
+	CHECK(kvs_fast_attach(f, a->o, &a->fc, &a->g) == 0);
+	a->ph = mmap(NULL, a->g.pins_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+		     a->g.pins_fd, 0);
+	CHECK(a->ph != MAP_FAILED);
+	close(a->g.pins_fd); /* the daemon's side closed it once sent */
+	a->pins = (uint64_t *)((uint8_t *)a->ph + KVS_FAST_PINS_OFF);
+}
+
+static void area_close(kvs_cache *c, area *a)
+{
+	munmap(a->ph, a->g.pins_bytes);
+	kvs_cache_owner_free(c, a->o);
+}
+
+static uint64_t work(void)
+{
+	return (uint64_t)stats.fast_pin_reads + (uint64_t)stats.fast_pin_probes;
+}
+
+static int lg(uint64_t n)
+{
+	int b = 0;
+
+	while ((1ull << b) < n)
+		b++;
+	return b;
+}
+
+static double ms_since(const struct timespec *t0)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)(t.tv_sec - t0->tv_sec) * 1e3 +
+	       (double)(t.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
+/* Let a revoked area's grace pass: ticks until it is forgotten (about
+ * 2 heartbeats; a deadline, not a sleep). *ms: the last tick's time. */
+static int reap_all(kvs_fast *f, double *ms)
+{
+	struct timespec t0, t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (ms_since(&t0) < 5000) {
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		kvs_fast_stats_fill(f);
+		*ms = ms_since(&t);
+		if (stats.fast_revoked == 0)
+			return 1;
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	}
+	return 0;
+}
+
+/*
+ * K full pin areas (KVS_FAST_MAX_PINS each: junk, and in the first one the
+ * pins of every block but the newest), a host tier full of N blocks. One
+ * reserve must hold the N - 1 pinned victims and evict the last; then the
+ * first area's connection closes and, after its grace, its N - 1 holds go.
+ * The pins read and the hash-set probes are counted: O(pins x log N + N)
+ * for the reserve (one snapshot per batch, batches doubling) and
+ * O(pins + N) for the disconnect, where a scan per victim costs
+ * O(pins x N). With @bench, the wall times are printed as well.
+ */
+static void test_scan_cost(int K, uint32_t N, int bench)
+{
+	kvs_cache_config cfg = { .host_bytes = (uint64_t)N * 4096,
+				 .page_bytes = 64u << 10, .policy = "lru",
+				 .max_leases = 64 };
+	kvs_cache *c = NULL;
+	kvs_fast *f = NULL;
+	kvs_owner *w;
+	area *a = calloc((size_t)K, sizeof(*a));
+	uint64_t *keys = calloc(N, sizeof(uint64_t));
+	uint64_t w0, w_reserve, w_detach, P = (uint64_t)K * KVS_FAST_MAX_PINS;
+	uint8_t wire[8 + 16];
+	uint64_t lease;
+	uint32_t ns, filled = 0;
+	kvs_block b;
+	struct timespec t0;
+	double t_reserve, t_detach = 0;
+
+	memset(&stats, 0, sizeof(stats));
+	CHECK(kvs_cache_create(&cfg, &stats, &c) == 0);
+	CHECK(kvs_fast_create(c, &stats, 2 * N, KVS_FAST_MAX_PINS, 1, &f) == 0);
+	kvs_cache_set_fast(c, f);
+	w = attach(c, &ns);
+	for (int k = 0; k < K; k++)
+		area_open(c, f, &a[k]);
+	for (uint32_t i = 0; i < N; i++) {
+		kvs_hash h = { 0x5151u + i, 0x7373u * (i + 1) };
+
+		CHECK(kvs_wire_hashes_encode(&h, 1, 0, wire, sizeof(wire)) > 0);
+		if (kvs_cache_reserve(c, w, wire + 8, 1, &lease, &b) != 1 ||
+		    stats.blocks_evicted > 0)
+			break;
+		CHECK_EQ(kvs_cache_commit(c, w, lease), 1);
+		keys[filled++] = kvs_fast_pin_key(b.offset, b.gen);
+	}
+	CHECK_EQ(filled, N);
+	srand(7);
+	for (int k = 0; k < K; k++) {
+		for (uint32_t p = 0; p < KVS_FAST_MAX_PINS; p++)
+			a[k].pins[p] = k == 0 && p + 1 < filled
+					       ? keys[p]
+					       : (uint64_t)rand() << 33 | (uint64_t)rand() << 2 | 1;
+		a[k].ph->used = KVS_FAST_MAX_PINS;
+	}
+
+	w0 = work();
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	{
+		kvs_hash h = { 0xabcdu, 0xef01u };
+
+		CHECK(kvs_wire_hashes_encode(&h, 1, 0, wire, sizeof(wire)) > 0);
+		CHECK_EQ(kvs_cache_reserve(c, w, wire + 8, 1, &lease, &b), 1);
+	}
+	t_reserve = ms_since(&t0);
+	w_reserve = work() - w0;
+	CHECK_EQ(stats.blocks_evicted, 1);
+	CHECK_EQ(stats.fast_held, 0); /* a gauge: filled by stats_fill */
+	kvs_fast_stats_fill(f);
+	CHECK_EQ(stats.fast_held, filled - 1);
+	CHECK(w_reserve <= 4 * (P + N) * (uint64_t)(lg(N) + 2));
+
+	/* The pinning connection closes: after its grace, one snapshot of
+	 * the other areas answers for all N - 1 holds. */
+	w0 = work();
+	kvs_fast_detach(f, a[0].fc);
+	CHECK(reap_all(f, &t_detach));
+	w_detach = work() - w0;
+	CHECK_EQ(stats.fast_held, 0);
+	CHECK(w_detach <= 4 * (P + N));
+	printf("test_fastidx: %d full pin areas (%llu pins), %u blocks held: "
+	       "reserve read+probed %llu (bound %llu), disconnect %llu (bound %llu)\n",
+	       K, (unsigned long long)P, filled - 1, (unsigned long long)w_reserve,
+	       (unsigned long long)(4 * (P + N) * (uint64_t)(lg(N) + 2)),
+	       (unsigned long long)w_detach, (unsigned long long)(4 * (P + N)));
+	if (bench)
+		printf("test_fastidx: bench: reserve %.2f ms, disconnect (the "
+		       "tick that lets go, after the grace) %.2f ms\n",
+		       t_reserve, t_detach);
+	CHECK_EQ(kvs_cache_check(c), 0);
+	for (int k = 1; k < K; k++)
+		kvs_fast_detach(f, a[k].fc);
+	for (int k = 0; k < K; k++)
+		area_close(c, &a[k]);
+	kvs_cache_owner_free(c, w);
+	kvs_cache_destroy(c);
+	kvs_fast_destroy(f);
+	free(keys);
+	free(a);
 }
 
 /* ---- contention ---------------------------------------------------------- */
@@ -398,6 +751,7 @@ static void test_contention(void)
 	x.ph = mmap(NULL, g.pins_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
 		    g.pins_fd, 0);
 	CHECK(x.ph != MAP_FAILED);
+	close(g.pins_fd);
 	x.pins = (uint64_t *)((uint8_t *)x.ph + KVS_FAST_PINS_OFF);
 	x.arena_id = g.arena_id;
 	x.h = (kvs_hash){ 0xfeedu, 0xbeefu };
@@ -430,13 +784,24 @@ static void test_contention(void)
 	kvs_fast_destroy(x.f);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-	unsigned seed = (unsigned)kvs_test_seed("test_fastidx");
+	unsigned seed;
 
 	kvs_log_set_level(KVS_LOG_WARN);
+	/* --bench K N: the wall time of the pin-scan test, nothing else. */
+	if (argc == 4 && strcmp(argv[1], "--bench") == 0) {
+		test_scan_cost(atoi(argv[2]), (uint32_t)atoi(argv[3]), 1);
+		return check_summary("test_fastidx");
+	}
+	seed = (unsigned)kvs_test_seed("test_fastidx");
 	test_mechanics(seed);
 	test_pins();
+	test_revoke();
+	test_key0();
+	test_counters();
+	test_grant_checks();
+	test_scan_cost(4, 2048, 0);
 	test_contention();
 	return check_summary("test_fastidx");
 }
