@@ -19,8 +19,17 @@
  * out such a number. Another client's fast lease is KVS_E_NOTOWNER, as the
  * daemon answers for its leases (unless the 10-bit tags collide: then
  * KVS_E_NOLEASE, an error all the same).
+ *
+ * fork(): a child shares the pin area (MAP_SHARED) and the socket with its
+ * parent, but not the parent's lease bookkeeping, so it must use neither.
+ * A pthread_atfork handler counts forks; a client remembers the count at
+ * connect, and a call that finds it changed kills the client in the child
+ * (our copy of the socket closed, the areas unmapped, nothing written) and
+ * answers KVS_E_DISCONNECTED until kvs_reconnect(). A load and a compare:
+ * no getpid() system call on the fast path.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -59,6 +68,34 @@ struct kvs_fastpath {
 	uint32_t *pos;              /* per lookup: each hit's entry, */
 	uint64_t *seq;              /* and its sequence */
 };
+
+static uint32_t forks; /* one more in every child of fork() */
+static pthread_once_t forks_once = PTHREAD_ONCE_INIT;
+
+static void forked_child(void)
+{
+	__atomic_add_fetch(&forks, 1, __ATOMIC_RELAXED);
+}
+
+static void forks_watch(void)
+{
+	pthread_atfork(NULL, NULL, forked_child);
+}
+
+uint32_t kvs__fork_gen(void)
+{
+	pthread_once(&forks_once, forks_watch);
+	return LD(&forks);
+}
+
+int kvs__forked(kvs_client *c)
+{
+	if (LD(&forks) == c->fork_gen)
+		return 0;
+	kvs__fast_detach(c); /* unmaps only: the pins stay the parent's */
+	kvs__kill(c);        /* closes our copy of the socket only */
+	return 1;
+}
 
 /* This client's tag in its fast lease ids: from its address, which no
  * other live client in the process shares. */
@@ -324,6 +361,10 @@ int kvs__fast_lookup(kvs_client *c, const kvs_hash *hashes, size_t n,
 	uint32_t hits = 0, start, slot = FAST_LEASES;
 	int at;
 
+	if (kvs__forked(c)) {
+		*rc = KVS_E_DISCONNECTED;
+		return 1;
+	}
 	if (!f)
 		return 0;
 	if (n > f->cap || !fresh(f)) {
@@ -389,6 +430,10 @@ int kvs__fast_release(kvs_client *c, kvs_lease lease, int commit, int *rc)
 	uint32_t slot = (uint32_t)lease & 0x3fu;
 	flease *l;
 
+	if (kvs__forked(c)) {
+		*rc = KVS_E_DISCONNECTED;
+		return 1;
+	}
 	if (((uint32_t)lease & FAST_TAG) != FAST_TAG)
 		return 0;
 	if ((((uint32_t)lease >> 6) & 0x3ffu) != tag_of(c)) {

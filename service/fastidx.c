@@ -521,7 +521,10 @@ void fast_seen_update(kvs_fast_client *fc)
 }
 
 /* The clients' counts go to `fast.*` (client-reported) only: nothing of
- * them reaches the daemon's own counters (blocks.lookup_*, leases.*). */
+ * them reaches the daemon's own counters (blocks.lookup_*). The leases and
+ * pins they hold are held too: the gauges leases.active and
+ * leases.pinned_blocks count them as the clients say, at most each area's
+ * cap (and fast.leases_live, fast.pins_live show that share). */
 void kvs_fast_stats_fill(kvs_fast *f)
 {
 	kvs_counters *st;
@@ -562,4 +565,6 @@ void kvs_fast_stats_fill(kvs_fast *f)
 	st->fast_held = f->nheld;
 	st->fast_pins_live = pins;
 	st->fast_leases_live = leases;
+	st->leases_pinned_blocks += pins;
+	st->leases_active += leases;
 }
