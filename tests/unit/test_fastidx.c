@@ -37,6 +37,7 @@
 #include "kvs_check.h"
 #include "kvs_fast.h"
 #include "kvs_fastidx.h"
+#include "fastidx_int.h" /* fast_dom_get, fast_delete_at: a step test */
 #include "kvs_log.h"
 
 static kvs_counters stats;
@@ -461,6 +462,45 @@ static void test_grant_checks(void)
 	CHECK(!kvs_fast_hdr_ok(&bad, 1024, 77));
 }
 
+static kvs_hash same_home(uint32_t ns, kvs_hash h);
+
+/* Deciding a batch deletes its victims one by one; a deletion shifts the
+ * next victim of the same cluster back, and that one must stay marked
+ * going (odd) where it lands, or a client could validate a pin on it
+ * between the snapshot and its own deletion (fastpins.c). */
+static void test_batch_shift(void)
+{
+	one x;
+	kvs_rec a, b;
+	fdom *d;
+	uint32_t home;
+	int64_t at;
+
+	one_open(&x);
+	a = *kvs_cache_rec_at(x.c, x.idx);
+	b = a;
+	a.hash = cache_ns_key(x.ns, (kvs_hash){ 0x4444u, 0x5555u });
+	b.hash = cache_ns_key(x.ns, same_home(x.ns, (kvs_hash){ 0x4444u, 0x5555u }));
+	b.offset += 4096;
+	kvs_fast_publish(x.f, x.g.arena_id, x.idx, &a);
+	kvs_fast_publish(x.f, x.g.arena_id, x.idx, &b);
+	d = fast_dom_get(x.f, x.g.arena_id);
+	home = kvs_fast_home(x.ns, 0x4444u, 0x5555u, d->mask);
+	CHECK_EQ(fast_find(d, x.ns, kvs_cache_rec_hash(&b), &at), (home + 1) & d->mask);
+	/* Both marked going, as hold_many() marks a batch; a is deleted. */
+	d->e[home].seq++;
+	d->e[(home + 1) & d->mask].seq++;
+	fast_delete_at(d, home);
+	CHECK_EQ(fast_find(d, x.ns, kvs_cache_rec_hash(&b), &at), home);
+	CHECK_EQ(d->e[home].seq & 1, 1); /* still going where it moved */
+	CHECK_EQ(d->e[home].offset, b.offset);
+	fast_delete_at(d, home);
+	CHECK_EQ(d->e[home].seq & 1, 0);
+	CHECK_EQ(d->e[home].state, KVS_FAST_EMPTY);
+	CHECK_EQ(d->e[(home + 1) & d->mask].seq & 1, 0);
+	one_close(&x, 0);
+}
+
 /* ---- the cost of looking at pins ------------------------------------------ */
 
 typedef struct area {
@@ -640,6 +680,8 @@ typedef struct duel {
 	uint32_t idx, ns;
 	kvs_hash h;
 	kvs_rec rec;          /* the daemon thread's copy of the record */
+	uint32_t idx2;        /* batch: a record of the same home, before it */
+	kvs_rec rec2;
 	view v;
 	uint64_t *pins;
 	kvs_fast_pins_hdr *ph;
@@ -669,6 +711,38 @@ static void *daemon_side(void *arg)
 	return NULL;
 }
 
+/* The daemon's side in batches of two: the block the client reads and one
+ * of the same home ahead of it in the index, decided together
+ * (kvs_fast_hold_batch), so that deleting the other shifts the client's
+ * block back while it is marked going, as fastpins.c says. */
+static void *daemon_batch(void *arg)
+{
+	duel *x = arg;
+	uint32_t gen = 1u << 20, idx[2] = { x->idx2, x->idx };
+	uint8_t keep[2];
+
+	while (!__atomic_load_n(&x->stop, __ATOMIC_RELAXED)) {
+		uint32_t kept = kvs_fast_hold_batch(x->f, x->arena_id, idx, 2, keep);
+
+		if (!keep[1]) {
+			__atomic_store_n(&x->freed, x->rec.gen, __ATOMIC_SEQ_CST);
+			x->rec.gen = ++gen;
+		}
+		if (!keep[0]) {
+			x->rec2.gen = ++gen;
+			kvs_fast_publish(x->f, x->arena_id, x->idx2, &x->rec2);
+		}
+		if (!keep[1])
+			kvs_fast_publish(x->f, x->arena_id, x->idx, &x->rec);
+		x->cycles++;
+		if (kept)
+			x->held++;
+		while (kept > 0 && !__atomic_load_n(&x->stop, __ATOMIC_RELAXED))
+			kept -= kvs_fast_unhold(x->f);
+	}
+	return NULL;
+}
+
 /* What client/fast.c does for a one-block chain. */
 static void *client_side(void *arg)
 {
@@ -679,12 +753,12 @@ static void *client_side(void *arg)
 	__atomic_store_n(&x->ph->used, 1u, __ATOMIC_RELAXED);
 	while (!__atomic_load_n(&x->stop, __ATOMIC_RELAXED)) {
 		const kvs_fast_entry *e = NULL;
-		uint32_t s1 = 0, gen = 0;
-		uint64_t off = 0;
+		uint64_t s1 = 0, off = 0;
+		uint32_t gen = 0;
 
 		for (uint32_t k = 0; k < KVS_FAST_MAX_PROBE && !e; k++) {
 			const kvs_fast_entry *p = &x->v.e[(home + k) & mask];
-			uint32_t s2;
+			uint64_t s2;
 			uint8_t st;
 			uint64_t lo, hi;
 
@@ -726,7 +800,20 @@ static void *client_side(void *arg)
 	return NULL;
 }
 
-static void test_contention(void)
+/* A hash of namespace @ns with the same home as @h in 1024 entries. */
+static kvs_hash same_home(uint32_t ns, kvs_hash h)
+{
+	uint32_t home = kvs_fast_home(ns, h.lo, h.hi, 1023);
+
+	for (uint64_t i = 1;; i++) {
+		kvs_hash o = { h.lo + i * 0x10001u, h.hi };
+
+		if (kvs_fast_home(ns, o.lo, o.hi, 1023) == home)
+			return o;
+	}
+}
+
+static void test_contention(int batch)
 {
 	kvs_cache_config cfg = { .host_bytes = 4u << 20, .page_bytes = 64u << 10,
 				 .policy = "leaf-lru", .max_leases = 64 };
@@ -755,21 +842,34 @@ static void test_contention(void)
 	x.pins = (uint64_t *)((uint8_t *)x.ph + KVS_FAST_PINS_OFF);
 	x.arena_id = g.arena_id;
 	x.h = (kvs_hash){ 0xfeedu, 0xbeefu };
+	if (batch) {
+		/* Committed first: at home, the client's block right after. */
+		kvs_hash other = same_home(x.ns, x.h);
+
+		CHECK(kvs_wire_hashes_encode(&other, 1, 0, wire, sizeof(wire)) > 0);
+		CHECK_EQ(kvs_cache_reserve(c, o, wire + 8, 1, &lease, &b), 1);
+		CHECK_EQ(kvs_cache_commit(c, o, lease), 1);
+		x.idx2 = kvs_cache_find(c, x.ns, other);
+		x.rec2 = *kvs_cache_rec_at(c, x.idx2);
+	}
 	CHECK(kvs_wire_hashes_encode(&x.h, 1, 0, wire, sizeof(wire)) > 0);
 	CHECK_EQ(kvs_cache_reserve(c, o, wire + 8, 1, &lease, &b), 1);
 	CHECK_EQ(kvs_cache_commit(c, o, lease), 1);
 	x.idx = kvs_cache_find(c, x.ns, x.h);
 	x.rec = *kvs_cache_rec_at(c, x.idx);
+	if (batch)
+		CHECK_EQ(probe(&x.v, x.ns, x.h),
+			 (kvs_fast_home(x.ns, x.h.lo, x.h.hi, 1023) + 1) & 1023);
 
-	pthread_create(&td, NULL, daemon_side, &x);
+	pthread_create(&td, NULL, batch ? daemon_batch : daemon_side, &x);
 	pthread_create(&tc, NULL, client_side, &x);
 	nanosleep(&t, NULL);
 	__atomic_store_n(&x.stop, 1, __ATOMIC_RELAXED);
 	pthread_join(tc, NULL);
 	pthread_join(td, NULL);
-	printf("test_fastidx: contention: %llu pins validated, %llu re-checks "
+	printf("test_fastidx: contention%s: %llu pins validated, %llu re-checks "
 	       "failed, %llu evict+publish cycles, %llu holds, %llu violations\n",
-	       (unsigned long long)x.validated, (unsigned long long)x.busy,
+	       batch ? " (batches of two)" : "", (unsigned long long)x.validated, (unsigned long long)x.busy,
 	       (unsigned long long)x.cycles, (unsigned long long)x.held,
 	       (unsigned long long)x.violations);
 	CHECK_EQ(x.violations, 0);
@@ -801,7 +901,9 @@ int main(int argc, char **argv)
 	test_key0();
 	test_counters();
 	test_grant_checks();
+	test_batch_shift();
 	test_scan_cost(4, 2048, 0);
-	test_contention();
+	test_contention(0);
+	test_contention(1);
 	return check_summary("test_fastidx");
 }
