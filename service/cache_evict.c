@@ -340,16 +340,19 @@ static void host_evict_batch(kvs_cache *c, const dom *d, uint32_t n,
  *
  * Host victims go in batches, so that the fast path looks at its clients'
  * pins once per batch, not once per victim (service/fastpins.c): the first
- * batch is one victim (an eviction that makes room takes no more than it
- * did), and each batch that did not make room is followed by one twice as
- * large, up to HOST_BATCH. A victim found pinned is held and the next ones
- * are named; at most twice the victims needed go. */
+ * batch is one victim while the domain's fast-path pins are few (an
+ * eviction that makes room takes no more than it did), more when they are
+ * many (kvs_fast_batch_hint: the look costs at most 256 pins per victim,
+ * the extra slots serve the next reserves), and each batch that did not
+ * make room is followed by one twice as large, up to HOST_BATCH. A victim
+ * found pinned is held and the next ones are named. */
 int cache_make_room(kvs_cache *c, uint32_t ns_id, uint8_t t, uint64_t *off)
 {
 	dom *d = cache_ns_dom(c, ns_id);
 	kvs_tier_mod *tt = t == KVS_TIER_HOST ? NULL : c->tier[t];
 	kvs_policy *pol = tt ? c->tpol[t] : d->policy;
-	uint32_t cls = cache_ns(c, ns_id)->cls, want = 1;
+	uint32_t cls = cache_ns(c, ns_id)->cls;
+	uint32_t want = tt ? 1 : kvs_fast_batch_hint(c->fast, d->arena_id);
 	uint32_t v[HOST_BATCH];
 	int rc;
 

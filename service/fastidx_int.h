@@ -31,6 +31,7 @@ typedef struct fdom {
 	uint32_t pins;        /* the caps of its pin areas, at most
 			       * KVS_FAST_DOMAIN_PINS: what a snapshot reads */
 	uint32_t nheld;       /* its records held for pins */
+	uint32_t last_snap;   /* pins read by its last snapshot */
 	kvs_fast_client *clients; /* live, and revoked ones in their grace */
 } fdom;
 

@@ -100,6 +100,7 @@ static int snapshot(kvs_fast *f, fdom *d)
 		fc->snap_n = n > fc->cap ? fc->cap : n;
 		total += fc->snap_n;
 	}
+	d->last_snap = (uint32_t)total;
 	if (total == 0)
 		return 0;
 	while (want < 2 * total) {
@@ -223,6 +224,14 @@ static uint32_t hold_many(kvs_fast *f, fdom *d, uint32_t n,
 			fast_delete_at(d, (uint32_t)at);
 	}
 	return kept;
+}
+
+uint32_t kvs_fast_batch_hint(kvs_fast *f, uint64_t arena_id)
+{
+	fdom *d = f ? fast_dom_get(f, arena_id) : NULL;
+	uint32_t n = d ? d->last_snap / KVS_FAST_PINS_PER_VICTIM : 0;
+
+	return n < 1 ? 1 : n > KVS_FAST_BATCH ? KVS_FAST_BATCH : n;
 }
 
 int kvs_fast_hold(kvs_fast *f, uint64_t arena_id, uint32_t idx,

@@ -45,8 +45,11 @@ typedef struct kvs_fast_client kvs_fast_client;
  * that would pass it gets a smaller area, none below KVS_FAST_MIN_PINS. */
 #define KVS_FAST_DOMAIN_PINS (1u << 18)
 #define KVS_FAST_MIN_PINS 64u
-/* Records one kvs_fast_hold_batch() decides, at most. */
+/* Records one kvs_fast_hold_batch() decides, at most; and the pins a
+ * snapshot may read per victim it decides, amortized (the make-room loop
+ * asks kvs_fast_batch_hint() how many victims to start with). */
 #define KVS_FAST_BATCH 1024u
+#define KVS_FAST_PINS_PER_VICTIM 256u
 /* Touches replayed per kvs_fast_replay() or tick, over all clients, and
  * the least share of one client when many share the budget. */
 #define KVS_FAST_REPLAY_BUDGET 8192u
@@ -96,6 +99,14 @@ int kvs_fast_hold(kvs_fast *f, uint64_t arena_id, uint32_t idx,
  * in the index). Returns how many were held. */
 uint32_t kvs_fast_hold_batch(kvs_fast *f, uint64_t arena_id,
 			     const uint32_t *idx, uint32_t n, uint8_t *keep);
+
+/* kvs_fast_batch_hint - how many victims a make-room loop should decide in
+ * its first batch for arena @arena_id's domain: 1 while its pins are few;
+ * with many, enough that the last snapshot's pins come to at most
+ * KVS_FAST_PINS_PER_VICTIM per victim (at most KVS_FAST_BATCH). A domain
+ * whose clients fill their pin areas gets its blocks evicted up to that
+ * many at a time instead of a look at every pin per block. */
+uint32_t kvs_fast_batch_hint(kvs_fast *f, uint64_t arena_id);
 
 /* kvs_fast_unhold - drop the hold of every held record that no live pin
  * names any more. Returns how many were let go. */

@@ -672,6 +672,71 @@ static void test_scan_cost(int K, uint32_t N, int bench)
 	free(a);
 }
 
+/*
+ * K pin areas full of junk (a client that pins nothing real but fills its
+ * area), a host tier full of unpinned blocks, then M reserves that each
+ * need a slot: a look at all K x 16384 pins per eviction would cost
+ * O(M x pins). The batches are sized from the last look
+ * (kvs_fast_batch_hint), so it costs O(pins + M x 256), and no more than
+ * M + one batch of blocks go.
+ */
+static void test_reserve_amortized(int K, uint32_t N, uint32_t M)
+{
+	kvs_cache_config cfg = { .host_bytes = (uint64_t)N * 4096,
+				 .page_bytes = 64u << 10, .policy = "lru",
+				 .max_leases = 64 };
+	kvs_cache *c = NULL;
+	kvs_fast *f = NULL;
+	kvs_owner *w;
+	area *a = calloc((size_t)K, sizeof(*a));
+	uint64_t w0, spent, P = (uint64_t)K * KVS_FAST_MAX_PINS, bound;
+	uint8_t wire[8 + 16];
+	uint64_t lease;
+	uint32_t ns;
+	kvs_block b;
+
+	memset(&stats, 0, sizeof(stats));
+	CHECK(kvs_cache_create(&cfg, &stats, &c) == 0);
+	CHECK(kvs_fast_create(c, &stats, 2 * N, KVS_FAST_MAX_PINS, 1, &f) == 0);
+	kvs_cache_set_fast(c, f);
+	w = attach(c, &ns);
+	for (int k = 0; k < K; k++) {
+		area_open(c, f, &a[k]);
+		for (uint32_t p = 0; p < KVS_FAST_MAX_PINS; p++)
+			a[k].pins[p] = (uint64_t)(k + 1) << 48 | (uint64_t)p << 8 | 1;
+		a[k].ph->used = KVS_FAST_MAX_PINS;
+	}
+	w0 = work();
+	for (uint32_t i = 0; i < N + M; i++) {
+		kvs_hash h = { 0x9191u + i, 0x3737u * (i + 1) };
+
+		CHECK(kvs_wire_hashes_encode(&h, 1, 0, wire, sizeof(wire)) > 0);
+		if (kvs_cache_reserve(c, w, wire + 8, 1, &lease, &b) != 1)
+			break;
+		CHECK_EQ(kvs_cache_commit(c, w, lease), 1);
+	}
+	spent = work() - w0;
+	bound = 4 * (2 * P + (uint64_t)M * KVS_FAST_PINS_PER_VICTIM);
+	printf("test_fastidx: %d areas of junk pins, %u reserves past a full "
+	       "tier: %lld evicted, %lld looks, read+probed %llu (bound %llu, "
+	       "one look per eviction: about %llu)\n", K, M,
+	       (long long)stats.blocks_evicted, (long long)stats.fast_snapshots,
+	       (unsigned long long)spent, (unsigned long long)bound,
+	       (unsigned long long)((uint64_t)stats.blocks_evicted * 2 * P));
+	CHECK(stats.blocks_evicted >= M);
+	CHECK(stats.blocks_evicted <= M + KVS_FAST_BATCH);
+	CHECK(spent <= bound);
+	CHECK_EQ(kvs_cache_check(c), 0);
+	for (int k = 0; k < K; k++) {
+		kvs_fast_detach(f, a[k].fc);
+		area_close(c, &a[k]);
+	}
+	kvs_cache_owner_free(c, w);
+	kvs_cache_destroy(c);
+	kvs_fast_destroy(f);
+	free(a);
+}
+
 /* ---- contention ---------------------------------------------------------- */
 
 typedef struct duel {
@@ -903,6 +968,7 @@ int main(int argc, char **argv)
 	test_grant_checks();
 	test_batch_shift();
 	test_scan_cost(4, 2048, 0);
+	test_reserve_amortized(4, 2048, 512);
 	test_contention(0);
 	test_contention(1);
 	return check_summary("test_fastidx");
