@@ -737,6 +737,58 @@ static void test_reserve_amortized(int K, uint32_t N, uint32_t M)
 	free(a);
 }
 
+/* Touches replayed per call are bounded over all clients, in equal shares
+ * (KVS_FAST_REPLAY_BUDGET): three clients that each wrote a full ring cost
+ * one replay 3 x 2730 touches read, not 12288, and the next one the rest;
+ * with 200 clients the shares are KVS_FAST_REPLAY_SHARE and the turn goes
+ * round, so every client's ring is read within two calls. */
+static void test_replay_budget(void)
+{
+	enum { K = 200 };
+	kvs_cache_config cfg = { .host_bytes = 4u << 20, .page_bytes = 64u << 10,
+				 .policy = "lru", .max_leases = 64 };
+	kvs_cache *c = NULL;
+	kvs_fast *f = NULL;
+	area *a = calloc(K, sizeof(*a));
+	uint32_t share = KVS_FAST_REPLAY_BUDGET / 3, n1, n2, starved = 0, rest;
+
+	memset(&stats, 0, sizeof(stats));
+	CHECK(kvs_cache_create(&cfg, &stats, &c) == 0);
+	CHECK(kvs_fast_create(c, &stats, 1024, 64, 1, &f) == 0);
+	kvs_cache_set_fast(c, f);
+	for (int k = 0; k < 3; k++) {
+		area_open(c, f, &a[k]);
+		a[k].ph->touch_head = KVS_FAST_TOUCHES; /* a full ring of junk */
+	}
+	n1 = kvs_fast_replay(f);
+	n2 = kvs_fast_replay(f);
+	CHECK_EQ(n1, 3 * share);
+	CHECK_EQ(n2, 3 * KVS_FAST_TOUCHES - 3 * share);
+	CHECK_EQ(kvs_fast_replay(f), 0);
+	for (int k = 3; k < K; k++)
+		area_open(c, f, &a[k]);
+	for (int k = 0; k < K; k++)
+		a[k].ph->touch_head += 2 * KVS_FAST_REPLAY_SHARE;
+	n1 = kvs_fast_replay(f);
+	n2 = kvs_fast_replay(f);
+	/* 200 x 128 touches: 8192 a call, 64 per client: every client had a
+	 * turn after two calls (none starves behind the first ones). */
+	CHECK_EQ(n1, KVS_FAST_REPLAY_BUDGET);
+	CHECK_EQ(n2, KVS_FAST_REPLAY_BUDGET);
+	for (int k = 3; k < K; k++)
+		starved += a[k].fc->tail == 0;
+	CHECK_EQ(starved, 0);
+	rest = kvs_fast_replay(f) + kvs_fast_replay(f);
+	CHECK_EQ(n1 + n2 + rest, (uint32_t)K * 2 * KVS_FAST_REPLAY_SHARE);
+	for (int k = 0; k < K; k++) {
+		kvs_fast_detach(f, a[k].fc);
+		area_close(c, &a[k]);
+	}
+	kvs_cache_destroy(c);
+	kvs_fast_destroy(f);
+	free(a);
+}
+
 /* ---- contention ---------------------------------------------------------- */
 
 typedef struct duel {
@@ -969,6 +1021,7 @@ int main(int argc, char **argv)
 	test_batch_shift();
 	test_scan_cost(4, 2048, 0);
 	test_reserve_amortized(4, 2048, 512);
+	test_replay_budget();
 	test_contention(0);
 	test_contention(1);
 	return check_summary("test_fastidx");
