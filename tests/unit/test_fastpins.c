@@ -309,6 +309,49 @@ static int reap_all(kvs_fast *f, double *ms)
 	return 0;
 }
 
+/* A tier of N 4 KiB blocks, a writer, and K pin areas of 16384 pins. */
+typedef struct rig {
+	kvs_cache *c;
+	kvs_fast *f;
+	kvs_owner *w;
+	area *a;
+	int K;
+} rig;
+
+static void rig_open(rig *r, int K, uint32_t N)
+{
+	kvs_cache_config cfg = { .host_bytes = (uint64_t)N * 4096,
+				 .page_bytes = 64u << 10, .policy = "lru",
+				 .max_leases = 64 };
+	uint32_t ns;
+
+	memset(&stats, 0, sizeof(stats));
+	memset(r, 0, sizeof(*r));
+	r->K = K;
+	r->a = calloc((size_t)K, sizeof(*r->a));
+	CHECK(kvs_cache_create(&cfg, &stats, &r->c) == 0);
+	CHECK(kvs_fast_create(r->c, &stats, 2 * N, KVS_FAST_MAX_PINS, 1, &r->f) == 0);
+	kvs_cache_set_fast(r->c, r->f);
+	r->w = attach(r->c, &ns);
+	for (int k = 0; k < K; k++)
+		area_open(r->c, r->f, &r->a[k]);
+}
+
+/* Areas from @from on are still attached. */
+static void rig_close(rig *r, int from)
+{
+	CHECK_EQ(kvs_cache_check(r->c), 0);
+	for (int k = 0; k < r->K; k++) {
+		if (k >= from)
+			kvs_fast_detach(r->f, r->a[k].fc);
+		area_close(r->c, &r->a[k]);
+	}
+	kvs_cache_owner_free(r->c, r->w);
+	kvs_cache_destroy(r->c);
+	kvs_fast_destroy(r->f);
+	free(r->a);
+}
+
 /*
  * K full pin areas (KVS_FAST_MAX_PINS each: junk, and in the first one the
  * pins of every block but the newest), a host tier full of N blocks. One
@@ -321,29 +364,22 @@ static int reap_all(kvs_fast *f, double *ms)
  */
 static void test_scan_cost(int K, uint32_t N, int bench)
 {
-	kvs_cache_config cfg = { .host_bytes = (uint64_t)N * 4096,
-				 .page_bytes = 64u << 10, .policy = "lru",
-				 .max_leases = 64 };
-	kvs_cache *c = NULL;
-	kvs_fast *f = NULL;
+	rig r;
+	kvs_cache *c;
+	kvs_fast *f;
 	kvs_owner *w;
-	area *a = calloc((size_t)K, sizeof(*a));
+	area *a;
 	uint64_t *keys = calloc(N, sizeof(uint64_t));
 	uint64_t w0, w_reserve, w_detach, P = (uint64_t)K * KVS_FAST_MAX_PINS;
 	uint8_t wire[8 + 16];
 	uint64_t lease;
-	uint32_t ns, filled = 0;
+	uint32_t filled = 0;
 	kvs_block b;
 	struct timespec t0;
 	double t_reserve, t_detach = 0;
 
-	memset(&stats, 0, sizeof(stats));
-	CHECK(kvs_cache_create(&cfg, &stats, &c) == 0);
-	CHECK(kvs_fast_create(c, &stats, 2 * N, KVS_FAST_MAX_PINS, 1, &f) == 0);
-	kvs_cache_set_fast(c, f);
-	w = attach(c, &ns);
-	for (int k = 0; k < K; k++)
-		area_open(c, f, &a[k]);
+	rig_open(&r, K, N);
+	c = r.c, f = r.f, w = r.w, a = r.a;
 	for (uint32_t i = 0; i < N; i++) {
 		kvs_hash h = { 0x5151u + i, 0x7373u * (i + 1) };
 
@@ -397,16 +433,8 @@ static void test_scan_cost(int K, uint32_t N, int bench)
 		printf("test_fastpins: bench: reserve %.2f ms, disconnect (the "
 		       "tick that lets go, after the grace) %.2f ms\n",
 		       t_reserve, t_detach);
-	CHECK_EQ(kvs_cache_check(c), 0);
-	for (int k = 1; k < K; k++)
-		kvs_fast_detach(f, a[k].fc);
-	for (int k = 0; k < K; k++)
-		area_close(c, &a[k]);
-	kvs_cache_owner_free(c, w);
-	kvs_cache_destroy(c);
-	kvs_fast_destroy(f);
+	rig_close(&r, 1);
 	free(keys);
-	free(a);
 }
 
 /*
@@ -419,26 +447,16 @@ static void test_scan_cost(int K, uint32_t N, int bench)
  */
 static void test_reserve_amortized(int K, uint32_t N, uint32_t M)
 {
-	kvs_cache_config cfg = { .host_bytes = (uint64_t)N * 4096,
-				 .page_bytes = 64u << 10, .policy = "lru",
-				 .max_leases = 64 };
-	kvs_cache *c = NULL;
-	kvs_fast *f = NULL;
-	kvs_owner *w;
-	area *a = calloc((size_t)K, sizeof(*a));
+	rig r;
+	area *a;
 	uint64_t w0, spent, P = (uint64_t)K * KVS_FAST_MAX_PINS, bound;
 	uint8_t wire[8 + 16];
 	uint64_t lease;
-	uint32_t ns;
 	kvs_block b;
 
-	memset(&stats, 0, sizeof(stats));
-	CHECK(kvs_cache_create(&cfg, &stats, &c) == 0);
-	CHECK(kvs_fast_create(c, &stats, 2 * N, KVS_FAST_MAX_PINS, 1, &f) == 0);
-	kvs_cache_set_fast(c, f);
-	w = attach(c, &ns);
+	rig_open(&r, K, N);
+	a = r.a;
 	for (int k = 0; k < K; k++) {
-		area_open(c, f, &a[k]);
 		for (uint32_t p = 0; p < KVS_FAST_MAX_PINS; p++)
 			a[k].pins[p] = (uint64_t)(k + 1) << 48 | (uint64_t)p << 8 | 1;
 		a[k].ph->used = KVS_FAST_MAX_PINS;
@@ -448,9 +466,9 @@ static void test_reserve_amortized(int K, uint32_t N, uint32_t M)
 		kvs_hash h = { 0x9191u + i, 0x3737u * (i + 1) };
 
 		CHECK(kvs_wire_hashes_encode(&h, 1, 0, wire, sizeof(wire)) > 0);
-		if (kvs_cache_reserve(c, w, wire + 8, 1, &lease, &b) != 1)
+		if (kvs_cache_reserve(r.c, r.w, wire + 8, 1, &lease, &b) != 1)
 			break;
-		CHECK_EQ(kvs_cache_commit(c, w, lease), 1);
+		CHECK_EQ(kvs_cache_commit(r.c, r.w, lease), 1);
 	}
 	spent = work() - w0;
 	bound = 4 * (2 * P + (uint64_t)M * KVS_FAST_PINS_PER_VICTIM);
@@ -463,15 +481,7 @@ static void test_reserve_amortized(int K, uint32_t N, uint32_t M)
 	CHECK(stats.blocks_evicted >= M);
 	CHECK(stats.blocks_evicted <= M + KVS_FAST_BATCH);
 	CHECK(spent <= bound);
-	CHECK_EQ(kvs_cache_check(c), 0);
-	for (int k = 0; k < K; k++) {
-		kvs_fast_detach(f, a[k].fc);
-		area_close(c, &a[k]);
-	}
-	kvs_cache_owner_free(c, w);
-	kvs_cache_destroy(c);
-	kvs_fast_destroy(f);
-	free(a);
+	rig_close(&r, 0);
 }
 
 /* Touches replayed per call are bounded over all clients, in equal shares
