@@ -2,7 +2,9 @@
  * kvs_fastidx.h - hits without a round trip, the daemon's side: one
  * shared-memory index of committed host blocks per trust domain (host
  * arena), and one pin area per connection that asked for it (FASTATTACH).
- * Layout of both: client/kvs_fast.h. Protocol and memory ordering:
+ * Code: service/fastidx.c (index, connections, replay, stats) and
+ * service/fastpins.c (pins: hold, unhold, revocation). Layout of both:
+ * client/kvs_fast.h. Protocol and memory ordering:
  * docs/architecture.md, "Hits without a round trip".
  *
  * The cache calls four hooks (all accept f == NULL, the fast path off):

@@ -42,7 +42,7 @@ struct kvs_server {
 	struct event *tier_ev[KVS_SERVER_TIERS]; /* tiers' event fds */
 	int listen_fd;
 	kvs_cache *cache;
-	kvs_fast *fast;   /* the fast path (fastidx.c) */
+	kvs_fast *fast;   /* the fast path (fastidx.c, fastpins.c) */
 	struct event *fast_ev; /* its heartbeat, every KVS_FAST_HEARTBEAT_MS */
 	kvs_admin *admin; /* operator requests and events (admin.c) */
 	kvs_counters stats;
