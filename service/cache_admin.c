@@ -199,8 +199,8 @@ uint32_t kvs_cache_free_recs(kvs_cache *c, const uint32_t *idx, uint32_t n,
 			if (m > 0 && a != arena)
 				break;
 			arena = a;
-			cache_rec(c, x)->refs++;
-			cache_sync_evictable(c, x);
+			kvs_policy_del(cache_policy_of(c, x), x); /* evicted, */
+			cache_rec(c, x)->refs++;		  /* as far as it knows */
 			v[m] = x;
 			pos[m++] = at;
 		}

@@ -296,7 +296,9 @@ static int wait_held(kvs_cache *c)
 
 /* Host victims in a batch, out of the policy until decided (one pin of
  * ours each, so that the policy names the next one): of class @cls first
- * (their slots are the ones needed), then of any. */
+ * (their slots are the ones needed), then of any. Each leaves the policy
+ * before it is pinned: a policy tells an eviction from a pin by the record
+ * as it leaves (policy_2q.c remembers evicted blocks in its ghost). */
 static uint32_t host_batch(kvs_cache *c, kvs_policy *pol, uint32_t cls,
 			   uint32_t want, uint32_t *v)
 {
@@ -309,8 +311,8 @@ static uint32_t host_batch(kvs_cache *c, kvs_policy *pol, uint32_t cls,
 			x = kvs_policy_victim(pol, KVS_CLASS_ANY);
 		if (x == NONE)
 			break;
+		kvs_policy_del(pol, x);
 		cache_rec(c, x)->refs++;
-		cache_sync_evictable(c, x);
 		v[n++] = x;
 	}
 	return n;
