@@ -25,8 +25,9 @@
  * kvs_affine_params, kvs_affine_code*), and read back as fma(y', scale,
  * zero) where y' is the code's value: the integer code, the e4m3 value, or,
  * for the nout outlier channels of K, y itself rounded to fp16 (their
- * integer code bytes are 0). All multi-byte fields are little-endian and
- * may be unaligned.
+ * integer code bytes are 0). A group's scale and zero count its finite
+ * values only; what infinities and NaNs are stored as is kvs_affine_y's
+ * rule. All multi-byte fields are little-endian and may be unaligned.
  *
  *            kgroup          vgroup          nout
  *   INT8     block_tokens    head_dim        ceil(head_dim / 32)
