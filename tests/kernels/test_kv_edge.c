@@ -8,7 +8,8 @@
  *    finite value reads back within the dtype's tolerance; +-inf read back
  *    as the group's finite extremes; NaN as the canonical NaN of the worker
  *    dtype (FP8) or the group's value nearest 0 (INT8, INT4)
- *    (kvs_numeric.h, docs/architecture.md "A block's bytes");
+ *    (kvs_numeric.h, docs/architecture.md "A block's bytes"); and finite
+ *    values whose distance to the group's zero overflows fp32;
  *  - plain dtypes are bit copies: infinities and NaN payloads come back as
  *    they were;
  *  - layout sizes: kvs_kv_format_init() and kvs_layout_block_bytes() give
@@ -138,7 +139,11 @@ static void check_group(kvs_dtype w, kvs_dtype q, uint8_t *const *x,
 	mid = fp8 ? 0.0 : fmin(fmax(0.0, lo), hi); /* the value nearest 0 */
 	for (uint32_t k = 0; k < n; k++) {
 		double v = wget(w, x[k]), r = wget(w, g[k]);
-		double slack = 0x1p-20 * (fabs(lo) + fabs(hi)) + wtol(w, fabs(r) + s);
+		/* fp32 rounding, and the worker's of a value in the group's range
+		 * (never of r itself: an inf read back must not widen its own
+		 * bound) */
+		double slack = 0x1p-20 * (fabs(lo) + fabs(hi)) +
+			       wtol(w, fmax(fabs(lo), fabs(hi)) + s);
 
 		if (!any) {
 			if (isnan(v) && fp8)
@@ -199,6 +204,12 @@ static void nonfinite_case(kvs_dtype w, kvs_dtype q)
 	}
 	for (uint32_t t = 0; t < BT; t++)
 		wput(w, src + (at(0, t, 1) + 7) * e, spec[t % 3]);
+	/* K, head 1, outlier channel 40: finite values whose x - zero
+	 * overflows fp32 (bf16 and fp32 workers can hold them). */
+	if (w != KVS_DTYPE_FP16) {
+		wput(w, src + (at(0, 20, 1) + 40) * e, 3e38f);
+		wput(w, src + (at(0, 21, 1) + 40) * e, -3e38f);
+	}
 	for (uint32_t d = 0; d < D; d++) /* V, head 1: token 11 has none */
 		wput(w, src + (at(1, 11, 1) + d) * e, d % 2 ? -inf : NAN);
 	b = (kvs_kv_blocks){ arena, f.total, &off, ids, 1, BT, q, 0, 0 };
