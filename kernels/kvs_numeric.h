@@ -9,19 +9,10 @@
  *   e4m3   OCP FP8 E4M3 ("e4m3fn": no infinities, 0x7f/0xff are NaN,
  *          largest finite 448); from fp32 round-to-nearest-even, saturating
  *          to +-448 (inf too); any NaN to 0x7f.
- *   int8   symmetric, -127..127 (never -128) (row quantization below);
- *          unsigned 0..255 in group quantization.
- *   int4   unsigned 0..15, group quantization only.
+ *   int8   unsigned 0..255 (group quantization).
+ *   int4   unsigned 0..15 (group quantization).
  * One NaN per format, on the host and the device alike (their hardware
  * keeps different payloads and signs): the quiet NaNs torch writes.
- *
- * Row quantization (one row = one (layer, K|V, token, head), head_dim values):
- *   absmax = max |x| (NaNs ignored)      scale = absmax / QMAX
- *   y = x * (QMAX / absmax), or x / scale when QMAX / absmax overflows
- *   int8: q = rint(clamp(y, -127, 127))   e4m3: q = e4m3(y)
- *   dequantized value = float(q) * scale, then rounded to the worker's type.
- * QMAX is 127 for int8 and 448 for e4m3. A row of zeros (or one whose scale
- * underflows to 0) stores q = 0 and scale 0.
  *
  * Group quantization (scheme 2, the block format of kvs_kv_format.h): a
  * group whose finite values span [lo, hi] (infinities and NaNs ignored;
@@ -66,7 +57,6 @@
 #define KVS_HD static inline
 #endif
 
-#define KVS_INT8_QMAX 127.0f
 #define KVS_E4M3_QMAX 448.0f
 
 KVS_HD uint32_t kvs_f32_bits(float f)
@@ -194,29 +184,6 @@ KVS_HD float kvs_e4m3_to_f32(uint8_t b)
 	else
 		v = kvs_f32_from_bits(((e + 120u) << 23) | (m << 20));
 	return (b & 0x80u) ? -v : v;
-}
-
-/* ---- row quantization ---- */
-
-/* The per-row scale and the factor that maps x to the quantized range. */
-KVS_HD void kvs_quant_params(float absmax, float qmax, float *scale,
-				    float *inv)
-{
-	*scale = absmax / qmax;
-	*inv = *scale > 0.0f ? qmax / absmax : 0.0f;
-}
-
-KVS_HD float kvs_quant_apply(float x, float scale, float inv)
-{
-	if (inv <= FLT_MAX)
-		return x * inv;
-	return x / scale; /* absmax so small that qmax / absmax overflows */
-}
-
-KVS_HD int8_t kvs_quant_int8(float y)
-{
-	/* fmaxf/fminf drop a NaN, so no NaN ever reaches the conversion. */
-	return (int8_t)(int)rintf(fminf(fmaxf(y, -KVS_INT8_QMAX), KVS_INT8_QMAX));
 }
 
 /* ---- group quantization (scheme 2) ---- */
