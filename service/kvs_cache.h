@@ -48,6 +48,9 @@ typedef struct kvs_cache_config {
 	 * kvs_cache_owner_set_uid), made on its first attach, at most N. */
 	uint32_t max_tenants;
 	uint64_t tenant_bytes;
+	/* Namespaces one peer uid may create (an attach that would make one
+	 * more gets KVS_E_LIMIT); 0: no limit. */
+	uint32_t max_ns_per_uid;
 } kvs_cache_config;
 
 /* A namespace as kvs_cache_ns_foreach() shows it. */
