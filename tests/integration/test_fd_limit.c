@@ -29,6 +29,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -88,6 +90,21 @@ static int raw_silent(const th_daemon *d)
 	return fd;
 }
 
+/* A TCP connection to 127.0.0.1:@port, made without waiting for it. */
+static int tcp_connect(int port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_port = htons((uint16_t)port),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
 /* Connections the daemon has accepted, served or refused. */
 static int64_t accepts(th_daemon *d)
 {
@@ -110,14 +127,14 @@ int main(void)
 {
 	static th_daemon d;
 	kvs_client *w[MAX_WORKERS] = { 0 }, *x = NULL;
-	int raw[RAW], nraw = 0, nw = 0, rc = 0;
+	int raw[RAW], nraw = 0, nw = 0, rc = 0, scrape;
 	long long ticks0, ticks1, log0, log1;
 	int64_t max, paused0, paused1, t0, seen0;
 
 	th_init("test_fd_limit");
 	L = th_layout("fd-limit-model", BT);
 	if (th_daemon_init(&d, TH_ARGS("--host-size", "8M", "--client-timeout",
-				       "60")))
+				       "60", "--metrics-addr", "127.0.0.1:0")))
 		th_fatal("no temp dir");
 	d.nofile_soft = 32;
 	d.nofile_hard = 64;
@@ -163,6 +180,10 @@ int main(void)
 		th_poll_pause();
 	CHECK_GE(th_stat_get(&d, "clients.accept_paused"), 1);
 
+	/* A scrape of /metrics waits too: its listener finds no fd either. */
+	scrape = tcp_connect((int)th_stat_get(&d, "server.metrics_port"));
+	CHECK(scrape >= 0);
+
 	/* One saturated second: pauses, CPU ticks and log bytes counted. */
 	log0 = file_bytes(d.log);
 	ticks0 = cpu_ticks(d.pid);
@@ -189,6 +210,8 @@ int main(void)
 	/* Served again once the flood is gone and a worker leaves. */
 	for (int i = 0; i < nraw; i++)
 		close(raw[i]);
+	if (scrape >= 0)
+		close(scrape);
 	/* Each is accepted once (a closed one too, from the backlog), served
 	 * for the moment it takes to read its end or refused. */
 	t0 = th_now_ms();
