@@ -180,7 +180,6 @@ static void gpu_fake(void)
 	kvs_client *a = NULL, *b;
 	kvs_block blk[CHAIN];
 	kvs_hash h[CHAIN];
-	size_t bad = 1;
 	int fds[2], n, rc;
 
 	/* 2 MiB of GPU tier: 32 blocks, four chains. */
@@ -211,10 +210,7 @@ static void gpu_fake(void)
 	CHECK(wait_at_least(&d, "tier_gpu.demotions", CHAIN));
 	/* Still serving: a host client publishes and reads back. */
 	b = th_connect(&d, &L);
-	th_chain(&L, 500, CHAIN, 0, 0, h);
-	CHECK_RC(th_publish(b, h, CHAIN, NULL), CHAIN);
-	CHECK_RC(th_verify(b, h, CHAIN, &bad), CHAIN);
-	CHECK_EQ(bad, 0);
+	th_round_trip(b, &L, 500, CHAIN);
 	kvs_close(b);
 	close(fds[0]);
 	close(fds[1]);
@@ -227,8 +223,6 @@ static void tenant(void)
 	static th_daemon d;
 	kvs_wire_hello_reply r = { 0 };
 	kvs_client *b;
-	kvs_hash h[CHAIN];
-	size_t bad = 1;
 	int fds[2], n;
 
 	th_daemon_up(&d, TH_ARGS("--host-size", "16M", "--tenant-arenas", "uid",
@@ -238,10 +232,7 @@ static void tenant(void)
 		return;
 	try_truncate(fds[0], r.host_arena_bytes, "tenant arena");
 	b = th_connect(&d, &L);
-	th_chain(&L, 600, CHAIN, 0, 0, h);
-	CHECK_RC(th_publish(b, h, CHAIN, NULL), CHAIN);
-	CHECK_RC(th_verify(b, h, CHAIN, &bad), CHAIN);
-	CHECK_EQ(bad, 0);
+	th_round_trip(b, &L, 600, CHAIN);
 	kvs_close(b);
 	close(fds[0]);
 }

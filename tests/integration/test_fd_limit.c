@@ -112,17 +112,6 @@ static int64_t accepts(th_daemon *d)
 	       th_stat_get(d, "clients.refused");
 }
 
-static void round_trip(kvs_client *c, uint64_t seed)
-{
-	kvs_hash h[2];
-	size_t bad = 1;
-
-	th_chain(&L, seed, 2, 0, 0, h);
-	CHECK_RC(th_publish(c, h, 2, NULL), 2);
-	CHECK_RC(th_verify(c, h, 2, &bad), 2);
-	CHECK_EQ(bad, 0);
-}
-
 int main(void)
 {
 	static th_daemon d;
@@ -160,7 +149,7 @@ int main(void)
 	CHECK_RC(rc, KVS_E_LIMIT);
 	CHECK_EQ(nw + 1, max); /* + the stats client */
 	CHECK_GE(th_stat_get(&d, "clients.refused"), 1);
-	round_trip(w[0], 1);
+	th_round_trip(w[0], &L, 1, 2);
 
 	/* More connections than fds: refused peers until EMFILE, then the
 	 * rest wait in the backlog. */
@@ -190,7 +179,7 @@ int main(void)
 	paused0 = th_stat_get(&d, "clients.accept_paused");
 	t0 = th_now_ms();
 	for (int i = 0; i < 5; i++)
-		round_trip(w[i % nw], 10 + (uint64_t)i);
+		th_round_trip(w[i % nw], &L, 10 + (uint64_t)i, 2);
 	while (th_now_ms() - t0 < SATURATED_MS)
 		th_poll_pause();
 	paused1 = th_stat_get(&d, "clients.accept_paused");
@@ -222,7 +211,7 @@ int main(void)
 	CHECK(th_wait_stat(&d, "clients.connected", max - 1, TH_WAIT_MS));
 	CHECK_RC(kvs_connect(d.socket, &L, &x), 0);
 	if (x)
-		round_trip(x, 100);
+		th_round_trip(x, &L, 100, 2);
 	kvs_close(x);
 	CHECK(th_log_contains(&d, "accepting again after"));
 	for (int i = 0; i < nw; i++)

@@ -44,17 +44,6 @@ static kvs_layout salted(int i)
 	return l;
 }
 
-static void round_trip(kvs_client *c, uint64_t seed)
-{
-	kvs_hash h[2];
-	size_t bad = 1;
-
-	th_chain(&L, seed, 2, 0, 0, h);
-	CHECK_RC(th_publish(c, h, 2, NULL), 2);
-	CHECK_RC(th_verify(c, h, 2, &bad), 2);
-	CHECK_EQ(bad, 0);
-}
-
 /* Child: become nobody, connect with the layout @arg, report the result,
  * and on success whether a round trip worked. */
 static int as_nobody(void *arg, int sync_fd)
@@ -126,7 +115,7 @@ static void namespaces(bool root)
 	CHECK_EQ(th_stat_get(&d, "errors.limit"), 1);
 	CHECK_EQ(th_stat_get(&d, "namespaces.count"), NS_CAP);
 	CHECK(th_log_contains(&d, "refusing a new namespace for uid"));
-	round_trip(keep, 1);
+	th_round_trip(keep, &L, 1, 2);
 	/* Namespaces outlive their clients: still 4 of this uid's. */
 	for (int i = 1; i < NS_CAP; i++)
 		kvs_close(c[i]);
@@ -138,9 +127,9 @@ static void namespaces(bool root)
 	l = salted(2);
 	CHECK_RC(kvs_connect(d.socket, &l, &x), 0);
 	if (x)
-		round_trip(x, 2);
+		th_round_trip(x, &L, 2, 2);
 	kvs_close(x);
-	round_trip(keep, 3);
+	th_round_trip(keep, &L, 3, 2);
 	if (root) {
 		/* Another uid's namespaces are its own count. */
 		l = salted(NS_CAP + 2);
@@ -171,8 +160,8 @@ static void connections(bool root)
 	CHECK_EQ(th_stat_get(&d, "clients.refused"), 0);
 	CHECK_EQ(th_stat_get(&d, "clients.connected"), 3);
 	CHECK(th_log_contains(&d, "--max-clients-per-uid"));
-	round_trip(a, 10);
-	round_trip(b, 11);
+	th_round_trip(a, &L, 10, 2);
+	th_round_trip(b, &L, 11, 2);
 	if (root) {
 		CHECK_RC(connect_as_nobody(&d, &L, &served), 0);
 		CHECK(served);
@@ -184,7 +173,7 @@ static void connections(bool root)
 	CHECK(th_wait_stat(&d, "clients.connected", 2, TH_WAIT_MS));
 	CHECK_RC(kvs_connect(d.socket, &L, &x), 0);
 	if (x)
-		round_trip(x, 12);
+		th_round_trip(x, &L, 12, 2);
 	kvs_close(x);
 	kvs_close(a);
 }
