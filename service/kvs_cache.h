@@ -147,8 +147,9 @@ void kvs_cache_owner_free(kvs_cache *c, kvs_owner *o);
  * layout and salt attached from two uids are two namespaces.
  * Errors: KVS_E_LAYOUT (a zero or out-of-range field, a block that does not
  * fit the arena), KVS_E_ATTACHED (already bound to another namespace),
- * KVS_E_LIMIT (the owner's uid has no domain and max_tenants exist),
- * -ENOMEM.
+ * KVS_E_LIMIT (the owner's uid has no domain and max_tenants exist, or
+ * the namespace is new and the uid made max_ns_per_uid of them already:
+ * counted in namespaces.refused), -ENOMEM.
  */
 int kvs_cache_attach(kvs_cache *c, kvs_owner *o, const kvs_ns_desc *d,
 		     int maps_slots, uint32_t *ns_id, uint64_t *block_bytes);
