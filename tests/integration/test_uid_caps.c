@@ -36,7 +36,7 @@ static kvs_layout L;
 
 static kvs_layout salted(int i)
 {
-	static char salts[16][16];
+	static char salts[16][24];
 	kvs_layout l = L;
 
 	snprintf(salts[i], sizeof(salts[i]), "salt-%d", i);
