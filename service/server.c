@@ -32,9 +32,10 @@
 #define FDS_PER_CLIENT 2
 /* Fds kept out of --max-clients' share, besides those open once the server
  * is set up: what opens later (metrics scrapes, a remote node's reconnect,
- * LMDB's readers, a fast-path index and a tenant arena per domain) and
- * refused peers waiting for their answer. */
+ * LMDB's readers) and refused peers waiting for their answer; and per trust
+ * domain made later, its arena's memfd and its fast-path index's. */
 #define FDS_SLACK 32
+#define FDS_PER_DOMAIN 2
 /* accept() that finds no fd left pauses the listener this long, doubling
  * while it lasts: libevent's listener is level-triggered, and the pending
  * connection would wake the loop again at once. */
@@ -304,7 +305,11 @@ static uint64_t fds_open(void)
 static int fds_budget(kvs_server *s)
 {
 	kvs_config *cfg = &s->cfg;
-	uint64_t open = fds_open(), keep = open + FDS_SLACK, room;
+	/* Domain 0's arena is open already (its index is made later); tenant
+	 * domains are made on their first attach. */
+	uint64_t later = FDS_SLACK + (cfg->tenant_arenas
+			? (uint64_t)FDS_PER_DOMAIN * cfg->max_tenants : 1);
+	uint64_t open = fds_open(), keep = open + later, room;
 	uint32_t want = cfg->max_clients, slots;
 	int private_socket;
 
@@ -314,9 +319,9 @@ static int fds_budget(kvs_server *s)
 	if (cfg->max_clients > room) {
 		cfg->max_clients = (uint32_t)room;
 		kvs_warn("--max-clients %u lowered to %u: the fd limit is %" PRIu64
-			 ", %" PRIu64 " are open and %u kept for files opened "
-			 "later, %u per client", want, cfg->max_clients,
-			 s->fd_limit, open, FDS_SLACK, FDS_PER_CLIENT);
+			 ", %" PRIu64 " are open and %" PRIu64 " kept for files "
+			 "opened later, %u per client", want, cfg->max_clients,
+			 s->fd_limit, open, later, FDS_PER_CLIENT);
 	}
 	/* A private socket admits one uid (and root): a cap per uid would
 	 * only lower --max-clients. A shared one keeps half for the others. */
