@@ -230,7 +230,7 @@ int kvs_connect_timeout(const char *socket_path, const kvs_layout *layout,
 		return -ENOMEM;
 	c->fd = -1;
 	c->flags = flags;
-	c->timeout_ms = timeout_ms ? timeout_ms : kvs__timeout_default();
+	kvs_set_timeout(c, timeout_ms);
 	c->path = strdup(socket_path);
 	rc = c->path ? 0 : -ENOMEM;
 	if (rc == 0 && layout) {
