@@ -55,7 +55,7 @@ extern "C" {
 #endif
 
 #define KVSHARE_VERSION_MAJOR 0
-#define KVSHARE_VERSION_MINOR 2
+#define KVSHARE_VERSION_MINOR 3 /* 3: kvs_connect_timeout, kvs_set_timeout */
 
 /* Per-block status in a reserve reply. */
 typedef enum kvs_block_status {
