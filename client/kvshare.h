@@ -210,8 +210,12 @@ int kvs_connect_timeout(const char *socket_path, const kvs_layout *layout,
  * daemon dies (the daemon drops its leases when it runs again; fast-path
  * pins are dropped here), and the call returns KVS_E_DISCONNECTED. Time is
  * CLOCK_MONOTONIC; a reply already received when the deadline passes is
- * still taken. Calls that the daemon answers only when slow work is done
- * (kvs_verify() reads the whole SSD tier) need a deadline that allows it.
+ * still taken. A request that timed out was sent, and a daemon that runs
+ * again carries it out before it sees the connection closed: a commit
+ * that returned KVS_E_DISCONNECTED so may have published its blocks (whole:
+ * they were written before the commit). Calls that the daemon answers only
+ * when slow work is done (kvs_verify() reads the whole SSD tier) need a
+ * deadline that allows it.
  * @timeout_ms: milliseconds, or 0 for the default (KVS_TIMEOUT_DEFAULT_MS,
  *              or $KVSHARE_TIMEOUT_MS when that is a positive number).
  * Errors: -EINVAL (@c NULL, @timeout_ms < 0).
