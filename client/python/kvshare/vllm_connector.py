@@ -151,21 +151,25 @@ class _Clients:
         self.counters = counters
         self.timeout = timeout  # seconds, each call's deadline
         self.clients: dict[tuple[Optional[str], Optional[str]], kvshare.Client] = {}
-        self.down_until = 0.0
+        self.down_until = 0.0  # after any failure: no new client before
+        self.away_until = 0.0  # after a lost or stuck daemon: no call at all
 
-    def down(self) -> bool:
-        """The daemon failed a call less than an interval ago: ask nothing.
-        Every client talks to the same daemon, so a stuck one costs one
-        deadline per interval, not one per client (or per request)."""
-        return time.monotonic() < self.down_until
+    def away(self) -> bool:
+        """A call found the daemon gone or stuck (past its deadline) less
+        than an interval ago: ask nothing, on any client. They all talk to
+        that daemon, so a stuck one costs one deadline per interval, not one
+        per client (or per request)."""
+        return time.monotonic() < self.away_until
 
     def get(self, salt: Optional[str], adapter: Optional[str]) -> Optional[kvshare.Client]:
         key = (salt, adapter)
-        if self.down():
+        if self.away():
             return None
         c = self.clients.get(key)
         if c is not None:
             return c
+        if time.monotonic() < self.down_until:
+            return None
         try:
             c = kvshare.Client(self.socket, dataclasses.replace(self.base, salt=salt,
                                                                  adapter=adapter),
@@ -186,6 +190,8 @@ class _Clients:
             logger.warning("kvshare: %s; misses until the daemon answers (retry in %.0f s)",
                            e, self.interval)
         self.down_until = time.monotonic() + self.interval
+        if isinstance(e, kvshare.DisconnectedError):  # a deadline passed, too
+            self.away_until = self.down_until
 
     def close(self) -> None:
         for c in self.clients.values():
@@ -386,14 +392,16 @@ class KvshareConnector(KVConnectorBase_V1):
             "publish_us": round(now.publish_seconds * 1e6) - round(last.publish_seconds * 1e6),
             "skipped_blocks": now.skipped_blocks - last.skipped_blocks,
         }
-        if not any(delta.values()) or self.clients.down():
+        if not any(delta.values()) or self.clients.away():
             return
         for key, c in list(self.clients.clients.items()):
             try:
                 c.report(**delta)
             except kvshare.Error as e:
                 self.clients.failed(key, e)
-                return  # the daemon is down for an interval: every client
+                if self.clients.away():
+                    return  # lost or stuck: no other client would fare better
+                continue
             self.reported = dataclasses.replace(now)
             return
 

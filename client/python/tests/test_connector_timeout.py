@@ -135,7 +135,7 @@ def test_stopped_daemon_costs_one_deadline_per_interval(daemon, monkeypatch, fas
     print(f"{STEPS} steps with a stopped daemon: {took:.3f} s, deadline {TIMEOUT_MS} ms")
 
     # The interval over (as if 60 s had passed), the daemon answers again.
-    conn.clients.down_until = 0.0
+    conn.clients.down_until = conn.clients.away_until = 0.0
     assert conn.get_num_new_matched_tokens(request("back", prompt), 0) == (5 * BS, False)
     conn.shutdown()
 
