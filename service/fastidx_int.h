@@ -51,11 +51,11 @@ struct kvs_fast_client {
 	uint64_t seen[KVS_FAST_NCOUNTERS]; /* its counters, capped, monotone */
 };
 
-typedef struct held {
+typedef struct fast_held {
 	uint32_t idx;
 	uint64_t key;
 	fdom *d;
-} held;
+} fast_held;
 
 struct kvs_fast {
 	kvs_cache *cache;
@@ -64,7 +64,7 @@ struct kvs_fast {
 	int complete_ok;
 	fdom **doms;
 	uint32_t ndoms;
-	held *held;
+	fast_held *held;
 	uint32_t nheld, held_cap;
 	uint32_t nclients;            /* live ones */
 	kvs_fast_client **all;        /* every pin area, for the round robin */

@@ -141,14 +141,14 @@ static int hold_one(kvs_fast *f, fdom *d, uint32_t idx, uint64_t key)
 {
 	if (f->nheld == f->held_cap) {
 		uint32_t cap = f->held_cap ? 2 * f->held_cap : 64;
-		held *v = realloc(f->held, cap * sizeof(*v));
+		fast_held *v = realloc(f->held, cap * sizeof(*v));
 
 		if (!v)
 			return 0; /* kept this time, not held: asked again later */
 		f->held = v;
 		f->held_cap = cap;
 	}
-	f->held[f->nheld++] = (held){ idx, key, d };
+	f->held[f->nheld++] = (fast_held){ idx, key, d };
 	d->nheld++;
 	kvs_cache_pin_rec(f->cache, idx, 1);
 	f->st->fast_evict_skipped++;
@@ -289,7 +289,7 @@ uint32_t kvs_fast_unhold(kvs_fast *f)
 		if (d->clients && snapshot(f, d) < 0)
 			continue;
 		for (uint32_t k = 0; k < f->nheld;) {
-			held *hd = &f->held[k];
+			fast_held *hd = &f->held[k];
 
 			if (hd->d != d || (d->clients && set_has(f, hd->key))) {
 				k++;
