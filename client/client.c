@@ -114,6 +114,7 @@ static int attach_armed(kvs_client *c)
 		return rc;
 	}
 	c->dead = 0;
+	c->fork_gen = kvs__fork_gen(); /* a child of ours must reconnect */
 	c->in_head = c->in_tail = 0;
 	c->next_id = c->acked_id = 0;
 	c->unacked = 0;

@@ -19,8 +19,17 @@
  * out such a number. Another client's fast lease is KVS_E_NOTOWNER, as the
  * daemon answers for its leases (unless the 10-bit tags collide: then
  * KVS_E_NOLEASE, an error all the same).
+ *
+ * fork(): a child shares the pin area (MAP_SHARED) and the socket with its
+ * parent, but not the parent's lease bookkeeping, so it must use neither.
+ * A pthread_atfork handler counts forks; a client remembers the count at
+ * connect, and a call that finds it changed kills the client in the child
+ * (our copy of the socket closed, the areas unmapped, nothing written) and
+ * answers KVS_E_DISCONNECTED until kvs_reconnect(). A load and a compare:
+ * no getpid() system call on the fast path.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -56,8 +65,37 @@ struct kvs_fastpath {
 	flease l[FAST_LEASES];
 	uint8_t order[FAST_LEASES]; /* live slots by start */
 	uint32_t nlive;
-	uint32_t *pos, *seq;        /* per lookup: each hit's entry, sequence */
+	uint32_t *pos;              /* per lookup: each hit's entry, */
+	uint64_t *seq;              /* and its sequence */
 };
+
+static uint32_t forks; /* one more in every child of fork() */
+static pthread_once_t forks_once = PTHREAD_ONCE_INIT;
+
+static void forked_child(void)
+{
+	__atomic_add_fetch(&forks, 1, __ATOMIC_RELAXED);
+}
+
+static void forks_watch(void)
+{
+	pthread_atfork(NULL, NULL, forked_child);
+}
+
+uint32_t kvs__fork_gen(void)
+{
+	pthread_once(&forks_once, forks_watch);
+	return LD(&forks);
+}
+
+int kvs__forked(kvs_client *c)
+{
+	if (LD(&forks) == c->fork_gen)
+		return 0;
+	kvs__fast_detach(c); /* unmaps only: the pins stay the parent's */
+	kvs__kill(c);        /* closes our copy of the socket only */
+	return 1;
+}
 
 /* This client's tag in its fast lease ids: from its address, which no
  * other live client in the process shares. */
@@ -95,7 +133,7 @@ static void touch(struct kvs_fastpath *f, uint32_t hits)
 
 	for (uint32_t i = 0; i < hits; i++)
 		ST(&f->touch[(head + i) % KVS_FAST_TOUCHES],
-		   (uint64_t)f->pos[i] << 32 | f->seq[i]);
+		   (uint64_t)f->pos[i] << 32 | (uint32_t)f->seq[i]);
 	__atomic_store_n(&f->ph->touch_head, head + hits, __ATOMIC_RELEASE);
 }
 
@@ -149,13 +187,12 @@ static int map_both(const kvs_client *c, struct kvs_fastpath *f,
 	void *p;
 	int rc;
 
-	/* The index of the arena we map, or none. */
-	if (r->arena_id != c->arena_id)
-		return KVS_E_PROTO;
-	if (r->version != KVS_FAST_VERSION || r->pin_cap > KVS_FAST_MAX_PINS ||
-	    r->index_bytes < KVS_FAST_HDR_SIZE +
-			     (uint64_t)r->entries * KVS_FAST_ENTRY_SIZE ||
-	    r->pins_bytes < KVS_FAST_PINS_OFF + (uint64_t)r->pin_cap * 8)
+	/* The index of the arena we map, or none; sizes that agree with
+	 * each other (the index's exactly its entries) before any mapping,
+	 * and a header that agrees with them after. */
+	if (r->arena_id != c->arena_id || r->version != KVS_FAST_VERSION ||
+	    !kvs_fast_grant_ok(r->entries, r->index_bytes, r->pin_cap,
+			       r->pins_bytes))
 		return KVS_E_PROTO;
 	if ((rc = map_fd(fds[0], r->index_bytes, PROT_READ, &p)) < 0)
 		return rc;
@@ -165,8 +202,7 @@ static int map_both(const kvs_client *c, struct kvs_fastpath *f,
 		return rc;
 	f->ph = p;
 	f->pbytes = (size_t)r->pins_bytes;
-	if (f->hdr->magic != KVS_FAST_MAGIC || f->hdr->version != KVS_FAST_VERSION ||
-	    f->hdr->entries != r->entries || f->hdr->arena_id != c->arena_id ||
+	if (!kvs_fast_hdr_ok(f->hdr, r->entries, c->arena_id) ||
 	    f->ph->magic != KVS_FAST_PIN_MAGIC)
 		return KVS_E_PROTO;
 	f->e = (const kvs_fast_entry *)((const uint8_t *)f->hdr + KVS_FAST_HDR_SIZE);
@@ -174,8 +210,8 @@ static int map_both(const kvs_client *c, struct kvs_fastpath *f,
 	f->touch = (uint64_t *)((uint8_t *)f->ph + KVS_FAST_PINS_HDR_SIZE);
 	f->pins = (uint64_t *)((uint8_t *)f->ph + KVS_FAST_PINS_OFF);
 	f->cap = r->pin_cap;
-	f->pos = calloc(f->cap, sizeof(uint32_t));
-	f->seq = calloc(f->cap, sizeof(uint32_t));
+	f->pos = calloc(f->cap, sizeof(*f->pos));
+	f->seq = calloc(f->cap, sizeof(*f->seq));
 	return f->pos && f->seq ? 0 : -ENOMEM;
 }
 
@@ -212,14 +248,14 @@ int kvs__fast_attach(kvs_client *c)
 /* 1: (ns, h) is at entry *pos, copied under sequence *seq; 0: not in the
  * index; -1: an entry on the way was being written. */
 static int probe(const struct kvs_fastpath *f, uint32_t ns, kvs_hash h,
-		 uint32_t *pos, uint32_t *seq, kvs_block *b)
+		 uint32_t *pos, uint64_t *seq, kvs_block *b)
 {
 	uint32_t home = kvs_fast_home(ns, h.lo, h.hi, f->mask);
 
 	for (uint32_t k = 0; k < KVS_FAST_MAX_PROBE; k++) {
 		uint32_t i = (home + k) & f->mask;
 		const kvs_fast_entry *e = &f->e[i];
-		uint32_t s1 = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE), s2;
+		uint64_t s1 = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE), s2;
 		uint8_t state = LD(&e->state);
 		uint32_t ens = LD(&e->ns), gen = LD(&e->gen);
 		uint64_t lo = LD(&e->lo), hi = LD(&e->hi), off = LD(&e->offset);
@@ -325,6 +361,10 @@ int kvs__fast_lookup(kvs_client *c, const kvs_hash *hashes, size_t n,
 	uint32_t hits = 0, start, slot = FAST_LEASES;
 	int at;
 
+	if (kvs__forked(c)) {
+		*rc = KVS_E_DISCONNECTED;
+		return 1;
+	}
 	if (!f)
 		return 0;
 	if (n > f->cap || !fresh(f)) {
@@ -353,13 +393,18 @@ int kvs__fast_lookup(kvs_client *c, const kvs_hash *hashes, size_t n,
 	for (uint32_t i = 0; i < hits; i++)
 		ST(&f->pins[start + i],
 		   kvs_fast_pin_key(blocks[i].offset, blocks[i].gen));
-	/* Pins before the re-check; the daemon marks before it scans. */
+	/* Pins before the re-check; the daemon marks before it scans. And
+	 * `revoked` again: the daemon stores it, fences, and counts the
+	 * area's pins for a grace period after, so pins validated here
+	 * while it still reads 0 are counted (service/fastpins.c). */
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	for (uint32_t i = 0; i < hits; i++) {
-		if (LD(&f->e[f->pos[i]].seq) != f->seq[i]) {
+	for (uint32_t i = 0; i <= hits; i++) {
+		if (i == hits ? LD(&f->ph->revoked) != 0
+			      : LD(&f->e[f->pos[i]].seq) != f->seq[i]) {
 			clear_pins(f, start, hits);
 			set_used(f);
-			count(f, KVS_FAST_CTR_fallback_busy, 1);
+			count(f, i == hits ? KVS_FAST_CTR_fallback_other
+					   : KVS_FAST_CTR_fallback_busy, 1);
 			return 0;
 		}
 	}
@@ -385,6 +430,10 @@ int kvs__fast_release(kvs_client *c, kvs_lease lease, int commit, int *rc)
 	uint32_t slot = (uint32_t)lease & 0x3fu;
 	flease *l;
 
+	if (kvs__forked(c)) {
+		*rc = KVS_E_DISCONNECTED;
+		return 1;
+	}
 	if (((uint32_t)lease & FAST_TAG) != FAST_TAG)
 		return 0;
 	if ((((uint32_t)lease >> 6) & 0x3ffu) != tag_of(c)) {

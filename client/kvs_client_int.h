@@ -47,6 +47,7 @@ struct kvs_client {
 	uint32_t unacked;   /* kvs_release_nowait() replies still to consume */
 	struct kvs_fastpath *fast; /* fast.c: index and pins, or NULL */
 	uint32_t fast_gen;  /* fast lease ids handed out, across reconnects */
+	uint32_t fork_gen;  /* kvs__fork_gen() when it connected (fast.c) */
 	int timeout_ms;     /* each call's deadline (kvs_set_timeout) */
 	int64_t deadline;   /* the call in progress: CLOCK_MONOTONIC ns by which
 			     * it gives up; 0 between calls */
@@ -97,6 +98,14 @@ int kvs__sock_connect(const char *path, int64_t deadline);
 int kvs__fast_attach(kvs_client *c);
 /* Unmap; the fast leases die (their ids answer KVS_E_NOLEASE). */
 void kvs__fast_detach(kvs_client *c);
+/* The forks this process has seen (a child's count is one more than its
+ * parent's); the first call starts counting (pthread_atfork). */
+uint32_t kvs__fork_gen(void);
+/* 1 when @c was connected by the process this one forked from: then it is
+ * killed here (our copy of the socket closed, the fast path unmapped,
+ * nothing of the parent's written) and answers KVS_E_DISCONNECTED until
+ * kvs_reconnect(). No system call. */
+int kvs__forked(kvs_client *c);
 /* A lookup on the fast path (arguments checked by the caller): 1 and *rc
  * set to what kvs_lookup() returns, or 0 when it must go to the socket. */
 int kvs__fast_lookup(kvs_client *c, const kvs_hash *hashes, size_t n,

@@ -2,7 +2,8 @@
  * kvs_fast.h - the fast path's shared memory: the per-domain index of
  * committed host blocks (written by kvshared only, read by clients) and the
  * per-connection pin area (written by its client only, read by kvshared).
- * Shared by libkvshare (client/fast.c) and the daemon (service/fastidx.c),
+ * Shared by libkvshare (client/fast.c) and the daemon (service/fastidx.c,
+ * service/fastpins.c),
  * like kvs_wire.h; docs/architecture.md ("Hits without a round trip")
  * argues the protocol, docs/protocol.md describes FASTATTACH.
  *
@@ -15,7 +16,8 @@
  * open addressing, linear probing from kvs_fast_home(), at most
  * KVS_FAST_MAX_PROBE entries from home, backward-shift deletion. Every entry
  * is a seqlock: seq odd while the daemon writes it; a reader copies the
- * entry between two equal even reads of seq or gives up.
+ * entry between two equal even reads of seq or gives up. seq is 64 bits
+ * (version 2): it never wraps, so an equal seq is the same publication.
  *
  * Pin area (memfd per connection, sealed against resizing):
  *   [kvs_fast_pins_hdr: 128 bytes][u64 touch x KVS_FAST_TOUCHES][u64 pin x cap]
@@ -30,12 +32,13 @@
 
 #define KVS_FAST_MAGIC 0x58444946u     /* "FIDX" */
 #define KVS_FAST_PIN_MAGIC 0x4e495046u /* "FPIN" */
-#define KVS_FAST_VERSION 1
+#define KVS_FAST_VERSION 2 /* 2: 64-bit entry seq */
 #define KVS_FAST_MAX_PROBE 32u   /* entries looked at from home, at most */
 #define KVS_FAST_HDR_SIZE 64u
 #define KVS_FAST_ENTRY_SIZE 64u
 #define KVS_FAST_PINS_HDR_SIZE 128u
 #define KVS_FAST_MAX_PINS 16384u /* pins per connection, at most */
+#define KVS_FAST_MAX_ENTRIES (1u << 24) /* index entries, at most */
 #define KVS_FAST_TOUCHES 4096u   /* the touch ring of a pin area */
 /* The daemon stamps the index this often; a client that finds the stamp
  * older than KVS_FAST_STALE_MS (a daemon killed, or stuck) asks the socket,
@@ -62,19 +65,21 @@ typedef struct kvs_fast_hdr {
 enum kvs_fast_state { KVS_FAST_EMPTY = 0, KVS_FAST_READY = 1 };
 
 typedef struct kvs_fast_entry {
-	uint32_t seq;    /* odd: being written */
-	uint32_t ns;     /* namespace id; 0 with state EMPTY */
+	uint64_t seq;    /* odd: being written */
 	uint64_t lo, hi; /* the block hash */
 	uint64_t offset; /* in the domain's host arena */
+	uint32_t ns;     /* namespace id; 0 with state EMPTY */
 	uint32_t gen;    /* slot generation, as LOOKUP answers it */
 	uint8_t tier;    /* KVS_TIER_HOST */
 	uint8_t state;   /* kvs_fast_state */
 	uint16_t reserved0;
-	uint8_t reserved[24];
+	uint32_t reserved1;
+	uint8_t reserved[16];
 } kvs_fast_entry;
 
-/* What a client counts about its own fast path; the daemon adds them to its
- * `fast.*` stats (untrusted numbers: they only feed counters). */
+/* What a client counts about its own fast path; the daemon shows them in its
+ * `fast.*` stats as client-reported (untrusted numbers: never added to the
+ * daemon's own counters, and capped per client). */
 #define KVS_FAST_COUNTERS(X)                                                  \
 	X(lookups) X(hit_blocks) X(miss_blocks) X(fallback_miss)              \
 	X(fallback_busy) X(fallback_pins) X(fallback_other)
@@ -86,9 +91,11 @@ enum {
 };
 
 /* Pin area: [this header][u64 touch ring x KVS_FAST_TOUCHES][u64 pin x cap].
- * A touch is (entry << 32 | seq) of a hit: the daemon replays touches into
- * its eviction order and hit counts (what a LOOKUP request does at once),
- * after checking that the entry still holds that publication. */
+ * A touch is (entry << 32 | low 32 bits of seq) of a hit: the daemon replays
+ * touches into its eviction order and hit counts (what a LOOKUP request does
+ * at once), after checking that the entry still holds that publication (a
+ * touch only orders eviction: a stale one that matches after 2^32 writes of
+ * its entry refreshes a block, nothing else). */
 typedef struct kvs_fast_pins_hdr {
 	uint32_t magic;   /* written by the daemon at creation */
 	uint32_t cap;     /* pins; the daemon keeps its own copy */
@@ -108,6 +115,38 @@ typedef struct kvs_fast_pins_hdr {
 _Static_assert(sizeof(kvs_fast_hdr) == KVS_FAST_HDR_SIZE, "hdr size");
 _Static_assert(sizeof(kvs_fast_entry) == KVS_FAST_ENTRY_SIZE, "entry size");
 _Static_assert(sizeof(kvs_fast_pins_hdr) == KVS_FAST_PINS_HDR_SIZE, "pins size");
+/* The seqlock word is 64 bits, first, naturally aligned (one atomic load). */
+_Static_assert(sizeof(((kvs_fast_entry *)0)->seq) == 8, "64-bit seq");
+_Static_assert(__builtin_offsetof(kvs_fast_entry, seq) == 0, "seq first");
+_Static_assert(__builtin_offsetof(kvs_fast_entry, state) == 41, "entry layout");
+
+/*
+ * kvs_fast_grant_ok - may a client map what FASTATTACH answered? @entries a
+ * power of two within KVS_FAST_MAX_ENTRIES, @index_bytes exactly the header
+ * and the entries, @pin_cap within KVS_FAST_MAX_PINS, @pins_bytes room for
+ * the header, the ring and the pins. 1 or 0; nothing else of the grant is
+ * believed (the mapping's size is checked against the fd separately).
+ */
+static inline int kvs_fast_grant_ok(uint32_t entries, uint64_t index_bytes,
+				    uint32_t pin_cap, uint64_t pins_bytes)
+{
+	return entries != 0 && (entries & (entries - 1)) == 0 &&
+	       entries <= KVS_FAST_MAX_ENTRIES &&
+	       index_bytes == KVS_FAST_HDR_SIZE +
+				      (uint64_t)entries * KVS_FAST_ENTRY_SIZE &&
+	       pin_cap != 0 && pin_cap <= KVS_FAST_MAX_PINS &&
+	       pins_bytes >= KVS_FAST_PINS_OFF + (uint64_t)pin_cap * 8;
+}
+
+/* kvs_fast_hdr_ok - the mapped index header agrees with its grant: magic,
+ * version, @entries, the probe bound, the domain @arena_id. 1 or 0. */
+static inline int kvs_fast_hdr_ok(const kvs_fast_hdr *h, uint32_t entries,
+				  uint64_t arena_id)
+{
+	return h->magic == KVS_FAST_MAGIC && h->version == KVS_FAST_VERSION &&
+	       h->entries == entries && h->max_probe == KVS_FAST_MAX_PROBE &&
+	       h->arena_id == arena_id;
+}
 
 /* Where (ns, hash) starts probing in a table of @mask + 1 entries. */
 static inline uint32_t kvs_fast_home(uint32_t ns, uint64_t lo, uint64_t hi,
@@ -125,8 +164,10 @@ static inline uint32_t kvs_fast_home(uint32_t ns, uint64_t lo, uint64_t hi,
 /* A pin names a host slot by offset and generation; generations are unique
  * per allocation until they wrap at 2^32, so two slots share a key only
  * when both wrap and the offsets agree in their low 38 bits: the daemon then
- * keeps a block it could have evicted, never the reverse. 0 is no pin
- * (the client does not pin a block whose key would be 0). */
+ * keeps a block it could have evicted, never the reverse. 0 is no pin: the
+ * client does not pin a block whose key would be 0 (generation 0 at offset
+ * 0, after a wrap: it takes the socket), and the daemon never counts a 0 in
+ * a pin area as a pin of anything. */
 static inline uint64_t kvs_fast_pin_key(uint64_t offset, uint32_t gen)
 {
 	return (uint64_t)gen << 32 | (uint32_t)(offset >> 6);

@@ -25,6 +25,12 @@
  *    after release the slot may be reused for another block at any time.
  *  - Leases die with the connection: if the process exits or the daemon goes
  *    away, every pin is dropped and every uncommitted slot is freed.
+ *  - fork(): a client belongs to the process that connected it. In a child,
+ *    every call on a client inherited from the parent that would use the
+ *    connection or the fast path returns KVS_E_DISCONNECTED (the child's copy
+ *    of the socket is closed, nothing the parent shares is written), until
+ *    kvs_reconnect() gives the child a connection of its own; blocks and
+ *    leases from before are the parent's. The parent's client is unaffected.
  *  - No call waits forever: each has a deadline (kvs_set_timeout(), 5 s by
  *    default) that covers all of it, the connect and every message of the
  *    call included. A daemon that stops answering (stopped, stalled) is

@@ -275,6 +275,8 @@ static int read_reply(kvs_client *c, uint16_t op, kvs_wire_hdr *h,
  * are not reported (the daemon counts them in errors.lease). */
 static int drain(kvs_client *c)
 {
+	if (kvs__forked(c))
+		return KVS_E_DISCONNECTED; /* the parent's replies, not ours */
 	while (c->unacked > 0) {
 		const uint8_t *p;
 		kvs_wire_hdr h;
@@ -293,6 +295,8 @@ static int send_req(kvs_client *c, uint16_t op, size_t len)
 	kvs_wire_hdr h = { .magic = KVS_WIRE_MAGIC, .version = KVS_WIRE_VERSION,
 			   .opcode = op, .len = (uint32_t)len, .status = 0 };
 
+	if (kvs__forked(c))
+		return KVS_E_DISCONNECTED; /* the parent's stream, not ours */
 	if (c->dead || c->fd < 0)
 		return KVS_E_DISCONNECTED;
 	h.req_id = ++c->next_id;

@@ -403,7 +403,8 @@ int kvs_admin_evict(kvs_admin *a, const kvs_wire_evict_req *rq, uint8_t *out,
 	kvs_wire_evict_req req = *rq;
 	kvs_wire_evict_reply rep = { 0 };
 	uint32_t span, target = NONE, *under = NULL, *path = NULL;
-	uint32_t kind;
+	uint32_t kind, batch[KVS_CACHE_FREE_BATCH], up[KVS_CACHE_FREE_BATCH];
+	uint8_t freed[KVS_CACHE_FREE_BATCH];
 	int rc;
 
 	if (req.scope == KVS_EVICT_NAMESPACE && req.ns > kvs_cache_ns_count(c))
@@ -429,20 +430,25 @@ int kvs_admin_evict(kvs_admin *a, const kvs_wire_evict_req *rq, uint8_t *out,
 	 (req.scope == KVS_EVICT_NAMESPACE ? kvs_cache_rec_at(c, i)->ns == req.ns \
 					   : under[i] == 1))
 	/* Leaves first: freeing a block may make its parent a leaf, which is
-	 * freed next, so one pass empties a subtree. */
-	for (uint32_t i = 0; i < span; i++) {
-		uint32_t cur = i;
+	 * freed next, so one pass empties a subtree. In batches (the parents
+	 * of what a batch freed, then the next records of the table), so that
+	 * the fast path looks at its clients' pins once per batch, not once
+	 * per block. */
+	for (uint32_t i = 0, n = 0; i < span || n > 0;) {
+		uint32_t m = 0;
 
-		while (cur != NONE) {
-			const kvs_rec *r = kvs_cache_rec_at(c, cur);
-			uint32_t parent = r->parent;
-
-			if (r->state != KVS_REC_READY || !MATCH(cur) ||
-			    !kvs_cache_free_rec(c, cur, kind))
-				break;
-			rep.freed++;
-			cur = parent;
-		}
+		for (; i < span && n < KVS_CACHE_FREE_BATCH; i++)
+			if (kvs_cache_rec_at(c, i)->state == KVS_REC_READY && MATCH(i))
+				batch[n++] = i;
+		for (uint32_t k = 0; k < n; k++)
+			up[k] = kvs_cache_rec_at(c, batch[k])->parent;
+		rep.freed += kvs_cache_free_recs(c, batch, n, kind, freed);
+		for (uint32_t k = 0; k < n; k++)
+			if (freed[k] && up[k] != NONE &&
+			    kvs_cache_rec_at(c, up[k])->state == KVS_REC_READY &&
+			    MATCH(up[k]))
+				batch[m++] = up[k];
+		n = m;
 	}
 	for (uint32_t i = 0; i < span; i++) {
 		const kvs_rec *r = kvs_cache_rec_at(c, i);

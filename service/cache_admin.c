@@ -174,6 +174,52 @@ int kvs_cache_free_rec(kvs_cache *c, uint32_t idx, uint32_t kind)
 	return 1;
 }
 
+uint32_t kvs_cache_free_recs(kvs_cache *c, const uint32_t *idx, uint32_t n,
+			     uint32_t kind, uint8_t *freed)
+{
+	uint32_t v[KVS_CACHE_FREE_BATCH], pos[KVS_CACHE_FREE_BATCH], total = 0;
+	uint8_t keep[KVS_CACHE_FREE_BATCH];
+
+	memset(freed, 0, n);
+	c->evict_kind = kind;
+	for (uint32_t at = 0; at < n;) {
+		uint64_t arena = 0;
+		uint32_t m = 0;
+
+		/* One domain's evictable records, each out of the policy
+		 * with a pin of ours until decided (so a repeat is not
+		 * evictable twice), as the make-room loop does. */
+		for (; at < n && m < KVS_CACHE_FREE_BATCH; at++) {
+			uint32_t x = idx[at];
+			uint64_t a;
+
+			if (!cache_evictable(c, x, cache_rec(c, x)))
+				continue;
+			a = cache_ns_dom(c, cache_rec(c, x)->ns)->arena_id;
+			if (m > 0 && a != arena)
+				break;
+			arena = a;
+			kvs_policy_del(cache_policy_of(c, x), x); /* evicted, */
+			cache_rec(c, x)->refs++;		  /* as far as it knows */
+			v[m] = x;
+			pos[m++] = at;
+		}
+		kvs_fast_hold_batch(c->fast, arena, v, m, keep);
+		for (uint32_t i = 0; i < m; i++) {
+			cache_rec(c, v[i])->refs--;
+			if (keep[i]) {
+				cache_sync_evictable(c, v[i]);
+				continue;
+			}
+			cache_evict(c, v[i], 1);
+			freed[pos[i]] = 1;
+			total++;
+		}
+	}
+	c->evict_kind = KVS_EVENT_EVICTED;
+	return total;
+}
+
 void kvs_cache_touch_rec(kvs_cache *c, uint32_t idx)
 {
 	kvs_rec *r = cache_rec(c, idx);

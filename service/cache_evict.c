@@ -4,6 +4,8 @@
 
 #include "cache_int.h"
 #include "kvs_fastidx.h"
+
+#define HOST_BATCH KVS_FAST_BATCH /* host victims decided at once, at most */
 #include "kvs_log.h"
 #include "kvshare.h" /* kvs_strerror */
 
@@ -292,22 +294,74 @@ static int wait_held(kvs_cache *c)
 	return freed;
 }
 
+/* Host victims in a batch, out of the policy until decided (one pin of
+ * ours each, so that the policy names the next one): of class @cls first
+ * (their slots are the ones needed), then of any. Each leaves the policy
+ * before it is pinned: a policy tells an eviction from a pin by the record
+ * as it leaves (policy_2q.c remembers evicted blocks in its ghost). */
+static uint32_t host_batch(kvs_cache *c, kvs_policy *pol, uint32_t cls,
+			   uint32_t want, uint32_t *v)
+{
+	uint32_t n = 0;
+
+	while (n < want) {
+		uint32_t x = kvs_policy_victim(pol, cls);
+
+		if (x == NONE)
+			x = kvs_policy_victim(pol, KVS_CLASS_ANY);
+		if (x == NONE)
+			break;
+		kvs_policy_del(pol, x);
+		cache_rec(c, x)->refs++;
+		v[n++] = x;
+	}
+	return n;
+}
+
+/* A batch decided by the fast path (kvs_fast_hold_batch): a kept victim is
+ * held there (its own pin), the others go. */
+static void host_evict_batch(kvs_cache *c, const dom *d, uint32_t n,
+			     const uint32_t *v)
+{
+	uint8_t keep[HOST_BATCH];
+
+	kvs_fast_hold_batch(c->fast, d->arena_id, v, n, keep);
+	for (uint32_t i = 0; i < n; i++) {
+		cache_rec(c, v[i])->refs--; /* ours from host_batch() */
+		if (keep[i])
+			cache_sync_evictable(c, v[i]);
+		else
+			cache_evict(c, v[i], 1);
+	}
+}
+
 /* Victims are the domain's own: a tenant never evicts another's blocks,
  * and one tenant's full arena is its own business. A victim of the same
  * class first (its slot is the one needed), else the oldest of any class
- * until a slab empties and its pages can be re-cut. */
+ * until a slab empties and its pages can be re-cut.
+ *
+ * Host victims go in batches, so that the fast path looks at its clients'
+ * pins once per batch, not once per victim (service/fastpins.c): the first
+ * batch is one victim while the domain's fast-path pins are few (an
+ * eviction that makes room takes no more than it did), more when they are
+ * many (kvs_fast_batch_hint: the look costs at most 256 pins per victim,
+ * the extra slots serve the next reserves), and each batch that did not
+ * make room is followed by one twice as large, up to HOST_BATCH. A victim
+ * found pinned is held and the next ones are named. */
 int cache_make_room(kvs_cache *c, uint32_t ns_id, uint8_t t, uint64_t *off)
 {
 	dom *d = cache_ns_dom(c, ns_id);
 	kvs_tier_mod *tt = t == KVS_TIER_HOST ? NULL : c->tier[t];
 	kvs_policy *pol = tt ? c->tpol[t] : d->policy;
 	uint32_t cls = cache_ns(c, ns_id)->cls;
+	uint32_t want = tt ? 1 : kvs_fast_batch_hint(c->fast, d->arena_id);
+	uint32_t v[HOST_BATCH];
 	int rc;
 
 	if (tt && (rc = cache_ns_tier_class(c, ns_id, t, &cls)) < 0)
 		return rc;
-	for (int n = 0; n <= MAX_EVICTIONS_PER_SLOT; n++) {
-		uint32_t v;
+	for (int n = 0; n <= MAX_EVICTIONS_PER_SLOT;) {
+		uint32_t nv;
 
 		rc = tt ? tt->ops->slot_alloc(tt, cls, off)
 			: kvs_slab_alloc(d->slab, cls, off);
@@ -317,25 +371,32 @@ int cache_make_room(kvs_cache *c, uint32_t ns_id, uint8_t t, uint64_t *off)
 		 * victim is named, and a block a client pinned there stays. */
 		if (!tt && n == 0)
 			kvs_fast_replay(c->fast);
-		v = kvs_policy_victim(pol, cls);
-		if (v == NONE)
-			v = kvs_policy_victim(pol, KVS_CLASS_ANY);
-		if (!tt && v == NONE && kvs_fast_unhold(c->fast) > 0)
-			continue; /* fast-path pins released since held */
-		if (!tt && v != NONE &&
-		    kvs_fast_hold(c->fast, d->arena_id, v, cache_rec(c, v)))
-			continue; /* pinned by a client's fast path: held */
-		if (v != NONE) {
+		nv = tt ? 0 : host_batch(c, pol, cls, want, v);
+		if (tt) {
+			v[0] = kvs_policy_victim(pol, cls);
+			if (v[0] == NONE)
+				v[0] = kvs_policy_victim(pol, KVS_CLASS_ANY);
+			nv = v[0] != NONE;
+		}
+		if (nv > 0) {
 			/* A slot tier's victims move down unannounced. */
-			cache_evict(c, v, tt == NULL);
+			if (tt)
+				cache_evict(c, v[0], 0);
+			else
+				host_evict_batch(c, d, nv, v);
+			n += (int)nv;
+			want = want < HOST_BATCH ? 2 * want : HOST_BATCH;
 			continue;
+		}
+		if (!tt && kvs_fast_unhold(c->fast) > 0) {
+			n++;
+			continue; /* fast-path pins released since held */
 		}
 		/* Nothing left to evict; slots that demotion writes read
 		 * from come back when those writes finish. Rare: a store
 		 * tier holds at most a small share of the arena. */
 		if (tt || wait_held(c) == 0)
 			return KVS_E_FULL;
-		n--;
 	}
 	return KVS_E_FULL;
 }

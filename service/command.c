@@ -170,7 +170,8 @@ static int do_report(conn *c, const kvs_wire_hdr *h, const request *rq)
 }
 
 /* The index of the connection's own domain and a pin area of its own; both
- * fds ride on the reply like HELLO's arena (CMD_SENDS_FD). */
+ * fds ride on the reply like HELLO's arena (CMD_SENDS_FD). The pin area's
+ * is closed once sent: the daemon keeps its mapping, not an fd per client. */
 static int do_fastattach(conn *c, const kvs_wire_hdr *h, const request *rq)
 {
 	kvs_wire_fast_reply r = { .version = KVS_FAST_VERSION };
@@ -187,6 +188,7 @@ static int do_fastattach(conn *c, const kvs_wire_hdr *h, const request *rq)
 	r.pin_cap = g.pin_cap;
 	c->pending_fd = g.index_fd;
 	c->pending_fd2 = g.pins_fd;
+	c->pending_own2 = 1;
 	rc = kvs_wire_fast_reply_encode(&r, buf, sizeof(buf));
 	conn_reply(c, h, 0, buf, (size_t)rc);
 	return 0;

@@ -139,6 +139,9 @@ static int conn_flush(conn *c)
 			memcpy(CMSG_DATA(cm), fds, nfd * sizeof(int));
 			n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 			if (n > 0) {
+				if (c->pending_own2)
+					close(c->pending_fd2); /* the client has it */
+				c->pending_own2 = 0;
 				c->pending_fd = -1;
 				c->pending_fd2 = -1;
 				evbuffer_drain(c->out, (size_t)n);
@@ -418,6 +421,8 @@ void conn_close(conn *c, const char *why)
 	kvs_admin_unsubscribe(s->admin, c->sub);
 	kvs_cache_owner_free(s->cache, c->owner);
 	kvs_fast_detach(s->fast, c->fast); /* its fast-path pins die with it */
+	if (c->pending_own2)
+		close(c->pending_fd2); /* never sent */
 	if (c->ns)
 		s->stats.clients_attached--;
 	event_free(c->rev);

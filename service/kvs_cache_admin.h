@@ -49,6 +49,16 @@ uint32_t kvs_cache_ns_count(const kvs_cache *c);
 int kvs_cache_free_rec(kvs_cache *c, uint32_t idx, uint32_t kind);
 
 /*
+ * kvs_cache_free_recs - kvs_cache_free_rec() for the records @idx[0..n)
+ * (repeats allowed), with one look at the fast path's pins per batch of
+ * KVS_CACHE_FREE_BATCH of one domain instead of one per record: freed[i]
+ * = 1 for each one freed. Returns how many were freed.
+ */
+#define KVS_CACHE_FREE_BATCH 1024u
+uint32_t kvs_cache_free_recs(kvs_cache *c, const uint32_t *idx, uint32_t n,
+			     uint32_t kind, uint8_t *freed);
+
+/*
  * kvs_cache_pin_rec - add (+1) or drop (-1) an operator pin on committed
  * record @idx: a pin counts like a lease's (the block is not evicted) but
  * belongs to no connection. The caller keeps track of which it pinned.

@@ -50,18 +50,26 @@
 	X(ops, report, COUNTER, "engine counter reports (kvs_report)")         \
 	X(ops, fastattach, COUNTER, "fast path attach requests")              \
 	X(fast, clients, GAUGE, "connections with a fast-path pin area")      \
+	X(fast, revoked, GAUGE, "pin areas of closed connections, in their grace")\
 	X(fast, indexes, GAUGE, "fast-path indexes (a memfd each, one per trust domain, made at its first fast attach)")\
 	X(fast, entries, GAUGE, "host blocks in the fast-path indexes")       \
 	X(fast, held, GAUGE, "blocks kept now for fast-path pins")            \
 	X(fast, unpublished, COUNTER, "host blocks left out of a full index") \
 	X(fast, evict_skipped, COUNTER, "evictions skipped: fast-path pinned")\
-	X(fast, lookups, COUNTER, "lookups answered by the fast path (clients)")\
-	X(fast, hit_blocks, COUNTER, "blocks hit by the fast path (clients)") \
-	X(fast, miss_blocks, COUNTER, "blocks the fast path found absent (clients)")\
-	X(fast, fallback_miss, COUNTER, "fast lookups sent to the socket: index miss")\
-	X(fast, fallback_busy, COUNTER, "... : entry being written or moved") \
-	X(fast, fallback_pins, COUNTER, "... : pin area or fast leases full") \
-	X(fast, fallback_other, COUNTER, "... : too many hashes or index unusable")\
+	X(fast, attach_refused, COUNTER, "fast attaches refused: the domain's pins at their bound")\
+	X(fast, snapshots, COUNTER, "looks at a domain's fast-path pins (one per eviction batch)")\
+	X(fast, pin_reads, COUNTER, "fast-path pins read by those looks")     \
+	X(fast, pin_probes, COUNTER, "hash-set probes of those looks (inserts and queries)")\
+	X(fast, replayed, COUNTER, "fast-path hits replayed into the eviction order (checked by the daemon)")\
+	X(fast, lookups, COUNTER, "lookups answered by the fast path (client-reported)")\
+	X(fast, hit_blocks, COUNTER, "blocks hit by the fast path (client-reported)")\
+	X(fast, miss_blocks, COUNTER, "blocks the fast path found absent (client-reported)")\
+	X(fast, fallback_miss, COUNTER, "fast lookups sent to the socket: index miss (client-reported)")\
+	X(fast, fallback_busy, COUNTER, "... : entry being written or moved (client-reported)")\
+	X(fast, fallback_pins, COUNTER, "... : pin area or fast leases full (client-reported)")\
+	X(fast, fallback_other, COUNTER, "... : too many hashes or index unusable (client-reported)")\
+	X(fast, pins_live, GAUGE, "fast-path pins held now (client-reported)")\
+	X(fast, leases_live, GAUGE, "fast-path leases held now (client-reported)")\
 	X(engines, hit_tokens, COUNTER, "tokens engines' schedulers were told are cached")\
 	X(engines, loaded_blocks, COUNTER, "blocks engines copied into their caches")\
 	X(engines, loaded_bytes, COUNTER, "bytes engines copied into their caches")\

@@ -27,8 +27,9 @@
 /* Refused peers are kept only until their first message is answered; more
  * than this many at once are closed without an answer. */
 #define REFUSING_MAX 64
-/* What one served connection costs in fds: its socket, and the pin area's
- * memfd that the fast path keeps open while it is attached. */
+/* What one served connection costs in fds, at most: its socket, and its
+ * pin area's memfd until FASTATTACH's reply carrying it is sent (fastidx.c
+ * closes it then; a client that never reads keeps it until it is closed). */
 #define FDS_PER_CLIENT 2
 /* Fds kept out of --max-clients' share, besides those open once the server
  * is set up: what opens later (metrics scrapes, a remote node's reconnect,

@@ -43,7 +43,7 @@ struct kvs_server {
 	struct event *tier_ev[KVS_SERVER_TIERS]; /* tiers' event fds */
 	int listen_fd;
 	kvs_cache *cache;
-	kvs_fast *fast;   /* the fast path (fastidx.c) */
+	kvs_fast *fast;   /* the fast path (fastidx.c, fastpins.c) */
 	struct event *fast_ev; /* its heartbeat, every KVS_FAST_HEARTBEAT_MS */
 	kvs_admin *admin; /* operator requests and events (admin.c) */
 	kvs_counters stats;
@@ -83,6 +83,7 @@ struct conn {
 	struct evbuffer *out;
 	int pending_fd;  /* fd to attach to the first byte of out, or -1 */
 	int pending_fd2; /* a second one with it (the GPU arena), or -1 */
+	int pending_own2; /* pending_fd2 is ours: closed once sent (or at close) */
 	int closing;     /* close once out is flushed */
 	int reading;     /* rev is armed */
 	int waiting;     /* a lookup's or verify's answer is deferred (SSD

@@ -298,9 +298,11 @@ static void test_pins_and_kill(void)
 						  kvs_block_bytes(slow), h[i], 0), -1);
 	CHECK_RC(kvs_release(slow, ls), 0);
 
-	/* kill -9: its connection closes, its pin area goes, so do the holds. */
+	/* kill -9: its connection closes, its pin area is revoked and goes
+	 * after its grace (2 heartbeats), so do the holds. */
 	CHECK_EQ(th_child_kill(&ch, SIGKILL), 128 + SIGKILL);
 	CHECK(th_wait_stat(&d, "fast.clients", 0, TH_WAIT_MS));
+	CHECK(th_wait_stat(&d, "fast.revoked", 0, TH_WAIT_MS));
 	CHECK_EQ(th_stat_get(&d, "fast.held"), 0);
 	CHECK_RC(kvs_evict(ctl, KVS_SCOPE_ALL, 0, (kvs_hash){ 0, 0 }, 1, &er), 0);
 	CHECK_EQ(er.pinned, 0);

@@ -19,87 +19,13 @@
  *    validated names it (the memory-ordering argument of fastidx.c, tested
  *    on two CPUs: with the client's re-check removed it counts 0.5-5 million
  *    violations in 1.5 s, with the daemon's fence a compiler-only barrier
- *    about a hundred).
+ *    about a hundred); and again with the daemon deciding that block in a
+ *    batch with a block of the same home ahead of it (kvs_fast_hold_batch),
+ *    so that deletions shift it while it is marked going.
+ *
+ * What hostile clients can do to the pins: test_fastpins.
  */
-#define _GNU_SOURCE
-#include <errno.h>
-#include <fcntl.h>
-#include <pthread.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
-
-#include "cache_key.h"
-#include "kvs_cache.h"
-#include "kvs_cache_admin.h"
-#include "kvs_check.h"
-#include "kvs_fast.h"
-#include "kvs_fastidx.h"
-#include "kvs_log.h"
-
-static kvs_counters stats;
-
-typedef struct view {
-	const kvs_fast_hdr *hdr;
-	const kvs_fast_entry *e;
-	size_t bytes;
-} view;
-
-static kvs_layout layout(void)
-{
-	return (kvs_layout){ .model = "fastidx", .layers = 1, .kv_heads = 1,
-			     .head_dim = 4096 / 64, .block_tokens = 16,
-			     .tp_size = 1, .dtype = KVS_DTYPE_FP16 };
-}
-
-static kvs_owner *attach(kvs_cache *c, uint32_t *ns)
-{
-	kvs_layout l = layout();
-	kvs_ns_desc d = { .model = l.model, .adapter = "", .layers = l.layers,
-			  .kv_heads = l.kv_heads, .head_dim = l.head_dim,
-			  .block_tokens = l.block_tokens, .tp_size = l.tp_size,
-			  .dtype = l.dtype };
-	kvs_owner *o = kvs_cache_owner_new(c);
-	uint64_t bb;
-
-	CHECK(kvs_cache_attach(c, o, &d, 0, ns, &bb) == 0);
-	return o;
-}
-
-static view map_index(const kvs_fast_grant *g)
-{
-	view v = { 0 };
-	void *p = mmap(NULL, g->index_bytes, PROT_READ, MAP_SHARED,
-		       g->index_fd, 0);
-
-	CHECK(p != MAP_FAILED);
-	/* Sealed: nobody but the daemon may map it writable. */
-	CHECK(mmap(NULL, g->index_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
-		   g->index_fd, 0) == MAP_FAILED);
-	CHECK(ftruncate(g->index_fd, 0) < 0);
-	v.hdr = p;
-	v.e = (const kvs_fast_entry *)((const uint8_t *)p + KVS_FAST_HDR_SIZE);
-	v.bytes = g->index_bytes;
-	return v;
-}
-
-/* A client's probe (no concurrency here): the entry of (ns, h) or -1. */
-static int64_t probe(const view *v, uint32_t ns, kvs_hash h)
-{
-	uint32_t mask = v->hdr->entries - 1, home = kvs_fast_home(ns, h.lo, h.hi, mask);
-
-	for (uint32_t k = 0; k < v->hdr->max_probe; k++) {
-		const kvs_fast_entry *e = &v->e[(home + k) & mask];
-
-		CHECK(!(e->seq & 1));
-		if (e->state == KVS_FAST_EMPTY)
-			return -1;
-		if (e->ns == ns && e->lo == h.lo && e->hi == h.hi)
-			return (home + k) & mask;
-	}
-	return -1;
-}
+#include "fast_test.h"
 
 static uint32_t ready(const view *v)
 {
@@ -132,6 +58,7 @@ static void test_mechanics(unsigned seed)
 	CHECK(kvs_fast_create(c, &stats, 1024, 64, 1, &f) == 0);
 	o = attach(c, &ns);
 	CHECK(kvs_fast_attach(f, o, &fc, &g) == 0);
+	close(g.pins_fd); /* the caller's, once sent */
 	v = map_index(&g);
 	CHECK_EQ(v.hdr->entries, 1024);
 	CHECK(v.hdr->flags & KVS_FAST_COMPLETE);
@@ -223,6 +150,7 @@ static void test_pins(void)
 	CHECK(ph != MAP_FAILED);
 	CHECK_EQ(ph->magic, KVS_FAST_PIN_MAGIC);
 	CHECK(ftruncate(g.pins_fd, 0) < 0); /* sealed: the daemon reads it */
+	close(g.pins_fd); /* the caller's, once sent */
 	pins = (uint64_t *)((uint8_t *)ph + KVS_FAST_PINS_OFF);
 
 	for (int i = 0; i < 4; i++)
@@ -287,6 +215,8 @@ typedef struct duel {
 	uint32_t idx, ns;
 	kvs_hash h;
 	kvs_rec rec;          /* the daemon thread's copy of the record */
+	uint32_t idx2;        /* batch: a record of the same home, before it */
+	kvs_rec rec2;
 	view v;
 	uint64_t *pins;
 	kvs_fast_pins_hdr *ph;
@@ -316,6 +246,38 @@ static void *daemon_side(void *arg)
 	return NULL;
 }
 
+/* The daemon's side in batches of two: the block the client reads and one
+ * of the same home ahead of it in the index, decided together
+ * (kvs_fast_hold_batch), so that deleting the other shifts the client's
+ * block back while it is marked going, as fastpins.c says. */
+static void *daemon_batch(void *arg)
+{
+	duel *x = arg;
+	uint32_t gen = 1u << 20, idx[2] = { x->idx2, x->idx };
+	uint8_t keep[2];
+
+	while (!__atomic_load_n(&x->stop, __ATOMIC_RELAXED)) {
+		uint32_t kept = kvs_fast_hold_batch(x->f, x->arena_id, idx, 2, keep);
+
+		if (!keep[1]) {
+			__atomic_store_n(&x->freed, x->rec.gen, __ATOMIC_SEQ_CST);
+			x->rec.gen = ++gen;
+		}
+		if (!keep[0]) {
+			x->rec2.gen = ++gen;
+			kvs_fast_publish(x->f, x->arena_id, x->idx2, &x->rec2);
+		}
+		if (!keep[1])
+			kvs_fast_publish(x->f, x->arena_id, x->idx, &x->rec);
+		x->cycles++;
+		if (kept)
+			x->held++;
+		while (kept > 0 && !__atomic_load_n(&x->stop, __ATOMIC_RELAXED))
+			kept -= kvs_fast_unhold(x->f);
+	}
+	return NULL;
+}
+
 /* What client/fast.c does for a one-block chain. */
 static void *client_side(void *arg)
 {
@@ -326,12 +288,12 @@ static void *client_side(void *arg)
 	__atomic_store_n(&x->ph->used, 1u, __ATOMIC_RELAXED);
 	while (!__atomic_load_n(&x->stop, __ATOMIC_RELAXED)) {
 		const kvs_fast_entry *e = NULL;
-		uint32_t s1 = 0, gen = 0;
-		uint64_t off = 0;
+		uint64_t s1 = 0, off = 0;
+		uint32_t gen = 0;
 
 		for (uint32_t k = 0; k < KVS_FAST_MAX_PROBE && !e; k++) {
 			const kvs_fast_entry *p = &x->v.e[(home + k) & mask];
-			uint32_t s2;
+			uint64_t s2;
 			uint8_t st;
 			uint64_t lo, hi;
 
@@ -373,7 +335,7 @@ static void *client_side(void *arg)
 	return NULL;
 }
 
-static void test_contention(void)
+static void test_contention(int batch)
 {
 	kvs_cache_config cfg = { .host_bytes = 4u << 20, .page_bytes = 64u << 10,
 				 .policy = "leaf-lru", .max_leases = 64 };
@@ -398,24 +360,38 @@ static void test_contention(void)
 	x.ph = mmap(NULL, g.pins_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
 		    g.pins_fd, 0);
 	CHECK(x.ph != MAP_FAILED);
+	close(g.pins_fd);
 	x.pins = (uint64_t *)((uint8_t *)x.ph + KVS_FAST_PINS_OFF);
 	x.arena_id = g.arena_id;
 	x.h = (kvs_hash){ 0xfeedu, 0xbeefu };
+	if (batch) {
+		/* Committed first: at home, the client's block right after. */
+		kvs_hash other = same_home(x.ns, x.h);
+
+		CHECK(kvs_wire_hashes_encode(&other, 1, 0, wire, sizeof(wire)) > 0);
+		CHECK_EQ(kvs_cache_reserve(c, o, wire + 8, 1, &lease, &b), 1);
+		CHECK_EQ(kvs_cache_commit(c, o, lease), 1);
+		x.idx2 = kvs_cache_find(c, x.ns, other);
+		x.rec2 = *kvs_cache_rec_at(c, x.idx2);
+	}
 	CHECK(kvs_wire_hashes_encode(&x.h, 1, 0, wire, sizeof(wire)) > 0);
 	CHECK_EQ(kvs_cache_reserve(c, o, wire + 8, 1, &lease, &b), 1);
 	CHECK_EQ(kvs_cache_commit(c, o, lease), 1);
 	x.idx = kvs_cache_find(c, x.ns, x.h);
 	x.rec = *kvs_cache_rec_at(c, x.idx);
+	if (batch)
+		CHECK_EQ(probe(&x.v, x.ns, x.h),
+			 (kvs_fast_home(x.ns, x.h.lo, x.h.hi, 1023) + 1) & 1023);
 
-	pthread_create(&td, NULL, daemon_side, &x);
+	pthread_create(&td, NULL, batch ? daemon_batch : daemon_side, &x);
 	pthread_create(&tc, NULL, client_side, &x);
 	nanosleep(&t, NULL);
 	__atomic_store_n(&x.stop, 1, __ATOMIC_RELAXED);
 	pthread_join(tc, NULL);
 	pthread_join(td, NULL);
-	printf("test_fastidx: contention: %llu pins validated, %llu re-checks "
+	printf("test_fastidx: contention%s: %llu pins validated, %llu re-checks "
 	       "failed, %llu evict+publish cycles, %llu holds, %llu violations\n",
-	       (unsigned long long)x.validated, (unsigned long long)x.busy,
+	       batch ? " (batches of two)" : "", (unsigned long long)x.validated, (unsigned long long)x.busy,
 	       (unsigned long long)x.cycles, (unsigned long long)x.held,
 	       (unsigned long long)x.violations);
 	CHECK_EQ(x.violations, 0);
@@ -437,6 +413,7 @@ int main(void)
 	kvs_log_set_level(KVS_LOG_WARN);
 	test_mechanics(seed);
 	test_pins();
-	test_contention();
+	test_contention(0);
+	test_contention(1);
 	return check_summary("test_fastidx");
 }

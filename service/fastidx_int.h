@@ -1,0 +1,91 @@
+/*
+ * fastidx_int.h - the fast path's daemon state, shared by its two files:
+ * fastidx.c (the index, connections, touch replay, stats) and fastpins.c
+ * (the pin snapshot, hold and unhold). Not an interface: kvs_fastidx.h is.
+ *
+ * Thread: the daemon's loop thread only.
+ */
+#ifndef KVS_FASTIDX_INT_H
+#define KVS_FASTIDX_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvs_fast.h"
+#include "kvs_fastidx.h"
+
+#define LD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#define ST(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+#define ST_REL(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+
+typedef struct fdom {
+	uint64_t arena_id;
+	int fd;               /* the index memfd, sealed read-only for others */
+	size_t bytes;
+	kvs_fast_hdr *hdr;
+	kvs_fast_entry *e;
+	uint32_t mask;
+	uint32_t used;        /* entries READY */
+	uint32_t missing;     /* host blocks left out (no room) */
+	uint32_t *recs;       /* by entry: the record it publishes */
+	uint32_t pins;        /* the caps of its pin areas, at most
+			       * KVS_FAST_DOMAIN_PINS: what a snapshot reads */
+	uint32_t nheld;       /* its records held for pins */
+	uint32_t last_snap;   /* pins read by its last snapshot */
+	kvs_fast_client *clients; /* live, and revoked ones in their grace */
+} fdom;
+
+struct kvs_fast_client {
+	fdom *d;
+	kvs_fast_client *prev, *next; /* in d->clients */
+	uint32_t at;                  /* in kvs_fast.all */
+	size_t bytes;
+	kvs_fast_pins_hdr *hdr; /* mapped read-write: the daemon writes
+				 * `revoked` only, reads the rest */
+	const uint64_t *touch;  /* KVS_FAST_TOUCHES */
+	const uint64_t *pins;
+	uint32_t cap;           /* ours, not the area's */
+	uint32_t tail;          /* touches replayed */
+	uint32_t snap_n;        /* pins read by the current snapshot */
+	uint64_t revoked_ms;    /* 0: live; else when it was revoked */
+	uint64_t seen[KVS_FAST_NCOUNTERS]; /* its counters, capped, monotone */
+};
+
+typedef struct fast_held {
+	uint32_t idx;
+	uint64_t key;
+	fdom *d;
+} fast_held;
+
+struct kvs_fast {
+	kvs_cache *cache;
+	kvs_counters *st;
+	uint32_t entries, pin_cap;
+	int complete_ok;
+	fdom **doms;
+	uint32_t ndoms;
+	fast_held *held;
+	uint32_t nheld, held_cap;
+	uint32_t nclients;            /* live ones */
+	kvs_fast_client **all;        /* every pin area, for the round robin */
+	uint32_t nall, all_cap, rr;
+	uint64_t *set;                /* the pin snapshot: open addressing */
+	uint32_t set_mask, set_shift, set_n;
+	size_t set_cap;
+	uint64_t seed;                /* of the snapshot's hash */
+	uint64_t dead[KVS_FAST_NCOUNTERS]; /* counters of closed clients */
+};
+
+/* fastidx.c */
+void fast_set_complete(kvs_fast *f, fdom *d);
+fdom *fast_dom_get(kvs_fast *f, uint64_t id);
+int64_t fast_find(const fdom *d, uint32_t ns, kvs_hash h, int64_t *empty);
+void fast_delete_at(fdom *d, uint32_t i);
+uint64_t fast_now_ms(void);
+void fast_seen_update(kvs_fast_client *fc);
+
+/* fastpins.c: let go of the revoked areas whose grace is over. */
+void fast_reap(kvs_fast *f);
+void fast_client_free(kvs_fast_client *fc);
+
+#endif /* KVS_FASTIDX_INT_H */

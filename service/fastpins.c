@@ -1,0 +1,377 @@
+/*
+ * fastpins.c - the fast path's pins, the daemon's side: may a block leave
+ * (kvs_fast_hold, kvs_fast_hold_batch), which held blocks may go
+ * (kvs_fast_unhold), and the end of a pin area (kvs_fast_detach and its
+ * grace). The memory-ordering argument is at the top of fastidx.c; this
+ * file answers it for a whole batch of victims with one look at the pins.
+ *
+ * One look per batch, not one per victim. The argument needs, for each
+ * victim B: B's entry marked going (seq odd), then a full fence, then a
+ * read of every pin. So mark every victim of the batch going first, then
+ * one fence, then read every pin of the domain once into a hash set (the
+ * snapshot), then answer each victim from the set. Each victim's mark is
+ * sequenced before the one fence and each pin read after it, which is
+ * exactly the order a scan per victim would have had: a client whose fence
+ * came first has its pin in the snapshot; one whose fence came later sees
+ * the odd seq of every victim of the batch and takes the socket. The cost
+ * is O(pins + victims) per batch instead of O(pins x victims), and the pins
+ * read are bounded: at most KVS_FAST_DOMAIN_PINS per domain (the sum of its
+ * areas' caps, enforced at attach), each area clamped to our own cap.
+ *
+ * Deciding a batch moves entries: deleting one shifts its cluster back
+ * (fastidx.c), which may move another victim of the batch. So the kept
+ * ones are restored first, while every victim is where it was marked, and
+ * the others are found again by hash before each is deleted; a moved
+ * victim stays marked going (fast_delete_at keeps an odd seq odd), so no
+ * client validates a pin on it between the snapshot and its deletion.
+ *
+ * The snapshot's hash is keyed by a random seed: a client chooses its pins
+ * and must not be able to choose colliding ones.
+ */
+#define _GNU_SOURCE
+#include "fastidx_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "kvs_cache_admin.h"
+#include "kvs_log.h"
+
+/* ---- the snapshot ------------------------------------------------------ */
+
+static uint32_t slot_of(const kvs_fast *f, uint64_t key)
+{
+	uint64_t x = key ^ f->seed;
+
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ull;
+	return (uint32_t)(x >> f->set_shift);
+}
+
+static void set_add(kvs_fast *f, uint64_t key)
+{
+	for (uint32_t i = slot_of(f, key);; i = (i + 1) & f->set_mask) {
+		f->st->fast_pin_probes++;
+		if (f->set[i] == key)
+			return;
+		if (f->set[i] == 0) {
+			f->set[i] = key;
+			f->set_n++;
+			return;
+		}
+	}
+}
+
+static int set_has(kvs_fast *f, uint64_t key)
+{
+	if (key == 0 || f->set_n == 0)
+		return 0; /* 0 is no pin (kvs_fast.h), whatever fills an area */
+	for (uint32_t i = slot_of(f, key);; i = (i + 1) & f->set_mask) {
+		f->st->fast_pin_probes++;
+		if (f->set[i] == key)
+			return 1;
+		if (f->set[i] == 0)
+			return 0;
+	}
+}
+
+/* Read every pin of @d's areas (live and in their grace) into the set, at
+ * most half full. Call after the fence. Everything read was written by a
+ * client: `used` is read once and clamped to our copy of the capacity; a
+ * pin is only compared, never followed. Returns 0 or -ENOMEM (then the
+ * caller keeps every victim: a block kept too long, never one freed under
+ * a pin). */
+static int snapshot(kvs_fast *f, fdom *d)
+{
+	size_t total = 0, want = 64;
+	int bits = 6;
+
+	f->st->fast_snapshots++;
+	f->set_n = 0;
+	for (kvs_fast_client *fc = d->clients; fc; fc = fc->next) {
+		uint32_t n = LD(&fc->hdr->used);
+
+		fc->snap_n = n > fc->cap ? fc->cap : n;
+		total += fc->snap_n;
+	}
+	d->last_snap = (uint32_t)total;
+	if (total == 0)
+		return 0;
+	while (want < 2 * total) {
+		want <<= 1;
+		bits++;
+	}
+	if (want > f->set_cap) {
+		uint64_t *v = realloc(f->set, want * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		f->set = v;
+		f->set_cap = want;
+	}
+	f->set_mask = (uint32_t)(want - 1);
+	f->set_shift = (uint32_t)(64 - bits);
+	memset(f->set, 0, want * sizeof(*f->set));
+	for (kvs_fast_client *fc = d->clients; fc; fc = fc->next)
+		for (uint32_t k = 0; k < fc->snap_n; k++) {
+			uint64_t p = LD(&fc->pins[k]);
+
+			f->st->fast_pin_reads++;
+			if (p)
+				set_add(f, p);
+		}
+	return 0;
+}
+
+/* ---- hold: may these blocks leave? -------------------------------------- */
+
+typedef struct victim {
+	int64_t at;     /* its entry, or -1: not in the index */
+	uint64_t seq;   /* the entry's seq before we marked it going */
+	uint64_t key, key2;
+} victim;
+
+static int hold_one(kvs_fast *f, fdom *d, uint32_t idx, uint64_t key)
+{
+	if (f->nheld == f->held_cap) {
+		uint32_t cap = f->held_cap ? 2 * f->held_cap : 64;
+		fast_held *v = realloc(f->held, cap * sizeof(*v));
+
+		if (!v)
+			return 0; /* kept this time, not held: asked again later */
+		f->held = v;
+		f->held_cap = cap;
+	}
+	f->held[f->nheld++] = (fast_held){ idx, key, d };
+	d->nheld++;
+	kvs_cache_pin_rec(f->cache, idx, 1);
+	f->st->fast_evict_skipped++;
+	return 1;
+}
+
+/* The batch @idx[0..n) of domain @d, their records @r, at most
+ * KVS_FAST_BATCH: keep[i] = 1 for each one a pin names (held). */
+static uint32_t hold_many(kvs_fast *f, fdom *d, uint32_t n,
+			  const uint32_t *idx, const kvs_rec *const *r,
+			  uint8_t *keep)
+{
+	victim v[KVS_FAST_BATCH];
+	uint32_t marked = 0, kept = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		kvs_hash h = kvs_cache_rec_hash(r[i]);
+		int64_t empty;
+
+		keep[i] = 0;
+		v[i].at = r[i]->tier == KVS_TIER_HOST
+				  ? fast_find(d, r[i]->ns, h, &empty) : -1;
+		if (v[i].at < 0) {
+			/* Never published (no room): nobody can have
+			 * pinned it. */
+			if (r[i]->tier == KVS_TIER_HOST && d->missing > 0) {
+				d->missing--;
+				fast_set_complete(f, d);
+			}
+			continue;
+		}
+		/* What clients pinned is what the entry says (the record's
+		 * own slot too, should the two ever differ: keep the block
+		 * if either is pinned). */
+		v[i].key = kvs_fast_pin_key(d->e[v[i].at].offset,
+					    d->e[v[i].at].gen);
+		v[i].key2 = kvs_fast_pin_key(r[i]->offset, r[i]->gen);
+		v[i].seq = LD(&d->e[v[i].at].seq);
+		ST(&d->e[v[i].at].seq, v[i].seq + 1); /* going */
+		marked++;
+	}
+	if (marked == 0)
+		return 0;
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (d->clients && snapshot(f, d) < 0) {
+		/* No snapshot: keep them all, unheld (asked again later). */
+		for (uint32_t i = 0; i < n; i++)
+			if (v[i].at >= 0) {
+				ST_REL(&d->e[v[i].at].seq, v[i].seq);
+				keep[i] = 1;
+				kept++;
+			}
+		return kept;
+	}
+	/* Kept ones first, while every victim is where it was marked. */
+	for (uint32_t i = 0; i < n; i++) {
+		if (v[i].at < 0 || !d->clients ||
+		    !(set_has(f, v[i].key) ||
+		      (v[i].key2 != v[i].key && set_has(f, v[i].key2))))
+			continue;
+		ST_REL(&d->e[v[i].at].seq, v[i].seq); /* unchanged: fastidx.c */
+		hold_one(f, d, idx[i], v[i].key);
+		keep[i] = 1;
+		kept++;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		int64_t empty, at;
+
+		if (v[i].at < 0 || keep[i])
+			continue;
+		at = fast_find(d, r[i]->ns, kvs_cache_rec_hash(r[i]), &empty);
+		if (at >= 0)
+			fast_delete_at(d, (uint32_t)at);
+	}
+	return kept;
+}
+
+uint32_t kvs_fast_batch_hint(kvs_fast *f, uint64_t arena_id)
+{
+	fdom *d = f ? fast_dom_get(f, arena_id) : NULL;
+	uint32_t n = d ? d->last_snap / KVS_FAST_PINS_PER_VICTIM : 0;
+
+	return n < 1 ? 1 : n > KVS_FAST_BATCH ? KVS_FAST_BATCH : n;
+}
+
+int kvs_fast_hold(kvs_fast *f, uint64_t arena_id, uint32_t idx,
+		  const kvs_rec *r)
+{
+	uint8_t keep = 0;
+	fdom *d;
+
+	if (!f || r->tier != KVS_TIER_HOST)
+		return 0;
+	d = fast_dom_get(f, arena_id);
+	if (!d || !d->hdr)
+		return 0;
+	hold_many(f, d, 1, &idx, &r, &keep);
+	return keep;
+}
+
+uint32_t kvs_fast_hold_batch(kvs_fast *f, uint64_t arena_id,
+			     const uint32_t *idx, uint32_t n, uint8_t *keep)
+{
+	const kvs_rec *r[KVS_FAST_BATCH];
+	uint32_t kept = 0;
+	fdom *d;
+
+	memset(keep, 0, n);
+	if (!f || n == 0)
+		return 0;
+	d = fast_dom_get(f, arena_id);
+	if (!d || !d->hdr)
+		return 0;
+	for (uint32_t at = 0; at < n; at += KVS_FAST_BATCH) {
+		uint32_t m = n - at < KVS_FAST_BATCH ? n - at : KVS_FAST_BATCH;
+
+		for (uint32_t i = 0; i < m; i++)
+			r[i] = kvs_cache_rec_at(f->cache, idx[at + i]);
+		kept += hold_many(f, d, m, idx + at, r, keep + at);
+	}
+	return kept;
+}
+
+/* The held records are asked again with one snapshot per domain that holds
+ * any. No fence is needed here: letting go of a hold only makes the block
+ * evictable, and its eviction goes through hold_many() again. */
+uint32_t kvs_fast_unhold(kvs_fast *f)
+{
+	uint32_t let = 0;
+
+	if (!f)
+		return 0;
+	for (uint32_t i = 0; i < f->ndoms && f->nheld > 0; i++) {
+		fdom *d = f->doms[i];
+
+		if (d->nheld == 0)
+			continue;
+		if (d->clients && snapshot(f, d) < 0)
+			continue;
+		for (uint32_t k = 0; k < f->nheld;) {
+			fast_held *hd = &f->held[k];
+
+			if (hd->d != d || (d->clients && set_has(f, hd->key))) {
+				k++;
+				continue;
+			}
+			kvs_cache_pin_rec(f->cache, hd->idx, -1);
+			d->nheld--;
+			*hd = f->held[--f->nheld];
+			let++;
+		}
+	}
+	return let;
+}
+
+/* ---- the end of a pin area --------------------------------------------- */
+
+void fast_client_free(kvs_fast_client *fc)
+{
+	if (fc->hdr)
+		munmap(fc->hdr, fc->bytes);
+	free(fc);
+}
+
+static void forget(kvs_fast *f, kvs_fast_client *fc)
+{
+	kvs_fast_client *last = f->all[--f->nall];
+
+	last->at = fc->at;
+	f->all[fc->at] = last;
+	if (f->rr >= f->nall)
+		f->rr = 0;
+	if (fc->prev)
+		fc->prev->next = fc->next;
+	else
+		fc->d->clients = fc->next;
+	if (fc->next)
+		fc->next->prev = fc->prev;
+	fc->d->pins -= fc->cap;
+	for (int k = 0; k < KVS_FAST_NCOUNTERS; k++)
+		f->dead[k] = fc->seen[k] > UINT64_MAX - f->dead[k]
+				     ? UINT64_MAX : f->dead[k] + fc->seen[k];
+	fast_client_free(fc);
+}
+
+/*
+ * Revoke now, let go later. A client checks `revoked` before its probe and
+ * again after its fence (client/fast.c); a lookup whose fence came before
+ * our store still has its pins counted for KVS_FAST_REVOKE_GRACE_MS (the
+ * area stays in every snapshot), so a revoked area never drops pins that a
+ * lookup validated while it believed the area live. Then fast_reap()
+ * forgets it and lets go of what only it held.
+ */
+void kvs_fast_detach(kvs_fast *f, kvs_fast_client *fc)
+{
+	if (!f || !fc || fc->revoked_ms)
+		return;
+	fast_seen_update(fc); /* its last counts; none believed after this */
+	ST(&fc->hdr->revoked, 1u);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	fc->revoked_ms = fast_now_ms();
+	if (fc->revoked_ms == 0)
+		fc->revoked_ms = 1;
+	f->nclients--;
+}
+
+void fast_reap(kvs_fast *f)
+{
+	uint64_t now = fast_now_ms();
+	uint32_t gone = 0;
+
+	for (uint32_t i = 0; i < f->nall;) {
+		kvs_fast_client *fc = f->all[i];
+
+		if (!fc->revoked_ms ||
+		    now - fc->revoked_ms < KVS_FAST_REVOKE_GRACE_MS) {
+			i++;
+			continue;
+		}
+		forget(f, fc); /* moves the last one to i */
+		gone++;
+	}
+	/* Its pins are gone with it: what only it held may go now. */
+	if (gone)
+		kvs_fast_unhold(f);
+}
