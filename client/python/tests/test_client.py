@@ -224,6 +224,36 @@ def test_write_lease_commits_on_exit_aborts_on_error(daemon):
                 w.view(0)  # EXISTS, not ours to write
 
 
+def test_write_view_used_after_its_lease_ends_raises(daemon):
+    """A write lease keeps no slot once it has ended: every view of it (and
+    every array numpy derives from one that aliases the block) refuses to be
+    used, and stays read-only even if its flag is set back."""
+    with kvshare.Client(daemon.socket, L) as c:
+        w = c.reserve(c.hash_tokens(tokens(64, 21)))
+        v = w.view(0)
+        part, halves, own = v[:16], v.view(np.float16), v + 1
+        v[:] = 5
+        assert (part == 5).all()
+        w.commit()
+        uses = [lambda: part[0], lambda: v.__setitem__(slice(None), 1), lambda: v + 1,
+                lambda: np.copyto(part, 0), lambda: v.tobytes(), lambda: halves.sum(),
+                lambda: v.copy(), lambda: list(part)]
+        for use in uses:
+            with pytest.raises(kvshare.LeaseReleased):
+                use()
+        v.flags.writeable = True  # numpy lets the flag be set back ...
+        with pytest.raises(kvshare.LeaseReleased):
+            v.fill(1)  # ... but the view still refuses
+        own[0] = 1  # v + 1 is an array of its own, not the block's
+        with c.lookup(c.hash_tokens(tokens(64, 21))) as r:
+            assert r.hits == 2 and (r.view(0) == 5).all()
+        w = c.reserve(c.hash_tokens(tokens(32, 22)))
+        v = w.view(0)
+        w.abort()
+        with pytest.raises(kvshare.LeaseReleased):
+            v[0] = 1
+
+
 def test_full_cache(small_daemon):
     big = kvshare.Layout(model="big", layers=4, kv_heads=8, head_dim=128, block_tokens=64,
                          dtype="fp32")
