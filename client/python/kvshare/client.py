@@ -278,7 +278,9 @@ class _Lease:
         self._blocks = blocks
         self._count = count
         self._ended = lease == 0
-        self._hold: Optional[_Hold] = _Hold(client._conn, lease if self._reads else 0)
+        # Lease 0 (no hit, nothing reserved) has no block to view: no hold.
+        self._hold: Optional[_Hold] = (
+            _Hold(client._conn, lease if self._reads else 0) if lease else None)
 
     _reads = False
 
@@ -599,6 +601,13 @@ class Client:
         keep the old mapping until they are dropped)."""
         self.close()
         self._connect(self._gpu)
+
+    @property
+    def in_use(self) -> bool:
+        """A lease of this client has not ended, or a view of its blocks
+        still exists: close() now would not end the connection yet."""
+        conn = self.__dict__.get("_conn")
+        return conn is not None and conn.holds > 0
 
     @property
     def block_bytes(self) -> int:
