@@ -224,6 +224,29 @@ def test_write_lease_commits_on_exit_aborts_on_error(daemon):
                 w.view(0)  # EXISTS, not ours to write
 
 
+def test_in_use_while_a_lease_or_view_holds_the_client(daemon):
+    """in_use is what the vLLM connector closes idle clients by: a lease with
+    nothing in it (no hit, nothing reserved) holds nothing."""
+    with kvshare.Client(daemon.socket, L) as c:
+        h = c.hash_tokens(tokens(64, 23))
+        miss = c.lookup(h)
+        assert miss.hits == 0 and not c.in_use
+        w = c.reserve(h)
+        assert c.in_use
+        w.commit()
+        assert not c.in_use
+        nothing = c.reserve(h)  # every block EXISTS: lease 0
+        assert nothing.new == [] and not c.in_use
+        r = c.lookup(h)
+        v = r.view(0)
+        r.release()
+        assert c.in_use  # the view keeps the pins
+        del v
+        gc.collect()
+        assert not c.in_use
+        del miss, nothing
+
+
 def test_write_view_used_after_its_lease_ends_raises(daemon):
     """A write lease keeps no slot once it has ended: every view of it (and
     every array numpy derives from one that aliases the block) refuses to be
