@@ -28,10 +28,9 @@ and the connector reconnects at most once per `reconnect_interval` seconds.
 
 Extra config: `socket` (default: kvshared's default path), `dtype` (what
 blocks store: "auto" = the engine's KV dtype, or "int8" / "fp8_e4m3" / "int4"),
-`model_id` (names the checkpoint in the namespace instead of the served
-model, its revision and weights path: the same one lets engines that load one
-checkpoint from different paths share; it must change whenever the weights
-do; the dtype, quantization and overrides are keyed either way),
+`model_id` (the namespace's model string, as given; default: the served
+model and a digest of its revision, weights, dtype, quantization and
+overrides; a model_id must change whenever one of those does),
 `max_clients` (daemon connections at most, one per (cache_salt, LoRA) in use,
 least recently used closed first; default 16),
 `overlap` (true: load layer by layer on a copy thread while the model
@@ -261,22 +260,25 @@ def _weights(x: Any) -> Any:
     return x if isinstance(x, (str, int, float, bool, type(None))) else str(x)
 
 
-# What makes a model's KV for the same tokens: the checkpoint (unless the
-# user names it with model_id) ...
-_CHECKPOINT = ("model", "model_weights", "revision", "code_revision", "hf_config_path")
-# ... and what vLLM does to its weights and its forward pass, always.
-_TRANSFORM = ("dtype", "quantization", "quantization_config", "hf_overrides", "model_impl",
-              "model_class_overrides", "disable_sliding_window")
+# What makes a model's KV for the same tokens: the checkpoint, and what vLLM
+# does to its weights and its forward pass. The KV dtype is not here: the
+# layout has it.
+_IDENTITY = ("model", "model_weights", "revision", "code_revision", "hf_config_path",
+             "dtype", "quantization", "quantization_config", "hf_overrides", "model_impl",
+             "model_class_overrides", "disable_sliding_window")
 
 
 def _model_id(mc: Any, model_id: Optional[str]) -> str:
-    """The namespace's model string: the served model (or model_id), and a
-    digest of every setting of _CHECKPOINT (not when model_id is given) and
-    _TRANSFORM. The KV dtype is not here: the layout has it."""
-    fields = _TRANSFORM if model_id else _CHECKPOINT + _TRANSFORM
-    factors = {f: _weights(getattr(mc, f, None)) for f in fields}
-    name = str(model_id or mc.model)
-    return _named(name, _digest("model", name, json.dumps(factors, sort_keys=True)))
+    """The namespace's model string: model_id as the user gave it (who then
+    answers for changing it with every setting of _IDENTITY, docs/vllm.md),
+    else the served model and a digest of _IDENTITY."""
+    if model_id is not None:
+        model_id = str(model_id)
+        if not model_id or "\0" in model_id or len(model_id.encode()) > 255:
+            raise ValueError(f"model_id {model_id!r}: 1 to 255 bytes, no NUL")
+        return model_id
+    factors = {f: _weights(getattr(mc, f, None)) for f in _IDENTITY}
+    return _named(str(mc.model), _digest("model", json.dumps(factors, sort_keys=True)))
 
 
 _LAYER_INDEX = re.compile(r"\.(\d+)\.")

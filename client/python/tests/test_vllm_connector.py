@@ -215,17 +215,20 @@ def test_model_identity(engines, change):
     assert other.run(request("b", p), 2.0) == (0, 2.0)
 
 
-def test_model_id_names_the_checkpoint_only(engines):
-    """model_id replaces the path and revision (one checkpoint, two paths,
-    share), never the dtype or quantization."""
+def test_model_id_as_given(engines, daemon):
+    """model_id is the namespace's model string as it is: engines that load
+    one checkpoint from two paths share, and a plain client finds the blocks."""
     p = prompt(5)
-    extra = {"model_id": "tiny-llama"}
-    a = engines(model="/a/tiny", extra=extra)
+    a = engines(model="/a/tiny", extra={"model_id": "tiny-llama"})
     assert a.run(request("a", p), 1.0) == (0, 1.0)
-    b = engines(model="/b/tiny", revision="x", extra=extra)
+    b = engines(model="/b/tiny", extra={"model_id": "tiny-llama"})
     assert b.run(request("b", p), 2.0) == (4 * BS, 1.0)
-    q = engines(model="/a/tiny", quantization="fp8", extra=extra)
-    assert q.run(request("c", p), 3.0) == (0, 3.0)
+    assert a.worker.layout.model == "tiny-llama"
+    with kvshare.Client(daemon.socket, a.worker.layout) as c:
+        with c.lookup(c.hash_tokens(p)) as r:
+            assert r.hits == 4
+    with pytest.raises(ValueError, match="model_id"):
+        engines(extra={"model_id": "x" * 256})
 
 
 def test_salts(engines):
