@@ -166,6 +166,7 @@ class _Clients:
         self.clients: collections.OrderedDict[tuple[Optional[str], Optional[str]],
                                               kvshare.Client] = collections.OrderedDict()
         self.down_until = 0.0
+        self.refused_logged = -interval
 
     def get(self, salt: Optional[str], adapter: Optional[str]) -> Optional[kvshare.Client]:
         key = (salt, adapter)
@@ -185,10 +186,13 @@ class _Clients:
         try:
             c = kvshare.Client(self.socket, dataclasses.replace(self.base, salt=salt,
                                                                  adapter=adapter))
-        except (kvshare.LimitError, kvshare.LayoutError):
+        except (kvshare.LimitError, kvshare.LayoutError) as e:
             # This namespace was refused (the daemon's caps): the daemon is
             # up and serves the others.
             self.counters.no_client += 1
+            if now >= self.refused_logged + self.interval:
+                self.refused_logged = now
+                logger.warning("kvshare: %s; that request misses", e)
             return None
         except kvshare.Error as e:
             self.failed(key, e)

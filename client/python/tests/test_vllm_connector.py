@@ -7,6 +7,7 @@ the way vLLM's scheduler and model runner call them, one step per request.
 
 from __future__ import annotations
 
+import time
 import types
 
 import numpy as np
@@ -282,6 +283,32 @@ def test_no_idle_client_is_a_miss(daemon):
         b.stats()  # b, idle, was the one closed
     leases[0].release()
     cl.close()
+
+
+def test_namespace_refused_is_a_miss_not_an_outage(tmp_path):
+    """The daemon refusing one connection (its --max-clients, a per-uid cap)
+    is a miss for that request; the next namespace connects as soon as there
+    is room, not after the reconnect interval of a daemon that is away."""
+    from conftest import Daemon
+
+    d = Daemon(str(tmp_path), ["--host-size", "16M", "--max-clients", "2"]).start()
+    try:
+        hogs = [kvshare.Client(d.socket), kvshare.Client(d.socket)]
+        counters = vllm_connector.Counters()
+        layout = kvshare.Layout(model="m", layers=1, kv_heads=1, head_dim=8, block_tokens=4)
+        cl = vllm_connector._Clients(d.socket, layout, 60.0, counters, 4)
+        assert cl.get("a", None) is None
+        hogs.pop().close()
+        deadline = time.monotonic() + 10
+        c = None
+        while c is None and time.monotonic() < deadline:
+            c = cl.get("b", None)  # the daemon sees the hog go in its own time
+        assert c is not None and c.stats()["clients.connected"] == 2
+        assert counters.no_client >= 1 and counters.daemon_errors == 0
+        cl.close()
+        hogs[0].close()
+    finally:
+        d.stop()
 
 
 def test_exception_in_a_publish_ends_its_lease(engines, daemon, monkeypatch):
