@@ -252,15 +252,15 @@ def _adapter(lora: Any) -> Optional[str]:
     return _named(name, _digest("lora", name, str(getattr(lora, "lora_path", "") or "")))
 
 
-def _weights(x: Any) -> Any:
+def _stable(x: Any) -> Any:
     """A config value as something that prints the same in every process (a
     callable hf_overrides by its name, not its address)."""
     if callable(x) and not isinstance(x, type):
         return f"{getattr(x, '__module__', '')}.{getattr(x, '__qualname__', repr(x))}"
     if isinstance(x, dict):
-        return {str(k): _weights(v) for k, v in sorted(x.items(), key=lambda kv: str(kv[0]))}
+        return {str(k): _stable(v) for k, v in sorted(x.items(), key=lambda kv: str(kv[0]))}
     if isinstance(x, (list, tuple)):
-        return [_weights(v) for v in x]
+        return [_stable(v) for v in x]
     return x if isinstance(x, (str, int, float, bool, type(None))) else str(x)
 
 
@@ -281,7 +281,7 @@ def _model_id(mc: Any, model_id: Optional[str]) -> str:
         if not model_id or "\0" in model_id or len(model_id.encode()) > 255:
             raise ValueError(f"model_id {model_id!r}: 1 to 255 bytes, no NUL")
         return model_id
-    factors = {f: _weights(getattr(mc, f, None)) for f in _IDENTITY}
+    factors = {f: _stable(getattr(mc, f, None)) for f in _IDENTITY}
     return _named(str(mc.model), _digest("model", json.dumps(factors, sort_keys=True)))
 
 
