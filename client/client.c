@@ -2,11 +2,12 @@
  * client.c - libkvshare: the connection to kvshared, the arena mapping and the
  * request verbs (see kvshare.h for the contract, kvs_wire.h for the format).
  *
- * One blocking AF_UNIX stream per client; each verb is one request and one
- * reply read in full before returning. Any failure that leaves the stream in
- * an unknown state (I/O error, EOF, a reply we cannot frame or trust) kills
- * the client: the socket is closed at once, so the daemon drops our leases,
- * and every later call answers KVS_E_DISCONNECTED until kvs_reconnect().
+ * One AF_UNIX stream per client; each verb is one request and one reply
+ * read in full before returning, within the client's deadline
+ * (transport.c). Any failure that leaves the stream in an unknown state (I/O
+ * error, EOF, a deadline passed, a reply we cannot frame or trust) kills the
+ * client: the socket is closed at once, so the daemon drops our leases, and
+ * every later call answers KVS_E_DISCONNECTED until kvs_reconnect().
  */
 #include <errno.h>
 #include <limits.h>
@@ -96,16 +97,17 @@ static void unmap_arena(kvs_client *c)
 	c->arena_bytes = 0;
 }
 
-/* Connect, say HELLO with the saved layout, map the arena. On failure the
+/* Connect, say HELLO with the saved layout, map the arena, ask for the fast
+ * path: one deadline for all of it (armed by attach()). On failure the
  * client is left dead and unmapped; it may be retried. */
-static int attach(kvs_client *c)
+static int attach_armed(kvs_client *c)
 {
 	const kvs_layout *l = c->has_layout ? &c->layout : NULL;
 	kvs_wire_hello_reply r;
 	uint32_t rlen = 0;
 	int afd[2] = { -1, -1 }, rc, n;
 
-	c->fd = kvs__sock_connect(c->path);
+	c->fd = kvs__sock_connect(c->path, c->deadline);
 	if (c->fd < 0) {
 		rc = c->fd;
 		c->fd = -1;
@@ -155,6 +157,14 @@ static int attach(kvs_client *c)
 	return rc;
 }
 
+static int attach(kvs_client *c)
+{
+	int armed = kvs__arm(c), rc = attach_armed(c);
+
+	kvs__disarm(c, armed);
+	return rc;
+}
+
 static int dup_name(const char *s, char **out)
 {
 	*out = NULL;
@@ -189,6 +199,12 @@ int kvs_connect(const char *socket_path, const kvs_layout *layout,
 int kvs_connect_flags(const char *socket_path, const kvs_layout *layout,
 		      uint32_t flags, kvs_client **out)
 {
+	return kvs_connect_timeout(socket_path, layout, flags, 0, out);
+}
+
+int kvs_connect_timeout(const char *socket_path, const kvs_layout *layout,
+			uint32_t flags, int timeout_ms, kvs_client **out)
+{
 	char def[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	kvs_client *c;
 	int rc;
@@ -196,6 +212,8 @@ int kvs_connect_flags(const char *socket_path, const kvs_layout *layout,
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
+	if (timeout_ms < 0)
+		return -EINVAL;
 	if (!socket_path) {
 		rc = kvs_default_socket_path(def, sizeof(def));
 		if (rc < 0)
@@ -212,6 +230,7 @@ int kvs_connect_flags(const char *socket_path, const kvs_layout *layout,
 		return -ENOMEM;
 	c->fd = -1;
 	c->flags = flags;
+	kvs_set_timeout(c, timeout_ms);
 	c->path = strdup(socket_path);
 	rc = c->path ? 0 : -ENOMEM;
 	if (rc == 0 && layout) {
@@ -245,6 +264,14 @@ int kvs_reconnect(kvs_client *c)
 	unmap_arena(c);
 	c->ns_id = 0;
 	return attach(c);
+}
+
+int kvs_set_timeout(kvs_client *c, int timeout_ms)
+{
+	if (!c || timeout_ms < 0)
+		return -EINVAL;
+	c->timeout_ms = timeout_ms ? timeout_ms : kvs__timeout_default();
+	return 0;
 }
 
 void kvs_close(kvs_client *c)
@@ -386,7 +413,7 @@ int kvs_release(kvs_client *c, kvs_lease lease)
 
 int kvs_release_nowait(kvs_client *c, kvs_lease lease)
 {
-	int rc;
+	int rc, armed;
 
 	if (!c)
 		return -EINVAL;
@@ -396,13 +423,15 @@ int kvs_release_nowait(kvs_client *c, kvs_lease lease)
 		return 0;
 	if (kvs__fast_release(c, lease, 0, &rc))
 		return 0; /* as for a daemon lease: errors are not reported */
-	if (c->unacked >= KVS_MAX_UNACKED && (rc = kvs__drain(c)) < 0)
-		return rc;
-	rc = kvs__grow(c, 8);
-	if (rc < 0)
-		return rc;
-	kvs_wire_u64_encode(lease, c->buf, c->cap);
-	rc = kvs__send(c, KVS_OP_RELEASE, 8);
+	armed = kvs__arm(c); /* one deadline for the drain and the send */
+	rc = c->unacked >= KVS_MAX_UNACKED ? kvs__drain(c) : 0;
+	if (rc == 0)
+		rc = kvs__grow(c, 8);
+	if (rc == 0) {
+		kvs_wire_u64_encode(lease, c->buf, c->cap);
+		rc = kvs__send(c, KVS_OP_RELEASE, 8);
+	}
+	kvs__disarm(c, armed);
 	if (rc < 0)
 		return rc;
 	c->unacked++;

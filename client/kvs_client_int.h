@@ -47,6 +47,9 @@ struct kvs_client {
 	uint32_t unacked;   /* kvs_release_nowait() replies still to consume */
 	struct kvs_fastpath *fast; /* fast.c: index and pins, or NULL */
 	uint32_t fast_gen;  /* fast lease ids handed out, across reconnects */
+	int timeout_ms;     /* each call's deadline (kvs_set_timeout) */
+	int64_t deadline;   /* the call in progress: CLOCK_MONOTONIC ns by which
+			     * it gives up; 0 between calls */
 };
 
 /* Release replies left unread before one is read synchronously: far below
@@ -55,12 +58,24 @@ struct kvs_client {
 
 /* ---- transport.c ---- */
 
-/* Close the socket; the client answers KVS_E_DISCONNECTED from then on. */
+/* Close the socket and drop the fast path; the client answers
+ * KVS_E_DISCONNECTED from then on. */
 void kvs__kill(kvs_client *c);
-/* Kill @c and return @err: a lost peer (EOF is 0) reads as DISCONNECTED. */
+/* Kill @c and return @err: a lost peer (EOF is 0) or a passed deadline
+ * (-ETIMEDOUT) reads as DISCONNECTED. */
 int kvs__die(kvs_client *c, int err);
+/* The deadline of a call when none is set: $KVSHARE_TIMEOUT_MS when it is a
+ * positive number of milliseconds, else KVS_TIMEOUT_DEFAULT_MS. */
+int kvs__timeout_default(void);
+/* Start the deadline of a call (now + c->timeout_ms) unless one runs
+ * already (a call of several messages armed it): 1 when this armed it.
+ * kvs__disarm(c, that) ends it. */
+int kvs__arm(kvs_client *c);
+void kvs__disarm(kvs_client *c, int armed);
 /* c->buf holds at least @n bytes. -ENOMEM. */
 int kvs__grow(kvs_client *c, size_t n);
+/* Each of these three runs under the call's deadline (armed here when
+ * none is), and past it kills @c: KVS_E_DISCONNECTED. */
 /* Send request @op with the @len bytes at c->buf. */
 int kvs__send(kvs_client *c, uint16_t op, size_t len);
 /* Consume the replies of earlier kvs_release_nowait() calls. */
@@ -70,8 +85,10 @@ int kvs__drain(kvs_client *c);
  * (NULL: closed). Returns 0, the daemon's status, or a local error. */
 int kvs__call(kvs_client *c, uint16_t op, size_t len, uint32_t *rlen,
 	      int *fd_out);
-/* A connected AF_UNIX stream socket, or KVS_E_NODAEMON / -errno. */
-int kvs__sock_connect(const char *path);
+/* A connected AF_UNIX stream socket, or KVS_E_NODAEMON, KVS_E_DISCONNECTED
+ * (@deadline, CLOCK_MONOTONIC ns, passed: the listener's backlog stayed
+ * full), -errno. */
+int kvs__sock_connect(const char *path, int64_t deadline);
 
 /* ---- fast.c: hits without a round trip (kvs_fast.h) ---- */
 

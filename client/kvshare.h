@@ -25,6 +25,11 @@
  *    after release the slot may be reused for another block at any time.
  *  - Leases die with the connection: if the process exits or the daemon goes
  *    away, every pin is dropped and every uncommitted slot is freed.
+ *  - No call waits forever: each has a deadline (kvs_set_timeout(), 5 s by
+ *    default) that covers all of it, the connect and every message of the
+ *    call included. A daemon that stops answering (stopped, stalled) is
+ *    treated as one that died: the connection is closed and the call
+ *    returns KVS_E_DISCONNECTED; kvs_reconnect() works once it answers.
  *  - Reserve always takes the whole hash chain from block 0 (as returned by
  *    kvs_hash_tokens()): the daemon links each block to its parent, and
  *    blocks that already exist are reported, not rewritten. A chain longer
@@ -50,7 +55,7 @@ extern "C" {
 #endif
 
 #define KVSHARE_VERSION_MAJOR 0
-#define KVSHARE_VERSION_MINOR 2
+#define KVSHARE_VERSION_MINOR 3 /* 3: kvs_connect_timeout, kvs_set_timeout */
 
 /* Per-block status in a reserve reply. */
 typedef enum kvs_block_status {
@@ -140,12 +145,13 @@ uint64_t kvs_layout_block_bytes(const kvs_layout *layout);
  *         layout's), KVS_E_PERM (the daemon's --allow-uid/--allow-gid lists
  *         do not name this process), KVS_E_LIMIT (the daemon serves
  *         --max-clients connections already), -EACCES (the socket's mode
- *         does not let this process connect), -ENOMEM, other -errno from
- *         socket/mmap.
+ *         does not let this process connect), KVS_E_DISCONNECTED (no
+ *         answer within the default deadline: kvs_connect_timeout()),
+ *         -ENOMEM, other -errno from socket/mmap.
  * Any failure that leaves the connection in an unknown state (I/O error, a
- * reply out of order) closes it, so the daemon drops its leases at once; every
- * later call returns KVS_E_DISCONNECTED until kvs_reconnect(). Requests have
- * no timeout: a daemon that stops answering blocks the caller.
+ * reply out of order, a deadline passed) closes it, so the daemon drops its
+ * leases at once; every later call returns KVS_E_DISCONNECTED until
+ * kvs_reconnect().
  * Ownership: *out belongs to the caller until kvs_close(). The layout's
  *            strings are copied.
  * Thread: any; the client then belongs to the calling thread.
@@ -178,6 +184,44 @@ int kvs_connect(const char *socket_path, const kvs_layout *layout,
 #define KVS_CONNECT_NO_FASTPATH 0x2u
 int kvs_connect_flags(const char *socket_path, const kvs_layout *layout,
 		      uint32_t flags, kvs_client **out);
+
+/*
+ * kvs_connect_timeout - kvs_connect_flags() with the client's deadline set
+ * before it connects (as kvs_set_timeout() sets it), so that the connect
+ * itself is bounded by it: the connect() (which waits while the daemon's
+ * listen backlog is full), the HELLO and its arena fds, the fast path's
+ * attach, all within one deadline.
+ * @timeout_ms: milliseconds, or 0 for the default (KVS_TIMEOUT_DEFAULT_MS,
+ *              or $KVSHARE_TIMEOUT_MS when that is a positive number).
+ * Errors: as kvs_connect_flags(); -EINVAL (@timeout_ms < 0);
+ *         KVS_E_DISCONNECTED (the daemon accepted nothing, or did not
+ *         answer the HELLO, within the deadline: stopped or stuck).
+ * Ownership, Thread: as kvs_connect().
+ */
+#define KVS_TIMEOUT_DEFAULT_MS 5000
+int kvs_connect_timeout(const char *socket_path, const kvs_layout *layout,
+			uint32_t flags, int timeout_ms, kvs_client **out);
+
+/*
+ * kvs_set_timeout - the deadline of each later call of @c, and of its
+ * kvs_reconnect(): a call gives up @timeout_ms after it starts, whatever
+ * it waits for (room to send, a reply, a reply's fds; every message of a
+ * call of several). Past it the connection is closed, exactly as when the
+ * daemon dies (the daemon drops its leases when it runs again; fast-path
+ * pins are dropped here), and the call returns KVS_E_DISCONNECTED. Time is
+ * CLOCK_MONOTONIC; a reply already received when the deadline passes is
+ * still taken. A request that timed out was sent, and a daemon that runs
+ * again carries it out before it sees the connection closed: a commit
+ * that returned KVS_E_DISCONNECTED so may have published its blocks (whole:
+ * they were written before the commit). Calls that the daemon answers only
+ * when slow work is done (kvs_verify() reads the whole SSD tier) need a
+ * deadline that allows it.
+ * @timeout_ms: milliseconds, or 0 for the default (KVS_TIMEOUT_DEFAULT_MS,
+ *              or $KVSHARE_TIMEOUT_MS when that is a positive number).
+ * Errors: -EINVAL (@c NULL, @timeout_ms < 0).
+ * Thread: the client's.
+ */
+int kvs_set_timeout(kvs_client *c, int timeout_ms);
 
 /*
  * kvs_gpu_info - the GPU arena this client maps, if any.
@@ -263,7 +307,8 @@ size_t kvs_hash_chain(kvs_hash seed, uint32_t block_tokens,
  * is a few stores). Anything else asks the daemon. The answer is the same
  * (see KVS_CONNECT_NO_FASTPATH); the per-client limits count socket leases,
  * and after the daemon is killed a fast lookup may still hit (the blocks
- * are intact) for up to 250 ms before KVS_E_DISCONNECTED.
+ * are intact) for up to 250 ms before KVS_E_DISCONNECTED; after it is
+ * stopped, the same, then the socket's deadline (kvs_set_timeout()).
  * Ownership: caller's arrays; the lease must be released with kvs_release().
  * Thread: the client's.
  */

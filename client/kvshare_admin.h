@@ -19,6 +19,9 @@
  *  - A watch is its own connection; events a slow watcher cannot take are
  *    dropped by the daemon (kvs_watch_dropped() counts them), never queued
  *    without bound.
+ *  - Every verb has the client's deadline (kvs_set_timeout() in kvshare.h);
+ *    kvs_verify() answers only when the SSD tier was read, so give it one
+ *    that allows it.
  *
  * Errors, as in kvshare.h: 0 or a count, or a negative number (KVS_E_* or
  * -errno); kvs_strerror() names it.
@@ -187,7 +190,10 @@ typedef struct kvs_verify_result {
  * namespace @ns, 0: all) and check each against its header and checksums.
  * A block that fails is dropped from the SSD tier (a copy in host RAM
  * stays) and counted in the daemon's tier_ssd.corrupt_blocks. The call
- * waits until every block was read: seconds per GB of SSD tier.
+ * waits until every block was read: seconds per GB of SSD tier, which the
+ * client's deadline (kvs_set_timeout(), 5 s by default) must allow, or the
+ * call returns KVS_E_DISCONNECTED and the connection is closed (which
+ * stops the verify; kvsctl verify lifts the deadline unless told one).
  * @max_failed: failures listed, at most KVS_VERIFY_FAILED_MAX.
  * @failures: set to an array of out->listed entries (free() it), or NULL
  *            when none.
@@ -221,7 +227,8 @@ typedef struct kvs_watch kvs_watch;
 
 /*
  * kvs_watch_open - a connection that receives the daemon's KV events from
- * now on.
+ * now on. Opening it (connect, HELLO, WATCH) has the default deadline of
+ * kvs_connect(); waiting for events is kvs_watch_next()'s @timeout_ms.
  * @socket_path: as kvs_connect().
  * Errors: as kvs_connect(), -ENOMEM.
  * Ownership: *out until kvs_watch_close().

@@ -1,14 +1,29 @@
 /*
  * transport.c - libkvshare's side of the socket: framing, fds, one round
- * trip (kvs_client_int.h). Any failure that leaves the stream in an unknown
- * state kills the client (see client.c).
+ * trip, deadlines (kvs_client_int.h). Any failure that leaves the stream in
+ * an unknown state kills the client (see client.c).
+ *
+ * Deadlines: a daemon that is stuck rather than dead (SIGSTOP, a long stall)
+ * keeps the socket open and never answers, so a blocking read would wait
+ * forever on the caller's thread (vLLM's scheduler, for the connector). Every
+ * call therefore has one deadline on CLOCK_MONOTONIC, armed when it starts
+ * and covering all of it: the connect, each send and each wait for a reply
+ * (fds included), and every message of a call of several (an attach). The
+ * socket stays blocking (a watch takes it over); each send and receive is
+ * MSG_DONTWAIT, and a wait is a poll() with what is left. Past the deadline
+ * the client is killed like one whose daemon died: the socket closes (so the
+ * daemon drops the leases once it runs again), and the call answers
+ * KVS_E_DISCONNECTED.
  */
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kvs_client_int.h"
@@ -20,15 +35,81 @@ void kvs__kill(kvs_client *c)
 		close(c->fd);
 	c->fd = -1;
 	c->dead = 1;
+	/* The fast path's pins counted only while the connection lived: drop
+	 * them with it, so that nothing here answers from the index again. */
+	kvs__fast_detach(c);
 }
 
-/* Kill @c and return @err: a lost peer (EOF is 0) reads as DISCONNECTED. */
+/* Kill @c and return @err: a lost peer (EOF is 0) or a deadline passed
+ * (-ETIMEDOUT) reads as DISCONNECTED. */
 int kvs__die(kvs_client *c, int err)
 {
 	kvs__kill(c);
-	if (err == -EPIPE || err == -ECONNRESET || err == 0)
+	if (err == -EPIPE || err == -ECONNRESET || err == -ETIMEDOUT || err == 0)
 		return KVS_E_DISCONNECTED;
 	return err;
+}
+
+/* ---- deadlines ---- */
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int kvs__timeout_default(void)
+{
+	const char *env = getenv("KVSHARE_TIMEOUT_MS");
+	char *end;
+	long v;
+
+	if (!env || !env[0])
+		return KVS_TIMEOUT_DEFAULT_MS;
+	errno = 0;
+	v = strtol(env, &end, 10);
+	/* A value that does not parse is ignored rather than fatal: the
+	 * library has no way to report it, and no deadline is never right. */
+	if (errno || *end || v <= 0 || v > INT_MAX)
+		return KVS_TIMEOUT_DEFAULT_MS;
+	return (int)v;
+}
+
+int kvs__arm(kvs_client *c)
+{
+	if (c->deadline)
+		return 0;
+	c->deadline = now_ns() + (int64_t)c->timeout_ms * 1000000;
+	return 1;
+}
+
+void kvs__disarm(kvs_client *c, int armed)
+{
+	if (armed)
+		c->deadline = 0;
+}
+
+/* Wait until the socket is ready for @events or the call's deadline passes
+ * (then @c dies: KVS_E_DISCONNECTED). Readiness past the deadline still
+ * counts: a reply that is there is taken. */
+static int wait_io(kvs_client *c, short events)
+{
+	for (;;) {
+		struct pollfd p = { .fd = c->fd, .events = events };
+		int64_t left = c->deadline - now_ns();
+		/* Rounded up, so that giving up means the deadline has passed. */
+		int ms = left > 0 ? (int)((left + 999999) / 1000000) : 0;
+		int rc = poll(&p, 1, ms);
+
+		if (rc > 0)
+			return 0; /* POLLHUP, POLLERR: the next call says which */
+		if (rc < 0 && errno != EINTR)
+			return kvs__die(c, -errno);
+		if (rc == 0 && left <= 0)
+			return kvs__die(c, -ETIMEDOUT);
+	}
 }
 
 int kvs__grow(kvs_client *c, size_t n)
@@ -57,12 +138,18 @@ static int send_msg(kvs_client *c, const uint8_t *hdr, const uint8_t *payload,
 	struct msghdr m = { .msg_iov = iov, .msg_iovlen = len ? 2 : 1 };
 
 	while (m.msg_iovlen > 0) {
-		ssize_t w = sendmsg(c->fd, &m, MSG_NOSIGNAL);
+		ssize_t w = sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+		int rc;
 
 		if (w < 0) {
 			if (errno == EINTR)
 				continue;
-			return kvs__die(c, -errno);
+			if (errno != EAGAIN)
+				return kvs__die(c, -errno);
+			/* The daemon is not reading: wait for room, or give up. */
+			if ((rc = wait_io(c, POLLOUT)) < 0)
+				return rc;
+			continue;
 		}
 		while (m.msg_iovlen > 0 && (size_t)w >= m.msg_iov->iov_len) {
 			w -= (ssize_t)m.msg_iov->iov_len;
@@ -138,10 +225,16 @@ static int fill(kvs_client *c, size_t n, int *fd_out)
 		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
 				    .msg_control = ctl.buf,
 				    .msg_controllen = sizeof(ctl.buf) };
-		ssize_t r = recvmsg(c->fd, &m, MSG_CMSG_CLOEXEC);
+		/* Wait first: right after a request the reply is seldom there
+		 * yet, and a poll costs less than a recvmsg that finds nothing. */
+		int rc = wait_io(c, POLLIN);
+		ssize_t r;
 
+		if (rc < 0)
+			return rc;
+		r = recvmsg(c->fd, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
 		if (r < 0) {
-			if (errno == EINTR)
+			if (errno == EINTR || errno == EAGAIN)
 				continue;
 			return kvs__die(c, -errno);
 		}
@@ -180,7 +273,7 @@ static int read_reply(kvs_client *c, uint16_t op, kvs_wire_hdr *h,
 
 /* Consume the replies of earlier kvs_release_nowait() calls. Their errors
  * are not reported (the daemon counts them in errors.lease). */
-int kvs__drain(kvs_client *c)
+static int drain(kvs_client *c)
 {
 	while (c->unacked > 0) {
 		const uint8_t *p;
@@ -194,7 +287,7 @@ int kvs__drain(kvs_client *c)
 	return 0;
 }
 
-int kvs__send(kvs_client *c, uint16_t op, size_t len)
+static int send_req(kvs_client *c, uint16_t op, size_t len)
 {
 	uint8_t hb[KVS_WIRE_HDR_SIZE];
 	kvs_wire_hdr h = { .magic = KVS_WIRE_MAGIC, .version = KVS_WIRE_VERSION,
@@ -207,6 +300,22 @@ int kvs__send(kvs_client *c, uint16_t op, size_t len)
 	return send_msg(c, hb, c->buf, len);
 }
 
+int kvs__drain(kvs_client *c)
+{
+	int armed = kvs__arm(c), rc = drain(c);
+
+	kvs__disarm(c, armed);
+	return rc;
+}
+
+int kvs__send(kvs_client *c, uint16_t op, size_t len)
+{
+	int armed = kvs__arm(c), rc = send_req(c, op, len);
+
+	kvs__disarm(c, armed);
+	return rc;
+}
+
 /*
  * One round trip. The request payload is @len bytes at c->buf; on success the
  * reply payload replaces it there and *rlen is its length. Returns 0, the
@@ -217,12 +326,13 @@ int kvs__call(kvs_client *c, uint16_t op, size_t len, uint32_t *rlen,
 {
 	const uint8_t *p;
 	kvs_wire_hdr h;
-	int rc = kvs__send(c, op, len);
+	int armed = kvs__arm(c), rc = send_req(c, op, len);
 
 	if (rc == 0)
-		rc = kvs__drain(c);
+		rc = drain(c);
 	if (rc == 0)
 		rc = read_reply(c, op, &h, &p, fd_out);
+	kvs__disarm(c, armed);
 	if (rc < 0)
 		return rc;
 	rc = kvs__grow(c, h.len);
@@ -233,7 +343,19 @@ int kvs__call(kvs_client *c, uint16_t op, size_t len, uint32_t *rlen,
 	return h.status;
 }
 
-int kvs__sock_connect(const char *path)
+/* SO_SNDTIMEO bounds an AF_UNIX connect() that waits for room in a full
+ * listen backlog (a daemon that stopped accepting); 0 would mean forever. */
+static int set_sndtimeo(int fd, int64_t ns) /* ns > 0 */
+{
+	struct timeval tv = { .tv_sec = ns / 1000000000,
+			      .tv_usec = ns % 1000000000 / 1000 };
+
+	if (tv.tv_sec == 0 && tv.tv_usec == 0)
+		tv.tv_usec = 1;
+	return setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+int kvs__sock_connect(const char *path, int64_t deadline)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int fd, err;
@@ -244,24 +366,29 @@ int kvs__sock_connect(const char *path)
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
-		return fd;
-	err = errno;
-	if (err == EINTR) {
-		/* The connect goes on in the background: wait for its end. */
-		struct pollfd p = { .fd = fd, .events = POLLOUT };
-		socklen_t sl = sizeof(err);
+	for (;;) {
+		int64_t left = deadline - now_ns();
 
-		while (poll(&p, 1, -1) < 0 && errno == EINTR)
-			;
-		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &sl) < 0)
+		/* A connect interrupted or timed out has not happened (an
+		 * AF_UNIX connect never goes on in the background): retry
+		 * with what is left. */
+		if (left <= 0) {
+			err = ETIMEDOUT;
+			break;
+		}
+		if (set_sndtimeo(fd, left) < 0) {
 			err = errno;
-		if (err == 0)
+			break;
+		}
+		/* SO_SNDTIMEO stays: every send is MSG_DONTWAIT anyway. */
+		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
 			return fd;
+		err = errno;
+		if (err != EINTR && err != EAGAIN)
+			break;
 	}
 	close(fd);
 	if (err == ENOENT || err == ECONNREFUSED)
 		return KVS_E_NODAEMON;
-	return -err;
+	return err == ETIMEDOUT ? KVS_E_DISCONNECTED : -err;
 }
-

@@ -44,24 +44,29 @@ uint64_t kvs_kv_block_bytes(const kvs_kv_cache *c, const kvs_kv_blocks *b)
 
 int kvs_kv_strides(const kvs_kv_cache *c, int64_t s[KVS_KV_STRIDES])
 {
-	int64_t row = c->head_dim, page_half = (int64_t)c->page_tokens * c->kv_heads * row;
+	int64_t row = c->head_dim, tok, page_half;
 
-	switch (c->layout) {
-	case KVS_KV_KV_INNER:
-		s[KVS_KV_STRIDE_KV] = page_half;
-		s[KVS_KV_STRIDE_PAGE] = 2 * page_half;
-		break;
-	case KVS_KV_KV_OUTER:
-		s[KVS_KV_STRIDE_KV] = (int64_t)c->num_pages * page_half;
-		s[KVS_KV_STRIDE_PAGE] = page_half;
-		break;
-	case KVS_KV_STRIDED:
+	if (c->layout == KVS_KV_STRIDED) {
 		memcpy(s, c->strides, sizeof(c->strides));
 		return 0;
-	default:
-		return -EINVAL;
 	}
-	s[KVS_KV_STRIDE_TOKEN] = (int64_t)c->kv_heads * row;
+	if (c->layout != KVS_KV_KV_INNER && c->layout != KVS_KV_KV_OUTER)
+		return -EINVAL;
+	/* Each factor is a caller's u32: the products may pass 2^63. */
+	if (__builtin_mul_overflow((int64_t)c->kv_heads, row, &tok) ||
+	    __builtin_mul_overflow(tok, (int64_t)c->page_tokens, &page_half))
+		return -EINVAL;
+	if (c->layout == KVS_KV_KV_INNER) {
+		s[KVS_KV_STRIDE_KV] = page_half;
+		if (__builtin_mul_overflow(page_half, 2, &s[KVS_KV_STRIDE_PAGE]))
+			return -EINVAL;
+	} else {
+		if (__builtin_mul_overflow((int64_t)c->num_pages, page_half,
+					   &s[KVS_KV_STRIDE_KV]))
+			return -EINVAL;
+		s[KVS_KV_STRIDE_PAGE] = page_half;
+	}
+	s[KVS_KV_STRIDE_TOKEN] = tok;
 	s[KVS_KV_STRIDE_HEAD] = row;
 	return 0;
 }
@@ -246,15 +251,14 @@ static void par_get(const uint8_t *p, float *scale, float *zero)
 	memcpy(zero, p + 4, 4);
 }
 
-/* The span of x[0], x[step], ... (n values), NaNs ignored; 0, 0 if none. */
+/* The span of the finite values of x[0], x[step], ... (n values); 0, 0 if
+ * none. */
 static void span(const float *x, uint32_t n, size_t step, float *lo, float *hi)
 {
 	float a = INFINITY, b = -INFINITY;
 
-	for (uint32_t k = 0; k < n; k++) {
-		a = fminf(a, x[k * step]);
-		b = fmaxf(b, x[k * step]);
-	}
+	for (uint32_t k = 0; k < n; k++)
+		kvs_span_add(x[k * step], &a, &b);
 	if (a > b)
 		a = b = 0.0f;
 	*lo = a;
@@ -305,8 +309,8 @@ static void scatter_head(struct qgeom *g, uint8_t *blk, uint32_t i,
 			kvs_affine_params(lo, hi, g->qmax, g->sign, &scale, &zero, &inv);
 			par_put(blk + kvs_kv_fmt_kpar(f, l, gi, h, d), scale, zero);
 			for (uint32_t t = t0; t < t0 + n; t++) {
-				float y = kvs_affine_apply(g->buf[(size_t)t * D + d],
-							   scale, zero, inv);
+				float y = kvs_affine_y(g->buf[(size_t)t * D + d], scale,
+						       zero, inv, g->qmax, g->sign);
 
 				if (g->omap[d] >= 0) {
 					uint16_t y16 = kvs_f32_to_f16(y);
@@ -335,8 +339,8 @@ static void scatter_head(struct qgeom *g, uint8_t *blk, uint32_t i,
 			kvs_affine_params(lo, hi, g->qmax, g->sign, &scale, &zero, &inv);
 			par_put(blk + kvs_kv_fmt_vpar(f, l, t, h, c), scale, zero);
 			for (uint32_t e = e0; e < e0 + n; e++)
-				code_put(g, row, e, code_of(g, kvs_affine_apply(
-								  g->buf[e], scale, zero, inv)));
+				code_put(g, row, e, code_of(g, kvs_affine_y(
+						g->buf[e], scale, zero, inv, g->qmax, g->sign)));
 		}
 	}
 }
@@ -403,10 +407,11 @@ static int kv_copy_quant(const kvs_kv_cache *c, const kvs_kv_blocks *b,
 	g.sign = b->dtype == KVS_DTYPE_FP8_E4M3;
 	g.qmax = g.sign ? KVS_E4M3_QMAX :
 		 b->dtype == KVS_DTYPE_INT4 ? KVS_INT4_QMAX : KVS_UINT8_QMAX;
-	g.buf = malloc((size_t)b->block_tokens * c->head_dim * sizeof(float));
-	g.lo = malloc((size_t)c->head_dim * sizeof(float));
-	g.hi = malloc((size_t)c->head_dim * sizeof(float));
-	g.omap = malloc((size_t)c->head_dim * sizeof(int32_t));
+	/* calloc checks the products: a client's layout sets the factors. */
+	g.buf = calloc((size_t)b->block_tokens * c->head_dim, sizeof(float));
+	g.lo = calloc(c->head_dim, sizeof(float));
+	g.hi = calloc(c->head_dim, sizeof(float));
+	g.omap = calloc(c->head_dim, sizeof(int32_t));
 	if (!g.buf || !g.lo || !g.hi || !g.omap)
 		rc = -ENOMEM;
 	for (uint32_t i = 0; rc == 0 && i < b->count; i++) {

@@ -14,7 +14,8 @@
  * bytes of K's rows per token group, then V's (token, channel group)
  * pairs; a gather takes (K|V, token, channel) triples, consecutive threads
  * on consecutive channels. Every value is rounded as kvs_numeric.h says,
- * so the results match the twin bit for bit.
+ * infinities and NaNs included (kvs_span_add, kvs_affine_y, one NaN per
+ * format), so the results match the twin bit for bit.
  * The grid strides over units.
  */
 #include <errno.h>
@@ -308,12 +309,8 @@ static __device__ void quant_scatter(const qgeom &g, uint64_t i, uint32_t l,
 	for (uint32_t d = threadIdx.x; d < D; d += THREADS) {
 		float lo = inf, hi = -inf;
 
-		for (uint32_t t = 0; t < bt; t++) {
-			float x = elem_load<WD>(qrow(g, base, i, 0, t, h), d);
-
-			lo = fminf(lo, x);
-			hi = fmaxf(hi, x);
-		}
+		for (uint32_t t = 0; t < bt; t++)
+			kvs_span_add(elem_load<WD>(qrow(g, base, i, 0, t, h), d), &lo, &hi);
 		if (lo > hi)
 			lo = hi = 0.0f;
 		s_lo[d] = lo;
@@ -346,12 +343,9 @@ static __device__ void quant_scatter(const qgeom &g, uint64_t i, uint32_t l,
 				uint32_t d = c * cpb + k;
 				float lo = inf, hi = -inf;
 
-				for (uint32_t t = t0; t < t0 + n; t++) {
-					float x = elem_load<WD>(qrow(g, base, i, 0, t, h), d);
-
-					lo = fminf(lo, x);
-					hi = fmaxf(hi, x);
-				}
+				for (uint32_t t = t0; t < t0 + n; t++)
+					kvs_span_add(elem_load<WD>(qrow(g, base, i, 0, t, h), d),
+						     &lo, &hi);
 				if (lo > hi)
 					lo = hi = 0.0f;
 				kvs_affine_params(lo, hi, g.qmax, g.sign, &sc[k], &ze[k], &inv[k]);
@@ -363,8 +357,8 @@ static __device__ void quant_scatter(const qgeom &g, uint64_t i, uint32_t l,
 
 				for (uint32_t k = 0; k < cpb && c * cpb + k < D; k++) {
 					uint32_t d = c * cpb + k;
-					float y = kvs_affine_apply(elem_load<WD>(wr, d), sc[k],
-								   ze[k], inv[k]);
+					float y = kvs_affine_y(elem_load<WD>(wr, d), sc[k],
+							       ze[k], inv[k], g.qmax, g.sign);
 
 					if (s_omap[d] >= 0)
 						u16_store(blk + kvs_kv_fmt_oval(&f, l, h, (uint32_t)s_omap[d], t),
@@ -378,19 +372,15 @@ static __device__ void quant_scatter(const qgeom &g, uint64_t i, uint32_t l,
 	}
 	/* V: one thread per (token, channel group); groups start on even
 	 * channels, so a thread owns its bytes. */
-	for (uint32_t u = threadIdx.x; u < bt * f.vcg; u += THREADS) {
-		uint32_t t = u / f.vcg, c = u % f.vcg;
+	for (uint64_t u = threadIdx.x; u < (uint64_t)bt * f.vcg; u += THREADS) {
+		uint32_t t = (uint32_t)(u / f.vcg), c = (uint32_t)(u % f.vcg);
 		uint32_t e0 = c * f.vgroup, n = min(f.vgroup, D - e0);
 		const uint8_t *wr = qrow(g, base, i, 1, t, h);
 		uint8_t *row = blk + kvs_kv_fmt_row(&f, l, 1, t, h);
 		float lo = inf, hi = -inf, sc, ze, inv;
 
-		for (uint32_t e = e0; e < e0 + n; e++) {
-			float x = elem_load<WD>(wr, e);
-
-			lo = fminf(lo, x);
-			hi = fmaxf(hi, x);
-		}
+		for (uint32_t e = e0; e < e0 + n; e++)
+			kvs_span_add(elem_load<WD>(wr, e), &lo, &hi);
 		if (lo > hi)
 			lo = hi = 0.0f;
 		kvs_affine_params(lo, hi, g.qmax, g.sign, &sc, &ze, &inv);
@@ -399,8 +389,9 @@ static __device__ void quant_scatter(const qgeom &g, uint64_t i, uint32_t l,
 			uint32_t byte = 0;
 
 			for (uint32_t k = 0; k < cpb && e + k < e0 + n; k++)
-				byte |= (uint32_t)qcode(g, kvs_affine_apply(
-						elem_load<WD>(wr, e + k), sc, ze, inv)) << (4 * k);
+				byte |= (uint32_t)qcode(g, kvs_affine_y(
+						elem_load<WD>(wr, e + k), sc, ze, inv, g.qmax,
+						g.sign)) << (4 * k);
 			row[e / cpb] = (uint8_t)byte;
 		}
 	}

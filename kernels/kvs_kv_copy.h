@@ -15,13 +15,12 @@
  *                    layout [num_pages][kv_heads][2][page_tokens][head_dim]
  *                    and the HND layouts are such layouts)
  *   element type fp16, bf16 or fp32.
- * Cache block (what kvs_layout_block_bytes() sizes):
- *   data   [layers][2 (K, V)][block_tokens][kv_heads][head_dim] of the stored
- *          dtype, then, for INT8 and FP8_E4M3 only,
- *   scales [layers][2][block_tokens][kv_heads] fp32, one per row of head_dim
- *          values, right after the data (no padding).
- * Stored dtype: the worker's own (a plain copy, bit exact) or INT8 / FP8_E4M3
- * with a per-row fp32 scale (kvs_numeric.h gives the exact rounding rules).
+ * Cache block (what kvs_layout_block_bytes() sizes): kvs_kv_format.h.
+ * Stored dtype: the worker's own (a plain copy, bit exact: infinities and
+ * NaNs, payloads included, come back as they were) or INT8 / FP8_E4M3 /
+ * INT4 in groups with an fp32 scale and zero point each (kvs_numeric.h gives
+ * the exact rounding rules, and what becomes of infinities and NaNs: no
+ * value changes how the others of its group are stored).
  *
  * A call copies the layers [layer_first, layer_first + layer_count) of each
  * block (layer_count 0: every layer), so that a worker can move layer l
@@ -109,7 +108,7 @@ uint64_t kvs_kv_block_bytes(const kvs_kv_cache *cache,
 
 /*
  * kvs_kv_strides - the strides (elements) of @cache's layout, for any layout.
- * Returns 0, or -EINVAL for an unknown layout.
+ * Returns 0, or -EINVAL for an unknown layout or a stride past INT64_MAX.
  * Thread: any.
  */
 int kvs_kv_strides(const kvs_kv_cache *cache, int64_t out[KVS_KV_STRIDES]);

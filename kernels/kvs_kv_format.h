@@ -25,8 +25,9 @@
  * kvs_affine_params, kvs_affine_code*), and read back as fma(y', scale,
  * zero) where y' is the code's value: the integer code, the e4m3 value, or,
  * for the nout outlier channels of K, y itself rounded to fp16 (their
- * integer code bytes are 0). All multi-byte fields are little-endian and
- * may be unaligned.
+ * integer code bytes are 0). A group's scale and zero count its finite
+ * values only; what infinities and NaNs are stored as is kvs_affine_y's
+ * rule. All multi-byte fields are little-endian and may be unaligned.
  *
  *            kgroup          vgroup          nout
  *   INT8     block_tokens    head_dim        ceil(head_dim / 32)
@@ -42,6 +43,7 @@
 #ifndef KVS_KV_FORMAT_H
 #define KVS_KV_FORMAT_H
 
+#include <errno.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -84,65 +86,74 @@ typedef struct kvs_kv_format {
 	uint64_t data, kpar, vpar, oidx, oval, total;
 } kvs_kv_format;
 
-/* x += a * b, 0 on overflow. */
-static inline int kvs_kv_fmt_madd(uint64_t *x, uint64_t a, uint64_t b)
+/* *x = a * b * c; 0 if that overflows 64 bits. */
+static inline int kvs_kv_fmt_mul(uint64_t *x, uint64_t a, uint64_t b, uint64_t c)
 {
-	if (a && b > (UINT64_MAX - *x) / a)
-		return 0;
-	*x += a * b;
-	return 1;
+	return !__builtin_mul_overflow(a, b, x) && !__builtin_mul_overflow(*x, c, x);
+}
+
+/* *x += a * b * c; 0 if the product or the sum overflows 64 bits. */
+static inline int kvs_kv_fmt_add(uint64_t *x, uint64_t a, uint64_t b, uint64_t c)
+{
+	uint64_t p;
+
+	return kvs_kv_fmt_mul(&p, a, b, c) && !__builtin_add_overflow(*x, p, x);
 }
 
 /*
  * kvs_kv_format_init - the layout of a block of these shapes.
- * Returns 0, or -1 for a zero size, an unknown dtype or a size that
- * overflows 2^63.
+ * The shapes come from a client (a HELLO's layout, a worker's cache), up to
+ * 2^32 - 1 each: every product and sum is checked, so a size is either
+ * exact or refused, never wrapped around to a small one.
+ * Returns 0; -EINVAL for a zero size or an unknown dtype; -EOVERFLOW for a
+ * row past UINT32_MAX bytes or a block past INT64_MAX.
  */
 static inline int kvs_kv_format_init(kvs_kv_format *f, uint32_t layers,
 				     uint32_t bt, uint32_t H, uint32_t D,
 				     kvs_dtype d)
 {
-	uint64_t rows, x = 0;
+	uint64_t rows, lh, n, x = 0;
 	uint32_t esz;
 
 	memset(f, 0, sizeof(*f));
 	f->layers = layers, f->bt = bt, f->H = H, f->D = D, f->dtype = d;
 	if (!layers || !bt || !H || !D || !kvs_kv_scheme(d))
-		return -1;
+		return -EINVAL;
 	f->quant = kvs_kv_scheme(d) == 2;
 	esz = d == KVS_DTYPE_FP32 ? 4 : d == KVS_DTYPE_FP16 || d == KVS_DTYPE_BF16 ? 2 : 1;
-	f->row_bytes = d == KVS_DTYPE_INT4 ? D / 2 + D % 2 : 0;
-	if (d != KVS_DTYPE_INT4 && D > UINT32_MAX / esz)
-		return -1;
-	if (d != KVS_DTYPE_INT4)
-		f->row_bytes = D * esz;
+	if (d == KVS_DTYPE_INT4)
+		f->row_bytes = D / 2 + D % 2;
+	else if (__builtin_mul_overflow(D, esz, &f->row_bytes))
+		return -EOVERFLOW;
 	f->kgroup = d == KVS_DTYPE_INT4 && bt > 32 ? 32 : bt;
 	f->ktg = bt / f->kgroup + (bt % f->kgroup != 0);
 	f->vgroup = d == KVS_DTYPE_INT4 && D > 32 ? 32 : D;
 	f->vcg = D / f->vgroup + (D % f->vgroup != 0);
 	f->nout = f->quant ? D / 32 + (D % 32 != 0) : 0;
-	rows = 0; /* layers * 2 * bt * H */
-	if (!kvs_kv_fmt_madd(&rows, (uint64_t)layers * 2, bt) || rows > UINT64_MAX / H)
-		return -1;
-	rows *= H;
+	/* rows = layers * 2 * bt * H, lh = layers * H: counts of rows and of
+	 * (layer, head) pairs; then each field, added to x, its end. */
+	if (!kvs_kv_fmt_mul(&rows, layers, 2, bt) ||
+	    !kvs_kv_fmt_mul(&rows, rows, H, 1) ||
+	    !kvs_kv_fmt_mul(&lh, layers, H, 1))
+		return -EOVERFLOW;
 	f->data = 0;
-	if (!kvs_kv_fmt_madd(&x, rows, f->row_bytes))
-		return -1;
+	if (!kvs_kv_fmt_add(&x, rows, f->row_bytes, 1))
+		return -EOVERFLOW;
 	f->kpar = x;
-	if (f->quant && !kvs_kv_fmt_madd(&x, (uint64_t)layers * f->ktg,
-					 (uint64_t)H * D * 8))
-		return -1;
+	if (f->quant && (!kvs_kv_fmt_mul(&n, lh, f->ktg, D) ||
+			 !kvs_kv_fmt_add(&x, n, 8, 1)))
+		return -EOVERFLOW;
 	f->vpar = x;
-	if (f->quant && !kvs_kv_fmt_madd(&x, rows / 2, (uint64_t)f->vcg * 8))
-		return -1;
+	if (f->quant && !kvs_kv_fmt_add(&x, rows / 2, f->vcg, 8))
+		return -EOVERFLOW;
 	f->oidx = x;
-	if (!kvs_kv_fmt_madd(&x, (uint64_t)layers * H, (uint64_t)f->nout * 2))
-		return -1;
+	if (!kvs_kv_fmt_add(&x, lh, f->nout, 2))
+		return -EOVERFLOW;
 	f->oval = x;
-	if (!kvs_kv_fmt_madd(&x, (uint64_t)layers * H * f->nout, (uint64_t)bt * 2))
-		return -1;
+	if (!kvs_kv_fmt_mul(&n, lh, f->nout, 1) || !kvs_kv_fmt_add(&x, n, bt, 2))
+		return -EOVERFLOW;
 	if (x > INT64_MAX)
-		return -1;
+		return -EOVERFLOW;
 	f->total = x;
 	return 0;
 }

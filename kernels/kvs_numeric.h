@@ -2,25 +2,21 @@
  * kvs_numeric.h - element formats of kvshare's kernels, shared by the C twins
  * and the CUDA kernels so that both round the same way, bit for bit:
  *
- *   fp16   IEEE binary16; from fp32 round-to-nearest-even, overflow to inf.
- *   bf16   top half of an fp32; from fp32 round-to-nearest-even, NaN kept.
+ *   fp16   IEEE binary16; from fp32 round-to-nearest-even, overflow to inf,
+ *          any NaN to 0x7e00.
+ *   bf16   top half of an fp32; from fp32 round-to-nearest-even, any NaN
+ *          to 0x7fc0.
  *   e4m3   OCP FP8 E4M3 ("e4m3fn": no infinities, 0x7f/0xff are NaN,
  *          largest finite 448); from fp32 round-to-nearest-even, saturating
- *          to +-448 (inf too); NaN becomes 0x7f, as cvt.satfinite does.
- *   int8   symmetric, -127..127 (never -128) (row quantization below);
- *          unsigned 0..255 in group quantization.
- *   int4   unsigned 0..15, group quantization only.
- *
- * Row quantization (one row = one (layer, K|V, token, head), head_dim values):
- *   absmax = max |x| (NaNs ignored)      scale = absmax / QMAX
- *   y = x * (QMAX / absmax), or x / scale when QMAX / absmax overflows
- *   int8: q = rint(clamp(y, -127, 127))   e4m3: q = e4m3(y)
- *   dequantized value = float(q) * scale, then rounded to the worker's type.
- * QMAX is 127 for int8 and 448 for e4m3. A row of zeros (or one whose scale
- * underflows to 0) stores q = 0 and scale 0.
+ *          to +-448 (inf too); any NaN to 0x7f.
+ *   int8   unsigned 0..255 (group quantization).
+ *   int4   unsigned 0..15 (group quantization).
+ * One NaN per format, on the host and the device alike (their hardware
+ * keeps different payloads and signs): the quiet NaNs torch writes.
  *
  * Group quantization (scheme 2, the block format of kvs_kv_format.h): a
- * group of values spanning [lo, hi] (NaNs ignored) stores
+ * group whose finite values span [lo, hi] (infinities and NaNs ignored;
+ * 0, 0 when it has none) stores
  *   unsigned codes (INT8 qmax 255, INT4 qmax 15):
  *     zero = lo, scale = hi / qmax - lo / qmax,
  *     q = rint(clamp((x - zero) * (1 / scale), 0, qmax))
@@ -28,10 +24,16 @@
  *   worse for e4m3, whose precision is relative):
  *     zero = 0, scale = max(-lo, hi) / 448, q = e4m3((x - zero) * (1 / scale))
  * ((x - zero) / scale where 1 / scale overflows; scale 0 stores code 0), and
- * reads back fma(value of q, scale, zero), every step one IEEE fp32
- * operation rounded to nearest even, in this order: the kernels and the
- * twins agree bit for bit (the kernels use the _rn intrinsics so that nvcc
- * cannot contract them; the twins are built with -ffp-contract=off).
+ * reads back fma(value of q, scale, zero) (a NaN read back is 0x7fc00000).
+ * Non-finite x (kvs_affine_y): +inf is stored as the top code (qmax) and
+ * -inf as the bottom one (0, or -448 for e4m3), read back as the group's
+ * finite extremes; NaN as a NaN code where the codes have one (e4m3, and
+ * fp16 outlier codes of e4m3 blocks), else (unsigned codes) as the group's
+ * value nearest 0. So no value changes how its neighbours are stored.
+ * Every step is one IEEE fp32 operation rounded to nearest even, in this
+ * order: the kernels and the twins agree bit for bit (the kernels use the
+ * _rn intrinsics so that nvcc cannot contract them; the twins are built
+ * with -ffp-contract=off).
  *
  * Host code gets portable C; device code (nvcc, __CUDA_ARCH__) uses the
  * hardware conversions, which round the same way.
@@ -55,7 +57,6 @@
 #define KVS_HD static inline
 #endif
 
-#define KVS_INT8_QMAX 127.0f
 #define KVS_E4M3_QMAX 448.0f
 
 KVS_HD uint32_t kvs_f32_bits(float f)
@@ -79,13 +80,15 @@ KVS_HD float kvs_f32_from_bits(uint32_t u)
 KVS_HD uint16_t kvs_f32_to_f16(float f)
 {
 #ifdef __CUDA_ARCH__
+	if (f != f)
+		return 0x7e00u; /* the hardware's NaN is 0x7fff */
 	return __half_as_ushort(__float2half_rn(f));
 #else
 	uint32_t x = kvs_f32_bits(f), sign = (x >> 16) & 0x8000u, r;
 
 	x &= 0x7fffffffu;
 	if (x > 0x7f800000u)
-		return (uint16_t)(sign | 0x7e00u); /* NaN */
+		return 0x7e00u; /* NaN */
 	if (x >= 0x477ff000u)
 		return (uint16_t)(sign | 0x7c00u); /* >= 65520 rounds to inf */
 	if (x < 0x38800000u) {
@@ -123,12 +126,14 @@ KVS_HD float kvs_f16_to_f32(uint16_t h)
 KVS_HD uint16_t kvs_f32_to_bf16(float f)
 {
 #ifdef __CUDA_ARCH__
+	if (f != f)
+		return 0x7fc0u; /* the hardware's NaN is 0x7fff */
 	return __bfloat16_as_ushort(__float2bfloat16_rn(f));
 #else
 	uint32_t x = kvs_f32_bits(f);
 
 	if ((x & 0x7fffffffu) > 0x7f800000u)
-		return (uint16_t)((x >> 16) | 0x40u); /* quiet NaN */
+		return 0x7fc0u; /* NaN */
 	x += 0x7fffu + ((x >> 16) & 1u);
 	return (uint16_t)(x >> 16);
 #endif
@@ -144,6 +149,8 @@ KVS_HD float kvs_bf16_to_f32(uint16_t b)
 KVS_HD uint8_t kvs_f32_to_e4m3(float f)
 {
 #ifdef __CUDA_ARCH__
+	if (f != f)
+		return 0x7f; /* whatever its sign */
 	return (uint8_t)__nv_cvt_float_to_fp8(f, __NV_SATFINITE, __NV_E4M3);
 #else
 	uint32_t sign = (kvs_f32_bits(f) >> 24) & 0x80u;
@@ -177,29 +184,6 @@ KVS_HD float kvs_e4m3_to_f32(uint8_t b)
 	else
 		v = kvs_f32_from_bits(((e + 120u) << 23) | (m << 20));
 	return (b & 0x80u) ? -v : v;
-}
-
-/* ---- row quantization ---- */
-
-/* The per-row scale and the factor that maps x to the quantized range. */
-KVS_HD void kvs_quant_params(float absmax, float qmax, float *scale,
-				    float *inv)
-{
-	*scale = absmax / qmax;
-	*inv = *scale > 0.0f ? qmax / absmax : 0.0f;
-}
-
-KVS_HD float kvs_quant_apply(float x, float scale, float inv)
-{
-	if (inv <= FLT_MAX)
-		return x * inv;
-	return x / scale; /* absmax so small that qmax / absmax overflows */
-}
-
-KVS_HD int8_t kvs_quant_int8(float y)
-{
-	/* fmaxf/fminf drop a NaN, so no NaN ever reaches the conversion. */
-	return (int8_t)(int)rintf(fminf(fmaxf(y, -KVS_INT8_QMAX), KVS_INT8_QMAX));
 }
 
 /* ---- group quantization (scheme 2) ---- */
@@ -253,6 +237,24 @@ KVS_HD float kvs_fma(float a, float b, float c)
 #endif
 }
 
+/* Whether x is a number (not an infinity, not a NaN): a bit test, the same
+ * on the host and the device. */
+KVS_HD int kvs_finite(float x)
+{
+	return (kvs_f32_bits(x) & 0x7f800000u) != 0x7f800000u;
+}
+
+/* Widen a group's span [*lo, *hi] (start at +inf, -inf) by x when x is
+ * finite: one non-finite value must not decide how its neighbours are
+ * stored (a single inf would make the scale inf and every code NaN). */
+KVS_HD void kvs_span_add(float x, float *lo, float *hi)
+{
+	if (kvs_finite(x)) {
+		*lo = fminf(*lo, x);
+		*hi = fmaxf(*hi, x);
+	}
+}
+
 /* Scale, zero point and 1/scale of a group spanning [lo, hi]; @sign: signed
  * codes (e4m3, symmetric), else unsigned ones. Callers pass lo = hi = 0 for a group
  * with no number in it. */
@@ -279,16 +281,49 @@ KVS_HD float kvs_affine_apply(float x, float scale, float zero, float inv)
 	return kvs_fdiv(d, scale); /* scale so small that 1 / scale overflows */
 }
 
+/*
+ * kvs_affine_y - x of a group in code units, inside the codes' range
+ * [bot, qmax] (bot = -qmax for signed codes, else 0), for a code or an fp16
+ * outlier code: +inf is qmax, -inf bot (the group's finite extremes); NaN
+ * stays NaN for signed codes (e4m3 has a NaN, and so has fp16), and for
+ * unsigned ones (no NaN code) is where 0 lies, clamped: the group's value
+ * nearest 0. The clamp also keeps a finite x whose x - zero overflows, or
+ * rounds past qmax, inside the range.
+ */
+KVS_HD float kvs_affine_y(float x, float scale, float zero, float inv,
+				 float qmax, int sign)
+{
+	float bot = sign ? -qmax : 0.0f, y;
+
+	if (x != x) {
+		if (sign)
+			return x;
+		x = 0.0f;
+	} else if (!kvs_finite(x)) {
+		return x > 0.0f ? qmax : bot;
+	}
+	y = kvs_affine_apply(x, scale, zero, inv);
+	/* Comparisons, not fminf/fmaxf: a -0 stays -0 on every device. */
+	if (y > qmax)
+		return qmax;
+	if (y < bot)
+		return bot;
+	return y;
+}
+
 /* An unsigned code 0..qmax (a NaN gives 0). */
 KVS_HD uint8_t kvs_affine_code(float y, float qmax)
 {
 	return (uint8_t)(int)rintf(fminf(fmaxf(y, 0.0f), qmax));
 }
 
-/* A code's value back in the group's range. */
+/* A code's value back in the group's range; a NaN code gives 0x7fc00000
+ * (the device's fma and the host's keep different NaNs). */
 KVS_HD float kvs_affine_value(float v, float scale, float zero)
 {
-	return kvs_fma(v, scale, zero);
+	float r = kvs_fma(v, scale, zero);
+
+	return r != r ? kvs_f32_from_bits(0x7fc00000u) : r;
 }
 
 #endif /* KVS_NUMERIC_H */

@@ -60,6 +60,7 @@ int kvs_cache_create(const kvs_cache_config *cfg, kvs_counters *stats,
 	c->stats = stats;
 	c->max_leases = cfg->max_leases;
 	c->max_pinned = cfg->max_pinned;
+	c->max_ns_per_uid = cfg->max_ns_per_uid;
 	c->free_lease = NONE;
 	c->free_ps = NONE;
 	c->evict_kind = KVS_EVENT_EVICTED;

@@ -19,6 +19,7 @@
 #include "kvs_arena.h"
 #include "kvs_cache.h"
 #include "kvs_cache_admin.h"
+#include "kvs_log.h"
 #include "kvs_policy.h"
 #include "kvs_slab.h"
 #include "kvs_table.h"
@@ -50,6 +51,8 @@ typedef struct ns {
 	uint32_t cls;     /* slot class in its domain's allocator */
 	uint32_t dom;     /* trust domain: index in kvs_cache.doms */
 	uint32_t tcls[KVS_TIER_MAX]; /* class in each slot tier, or NO_CLASS */
+	uint32_t creator; /* the uid whose attach made it (charged == 1) */
+	int charged;      /* 0: restored by a tier, no uid's */
 } ns;
 
 /* A trust domain (DESIGN.md: "an arena is a trust domain"): one host arena
@@ -129,6 +132,8 @@ struct kvs_cache {
 	int leaf_only;        /* the policy evicts leaves only */
 	ns *nss;              /* namespace id i+1 is nss[i] */
 	uint32_t nns;
+	uint32_t max_ns_per_uid; /* 0: no limit */
+	kvs_ratelimit rl_ns;  /* its refusals' log line */
 	/* Tiers other than host (kvs_tier.h), by kvs_tier value; stores[]
 	 * lists the store tiers top down (demotion tries them in order). */
 	kvs_tier_mod *tier[KVS_TIER_MAX];

@@ -1,10 +1,12 @@
 /* cache_ns.c - trust domains and namespaces (see cache_int.h). */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cache_int.h"
@@ -110,6 +112,33 @@ int cache_ns_check(const kvs_ns_desc *d, uint64_t *bytes)
 		return KVS_E_LAYOUT;
 	*bytes = kvs_layout_block_bytes(&l);
 	return *bytes ? 0 : KVS_E_LAYOUT;
+}
+
+/* Whether @uid may create one more namespace (--max-namespaces-per-uid).
+ * O(namespaces), as cache_ns_find() that precedes it; the cap keeps both
+ * short. Counted and logged (once a second) when it may not. */
+static int ns_room_for(kvs_cache *c, uint32_t uid)
+{
+	struct timespec ts;
+	uint32_t n = 0;
+	uint64_t held;
+
+	if (!c->max_ns_per_uid)
+		return 1;
+	for (uint32_t i = 0; i < c->nns; i++)
+		n += c->nss[i].charged && c->nss[i].creator == uid;
+	if (n < c->max_ns_per_uid)
+		return 1;
+	c->stats->namespaces_refused++;
+	c->stats->errors_limit++;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	if (kvs_ratelimit_ok(&c->rl_ns, (uint64_t)ts.tv_sec * 1000u +
+				       (uint64_t)ts.tv_nsec / 1000000u,
+			     1000, &held))
+		kvs_warn("refusing a new namespace for uid %u: it made %u "
+			 "(--max-namespaces-per-uid; %" PRIu64 " refusals not "
+			 "logged since the last line)", uid, n, held);
+	return 0;
 }
 
 /* The id of domain @d's namespace for @desc, or 0. */
@@ -255,12 +284,18 @@ int kvs_cache_attach(kvs_cache *c, kvs_owner *o, const kvs_ns_desc *desc,
 		return KVS_E_ATTACHED;
 	}
 	if (!id) {
+		/* One namespace per distinct salt: an API user that picks
+		 * salts must not make them without bound. */
+		if (!ns_room_for(c, o->uid))
+			return KVS_E_LIMIT;
 		rc = cache_ns_create(c, desc, d, NULL, &id);
 		if (rc < 0) {
 			if (rc == KVS_E_LAYOUT)
 				c->stats->errors_layout++;
 			return rc;
 		}
+		cache_ns(c, id)->creator = o->uid;
+		cache_ns(c, id)->charged = 1;
 	}
 	if (!o->ns) {
 		o->ns = id;

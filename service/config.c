@@ -64,7 +64,19 @@ const struct setting config_settings[] = {
 	{ .name = "max-clients", .arg = "N", .type = T_U32,
 	  FIELD(uint32_t, max_clients), .min = 1, .def = "1024",
 	  .why = "must be a number >= 1",
-	  .help = "connections served at once (default {})" },
+	  .help = "connections served at once, lowered at start to\n"
+		  "what the fd limit allows (default {})" },
+	{ .name = "max-clients-per-uid", .arg = "N", .type = T_U32,
+	  FIELD(uint32_t, max_clients_per_uid), .unset = "auto",
+	  .why = "must be a number (0: auto)",
+	  .help = "connections one peer uid may hold at once; 0 or\n"
+		  "unset: auto, all of --max-clients on a private\n"
+		  "socket (mode 0600, no --allow-uid/gid), else half" },
+	{ .name = "max-namespaces-per-uid", .arg = "N", .type = T_U32,
+	  FIELD(uint32_t, max_ns_per_uid), .min = 1, .def = "256",
+	  .why = "must be a number >= 1",
+	  .help = "namespaces (layouts x salts) one peer uid may\n"
+		  "create; one more is refused (default {})" },
 	{ .name = "max-leases", .arg = "N", .type = T_U32,
 	  FIELD(uint32_t, max_leases), .min = 1, .def = "4096",
 	  .why = "must be a number >= 1",

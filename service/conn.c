@@ -436,6 +436,7 @@ void conn_close(conn *c, const char *why)
 		s->nrefusing--;
 	} else {
 		s->nconns--;
+		server_conn_gone(s, c->uid);
 		s->stats.clients_disconnected++;
 	}
 	free(c);
@@ -458,6 +459,7 @@ conn *conn_open(kvs_server *s, int fd, int refuse, uint32_t uid)
 	c->refuse = refuse;
 	c->pending_fd2 = -1;
 	c->id = ++s->next_id;
+	c->uid = uid;
 	c->owner = kvs_cache_owner_new(s->cache);
 	if (c->owner) {
 		kvs_cache_owner_set_done(c->owner, command_lookup_done, c);

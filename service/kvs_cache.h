@@ -48,6 +48,9 @@ typedef struct kvs_cache_config {
 	 * kvs_cache_owner_set_uid), made on its first attach, at most N. */
 	uint32_t max_tenants;
 	uint64_t tenant_bytes;
+	/* Namespaces one peer uid may create (an attach that would make one
+	 * more gets KVS_E_LIMIT); 0: no limit. */
+	uint32_t max_ns_per_uid;
 } kvs_cache_config;
 
 /* A namespace as kvs_cache_ns_foreach() shows it. */
@@ -144,8 +147,9 @@ void kvs_cache_owner_free(kvs_cache *c, kvs_owner *o);
  * layout and salt attached from two uids are two namespaces.
  * Errors: KVS_E_LAYOUT (a zero or out-of-range field, a block that does not
  * fit the arena), KVS_E_ATTACHED (already bound to another namespace),
- * KVS_E_LIMIT (the owner's uid has no domain and max_tenants exist),
- * -ENOMEM.
+ * KVS_E_LIMIT (the owner's uid has no domain and max_tenants exist, or
+ * the namespace is new and the uid made max_ns_per_uid of them already:
+ * counted in namespaces.refused), -ENOMEM.
  */
 int kvs_cache_attach(kvs_cache *c, kvs_owner *o, const kvs_ns_desc *d,
 		     int maps_slots, uint32_t *ns_id, uint64_t *block_bytes);

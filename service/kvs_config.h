@@ -31,7 +31,9 @@ typedef struct kvs_config {
 	uint32_t page_bytes;    /* slot allocator page */
 	enum kvs_log_level log_level;
 	int ready_fd;           /* -1: none */
-	uint32_t max_clients;
+	uint32_t max_clients;   /* clamped at start to what the fd limit allows */
+	uint32_t max_clients_per_uid; /* 0: auto (see --help) */
+	uint32_t max_ns_per_uid; /* namespaces one uid may create */
 	uint32_t max_leases;    /* per client */
 	uint32_t max_pinned_blocks; /* per client: pins of all its leases */
 	uint64_t max_outbuf;    /* per-client reply backlog before disconnect */

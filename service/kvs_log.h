@@ -45,6 +45,31 @@ void kvs_log_flush(int timeout_ms);
 void kvs_log(enum kvs_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/*
+ * A line whose cause repeats at a client's pace (a refusal, a full fd table)
+ * is written at most once per interval: kvs_ratelimit_ok() says whether to
+ * write it now, and *held how many were held back since the last one, to be
+ * said in it. One kvs_ratelimit per kind of line, zeroed to start.
+ * Thread: the owner's (the daemon's loop).
+ */
+typedef struct kvs_ratelimit {
+	uint64_t next_ms; /* monotonic ms before which lines are held */
+	uint64_t held;
+} kvs_ratelimit;
+
+static inline int kvs_ratelimit_ok(kvs_ratelimit *r, uint64_t now_ms,
+				   uint32_t interval_ms, uint64_t *held)
+{
+	if (r->next_ms && now_ms < r->next_ms) {
+		r->held++;
+		return 0;
+	}
+	*held = r->held;
+	r->held = 0;
+	r->next_ms = now_ms + interval_ms;
+	return 1;
+}
+
 #define kvs_err(...) kvs_log(KVS_LOG_ERROR, __VA_ARGS__)
 #define kvs_warn(...) kvs_log(KVS_LOG_WARN, __VA_ARGS__)
 #define kvs_info(...) kvs_log(KVS_LOG_INFO, __VA_ARGS__)

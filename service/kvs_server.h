@@ -21,6 +21,9 @@ typedef struct kvs_server kvs_server;
 
 /*
  * kvs_server_create - everything up to listen(): arena, cache, socket.
+ * Raises the process's soft RLIMIT_NOFILE to its hard limit first, and once
+ * the tiers, socket and metrics are open serves at most as many clients as
+ * the fds left allow (its copy of @cfg's max_clients is lowered, logged).
  * Errors: KVS_E_DAEMON_RUNNING (a live daemon owns the socket),
  * KVS_E_CONFIG (the path exists and is not a socket), -errno, -ENOMEM.
  * Logs the reason of any failure.

@@ -20,11 +20,16 @@
 	X(server, rss_anon_bytes, GAUGE, "daemon private resident memory")    \
 	X(server, log_dropped, GAUGE, "log lines dropped: stderr not keeping up")\
 	X(server, metrics_port, GAUGE, "TCP port of /metrics, 0 when off")    \
+	X(server, fd_limit, GAUGE, "file descriptors the daemon may open (RLIMIT_NOFILE)")\
 	X(clients, connected, GAUGE, "connections open now")                  \
 	X(clients, attached, GAUGE, "connections attached to a namespace")    \
 	X(clients, accepted, COUNTER, "connections accepted")                 \
 	X(clients, refused, COUNTER, "connections refused (--max-clients)")   \
 	X(clients, refused_perm, COUNTER, "connections refused (uid/gid)")   \
+	X(clients, refused_uid, COUNTER, "connections refused (--max-clients-per-uid)")\
+	X(clients, max, GAUGE, "connections served at most (--max-clients, clamped to the fd limit)")\
+	X(clients, max_per_uid, GAUGE, "connections served at most per uid")  \
+	X(clients, accept_paused, COUNTER, "listener paused: out of file descriptors")\
 	X(clients, timeout_partial, COUNTER, "closed: partial message too long")\
 	X(clients, timeout_unread, COUNTER, "closed: replies left unread")    \
 	X(clients, disconnected, COUNTER, "connections closed")               \
@@ -157,6 +162,7 @@
 	X(events, published, COUNTER, "events sent to subscribers")           \
 	X(events, dropped, COUNTER, "events dropped: a subscriber's buffer was full") \
 	X(namespaces, count, GAUGE, "namespaces known")                       \
+	X(namespaces, refused, COUNTER, "attaches refused: --max-namespaces-per-uid")\
 	X(tenants, domains, GAUGE, "host arenas made, one per uid (--tenant-arenas uid; 0: off)") \
 	X(table, records, GAUGE, "block records in use")                      \
 	X(table, ghosts, GAUGE, "records of evicted parents kept for children")\

@@ -11,9 +11,16 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <event2/http.h>
+#include <event2/listener.h>
+#include <event2/util.h>
 
 #include "kvs_log.h"
 #include "kvshare.h"
+
+/* An accept() that finds no fd pauses the listener this long: libevent's
+ * listener is level-triggered, and without an error callback it logs and
+ * retries at once, at 100% CPU, for as long as the scrape waits. */
+#define PAUSE_MS 200
 
 struct kvs_metrics {
 	struct evhttp *http;
@@ -22,6 +29,27 @@ struct kvs_metrics {
 	void *arg;
 	int port;
 };
+
+static void on_resume(evutil_socket_t fd, short what, void *arg)
+{
+	evconnlistener_enable(arg);
+}
+
+/* The callback's argument is evhttp's, not ours: the pause is a one-shot
+ * event on the listener itself (the loop ends before the listener is
+ * freed, and event_base_free() drops a pending one). The control socket's
+ * listener logs the episode; this one says it at debug level only. */
+static void on_accept_error(struct evconnlistener *l, void *arg)
+{
+	struct timeval tv = { 0, PAUSE_MS * 1000 };
+
+	kvs_debug("metrics: accept: %s: pausing %d ms",
+		  strerror(EVUTIL_SOCKET_ERROR()), PAUSE_MS);
+	evconnlistener_disable(l);
+	if (event_base_once(evconnlistener_get_base(l), -1, EV_TIMEOUT,
+			    on_resume, l, &tv) < 0)
+		evconnlistener_enable(l); /* no memory for the pause: retry */
+}
 
 static void on_request(struct evhttp_request *req, void *arg)
 {
@@ -113,6 +141,8 @@ int kvs_metrics_start(struct event_base *base, const char *addr,
 		free(m);
 		return rc;
 	}
+	evconnlistener_set_error_cb(evhttp_bound_socket_get_listener(m->sock),
+				    on_accept_error);
 	m->port = port;
 	if (getsockname(evhttp_bound_socket_get_fd(m->sock), (struct sockaddr *)&ss,
 			&sl) == 0) {

@@ -8,10 +8,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -24,6 +27,22 @@
 /* Refused peers are kept only until their first message is answered; more
  * than this many at once are closed without an answer. */
 #define REFUSING_MAX 64
+/* What one served connection costs in fds: its socket, and the pin area's
+ * memfd that the fast path keeps open while it is attached. */
+#define FDS_PER_CLIENT 2
+/* Fds kept out of --max-clients' share, besides those open once the server
+ * is set up: what opens later (metrics scrapes, a remote node's reconnect,
+ * LMDB's readers) and refused peers waiting for their answer; and per trust
+ * domain made later, its arena's memfd and its fast-path index's. */
+#define FDS_SLACK 32
+#define FDS_PER_DOMAIN 2
+/* accept() that finds no fd left pauses the listener this long, doubling
+ * while it lasts: libevent's listener is level-triggered, and the pending
+ * connection would wake the loop again at once. */
+#define ACCEPT_PAUSE_MIN_MS 100
+#define ACCEPT_PAUSE_MAX_MS 1000
+/* Refusal and pause lines at most once a second each. */
+#define LOG_EVERY_MS 1000
 /* Supplementary groups of a peer looked at by --allow-gid. */
 #define PEER_GROUPS_MAX 256
 #ifndef SO_PEERGROUPS
@@ -58,6 +77,135 @@ static int peer_allowed(const kvs_server *s, int fd, const struct ucred *cr)
 	return 0;
 }
 
+/* ---- connections per uid ------------------------------------------------ */
+
+static struct uid_conns *uid_slot(kvs_server *s, uint32_t uid)
+{
+	uint32_t i = (uid * 2654435761u) & s->uids_mask;
+
+	while (s->uids[i].n && s->uids[i].uid != uid)
+		i = (i + 1) & s->uids_mask;
+	return &s->uids[i];
+}
+
+/* The table has twice as many slots as --max-clients allows connections,
+ * so there is always an empty slot to end a probe. */
+static uint32_t uid_count(kvs_server *s, uint32_t uid)
+{
+	return uid_slot(s, uid)->n;
+}
+
+static void uid_add(kvs_server *s, uint32_t uid)
+{
+	struct uid_conns *u = uid_slot(s, uid);
+
+	u->uid = uid;
+	u->n++;
+}
+
+void server_conn_gone(kvs_server *s, uint32_t uid)
+{
+	struct uid_conns *u = uid_slot(s, uid);
+	uint32_t i, j, home;
+
+	if (!u->n || --u->n)
+		return;
+	/* Backward-shift deletion: pull later entries of the run into the
+	 * hole when their home slot is at or before it. */
+	i = (uint32_t)(u - s->uids);
+	for (j = (i + 1) & s->uids_mask; s->uids[j].n; j = (j + 1) & s->uids_mask) {
+		home = (s->uids[j].uid * 2654435761u) & s->uids_mask;
+		if (((j - home) & s->uids_mask) >= ((j - i) & s->uids_mask)) {
+			s->uids[i] = s->uids[j];
+			s->uids[j].n = 0;
+			i = j;
+		}
+	}
+}
+
+/* ---- accepting ------------------------------------------------------------ */
+
+static void on_accept(evutil_socket_t lfd, short what, void *arg);
+
+static void on_accept_resume(evutil_socket_t fd, short what, void *arg)
+{
+	kvs_server *s = arg;
+
+	event_add(s->listen_ev, NULL);
+}
+
+/* accept() found no fd (or no memory) for the connection waiting: stop
+ * listening for a while instead of being woken for it again at once. One
+ * line per episode, and at most one a second. */
+static void accept_pause(kvs_server *s, int err)
+{
+	struct timeval tv;
+	uint64_t held;
+
+	s->stats.clients_accept_paused++;
+	s->accept_pauses++;
+	if (!s->accept_backoff_ms) {
+		s->accept_backoff_ms = ACCEPT_PAUSE_MIN_MS;
+		if (kvs_ratelimit_ok(&s->rl_accept, now_ms(), LOG_EVERY_MS, &held))
+			kvs_warn("accept: %s: not accepting for %u ms, up to %u "
+				 "while it lasts (fd limit %" PRIu64 ", %u clients, "
+				 "%u refused waiting; %" PRIu64 " such lines held)",
+				 strerror(err), s->accept_backoff_ms,
+				 ACCEPT_PAUSE_MAX_MS, s->fd_limit, s->nconns,
+				 s->nrefusing, held);
+	} else if (s->accept_backoff_ms < ACCEPT_PAUSE_MAX_MS) {
+		s->accept_backoff_ms *= 2;
+		if (s->accept_backoff_ms > ACCEPT_PAUSE_MAX_MS)
+			s->accept_backoff_ms = ACCEPT_PAUSE_MAX_MS;
+	}
+	tv.tv_sec = s->accept_backoff_ms / 1000;
+	tv.tv_usec = (suseconds_t)(s->accept_backoff_ms % 1000) * 1000;
+	event_del(s->listen_ev);
+	evtimer_add(s->accept_ev, &tv);
+}
+
+/* An accept() that did not run out: the episode, if any, is over. */
+static void accept_resumed(kvs_server *s)
+{
+	if (!s->accept_backoff_ms)
+		return;
+	kvs_info("accepting again after %" PRIu64 " pause%s", s->accept_pauses,
+		 s->accept_pauses == 1 ? "" : "s");
+	s->accept_backoff_ms = 0;
+	s->accept_pauses = 0;
+}
+
+/* Whether a peer of @uid is refused a connection (0: served), counted. */
+static int refusal(kvs_server *s, int fd, const struct ucred *cr)
+{
+	const char *why;
+	uint64_t held;
+	int refuse;
+
+	if (!peer_allowed(s, fd, cr)) {
+		refuse = KVS_E_PERM;
+		s->stats.clients_refused_perm++;
+		why = "not in --allow-uid/--allow-gid";
+	} else if (s->nconns >= s->cfg.max_clients) {
+		refuse = KVS_E_LIMIT;
+		s->stats.clients_refused++;
+		why = "--max-clients connected";
+	} else if (uid_count(s, (uint32_t)cr->uid) >= s->max_per_uid) {
+		refuse = KVS_E_LIMIT;
+		s->stats.clients_refused_uid++;
+		why = "--max-clients-per-uid connected from its uid";
+	} else {
+		return 0;
+	}
+	if (kvs_ratelimit_ok(&s->rl_refuse, now_ms(), LOG_EVERY_MS, &held))
+		kvs_warn("refusing a client (pid %d uid %u gid %u): %s (%u "
+			 "clients, %u of its uid; %" PRIu64 " refusals not "
+			 "logged since the last line)", (int)cr->pid,
+			 (unsigned)cr->uid, (unsigned)cr->gid, why, s->nconns,
+			 uid_count(s, (uint32_t)cr->uid), held);
+	return refuse;
+}
+
 static void on_accept(evutil_socket_t lfd, short what, void *arg)
 {
 	kvs_server *s = arg;
@@ -68,25 +216,19 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 	int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 	if (fd < 0) {
-		if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+		if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+		    errno == ENOMEM)
+			accept_pause(s, errno);
+		else if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED)
+			accept_resumed(s);
+		else
 			kvs_warn("accept: %s", strerror(errno));
 		return;
 	}
+	accept_resumed(s);
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0)
 		kvs_warn("SO_PEERCRED: %s", strerror(errno)); /* uid -1: no list has it */
-	if (!peer_allowed(s, fd, &cr)) {
-		refuse = KVS_E_PERM;
-		s->stats.clients_refused_perm++;
-		kvs_warn("refusing a client (pid %d uid %u gid %u): not in "
-			 "--allow-uid/--allow-gid", (int)cr.pid, (unsigned)cr.uid,
-			 (unsigned)cr.gid);
-	} else if (s->nconns >= s->cfg.max_clients) {
-		refuse = KVS_E_LIMIT;
-		s->stats.clients_refused++;
-		kvs_warn("refusing a client (pid %d uid %u): %u clients "
-			 "connected (--max-clients)", (int)cr.pid,
-			 (unsigned)cr.uid, s->nconns);
-	}
+	refuse = refusal(s, fd, &cr);
 	if (refuse && s->nrefusing >= REFUSING_MAX) {
 		/* A flood of refused peers gets no answer, rather than memory. */
 		close(fd);
@@ -98,8 +240,111 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 		close(fd);
 		return;
 	}
+	if (!refuse)
+		uid_add(s, (uint32_t)cr.uid);
 	kvs_debug("client %" PRIu64 ": connected (pid %d uid %u gid %u)", c->id,
 		  (int)cr.pid, (unsigned)cr.uid, (unsigned)cr.gid);
+}
+
+/* ---- file descriptors -------------------------------------------------- */
+
+/* Raise the soft RLIMIT_NOFILE to the hard one (each served client costs
+ * FDS_PER_CLIENT fds, and 1024 is a common soft default). Returns the
+ * limit in effect. */
+static uint64_t nofile_raise(void)
+{
+	struct rlimit rl;
+	rlim_t want;
+	FILE *f;
+	unsigned long long nr_open = 0;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return 1024;
+	want = rl.rlim_max;
+	/* An infinite hard limit is still bounded by the kernel's nr_open. */
+	if (want == RLIM_INFINITY && (f = fopen("/proc/sys/fs/nr_open", "r"))) {
+		if (fscanf(f, "%llu", &nr_open) == 1 && nr_open)
+			want = (rlim_t)nr_open;
+		fclose(f);
+	}
+	if (want == RLIM_INFINITY)
+		want = 1u << 20;
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur >= want)
+		return rl.rlim_cur;
+	if (rl.rlim_cur == RLIM_INFINITY)
+		return want;
+	rl.rlim_cur = want;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
+		kvs_warn("file descriptors: cannot raise the soft limit to %llu: "
+			 "%s", (unsigned long long)want, strerror(errno));
+		getrlimit(RLIMIT_NOFILE, &rl);
+		return rl.rlim_cur;
+	}
+	kvs_info("file descriptors: soft limit raised to %llu (the hard limit)",
+		 (unsigned long long)want);
+	return want;
+}
+
+/* Fds this process has open now. */
+static uint64_t fds_open(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	uint64_t n = 0;
+	struct dirent *e;
+
+	if (!d)
+		return 64; /* no /proc: a guess for the tiers' */
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n - 1; /* the directory's own */
+}
+
+/* Lower --max-clients to what the fd limit leaves once the tiers, the
+ * listener and the log are open, and settle --max-clients-per-uid. */
+static int fds_budget(kvs_server *s)
+{
+	kvs_config *cfg = &s->cfg;
+	/* Domain 0's arena is open already (its index is made later); tenant
+	 * domains are made on their first attach. */
+	uint64_t later = FDS_SLACK + (cfg->tenant_arenas
+			? (uint64_t)FDS_PER_DOMAIN * cfg->max_tenants : 1);
+	uint64_t open = fds_open(), keep = open + later, room;
+	uint32_t want = cfg->max_clients, slots;
+	int private_socket;
+
+	room = s->fd_limit > keep ? (s->fd_limit - keep) / FDS_PER_CLIENT : 0;
+	if (room < 1)
+		room = 1;
+	if (cfg->max_clients > room) {
+		cfg->max_clients = (uint32_t)room;
+		kvs_warn("--max-clients %u lowered to %u: the fd limit is %" PRIu64
+			 ", %" PRIu64 " are open and %" PRIu64 " kept for files "
+			 "opened later, %u per client", want, cfg->max_clients,
+			 s->fd_limit, open, later, FDS_PER_CLIENT);
+	}
+	/* A private socket admits one uid (and root): a cap per uid would
+	 * only lower --max-clients. A shared one keeps half for the others. */
+	private_socket = !(cfg->socket_mode & 0077) && !cfg->n_allow_uid &&
+			 !cfg->n_allow_gid;
+	s->max_per_uid = cfg->max_clients_per_uid;
+	if (!s->max_per_uid)
+		s->max_per_uid = private_socket || cfg->max_clients < 2
+					 ? cfg->max_clients : cfg->max_clients / 2;
+	if (s->max_per_uid > cfg->max_clients)
+		s->max_per_uid = cfg->max_clients;
+	for (slots = 4; slots < 2ull * cfg->max_clients; slots *= 2)
+		;
+	s->uids = calloc(slots, sizeof(*s->uids));
+	if (!s->uids)
+		return -ENOMEM;
+	s->uids_mask = slots - 1;
+	s->stats.clients_max = cfg->max_clients;
+	s->stats.clients_max_per_uid = s->max_per_uid;
+	s->stats.server_fd_limit = (int64_t)s->fd_limit;
+	kvs_info("clients: at most %u, %u per uid (fd limit %" PRIu64 ")",
+		 cfg->max_clients, s->max_per_uid, s->fd_limit);
+	return 0;
 }
 
 /* ---- socket and life cycle -------------------------------------------- */
@@ -248,7 +493,8 @@ int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 				.max_leases = cfg->max_leases,
 				.max_pinned = cfg->max_pinned_blocks,
 				.max_tenants = cfg->tenant_arenas ? cfg->max_tenants : 0,
-				.tenant_bytes = kvs_config_tenant_bytes(cfg) };
+				.tenant_bytes = kvs_config_tenant_bytes(cfg),
+				.max_ns_per_uid = cfg->max_ns_per_uid };
 	kvs_admin_config ac = { .max_pinned_share = cfg->max_pinned_share,
 				.watch_buffer = cfg->watch_buffer };
 	kvs_server *s = calloc(1, sizeof(*s));
@@ -259,6 +505,7 @@ int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 	s->cfg = *cfg;
 	s->listen_fd = -1;
 	s->uid = geteuid();
+	s->fd_limit = nofile_raise();
 	clock_gettime(CLOCK_MONOTONIC, &s->started);
 	s->blocks = malloc(KVS_MAX_HASHES * sizeof(kvs_block));
 	s->reply = malloc(KVS_WIRE_MAX_PAYLOAD);
@@ -288,9 +535,10 @@ int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 	s->listen_fd = rc;
 	s->listen_ev = event_new(s->base, s->listen_fd, EV_READ | EV_PERSIST,
 				 on_accept, s);
+	s->accept_ev = evtimer_new(s->base, on_accept_resume, s);
 	s->sigint_ev = evsignal_new(s->base, SIGINT, on_signal, s);
 	s->sigterm_ev = evsignal_new(s->base, SIGTERM, on_signal, s);
-	if (!s->listen_ev || !s->sigint_ev || !s->sigterm_ev) {
+	if (!s->listen_ev || !s->accept_ev || !s->sigint_ev || !s->sigterm_ev) {
 		rc = -ENOMEM;
 		goto fail;
 	}
@@ -306,6 +554,9 @@ int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 			goto fail;
 		}
 	}
+	rc = fds_budget(s);
+	if (rc < 0)
+		goto fail;
 	*out = s;
 	return 0;
 fail:
@@ -341,6 +592,8 @@ void kvs_server_destroy(kvs_server *s)
 		conn_close(s->conns, NULL);
 	if (s->listen_ev)
 		event_free(s->listen_ev);
+	if (s->accept_ev)
+		event_free(s->accept_ev);
 	if (s->sigint_ev)
 		event_free(s->sigint_ev);
 	if (s->sigterm_ev)
@@ -362,5 +615,6 @@ void kvs_server_destroy(kvs_server *s)
 		event_base_free(s->base);
 	free(s->blocks);
 	free(s->reply);
+	free(s->uids);
 	free(s);
 }

@@ -22,6 +22,7 @@
 #include "kvs_cache.h"
 #include "kvs_fastidx.h"
 #include "kvs_hist.h"
+#include "kvs_log.h"
 #include "kvs_metrics.h"
 #include "kvs_server.h"
 #include "kvs_stats.h"
@@ -54,6 +55,19 @@ struct kvs_server {
 	uint32_t nrefusing; /* waiting for their first message to be refused */
 	uint64_t next_id;   /* connection ids, for the log */
 	uid_t uid;          /* the daemon's own: always allowed */
+	/* File descriptors (server.c): RLIMIT_NOFILE after the raise at
+	 * start, and the listener's pause while accept() finds none. */
+	uint64_t fd_limit;
+	struct event *accept_ev;    /* re-arms the listener after a pause */
+	uint32_t accept_backoff_ms; /* the pause now; 0: accepting */
+	uint64_t accept_pauses;     /* pauses of this episode */
+	kvs_ratelimit rl_accept, rl_refuse; /* their log lines */
+	/* Served connections per peer uid (--max-clients-per-uid): open
+	 * addressing on uid, n 0 an empty slot; mask + 1 slots, at least
+	 * twice --max-clients. */
+	struct uid_conns { uint32_t uid, n; } *uids;
+	uint32_t uids_mask;
+	uint32_t max_per_uid;
 	/* Scratch for one reply at a time: the loop handles one request at once. */
 	kvs_block *blocks;
 	uint8_t *reply;
@@ -80,6 +94,7 @@ struct conn {
 	kvs_admin_sub *sub; /* watching events, or NULL */
 	uint32_t ns;
 	uint64_t id;
+	uint32_t uid;    /* the peer's (SO_PEERCRED), UINT32_MAX unknown */
 	int refuse;      /* 0, or the status that answers its first message */
 	struct event *tev;   /* --client-timeout */
 	/* Monotonic ms since which the connection has held an incomplete
@@ -119,6 +134,12 @@ void conn_reply(conn *c, const kvs_wire_hdr *req, int status,
 		const uint8_t *payload, size_t len);
 /* conn_reply_error - conn_reply() an error, counted and logged (debug). */
 void conn_reply_error(conn *c, const kvs_wire_hdr *req, int err);
+
+/* ---- server.c ---- */
+
+/* server_conn_gone - a served (not refused) connection of @uid closed: one
+ * fewer for --max-clients-per-uid. */
+void server_conn_gone(kvs_server *s, uint32_t uid);
 
 /* ---- command.c ---- */
 

@@ -1,6 +1,7 @@
 /* arena.c - memfd host arena (see kvs_arena.h). */
 #define _GNU_SOURCE
 #include "kvs_arena.h"
+#include "kvs_memfd.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -26,16 +27,12 @@ int kvs_arena_create(const char *name, uint64_t bytes, kvs_arena **out)
 	a = calloc(1, sizeof(*a));
 	if (!a)
 		return -ENOMEM;
-	/* MFD_CLOEXEC: the fd reaches clients only by SCM_RIGHTS, never by exec. */
-	a->fd = memfd_create(name, MFD_CLOEXEC);
+	/* Sealed: the clients it is handed to cannot shrink it under us. */
+	a->fd = kvs_memfd_sealed(name, size);
 	if (a->fd < 0) {
-		err = -errno;
+		err = a->fd;
 		free(a);
 		return err;
-	}
-	if (ftruncate(a->fd, (off_t)size) < 0) {
-		err = -errno;
-		goto fail;
 	}
 	a->base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd, 0);
 	if (a->base == MAP_FAILED) {

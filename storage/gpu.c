@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "kvs_gpu_driver.h"
+#include "kvs_memfd.h"
 
 /* The twin rounds like a device with 2 MiB granularity (what current NVIDIA
  * GPUs report), so size handling is exercised the same way. */
@@ -302,15 +303,12 @@ int kvs_gpu_arena_create(kvs_gpu *g, uint64_t bytes, kvs_gpu_arena **out)
 	a->fd = -1;
 	a->bytes = (bytes + g->gran - 1) / g->gran * g->gran;
 	if (g->kind == KVS_GPU_FAKE) {
-		/* MFD_CLOEXEC: the fd reaches clients only by SCM_RIGHTS. */
-		a->fd = memfd_create("kvshare-gpu-fake", MFD_CLOEXEC);
-		if (a->fd < 0) {
-			rc = -errno;
-		} else if (ftruncate(a->fd, (off_t)a->bytes) < 0) {
-			rc = -errno;
-		} else {
+		/* Sealed as the host arena is: the daemon copies out of it
+		 * (demotion), so no client may shrink it. */
+		rc = kvs_memfd_sealed("kvshare-gpu-fake", a->bytes);
+		a->fd = rc < 0 ? -1 : rc;
+		if (rc >= 0)
 			rc = fake_map(a, a->fd);
-		}
 	} else {
 		kvs_CUmemAllocationProp prop = dev_prop(g);
 		kvs_CUresult r;

@@ -4,9 +4,11 @@
  *
  * The arena is sized exactly as asked (rounded up to the system page size
  * only): no power-of-two rounding. Its pages are touched lazily, so the
- * daemon's resident memory grows with what is written.
+ * daemon's resident memory grows with what is written. The memfd is sealed
+ * against shrink and grow (kvs_memfd.h): whoever receives the fd can write
+ * every byte but never change its size under the daemon's mapping.
  *
- * Errors: 0 on success, -errno from memfd_create/ftruncate/mmap.
+ * Errors: 0 on success, -errno from memfd_create/ftruncate/fcntl/mmap.
  * Thread: create and destroy from one thread; the mapping itself is plain
  * shared memory.
  */

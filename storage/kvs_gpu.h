@@ -12,9 +12,12 @@
  *    the creating process (cuMemAddressReserve, cuMemMap, cuMemSetAccess).
  *    Import = cuMemImportFromShareableHandle + the same mapping steps.
  *  - KVS_GPU_FAKE: a "fake device" for tests on machines with no GPU: the
- *    arena is a memfd mapped MAP_SHARED, the fd is exported as is, and
- *    "device pointers" are host addresses. Same rounding (2 MiB granularity),
- *    same checks, same ownership rules.
+ *    arena is a memfd mapped MAP_SHARED and sealed against shrink and grow
+ *    (kvs_memfd.h: the daemon copies out of it, so no importer may truncate
+ *    it), the fd is exported as is, and "device pointers" are host
+ *    addresses. Same rounding (2 MiB granularity), same checks, same
+ *    ownership rules. The CUDA engine's exported fd is a driver handle, not
+ *    a file: it has no size to change and nothing to seal.
  *
  * Addresses: kvs_gpu_arena_base() is a device address (CUdeviceptr) in this
  * process for CUDA, a host address for the twin. Anything shared between

@@ -1,8 +1,11 @@
 /*
  * cli.c - the command dispatch of kvsctl and kvsbench (contract in cli.h).
  */
+#include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -53,11 +56,30 @@ static int take_globals(const char *prog, int argc, char **argv,
 	return out;
 }
 
+/* --timeout MS: the deadline of every call of the command's clients, given
+ * to the library the way any process can give it (KVSHARE_TIMEOUT_MS), so
+ * that no command needs to know of it. */
+static int set_timeout(const char *prog, const char *ms)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(ms, &end, 10);
+	if (errno || end == ms || *end || v <= 0 || v > INT_MAX) {
+		fprintf(stderr, "%s: bad --timeout '%s' (milliseconds > 0)\n", prog,
+			ms);
+		return -1;
+	}
+	return setenv("KVSHARE_TIMEOUT_MS", ms, 1);
+}
+
 int cli_main(const char *prog, const struct cli_cmd *cmds, size_t n,
 	     void (*usage)(void), int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "socket", required_argument, NULL, 's' },
+		{ "timeout", required_argument, NULL, 't' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -69,6 +91,10 @@ int cli_main(const char *prog, const struct cli_cmd *cmds, size_t n,
 		switch (o) {
 		case 's':
 			sock = optarg;
+			break;
+		case 't':
+			if (set_timeout(prog, optarg) < 0)
+				return 2;
 			break;
 		case 'h':
 			usage();

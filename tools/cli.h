@@ -23,8 +23,10 @@ struct cli_cmd {
 void cli_list(const struct cli_cmd *cmds, size_t n, int width);
 
 /*
- * cli_main - parse --socket and --help up to the command, then run the
- * command of @cmds named by the next argument (getopt restarted on its argv).
+ * cli_main - parse --socket, --timeout and --help up to the command, then run
+ * the command of @cmds named by the next argument (getopt restarted on its
+ * argv). --timeout MS (before the command only) sets $KVSHARE_TIMEOUT_MS,
+ * the deadline of every library call the command makes.
  * A --socket (-s) after the command, before any "--", is taken out of the
  * command's argv and counts as if given before it; --help after the command
  * is the command's own.

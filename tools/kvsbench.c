@@ -46,10 +46,12 @@ static const struct cli_cmd cmds[] = {
 static void usage(void)
 {
 	fprintf(stderr,
-		"usage: kvsbench [--socket PATH] COMMAND [OPTIONS]\n"
+		"usage: kvsbench [--socket PATH] [--timeout MS] COMMAND [OPTIONS]\n"
 		"\n"
 		"options:\n"
 		"  -s, --socket PATH  the daemon's socket (default: the daemon's)\n"
+		"  --timeout MS       each library call's deadline (default:\n"
+		"                     $KVSHARE_TIMEOUT_MS, else 5000)\n"
 		"  -h, --help         this help; COMMAND --help for a command's\n"
 		"--socket may also follow COMMAND, among its options.\n"
 		"\n"

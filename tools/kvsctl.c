@@ -47,10 +47,14 @@ static void usage(void)
 	if (kvs_default_socket_path(def, sizeof(def)) < 0)
 		strcpy(def, "$XDG_RUNTIME_DIR/kvshare/kvshared.sock");
 	fprintf(stderr,
-		"usage: kvsctl [--socket PATH] COMMAND [OPTIONS]\n"
+		"usage: kvsctl [--socket PATH] [--timeout MS] COMMAND [OPTIONS]\n"
 		"\n"
 		"options:\n"
 		"  -s, --socket PATH  the daemon's socket (default: %s)\n"
+		"  --timeout MS       each request's deadline: a daemon that does not\n"
+		"                     answer in time (stopped, stuck) fails the command\n"
+		"                     (default: $KVSHARE_TIMEOUT_MS, else 5000; verify:\n"
+		"                     none unless set)\n"
 		"  -h, --help         this help; COMMAND --help for a command's\n"
 		"--socket may also follow COMMAND, among its options.\n"
 		"\n"

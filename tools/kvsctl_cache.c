@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -409,7 +410,8 @@ static void verify_usage(void)
 		"              [--json]\n"
 		"  read back every block of the SSD tier and check it against its header\n"
 		"  and checksums; a block that fails is dropped from the SSD tier (a copy\n"
-		"  in host RAM stays). Waits until every block was read.\n"
+		"  in host RAM stays). Waits until every block was read (no deadline\n"
+		"  unless kvsctl --timeout or $KVSHARE_TIMEOUT_MS sets one).\n"
 		"  -n, --namespace N   only the blocks of namespace N\n"
 		"  -k, --max-failed K  list at most K failures (default %d, at most %d);\n"
 		"                      all are counted\n"
@@ -462,6 +464,10 @@ int kvsctl_verify(const char *sock, int argc, char **argv)
 		return 2;
 	if ((rc = kvs_connect(sock, NULL, &c)) < 0)
 		return kvsctl_fail("connect", rc);
+	/* The daemon answers when it has read every SSD block (seconds per GB):
+	 * no deadline for that, unless the operator set one. */
+	if (!getenv("KVSHARE_TIMEOUT_MS"))
+		kvs_set_timeout(c, INT_MAX);
 	rc = kvs_verify(c, ns, max_failed, &res, &f);
 	kvs_close(c);
 	if (rc < 0)

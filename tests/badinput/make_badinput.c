@@ -328,6 +328,30 @@ static void hellos(void)
 		out(bad[i].name, "attach none\nreply %d %d\nthen open\ncount layout 1\n",
 		    KVS_OP_HELLO, KVS_E_LAYOUT);
 	}
+	/* Sizes whose products overflow (kvs_kv_format_init checks each):
+	 * heads x dim = 2^32 overflows 32 bits (the block, 40 GiB, fits no
+	 * arena); K's parameters, 8 x heads x dim, wrap 64 bits to 0. */
+	static const struct {
+		const char *name;
+		uint32_t heads, dim;
+		kvs_dtype dtype;
+	} big[] = {
+		{ "layout-overflow-32", 1u << 16, 1u << 16, KVS_DTYPE_INT8 },
+		{ "layout-overflow-64", 1u << 30, 1u << 31, KVS_DTYPE_INT8 },
+		{ "layout-overflow-64-int4", 1u << 31, 1u << 30, KVS_DTYPE_INT4 },
+	};
+	for (size_t i = 0; i < sizeof(big) / sizeof(big[0]); i++) {
+		o = l;
+		o.layers = 1;
+		o.block_tokens = 1;
+		o.kv_heads = big[i].heads;
+		o.head_dim = big[i].dim;
+		o.dtype = big[i].dtype;
+		n = hello(p, &o);
+		msg(KVS_OP_HELLO, 50 + i, p, n);
+		out(big[i].name, "attach none\nreply %d %d\nthen open\ncount layout 1\n",
+		    KVS_OP_HELLO, KVS_E_LAYOUT);
+	}
 	/* A second HELLO with another layout: ATTACHED, still attached. */
 	o = l;
 	o.layers = 3;

@@ -7,7 +7,8 @@
  *     dtype x layout, several shapes (vector and scalar paths, unaligned
  *     scales), scrambled pages and slots: the whole arena and the whole
  *     worker cache must equal the C twin's, byte for byte (canaries
- *     included: nothing outside the jobs is written).
+ *     included: nothing outside the jobs is written); once more with
+ *     infinities and NaNs among the values.
  *  2. kvs_attention_ref_cuda vs kvs_attention_ref: relative Frobenius error
  *     below 1e-5.
  *  3. Bandwidth: (bytes read + bytes written) / time of each op on a
@@ -154,6 +155,20 @@ static void setup_make(struct setup *s, kvs_dtype w, kvs_dtype q, int lay,
 			float x = rndf();
 			uint8_t *p = (uint8_t *)s->h_layers[l] + e * esz(w);
 
+			if (fill == 2 && rnd() % 61 == 0) { /* +inf, -inf, a NaN */
+				static const uint32_t f32[3] = { 0x7f800000u, 0xff800000u,
+								 0xffc01234u };
+				static const uint16_t f16[3] = { 0x7c00u, 0xfc00u, 0xfe01u };
+				static const uint16_t b16[3] = { 0x7f80u, 0xff80u, 0xff81u };
+				int k = (int)(rnd() % 3);
+
+				if (w == KVS_DTYPE_FP32)
+					memcpy(p, &f32[k], 4);
+				else
+					memcpy(p, w == KVS_DTYPE_FP16 ? &f16[k] : &b16[k], 2);
+				continue;
+			}
+
 			if (w == KVS_DTYPE_FP32) {
 				memcpy(p, &x, 4);
 			} else { /* truncation is fine: any bit pattern but NaN */
@@ -221,7 +236,7 @@ static int same_bytes(const void *host, const void *dev, size_t n)
 
 static void check_copy(kvs_dtype w, kvs_dtype q, int lay, uint32_t L,
 		       uint32_t H, uint32_t D, uint32_t pt, uint32_t bt,
-		       uint32_t nblocks, uint64_t align)
+		       uint32_t nblocks, uint64_t align, int fill)
 {
 	struct setup src, dst;
 	kvs_kv_cache c;
@@ -230,7 +245,7 @@ static void check_copy(kvs_dtype w, kvs_dtype q, int lay, uint32_t L,
 
 	int per_layer = lay >= LAY_BHNC;
 
-	setup_make(&src, w, q, lay, L, H, D, pt, bt, nblocks, align, 1);
+	setup_make(&src, w, q, lay, L, H, D, pt, bt, nblocks, align, fill);
 	descr(&src, 0, &c, &b);
 	CHECK_EQ(run_copy(kvs_kv_scatter, NULL, &c, &b, per_layer), 0);
 	descr(&src, 1, &c, &b);
@@ -423,8 +438,15 @@ int main(void)
 		if (sh[si].align == 1 && qi == 0)
 			continue; /* plain blocks must be element-aligned */
 		check_copy(ws[wi], q, lay, sh[si].L, sh[si].H,
-			   sh[si].D, sh[si].pt, sh[si].bt, sh[si].nblocks, sh[si].align);
+			   sh[si].D, sh[si].pt, sh[si].bt, sh[si].nblocks, sh[si].align, 1);
 	}
+	/* Infinities and NaNs (signed, with payloads) in 1 value of 61: the
+	 * rule of kvs_numeric.h, canonical NaNs included, on both sides. */
+	for (size_t wi = 0; wi < 3; wi++)
+	for (int qi = 0; qi < 4; qi++)
+		check_copy(ws[wi], qi == 0 ? ws[wi] : qi == 1 ? KVS_DTYPE_INT8 :
+			   qi == 2 ? KVS_DTYPE_FP8_E4M3 : KVS_DTYPE_INT4, 0,
+			   2, 3, 64, 4, 16, 3, 16, 2);
 	check_attention();
 	bandwidth();
 	printf("\n");

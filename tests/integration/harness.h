@@ -150,6 +150,9 @@ typedef struct th_daemon {
 	int nargs;
 	const char *env[TH_MAX_ENV]; /* "NAME=VALUE" added to its environment */
 	int nenv;
+	/* RLIMIT_NOFILE the daemon starts with, set in its process before the
+	 * exec (hard first); 0: the test's own. Set after th_daemon_init. */
+	unsigned nofile_soft, nofile_hard;
 	pid_t pid;             /* 0 when not running */
 	int starts;            /* how many times it was started */
 	int last_status;       /* how it last ended, as th_daemon_stop() */

@@ -324,6 +324,19 @@ int th_verify(kvs_client *c, const kvs_hash *h, size_t n, size_t *bad)
 	return th_verify_salted(c, h, n, bad, 0);
 }
 
+bool th_round_trip(kvs_client *c, const kvs_layout *l, uint64_t seed, size_t n)
+{
+	kvs_hash h[64];
+	size_t bad = 1;
+
+	if (!CHECK(n > 0 && n <= 64))
+		return false;
+	th_chain(l, seed, n, 0, 0, h);
+	return CHECK_RC(th_publish(c, h, n, NULL), (long long)n) &&
+	       CHECK_RC(th_verify(c, h, n, &bad), (long long)n) &&
+	       CHECK_EQ(bad, 0);
+}
+
 int th_probe(kvs_client *c, const kvs_hash *h, size_t n)
 {
 	kvs_block *b = calloc(n ? n : 1, sizeof(*b));

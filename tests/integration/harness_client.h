@@ -103,6 +103,11 @@ int th_verify_salted(kvs_client *c, const kvs_hash *h, size_t n, size_t *bad,
 /* th_probe - lookup then release; the number of hits or an error. */
 int th_probe(kvs_client *c, const kvs_hash *h, size_t n);
 
+/* th_round_trip - a client is served: publish the chain of @n (at most 64)
+ * blocks of layout @l from @seed, all new, and read it back bit exact, as
+ * checks. Returns whether they all passed. */
+bool th_round_trip(kvs_client *c, const kvs_layout *l, uint64_t seed, size_t n);
+
 /* The mapping of this process that holds an address (from /proc/self/maps). */
 typedef struct th_mapping {
 	uintptr_t start, end;

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -186,6 +187,19 @@ static void exec_daemon(const th_daemon *d, int ready_fd, pid_t parent)
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	for (int i = 0; i < d->nenv; i++)
 		putenv((char *)d->env[i]);
+	if (d->nofile_hard || d->nofile_soft) {
+		struct rlimit rl;
+
+		getrlimit(RLIMIT_NOFILE, &rl);
+		if (d->nofile_hard)
+			rl.rlim_max = d->nofile_hard;
+		if (d->nofile_soft)
+			rl.rlim_cur = d->nofile_soft;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
+			dprintf(2, "setrlimit(RLIMIT_NOFILE): %s\n", strerror(errno));
+			_exit(127);
+		}
+	}
 	execv(bin, (char *const *)argv);
 	dprintf(2, "exec %s: %s\n", bin, strerror(errno));
 	_exit(127);

@@ -87,10 +87,14 @@ int th_raw_request(int fd, uint16_t opcode, uint64_t req_id,
 			       payload, n);
 }
 
-/* Read exactly @n bytes (into @buf, or dropped when buf is NULL), closing any
- * descriptor that comes with them. */
-static int recv_full(int fd, uint8_t *buf, size_t n, int64_t deadline)
+/* Read exactly @n bytes (into @buf, or dropped when buf is NULL); the
+ * descriptors that come with them go to @fds (up to *@nfds of them, *@nfds
+ * set to how many were kept) and the rest are closed; @fds NULL: all closed. */
+static int recv_full_fds(int fd, uint8_t *buf, size_t n, int64_t deadline,
+			 int *fds, int *nfds)
 {
+	int cap = fds ? *nfds : 0, kept = 0;
+
 	uint8_t junk[4096];
 
 	while (n) {
@@ -122,12 +126,18 @@ static int recv_full(int fd, uint8_t *buf, size_t n, int64_t deadline)
 		for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
 			if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
 				size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-				int fds[8];
 
-				memcpy(fds, CMSG_DATA(c), nfd * sizeof(int));
+				int got[8];
+
+				memcpy(got, CMSG_DATA(c), nfd * sizeof(int));
 				for (size_t i = 0; i < nfd; i++)
-					close(fds[i]);
+					if (kept < cap)
+						fds[kept++] = got[i];
+					else
+						close(got[i]);
 			}
+		if (fds)
+			*nfds = kept;
 		if (r == 0)
 			return TH_CLOSED;
 		if (buf)
@@ -135,6 +145,11 @@ static int recv_full(int fd, uint8_t *buf, size_t n, int64_t deadline)
 		n -= (size_t)r;
 	}
 	return 0;
+}
+
+static int recv_full(int fd, uint8_t *buf, size_t n, int64_t deadline)
+{
+	return recv_full_fds(fd, buf, n, deadline, NULL, NULL);
 }
 
 int th_raw_recv(int fd, kvs_wire_hdr *h, uint8_t *payload, size_t cap,
@@ -197,4 +212,34 @@ int th_raw_hello(int fd, const kvs_layout *layout, uint64_t req_id)
 		return KVS_E_PROTO;
 	}
 	return h.status;
+}
+
+int th_raw_hello_fds(int fd, const kvs_layout *layout, uint32_t flags,
+		     kvs_wire_hello_reply *reply, int *fds, int *nfds)
+{
+	int64_t deadline = th_now_ms() + TH_WAIT_MS;
+	uint8_t buf[1024], hb[KVS_WIRE_HDR_SIZE], p[64];
+	int cap = *nfds, n = kvs_wire_hello_encode_flags(layout, flags, buf,
+							 sizeof(buf));
+	kvs_wire_hdr h;
+
+	*nfds = 0;
+	if (n < 0)
+		return n;
+	n = th_raw_request(fd, KVS_OP_HELLO, 1, buf, (size_t)n);
+	/* The fds ride on the first byte of the reply: its header. */
+	if (n == 0)
+		n = recv_full_fds(fd, hb, sizeof(hb), deadline, fds, &cap);
+	if (n)
+		return n;
+	*nfds = cap;
+	if (kvs_wire_hdr_decode(hb, sizeof(hb), KVS_WIRE_MAX_PAYLOAD, &h) ||
+	    h.opcode != KVS_OP_HELLO || h.len > sizeof(p))
+		return KVS_E_PROTO;
+	n = recv_full(fd, p, h.len, deadline);
+	if (n)
+		return n;
+	if (h.status)
+		return h.status;
+	return kvs_wire_hello_reply_decode(p, h.len, reply);
 }

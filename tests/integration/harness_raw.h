@@ -47,4 +47,12 @@ bool th_raw_wait_closed(int fd, int timeout_ms);
  * reply's status (or a th_raw_recv error). */
 int th_raw_hello(int fd, const kvs_layout *layout, uint64_t req_id);
 
+/* th_raw_hello_fds - send HELLO with @layout and HELLO @flags
+ * (KVS_HELLO_GPU) and keep what a worker gets: the decoded @reply and the
+ * arenas' fds, host first, in @fds (*@nfds of them at most on entry, how
+ * many came on return; the caller closes them). Returns 0, the reply's
+ * error status, or a th_raw_recv error. */
+int th_raw_hello_fds(int fd, const kvs_layout *layout, uint32_t flags,
+		     kvs_wire_hello_reply *reply, int *fds, int *nfds);
+
 #endif /* TH_HARNESS_RAW_H */

@@ -26,7 +26,7 @@ from ctypes import (
 )
 
 VERSION_MAJOR = 0
-VERSION_MINOR = 2  # kvs_kv_store / kvs_kv_load / kvs_version
+VERSION_MINOR = 3  # 2: kvs_kv_store / kvs_kv_load / kvs_version; 3: kvs_set_timeout
 
 
 class Hash(Structure):
@@ -113,6 +113,9 @@ def _declare(lib: ctypes.CDLL) -> None:
     fn("kvs_default_socket_path", c_int, c_char_p, c_size_t)
     fn("kvs_layout_block_bytes", c_uint64, POINTER(CLayout))
     fn("kvs_connect_flags", c_int, c_char_p, POINTER(CLayout), c_uint32, POINTER(c_void_p))
+    fn("kvs_connect_timeout", c_int, c_char_p, POINTER(CLayout), c_uint32, c_int,
+       POINTER(c_void_p))
+    fn("kvs_set_timeout", c_int, client, c_int)
     fn("kvs_reconnect", c_int, client)
     fn("kvs_close", None, client)
     fn("kvs_block_bytes", c_uint64, client)

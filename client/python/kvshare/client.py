@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import ctypes
 import dataclasses
+import math
 import weakref
 from ctypes import byref, c_int32, c_uint8, c_uint32, c_uint64, c_void_p
 from typing import Any, Optional, Sequence, Union
@@ -533,22 +534,39 @@ class WriteLease(_Lease):
         return check(lib.kvs_abort(self._client._handle(), self.id), "kvs_abort")
 
 
+def _timeout_ms(seconds: Optional[float]) -> int:
+    """A deadline in seconds as kvs_set_timeout() takes it: None is 0 (the
+    library's default), anything else at least 1 ms (rounded up)."""
+    if seconds is None:
+        return 0
+    s = float(seconds)
+    if not 0 < s <= (2**31 - 1) / 1000:  # NaN too
+        raise ValueError(f"timeout {seconds!r}: seconds in (0, 2147483.647], or None")
+    return min(math.ceil(s * 1000), 2**31 - 1)
+
+
 class Client:
     """One connection to kvshared.
 
-    Client(socket=None, layout=None, gpu=False, fast_path=True): socket None
-    is the default path; layout None makes a control-only connection (stats).
-    gpu=True asks for the daemon's GPU tier (KVS_CONNECT_GPU). fast_path=False
-    sends every lookup over the socket (KVS_CONNECT_NO_FASTPATH; the answers
-    are the same). Use it as a context manager or call close().
+    Client(socket=None, layout=None, gpu=False, fast_path=True, timeout=None):
+    socket None is the default path; layout None makes a control-only
+    connection (stats). gpu=True asks for the daemon's GPU tier
+    (KVS_CONNECT_GPU). fast_path=False sends every lookup over the socket
+    (KVS_CONNECT_NO_FASTPATH; the answers are the same). timeout is the
+    deadline of every call, the connect included, in seconds (None: the
+    library's, 5 s or $KVSHARE_TIMEOUT_MS): a daemon that does not answer in
+    time (stopped, stuck) raises DisconnectedError, as one that died.
+    Use it as a context manager or call close().
     """
 
     def __init__(self, socket: Optional[str] = None, layout: Optional[Layout] = None,
-                 *, gpu: bool = False, fast_path: bool = True) -> None:
+                 *, gpu: bool = False, fast_path: bool = True,
+                 timeout: Optional[float] = None) -> None:
         self.layout = layout
         self.socket = socket
         self._gpu = gpu
         self._flags = (CONNECT_GPU if gpu else 0) | (0 if fast_path else CONNECT_NO_FASTPATH)
+        self._timeout = _timeout_ms(timeout)
         self._clayout = layout._c() if layout is not None else None
         self._connect(gpu)
 
@@ -588,12 +606,20 @@ class Client:
 
     def _connect(self, gpu: bool) -> None:
         handle = c_void_p()
-        rc = lib.kvs_connect_flags(
+        rc = lib.kvs_connect_timeout(
             self.socket.encode() if self.socket else None,
             byref(self._clayout) if self._clayout is not None else None,
-            self._flags, byref(handle))
+            self._flags, self._timeout, byref(handle))
         check(rc, f"connect to {self.socket or default_socket_path()}")
         self._conn = _Conn(handle.value)
+
+    def set_timeout(self, seconds: Optional[float]) -> None:
+        """The deadline of every later call, and of reconnect(), in seconds
+        (None: the library's default). A call that passes it drops the
+        connection and raises DisconnectedError."""
+        ms = _timeout_ms(seconds)
+        check(lib.kvs_set_timeout(self._handle(), ms), "kvs_set_timeout")
+        self._timeout = ms
 
     def reconnect(self) -> None:
         """After DisconnectedError: connect and attach again, as a new

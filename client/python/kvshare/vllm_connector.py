@@ -25,6 +25,9 @@ Nothing here raises on the serving path: a block that cannot be loaded is
 reported through get_block_ids_with_load_errors() and recomputed (set
 "kv_load_failure_policy": "recompute"); a daemon that is away means misses,
 and the connector reconnects at most once per `reconnect_interval` seconds.
+Every call into the daemon has a deadline (`timeout_ms`): a daemon that is
+stuck rather than dead (stopped, stalled) counts as away once the deadline
+passes, so it costs the scheduler one deadline per reconnect interval.
 
 Extra config: `socket` (default: kvshared's default path), `dtype` (what
 blocks store: "auto" = the engine's KV dtype, or "int8" / "fp8_e4m3" / "int4"),
@@ -37,8 +40,10 @@ least recently used closed first; default 16),
 computes; false: load every layer in start_load_kv, on `load_threads` threads
 at once, before the forward; default: true on a GPU, false on a CPU, where the
 copies and the model share the same cores), `load_threads` (default 2),
-`reconnect_interval` (seconds, default 5), `log_interval` (seconds between
-counter lines in the log, default 30; 0: never), `stats_file` (a path: each
+`reconnect_interval` (seconds, default 5), `timeout_ms` (the deadline of
+each call into the daemon, the connect included; default 500),
+`log_interval` (seconds between counter lines in the log, default 30; 0:
+never), `stats_file` (a path: each
 side writes its counters as JSON to PATH.scheduler / PATH.worker after every
 step that changed them, for scripts and tests).
 """
@@ -152,30 +157,41 @@ class _Clients:
     one must cost a bounded share of the daemon's connections. Past the cap
     the least recently used client that holds no lease or view is closed; when
     every one is in use the request is a miss (never a wait). When the daemon
-    is away every call misses and a reconnect is tried at most once per
-    interval."""
+    is away (or stuck: a call past its deadline) every call misses, on every
+    client, and a reconnect is tried at most once per interval."""
 
     def __init__(self, socket: Optional[str], base: kvshare.Layout, interval: float,
-                 counters: Counters, max_clients: int) -> None:
+                 counters: Counters, max_clients: int,
+                 timeout: Optional[float] = None) -> None:
         self.socket = socket
         self.base = base
         self.interval = interval
         self.counters = counters
         self.max_clients = max_clients
+        self.timeout = timeout  # seconds, each call's deadline
         # least recently used first
         self.clients: collections.OrderedDict[tuple[Optional[str], Optional[str]],
                                               kvshare.Client] = collections.OrderedDict()
-        self.down_until = 0.0
+        self.down_until = 0.0  # after any failure: no new client before
+        self.away_until = 0.0  # after a lost or stuck daemon: no call at all
         self.refused_logged = -interval
+
+    def away(self) -> bool:
+        """A call found the daemon gone or stuck (past its deadline) less
+        than an interval ago: ask nothing, on any client. They all talk to
+        that daemon, so a stuck one costs one deadline per interval, not one
+        per client (or per request)."""
+        return time.monotonic() < self.away_until
 
     def get(self, salt: Optional[str], adapter: Optional[str]) -> Optional[kvshare.Client]:
         key = (salt, adapter)
+        if self.away():
+            return None
         c = self.clients.get(key)
         if c is not None:
             self.clients.move_to_end(key)
             return c
-        now = time.monotonic()
-        if now < self.down_until:
+        if time.monotonic() < self.down_until:
             return None
         while len(self.clients) >= self.max_clients:
             idle = next((k for k, old in self.clients.items() if not old.in_use), None)
@@ -185,11 +201,13 @@ class _Clients:
             self.clients.pop(idle).close()
         try:
             c = kvshare.Client(self.socket, dataclasses.replace(self.base, salt=salt,
-                                                                 adapter=adapter))
+                                                                 adapter=adapter),
+                               timeout=self.timeout)
         except (kvshare.LimitError, kvshare.LayoutError) as e:
             # This namespace was refused (the daemon's caps): the daemon is
             # up and serves the others.
             self.counters.no_client += 1
+            now = time.monotonic()
             if now >= self.refused_logged + self.interval:
                 self.refused_logged = now
                 logger.warning("kvshare: %s; that request misses", e)
@@ -210,6 +228,8 @@ class _Clients:
             logger.warning("kvshare: %s; misses until the daemon answers (retry in %.0f s)",
                            e, self.interval)
         self.down_until = time.monotonic() + self.interval
+        if isinstance(e, kvshare.DisconnectedError):  # a deadline passed, too
+            self.away_until = self.down_until
 
     def close(self) -> None:
         for c in self.clients.values():
@@ -328,10 +348,18 @@ class KvshareConnector(KVConnectorBase_V1):
             tp_rank=self.tp_rank,
             tp_size=self.tp_size,
         )
+        # A lookup answers in microseconds (milliseconds when it promotes
+        # from SSD); 500 ms is far past that on a loaded machine, and a
+        # stuck daemon then costs the scheduler at most 500 ms per
+        # reconnect interval (10% of 5 s) instead of every step.
+        timeout_ms = int(tc.get_from_extra_config("timeout_ms", 500))
+        if timeout_ms <= 0:
+            raise ValueError(f"kvshare: timeout_ms {timeout_ms}: milliseconds > 0")
         self.clients = _Clients(tc.get_from_extra_config("socket", None), self.layout,
                                 float(tc.get_from_extra_config("reconnect_interval", 5)),
                                 self.counters,
-                                max(1, int(tc.get_from_extra_config("max_clients", 16))))
+                                max(1, int(tc.get_from_extra_config("max_clients", 16))),
+                                timeout_ms / 1000)
         self.log_interval = float(tc.get_from_extra_config("log_interval", 30))
         self.overlap = tc.get_from_extra_config("overlap", None)
         self.load_threads = max(1, int(tc.get_from_extra_config("load_threads", 2)))
@@ -483,13 +511,15 @@ class KvshareConnector(KVConnectorBase_V1):
             "publish_us": round(now.publish_seconds * 1e6) - round(last.publish_seconds * 1e6),
             "skipped_blocks": now.skipped_blocks - last.skipped_blocks,
         }
-        if not any(delta.values()):
+        if not any(delta.values()) or self.clients.away():
             return
         for key, c in list(self.clients.clients.items()):
             try:
                 c.report(**delta)
             except kvshare.Error as e:
                 self.clients.failed(key, e)
+                if self.clients.away():
+                    return  # lost or stuck: no other client would fare better
                 continue
             self.reported = dataclasses.replace(now)
             return

@@ -245,22 +245,44 @@ def test_salts(engines):
     assert e.sched.counters.no_client == 0
 
 
-def test_thousand_salts_keep_clients_bounded(engines, daemon):
+def test_thousand_salts_keep_clients_bounded(monkeypatch, tmp_path):
     """1,000 distinct cache_salts: at most max_clients daemon connections
-    per side at any time, and every call keeps returning."""
+    per side at any time, and every call keeps returning. The daemon lets
+    this uid make every namespace, so that each salt does connect."""
+    from conftest import Daemon
+
+    d = Daemon(str(tmp_path), ["--host-size", "64M", "--max-namespaces-per-uid", "2000"]).start()
     cap = 8
-    e = engines(extra={"max_clients": cap})
-    p = prompt(7, blocks=1)
-    base = stats(daemon.socket)["clients.connected"]
-    for i in range(1000):
+    e = Engine(monkeypatch, d.socket, extra={"max_clients": cap})
+    try:
+        p = prompt(7, blocks=1)
+        base = stats(d.socket)["clients.connected"]
+        for i in range(1000):
+            assert e.run(request(f"s{i}", p, salt=f"salt-{i}"), 1.0) == (0, 1.0)
+            assert len(e.sched.clients.clients) <= cap and len(e.worker.clients.clients) <= cap
+            if i % 100 == 99:
+                assert stats(d.socket)["clients.connected"] <= base + 2 * cap
+        # The most recent salts still hit, through the clients that were kept.
+        assert e.run(request("again", p, salt="salt-999"), 2.0) == (BS, 1.0)
+        s = stats(d.socket)
+        assert s["clients.connected"] <= base + 2 * cap and s["leases.active"] == 0
+        assert s["namespaces.count"] >= 1000 and e.sched.counters.no_client == 0
+    finally:
+        e.close()
+        d.stop()
+
+
+def test_salts_past_the_daemons_namespace_cap_miss(engines, daemon):
+    """The daemon's cap on namespaces per uid (256 by default) refuses the
+    salts past it: each of those requests is a miss, the engine's calls keep
+    returning, and the salts that have a namespace still hit."""
+    e = engines(extra={"max_clients": 4})
+    p = prompt(10, blocks=1)
+    for i in range(300):
         assert e.run(request(f"s{i}", p, salt=f"salt-{i}"), 1.0) == (0, 1.0)
-        assert len(e.sched.clients.clients) <= cap and len(e.worker.clients.clients) <= cap
-        if i % 100 == 99:
-            assert stats(daemon.socket)["clients.connected"] <= base + 2 * cap
-    # The most recent salts still hit, through the clients that were kept.
-    assert e.run(request("again", p, salt="salt-999"), 2.0) == (BS, 1.0)
-    s = stats(daemon.socket)
-    assert s["clients.connected"] <= base + 2 * cap and s["leases.active"] == 0
+    assert e.sched.counters.no_client > 0 and e.sched.counters.daemon_errors == 0
+    assert e.run(request("old", p, salt="salt-0"), 2.0) == (BS, 1.0)
+    assert e.run(request("new", p, salt="salt-299"), 2.0) == (0, 2.0)
 
 
 def test_no_idle_client_is_a_miss(daemon):
