@@ -28,7 +28,8 @@ def main() -> None:
     ap.add_argument("--socket")
     ap.add_argument("--stats-file")
     ap.add_argument("--dtype", default="auto", help="what blocks store: auto, int8, fp8_e4m3")
-    ap.add_argument("--model-id", default="kvshare-e2e")
+    ap.add_argument("--model-id", default="",
+                    help="the connector's model_id (default: none, the connector's own identity)")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--go-file")
     ap.add_argument("--no-prefix-cache", action="store_true")
@@ -44,8 +45,10 @@ def main() -> None:
 
     kw = {}
     if a.socket:
-        extra = {"socket": a.socket, "model_id": a.model_id, "dtype": a.dtype,
+        extra = {"socket": a.socket, "dtype": a.dtype,
                  "log_interval": 0, "reconnect_interval": a.reconnect_interval}
+        if a.model_id:
+            extra["model_id"] = a.model_id
         if a.stats_file:
             extra["stats_file"] = a.stats_file
         kw["kv_transfer_config"] = {

@@ -177,10 +177,17 @@ def test_vllm_loads_a_prefix_another_vllm_published(work):
         assert any(line.split() == ["loaded_blocks", str(rw["loaded_blocks"])]
                    for line in out.splitlines()), out
 
+        # Writer and reader (each side of each) named the model alike, with
+        # no model_id: the served model and a digest of its identity.
+        ls = json.loads(subprocess.run([KVSCTL, "--socket", sock, "ls", "--json"],
+                                       capture_output=True, text=True, check=True).stdout)
+        assert [(n["model"].split("#")[0], n["blocks"]) for n in ls["namespaces"]] \
+            == [(str(work / "model"), 10)], ls
+
         # Negative control: other KV under the same hashes.
         subprocess.run([KVSCTL, "--socket", sock, "flush", "--all"], check=True,
                        capture_output=True)
-        layout = kvshare.Layout(model="kvshare-e2e", layers=MODEL["layers"],
+        layout = kvshare.Layout(model=ls["namespaces"][0]["model"], layers=MODEL["layers"],
                                 kv_heads=MODEL["kv_heads"], head_dim=MODEL["head_dim"],
                                 block_tokens=BT, dtype="fp32")
         with kvshare.Client(sock, layout) as c:

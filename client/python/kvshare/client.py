@@ -279,7 +279,9 @@ class _Lease:
         self._blocks = blocks
         self._count = count
         self._ended = lease == 0
-        self._hold: Optional[_Hold] = _Hold(client._conn, lease if self._reads else 0)
+        # Lease 0 (no hit, nothing reserved) has no block to view: no hold.
+        self._hold: Optional[_Hold] = (
+            _Hold(client._conn, lease if self._reads else 0) if lease else None)
 
     _reads = False
 
@@ -384,12 +386,80 @@ class ReadLease(_Lease):
         self._client._flush(wait=True)
 
 
+class _WriteView(np.ndarray):
+    """A view of a NEW block of a write lease, and every array numpy derives
+    from it that aliases the block (slices, dtype views): usable while the
+    lease is open. A write lease does not pin its slots once it has ended
+    (after abort the slot is free, after commit the block may be evicted), so
+    the slot may hold another block by then: from the lease's end on, every
+    use of these arrays raises LeaseReleased, and the lease turns each one
+    read-only (a committed block is immutable). What numpy cannot see is
+    not caught: memory taken out of the array before the end (memoryview,
+    np.asarray, torch.from_numpy) is the caller's not to use after it."""
+
+    _lease: Optional["WriteLease"] = None
+
+    def __array_finalize__(self, obj: Any) -> None:
+        lease = getattr(obj, "_lease", None)
+        # A new array of its own (the result of v + 1) is not the block's.
+        if lease is not None and np.may_share_memory(self, obj):
+            self._lease = lease
+            lease._arrays.append(weakref.ref(self))
+
+    def _live(self) -> None:
+        if self._lease is not None and self._lease._ended:
+            raise LeaseReleased("a view of a write lease used after its commit or abort")
+
+    def __getitem__(self, key: Any) -> Any:
+        self._live()
+        return super().__getitem__(key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._live()
+        super().__setitem__(key, value)
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        for a in inputs + tuple(kwargs.get("out", ())):
+            if isinstance(a, _WriteView):
+                a._live()
+        args = [a.view(np.ndarray) if isinstance(a, _WriteView) else a for a in inputs]
+        if "out" in kwargs:
+            kwargs["out"] = tuple(a.view(np.ndarray) if isinstance(a, _WriteView) else a
+                                  for a in kwargs["out"])
+        return getattr(ufunc, method)(*args, **kwargs)
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        self._live()
+        return super().__array_function__(func, types, args, kwargs)
+
+    def fill(self, value: Any) -> None:
+        self._live()
+        super().fill(value)
+
+    def tobytes(self, *a: Any, **k: Any) -> bytes:
+        self._live()
+        return super().tobytes(*a, **k)
+
+    def tolist(self) -> Any:
+        self._live()
+        return super().tolist()
+
+    def copy(self, *a: Any, **k: Any) -> np.ndarray:
+        self._live()
+        return super().copy(*a, **k).view(np.ndarray)
+
+    def astype(self, *a: Any, **k: Any) -> np.ndarray:
+        self._live()
+        return np.asarray(super().astype(*a, **k))
+
+
 class WriteLease(_Lease):
     """Slots for the missing blocks of a chain (reserve). Write the blocks of
     status NEW (`new` lists their indexes), then commit() to publish them all
     at once, or abort(). As a context manager it commits on a normal exit and
-    aborts when the block raises. Views are writable until the lease ends,
-    then read-only: a committed block is immutable."""
+    aborts when the block raises. Views are writable until the lease ends;
+    from then on every use of them raises LeaseReleased (see _WriteView):
+    unlike a read lease's, they do not keep the slot."""
 
     def __init__(self, client: "Client", lease: int, hashes: np.ndarray,
                  blocks: ctypes.Array, n: int, fresh: int) -> None:
@@ -422,7 +492,8 @@ class WriteLease(_Lease):
         self._live()
         if not 0 <= i < self._count or self._blocks[i].status != NEW:
             raise IndexError(f"block {i} is not NEW in this lease")
-        arr = self._view(i, True)
+        arr = self._view(i, True).view(_WriteView)
+        arr._lease = self
         self._arrays.append(weakref.ref(arr))
         return arr
 
@@ -556,6 +627,13 @@ class Client:
         keep the old mapping until they are dropped)."""
         self.close()
         self._connect(self._gpu)
+
+    @property
+    def in_use(self) -> bool:
+        """A lease of this client has not ended, or a view of its blocks
+        still exists: close() now would not end the connection yet."""
+        conn = self.__dict__.get("_conn")
+        return conn is not None and conn.holds > 0
 
     @property
     def block_bytes(self) -> int:

@@ -6,9 +6,12 @@
         "kv_connector_extra_config": {"socket": "/run/kvshare/kvshared.sock"}}'
 
 Scheduler side: a prompt's full blocks are hashed with kvshare's chain
-(block_tokens = vLLM's block_size, the request's cache_salt as the layout's
-salt, its LoRA as the adapter) and looked up; the hits beyond what vLLM has
-computed locally are reported, always leaving at least one token to compute.
+(block_tokens = vLLM's block_size, a digest of the request's cache_salt as the
+layout's salt, its LoRA's name and path as the adapter) and looked up; the
+hits beyond what vLLM has computed locally are reported, always leaving at
+least one token to compute. Requests with multimodal inputs or prompt
+embeddings are neither looked up nor published (their token ids do not name
+their content). Pipeline and context parallelism are refused at start.
 
 Worker side: the hit blocks are loaded into the paged cache layer by layer on
 a copy thread started in start_load_kv (the library releases the GIL), each
@@ -28,7 +31,11 @@ passes, so it costs the scheduler one deadline per reconnect interval.
 
 Extra config: `socket` (default: kvshared's default path), `dtype` (what
 blocks store: "auto" = the engine's KV dtype, or "int8" / "fp8_e4m3" / "int4"),
-`model_id` (the namespace's model name; default: the served model's),
+`model_id` (the namespace's model string, as given; default: the served
+model and a digest of its revision, weights, dtype, quantization and
+overrides; a model_id must change whenever one of those does),
+`max_clients` (daemon connections at most, one per (cache_salt, LoRA) in use,
+least recently used closed first; default 16),
 `overlap` (true: load layer by layer on a copy thread while the model
 computes; false: load every layer in start_load_kv, on `load_threads` threads
 at once, before the forward; default: true on a GPU, false on a CPU, where the
@@ -43,8 +50,10 @@ step that changed them, for scripts and tests).
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -106,7 +115,8 @@ class _ReqState:
     prompt: list[int]
     salt: Optional[str]
     adapter: Optional[str]
-    skip: bool = False          # not shared (multimodal: token ids do not name the KV)
+    skip: bool = False          # not shared: token ids do not name the KV (multimodal
+                                # inputs, prompt embeddings)
     block_ids: list[int] = dataclasses.field(default_factory=list)
     saved_blocks: int = 0       # chain blocks [0, saved_blocks) published
     load_start: int = 0         # a load planned for the next step: blocks
@@ -127,32 +137,44 @@ class Counters:
     skipped_blocks: int = 0      # BUSY or FULL at reserve
     publish_seconds: float = 0.0
     daemon_errors: int = 0
+    no_client: int = 0           # a namespace's client could not be had (max_clients
+                                 # all in use, or the daemon refused it): a miss
 
     def line(self) -> str:
         bw = self.loaded_bytes / self.load_seconds / 1e9 if self.load_seconds else 0.0
         return ("kvshare connector: lookups=%d hit_tokens=%d loaded_blocks=%d loaded_bytes=%d "
                 "load_s=%.3f load_GBps=%.2f load_errors=%d published_blocks=%d skipped=%d "
-                "publish_s=%.3f daemon_errors=%d" % (
+                "publish_s=%.3f daemon_errors=%d no_client=%d" % (
                     self.lookups, self.hit_tokens, self.loaded_blocks, self.loaded_bytes,
                     self.load_seconds, bw, self.load_errors, self.published_blocks,
-                    self.skipped_blocks, self.publish_seconds, self.daemon_errors))
+                    self.skipped_blocks, self.publish_seconds, self.daemon_errors,
+                    self.no_client))
 
 
 class _Clients:
-    """One kvshare.Client per (salt, adapter) namespace, made on demand; when
-    the daemon is away (or stuck: a call past its deadline) every call misses,
-    on every client, and a reconnect is tried at most once per interval."""
+    """One kvshare.Client per (salt, adapter) namespace, made on demand, at
+    most `max_clients` of them: salts come from API users, so each distinct
+    one must cost a bounded share of the daemon's connections. Past the cap
+    the least recently used client that holds no lease or view is closed; when
+    every one is in use the request is a miss (never a wait). When the daemon
+    is away (or stuck: a call past its deadline) every call misses, on every
+    client, and a reconnect is tried at most once per interval."""
 
     def __init__(self, socket: Optional[str], base: kvshare.Layout, interval: float,
-                 counters: Counters, timeout: Optional[float] = None) -> None:
+                 counters: Counters, max_clients: int,
+                 timeout: Optional[float] = None) -> None:
         self.socket = socket
         self.base = base
         self.interval = interval
         self.counters = counters
+        self.max_clients = max_clients
         self.timeout = timeout  # seconds, each call's deadline
-        self.clients: dict[tuple[Optional[str], Optional[str]], kvshare.Client] = {}
+        # least recently used first
+        self.clients: collections.OrderedDict[tuple[Optional[str], Optional[str]],
+                                              kvshare.Client] = collections.OrderedDict()
         self.down_until = 0.0  # after any failure: no new client before
         self.away_until = 0.0  # after a lost or stuck daemon: no call at all
+        self.refused_logged = -interval
 
     def away(self) -> bool:
         """A call found the daemon gone or stuck (past its deadline) less
@@ -167,13 +189,29 @@ class _Clients:
             return None
         c = self.clients.get(key)
         if c is not None:
+            self.clients.move_to_end(key)
             return c
         if time.monotonic() < self.down_until:
             return None
+        while len(self.clients) >= self.max_clients:
+            idle = next((k for k, old in self.clients.items() if not old.in_use), None)
+            if idle is None:
+                self.counters.no_client += 1
+                return None
+            self.clients.pop(idle).close()
         try:
             c = kvshare.Client(self.socket, dataclasses.replace(self.base, salt=salt,
                                                                  adapter=adapter),
                                timeout=self.timeout)
+        except (kvshare.LimitError, kvshare.LayoutError) as e:
+            # This namespace was refused (the daemon's caps): the daemon is
+            # up and serves the others.
+            self.counters.no_client += 1
+            now = time.monotonic()
+            if now >= self.refused_logged + self.interval:
+                self.refused_logged = now
+                logger.warning("kvshare: %s; that request misses", e)
+            return None
         except kvshare.Error as e:
             self.failed(key, e)
             return None
@@ -199,8 +237,72 @@ class _Clients:
         self.clients.clear()
 
 
+def _digest(*parts: Any) -> str:
+    """128 bits of SHA-256 over parts, as hex; strings that need not be
+    valid UTF-8 (API users send lone surrogates) hash as they are."""
+    h = hashlib.sha256()
+    for p in parts:
+        b = p.encode("utf-8", "surrogatepass") if isinstance(p, str) else repr(p).encode()
+        h.update(len(b).to_bytes(8, "little") + b)
+    return h.hexdigest()[:32]
+
+
+def _named(name: str, digest: str) -> str:
+    """A namespace string: a readable prefix of `name` (what kvsctl shows),
+    then the digest, which alone tells namespaces apart. It always fits
+    KVS_NAME_MAX and has no NUL (the library's strings end at one)."""
+    readable = re.sub(r"[^A-Za-z0-9._/:@+-]", "_", name)[:160]
+    return f"{readable}#{digest}"
+
+
+def _salt(salt: Optional[str]) -> Optional[str]:
+    """A request's cache_salt as the layout's salt: its digest, so that any
+    string an API user sends (too long, NUL inside) is a valid salt of its
+    own, and two salts never map to one."""
+    return None if salt is None else _digest("salt", salt)
+
+
 def _adapter(lora: Any) -> Optional[str]:
-    return None if lora is None else str(getattr(lora, "lora_name", None) or lora)
+    """The adapter of a LoRA request: its name and its path, as vLLM's own
+    prefix cache keys it, so that a name re-pointed at other weights does
+    not reuse their KV."""
+    if lora is None:
+        return None
+    name = str(getattr(lora, "lora_name", None) or lora)
+    return _named(name, _digest("lora", name, str(getattr(lora, "lora_path", "") or "")))
+
+
+def _stable(x: Any) -> Any:
+    """A config value as something that prints the same in every process (a
+    callable hf_overrides by its name, not its address)."""
+    if callable(x) and not isinstance(x, type):
+        return f"{getattr(x, '__module__', '')}.{getattr(x, '__qualname__', repr(x))}"
+    if isinstance(x, dict):
+        return {str(k): _stable(v) for k, v in sorted(x.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(x, (list, tuple)):
+        return [_stable(v) for v in x]
+    return x if isinstance(x, (str, int, float, bool, type(None))) else str(x)
+
+
+# What makes a model's KV for the same tokens: the checkpoint, and what vLLM
+# does to its weights and its forward pass. The KV dtype is not here: the
+# layout has it.
+_IDENTITY = ("model", "model_weights", "revision", "code_revision", "hf_config_path",
+             "dtype", "quantization", "quantization_config", "hf_overrides", "model_impl",
+             "model_class_overrides", "disable_sliding_window")
+
+
+def _model_id(mc: Any, model_id: Optional[str]) -> str:
+    """The namespace's model string: model_id as the user gave it (who then
+    answers for changing it with every setting of _IDENTITY, docs/vllm.md),
+    else the served model and a digest of _IDENTITY."""
+    if model_id is not None:
+        model_id = str(model_id)
+        if not model_id or "\0" in model_id or len(model_id.encode()) > 255:
+            raise ValueError(f"model_id {model_id!r}: 1 to 255 bytes, no NUL")
+        return model_id
+    factors = {f: _stable(getattr(mc, f, None)) for f in _IDENTITY}
+    return _named(str(mc.model), _digest("model", json.dumps(factors, sort_keys=True)))
 
 
 _LAYER_INDEX = re.compile(r"\.(\d+)\.")
@@ -214,6 +316,18 @@ class KvshareConnector(KVConnectorBase_V1):
         self.block_size = vllm_config.cache_config.block_size
         self.counters = Counters()
         mc, pc = vllm_config.model_config, vllm_config.parallel_config
+        # A layout is one rank's KV heads of every layer for whole blocks of
+        # tokens. Pipeline stages would each hold some of the layers (stages
+        # with equal layer counts would share a namespace and load each
+        # other's KV) and context parallelism some of the tokens: refused
+        # rather than keyed, as the scheduler could not know what every
+        # stage or rank holds.
+        for what in ("pipeline_parallel_size", "prefill_context_parallel_size",
+                     "decode_context_parallel_size"):
+            if getattr(pc, what, 1) > 1:
+                raise ValueError(f"KvshareConnector does not support {what} > 1 "
+                                 f"(it is {getattr(pc, what)}): blocks hold every layer "
+                                 "of whole blocks of tokens")
         dtype = tc.get_from_extra_config("dtype", "auto")
         if dtype == "auto":
             cache_dtype = vllm_config.cache_config.cache_dtype
@@ -225,7 +339,7 @@ class KvshareConnector(KVConnectorBase_V1):
 
             self.tp_rank = get_tensor_model_parallel_rank()
         self.layout = kvshare.Layout(
-            model=tc.get_from_extra_config("model_id", mc.model),
+            model=_model_id(mc, tc.get_from_extra_config("model_id", None)),
             layers=mc.get_num_layers(pc),
             kv_heads=mc.get_num_kv_heads(pc),
             head_dim=mc.get_head_size(),
@@ -243,7 +357,9 @@ class KvshareConnector(KVConnectorBase_V1):
             raise ValueError(f"kvshare: timeout_ms {timeout_ms}: milliseconds > 0")
         self.clients = _Clients(tc.get_from_extra_config("socket", None), self.layout,
                                 float(tc.get_from_extra_config("reconnect_interval", 5)),
-                                self.counters, timeout_ms / 1000)
+                                self.counters,
+                                max(1, int(tc.get_from_extra_config("max_clients", 16))),
+                                timeout_ms / 1000)
         self.log_interval = float(tc.get_from_extra_config("log_interval", 30))
         self.overlap = tc.get_from_extra_config("overlap", None)
         self.load_threads = max(1, int(tc.get_from_extra_config("load_threads", 2)))
@@ -271,10 +387,13 @@ class KvshareConnector(KVConnectorBase_V1):
     def _state(self, request: "Request") -> _ReqState:
         st = self.reqs.get(request.request_id)
         if st is None:
+            # Multimodal placeholders and the sentinel ids of prompt
+            # embeddings stand for content the token ids do not name.
+            skip = (bool(getattr(request, "mm_features", None))
+                    or getattr(request, "prompt_embeds", None) is not None)
             st = _ReqState(list(request.prompt_token_ids or []),
-                           getattr(request, "cache_salt", None),
-                           _adapter(getattr(request, "lora_request", None)),
-                           skip=bool(getattr(request, "mm_features", None)))
+                           _salt(getattr(request, "cache_salt", None)),
+                           _adapter(getattr(request, "lora_request", None)), skip=skip)
             self.reqs[request.request_id] = st
         return st
 
@@ -457,21 +576,8 @@ class KvshareConnector(KVConnectorBase_V1):
             return
         jobs = []  # (lease, page ids of blocks [start, hits), start, count)
         for ld in meta.loads:
-            want = len(ld.block_ids)
-            c = self.clients.get(ld.salt, ld.adapter)
-            hits = 0
-            if c is not None:
-                try:
-                    lease = c.lookup(c.hash_tokens(ld.tokens))
-                    hits = lease.hits
-                    if hits > ld.start:
-                        self.leases.append(lease)
-                        jobs.append((lease, ld.block_ids[ld.start: hits], ld.start))
-                    else:
-                        lease.release()
-                except kvshare.Error as e:
-                    self.clients.failed((ld.salt, ld.adapter), e)
-            lost = ld.block_ids[max(hits, ld.start): want]
+            hits = self._pin(ld, jobs)
+            lost = ld.block_ids[max(hits, ld.start): len(ld.block_ids)]
             if lost:
                 with self.lock:
                     self.load_errors.update(lost)
@@ -485,6 +591,32 @@ class KvshareConnector(KVConnectorBase_V1):
         if not self.overlap:  # every layer now, before the forward
             for f in self.layer_done.values():
                 f.result()
+
+    def _pin(self, ld: _Load, jobs: list) -> int:
+        """Look a load's blocks up again and queue the copy of those beyond
+        what vLLM computed; returns the hits (0 on any failure: the blocks
+        are recomputed). The lease is kept for wait_for_save to release,
+        or released here on every other path."""
+        c = self.clients.get(ld.salt, ld.adapter)
+        if c is None:
+            return 0
+        try:
+            lease = c.lookup(c.hash_tokens(ld.tokens))
+        except kvshare.Error as e:
+            self.clients.failed((ld.salt, ld.adapter), e)
+            return 0
+        except Exception as e:  # never on the serving path
+            logger.warning("kvshare: lookup for a load failed: %s", e)
+            return 0
+        if lease.hits > ld.start:
+            jobs.append((lease, ld.block_ids[ld.start: lease.hits], ld.start))
+            self.leases.append(lease)
+            return lease.hits
+        try:
+            lease.release()
+        except kvshare.Error as e:
+            self.clients.failed((ld.salt, ld.adapter), e)
+        return 0
 
     def _load_layer(self, idx: int, tensor: torch.Tensor, jobs: list) -> None:
         """One layer of every job, on a copy thread."""
@@ -538,7 +670,8 @@ class KvshareConnector(KVConnectorBase_V1):
     def _publish(self, sv: _Save) -> None:
         if self.cache is None:
             return
-        c = self.clients.get(sv.salt, sv.adapter)
+        key = (sv.salt, sv.adapter)
+        c = self.clients.get(*key)
         if c is None:
             return
         t0 = time.perf_counter()
@@ -548,20 +681,23 @@ class KvshareConnector(KVConnectorBase_V1):
             self.counters.skipped_blocks += len(sv.block_ids)
             return
         except kvshare.Error as e:
-            self.clients.failed((sv.salt, sv.adapter), e)
+            self.clients.failed(key, e)
             return
+        # The lease ends on every path: a WRITING lease left behind is BUSY
+        # for every engine until this one exits.
         try:
-            if w.new:
-                for idx, tensor in self.layers.values():
-                    w.store(idx, self.cache, tensor, sv.block_ids)
-            published = w.commit()
-        except kvshare.Error as e:
             try:
+                if w.new:
+                    for idx, tensor in self.layers.values():
+                        w.store(idx, self.cache, tensor, sv.block_ids)
+                published = w.commit()
+            finally:
                 if not w.ended:
                     w.abort()
-            except kvshare.Error:
-                pass
-            self.clients.failed((sv.salt, sv.adapter), e)
+        except kvshare.Error as e:
+            if w.ended and not isinstance(e, (kvshare.DisconnectedError, kvshare.ProtocolError)):
+                raise  # an argument the library refused, not the daemon: logged
+            self.clients.failed(key, e)  # closing the client ends the lease
             return
         self.counters.published_blocks += published
         self.counters.skipped_blocks += sum(s in (kvshare.BUSY, kvshare.FULL)

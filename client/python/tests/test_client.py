@@ -224,6 +224,59 @@ def test_write_lease_commits_on_exit_aborts_on_error(daemon):
                 w.view(0)  # EXISTS, not ours to write
 
 
+def test_in_use_while_a_lease_or_view_holds_the_client(daemon):
+    """in_use is what the vLLM connector closes idle clients by: a lease with
+    nothing in it (no hit, nothing reserved) holds nothing."""
+    with kvshare.Client(daemon.socket, L) as c:
+        h = c.hash_tokens(tokens(64, 23))
+        miss = c.lookup(h)
+        assert miss.hits == 0 and not c.in_use
+        w = c.reserve(h)
+        assert c.in_use
+        w.commit()
+        assert not c.in_use
+        nothing = c.reserve(h)  # every block EXISTS: lease 0
+        assert nothing.new == [] and not c.in_use
+        r = c.lookup(h)
+        v = r.view(0)
+        r.release()
+        assert c.in_use  # the view keeps the pins
+        del v
+        gc.collect()
+        assert not c.in_use
+        del miss, nothing
+
+
+def test_write_view_used_after_its_lease_ends_raises(daemon):
+    """A write lease keeps no slot once it has ended: every view of it (and
+    every array numpy derives from one that aliases the block) refuses to be
+    used, and stays read-only even if its flag is set back."""
+    with kvshare.Client(daemon.socket, L) as c:
+        w = c.reserve(c.hash_tokens(tokens(64, 21)))
+        v = w.view(0)
+        part, halves, own = v[:16], v.view(np.float16), v + 1
+        v[:] = 5
+        assert (part == 5).all()
+        w.commit()
+        uses = [lambda: part[0], lambda: v.__setitem__(slice(None), 1), lambda: v + 1,
+                lambda: np.copyto(part, 0), lambda: v.tobytes(), lambda: halves.sum(),
+                lambda: v.copy(), lambda: list(part)]
+        for use in uses:
+            with pytest.raises(kvshare.LeaseReleased):
+                use()
+        v.flags.writeable = True  # numpy lets the flag be set back ...
+        with pytest.raises(kvshare.LeaseReleased):
+            v.fill(1)  # ... but the view still refuses
+        own[0] = 1  # v + 1 is an array of its own, not the block's
+        with c.lookup(c.hash_tokens(tokens(64, 21))) as r:
+            assert r.hits == 2 and (r.view(0) == 5).all()
+        w = c.reserve(c.hash_tokens(tokens(32, 22)))
+        v = w.view(0)
+        w.abort()
+        with pytest.raises(kvshare.LeaseReleased):
+            v[0] = 1
+
+
 def test_full_cache(small_daemon):
     big = kvshare.Layout(model="big", layers=4, kv_heads=8, head_dim=128, block_tokens=64,
                          dtype="fp32")

@@ -1,0 +1,383 @@
+"""KvshareConnector against what API users control, with a real kvshared and
+fake vLLM objects: a VllmConfig, Requests and SchedulerOutputs as small as the
+connector reads them, and CPU paged caches as vLLM's CPU backend shapes them.
+One fake engine is the connector's two sides (scheduler and worker) driven
+the way vLLM's scheduler and model runner call them, one step per request.
+"""
+
+from __future__ import annotations
+
+import time
+import types
+
+import numpy as np
+import pytest
+
+pytest.importorskip("vllm", reason="vLLM is not installed (scripts/python_env.sh installs it)")
+import torch  # noqa: E402
+from vllm.config import KVTransferConfig  # noqa: E402
+from vllm.distributed import parallel_state  # noqa: E402
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole  # noqa: E402
+from vllm.lora.request import LoRARequest  # noqa: E402
+
+import kvshare  # noqa: E402
+from kvshare import vllm_connector  # noqa: E402
+from kvshare.vllm_connector import KvshareConnector  # noqa: E402
+
+BS = 16                      # vLLM block_size = kvshare block_tokens
+LAYERS, KV_HEADS, HEAD_DIM = 2, 2, 16
+PAGES = 512
+
+
+class FakeModelConfig:
+    """vllm.config.ModelConfig as the connector reads it."""
+
+    def __init__(self, **over: object) -> None:
+        self.model = "/models/tiny-llama"
+        self.model_weights = ""
+        self.revision = None
+        self.code_revision = None
+        self.hf_config_path = None
+        self.dtype = torch.float32
+        self.quantization = None
+        self.quantization_config = None
+        self.hf_overrides: dict = {}
+        self.model_impl = "auto"
+        self.model_class_overrides: dict = {}
+        self.disable_sliding_window = False
+        self.__dict__.update(over)
+
+    def get_num_layers(self, pc: object) -> int:
+        return LAYERS
+
+    def get_num_kv_heads(self, pc: object) -> int:
+        return KV_HEADS
+
+    def get_head_size(self) -> int:
+        return HEAD_DIM
+
+
+def vllm_config(socket: str, parallel: dict | None = None, extra: dict | None = None,
+                **model: object) -> types.SimpleNamespace:
+    return types.SimpleNamespace(
+        model_config=FakeModelConfig(**model),
+        parallel_config=types.SimpleNamespace(**{
+            "tensor_parallel_size": 1, "pipeline_parallel_size": 1,
+            "prefill_context_parallel_size": 1, "decode_context_parallel_size": 1,
+            **(parallel or {})}),
+        cache_config=types.SimpleNamespace(block_size=BS, cache_dtype="auto"),
+        kv_transfer_config=KVTransferConfig(
+            kv_connector="KvshareConnector", kv_role="kv_both",
+            kv_connector_module_path="kvshare.vllm_connector",
+            kv_connector_extra_config={"socket": socket, "log_interval": 0, **(extra or {})}))
+
+
+def request(req_id: str, tokens: list[int], *, salt: str | None = None,
+            lora: LoRARequest | None = None,
+            embeds: torch.Tensor | None = None) -> types.SimpleNamespace:
+    """vllm.v1.request.Request as the connector reads it."""
+    return types.SimpleNamespace(request_id=req_id, prompt_token_ids=tokens, cache_salt=salt,
+                                 lora_request=lora, mm_features=[], prompt_embeds=embeds)
+
+
+def prompt(seed: int, blocks: int = 4) -> list[int]:
+    """blocks full blocks and one more token (the one the model computes)."""
+    return [int(x) for x in np.random.default_rng(seed).integers(1, 30000, blocks * BS + 1)]
+
+
+class Engine:
+    """The connector's scheduler and worker sides, and a paged KV cache whose
+    pages a fake forward fills with a value per request."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, socket: str, **config: object) -> None:
+        monkeypatch.setattr(parallel_state, "get_tensor_model_parallel_rank", lambda: 0)
+        cfg = vllm_config(socket, **config)
+        self.sched = KvshareConnector(cfg, KVConnectorRole.SCHEDULER)
+        self.worker = KvshareConnector(cfg, KVConnectorRole.WORKER)
+        self.kv = {f"model.layers.{i}.self_attn.attn":
+                   torch.zeros(PAGES, KV_HEADS, BS, 2 * HEAD_DIM) for i in range(LAYERS)}
+        self.worker.register_kv_caches(self.kv)
+        self.next_page = 0
+        self.n = 0
+
+    def run(self, req: types.SimpleNamespace, value: float = 1.0) -> tuple[int, float]:
+        """Schedule req (prefill in one step), load, compute the rest with
+        `value` in every element, publish. Returns the tokens the connector
+        reported as hits, and the value the first page holds after the step
+        (what was loaded, or `value` when it was computed)."""
+        self.n += 1
+        hit, asynch = self.sched.get_num_new_matched_tokens(req, 0)
+        assert asynch is False
+        self.sched.update_state_after_alloc(req, None, hit)
+        npages = -(-len(req.prompt_token_ids) // BS)
+        pages = list(range(self.next_page, self.next_page + npages))
+        self.next_page = (self.next_page + npages) % (PAGES - 64)
+        so = types.SimpleNamespace(
+            scheduled_new_reqs=[types.SimpleNamespace(req_id=req.request_id, block_ids=(pages,),
+                                                      num_computed_tokens=hit)],
+            scheduled_cached_reqs=types.SimpleNamespace(req_ids=[], new_block_ids=[],
+                                                        resumed_req_ids=set(),
+                                                        num_computed_tokens=[]),
+            num_scheduled_tokens={req.request_id: len(req.prompt_token_ids) - hit})
+        meta = self.sched.build_connector_meta(so)
+        for t in self.kv.values():
+            t[pages] = -1.0  # what was there before: neither loaded nor computed
+        self.worker.bind_connector_metadata(meta)
+        self.worker.start_load_kv(None)
+        for name, t in self.kv.items():
+            self.worker.wait_for_layer_load(name)
+            t[pages[hit // BS:]] = value  # the forward computes what was not loaded
+        self.worker.wait_for_save()
+        self.worker.clear_connector_metadata()
+        assert not self.worker.get_block_ids_with_load_errors()
+        self.sched.request_finished(req, pages)
+        return hit, float(self.kv["model.layers.0.self_attn.attn"][pages[0]].flatten()[0])
+
+    def close(self) -> None:
+        self.sched.shutdown()
+        self.worker.shutdown()
+
+
+def stats(socket: str) -> dict[str, int]:
+    with kvshare.Client(socket) as c:
+        return c.stats()
+
+
+@pytest.fixture
+def engines(monkeypatch, daemon):
+    made: list[Engine] = []
+
+    def make(**config: object) -> Engine:
+        made.append(Engine(monkeypatch, daemon.socket, **config))
+        return made[-1]
+
+    yield make
+    for e in made:
+        e.close()
+
+
+def test_fake_engine_shares_a_prefix(engines):
+    """The fake engine works: a second request of the same prompt loads the
+    first one's KV (what every other test's miss is measured against)."""
+    e = engines()
+    p = prompt(1)
+    assert e.run(request("a", p), 1.0) == (0, 1.0)
+    assert e.run(request("b", p), 2.0) == (4 * BS, 1.0)  # loaded, not computed
+    other = engines()  # another engine of the same model and config
+    assert other.run(request("c", p), 3.0) == (4 * BS, 1.0)
+
+
+def test_pipeline_parallel_refused(daemon, monkeypatch):
+    monkeypatch.setattr(parallel_state, "get_tensor_model_parallel_rank", lambda: 0)
+    for what in ("pipeline_parallel_size", "decode_context_parallel_size"):
+        for role in (KVConnectorRole.SCHEDULER, KVConnectorRole.WORKER):
+            with pytest.raises(ValueError, match=what):
+                KvshareConnector(vllm_config(daemon.socket, parallel={what: 2}), role)
+
+
+def test_prompt_embeds_neither_looked_up_nor_published(engines, daemon):
+    e = engines()
+    p = prompt(2)
+    embeds = torch.zeros(len(p), 64)
+    before = stats(daemon.socket)
+    assert e.run(request("emb", p, embeds=embeds), 1.0) == (0, 1.0)
+    after = stats(daemon.socket)
+    assert after["ops.lookup"] == before["ops.lookup"]
+    assert after["ops.reserve"] == before["ops.reserve"]
+    assert after["blocks.committed"] == before["blocks.committed"]
+    # The same ids without embeddings miss (nothing was published), and once
+    # they are published, a request with embeddings still does not use them.
+    assert e.run(request("ids", p), 2.0) == (0, 2.0)
+    assert e.run(request("emb2", p, embeds=embeds), 3.0) == (0, 3.0)
+
+
+def test_lora_keyed_by_name_and_path(engines):
+    e = engines()
+    p = prompt(3)
+    a1 = LoRARequest("sql", 1, "/adapters/sql-v1")
+    assert e.run(request("a", p, lora=a1), 1.0) == (0, 1.0)
+    assert e.run(request("b", p, lora=LoRARequest("sql", 1, "/adapters/sql-v1")), 2.0) \
+        == (4 * BS, 1.0)
+    # The name re-pointed at other weights: a miss, as in vLLM's own cache.
+    assert e.run(request("c", p, lora=LoRARequest("sql", 1, "/adapters/sql-v2")), 3.0) \
+        == (0, 3.0)
+    assert e.run(request("d", p), 4.0) == (0, 4.0)  # and the base model is apart
+
+
+@pytest.mark.parametrize("change", [{"revision": "r2"}, {"quantization": "fp8"},
+                                    {"dtype": torch.bfloat16},
+                                    {"hf_overrides": {"rope_theta": 1e6}},
+                                    {"model_weights": "/other/weights"}])
+def test_model_identity(engines, change):
+    p = prompt(4)
+    first = engines(revision="r1")
+    assert first.run(request("a", p), 1.0) == (0, 1.0)
+    other = engines(**{"revision": "r1", **change})
+    assert other.run(request("b", p), 2.0) == (0, 2.0)
+
+
+def test_model_id_as_given(engines, daemon):
+    """model_id is the namespace's model string as it is: engines that load
+    one checkpoint from two paths share, and a plain client finds the blocks."""
+    p = prompt(5)
+    a = engines(model="/a/tiny", extra={"model_id": "tiny-llama"})
+    assert a.run(request("a", p), 1.0) == (0, 1.0)
+    b = engines(model="/b/tiny", extra={"model_id": "tiny-llama"})
+    assert b.run(request("b", p), 2.0) == (4 * BS, 1.0)
+    assert a.worker.layout.model == "tiny-llama"
+    with kvshare.Client(daemon.socket, a.worker.layout) as c:
+        with c.lookup(c.hash_tokens(p)) as r:
+            assert r.hits == 4
+    with pytest.raises(ValueError, match="model_id"):
+        engines(extra={"model_id": "x" * 256})
+
+
+def test_salts(engines):
+    """A salt isolates; any string is a salt of its own (longer than a
+    layout string may be, NUL inside, a lone surrogate)."""
+    e = engines()
+    p = prompt(6)
+    salts = ["t1", "x" * 1000, "a\x00b", "a\x00c", "\ud800"]
+    for i, s in enumerate(salts):
+        assert e.run(request(f"w{i}", p, salt=s), float(i)) == (0, float(i))
+    for i, s in enumerate(salts):
+        assert e.run(request(f"r{i}", p, salt=s), 9.0) == (4 * BS, float(i))
+    assert e.sched.counters.no_client == 0
+
+
+def test_thousand_salts_keep_clients_bounded(monkeypatch, tmp_path):
+    """1,000 distinct cache_salts: at most max_clients daemon connections
+    per side at any time, and every call keeps returning. The daemon lets
+    this uid make every namespace, so that each salt does connect."""
+    from conftest import Daemon
+
+    d = Daemon(str(tmp_path), ["--host-size", "64M", "--max-namespaces-per-uid", "2000"]).start()
+    cap = 8
+    e = Engine(monkeypatch, d.socket, extra={"max_clients": cap})
+    try:
+        p = prompt(7, blocks=1)
+        base = stats(d.socket)["clients.connected"]
+        for i in range(1000):
+            assert e.run(request(f"s{i}", p, salt=f"salt-{i}"), 1.0) == (0, 1.0)
+            assert len(e.sched.clients.clients) <= cap and len(e.worker.clients.clients) <= cap
+            if i % 100 == 99:
+                assert stats(d.socket)["clients.connected"] <= base + 2 * cap
+        # The most recent salts still hit, through the clients that were kept.
+        assert e.run(request("again", p, salt="salt-999"), 2.0) == (BS, 1.0)
+        s = stats(d.socket)
+        assert s["clients.connected"] <= base + 2 * cap and s["leases.active"] == 0
+        assert s["namespaces.count"] >= 1000 and e.sched.counters.no_client == 0
+    finally:
+        e.close()
+        d.stop()
+
+
+def test_salts_past_the_daemons_namespace_cap_miss(engines, daemon):
+    """The daemon's cap on namespaces per uid (256 by default) refuses the
+    salts past it: each of those requests is a miss, the engine's calls keep
+    returning, and the salts that have a namespace still hit."""
+    e = engines(extra={"max_clients": 4})
+    p = prompt(10, blocks=1)
+    for i in range(300):
+        assert e.run(request(f"s{i}", p, salt=f"salt-{i}"), 1.0) == (0, 1.0)
+    assert e.sched.counters.no_client > 0 and e.sched.counters.daemon_errors == 0
+    assert e.run(request("old", p, salt="salt-0"), 2.0) == (BS, 1.0)
+    assert e.run(request("new", p, salt="salt-299"), 2.0) == (0, 2.0)
+
+
+def test_no_idle_client_is_a_miss(daemon):
+    """Past max_clients the least recently used idle client is closed; when
+    every client holds a lease, a new namespace is a miss at once."""
+    counters = vllm_connector.Counters()
+    layout = kvshare.Layout(model="m", layers=1, kv_heads=1, head_dim=8, block_tokens=4)
+    cl = vllm_connector._Clients(daemon.socket, layout, 5.0, counters, 2)
+    a, b = cl.get("a", None), cl.get("b", None)
+    for c in (a, b):
+        c.reserve(c.hash_tokens([1, 2, 3, 4])).commit()
+    leases = [c.lookup(c.hash_tokens([1, 2, 3, 4])) for c in (a, b)]
+    assert [r.hits for r in leases] == [1, 1]
+    assert cl.get("c", None) is None and counters.no_client == 1
+    assert cl.get("a", None) is a  # a client already open is always had
+    leases[1].release()
+    c = cl.get("c", None)
+    assert c is not None and list(cl.clients) == [("a", None), ("c", None)]
+    with pytest.raises(kvshare.DisconnectedError):
+        b.stats()  # b, idle, was the one closed
+    leases[0].release()
+    cl.close()
+
+
+def test_namespace_refused_is_a_miss_not_an_outage(tmp_path):
+    """The daemon refusing one connection (its --max-clients, a per-uid cap)
+    is a miss for that request; the next namespace connects as soon as there
+    is room, not after the reconnect interval of a daemon that is away."""
+    from conftest import Daemon
+
+    d = Daemon(str(tmp_path), ["--host-size", "16M", "--max-clients", "2"]).start()
+    try:
+        hogs = [kvshare.Client(d.socket), kvshare.Client(d.socket)]
+        counters = vllm_connector.Counters()
+        layout = kvshare.Layout(model="m", layers=1, kv_heads=1, head_dim=8, block_tokens=4)
+        cl = vllm_connector._Clients(d.socket, layout, 60.0, counters, 4)
+        assert cl.get("a", None) is None
+        hogs.pop().close()
+        deadline = time.monotonic() + 10
+        c = None
+        while c is None and time.monotonic() < deadline:
+            c = cl.get("b", None)  # the daemon sees the hog go in its own time
+        assert c is not None and c.stats()["clients.connected"] == 2
+        assert counters.no_client >= 1 and counters.daemon_errors == 0
+        cl.close()
+        hogs[0].close()
+    finally:
+        d.stop()
+
+
+def test_exception_in_a_publish_ends_its_lease(engines, daemon, monkeypatch):
+    e = engines()
+    p = prompt(8)
+
+    def broken(*args: object, **kwargs: object) -> int:
+        raise TypeError("a shape the copy did not expect")
+
+    monkeypatch.setattr(kvshare.WriteLease, "store", broken)
+    assert e.run(request("a", p), 1.0) == (0, 1.0)  # wait_for_save did not raise
+    monkeypatch.undo()
+    s = stats(daemon.socket)
+    assert s["leases.active"] == 0 and s["blocks.committed"] == 0
+    with kvshare.Client(daemon.socket, e.worker.layout) as c:
+        with c.reserve(c.hash_tokens(p)) as w:
+            assert w.statuses == [kvshare.NEW] * 4  # not BUSY: nobody is writing them
+            w.abort()
+
+
+def test_exception_in_a_load_is_a_recompute(engines, daemon, monkeypatch):
+    """Anything a load's lookup throws is a miss reported as load errors, and
+    no read lease is left."""
+    e = engines()
+    p = prompt(9)
+    assert e.run(request("a", p), 1.0) == (0, 1.0)
+    real = kvshare.Client.hash_tokens
+
+    def broken(self: kvshare.Client, tokens: object) -> np.ndarray:
+        if self in e.worker.clients.clients.values():
+            raise TypeError("not the scheduler's")
+        return real(self, tokens)
+
+    monkeypatch.setattr(kvshare.Client, "hash_tokens", broken)
+    hit, _ = e.sched.get_num_new_matched_tokens(request("b", p), 0)
+    assert hit == 4 * BS
+    e.sched.update_state_after_alloc(request("b", p), None, hit)
+    so = types.SimpleNamespace(
+        scheduled_new_reqs=[types.SimpleNamespace(req_id="b", block_ids=([300, 301, 302, 303,
+                                                                          304],),
+                                                  num_computed_tokens=hit)],
+        scheduled_cached_reqs=types.SimpleNamespace(req_ids=[], new_block_ids=[],
+                                                    resumed_req_ids=set(),
+                                                    num_computed_tokens=[]),
+        num_scheduled_tokens={"b": 1})
+    e.worker.bind_connector_metadata(e.sched.build_connector_meta(so))
+    e.worker.start_load_kv(None)  # does not raise
+    e.worker.wait_for_save()
+    assert e.worker.get_block_ids_with_load_errors() == {300, 301, 302, 303}
+    assert stats(daemon.socket)["leases.active"] == 0
