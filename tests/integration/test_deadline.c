@@ -99,17 +99,6 @@ static void check_waited(const char *what, int64_t t0, int want)
 		check_waited(what, t0_, want);                                \
 	} while (0)
 
-static void round_trip(kvs_client *c, uint64_t seed)
-{
-	kvs_hash h[NBLK];
-	size_t bad = 1;
-
-	th_chain(&L, seed, NBLK, 0, 0, h);
-	CHECK_RC(th_publish(c, h, NBLK, NULL), NBLK);
-	CHECK_RC(th_verify(c, h, NBLK, &bad), NBLK);
-	CHECK_EQ(bad, 0);
-}
-
 static void args(void)
 {
 	kvs_client *c = NULL;
@@ -121,7 +110,7 @@ static void args(void)
 	CHECK_RC(kvs_set_timeout(NULL, 100), -EINVAL);
 	CHECK_RC(kvs_set_timeout(c, 0), 0);
 	CHECK_RC(kvs_set_timeout(c, T_MS), 0);
-	round_trip(c, 1);
+	th_round_trip(c, &L, 1, NBLK);
 	kvs_close(c);
 }
 
@@ -193,8 +182,8 @@ static void stopped_daemon(void)
 	th_note("the commit that timed out published %d of %d blocks", rc, NBLK);
 	CHECK(rc == 0 || rc == NBLK);
 	CHECK_EQ(bad, 0);
-	round_trip(cl, 4);
-	round_trip(cr, 6);
+	th_round_trip(cl, &L, 4, NBLK);
+	th_round_trip(cr, &L, 6, NBLK);
 	CHECK_RC(kvs_stats(ctl, &text), 0);
 	free(text);
 	CHECK_RC(kvs_list(adm, 0, 0, &ns), 1);

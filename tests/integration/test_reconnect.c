@@ -33,17 +33,6 @@
 static th_daemon d;
 static kvs_layout L;
 
-static void round_trip(kvs_client *c, uint64_t seed)
-{
-	kvs_hash h[NBLK];
-	size_t bad = 1;
-
-	th_chain(&L, seed, NBLK, 0, 0, h);
-	CHECK_RC(th_publish(c, h, NBLK, NULL), NBLK);
-	CHECK_RC(th_verify(c, h, NBLK, &bad), NBLK);
-	CHECK_EQ(bad, 0);
-}
-
 static void no_daemon(void)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -133,8 +122,8 @@ static int worker(void *arg, int fd)
 		free(text);
 	}
 	CHECK_RC(kvs_release(c, 0), 0);
-	round_trip(c, 3);
-	round_trip(c, 2); /* the chain reserved before the restart: free again */
+	th_round_trip(c, &L, 3, NBLK);
+	th_round_trip(c, &L, 2, NBLK); /* the chain reserved before the restart: free again */
 	kvs_close(ctl);
 	kvs_close(c);
 	return 0;
@@ -174,7 +163,7 @@ static void daemon_killed(void)
 	kvs_block b[NBLK];
 	kvs_lease lease = 0;
 
-	round_trip(c, 10);
+	th_round_trip(c, &L, 10, NBLK);
 	CHECK_RC(th_daemon_kill(&d), 128 + SIGKILL);
 	CHECK(access(d.socket, F_OK) == 0); /* left behind: stale */
 	th_chain(&L, 10, NBLK, 0, 0, h);
@@ -198,7 +187,7 @@ static void daemon_killed(void)
 	/* A new daemon takes over the stale socket. */
 	CHECK_RC(th_daemon_start(&d), 0);
 	CHECK_RC(kvs_reconnect(c), 0);
-	round_trip(c, 11);
+	th_round_trip(c, &L, 11, NBLK);
 	kvs_close(c);
 }
 
@@ -209,14 +198,14 @@ static void daemon_sigint(void)
 	kvs_hash h[NBLK];
 	kvs_block b[NBLK];
 
-	round_trip(c, 20);
+	th_round_trip(c, &L, 20, NBLK);
 	CHECK_RC(th_daemon_stop(&d, SIGINT), 0);
 	CHECK(access(d.socket, F_OK) != 0);
 	th_chain(&L, 20, NBLK, 0, 0, h);
 	CHECK_RC(kvs_lookup(c, h, NBLK, &lease, b), KVS_E_DISCONNECTED);
 	CHECK_RC(th_daemon_start(&d), 0);
 	CHECK_RC(kvs_reconnect(c), 0);
-	round_trip(c, 21);
+	th_round_trip(c, &L, 21, NBLK);
 	kvs_close(c);
 }
 
