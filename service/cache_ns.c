@@ -267,9 +267,13 @@ int kvs_cache_attach(kvs_cache *c, kvs_owner *o, const kvs_ns_desc *desc,
 	 * A bad layout makes no domain. */
 	if (o->ns) {
 		d = cache_ns(c, o->ns)->dom;
-	} else if ((rc = cache_ns_check(desc, &bytes)) < 0) {
+	} else if ((rc = cache_ns_check(desc, &bytes)) < 0 ||
+		   bytes > c->dom_bytes) {
+		/* A block no domain's arena can hold is refused before its
+		 * uid's arena is made for it (the slab allocator would only
+		 * refuse it after). */
 		c->stats->errors_layout++;
-		return rc;
+		return rc < 0 ? rc : KVS_E_LAYOUT;
 	} else if ((rc = cache_dom_of_owner(c, o, &d)) < 0) {
 		if (rc == KVS_E_LIMIT) {
 			c->stats->errors_limit++;

@@ -4,9 +4,11 @@
  * kvs_layout_block_bytes and kvs_kv_format_init), before the daemon does
  * anything for it.
  *
- * (A layout whose products overflow 32 bits only, heads x dim = 2^32, has
- * a real size, 40 GiB: it is refused as a block larger than the arena,
- * tests/badinput/layout-overflow-32.)
+ * A layout whose products overflow 32 bits only (heads x dim = 2^32) has
+ * a real size, 8 GiB here: it is refused as a block larger than a domain's
+ * arena, also before the uid's arena is made for it (before, the arena was
+ * made and the slab allocator refused the block;
+ * tests/badinput/layout-overflow-32 replays it against a default daemon).
  *
  * A daemon with --tenant-arenas uid: raw HELLOs (the library refuses these
  * layouts before sending them) get KVS_E_LAYOUT, errors.layout counts each,
@@ -60,7 +62,16 @@ int main(void)
 		CHECK_RC(kvs_connect(d.socket, &l, &c), KVS_E_LAYOUT);
 		CHECK(c == NULL);
 	}
-	CHECK_EQ(th_stat_get(&d, "errors.layout"), (int64_t)n);
+	l = good;
+	l.layers = 1;
+	l.block_tokens = 1;
+	l.kv_heads = 1u << 16;
+	l.head_dim = 1u << 16;
+	l.dtype = KVS_DTYPE_INT8;
+	CHECK(kvs_layout_block_bytes(&l) > (8ull << 30));
+	CHECK_RC(kvs_connect(d.socket, &l, &c), KVS_E_LAYOUT);
+	CHECK(c == NULL);
+	CHECK_EQ(th_stat_get(&d, "errors.layout"), (int64_t)n + 1);
 	CHECK_EQ(th_stat_get(&d, "tenants.domains"), 0);
 	CHECK_EQ(th_stat_get(&d, "namespaces.count"), 0);
 
