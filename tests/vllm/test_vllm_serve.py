@@ -8,8 +8,9 @@ a fresh process, then gets the same prompt, loads the 8 blocks from kvshared
 and answers A's text, at temperature 0.
 
 Real parts only: the built kvshared, two servers in their own process groups
-on loopback ports picked here, the cores split between them. About a minute
-and a half on 2 cores, most of it the two servers' start, side by side.
+on loopback ports picked here, the cores split between them. About 50 s on
+2 idle cores (60 s with the model built: shared with test_vllm_e2e), nearly
+all of it the two servers' start, side by side; about 110 s on busy cores.
 """
 
 from __future__ import annotations
