@@ -23,49 +23,29 @@ import time
 import numpy as np
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-BUILD = os.environ.get("BUILD_DIR", os.path.join(ROOT, "build"))
-if not os.path.isabs(BUILD):
-    BUILD = os.path.join(ROOT, BUILD)
-os.environ.setdefault("KVSHARE_LIB", os.path.join(BUILD, "libkvshare.so"))
-KVSHARED = os.environ.get("KVSHARED", os.path.join(BUILD, "kvshared"))
-KVSCTL = os.environ.get("KVSCTL", os.path.join(BUILD, "kvsctl"))
-
 pytest.importorskip("vllm", reason="vLLM is not installed (scripts/python_env.sh installs it)")
-import kvshare  # noqa: E402
+# vllm_support first: it sets KVSHARE_LIB, which importing kvshare reads.
+from vllm_support import (BT, HERE, KVSCTL, MODEL, counters, daemon_stats,  # noqa: E402
+                          engine_env, start_daemon)
+import kvshare  # noqa: E402, I001
 
-BT = 32            # vLLM block_size = kvshare block_tokens
 PREFIX = 8 * BT    # the shared prefix: 8 full blocks
-MODEL = dict(layers=4, hidden=256, heads=4, kv_heads=2, head_dim=64)
 ENGINE_TIMEOUT = 900
-
-
-def engine_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB of KV cache per engine
-    env["KVSHARE_LIB"] = os.environ["KVSHARE_LIB"]
-    return env
 
 
 @pytest.fixture(scope="module")
 def work(tmp_path_factory):
-    d = tmp_path_factory.mktemp("vllm-e2e")
-    model = d / "model"
-    args = [f"--{k.replace('_', '-')}={v}" for k, v in MODEL.items()]
-    subprocess.run([sys.executable, os.path.join(HERE, "make_model.py"), str(model), *args],
-                   check=True, capture_output=True, timeout=300)
-    return d
+    return tmp_path_factory.mktemp("vllm-e2e")
 
 
 class Engine:
-    def __init__(self, work, name: str, prompts, *extra: str) -> None:
+    def __init__(self, work, model, name: str, prompts, *extra: str) -> None:
         self.out = work / f"{name}.out.json"
         self.log = work / f"{name}.log"
         pfile = work / f"{name}.prompts.json"
         pfile.write_text(json.dumps(prompts))
         cmd = [sys.executable, os.path.join(HERE, "run_engine.py"), "--model",
-               str(work / "model"), "--prompts", str(pfile), "--out", str(self.out), *extra]
+               str(model), "--prompts", str(pfile), "--out", str(self.out), *extra]
         self.proc = subprocess.Popen(cmd, stdout=open(self.log, "w"), stderr=subprocess.STDOUT,
                                      env=engine_env())
 
@@ -100,30 +80,7 @@ class Engine:
         return self.log.read_text(errors="replace")[-6000:]
 
 
-def daemon_stats(sock: str) -> dict[str, int]:
-    with kvshare.Client(sock) as c:
-        return c.stats()
-
-
-def start_daemon(sock: str, log) -> subprocess.Popen:
-    """kvshared on @sock, once it answers."""
-    d = subprocess.Popen([KVSHARED, "--socket", sock, "--host-size", "256M"],
-                         stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            daemon_stats(sock)
-            return d
-        except kvshare.NoDaemonError:
-            assert time.monotonic() < deadline and d.poll() is None, "kvshared did not start"
-            time.sleep(0.05)
-
-
-def counters(path) -> dict:
-    return json.loads(path.read_text()) if path.exists() else {}
-
-
-def test_vllm_loads_a_prefix_another_vllm_published(work):
+def test_vllm_loads_a_prefix_another_vllm_published(work, tiny_model):
     rng = random.Random(5)
     prefix = [rng.randrange(4, 512) for _ in range(PREFIX)]
     a = prefix + [rng.randrange(4, 512) for _ in range(44)]  # 300 tokens: 9 full blocks
@@ -135,8 +92,9 @@ def test_vllm_loads_a_prefix_another_vllm_published(work):
     try:
         conn = ["--socket", sock]
         # The baseline (no connector) and the writer start side by side.
-        base = Engine(work, "baseline", [b])
-        writer = Engine(work, "writer", [a], *conn, "--stats-file", str(work / "writer"),
+        base = Engine(work, tiny_model, "baseline", [b])
+        writer = Engine(work, tiny_model, "writer", [a], *conn,
+                        "--stats-file", str(work / "writer"),
                         "--max-batched-tokens", "96")  # 3 blocks a step
         engines += [base, writer]
         writer.wait()
@@ -148,8 +106,9 @@ def test_vllm_loads_a_prefix_another_vllm_published(work):
         # The reader: a fresh process, vLLM's own prefix cache off so that
         # each round asks the connector again.
         before = daemon_stats(sock)
-        reader = Engine(work, "reader", [b], *conn, "--stats-file", str(work / "reader"),
-                        "--rounds", "4", "--go-file", str(work / "go"), "--no-prefix-cache",
+        reader = Engine(work, tiny_model, "reader", [b], *conn,
+                        "--stats-file", str(work / "reader"), "--rounds", "4",
+                        "--go-file", str(work / "go"), "--no-prefix-cache",
                         "--reconnect-interval", "1")
         engines.append(reader)
         want = base.rounds(1)[0]
@@ -185,7 +144,7 @@ def test_vllm_loads_a_prefix_another_vllm_published(work):
         ls = json.loads(subprocess.run([KVSCTL, "--socket", sock, "ls", "--json"],
                                        capture_output=True, text=True, check=True).stdout)
         assert [(n["model"].split("#")[0], n["blocks"]) for n in ls["namespaces"]] \
-            == [(str(work / "model"), 10)], ls
+            == [(str(tiny_model), 10)], ls
 
         # Negative control: other KV under the same hashes.
         subprocess.run([KVSCTL, "--socket", sock, "flush", "--all"], check=True,

@@ -1,6 +1,7 @@
 """KvshareConnector: vLLM (>= 0.32) shares prefix KV through kvshared.
 
-    vllm serve MODEL --kv-transfer-config '{"kv_connector": "KvshareConnector",
+    python -m vllm.entrypoints.openai.api_server --model MODEL \\
+        --kv-transfer-config '{"kv_connector": "KvshareConnector",
         "kv_connector_module_path": "kvshare.vllm_connector", "kv_role": "kv_both",
         "kv_load_failure_policy": "recompute",
         "kv_connector_extra_config": {"socket": "/run/kvshare/kvshared.sock"}}'
