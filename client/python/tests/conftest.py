@@ -67,6 +67,24 @@ def daemon(tmp_path):
 
 
 @pytest.fixture
+def start_daemon(tmp_path):
+    """A factory: start_daemon(args) is a started Daemon with those flags,
+    stopped at the end of the test. (Tests take it as a fixture rather than
+    importing Daemon from "conftest": with tests/vllm/conftest.py in the
+    same run, that name may be the other file.)"""
+    started: list[Daemon] = []
+
+    def start(args: list[str]) -> Daemon:
+        d = Daemon(str(tmp_path), args).start()
+        started.append(d)
+        return d
+
+    yield start
+    for d in started:
+        d.stop()
+
+
+@pytest.fixture
 def small_daemon(tmp_path):
     """A host tier of 4 MiB: room for few blocks."""
     d = Daemon(str(tmp_path), ["--host-size", "4M"]).start()

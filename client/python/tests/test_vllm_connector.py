@@ -245,13 +245,11 @@ def test_salts(engines):
     assert e.sched.counters.no_client == 0
 
 
-def test_thousand_salts_keep_clients_bounded(monkeypatch, tmp_path):
+def test_thousand_salts_keep_clients_bounded(monkeypatch, start_daemon):
     """1,000 distinct cache_salts: at most max_clients daemon connections
     per side at any time, and every call keeps returning. The daemon lets
     this uid make every namespace, so that each salt does connect."""
-    from conftest import Daemon
-
-    d = Daemon(str(tmp_path), ["--host-size", "64M", "--max-namespaces-per-uid", "2000"]).start()
+    d = start_daemon(["--host-size", "64M", "--max-namespaces-per-uid", "2000"])
     cap = 8
     e = Engine(monkeypatch, d.socket, extra={"max_clients": cap})
     try:
@@ -307,13 +305,11 @@ def test_no_idle_client_is_a_miss(daemon):
     cl.close()
 
 
-def test_namespace_refused_is_a_miss_not_an_outage(tmp_path):
+def test_namespace_refused_is_a_miss_not_an_outage(start_daemon):
     """The daemon refusing one connection (its --max-clients, a per-uid cap)
     is a miss for that request; the next namespace connects as soon as there
     is room, not after the reconnect interval of a daemon that is away."""
-    from conftest import Daemon
-
-    d = Daemon(str(tmp_path), ["--host-size", "16M", "--max-clients", "2"]).start()
+    d = start_daemon(["--host-size", "16M", "--max-clients", "2"])
     try:
         hogs = [kvshare.Client(d.socket), kvshare.Client(d.socket)]
         counters = vllm_connector.Counters()
