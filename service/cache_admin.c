@@ -178,7 +178,7 @@ uint32_t kvs_cache_free_recs(kvs_cache *c, const uint32_t *idx, uint32_t n,
 			     uint32_t kind, uint8_t *freed)
 {
 	uint32_t v[KVS_CACHE_FREE_BATCH], pos[KVS_CACHE_FREE_BATCH], total = 0;
-	uint8_t keep[KVS_CACHE_FREE_BATCH];
+	uint8_t kept[KVS_CACHE_FREE_BATCH];
 
 	memset(freed, 0, n);
 	c->evict_kind = kind;
@@ -186,9 +186,9 @@ uint32_t kvs_cache_free_recs(kvs_cache *c, const uint32_t *idx, uint32_t n,
 		uint64_t arena = 0;
 		uint32_t m = 0;
 
-		/* One domain's evictable records, each out of the policy
-		 * with a pin of ours until decided (so a repeat is not
-		 * evictable twice), as the make-room loop does. */
+		/* One domain's evictable records, each taken until decided
+		 * (so a repeat is not evictable twice), as the make-room loop
+		 * does. */
 		for (; at < n && m < KVS_CACHE_FREE_BATCH; at++) {
 			uint32_t x = idx[at];
 			uint64_t a;
@@ -199,22 +199,13 @@ uint32_t kvs_cache_free_recs(kvs_cache *c, const uint32_t *idx, uint32_t n,
 			if (m > 0 && a != arena)
 				break;
 			arena = a;
-			kvs_policy_del(cache_policy_of(c, x), x); /* evicted, */
-			cache_rec(c, x)->refs++;		  /* as far as it knows */
+			cache_victim_take(c, cache_policy_of(c, x), x);
 			v[m] = x;
 			pos[m++] = at;
 		}
-		kvs_fast_hold_batch(c->fast, arena, v, m, keep);
-		for (uint32_t i = 0; i < m; i++) {
-			cache_rec(c, v[i])->refs--;
-			if (keep[i]) {
-				cache_sync_evictable(c, v[i]);
-				continue;
-			}
-			cache_evict(c, v[i], 1);
-			freed[pos[i]] = 1;
-			total++;
-		}
+		total += cache_evict_batch(c, arena, v, m, kept);
+		for (uint32_t i = 0; i < m; i++)
+			freed[pos[i]] = !kept[i];
 	}
 	c->evict_kind = KVS_EVENT_EVICTED;
 	return total;

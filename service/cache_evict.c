@@ -3,11 +3,14 @@
 #include <errno.h>
 
 #include "cache_int.h"
+#include "kvs_cache_admin.h"
 #include "kvs_fastidx.h"
-
-#define HOST_BATCH KVS_FAST_BATCH /* host victims decided at once, at most */
 #include "kvs_log.h"
 #include "kvshare.h" /* kvs_strerror */
+
+#define HOST_BATCH KVS_FAST_BATCH /* host victims decided at once, at most */
+_Static_assert(KVS_CACHE_FREE_BATCH <= HOST_BATCH,
+	       "an operator's batch is decided by cache_evict_batch()");
 
 static int slot_tier(const kvs_cache *c, uint8_t t)
 {
@@ -294,11 +297,38 @@ static int wait_held(kvs_cache *c)
 	return freed;
 }
 
-/* Host victims in a batch, out of the policy until decided (one pin of
- * ours each, so that the policy names the next one): of class @cls first
- * (their slots are the ones needed), then of any. Each leaves the policy
- * before it is pinned: a policy tells an eviction from a pin by the record
- * as it leaves (policy_2q.c remembers evicted blocks in its ghost). */
+void cache_victim_take(kvs_cache *c, kvs_policy *pol, uint32_t x)
+{
+	/* Out of the policy before it is pinned: a policy tells an eviction
+	 * from a pin by the record as it leaves (policy_2q.c remembers
+	 * evicted blocks in its ghost). */
+	kvs_policy_del(pol, x);
+	cache_rec(c, x)->refs++;
+}
+
+uint32_t cache_evict_batch(kvs_cache *c, uint64_t arena_id, const uint32_t *v,
+			   uint32_t n, uint8_t *kept)
+{
+	uint8_t keep[HOST_BATCH];
+	uint32_t gone = 0;
+
+	kvs_fast_hold_batch(c->fast, arena_id, v, n, keep);
+	for (uint32_t i = 0; i < n; i++) {
+		cache_rec(c, v[i])->refs--; /* ours from cache_victim_take() */
+		if (keep[i]) {
+			cache_sync_evictable(c, v[i]);
+		} else {
+			cache_evict(c, v[i], 1);
+			gone++;
+		}
+		if (kept)
+			kept[i] = keep[i];
+	}
+	return gone;
+}
+
+/* Up to @want host victims of policy @pol: of class @cls first (their
+ * slots are the ones needed), then of any; each taken. */
 static uint32_t host_batch(kvs_cache *c, kvs_policy *pol, uint32_t cls,
 			   uint32_t want, uint32_t *v)
 {
@@ -311,28 +341,10 @@ static uint32_t host_batch(kvs_cache *c, kvs_policy *pol, uint32_t cls,
 			x = kvs_policy_victim(pol, KVS_CLASS_ANY);
 		if (x == NONE)
 			break;
-		kvs_policy_del(pol, x);
-		cache_rec(c, x)->refs++;
+		cache_victim_take(c, pol, x);
 		v[n++] = x;
 	}
 	return n;
-}
-
-/* A batch decided by the fast path (kvs_fast_hold_batch): a kept victim is
- * held there (its own pin), the others go. */
-static void host_evict_batch(kvs_cache *c, const dom *d, uint32_t n,
-			     const uint32_t *v)
-{
-	uint8_t keep[HOST_BATCH];
-
-	kvs_fast_hold_batch(c->fast, d->arena_id, v, n, keep);
-	for (uint32_t i = 0; i < n; i++) {
-		cache_rec(c, v[i])->refs--; /* ours from host_batch() */
-		if (keep[i])
-			cache_sync_evictable(c, v[i]);
-		else
-			cache_evict(c, v[i], 1);
-	}
 }
 
 /* Victims are the domain's own: a tenant never evicts another's blocks,
@@ -371,19 +383,19 @@ int cache_make_room(kvs_cache *c, uint32_t ns_id, uint8_t t, uint64_t *off)
 		 * victim is named, and a block a client pinned there stays. */
 		if (!tt && n == 0)
 			kvs_fast_replay(c->fast);
-		nv = tt ? 0 : host_batch(c, pol, cls, want, v);
 		if (tt) {
 			v[0] = kvs_policy_victim(pol, cls);
 			if (v[0] == NONE)
 				v[0] = kvs_policy_victim(pol, KVS_CLASS_ANY);
 			nv = v[0] != NONE;
+			if (nv) /* a slot tier's victims move down unannounced */
+				cache_evict(c, v[0], 0);
+		} else {
+			nv = host_batch(c, pol, cls, want, v);
+			if (nv)
+				cache_evict_batch(c, d->arena_id, v, nv, NULL);
 		}
 		if (nv > 0) {
-			/* A slot tier's victims move down unannounced. */
-			if (tt)
-				cache_evict(c, v[0], 0);
-			else
-				host_evict_batch(c, d, nv, v);
 			n += (int)nv;
 			want = want < HOST_BATCH ? 2 * want : HOST_BATCH;
 			continue;

@@ -204,6 +204,17 @@ void cache_child_gone(kvs_cache *c, uint32_t p, uint8_t t);
 void cache_forget(kvs_cache *c, uint32_t idx);
 /* Record @idx leaves its tier (the policy's victim, or the operator's). */
 void cache_evict(kvs_cache *c, uint32_t idx, int tell_it);
+/* Host victims in batches (the fast path looks at its clients' pins once
+ * per batch, service/fastpins.c). cache_victim_take: @x leaves policy @pol
+ * (as an eviction, as far as the policy knows) and takes one pin of ours,
+ * so that the policy names the next one and a repeat is not taken twice.
+ * cache_evict_batch: decide @v[0..n) (at most KVS_FAST_BATCH, all of the
+ * domain of arena @arena_id, each taken): a victim a client pins is held
+ * by the fast path and goes back to its policy (kept[i] = 1 when @kept is
+ * not NULL), the others are evicted. Returns how many were evicted. */
+void cache_victim_take(kvs_cache *c, kvs_policy *pol, uint32_t x);
+uint32_t cache_evict_batch(kvs_cache *c, uint64_t arena_id, const uint32_t *v,
+			   uint32_t n, uint8_t *kept);
 /* A free slot for a block of namespace @ns_id in tier @t (host: in its
  * domain's arena), evicting that tier's victims as needed. */
 int cache_make_room(kvs_cache *c, uint32_t ns_id, uint8_t t, uint64_t *off);
