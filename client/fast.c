@@ -92,8 +92,10 @@ int kvs__forked(kvs_client *c)
 {
 	if (LD(&forks) == c->fork_gen)
 		return 0;
-	kvs__fast_detach(c); /* unmaps only: the pins stay the parent's */
-	kvs__kill(c);        /* closes our copy of the socket only */
+	/* Closes our copy of the socket and unmaps the areas (kvs__kill
+	 * detaches the fast path), writing nothing: the pins stay the
+	 * parent's. */
+	kvs__kill(c);
 	return 1;
 }
 

@@ -28,7 +28,7 @@
  * than this many at once are closed without an answer. */
 #define REFUSING_MAX 64
 /* What one served connection costs in fds, at most: its socket, and its
- * pin area's memfd until FASTATTACH's reply carrying it is sent (fastidx.c
+ * pin area's memfd until FASTATTACH's reply carrying it is sent (conn.c
  * closes it then; a client that never reads keeps it until it is closed). */
 #define FDS_PER_CLIENT 2
 /* Fds kept out of --max-clients' share, besides those open once the server
