@@ -26,7 +26,7 @@ import pytest
 pytest.importorskip("vllm", reason="vLLM is not installed (scripts/python_env.sh installs it)")
 # vllm_support first: it sets KVSHARE_LIB, which importing kvshare reads.
 from vllm_support import (BT, HERE, KVSCTL, MODEL, counters, daemon_stats,  # noqa: E402
-                          engine_env, start_daemon)
+                          engine_env, start_daemon, stop_daemon)
 import kvshare  # noqa: E402, I001
 
 PREFIX = 8 * BT    # the shared prefix: 8 full blocks
@@ -167,8 +167,7 @@ def test_vllm_loads_a_prefix_another_vllm_published(work, tiny_model):
         assert rw["loaded_blocks"] == 2 * (PREFIX // BT), rw
 
         # The daemon goes away: misses, the model computes, nothing raises.
-        daemon.terminate()
-        daemon.wait(timeout=30)
+        stop_daemon(daemon)
         (work / "go.2").touch()
         assert reader.rounds(3)[2] == want
         rs = counters(work / "reader.scheduler")
@@ -187,5 +186,4 @@ def test_vllm_loads_a_prefix_another_vllm_published(work, tiny_model):
     finally:
         for e in engines:
             e.stop()
-        daemon.terminate()
-        daemon.wait(timeout=30)
+        stop_daemon(daemon)

@@ -39,7 +39,6 @@ def make_model(path) -> None:
 def engine_env() -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB of KV cache per engine
-    env["KVSHARE_LIB"] = os.environ["KVSHARE_LIB"]
     return env
 
 

@@ -112,7 +112,6 @@ def _declare(lib: ctypes.CDLL) -> None:
     fn("kvs_strerror", c_char_p, c_int)
     fn("kvs_default_socket_path", c_int, c_char_p, c_size_t)
     fn("kvs_layout_block_bytes", c_uint64, POINTER(CLayout))
-    fn("kvs_connect_flags", c_int, c_char_p, POINTER(CLayout), c_uint32, POINTER(c_void_p))
     fn("kvs_connect_timeout", c_int, c_char_p, POINTER(CLayout), c_uint32, c_int,
        POINTER(c_void_p))
     fn("kvs_set_timeout", c_int, client, c_int)

@@ -578,7 +578,7 @@ class KvshareConnector(KVConnectorBase_V1):
         jobs = []  # (lease, page ids of blocks [start, hits), start, count)
         for ld in meta.loads:
             hits = self._pin(ld, jobs)
-            lost = ld.block_ids[max(hits, ld.start): len(ld.block_ids)]
+            lost = ld.block_ids[max(hits, ld.start):]
             if lost:
                 with self.lock:
                     self.load_errors.update(lost)

@@ -20,7 +20,6 @@ if not os.path.isabs(BUILD):
     BUILD = os.path.join(ROOT, BUILD)
 os.environ.setdefault("KVSHARE_LIB", os.path.join(BUILD, "libkvshare.so"))
 KVSHARED = os.environ.get("KVSHARED", os.path.join(BUILD, "kvshared"))
-KVSCTL = os.environ.get("KVSCTL", os.path.join(BUILD, "kvsctl"))
 
 
 class Daemon:

@@ -169,7 +169,8 @@ def test_fake_engine_shares_a_prefix(engines):
 
 def test_pipeline_parallel_refused(daemon, monkeypatch):
     monkeypatch.setattr(parallel_state, "get_tensor_model_parallel_rank", lambda: 0)
-    for what in ("pipeline_parallel_size", "decode_context_parallel_size"):
+    for what in ("pipeline_parallel_size", "prefill_context_parallel_size",
+                 "decode_context_parallel_size"):
         for role in (KVConnectorRole.SCHEDULER, KVConnectorRole.WORKER):
             with pytest.raises(ValueError, match=what):
                 KvshareConnector(vllm_config(daemon.socket, parallel={what: 2}), role)
@@ -267,7 +268,6 @@ def test_thousand_salts_keep_clients_bounded(monkeypatch, start_daemon):
         assert s["namespaces.count"] >= 1000 and e.sched.counters.no_client == 0
     finally:
         e.close()
-        d.stop()
 
 
 def test_salts_past_the_daemons_namespace_cap_miss(engines, daemon):
@@ -305,28 +305,41 @@ def test_no_idle_client_is_a_miss(daemon):
     cl.close()
 
 
+def test_least_recently_used_client_goes(daemon):
+    """Past max_clients the client used least recently is closed, not the
+    one opened first: a request for a keeps a."""
+    counters = vllm_connector.Counters()
+    layout = kvshare.Layout(model="m", layers=1, kv_heads=1, head_dim=8, block_tokens=4)
+    cl = vllm_connector._Clients(daemon.socket, layout, 5.0, counters, 2)
+    a, b = cl.get("a", None), cl.get("b", None)
+    assert cl.get("a", None) is a
+    c = cl.get("c", None)
+    assert c is not None and list(cl.clients) == [("a", None), ("c", None)]
+    with pytest.raises(kvshare.DisconnectedError):
+        b.stats()  # b, used less recently than a, was the one closed
+    assert a.stats()["leases.active"] == 0  # a still serves
+    cl.close()
+
+
 def test_namespace_refused_is_a_miss_not_an_outage(start_daemon):
     """The daemon refusing one connection (its --max-clients, a per-uid cap)
     is a miss for that request; the next namespace connects as soon as there
     is room, not after the reconnect interval of a daemon that is away."""
     d = start_daemon(["--host-size", "16M", "--max-clients", "2"])
-    try:
-        hogs = [kvshare.Client(d.socket), kvshare.Client(d.socket)]
-        counters = vllm_connector.Counters()
-        layout = kvshare.Layout(model="m", layers=1, kv_heads=1, head_dim=8, block_tokens=4)
-        cl = vllm_connector._Clients(d.socket, layout, 60.0, counters, 4)
-        assert cl.get("a", None) is None
-        hogs.pop().close()
-        deadline = time.monotonic() + 10
-        c = None
-        while c is None and time.monotonic() < deadline:
-            c = cl.get("b", None)  # the daemon sees the hog go in its own time
-        assert c is not None and c.stats()["clients.connected"] == 2
-        assert counters.no_client >= 1 and counters.daemon_errors == 0
-        cl.close()
-        hogs[0].close()
-    finally:
-        d.stop()
+    hogs = [kvshare.Client(d.socket), kvshare.Client(d.socket)]
+    counters = vllm_connector.Counters()
+    layout = kvshare.Layout(model="m", layers=1, kv_heads=1, head_dim=8, block_tokens=4)
+    cl = vllm_connector._Clients(d.socket, layout, 60.0, counters, 4)
+    assert cl.get("a", None) is None
+    hogs.pop().close()
+    deadline = time.monotonic() + 10
+    c = None
+    while c is None and time.monotonic() < deadline:
+        c = cl.get("b", None)  # the daemon sees the hog go in its own time
+    assert c is not None and c.stats()["clients.connected"] == 2
+    assert counters.no_client >= 1 and counters.daemon_errors == 0
+    cl.close()
+    hogs[0].close()
 
 
 def test_exception_in_a_publish_ends_its_lease(engines, daemon, monkeypatch):
@@ -345,6 +358,26 @@ def test_exception_in_a_publish_ends_its_lease(engines, daemon, monkeypatch):
         with c.reserve(c.hash_tokens(p)) as w:
             assert w.statuses == [kvshare.NEW] * 4  # not BUSY: nobody is writing them
             w.abort()
+
+
+def test_daemon_lost_in_a_publish_is_a_miss(engines, daemon, monkeypatch):
+    """A publish that loses the daemon (a deadline, a disconnect) counts a
+    daemon error, raises nothing into vLLM's step, and leaves no lease."""
+    e = engines()
+    p = prompt(10)
+
+    def lost(*args: object, **kwargs: object) -> int:
+        raise kvshare.DisconnectedError(kvshare.errors.E_DISCONNECTED, "store")
+
+    monkeypatch.setattr(kvshare.WriteLease, "store", lost)
+    assert e.run(request("a", p), 1.0) == (0, 1.0)  # wait_for_save did not raise
+    monkeypatch.undo()
+    assert e.worker.counters.daemon_errors == 1
+    deadline = time.monotonic() + 10  # the daemon sees the client go in its own time
+    while stats(daemon.socket)["leases.active"] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    s = stats(daemon.socket)
+    assert s["leases.active"] == 0 and s["blocks.committed"] == 0
 
 
 def test_exception_in_a_load_is_a_recompute(engines, daemon, monkeypatch):
