@@ -163,15 +163,9 @@ uint32_t kvs_cache_ns_count(const kvs_cache *c)
 
 int kvs_cache_free_rec(kvs_cache *c, uint32_t idx, uint32_t kind)
 {
-	if (!cache_evictable(c, idx, cache_rec(c, idx)))
-		return 0;
-	if (kvs_fast_hold(c->fast, cache_ns_dom(c, cache_rec(c, idx)->ns)->arena_id,
-			  idx, cache_rec(c, idx)))
-		return 0; /* pinned by a client's fast path */
-	c->evict_kind = kind;
-	cache_evict(c, idx, 1);
-	c->evict_kind = KVS_EVENT_EVICTED;
-	return 1;
+	uint8_t freed;
+
+	return (int)kvs_cache_free_recs(c, &idx, 1, kind, &freed); /* a batch of one */
 }
 
 uint32_t kvs_cache_free_recs(kvs_cache *c, const uint32_t *idx, uint32_t n,
