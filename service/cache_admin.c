@@ -5,7 +5,6 @@
 #include <time.h>
 
 #include "cache_int.h"
-#include "kvs_fastidx.h"
 
 /* ---- introspection ---------------------------------------------------- */
 
