@@ -1,7 +1,8 @@
 /*
  * remote_tier_util.h - what the daemon-level remote tier tests share
  * (test_remote_*.c here): a private Redis Cluster or the test skipped, the
- * key of a block and the node that owns it, waits on tier_remote.* stats.
+ * namespace fingerprint and key of a block and the node that owns it,
+ * waits on tier_remote.* stats.
  * Links tests/redis_cluster.c and storage/ (the key and slot functions).
  */
 #ifndef TH_REMOTE_TIER_UTIL_H
@@ -31,12 +32,29 @@ static inline rc_cluster *rt_cluster(const rc_opts *o)
 	return c;
 }
 
-/* rt_slot - the cluster slot of block @h's key. */
-static inline unsigned rt_slot(kvs_hash h)
+/* rt_fp - the namespace fingerprint the daemon gives layout @l (the same
+ * kvs_rval_ns_fp of the same namespaces-file entry). */
+static inline uint64_t rt_fp(const kvs_layout *l)
+{
+	kvs_nsfile_ns ns = {
+		.model = l->model, .model_len = (uint32_t)strlen(l->model),
+		.adapter = l->adapter ? l->adapter : "",
+		.adapter_len = l->adapter ? (uint32_t)strlen(l->adapter) : 0,
+		.salt = (const uint8_t *)l->salt,
+		.salt_len = l->salt ? (uint32_t)strlen(l->salt) : 0,
+		.layers = l->layers, .kv_heads = l->kv_heads, .head_dim = l->head_dim,
+		.block_tokens = l->block_tokens, .tp_rank = l->tp_rank,
+		.tp_size = l->tp_size, .dtype = (uint32_t)l->dtype };
+
+	return kvs_rval_ns_fp(&ns);
+}
+
+/* rt_slot - the cluster slot of the key of block @h of layout @l. */
+static inline unsigned rt_slot(const kvs_layout *l, kvs_hash h)
 {
 	uint8_t key[KVS_RVAL_KEY_BYTES];
 
-	kvs_rval_key(key, h);
+	kvs_rval_key(key, rt_fp(l), h);
 	return kvs_slot_of(key, sizeof(key));
 }
 
