@@ -21,6 +21,10 @@
  *            stops before it; B publishes the chain (it recomputed it):
  *            the value is replaced (tier_remote.repaired), and C's lookup
  *            hits the whole chain.
+ *  files:    a secret under 16 bytes stops kvshared at start (exit 1, one
+ *            line, the secret not in it); a 0644 secret file is a warning;
+ *            no secret file: a warning, tier_remote.authenticated 0; the
+ *            secret is in no log.
  * Skips (77) without redis-server.
  */
 #include "remote_tier_util.h"
@@ -38,7 +42,7 @@
 #define BLOCK_BYTES (BLOCK_TOKENS * 1024)
 #define LEN 8
 
-static th_daemon A, B, C, D;
+static th_daemon A, B, C, D, S, P, N;
 static kvs_layout L;
 static uint64_t seed = 7000;
 static char sdir[256], secret1[300], secret2[300];
@@ -228,6 +232,34 @@ static void repair(rc_cluster *c, kvs_client *ca, kvs_client *cb, kvs_client *cc
 		th_stat_get(&B, "tier_remote.repaired"), LEN, LEN);
 }
 
+static void files(rc_cluster *c)
+{
+	static char shortf[300], openf[300];
+
+	/* too short: refused at start */
+	secret_file("short", "0123456789", shortf, sizeof(shortf));
+	if (th_daemon_init(&S, TH_ARGS("--host-size", "8M", "--remote", rc_seeds(c),
+				       "--remote-secret-file", shortf)) < 0)
+		th_fatal("daemon init failed");
+	CHECK_RC(th_daemon_start(&S), -ECHILD);
+	CHECK_NE(S.last_status, 0);
+	CHECK(th_log_contains(&S, "want 16 to 4095 bytes"));
+	CHECK(!th_log_contains(&S, "0123456789"));
+	/* readable by others: a warning, and it works */
+	secret_file("open", SECRET1, openf, sizeof(openf));
+	CHECK_EQ(chmod(openf, 0644), 0);
+	th_daemon_up(&P, TH_ARGS("--host-size", "8M", "--remote", rc_seeds(c),
+				 "--remote-secret-file", openf));
+	CHECK(th_log_contains(&P, "readable by others (chmod 600)"));
+	CHECK_EQ(th_stat_get(&P, "tier_remote.authenticated"), 1);
+	/* none: a warning, the gauge says so */
+	th_daemon_up(&N, TH_ARGS("--host-size", "8M", "--remote", rc_seeds(c)));
+	CHECK(th_log_contains(&N, "values are checked but not authenticated"));
+	CHECK_EQ(th_stat_get(&N, "tier_remote.authenticated"), 0);
+	unlink(shortf);
+	unlink(openf);
+}
+
 int main(void)
 {
 	static kvs_hash h[LEN];
@@ -273,6 +305,10 @@ int main(void)
 	other_secret(cd, cc);
 	squat();
 	repair(c, ca, cb, cc);
+	files(c);
+	CHECK(!th_log_contains(&A, SECRET1));
+	CHECK(!th_log_contains(&C, SECRET1));
+	CHECK(!th_log_contains(&P, SECRET1));
 
 	kvs_close(ca);
 	kvs_close(cb);
