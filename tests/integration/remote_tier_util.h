@@ -59,6 +59,33 @@ static inline unsigned rt_slot(const kvs_layout *l, kvs_hash h)
 }
 
 /*
+ * rt_corrupt - change 8 payload bytes of the value of one of blocks
+ * @h[2..@n-2] of layout @l in Redis (SETRANGE; -c: redis-cli follows MOVED
+ * to the key's node). redis-cli takes the key from argv, so it is the
+ * first of them whose key has no NUL. Returns its index, or 0 after a
+ * failed check.
+ */
+static inline size_t rt_corrupt(rc_cluster *c, const kvs_layout *l,
+				const kvs_hash *h, size_t n, uint64_t block_bytes)
+{
+	uint8_t key[KVS_RVAL_KEY_BYTES + 1] = { 0 };
+	char out[256];
+	size_t m = 0;
+
+	for (size_t i = 2; i + 1 < n && !m; i++) {
+		kvs_rval_key(key, rt_fp(l), h[i]);
+		if (memchr(key, 0, KVS_RVAL_KEY_BYTES) == NULL)
+			m = i;
+	}
+	if (!CHECK(m != 0) ||
+	    !CHECK_EQ(rc_cli(c, 0, out, sizeof(out), "-c", "SETRANGE", (char *)key,
+			     "1000", "corrupt!", NULL), 0) ||
+	    !CHECK_EQ(atoll(out), (long long)(KVS_RVAL_HDR_BYTES + block_bytes)))
+		return 0;
+	return m;
+}
+
+/*
  * rt_owners - @owner[slot] = index of the node that owns it, from
  * `CLUSTER NODES` asked to node @ask (-1 for a slot nobody owns).
  * Returns 0 or -1 (a failed check).

@@ -97,24 +97,13 @@ static int until_hits(kvs_client *cb, const kvs_hash *h, size_t n,
 static void corrupt(rc_cluster *c, kvs_client *ca, kvs_client *cb)
 {
 	static kvs_hash h[CLEN];
-	uint8_t key[KVS_RVAL_KEY_BYTES + 1] = { 0 };
-	char out[256];
-	size_t m = 0;
+	size_t m;
 	int64_t ms, before = th_stat_get(&B, "tier_remote.forged");
 
 	publish_chain(ca, h, CLEN);
-	/* redis-cli takes the key from argv: a block whose key has no NUL */
-	for (size_t i = 2; i < CLEN - 1 && !m; i++) {
-		kvs_rval_key(key, rt_fp(&L), h[i]);
-		if (memchr(key, 0, KVS_RVAL_KEY_BYTES) == NULL)
-			m = i;
-	}
-	if (!CHECK(m != 0))
+	m = rt_corrupt(c, &L, h, CLEN, BLOCK_BYTES);
+	if (!m)
 		return;
-	/* -c: redis-cli follows MOVED to the key's node */
-	CHECK_EQ(rc_cli(c, 0, out, sizeof(out), "-c", "SETRANGE", (char *)key,
-			"1000", "corrupt!", NULL), 0);
-	CHECK_EQ(atoll(out), KVS_RVAL_HDR_BYTES + BLOCK_BYTES);
 	CHECK_EQ(lookup_b(cb, h, CLEN, &ms), m);
 	CHECK_EQ(th_stat_get(&B, "tier_remote.forged"), before + 1);
 	/* asked again: still the prefix before it, counted again */

@@ -194,9 +194,7 @@ static void squat(void)
 static void repair(rc_cluster *c, kvs_client *ca, kvs_client *cb, kvs_client *cc)
 {
 	static kvs_hash h[LEN];
-	uint8_t key[KVS_RVAL_KEY_BYTES + 1] = { 0 };
-	char out[256];
-	size_t m = 0, bad = 0;
+	size_t m, bad = 0;
 	int64_t pub = th_stat_get(&A, "tier_remote.published");
 	int64_t forged = th_stat_get(&B, "tier_remote.forged");
 	int64_t ends;
@@ -205,16 +203,9 @@ static void repair(rc_cluster *c, kvs_client *ca, kvs_client *cb, kvs_client *cc
 	th_chain(&L, seed++, LEN, 0, 0, h);
 	CHECK_RC(th_publish(ca, h, LEN, NULL), LEN);
 	CHECK(rt_wait_ge(&A, "tier_remote.published", pub + LEN, TH_WAIT_MS));
-	/* redis-cli takes the key from argv: a block whose key has no NUL */
-	for (size_t i = 2; i < LEN - 1 && !m; i++) {
-		kvs_rval_key(key, rt_fp(&L), h[i]);
-		if (memchr(key, 0, KVS_RVAL_KEY_BYTES) == NULL)
-			m = i;
-	}
-	if (!CHECK(m != 0))
+	m = rt_corrupt(c, &L, h, LEN, BLOCK_BYTES);
+	if (!m)
 		return;
-	CHECK_EQ(rc_cli(c, 0, out, sizeof(out), "-c", "SETRANGE", (char *)key,
-			"1000", "corrupt!", NULL), 0);
 	CHECK_EQ(th_verify(cb, h, LEN, &bad), (long long)m);
 	CHECK_EQ(th_stat_get(&B, "tier_remote.forged"), forged + 1);
 	/* B recomputes what it lacks (block m at least: the blocks fetched
