@@ -141,7 +141,7 @@
 	X(tier_remote, forged, COUNTER, "values failing their MAC: misses")    \
 	X(tier_remote, repaired, COUNTER, "values that failed here, replaced by a publish")\
 	X(tier_remote, bytes_in, COUNTER, "payload bytes fetched")            \
-	X(tier_remote, published, COUNTER, "blocks stored (SET NX)")          \
+	X(tier_remote, published, COUNTER, "blocks stored (SET NX, or a repair's SET)")\
 	X(tier_remote, existed, COUNTER, "blocks not sent: already there")    \
 	X(tier_remote, bytes_out, COUNTER, "payload bytes stored")            \
 	X(tier_remote, skipped, COUNTER, "publishes dropped: staging full")   \
