@@ -1,11 +1,12 @@
 /*
  * test_remote_tier_pins - write-through's pins are capped (issue 21 item
  * 6): a daemon W with a 4 MiB host tier (256 blocks of 16 KiB) publishes at
- * commit to a private 3-master cluster with --remote-timeout 3000. One node
+ * commit to a private 3-master cluster with --remote-timeout 10000. One node
  * SIGSTOPped; W commits 64 chains of 16 new blocks (4x its host tier) at
- * once. Every block whose key is on that node waits for its EXISTS until
- * the timeout: pinned from its slot, those would fill the host tier (a
- * third of 1024 blocks is more than 256) and every reserve would be FULL.
+ * once. Every block whose key is on that node waits for its EXISTS (until
+ * SIGCONT: the timeout is far): pinned from its slot, those would fill the
+ * host tier (a third of 1024 blocks is more than 256) and reserves would be
+ * FULL.
  * With the cap (--remote-pin-share, default 25%) at most 1 MiB is pinned,
  * the rest goes from copies (tier_remote.pin_capped), and every reserve
  * succeeds. After SIGCONT publishing resumes: a new chain is stored whole.
@@ -21,7 +22,7 @@
 #define HOST_BYTES (4u << 20)
 #define CLEN 16
 #define ROUNDS 64
-#define TIMEOUT_MS 3000
+#define TIMEOUT_MS 10000 /* far above the commits' time: the pins are held */
 
 static th_daemon W;
 
@@ -41,7 +42,7 @@ int main(void)
 	c = rt_cluster(&(rc_opts){ .masters = 3 });
 	th_daemon_up(&W, TH_ARGS("--host-size", "4M", "--page-size", "16K",
 				 "--remote", rc_seeds(c), "--remote-write", "through",
-				 "--remote-timeout", "3000"));
+				 "--remote-timeout", "10000"));
 	L = th_layout("remote-pins", BLOCK_TOKENS);
 	cw = th_connect(&W, &L);
 
@@ -71,7 +72,7 @@ int main(void)
 
 	/* every publish ends (stored, timed out, failed fast while the node
 	 * is down), and the pins are given back */
-	CHECK(rt_wait_publish_ends(&W, ROUNDS * CLEN, 4 * TIMEOUT_MS + TH_WAIT_MS));
+	CHECK(rt_wait_publish_ends(&W, ROUNDS * CLEN, 2 * TIMEOUT_MS + TH_WAIT_MS));
 	CHECK(th_wait_stat(&W, "tier_remote.pinned_bytes", 0, TH_WAIT_MS));
 
 	/* publishing resumes: a new chain stored whole (the node is retried
@@ -82,7 +83,7 @@ int main(void)
 		ends = rt_publish_ends(&W);
 		th_chain(&L, seed++, CLEN, 0, 0, h);
 		CHECK_RC(th_publish(cw, h, CLEN, NULL), CLEN);
-		CHECK(rt_wait_publish_ends(&W, ends + CLEN, 2 * TIMEOUT_MS + TH_WAIT_MS));
+		CHECK(rt_wait_publish_ends(&W, ends + CLEN, TIMEOUT_MS + TH_WAIT_MS));
 		if (th_stat_get(&W, "tier_remote.published") == pub + CLEN) {
 			resumed = tries;
 			break;
