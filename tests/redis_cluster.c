@@ -35,6 +35,7 @@ struct rc_cluster {
 	char server[PATH_MAX], cli[PATH_MAX];
 	const char *const *extra;
 	double cli_timeout_s;
+	int tls, tls_auth_clients;
 };
 
 static char why[512];
@@ -147,7 +148,32 @@ static pid_t spawn_server(const rc_cluster *c, int i)
 	snprintf(log, sizeof(log), "%s/redis.log", dir);
 	argv[argc++] = c->server;
 	argv[argc++] = "--port";
-	argv[argc++] = port;
+	if (c->tls) {
+		static char cert[PATH_MAX], key[PATH_MAX], ca[PATH_MAX];
+
+		snprintf(cert, sizeof(cert), "%s", rc_tls_file(c, "node.crt"));
+		snprintf(key, sizeof(key), "%s", rc_tls_file(c, "node.key"));
+		snprintf(ca, sizeof(ca), "%s", rc_tls_file(c, "ca.crt"));
+		argv[argc++] = "0";
+		argv[argc++] = "--tls-port";
+		argv[argc++] = port;
+		argv[argc++] = "--tls-cert-file";
+		argv[argc++] = cert;
+		argv[argc++] = "--tls-key-file";
+		argv[argc++] = key;
+		argv[argc++] = "--tls-ca-cert-file";
+		argv[argc++] = ca;
+		argv[argc++] = "--tls-auth-clients";
+		argv[argc++] = c->tls_auth_clients ? "yes" : "no";
+		argv[argc++] = "--tls-replication";
+		argv[argc++] = "yes";
+		if (!c->plain) {
+			argv[argc++] = "--tls-cluster";
+			argv[argc++] = "yes";
+		}
+	} else {
+		argv[argc++] = port;
+	}
 	argv[argc++] = "--bind";
 	argv[argc++] = "127.0.0.1";
 	argv[argc++] = "--dir";
@@ -191,7 +217,7 @@ static pid_t spawn_server(const rc_cluster *c, int i)
 int rc_cli_argv(const rc_cluster *c, int i, char *out, size_t cap, int argc,
 		const char *const *argv)
 {
-	const char *av[CLI_ARGS_MAX + 8];
+	const char *av[CLI_ARGS_MAX + 16];
 	char port[16];
 	int pfd[2], n = 0, status;
 	size_t len = 0;
@@ -206,6 +232,20 @@ int rc_cli_argv(const rc_cluster *c, int i, char *out, size_t cap, int argc,
 	av[n++] = "127.0.0.1";
 	av[n++] = "-p";
 	av[n++] = port;
+	if (c->tls) {
+		static char ca[PATH_MAX], cert[PATH_MAX], key[PATH_MAX];
+
+		snprintf(ca, sizeof(ca), "%s", rc_tls_file(c, "ca.crt"));
+		snprintf(cert, sizeof(cert), "%s", rc_tls_file(c, "client.crt"));
+		snprintf(key, sizeof(key), "%s", rc_tls_file(c, "client.key"));
+		av[n++] = "--tls";
+		av[n++] = "--cacert";
+		av[n++] = ca;
+		av[n++] = "--cert";
+		av[n++] = cert;
+		av[n++] = "--key";
+		av[n++] = key;
+	}
 	for (int k = 0; k < argc; k++)
 		av[n++] = argv[k];
 	av[n] = NULL;
@@ -457,6 +497,83 @@ static void print_log(const rc_cluster *c, int i)
 	fclose(f);
 }
 
+/*
+ * The TLS files of the test (redis_cluster.h), made with the openssl CLI:
+ * P-256 keys (quick to make), valid for two days. Bounded like a redis-cli
+ * call.
+ */
+static const char MAKE_CERTS[] =
+	"set -e; cd \"$1\"\n"
+	"k='-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes'\n"
+	"openssl req -x509 $k -keyout ca.key -out ca.crt -days 2 -subj /CN=kvs-test-ca\n"
+	"openssl req -x509 $k -keyout other-ca.key -out other-ca.crt -days 2 "
+	"-subj /CN=kvs-other-ca\n"
+	"openssl req -new $k -keyout node.key -out node.csr -subj /CN=kvs-test-node\n"
+	"echo 'subjectAltName=IP:127.0.0.1,DNS:localhost' > san.ext\n"
+	"openssl x509 -req -in node.csr -CA ca.crt -CAkey ca.key -CAcreateserial "
+	"-out node.crt -days 2 -extfile san.ext\n"
+	"openssl req -new $k -keyout client.key -out client.csr -subj /CN=kvs-test-client\n"
+	"openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial "
+	"-out client.crt -days 2\n";
+
+static int make_certs(rc_cluster *c)
+{
+	char dir[PATH_MAX], log[PATH_MAX + 16], sh[PATH_MAX];
+	double end = now_s() + c->cli_timeout_s * 3, pause = 0.002;
+	int status;
+	pid_t pid;
+
+	if (find_bin("OPENSSL", "openssl", sh, sizeof(sh)) < 0) {
+		snprintf(why, sizeof(why), "openssl CLI not found (Debian: apt-get "
+			 "install openssl): the TLS tests make their certificates with it");
+		return -ENOENT;
+	}
+	snprintf(dir, sizeof(dir), "%s/tls", c->dir);
+	snprintf(log, sizeof(log), "%s/openssl.log", dir);
+	if (mkdir(dir, 0700) < 0)
+		return -errno;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (fd >= 0) {
+			dup2(fd, STDOUT_FILENO);
+			dup2(fd, STDERR_FILENO);
+		}
+		execl("/bin/sh", "sh", "-c", MAKE_CERTS, "sh", dir, (char *)NULL);
+		_exit(127);
+	}
+	while (waitpid(pid, &status, WNOHANG) == 0) {
+		if (now_s() > end) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			snprintf(why, sizeof(why), "openssl: no certificates after %.0f s",
+				 c->cli_timeout_s * 3);
+			return -ETIMEDOUT;
+		}
+		backoff(&pause);
+	}
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		snprintf(why, sizeof(why), "openssl failed to make the certificates "
+			 "(see %.400s)", log);
+		return -EIO;
+	}
+	return 0;
+}
+
+const char *rc_tls_file(const rc_cluster *c, const char *name)
+{
+	static char path[PATH_MAX];
+
+	if (!c->tls)
+		return NULL;
+	snprintf(path, sizeof(path), "%s/tls/%s", c->dir, name);
+	return path;
+}
+
 static int start_nodes(rc_cluster *c, double end)
 {
 	for (int i = 0; i < c->n; i++) {
@@ -478,6 +595,13 @@ static int start_nodes(rc_cluster *c, double end)
 			if (rc == -ETIMEDOUT) {
 				print_log(c, i);
 				return rc;
+			}
+			/* A build without TLS exits on the first tls- option. */
+			if (rc == -ECHILD && c->tls) {
+				print_log(c, i);
+				snprintf(why, sizeof(why), "redis-server exited at once "
+					 "with TLS options: built without TLS?");
+				return -ENOENT;
 			}
 		}
 		if (rc < 0) {
@@ -513,6 +637,8 @@ int rc_start(const rc_opts *o, rc_cluster **out)
 	c->cli_timeout_s = CLI_TIMEOUT_S;
 	c->plain = o->plain;
 	c->extra = o->extra;
+	c->tls = o->tls;
+	c->tls_auth_clients = o->tls_auth_clients;
 	snprintf(c->dir, sizeof(c->dir), "%s/kvs-redis-cluster.XXXXXX",
 		 tmp && *tmp ? tmp : "/tmp");
 	if (!mkdtemp(c->dir)) {
@@ -530,7 +656,9 @@ int rc_start(const rc_opts *o, rc_cluster **out)
 		if (!registered++)
 			atexit(at_exit);
 	}
-	rc = start_nodes(c, end);
+	rc = c->tls ? make_certs(c) : 0;
+	if (rc == 0)
+		rc = start_nodes(c, end);
 	if (rc == 0 && !c->plain) {
 		const char *argv[CLI_ARGS_MAX];
 		char addr[RC_MAX_NODES][32], outb[8192];
