@@ -24,13 +24,16 @@ typedef struct kvs_tier_remote_config {
 	const char *auth_file;  /* "user password" or "password", or NULL */
 	int write_through;      /* publish at commit (else at host eviction) */
 	uint32_t timeout_ms;    /* per request; also bounds the connect */
+	const struct kvs_remote_tls *tls; /* TLS settings, or NULL: plain */
 } kvs_tier_remote_config;
 
 /*
  * kvs_tier_remote_open - read the AUTH file, connect to the seeds and take
  * the slot map (blocking, at most the timeout per seed), ready for
  * kvs_cache_tier_add().
- * Errors: -EINVAL (seeds, AUTH file format), -EACCES (AUTH refused),
+ * Errors: -EINVAL (seeds, AUTH file format, a TLS file that does not
+ * load), -EACCES (AUTH refused), -EKEYREJECTED (a seed's certificate did
+ * not verify),
  * -errno from the AUTH file or the connect (-ECONNREFUSED, -ETIMEDOUT),
  * -EPROTO, -ENOMEM. Logs why, never the password.
  * Ownership: *out is the caller's until kvs_cache_tier_add() takes it

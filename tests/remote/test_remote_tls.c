@@ -12,6 +12,8 @@
  *     killed fails its keys fast while the others serve;
  *  4. AUTH with TLS on a peer the test controls: the first bytes the
  *     engine sends are a TLS ClientHello and the password never arrives;
+ *     a TLS peer with a certificate of the right CA that does not name
+ *     127.0.0.1 (the IP SAN check of a numeric host) is refused;
  *  5. mutual TLS (a node with tls-auth-clients yes): refused without a
  *     client certificate, served with one.
  */
@@ -20,6 +22,8 @@
 #include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <openssl/ssl.h>
 
 #include "remote_util.h"
 
@@ -275,6 +279,63 @@ static void test_no_clear_password(rc_cluster *c)
 	CHECK(memmem(trap.buf, trap.len, "AUTH", 4) == NULL);
 }
 
+/* ---- 4b: the IP SAN check ------------------------------------------------ */
+
+static struct {
+	int lfd;
+	SSL_CTX *ctx;
+} fake;
+
+/* A TLS server on loopback whose certificate (the CA's, but the client's:
+ * no SAN at all) does not name 127.0.0.1: it accepts, handshakes, closes. */
+static void *fake_run(void *arg)
+{
+	int fd = accept(fake.lfd, NULL, NULL);
+	SSL *s;
+
+	(void)arg;
+	if (fd < 0)
+		return NULL;
+	s = SSL_new(fake.ctx);
+	SSL_set_fd(s, fd);
+	SSL_accept(s);
+	SSL_free(s);
+	close(fd);
+	return NULL;
+}
+
+static void test_ip_san(rc_cluster *c)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t alen = sizeof(a);
+	char seeds[64], ca[512], why[400];
+	pthread_t th;
+	int rc;
+
+	fake.ctx = SSL_CTX_new(TLS_server_method());
+	CHECK(fake.ctx != NULL);
+	CHECK_EQ(SSL_CTX_use_certificate_file(fake.ctx, rc_tls_file(c, "client.crt"),
+					      SSL_FILETYPE_PEM), 1);
+	CHECK_EQ(SSL_CTX_use_PrivateKey_file(fake.ctx, rc_tls_file(c, "client.key"),
+					     SSL_FILETYPE_PEM), 1);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	fake.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	CHECK_EQ(bind(fake.lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	CHECK_EQ(listen(fake.lfd, 4), 0);
+	CHECK_EQ(getsockname(fake.lfd, (struct sockaddr *)&a, &alen), 0);
+	snprintf(seeds, sizeof(seeds), "127.0.0.1:%d", ntohs(a.sin_port));
+	snprintf(ca, sizeof(ca), "%s", rc_tls_file(c, "ca.crt"));
+	CHECK_EQ(pthread_create(&th, NULL, fake_run, NULL), 0);
+	CHECK(tls_open(seeds, &(struct kvs_remote_tls){ .ca_file = ca }, NULL, NULL,
+		       &rc, why, sizeof(why)) == NULL);
+	pthread_join(th, NULL);
+	close(fake.lfd);
+	SSL_CTX_free(fake.ctx);
+	CHECK_EQ(rc, -EKEYREJECTED);
+	CHECK(strstr(why, "IP address mismatch") != NULL);
+	printf("a certificate of the right CA without the IP: %s\n", why);
+}
+
 /* ---- 5: mutual TLS, with AUTH -------------------------------------------- */
 
 static void test_mutual(void)
@@ -325,6 +386,7 @@ int main(void)
 
 	test_refusals(c);
 	test_no_clear_password(c);
+	test_ip_san(c);
 	test_data(c);
 	rc_stop(c);
 	test_mutual();
