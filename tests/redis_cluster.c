@@ -31,11 +31,12 @@ struct rc_cluster {
 	int port[RC_MAX_NODES];
 	pid_t pid[RC_MAX_NODES];
 	char dir[512];
-	char seeds[RC_MAX_NODES * 24];
+	char seeds[RC_MAX_NODES * 24], tls_seeds[RC_MAX_NODES * 24];
+	int tls_port[RC_MAX_NODES]; /* tls_and_plain: the TLS ports */
 	char server[PATH_MAX], cli[PATH_MAX];
 	const char *const *extra;
 	double cli_timeout_s;
-	int tls, tls_auth_clients;
+	int tls, tls_auth_clients, tls_and_plain;
 };
 
 static char why[512];
@@ -149,14 +150,15 @@ static pid_t spawn_server(const rc_cluster *c, int i)
 	argv[argc++] = c->server;
 	argv[argc++] = "--port";
 	if (c->tls) {
-		static char cert[PATH_MAX], key[PATH_MAX], ca[PATH_MAX];
+		static char cert[PATH_MAX], key[PATH_MAX], ca[PATH_MAX], tport[16];
 
 		snprintf(cert, sizeof(cert), "%s", rc_tls_file(c, "node.crt"));
 		snprintf(key, sizeof(key), "%s", rc_tls_file(c, "node.key"));
 		snprintf(ca, sizeof(ca), "%s", rc_tls_file(c, "ca.crt"));
-		argv[argc++] = "0";
+		snprintf(tport, sizeof(tport), "%d", c->tls_port[i]);
+		argv[argc++] = c->tls_and_plain ? port : "0";
 		argv[argc++] = "--tls-port";
-		argv[argc++] = port;
+		argv[argc++] = c->tls_and_plain ? tport : port;
 		argv[argc++] = "--tls-cert-file";
 		argv[argc++] = cert;
 		argv[argc++] = "--tls-key-file";
@@ -232,7 +234,7 @@ int rc_cli_argv(const rc_cluster *c, int i, char *out, size_t cap, int argc,
 	av[n++] = "127.0.0.1";
 	av[n++] = "-p";
 	av[n++] = port;
-	if (c->tls) {
+	if (c->tls && !c->tls_and_plain) {
 		static char ca[PATH_MAX], cert[PATH_MAX], key[PATH_MAX];
 
 		snprintf(ca, sizeof(ca), "%s", rc_tls_file(c, "ca.crt"));
@@ -497,73 +499,6 @@ static void print_log(const rc_cluster *c, int i)
 	fclose(f);
 }
 
-/*
- * The TLS files of the test (redis_cluster.h), made with the openssl CLI:
- * P-256 keys (quick to make), valid for two days. Bounded like a redis-cli
- * call.
- */
-static const char MAKE_CERTS[] =
-	"set -e; cd \"$1\"\n"
-	"k='-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes'\n"
-	"openssl req -x509 $k -keyout ca.key -out ca.crt -days 2 -subj /CN=kvs-test-ca\n"
-	"openssl req -x509 $k -keyout other-ca.key -out other-ca.crt -days 2 "
-	"-subj /CN=kvs-other-ca\n"
-	"openssl req -new $k -keyout node.key -out node.csr -subj /CN=kvs-test-node\n"
-	"echo 'subjectAltName=IP:127.0.0.1,DNS:localhost' > san.ext\n"
-	"openssl x509 -req -in node.csr -CA ca.crt -CAkey ca.key -CAcreateserial "
-	"-out node.crt -days 2 -extfile san.ext\n"
-	"openssl req -new $k -keyout client.key -out client.csr -subj /CN=kvs-test-client\n"
-	"openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial "
-	"-out client.crt -days 2\n";
-
-static int make_certs(rc_cluster *c)
-{
-	char dir[PATH_MAX], log[PATH_MAX + 16], sh[PATH_MAX];
-	double end = now_s() + c->cli_timeout_s * 3, pause = 0.002;
-	int status;
-	pid_t pid;
-
-	if (find_bin("OPENSSL", "openssl", sh, sizeof(sh)) < 0) {
-		snprintf(why, sizeof(why), "openssl CLI not found (Debian: apt-get "
-			 "install openssl): the TLS tests make their certificates with it");
-		return -ENOENT;
-	}
-	snprintf(dir, sizeof(dir), "%s/tls", c->dir);
-	snprintf(log, sizeof(log), "%s/openssl.log", dir);
-	if (mkdir(dir, 0700) < 0)
-		return -errno;
-	pid = fork();
-	if (pid < 0)
-		return -errno;
-	if (pid == 0) {
-		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (fd >= 0) {
-			dup2(fd, STDOUT_FILENO);
-			dup2(fd, STDERR_FILENO);
-		}
-		execl("/bin/sh", "sh", "-c", MAKE_CERTS, "sh", dir, (char *)NULL);
-		_exit(127);
-	}
-	while (waitpid(pid, &status, WNOHANG) == 0) {
-		if (now_s() > end) {
-			kill(pid, SIGKILL);
-			waitpid(pid, &status, 0);
-			snprintf(why, sizeof(why), "openssl: no certificates after %.0f s",
-				 c->cli_timeout_s * 3);
-			return -ETIMEDOUT;
-		}
-		backoff(&pause);
-	}
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-		snprintf(why, sizeof(why), "openssl failed to make the certificates "
-			 "(see %.400s)", log);
-		return -EIO;
-	}
-	return 0;
-}
-
 const char *rc_tls_file(const rc_cluster *c, const char *name)
 {
 	static char path[PATH_MAX];
@@ -588,6 +523,9 @@ static int start_nodes(rc_cluster *c, double end)
 			c->port[i] = pick_port();
 			if (c->port[i] < 0)
 				return c->port[i];
+			c->tls_port[i] = c->port[i];
+			if (c->tls_and_plain && (c->tls_port[i] = pick_port()) < 0)
+				return c->tls_port[i];
 			c->pid[i] = spawn_server(c, i);
 			if (c->pid[i] < 0)
 				return -errno;
@@ -637,8 +575,9 @@ int rc_start(const rc_opts *o, rc_cluster **out)
 	c->cli_timeout_s = CLI_TIMEOUT_S;
 	c->plain = o->plain;
 	c->extra = o->extra;
-	c->tls = o->tls;
+	c->tls = o->tls || o->tls_and_plain;
 	c->tls_auth_clients = o->tls_auth_clients;
+	c->tls_and_plain = o->tls_and_plain;
 	snprintf(c->dir, sizeof(c->dir), "%s/kvs-redis-cluster.XXXXXX",
 		 tmp && *tmp ? tmp : "/tmp");
 	if (!mkdtemp(c->dir)) {
@@ -656,7 +595,14 @@ int rc_start(const rc_opts *o, rc_cluster **out)
 		if (!registered++)
 			atexit(at_exit);
 	}
-	rc = c->tls ? make_certs(c) : 0;
+	if (c->tls) {
+		char tdir[PATH_MAX];
+
+		snprintf(tdir, sizeof(tdir), "%s/tls", c->dir);
+		rc = rc_make_certs(tdir, c->cli_timeout_s * 3, why, sizeof(why));
+	} else {
+		rc = 0;
+	}
 	if (rc == 0)
 		rc = start_nodes(c, end);
 	if (rc == 0 && !c->plain) {
@@ -693,6 +639,9 @@ int rc_start(const rc_opts *o, rc_cluster **out)
 
 		snprintf(c->seeds + len, sizeof(c->seeds) - len, "%s127.0.0.1:%d",
 			 i ? "," : "", c->port[i]);
+		len = strlen(c->tls_seeds);
+		snprintf(c->tls_seeds + len, sizeof(c->tls_seeds) - len, "%s127.0.0.1:%d",
+			 i ? "," : "", c->tls_port[i]);
 	}
 	*out = c;
 	return 0;
@@ -711,6 +660,11 @@ int rc_port(const rc_cluster *c, int i)
 const char *rc_seeds(const rc_cluster *c)
 {
 	return c->seeds;
+}
+
+const char *rc_tls_seeds(const rc_cluster *c)
+{
+	return c->tls ? c->tls_seeds : NULL;
 }
 
 const char *rc_dir(const rc_cluster *c)
