@@ -32,6 +32,7 @@
 #define AUTH_MAX 512
 #define TLS_STAGE (16u << 10) /* TLS: small pieces coalesce up to this */
 #define TLS_CHUNK (256u << 10) /* TLS: one SSL_write of a value at most */
+#define TLS_READ_AHEAD (64u << 10) /* TLS: SSL's read buffer */
 
 enum { OP_AUTH = 100, OP_SLOTS };
 enum { W_NONE, W_WAIT, W_CONN, W_DONE, W_UNTRUSTED };

@@ -191,6 +191,12 @@ int kvs_remote_set_tls(kvs_remote *r, const struct kvs_remote_tls *t)
 	/* A write repeated after WANT_WRITE is rebuilt from the queue: the
 	 * same bytes, maybe in the staging buffer, maybe longer. */
 	SSL_CTX_set_mode(ctx, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	/* Read ahead: one recv takes several records (without it, two recvs
+	 * per 16 KiB record: its header, then its body). What SSL holds then
+	 * is read before the socket is waited on again (conn_read loops to
+	 * -EAGAIN; past its budget, kvs_rmt_conn_more). */
+	SSL_CTX_set_read_ahead(ctx, 1);
+	SSL_CTX_set_default_read_buffer_len(ctx, TLS_READ_AHEAD);
 	if (t->ca_file ? SSL_CTX_load_verify_locations(ctx, t->ca_file, NULL) != 1
 		       : SSL_CTX_set_default_verify_paths(ctx) != 1)
 		bad = t->ca_file ? t->ca_file : "the system's CA store";
