@@ -457,7 +457,12 @@ static void on_error(kvs_remote *r, struct conn *c, struct req *q,
 			r->st.moved++;
 		if (r->auth_cmd && !node_trusted(r->nodes[idx])) {
 			/* The AUTH rule: a node only this reply names gets
-			 * no password; the map decides (refreshed first). */
+			 * no password; the map decides (refreshed first). A
+			 * plain node has no map to ask. */
+			if (!r->cluster) {
+				kvs_rmt_complete(r, q, -EACCES);
+				return;
+			}
 			q->ask_node = -1;
 			q->where = W_UNTRUSTED;
 			rl_push(&r->untrusted, q);

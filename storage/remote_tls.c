@@ -128,6 +128,15 @@ static int tls_err(kvs_remote *r, SSL *s, int ret, const char *what)
 		return -EINPROGRESS;
 	case SSL_ERROR_ZERO_RETURN: /* close_notify */
 		return -ECONNRESET;
+	case SSL_ERROR_SSL:
+		/* The peer closed without close_notify (a node killed): lost
+		 * like a reset TCP connection, so its requests are resent; a
+		 * truncated reply cannot pass for a whole one (RESP lengths). */
+		if (ERR_GET_REASON(ERR_peek_error()) != SSL_R_UNEXPECTED_EOF_WHILE_READING)
+			break;
+		snprintf(r->last_err, sizeof(r->last_err), "%s: connection closed", what);
+		ERR_clear_error();
+		return -ECONNRESET;
 	case SSL_ERROR_SYSCALL:
 		if (!ERR_peek_error()) {
 			snprintf(r->last_err, sizeof(r->last_err), "%s: %s", what,
