@@ -6,7 +6,7 @@
  *  2. a CA that signed nothing here, and a server name the certificate does
  *     not show: open fails with -EKEYREJECTED and "certificate verify failed";
  *     the name "localhost" (a DNS SAN) opens;
- *  3. on a 3-master TLS cluster: SET NX / GET / EXISTS of values of 1 KiB to
+ *  3. on a 3-master TLS cluster: SET NX / GET / EXISTS of values of 4 KiB to
  *     24 MiB (over the read budget, in several iovecs) round trip bit exact,
  *     pipelined; a MOVED (a slot reassigned by hand) is followed; a node
  *     killed fails its keys fast while the others serve;
@@ -102,9 +102,15 @@ static void test_refusals(rc_cluster *c)
 	kvs_remote_close(r);
 }
 
+/* Value sizes: 24 MiB, just over the engine's 16 MiB read budget, then
+ * 2 KiB to 2 MiB. (Redis writes 64 KiB per event to a client, so the
+ * budget is rarely what stops a read here: the path for bytes SSL holds
+ * past it, kvs_rmt_conn_more, is not reached for sure by this test.) */
 static size_t vsize(int i)
 {
-	return i == 0 ? BIG : (size_t)1024 << (i % 12);
+	if (i < 2)
+		return i == 0 ? BIG : (16u << 20) + 20000;
+	return (size_t)1024 << (i % 12);
 }
 
 static void test_data(rc_cluster *c)
@@ -172,10 +178,16 @@ static void test_data(rc_cluster *c)
 		int to = (owners[s] + 1) % rc_nodes(c);
 		struct iovec iov = { got[1], 16 };
 
+		/* IMPORTING first, so that SETSLOT NODE on the new owner bumps
+		 * its epoch (else gossip may give the slot back meanwhile) */
 		snprintf(sl, sizeof(sl), "%u", s);
-		for (int i = 0; i < rc_nodes(c); i++)
-			CHECK_EQ(rc_cli(c, i, out, sizeof(out), "CLUSTER", "SETSLOT", sl,
-					"NODE", ids[to], NULL), 0);
+		CHECK_EQ(rc_cli(c, to, out, sizeof(out), "CLUSTER", "SETSLOT", sl,
+				"IMPORTING", ids[owners[s]], NULL), 0);
+		CHECK_EQ(rc_cli(c, owners[s], out, sizeof(out), "CLUSTER", "SETSLOT", sl,
+				"MIGRATING", ids[to], NULL), 0);
+		for (int k = 0; k < rc_nodes(c); k++)
+			CHECK_EQ(rc_cli(c, (to + k) % rc_nodes(c), out, sizeof(out), "CLUSTER",
+					"SETSLOT", sl, "NODE", ids[to], NULL), 0);
 		ru_reset();
 		CHECK_EQ(kvs_remote_set_nx(r, moved_key, mlen, &iov, 1, 0), 0);
 		CHECK_EQ(kvs_remote_wait(r, 10000), 0);
