@@ -16,7 +16,6 @@
 
 /* ---- connections -------------------------------------------------------- */
 
-
 void kvs_rmt_refresh_want(kvs_remote *r)
 {
 	if (!r->cluster)
