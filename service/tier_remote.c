@@ -231,10 +231,12 @@ static void on_done(void *arg, const kvs_remote_cqe *q)
 /* One log line per episode: a node down, back, the map changed. */
 static void on_event(void *arg, int ev, const char *host, unsigned port, int err)
 {
-	(void)arg;
-	if (ev == KVS_REMOTE_EV_NODE_DOWN)
-		kvs_warn("remote tier: node %s:%u down: %s (misses for its slots)",
-			 host, port, kvs_strerror(err));
+	remote_tier *t = arg;
+
+	if (ev == KVS_REMOTE_EV_NODE_DOWN) /* a TLS failure says why */
+		kvs_warn("remote tier: node %s:%u down: %s%s%s (misses for its slots)",
+			 host, port, kvs_strerror(err), err == -EKEYREJECTED ? ": " : "",
+			 err == -EKEYREJECTED ? kvs_remote_last_error(t->eng) : "");
 	else if (ev == KVS_REMOTE_EV_NODE_UP)
 		kvs_info("remote tier: node %s:%u answers again", host, port);
 	else
@@ -558,6 +560,8 @@ int kvs_tier_remote_open(const kvs_tier_remote_config *cfg, kvs_tier_mod **out)
 		rc = kvs_remote_set_timeout_ms(t->eng, cfg->timeout_ms);
 	if (rc == 0)
 		rc = kvs_remote_set_connect_timeout_ms(t->eng, cfg->timeout_ms);
+	if (rc == 0 && cfg->tls && (rc = kvs_remote_set_tls(t->eng, cfg->tls)) < 0)
+		kvs_err("remote tier: %s", kvs_remote_last_error(t->eng));
 	if (rc == 0) {
 		kvs_remote_set_callback(t->eng, on_done, t);
 		kvs_remote_set_event_fn(t->eng, on_event, t);
@@ -566,18 +570,19 @@ int kvs_tier_remote_open(const kvs_tier_remote_config *cfg, kvs_tier_mod **out)
 			kvs_err("remote tier: %s refused AUTH or its user lacks a "
 				"permission (check --remote-auth-file and the ACL)",
 				cfg->seeds);
-		else if (rc < 0)
-			kvs_err("remote tier: cannot reach %s: %s", cfg->seeds,
-				kvs_strerror(rc));
+		else if (rc < 0) /* the last seed's answer: a TLS one says why */
+			kvs_err("remote tier: cannot reach %s: %s (%s)", cfg->seeds,
+				kvs_strerror(rc), kvs_remote_last_error(t->eng));
 	}
 	if (rc < 0) {
 		remote_close(&t->base);
 		return rc;
 	}
-	kvs_info("remote tier: %s (%s), publish on %s, timeout %u ms, values %s "
+	kvs_info("remote tier: %s (%s%s), publish on %s, timeout %u ms, values %s "
 		 "(key id %016" PRIx64 ")", cfg->seeds,
 		 kvs_remote_is_cluster(t->eng) ? "Redis Cluster" : "one node",
-		 t->write_through ? "commit" : "eviction", cfg->timeout_ms,
+		 cfg->tls ? ", TLS" : "", t->write_through ? "commit" : "eviction",
+		 cfg->timeout_ms,
 		 kvs_rval_mac_id(t->mac) ? "authenticated" : "NOT authenticated",
 		 kvs_rval_mac_id(t->mac));
 	*out = &t->base;

@@ -28,14 +28,16 @@ typedef struct kvs_tier_remote_config {
 	uint32_t timeout_ms;    /* per request; also bounds the connect */
 	uint32_t pin_share;     /* write-through: percent of the host tier
 				 * that publishes may hold pinned */
+	const struct kvs_remote_tls *tls; /* TLS settings, or NULL: plain */
 } kvs_tier_remote_config;
 
 /*
  * kvs_tier_remote_open - read the AUTH and secret files, connect to the
  * seeds and take the slot map (blocking, at most the timeout per seed),
  * ready for kvs_cache_tier_add().
- * Errors: -EINVAL (seeds, AUTH file format, a secret under 16 bytes),
- * -EACCES (AUTH refused), -EIO (no HMAC-SHA-256 in OpenSSL),
+ * Errors: -EINVAL (seeds, AUTH file format, a secret under 16 bytes, a TLS
+ * file that does not load), -EACCES (AUTH refused), -EKEYREJECTED (a
+ * seed's certificate did not verify), -EIO (no HMAC-SHA-256 in OpenSSL),
  * -errno from either file or the connect (-ECONNREFUSED, -ETIMEDOUT),
  * -EPROTO, -ENOMEM. Logs why, never the password or the secret.
  * Ownership: *out is the caller's until kvs_cache_tier_add() takes it

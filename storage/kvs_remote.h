@@ -28,6 +28,29 @@
  * (kvs_remote_set_max_inflight); requests past the cap wait in the engine,
  * in order.
  *
+ * TLS (kvs_remote_set_tls, OpenSSL): every connection, the seeds' at open
+ * included, does a TLS handshake (TLS 1.2 or later) that verifies the
+ * node's certificate against the CA file and the name (the server name
+ * setting, else the node's host as the seeds or the slot map name it; an
+ * IP address must be in the certificate's IP SANs), presenting the client
+ * certificate when set (mutual TLS). Nothing is written before the
+ * handshake verified: the AUTH password never goes in clear, nor to a node
+ * whose certificate did not verify. The zero-copy paths stay where TLS
+ * allows: a SET's large value pieces are encrypted from the caller's
+ * buffers (small pieces and the first 16 KiB of a value are coalesced in
+ * a staging buffer, one record, one send); a GET's value is decrypted
+ * into the caller's buffers (SSL copies each record once, from its buffer
+ * into the caller's: the decryption's output). Bytes SSL took from the
+ * socket but did not yet hand out are read on the next poll (the fd is
+ * made readable for them), so a level-triggered loop misses nothing.
+ *
+ * AUTH rule: the password goes only to the seeds and to nodes that own
+ * slots in the last slot map taken. A MOVED or ASK naming any other node
+ * refreshes the map and waits for it; the request then goes where the map
+ * says (to that node only once the map names it): a host that answers
+ * redirects cannot make the engine send the password to a host of its
+ * choosing. Without AUTH, redirects are followed at once.
+ *
  * Faults never stall: every request has a deadline (kvs_remote_set_timeout_ms)
  * and completes with an error when it passes. A connection that fails
  * (refused, reset, EOF, a request's deadline passed on it, a protocol error)
@@ -61,7 +84,12 @@
  *   -ELOOP       more than KVS_REMOTE_REDIRECTS MOVED/ASK
  *   -EACCES      AUTH refused, or NOAUTH/NOPERM
  *   -EIO         any other error reply (OOM, LOADING, ...)
- *   -EPROTO      a reply that does not parse or fit the command
+ *   -EPROTO      a reply that does not parse or fit the command; TLS: a
+ *                handshake or record that failed (not TLS, a bad record)
+ *   -EKEYREJECTED TLS: the node's certificate did not verify (another CA,
+ *                another name, expired) or the node refused ours; open
+ *                fails with it, and later connections count it as "down"
+ *                (kvs_remote_last_error says why)
  *   -EINVAL      bad arguments; -ENOMEM; -EBUSY (a setting after open)
  * Thread: a kvs_remote belongs to one thread (the daemon's loop); no locks.
  */
@@ -179,6 +207,39 @@ int kvs_remote_set_timeout_ms(kvs_remote *r, unsigned ms);
 int kvs_remote_set_connect_timeout_ms(kvs_remote *r, unsigned ms);
 int kvs_remote_set_pool(kvs_remote *r, unsigned conns);
 int kvs_remote_set_max_inflight(kvs_remote *r, uint64_t bytes);
+
+/* TLS settings (kvs_remote_set_tls); the strings are read during the call. */
+struct kvs_remote_tls {
+	const char *ca_file;     /* PEM CA certificates that sign the nodes'
+				  * certificates; NULL: the system's store */
+	const char *cert_file;   /* PEM client certificate (chain) for mutual
+				  * TLS, or NULL; needs key_file */
+	const char *key_file;    /* its PEM private key, or NULL */
+	const char *server_name; /* the name every node's certificate must
+				  * show (and the SNI sent), or NULL: each
+				  * node's own host */
+};
+
+/*
+ * kvs_remote_set_tls - TLS on every connection with @t (NULL: plain TCP,
+ * the default). The files are loaded now, so a bad one fails here.
+ * Errors: -EBUSY (after open), -EINVAL (a certificate without its key or
+ * the reverse, an empty or too long server name, a file that does not load
+ * as PEM, a key that does not match the certificate), -ENOENT/-EACCES (a
+ * file that cannot be read), -ENOMEM; kvs_remote_last_error says which
+ * file and why.
+ * Ownership: nothing of @t is kept.
+ */
+int kvs_remote_set_tls(kvs_remote *r, const struct kvs_remote_tls *t);
+
+/*
+ * kvs_remote_last_error - what the last failed TLS call or seed exchange
+ * said ("TLS handshake with 127.0.0.1:7001: certificate verify failed:
+ * unable to get local issuer certificate"), for a log line; "" when none.
+ * Ownership: the engine's, valid until its next call.
+ */
+const char *kvs_remote_last_error(const kvs_remote *r);
+
 /* kvs_remote_set_callback - the completion callback (any time). */
 void kvs_remote_set_callback(kvs_remote *r, kvs_remote_done_fn fn, void *arg);
 /* kvs_remote_set_event_fn - the event callback (any time; NULL: none). */
@@ -189,7 +250,9 @@ void kvs_remote_set_event_fn(kvs_remote *r, kvs_remote_event_fn fn, void *arg);
  * (when set) and CLUSTER SLOTS, and take its slot map. Blocks, at most the
  * connect timeout per seed.
  * Errors: -EINVAL (no seeds), -EACCES (AUTH refused), the last seed's
- * connect error (-ECONNREFUSED, -ETIMEDOUT, ...), -EPROTO, -ENOMEM.
+ * connect error (-ECONNREFUSED, -ETIMEDOUT, ...), -EKEYREJECTED (TLS: its
+ * certificate did not verify), -EPROTO, -ENOMEM; kvs_remote_last_error
+ * says what the last seed answered.
  */
 int kvs_remote_open(kvs_remote *r);
 

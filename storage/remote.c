@@ -40,8 +40,27 @@ void kvs_rmt_take_off(kvs_remote *r, struct req *q)
 	} else if (q->where == W_CONN) {
 		rl_del(&q->conn->q, q);
 		q->conn = NULL;
+	} else if (q->where == W_UNTRUSTED) {
+		rl_del(&r->untrusted, q);
 	}
 	q->where = W_NONE;
+}
+
+/* A map refresh finished: requests redirected to a node that was not in
+ * the map go where the map says now (the node, when the map names it). */
+static void untrusted_retry(kvs_remote *r)
+{
+	struct rlist l = r->untrusted;
+	struct req *q;
+
+	r->untrusted = (struct rlist){ 0 };
+	for (q = l.head; q; q = q->next)
+		q->where = W_NONE;
+	while ((q = l.head) != NULL) {
+		l.head = q->next;
+		q->prev = q->next = NULL;
+		kvs_rmt_dispatch(r, q);
+	}
 }
 
 static void count(kvs_remote *r, const struct req *q, int res)
@@ -104,9 +123,15 @@ static void deliver(kvs_remote *r, struct req *q, uint64_t now)
 	int b = 0;
 
 	if (q->op >= OP_AUTH) {
-		if (q->op == OP_SLOTS)
-			r->refreshing = 0;
+		int slots = q->op == OP_SLOTS;
+
 		free(q);
+		if (slots) {
+			r->refreshing = 0;
+			/* the map is as fresh as it gets: redirected requests
+			 * that waited for it go where it says */
+			untrusted_retry(r);
+		}
 		return;
 	}
 	count(r, q, q->res);
@@ -166,7 +191,9 @@ static void refresh_start(kvs_remote *r, uint64_t now)
 	for (int i = 0; i < r->nnodes; i++) {
 		int idx = (r->refresh_rr + i) % r->nnodes;
 
-		if (r->nodes[idx]->down_until <= now) {
+		/* With AUTH, never a node the map does not name. */
+		if (r->nodes[idx]->down_until <= now &&
+		    (!r->auth_cmd || node_trusted(r->nodes[idx]))) {
 			r->refresh_rr = idx;
 			break;
 		}
@@ -239,6 +266,7 @@ int kvs_remote_poll(kvs_remote *r)
 		}
 		kvs_rmt_conn_event(r, evs[i].data.ptr, evs[i].events);
 	}
+	kvs_rmt_conn_more(r);
 	now = now_us();
 	expire(r, now);
 	refresh_start(r, now);

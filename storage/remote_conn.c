@@ -1,7 +1,7 @@
 /* remote_conn.c - the remote engine's connections and wire: dispatch,
  * writev of requests, replies read into caller buffers, redirections and
  * failures (see kvs_remote.h, remote_int.h; nodes and the slot map are in
- * remote_nodes.c). */
+ * remote_nodes.c, the TLS side of a connection in remote_tls.c). */
 #include "remote_int.h"
 
 #include <arpa/inet.h>
@@ -15,8 +15,6 @@
 #include <unistd.h>
 
 /* ---- connections -------------------------------------------------------- */
-
-static void conn_flush(kvs_remote *r, struct conn *c);
 
 void kvs_rmt_refresh_want(kvs_remote *r)
 {
@@ -55,7 +53,7 @@ static void node_up(kvs_remote *r, struct node *n)
 	}
 }
 
-static void epoll_out(kvs_remote *r, struct conn *c, int on)
+void kvs_rmt_epoll_out(kvs_remote *r, struct conn *c, int on)
 {
 	struct epoll_event ev = { .events = EPOLLIN | (on ? EPOLLOUT : 0),
 				  .data.ptr = c };
@@ -84,6 +82,10 @@ void kvs_rmt_conn_fail(kvs_remote *r, struct conn *c, int err)
 		return;
 	c->dead = 1;
 	r->st.conn_failures++;
+	if (c->tls_more) {
+		c->tls_more = 0;
+		r->tls_more--;
+	}
 	epoll_ctl(r->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
 	c->fd = -1;
@@ -92,7 +94,9 @@ void kvs_rmt_conn_fail(kvs_remote *r, struct conn *c, int err)
 			n->conns[i] = n->conns[--n->nconns];
 			break;
 		}
-	if (c->state == C_CONNECTING || err == -ETIMEDOUT)
+	/* A failed TLS handshake is the node's too (a certificate that does
+	 * not verify will not verify in a moment either). */
+	if (c->state != C_UP || err == -ETIMEDOUT)
 		node_down(r, n, err, now);
 	while ((q = c->q.head) != NULL) {
 		/* A reply that did not parse was the head's: resending that
@@ -135,15 +139,20 @@ static int conn_open(kvs_remote *r, struct node *n, struct conn **out)
 
 	if (n->resolved < 0)
 		return n->resolved;
+	/* The AUTH rule: the password goes only to a node the operator or
+	 * the slot map named, never to one only a redirect named. */
+	if (r->auth_cmd && !node_trusted(n))
+		return -EACCES;
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
+	c->fd = -1;
 	c->rbuf = malloc(RBUF_BYTES);
 	rc = kvs_resp_parser_create(4096, &c->parser);
+	if (r->tls && !(c->wstage = malloc(TLS_STAGE)))
+		rc = -ENOMEM;
 	if (!c->rbuf || rc < 0) {
-		kvs_resp_parser_free(c->parser);
-		free(c->rbuf);
-		free(c);
+		kvs_rmt_conn_free(c);
 		return -ENOMEM;
 	}
 	c->node = n;
@@ -156,6 +165,10 @@ static int conn_open(kvs_remote *r, struct node *n, struct conn **out)
 	if (connect(c->fd, (struct sockaddr *)&n->addr, n->alen) < 0 &&
 	    errno != EINPROGRESS)
 		goto fail;
+	if (r->tls && (rc = kvs_rmt_tls_new(r, n, c->fd, &c->ssl)) < 0) {
+		errno = -rc;
+		goto fail;
+	}
 	ev.data.ptr = c;
 	if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, c->fd, &ev) < 0)
 		goto fail;
@@ -190,55 +203,78 @@ fail:
 	rc = -errno;
 	if (c->fd >= 0)
 		close(c->fd);
-	kvs_resp_parser_free(c->parser);
-	free(c->rbuf);
-	free(c);
+	kvs_rmt_conn_free(c);
 	return rc;
 }
 
 void kvs_rmt_conn_free(struct conn *c)
 {
+	if (c->ssl)
+		kvs_rmt_tls_close(c->ssl);
 	kvs_resp_parser_free(c->parser);
+	free(c->wstage);
 	free(c->rbuf);
 	free(c);
 }
 
-/* Write what is queued on @c, as far as the socket takes it. */
-static void conn_flush(kvs_remote *r, struct conn *c)
+/* The queue of @c from its write offset, as iovecs into @iov[WRITE_IOV]:
+ * header, the value's iovecs (SET), trailer, request after request. */
+int kvs_rmt_queue_iov(const struct conn *c, struct iovec *iov)
 {
+	int n = 0;
+	size_t skip = c->woff;
+
+	for (struct req *q = c->wcur; q && n < WRITE_IOV - 2 - KVS_REMOTE_IOV_MAX;
+	     q = q->next) {
+		struct iovec seg[KVS_REMOTE_IOV_MAX + 2];
+		int ns = 0;
+
+		seg[ns++] = (struct iovec){ (void *)q->hp, q->hlen };
+		if (q->op == KVS_REMOTE_SET)
+			for (int i = 0; i < q->iovcnt; i++)
+				seg[ns++] = q->iov[i];
+		if (q->tlen)
+			seg[ns++] = (struct iovec){ (void *)q->trl, q->tlen };
+		for (int i = 0; i < ns; i++) {
+			if (skip >= seg[i].iov_len) {
+				skip -= seg[i].iov_len;
+				continue;
+			}
+			iov[n].iov_base = (uint8_t *)seg[i].iov_base + skip;
+			iov[n].iov_len = seg[i].iov_len - skip;
+			skip = 0;
+			if (iov[n].iov_len)
+				n++;
+		}
+	}
+	return n;
+}
+
+void kvs_rmt_conn_wrote(struct conn *c, size_t w)
+{
+	c->woff += w;
+	while (c->wcur && c->woff >= c->wcur->wire) {
+		c->woff -= c->wcur->wire;
+		c->wcur = c->wcur->next;
+	}
+}
+
+/* Write what is queued on @c, as far as the socket takes it. */
+void kvs_rmt_conn_flush(kvs_remote *r, struct conn *c)
+{
+	if (c->ssl) {
+		kvs_rmt_tls_flush(r, c);
+		return;
+	}
 	while (c->wcur && !c->dead && c->state == C_UP) {
 		struct iovec iov[WRITE_IOV];
-		int n = 0;
-		size_t skip = c->woff;
+		int n = kvs_rmt_queue_iov(c, iov);
 		ssize_t w;
 
-		for (struct req *q = c->wcur; q && n < WRITE_IOV - 2 - KVS_REMOTE_IOV_MAX;
-		     q = q->next) {
-			struct iovec seg[KVS_REMOTE_IOV_MAX + 2];
-			int ns = 0;
-
-			seg[ns++] = (struct iovec){ (void *)q->hp, q->hlen };
-			if (q->op == KVS_REMOTE_SET)
-				for (int i = 0; i < q->iovcnt; i++)
-					seg[ns++] = q->iov[i];
-			if (q->tlen)
-				seg[ns++] = (struct iovec){ (void *)q->trl, q->tlen };
-			for (int i = 0; i < ns; i++) {
-				if (skip >= seg[i].iov_len) {
-					skip -= seg[i].iov_len;
-					continue;
-				}
-				iov[n].iov_base = (uint8_t *)seg[i].iov_base + skip;
-				iov[n].iov_len = seg[i].iov_len - skip;
-				skip = 0;
-				if (iov[n].iov_len)
-					n++;
-			}
-		}
 		w = send_iov(c->fd, iov, n);
 		if (w < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK) {
-				epoll_out(r, c, 1);
+				kvs_rmt_epoll_out(r, c, 1);
 				return;
 			}
 			if (errno == EINTR)
@@ -246,14 +282,10 @@ static void conn_flush(kvs_remote *r, struct conn *c)
 			kvs_rmt_conn_fail(r, c, -errno);
 			return;
 		}
-		c->woff += (size_t)w;
-		while (c->wcur && c->woff >= c->wcur->wire) {
-			c->woff -= c->wcur->wire;
-			c->wcur = c->wcur->next;
-		}
+		kvs_rmt_conn_wrote(c, (size_t)w);
 	}
 	if (!c->dead && c->state == C_UP)
-		epoll_out(r, c, 0);
+		kvs_rmt_epoll_out(r, c, 0);
 }
 
 /* Fill in @q's wire header for its op (and ASKING when asked). */
@@ -374,7 +406,7 @@ void kvs_rmt_dispatch(kvs_remote *r, struct req *q)
 		q->counted = 1;
 		r->st.inflight_bytes += q->vlen;
 	}
-	conn_flush(r, c);
+	kvs_rmt_conn_flush(r, c);
 }
 
 /* Redirect "MOVED|ASK SLOT HOST:PORT": the node, or <0 when malformed. */
@@ -418,11 +450,27 @@ static void on_error(kvs_remote *r, struct conn *c, struct req *q,
 			kvs_rmt_complete(r, q, -ELOOP);
 			return;
 		}
-		if (ask) {
+		if (ask)
 			r->st.ask++;
+		else
+			r->st.moved++;
+		if (r->auth_cmd && !node_trusted(r->nodes[idx])) {
+			/* The AUTH rule: a node only this reply names gets
+			 * no password; the map decides (refreshed first). A
+			 * plain node has no map to ask. */
+			if (!r->cluster) {
+				kvs_rmt_complete(r, q, -EACCES);
+				return;
+			}
+			q->ask_node = -1;
+			q->where = W_UNTRUSTED;
+			rl_push(&r->untrusted, q);
+			kvs_rmt_refresh_want(r);
+			return;
+		}
+		if (ask) {
 			q->ask_node = idx;
 		} else {
-			r->st.moved++;
 			r->map[slot] = (int16_t)idx;
 			q->ask_node = -1;
 			kvs_rmt_refresh_want(r);
@@ -515,7 +563,25 @@ static void expect_head(struct conn *c)
 		kvs_resp_expect(c->parser, NULL, 0);
 }
 
-static void conn_read(kvs_remote *r, struct conn *c)
+/* One read of @c into @v[@n]: bytes, 0 at EOF, -EAGAIN (nothing now),
+ * -EINPROGRESS (TLS must write first) or the error. TLS reads one buffer
+ * at a time: SSL decrypts into it (a record's bytes are copied once, from
+ * SSL's buffer into the caller's). */
+static ssize_t conn_recv(kvs_remote *r, struct conn *c, struct iovec *v, int n)
+{
+	ssize_t k;
+
+	if (c->ssl)
+		return kvs_rmt_tls_read(r, c->ssl, v[0].iov_base, v[0].iov_len);
+	do
+		k = readv(c->fd, v, n);
+	while (k < 0 && errno == EINTR);
+	if (k < 0)
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	return k;
+}
+
+void kvs_rmt_conn_read(kvs_remote *r, struct conn *c)
 {
 	size_t budget = READ_BUDGET;
 
@@ -539,12 +605,22 @@ static void conn_read(kvs_remote *r, struct conn *c)
 			if (rc == 1)
 				on_reply(r, c, c->parser, kvs_resp_reply(c->parser));
 		}
-		if (c->dead || budget == 0)
+		if (c->dead)
 			return;
+		if (budget == 0) {
+			/* The socket's level trigger does not see bytes that
+			 * SSL has already taken in: poll comes back for them. */
+			if (c->ssl && !c->tls_more && kvs_rmt_tls_pending(c->ssl)) {
+				c->tls_more = 1;
+				r->tls_more++;
+				kvs_rmt_arm_timer(r, 1);
+			}
+			return;
+		}
 		c->rpos = c->rlen = 0;
 		nd = kvs_resp_direct(c->parser, dv, KVS_REMOTE_IOV_MAX);
 		if (nd > 0) {
-			n = readv(c->fd, dv, nd);
+			n = conn_recv(r, c, dv, nd);
 		} else {
 			/* Before a large expected value, read little: the header,
 			 * and the payload bytes that come with it are copied. */
@@ -554,7 +630,8 @@ static void conn_read(kvs_remote *r, struct conn *c)
 				      ? SMALL_READ
 				      : RBUF_BYTES;
 
-			n = read(c->fd, c->rbuf, want);
+			dv[0] = (struct iovec){ c->rbuf, want };
+			n = conn_recv(r, c, dv, 1);
 		}
 		if (n > 0) {
 			budget = (size_t)n >= budget ? 0 : budget - (size_t)n;
@@ -570,10 +647,10 @@ static void conn_read(kvs_remote *r, struct conn *c)
 			kvs_rmt_conn_fail(r, c, -ECONNRESET);
 			return;
 		}
-		if (errno == EINTR)
-			continue;
-		if (errno != EAGAIN && errno != EWOULDBLOCK)
-			kvs_rmt_conn_fail(r, c, -errno);
+		if (n == -EINPROGRESS)
+			kvs_rmt_epoll_out(r, c, 1);
+		else if (n != -EAGAIN)
+			kvs_rmt_conn_fail(r, c, (int)n);
 		return;
 	}
 }
@@ -594,12 +671,21 @@ void kvs_rmt_conn_event(kvs_remote *r, struct conn *c, uint32_t ev)
 			kvs_rmt_conn_fail(r, c, -err);
 			return;
 		}
-		c->state = C_UP;
-		conn_flush(r, c);
+		c->state = c->ssl ? C_HANDSHAKE : C_UP;
+		if (c->ssl)
+			kvs_rmt_tls_step(r, c);
+		else
+			kvs_rmt_conn_flush(r, c);
 		return;
 	}
-	if (ev & (EPOLLIN | EPOLLERR | EPOLLHUP))
-		conn_read(r, c);
-	if (!c->dead && (ev & EPOLLOUT))
-		conn_flush(r, c);
+	if (c->state == C_HANDSHAKE) {
+		kvs_rmt_tls_step(r, c);
+		return;
+	}
+	/* TLS may want to read for a write and write for a read: each
+	 * event tries both. */
+	if (ev & (EPOLLIN | EPOLLERR | EPOLLHUP) || c->ssl)
+		kvs_rmt_conn_read(r, c);
+	if (!c->dead && (ev & EPOLLOUT || (c->ssl && c->wcur)))
+		kvs_rmt_conn_flush(r, c);
 }

@@ -30,10 +30,16 @@
 #define READ_BUDGET (16u << 20) /* bytes one readable event may take */
 #define MAX_RANGES 16384
 #define AUTH_MAX 512
+#define TLS_STAGE (16u << 10) /* TLS: small pieces coalesce up to this */
+#define TLS_CHUNK (256u << 10) /* TLS: one SSL_write of a value at most */
+#define TLS_READ_AHEAD (64u << 10) /* TLS: SSL's read buffer */
 
 enum { OP_AUTH = 100, OP_SLOTS };
-enum { W_NONE, W_WAIT, W_CONN, W_DONE };
-enum { C_CONNECTING, C_UP };
+enum { W_NONE, W_WAIT, W_CONN, W_DONE, W_UNTRUSTED };
+enum { C_CONNECTING, C_HANDSHAKE, C_UP };
+
+struct ssl_st;     /* OpenSSL's SSL, for remote_tls.c */
+struct ssl_ctx_st; /* OpenSSL's SSL_CTX */
 
 static const char ASKING_CMD[] = "*1\r\n$6\r\nASKING\r\n";
 static const char SLOTS_CMD[] = "*2\r\n$7\r\nCLUSTER\r\n$5\r\nSLOTS\r\n";
@@ -92,6 +98,10 @@ struct conn {
 	uint8_t *rbuf;
 	size_t rpos, rlen;
 	struct conn *next_dead;
+	struct ssl_st *ssl;   /* TLS, else NULL */
+	uint8_t *wstage;      /* TLS: small pieces of the queue, coalesced */
+	int tls_more;         /* TLS: SSL holds bytes the socket no longer
+			       * signals (a read stopped by its budget) */
 };
 
 struct node {
@@ -107,7 +117,16 @@ struct node {
 	int down_err;
 	unsigned backoff_ms;
 	int is_down;         /* since a failure, until a connect succeeds */
+	int seed;            /* named by the seeds setting */
+	int in_map;          /* owns slots in the last slot map taken */
 };
+
+/* A node that may receive AUTH: the operator named it, or the cluster's
+ * slot map does. A node only a MOVED/ASK named may be anyone's. */
+static inline int node_trusted(const struct node *n)
+{
+	return n->seed || n->in_map;
+}
 
 struct kvs_remote {
 	char *seeds;
@@ -138,6 +157,14 @@ struct kvs_remote {
 
 	kvs_remote_stats st;
 	kvs_slot_range *ranges;
+
+	struct ssl_ctx_st *tls; /* TLS on, with this context */
+	char *tls_name;         /* the name certificates must show, or NULL */
+	int tls_client_cert;    /* a client certificate is set */
+	int tls_more;           /* connections with tls_more set */
+	struct rlist untrusted; /* redirected to a node not yet in the map:
+				 * wait for the refresh (AUTH rule) */
+	char last_err[320];
 };
 
 static inline uint64_t now_us(void)
@@ -245,8 +272,32 @@ void kvs_rmt_dispatch(kvs_remote *r, struct req *q);
 void kvs_rmt_conn_event(kvs_remote *r, struct conn *c, uint32_t ev);
 void kvs_rmt_conn_fail(kvs_remote *r, struct conn *c, int err);
 void kvs_rmt_conn_free(struct conn *c);
+void kvs_rmt_conn_read(kvs_remote *r, struct conn *c);
+void kvs_rmt_conn_flush(kvs_remote *r, struct conn *c);
+void kvs_rmt_epoll_out(kvs_remote *r, struct conn *c, int on);
+int kvs_rmt_queue_iov(const struct conn *c, struct iovec *iov);
+void kvs_rmt_conn_wrote(struct conn *c, size_t w);
 
 /* remote_open.c: free the AUTH command (its bytes wiped first). */
 void kvs_rmt_auth_free(kvs_remote *r);
+
+/* remote_tls.c: TLS on a connection. The I/O calls return bytes, 0 (read:
+ * EOF), -EAGAIN (wait until readable), -EINPROGRESS (wait until writable)
+ * or the error (-EKEYREJECTED: a certificate did not verify; -EPROTO;
+ * -errno), with r->last_err saying what failed. */
+void kvs_rmt_tls_free(kvs_remote *r);
+int kvs_rmt_tls_new(kvs_remote *r, const struct node *n, int fd,
+		    struct ssl_st **out);
+void kvs_rmt_tls_close(struct ssl_st *s);
+int kvs_rmt_tls_handshake(kvs_remote *r, struct ssl_st *s, const struct node *n);
+ssize_t kvs_rmt_tls_read(kvs_remote *r, struct ssl_st *s, void *buf, size_t len);
+ssize_t kvs_rmt_tls_write(kvs_remote *r, struct ssl_st *s, const void *buf,
+			  size_t len);
+int kvs_rmt_tls_pending(const struct ssl_st *s);
+/* The connection's side: the handshake's next step (the queue goes once
+ * it verified), writes of the queue, reads SSL holds past a read budget. */
+void kvs_rmt_tls_step(kvs_remote *r, struct conn *c);
+void kvs_rmt_tls_flush(kvs_remote *r, struct conn *c);
+void kvs_rmt_conn_more(kvs_remote *r);
 
 #endif /* KVS_REMOTE_INT_H */

@@ -136,6 +136,11 @@ int kvs_rmt_map_apply(kvs_remote *r, const kvs_resp_parser *p,
 		for (unsigned s = g->first; s <= g->last; s++)
 			map[s] = (int16_t)idx;
 	}
+	for (int i = 0; i < r->nnodes; i++)
+		r->nodes[i]->in_map = 0;
+	for (int i = 0; i < KVS_SLOTS; i++)
+		if (map[i] >= 0)
+			r->nodes[map[i]]->in_map = 1;
 	if (memcmp(r->map, map, sizeof(map)) != 0) {
 		memcpy(r->map, map, sizeof(map));
 		if (r->open && r->ev_fn)
@@ -151,6 +156,7 @@ void kvs_rmt_map_single(kvs_remote *r, int node)
 {
 	for (int i = 0; i < KVS_SLOTS; i++)
 		r->map[i] = (int16_t)node;
+	r->nodes[node]->in_map = 1;
 	r->cluster = 0;
 }
 

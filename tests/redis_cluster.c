@@ -31,10 +31,12 @@ struct rc_cluster {
 	int port[RC_MAX_NODES];
 	pid_t pid[RC_MAX_NODES];
 	char dir[512];
-	char seeds[RC_MAX_NODES * 24];
+	char seeds[RC_MAX_NODES * 24], tls_seeds[RC_MAX_NODES * 24];
+	int tls_port[RC_MAX_NODES]; /* tls_and_plain: the TLS ports */
 	char server[PATH_MAX], cli[PATH_MAX];
 	const char *const *extra;
 	double cli_timeout_s;
+	int tls, tls_auth_clients, tls_and_plain;
 };
 
 static char why[512];
@@ -147,7 +149,33 @@ static pid_t spawn_server(const rc_cluster *c, int i)
 	snprintf(log, sizeof(log), "%s/redis.log", dir);
 	argv[argc++] = c->server;
 	argv[argc++] = "--port";
-	argv[argc++] = port;
+	if (c->tls) {
+		static char cert[PATH_MAX], key[PATH_MAX], ca[PATH_MAX], tport[16];
+
+		snprintf(cert, sizeof(cert), "%s", rc_tls_file(c, "node.crt"));
+		snprintf(key, sizeof(key), "%s", rc_tls_file(c, "node.key"));
+		snprintf(ca, sizeof(ca), "%s", rc_tls_file(c, "ca.crt"));
+		snprintf(tport, sizeof(tport), "%d", c->tls_port[i]);
+		argv[argc++] = c->tls_and_plain ? port : "0";
+		argv[argc++] = "--tls-port";
+		argv[argc++] = c->tls_and_plain ? tport : port;
+		argv[argc++] = "--tls-cert-file";
+		argv[argc++] = cert;
+		argv[argc++] = "--tls-key-file";
+		argv[argc++] = key;
+		argv[argc++] = "--tls-ca-cert-file";
+		argv[argc++] = ca;
+		argv[argc++] = "--tls-auth-clients";
+		argv[argc++] = c->tls_auth_clients ? "yes" : "no";
+		argv[argc++] = "--tls-replication";
+		argv[argc++] = "yes";
+		if (!c->plain) {
+			argv[argc++] = "--tls-cluster";
+			argv[argc++] = "yes";
+		}
+	} else {
+		argv[argc++] = port;
+	}
 	argv[argc++] = "--bind";
 	argv[argc++] = "127.0.0.1";
 	argv[argc++] = "--dir";
@@ -191,7 +219,7 @@ static pid_t spawn_server(const rc_cluster *c, int i)
 int rc_cli_argv(const rc_cluster *c, int i, char *out, size_t cap, int argc,
 		const char *const *argv)
 {
-	const char *av[CLI_ARGS_MAX + 8];
+	const char *av[CLI_ARGS_MAX + 16];
 	char port[16];
 	int pfd[2], n = 0, status;
 	size_t len = 0;
@@ -206,6 +234,20 @@ int rc_cli_argv(const rc_cluster *c, int i, char *out, size_t cap, int argc,
 	av[n++] = "127.0.0.1";
 	av[n++] = "-p";
 	av[n++] = port;
+	if (c->tls && !c->tls_and_plain) {
+		static char ca[PATH_MAX], cert[PATH_MAX], key[PATH_MAX];
+
+		snprintf(ca, sizeof(ca), "%s", rc_tls_file(c, "ca.crt"));
+		snprintf(cert, sizeof(cert), "%s", rc_tls_file(c, "client.crt"));
+		snprintf(key, sizeof(key), "%s", rc_tls_file(c, "client.key"));
+		av[n++] = "--tls";
+		av[n++] = "--cacert";
+		av[n++] = ca;
+		av[n++] = "--cert";
+		av[n++] = cert;
+		av[n++] = "--key";
+		av[n++] = key;
+	}
 	for (int k = 0; k < argc; k++)
 		av[n++] = argv[k];
 	av[n] = NULL;
@@ -457,6 +499,16 @@ static void print_log(const rc_cluster *c, int i)
 	fclose(f);
 }
 
+const char *rc_tls_file(const rc_cluster *c, const char *name)
+{
+	static char path[PATH_MAX];
+
+	if (!c->tls)
+		return NULL;
+	snprintf(path, sizeof(path), "%s/tls/%s", c->dir, name);
+	return path;
+}
+
 static int start_nodes(rc_cluster *c, double end)
 {
 	for (int i = 0; i < c->n; i++) {
@@ -471,6 +523,9 @@ static int start_nodes(rc_cluster *c, double end)
 			c->port[i] = pick_port();
 			if (c->port[i] < 0)
 				return c->port[i];
+			c->tls_port[i] = c->port[i];
+			if (c->tls_and_plain && (c->tls_port[i] = pick_port()) < 0)
+				return c->tls_port[i];
 			c->pid[i] = spawn_server(c, i);
 			if (c->pid[i] < 0)
 				return -errno;
@@ -478,6 +533,13 @@ static int start_nodes(rc_cluster *c, double end)
 			if (rc == -ETIMEDOUT) {
 				print_log(c, i);
 				return rc;
+			}
+			/* A build without TLS exits on the first tls- option. */
+			if (rc == -ECHILD && c->tls) {
+				print_log(c, i);
+				snprintf(why, sizeof(why), "redis-server exited at once "
+					 "with TLS options: built without TLS?");
+				return -ENOENT;
 			}
 		}
 		if (rc < 0) {
@@ -513,6 +575,9 @@ int rc_start(const rc_opts *o, rc_cluster **out)
 	c->cli_timeout_s = CLI_TIMEOUT_S;
 	c->plain = o->plain;
 	c->extra = o->extra;
+	c->tls = o->tls || o->tls_and_plain;
+	c->tls_auth_clients = o->tls_auth_clients;
+	c->tls_and_plain = o->tls_and_plain;
 	snprintf(c->dir, sizeof(c->dir), "%s/kvs-redis-cluster.XXXXXX",
 		 tmp && *tmp ? tmp : "/tmp");
 	if (!mkdtemp(c->dir)) {
@@ -530,7 +595,16 @@ int rc_start(const rc_opts *o, rc_cluster **out)
 		if (!registered++)
 			atexit(at_exit);
 	}
-	rc = start_nodes(c, end);
+	if (c->tls) {
+		char tdir[PATH_MAX];
+
+		snprintf(tdir, sizeof(tdir), "%s/tls", c->dir);
+		rc = rc_make_certs(tdir, c->cli_timeout_s * 3, why, sizeof(why));
+	} else {
+		rc = 0;
+	}
+	if (rc == 0)
+		rc = start_nodes(c, end);
 	if (rc == 0 && !c->plain) {
 		const char *argv[CLI_ARGS_MAX];
 		char addr[RC_MAX_NODES][32], outb[8192];
@@ -565,6 +639,9 @@ int rc_start(const rc_opts *o, rc_cluster **out)
 
 		snprintf(c->seeds + len, sizeof(c->seeds) - len, "%s127.0.0.1:%d",
 			 i ? "," : "", c->port[i]);
+		len = strlen(c->tls_seeds);
+		snprintf(c->tls_seeds + len, sizeof(c->tls_seeds) - len, "%s127.0.0.1:%d",
+			 i ? "," : "", c->tls_port[i]);
 	}
 	*out = c;
 	return 0;
@@ -583,6 +660,11 @@ int rc_port(const rc_cluster *c, int i)
 const char *rc_seeds(const rc_cluster *c)
 {
 	return c->seeds;
+}
+
+const char *rc_tls_seeds(const rc_cluster *c)
+{
+	return c->tls ? c->tls_seeds : NULL;
 }
 
 const char *rc_dir(const rc_cluster *c)
