@@ -252,7 +252,7 @@ int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 		     uint32_t n, uint64_t *lease_out, kvs_block *out)
 {
 	uint32_t hits, promote, want = 0, s;
-	int rc, more;
+	int rc, more, clipped = 0;
 
 	*lease_out = 0;
 	if (!o->ns) {
@@ -260,14 +260,21 @@ int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 		return KVS_E_NOTATTACHED;
 	}
 	hits = find_hits(c, o, hashes, n, out, &promote, &more);
-	/* The rest of the chain may be in a tier others write to. */
-	if (more && shared_tier(c))
-		want = n - hits < KVS_FETCH_MAX ? n - hits : KVS_FETCH_MAX;
+	if (cache_over_pin_limit(c, o, hits))
+		return KVS_E_LIMIT;
+	/* The rest of the chain may be in a tier others write to: all of it
+	 * that the owner may pin (the host tier's room is found block by
+	 * block as they arrive). */
+	if (more && shared_tier(c)) {
+		want = n - hits;
+		if (c->max_pinned && o->pins + hits + want > c->max_pinned) {
+			want = (uint32_t)(c->max_pinned - o->pins - hits);
+			clipped = 1;
+		}
+	}
 	c->stats->blocks_lookup_miss += n - hits - want;
 	if (hits == 0 && want == 0)
 		return 0;
-	if (cache_over_pin_limit(c, o, hits + want))
-		return KVS_E_LIMIT;
 	if ((rc = cache_lease_new(c, o, LEASE_READ, &s)) < 0)
 		return rc;
 	if ((rc = cache_lease_room(&c->leases[s], hits + want)) < 0) {
@@ -291,7 +298,7 @@ int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 	o->pins += hits;
 	if (promote || want)
 		return cache_promote(c, o, s, out, hashes + (size_t)hits * 16,
-				     want, lease_out);
+				     want, clipped, lease_out);
 	*lease_out = cache_lookup_finish(c, s, hits, out);
 	return (int)hits;
 }
