@@ -199,7 +199,7 @@ static kvs_block located(const kvs_rec *r, uint8_t status)
 }
 
 /* The longest present prefix of @hashes for @o: its records in
- * out[i].offset, *promote the ones to read back from a store tier, and
+ * out[i].offset (@out may be NULL: a query), *promote the ones to read back from a store tier, and
  * *more: whether the chain ends at a block this daemon has no record of
  * (or only a ghost), which a shared tier may have. */
 static uint32_t find_hits(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
@@ -234,7 +234,8 @@ static uint32_t find_hits(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 				break;
 			(*promote)++;
 		}
-		out[hits].offset = idx; /* remembered; filled below */
+		if (out)
+			out[hits].offset = idx; /* remembered; filled below */
 	}
 	return hits;
 }
@@ -301,6 +302,23 @@ int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 				     want, clipped, lease_out);
 	*lease_out = cache_lookup_finish(c, s, hits, out);
 	return (int)hits;
+}
+
+int kvs_cache_query(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
+		    uint32_t n, int remote)
+{
+	uint32_t hits, promote;
+	int more;
+
+	if (!o->ns) {
+		c->stats->errors_notattached++;
+		return KVS_E_NOTATTACHED;
+	}
+	c->stats->blocks_query_asked += n;
+	hits = find_hits(c, o, hashes, n, NULL, &promote, &more);
+	if (!remote || !more || !shared_tier(c))
+		return (int)hits;
+	return cache_query_remote(c, o, hashes + (size_t)hits * 16, n - hits, hits);
 }
 
 uint64_t cache_lookup_finish(kvs_cache *c, uint32_t s, uint32_t hits,

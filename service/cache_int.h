@@ -109,6 +109,8 @@ typedef struct promo {
 	uint32_t wfrom;   /* the first block of the window asked last */
 	int stop;         /* the chain was cut: no further window */
 	int clipped;      /* nwant was cut to the owner's pin room */
+	int query;        /* a query (kvs_cache_query): no lease, no records */
+	uint32_t qcount;  /* a query's count so far: local, then windows */
 	kvs_block *out;
 } promo;
 
@@ -276,6 +278,10 @@ void cache_ns_free_all(kvs_cache *c);
 int cache_promote(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_block *out,
 		  const uint8_t *want, uint32_t nwant, int clipped,
 		  uint64_t *lease);
+/* cache_promote.c: the rest of a query's chain, @want[0..nwant) past its
+ * @local hits, asked of the shared tier (kvs_cache_query). */
+int cache_query_remote(kvs_cache *c, kvs_owner *o, const uint8_t *want,
+		       uint32_t nwant, uint32_t local);
 void cache_promo_arrays_free(promo *p);
 /* Keep the first @hits records of read lease @s (unpin the rest), fill
  * @out; returns the lease id, 0 (lease freed) when @hits is 0. */

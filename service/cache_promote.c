@@ -139,6 +139,15 @@ static int promo_finish(kvs_cache *c, uint32_t s, int answer, kvs_block *out,
 	int waited = p->waited;
 
 	*lid = 0;
+	if (p->query) {
+		hits = p->qcount;
+		if (o)
+			o->promo = NONE;
+		promo_free(c, s);
+		if (answer && o && o->done)
+			o->done(o->done_arg, (int)hits, 0, NULL);
+		return (int)hits;
+	}
 	/* The wanted blocks never asked for or absent are misses (those with
 	 * a record, below, as the lease ends). */
 	for (uint32_t i = 0; i < p->n; i++)
@@ -269,6 +278,16 @@ void kvs_tier_probe_done(kvs_tier_mod *t, uint64_t cookie, int count)
 	uint32_t prev = p->n ? p->idx[p->n - 1] : NONE;
 	uint32_t from = p->wfrom, j;
 
+	if (p->query) {
+		/* Counted, nothing fetched: the next window if this one was
+		 * whole, while the asker still waits. */
+		if (count > 0)
+			p->qcount += (uint32_t)count;
+		if (count == (int)(p->probed - from) && p->owner)
+			probe(c, s);
+		one_done(c, s);
+		return;
+	}
 	for (j = from; p->owner && count > 0 && j < from + (uint32_t)count &&
 		       j < p->probed; j++) {
 		kvs_hash h = cache_ns_key(p->ns, p->want[j]);
@@ -370,6 +389,7 @@ int cache_promote(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_block *out,
 	p->probed = 0;
 	p->stop = 0;
 	p->clipped = clipped;
+	p->query = 0;
 	p->pending = 1; /* this call's own, so that nothing finishes under it */
 	for (uint32_t i = 0; i < n; i++) {
 		uint8_t t = cache_rec(c, c->ps[ps].idx[i])->tier;
@@ -395,4 +415,56 @@ int cache_promote(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_block *out,
 	/* Nothing to wait for: in RAM already, or the slot or the read could
 	 * not be had. */
 	return promo_finish(c, ps, 0, out, lease_out);
+}
+
+int cache_query_remote(kvs_cache *c, kvs_owner *o, const uint8_t *want,
+		       uint32_t nwant, uint32_t local)
+{
+	uint32_t ps;
+	promo *p;
+	int rc = promo_new(c, 1, &ps);
+
+	if (rc == 0 && !(c->ps[ps].want = malloc(nwant * sizeof(kvs_hash)))) {
+		promo_free(c, ps);
+		rc = -ENOMEM;
+	}
+	if (rc < 0)
+		return rc;
+	p = &c->ps[ps];
+	for (uint32_t j = 0; j < nwant; j++)
+		p->want[j] = kvs_wire_hash_at(want, j);
+	p->owner = o;
+	p->ns = o->ns;
+	p->n = p->cut = 0;
+	p->nwant = nwant;
+	p->probed = 0;
+	p->stop = 0;
+	p->clipped = 0;
+	p->query = 1;
+	p->qcount = local;
+	p->pending = 1; /* this call's own */
+	probe(c, ps);
+	p = &c->ps[ps];
+	if (--p->pending > 0) {
+		p->waited = 1;
+		o->promo = ps;
+		return -EINPROGRESS;
+	}
+	return promo_finish(c, ps, 0, NULL, &(uint64_t){ 0 });
+}
+
+void kvs_cache_query_expire(kvs_cache *c, kvs_owner *o)
+{
+	uint32_t count;
+
+	if (o->promo == NONE || !c->ps[o->promo].query)
+		return;
+	/* The job lives on until its probe answers (at the latest at
+	 * --remote-timeout), unseen. */
+	count = c->ps[o->promo].qcount;
+	c->ps[o->promo].owner = NULL;
+	o->promo = NONE;
+	c->stats->blocks_query_bounded++;
+	if (o->done)
+		o->done(o->done_arg, (int)count, 0, NULL);
 }

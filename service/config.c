@@ -167,6 +167,12 @@ const struct setting config_settings[] = {
 	  .def = "1000", .why = "must be milliseconds from 1 to 3600000",
 	  .help = "a remote request that takes longer is a miss\n"
 		  "(default {})" },
+	{ .name = "remote-query-timeout", .arg = "MS", .type = T_U32,
+	  FIELD(uint32_t, remote_query_timeout_ms), .min = 1, .max = 3600000,
+	  .def = "20", .why = "must be milliseconds from 1 to 3600000",
+	  .help = "a scheduler's query (no fetch) waits at most this\n"
+		  "long for the cluster, then answers what is known\n"
+		  "(default {}; --remote-timeout if smaller)" },
 	{ .name = "gpu", .arg = "auto|off|N", .type = T_GPU,
 	  FIELD(int, gpu), .def = "auto",
 	  .why = "must be auto, off or a device number",

@@ -57,6 +57,7 @@ typedef struct kvs_config {
 	char remote_auth_file[256]; /* AUTH user and password, "" none */
 	int remote_write_through; /* 1: publish at commit; 0: at eviction */
 	uint32_t remote_timeout_ms;
+	uint32_t remote_query_timeout_ms; /* bound of a query's cluster part */
 	int gpu;                /* device ordinal, KVS_GPU_AUTO or KVS_GPU_OFF */
 	uint64_t gpu_bytes;     /* GPU tier size */
 	uint32_t max_pinned_share; /* percent of the host tier operators may pin */

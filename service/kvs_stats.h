@@ -80,6 +80,8 @@
 	X(engines, skipped_blocks, COUNTER, "blocks engines did not publish (busy, full)")\
 	X(blocks, lookup_hit, COUNTER, "blocks found by lookups")             \
 	X(blocks, lookup_miss, COUNTER, "blocks asked for and not found")     \
+	X(blocks, query_asked, COUNTER, "blocks asked about by queries (lookups that pin and fetch nothing)")\
+	X(blocks, query_bounded, COUNTER, "queries answered at --remote-query-timeout, before the cluster")\
 	X(blocks, lookup_room_cut, COUNTER, "lookups cut where a shared tier held more than their room (pins, host slots)")\
 	X(blocks, reserved, COUNTER, "slots handed out by reserve")           \
 	X(blocks, reserve_exists, COUNTER, "reserve: block already present")  \
