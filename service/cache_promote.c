@@ -288,8 +288,9 @@ void kvs_tier_probe_done(kvs_tier_mod *t, uint64_t cookie, int count)
 		one_done(c, s);
 		return;
 	}
-	for (j = from; p->owner && count > 0 && j < from + (uint32_t)count &&
-		       j < p->probed; j++) {
+	/* (stop: a fetch of an earlier window failed since this was sent) */
+	for (j = from; p->owner && !p->stop && count > 0 &&
+		       j < from + (uint32_t)count && j < p->probed; j++) {
 		kvs_hash h = cache_ns_key(p->ns, p->want[j]);
 		uint32_t idx = kvs_table_find(c->table, h), pos = p->n;
 		kvs_tier_blk b;
