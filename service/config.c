@@ -203,6 +203,12 @@ const struct setting config_settings[] = {
 	  .help = "the name every node's certificate must show (and the\n"
 		  "SNI sent); default: the host of the seed or node, an\n"
 		  "IP address checked against the IP SANs" },
+	{ .name = "remote-query-timeout", .arg = "MS", .type = T_U32,
+	  FIELD(uint32_t, remote_query_timeout_ms), .min = 1, .max = 3600000,
+	  .def = "20", .why = "must be milliseconds from 1 to 3600000",
+	  .help = "a scheduler's query (no fetch) waits at most this\n"
+		  "long for the cluster, then answers what is known\n"
+		  "(default {}; --remote-timeout if smaller)" },
 	{ .name = "gpu", .arg = "auto|off|N", .type = T_GPU,
 	  FIELD(int, gpu), .def = "auto",
 	  .why = "must be auto, off or a device number",

@@ -64,6 +64,7 @@ typedef struct kvs_config {
 	char remote_tls_cert[256]; /* client certificate (mutual TLS), "" none */
 	char remote_tls_key[256];  /* its key, "" none */
 	char remote_tls_server_name[256]; /* name checked, "" each node's host */
+	uint32_t remote_query_timeout_ms; /* bound of a query's cluster part */
 	int gpu;                /* device ordinal, KVS_GPU_AUTO or KVS_GPU_OFF */
 	uint64_t gpu_bytes;     /* GPU tier size */
 	uint32_t max_pinned_share; /* percent of the host tier operators may pin */

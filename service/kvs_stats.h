@@ -80,6 +80,9 @@
 	X(engines, skipped_blocks, COUNTER, "blocks engines did not publish (busy, full)")\
 	X(blocks, lookup_hit, COUNTER, "blocks found by lookups")             \
 	X(blocks, lookup_miss, COUNTER, "blocks asked for and not found")     \
+	X(blocks, query_asked, COUNTER, "blocks asked about by queries (lookups that pin and fetch nothing)")\
+	X(blocks, query_bounded, COUNTER, "queries answered at --remote-query-timeout, before the cluster")\
+	X(blocks, lookup_room_cut, COUNTER, "lookups cut where a shared tier held more than their room (pins, host slots)")\
 	X(blocks, reserved, COUNTER, "slots handed out by reserve")           \
 	X(blocks, reserve_exists, COUNTER, "reserve: block already present")  \
 	X(blocks, reserve_busy, COUNTER, "reserve: block being written")      \
@@ -133,7 +136,7 @@
 	X(tier_remote, authenticated, GAUGE, "1 values signed with --remote-secret-file")\
 	X(tier_remote, nodes, GAUGE, "nodes known")                           \
 	X(tier_remote, nodes_down, GAUGE, "nodes failing now (misses for their slots)")\
-	X(tier_remote, probes, COUNTER, "lookups that asked for blocks past their hits")\
+	X(tier_remote, probes, COUNTER, "EXISTS windows (64 keys at most) past lookups' hits")\
 	X(tier_remote, probe_keys, COUNTER, "blocks asked about by those lookups")\
 	X(tier_remote, hits, COUNTER, "blocks fetched and verified")          \
 	X(tier_remote, misses, COUNTER, "blocks asked about and not there")   \

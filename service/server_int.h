@@ -98,6 +98,7 @@ struct conn {
 	uint32_t uid;    /* the peer's (SO_PEERCRED), UINT32_MAX unknown */
 	int refuse;      /* 0, or the status that answers its first message */
 	struct event *tev;   /* --client-timeout */
+	struct event *qev;   /* a query's bound (command.c), made on first use */
 	/* Monotonic ms since which the connection has held an incomplete
 	 * message (partial_msgs: messages handled by then), and since which its
 	 * replies have been over OUT_HIGH with none of them read; 0: not. */

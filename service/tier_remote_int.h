@@ -19,7 +19,7 @@
  * reused before the SET completes); past this many bytes of copies in
  * flight a block is not published (counted as skipped). */
 #define MAX_STAGED_BYTES (256ull << 20)
-#define PROBE_MAX 64 /* the cache asks about at most KVS_FETCH_MAX blocks */
+#define PROBE_MAX 64 /* a window: the cache asks KVS_PROBE_WINDOW at a time */
 /* Staging copies are kept for reuse, up to this many bytes: a fresh 1-2 MiB
  * malloc is a new mapping whose page faults cost as much as the copy
  * (kvsbench remote: the commit of 32 MiB took 30 ms, 13 ms with reuse). */

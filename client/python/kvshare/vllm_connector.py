@@ -422,8 +422,10 @@ class KvshareConnector(KVConnectorBase_V1):
             return 0
         try:
             hashes = c.hash_tokens(st.prompt[: max_blocks * bs])
-            with c.lookup(hashes) as lease:
-                hits = lease.hits
+            # A count, pinning and fetching nothing (the cluster's part
+            # bounded by --remote-query-timeout): the worker's load looks up
+            # and fetches, and reports what it no longer finds as load errors.
+            hits = c.query(hashes, remote=True)
         except kvshare.Error as e:
             self.clients.failed((st.salt, st.adapter), e)
             return 0

@@ -410,3 +410,41 @@ def test_exception_in_a_load_is_a_recompute(engines, daemon, monkeypatch):
     e.worker.wait_for_save()
     assert e.worker.get_block_ids_with_load_errors() == {300, 301, 302, 303}
     assert stats(daemon.socket)["leases.active"] == 0
+
+
+def test_scheduler_queries_and_a_load_that_finds_less_reports_it(engines, daemon):
+    """The scheduler's question is a query: nothing pinned, no lookup hit;
+    blocks gone between it and the worker's load (flushed here) are load
+    errors, recomputed, never garbage."""
+    import os
+    import subprocess
+
+    build = os.environ.get("BUILD_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "..",
+                                                     "build"))
+    e = engines()
+    p = prompt(12)
+    assert e.run(request("a", p), 1.0) == (0, 1.0)
+    before = stats(daemon.socket)
+    hit, _ = e.sched.get_num_new_matched_tokens(request("b", p), 0)
+    assert hit == 4 * BS
+    after = stats(daemon.socket)
+    assert after["blocks.query_asked"] - before["blocks.query_asked"] == 4
+    assert after["blocks.lookup_hit"] == before["blocks.lookup_hit"]
+    assert after["leases.active"] == 0
+    r = subprocess.run([os.path.join(build, "kvsctl"), "--socket", daemon.socket, "flush",
+                        "--all"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    e.sched.update_state_after_alloc(request("b", p), None, hit)
+    so = types.SimpleNamespace(
+        scheduled_new_reqs=[types.SimpleNamespace(req_id="b", block_ids=([300, 301, 302, 303,
+                                                                          304],),
+                                                  num_computed_tokens=hit)],
+        scheduled_cached_reqs=types.SimpleNamespace(req_ids=[], new_block_ids=[],
+                                                    resumed_req_ids=set(),
+                                                    num_computed_tokens=[]),
+        num_scheduled_tokens={"b": 1})
+    e.worker.bind_connector_metadata(e.sched.build_connector_meta(so))
+    e.worker.start_load_kv(None)
+    e.worker.wait_for_save()
+    assert e.worker.get_block_ids_with_load_errors() == {300, 301, 302, 303}
+    assert stats(daemon.socket)["leases.active"] == 0
