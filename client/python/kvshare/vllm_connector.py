@@ -12,7 +12,10 @@ layout's salt, its LoRA's name and path as the adapter) and looked up; the
 hits beyond what vLLM has computed locally are reported, always leaving at
 least one token to compute. Requests with multimodal inputs or prompt
 embeddings are neither looked up nor published (their token ids do not name
-their content). Pipeline and context parallelism are refused at start.
+their content). With tensor parallelism each rank publishes and loads its
+own KV heads in its own namespace (the layout's tp_rank), and the scheduler
+counts a block as a hit only when every rank's namespace has it. Pipeline
+and context parallelism are refused at start.
 
 Worker side: the hit blocks are loaded into the paged cache layer by layer on
 a copy thread started in start_load_kv (the library releases the GIL), each
@@ -36,7 +39,8 @@ blocks store: "auto" = the engine's KV dtype, or "int8" / "fp8_e4m3" / "int4"),
 model and a digest of its revision, weights, dtype, quantization and
 overrides; a model_id must change whenever one of those does),
 `max_clients` (daemon connections at most, one per (cache_salt, LoRA) in use,
-least recently used closed first; default 16),
+least recently used closed first; default 16; the scheduler has one per
+tensor-parallel rank of each, so tp_size times as many),
 `overlap` (true: load layer by layer on a copy thread while the model
 computes; false: load every layer in start_load_kv, on `load_threads` threads
 at once, before the forward; default: true on a GPU, false on a CPU, where the
@@ -46,7 +50,8 @@ each call into the daemon, the connect included; default 500),
 `log_interval` (seconds between counter lines in the log, default 30; 0:
 never), `stats_file` (a path: each
 side writes its counters as JSON to PATH.scheduler / PATH.worker after every
-step that changed them, for scripts and tests).
+step that changed them, for scripts and tests; tensor-parallel ranks
+after the first write PATH.worker.RANK).
 """
 
 from __future__ import annotations
@@ -171,8 +176,8 @@ class _Clients:
         self.max_clients = max_clients
         self.timeout = timeout  # seconds, each call's deadline
         # least recently used first
-        self.clients: collections.OrderedDict[tuple[Optional[str], Optional[str]],
-                                              kvshare.Client] = collections.OrderedDict()
+        self.clients: collections.OrderedDict[tuple, kvshare.Client] = \
+            collections.OrderedDict()
         self.down_until = 0.0  # after any failure: no new client before
         self.away_until = 0.0  # after a lost or stuck daemon: no call at all
         self.refused_logged = -interval
@@ -184,8 +189,18 @@ class _Clients:
         per client (or per request)."""
         return time.monotonic() < self.away_until
 
-    def get(self, salt: Optional[str], adapter: Optional[str]) -> Optional[kvshare.Client]:
-        key = (salt, adapter)
+    def key(self, salt: Optional[str], adapter: Optional[str],
+            rank: Optional[int] = None) -> tuple:
+        """A namespace's key: (salt, adapter) for this side's own
+        tensor-parallel rank, (salt, adapter, rank) for another rank's (the
+        scheduler asks every rank's namespace)."""
+        if rank is None or rank == self.base.tp_rank:
+            return (salt, adapter)
+        return (salt, adapter, rank)
+
+    def get(self, salt: Optional[str], adapter: Optional[str],
+            rank: Optional[int] = None) -> Optional[kvshare.Client]:
+        key = self.key(salt, adapter, rank)
         if self.away():
             return None
         c = self.clients.get(key)
@@ -201,9 +216,10 @@ class _Clients:
                 return None
             self.clients.pop(idle).close()
         try:
-            c = kvshare.Client(self.socket, dataclasses.replace(self.base, salt=salt,
-                                                                 adapter=adapter),
-                               timeout=self.timeout)
+            layout = dataclasses.replace(self.base, salt=salt, adapter=adapter)
+            if rank is not None:
+                layout = dataclasses.replace(layout, tp_rank=rank)
+            c = kvshare.Client(self.socket, layout, timeout=self.timeout)
         except (kvshare.LimitError, kvshare.LayoutError) as e:
             # This namespace was refused (the daemon's caps): the daemon is
             # up and serves the others.
@@ -219,7 +235,7 @@ class _Clients:
         self.clients[key] = c
         return c
 
-    def failed(self, key: tuple[Optional[str], Optional[str]], e: Exception) -> None:
+    def failed(self, key: tuple, e: Exception) -> None:
         """A call failed: forget the client (a reconnect makes a new one)."""
         self.counters.daemon_errors += 1
         c = self.clients.pop(key, None)
@@ -359,13 +375,17 @@ class KvshareConnector(KVConnectorBase_V1):
         self.clients = _Clients(tc.get_from_extra_config("socket", None), self.layout,
                                 float(tc.get_from_extra_config("reconnect_interval", 5)),
                                 self.counters,
-                                max(1, int(tc.get_from_extra_config("max_clients", 16))),
+                                max(1, int(tc.get_from_extra_config("max_clients", 16)))
+                                * (self.tp_size if role == KVConnectorRole.SCHEDULER else 1),
                                 timeout_ms / 1000)
         self.log_interval = float(tc.get_from_extra_config("log_interval", 30))
         self.overlap = tc.get_from_extra_config("overlap", None)
         self.load_threads = max(1, int(tc.get_from_extra_config("load_threads", 2)))
         stats_file = tc.get_from_extra_config("stats_file", None)
-        self.stats_file = f"{stats_file}.{role.name.lower()}" if stats_file else None
+        # Each tensor-parallel rank has a worker side: ranks after the
+        # first write PATH.worker.RANK.
+        suffix = role.name.lower() + (f".{self.tp_rank}" if self.tp_rank else "")
+        self.stats_file = f"{stats_file}.{suffix}" if stats_file else None
         self.stats_written: Optional[Counters] = None
         self.reported = Counters()
         self.last_log = time.monotonic()
@@ -417,15 +437,8 @@ class KvshareConnector(KVConnectorBase_V1):
         max_blocks = (len(st.prompt) - 1) // bs
         if st.skip or max_blocks * bs <= num_computed_tokens:
             return 0
-        c = self.clients.get(st.salt, st.adapter)
-        if c is None:
-            return 0
-        try:
-            hashes = c.hash_tokens(st.prompt[: max_blocks * bs])
-            with c.lookup(hashes) as lease:
-                hits = lease.hits
-        except kvshare.Error as e:
-            self.clients.failed((st.salt, st.adapter), e)
+        hits = self._hits(st, st.prompt[: max_blocks * bs])
+        if hits is None:
             return 0
         self.counters.lookups += 1
         if hits * bs <= num_computed_tokens:
@@ -434,6 +447,29 @@ class KvshareConnector(KVConnectorBase_V1):
         n = hits * bs - num_computed_tokens
         self.counters.hit_tokens += n
         return n
+
+    def _hits(self, st: _ReqState, tokens: list[int]) -> Optional[int]:
+        """The leading full blocks of @tokens that every tensor-parallel
+        rank's namespace holds (None: a rank's client could not be had or
+        its lookup failed). Each rank loads its own KV heads from its own
+        namespace, so a block the scheduler reports must be there for all
+        of them; each rank after the first is asked only up to the hits so
+        far."""
+        bs = self.block_size
+        hits = len(tokens) // bs
+        for rank in range(self.tp_size):
+            if hits == 0:
+                break
+            c = self.clients.get(st.salt, st.adapter, rank)
+            if c is None:
+                return None
+            try:
+                with c.lookup(c.hash_tokens(tokens[: hits * bs])) as lease:
+                    hits = min(hits, lease.hits)
+            except kvshare.Error as e:
+                self.clients.failed(self.clients.key(st.salt, st.adapter, rank), e)
+                return None
+        return hits
 
     def update_state_after_alloc(self, request: "Request", blocks: "KVCacheBlocks",
                                  num_external_tokens: int) -> None:
