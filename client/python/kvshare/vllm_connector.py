@@ -394,6 +394,7 @@ class KvshareConnector(KVConnectorBase_V1):
         # worker
         self.layers: dict[str, tuple[int, torch.Tensor]] = {}
         self.cache: Optional[kvshare.PagedCache] = None
+        self.slept_cache: Optional[kvshare.PagedCache] = None  # asleep (vLLM >= 0.33)
         self.pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
         self.layer_done: dict[int, concurrent.futures.Future] = {}
         self.leases: list[kvshare.ReadLease] = []
@@ -604,6 +605,24 @@ class KvshareConnector(KVConnectorBase_V1):
                            self.layout.layers)
         logger.info("kvshare: %d layers, %s layout, block %s bytes", len(order), kind,
                     self.layout.block_bytes)
+
+    def unregister_kv_caches(self) -> None:
+        """vLLM >= 0.33, before sleep mode frees the KV cache: nothing may
+        copy into or out of it until restore_kv_caches. vLLM has drained
+        the transfers; a copy thread's last layers are awaited all the same.
+        Idempotent."""
+        for f in self.layer_done.values():
+            f.result()
+        if self.cache is not None:
+            self.slept_cache, self.cache = self.cache, None
+
+    def restore_kv_caches(self) -> None:
+        """vLLM >= 0.33, after wake-up: the KV cache is mapped again under
+        the tensors register_kv_caches was given (sleep mode's allocator
+        keeps their addresses), and each copy takes its address from them.
+        Idempotent."""
+        if self.slept_cache is not None:
+            self.cache, self.slept_cache = self.slept_cache, None
 
     def start_load_kv(self, forward_context: "ForwardContext", **kwargs: Any) -> None:
         meta = self._get_connector_metadata()

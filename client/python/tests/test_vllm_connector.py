@@ -446,3 +446,18 @@ def test_tensor_parallel_hit_needs_every_rank(daemon, monkeypatch):
     finally:
         sched.shutdown()
 
+
+def test_sleep_mode_unregisters_and_restores(engines):
+    """vLLM >= 0.33 calls unregister_kv_caches before sleep mode frees the
+    KV cache and restore_kv_caches after wake-up (both idempotent): asleep,
+    the worker copies nothing; awake again, it loads as before."""
+    e = engines()
+    p = prompt(21)
+    assert e.run(request("a", p), 1.0) == (0, 1.0)
+    e.worker.unregister_kv_caches()
+    e.worker.unregister_kv_caches()
+    assert e.worker.cache is None
+    e.worker.restore_kv_caches()
+    e.worker.restore_kv_caches()
+    assert e.worker.cache is not None
+    assert e.run(request("b", p), 2.0) == (4 * BS, 1.0)
