@@ -76,15 +76,66 @@ static void latency_lines(kvs_server *s, FILE *f)
 	}
 }
 
-/* A Prometheus label value: backslash, quote and newline escaped. */
+/* Bytes of the UTF-8 sequence at @p: 1 to 4, or 0 when it is none (a
+ * stray continuation, a truncated sequence, an overlong or surrogate form,
+ * past U+10FFFF). */
+static size_t utf8_len(const unsigned char *p)
+{
+	unsigned char c = p[0], lo = 0x80, hi = 0xbf;
+	size_t n;
+
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf)
+		n = 2;
+	else if (c >= 0xe0 && c <= 0xef)
+		n = 3;
+	else if (c >= 0xf0 && c <= 0xf4)
+		n = 4;
+	else
+		return 0;
+	if (c == 0xe0)
+		lo = 0xa0;
+	else if (c == 0xed)
+		hi = 0x9f;
+	else if (c == 0xf0)
+		lo = 0x90;
+	else if (c == 0xf4)
+		hi = 0x8f;
+	if (p[1] < lo || p[1] > hi)
+		return 0;
+	for (size_t i = 2; i < n; i++)
+		if (p[i] < 0x80 || p[i] > 0xbf)
+			return 0;
+	return n;
+}
+
+/* A Prometheus label value: backslash, quote and newline escaped, and each
+ * byte that is not UTF-8 written as '?', since the exposition format is
+ * UTF-8 and one such byte in a model name would fail the whole scrape. */
 static void label_escape(const char *in, char *out, size_t cap)
 {
+	const unsigned char *p = (const unsigned char *)in;
 	size_t j = 0;
 
-	for (const char *p = in; *p && j + 2 < cap; p++) {
+	while (*p && j + 4 < cap) {
+		size_t n = utf8_len(p);
+
+		if (n == 0) {
+			out[j++] = '?';
+			p++;
+			continue;
+		}
 		if (*p == '\\' || *p == '"' || *p == '\n')
 			out[j++] = '\\';
-		out[j++] = *p == '\n' ? 'n' : *p;
+		if (*p == '\n') {
+			out[j++] = 'n';
+			p++;
+			continue;
+		}
+		memcpy(out + j, p, n);
+		j += n;
+		p += n;
 	}
 	out[j] = '\0';
 }
@@ -92,7 +143,7 @@ static void label_escape(const char *in, char *out, size_t cap)
 static void ns_prometheus(const kvs_ns_info *ns, void *arg)
 {
 	FILE *f = arg;
-	char model[2 * KVS_NAME_MAX + 1];
+	char model[2 * KVS_NAME_MAX + 5]; /* every byte escaped, and the NUL */
 
 	label_escape(ns->model, model, sizeof(model));
 	fprintf(f, "kvshare_namespace_blocks{ns=\"%u\",model=\"%s\"} %" PRIu64 "\n",
@@ -191,7 +242,7 @@ static void engines_lines(const kvs_server *s, const uint32_t *ids, uint32_t n, 
 static void engines_prometheus(const kvs_server *s, const uint32_t *ids, uint32_t n,
 			       FILE *f)
 {
-	char model[ENGINES_NS_SHOWN][2 * KVS_NAME_MAX + 1];
+	char model[ENGINES_NS_SHOWN][2 * KVS_NAME_MAX + 5];
 
 	for (uint32_t i = 0; i < n; i++) {
 		const kvs_ns_info *ns = kvs_cache_ns_at(s->cache, ids[i]);

@@ -84,4 +84,7 @@ unattached = by["kvshare_engines_hit_tokens_total"] - a_hit - b_hit
 assert unattached >= 0, by
 nsb = [lab["model"] for n, lab, v in samples if n == "kvshare_namespace_blocks"]
 assert hostile in nsb, nsb
+# The namespace named with bytes that are not UTF-8: each one a '?' (the
+# body decoded as UTF-8 above, strictly).
+assert "raw?x??y???z\u00e9" in nsb, nsb
 print("engines_ns_check: ok")

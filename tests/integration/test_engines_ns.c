@@ -7,7 +7,8 @@
  *    and those plus the unattached report sum to the engines.* totals;
  *  - kvsctl stats --json and /metrics (parsed by engines_ns_check.py as
  *    the Prometheus text format, label escapes undone) say the same, the
- *    hostile model name round-tripped;
+ *    hostile model name round-tripped; a model name that is not UTF-8
+ *    still leaves /metrics UTF-8;
  *  - past 64 reporting namespaces only the 64 with the most hit tokens are
  *    rendered, and engines.namespaces_omitted counts the rest.
  */
@@ -29,6 +30,10 @@
 static th_daemon d;
 
 static const char hostile[] = "evil\"mo\\del\nx{le=\"1\"},";
+/* Not UTF-8 (a stray continuation, a truncated sequence, a surrogate) around
+ * UTF-8 ("é"): /metrics shows '?' for each bad byte. It does not report:
+ * kvsctl's JSON would carry the bytes as they are. */
+static const char not_utf8[] = "raw\x80x\xe2\x82y\xed\xa0\x80z\xc3\xa9";
 
 static kvs_engine_report times(const kvs_engine_report *r, uint64_t k)
 {
@@ -95,7 +100,8 @@ static void check_renderings(uint32_t a, uint32_t b, const kvs_engine_report *ra
 int main(void)
 {
 	kvs_layout la = th_layout("engines-ns-a", BT), lb = th_layout(hostile, BT);
-	kvs_client *ctl, *a1, *a2, *b;
+	kvs_layout lc = th_layout(not_utf8, BT);
+	kvs_client *ctl, *a1, *a2, *b, *raw;
 	kvs_engine_report r = { 96, 6, 98304, 700, 1, 4, 300, 2 };
 	kvs_engine_report s = { 32, 2, 32768, 200, 0, 9, 900, 1 };
 	kvs_engine_report u = { 5, 5, 5, 5, 5, 5, 5, 5 };
@@ -108,6 +114,7 @@ int main(void)
 	a1 = th_connect(&d, &la);
 	a2 = th_connect(&d, &la);
 	b = th_connect(&d, &lb);
+	raw = th_connect(&d, &lc);
 	CHECK_RC(kvs_report(a1, &r), 0);
 	CHECK_RC(kvs_report(a2, &r), 0); /* two engines, one namespace */
 	CHECK_RC(kvs_report(b, &s), 0);
@@ -165,6 +172,7 @@ int main(void)
 	kvs_close(a1);
 	kvs_close(a2);
 	kvs_close(b);
+	kvs_close(raw);
 	kvs_close(ctl);
 	return th_finish();
 }
