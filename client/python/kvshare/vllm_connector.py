@@ -59,7 +59,6 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import dataclasses
-import hashlib
 import json
 import os
 import re
@@ -77,6 +76,7 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
 from vllm.logger import init_logger
 
 import kvshare
+from kvshare import _vllm_names as names
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -254,74 +254,6 @@ class _Clients:
         self.clients.clear()
 
 
-def _digest(*parts: Any) -> str:
-    """128 bits of SHA-256 over parts, as hex; strings that need not be
-    valid UTF-8 (API users send lone surrogates) hash as they are."""
-    h = hashlib.sha256()
-    for p in parts:
-        b = p.encode("utf-8", "surrogatepass") if isinstance(p, str) else repr(p).encode()
-        h.update(len(b).to_bytes(8, "little") + b)
-    return h.hexdigest()[:32]
-
-
-def _named(name: str, digest: str) -> str:
-    """A namespace string: a readable prefix of `name` (what kvsctl shows),
-    then the digest, which alone tells namespaces apart. It always fits
-    KVS_NAME_MAX and has no NUL (the library's strings end at one)."""
-    readable = re.sub(r"[^A-Za-z0-9._/:@+-]", "_", name)[:160]
-    return f"{readable}#{digest}"
-
-
-def _salt(salt: Optional[str]) -> Optional[str]:
-    """A request's cache_salt as the layout's salt: its digest, so that any
-    string an API user sends (too long, NUL inside) is a valid salt of its
-    own, and two salts never map to one."""
-    return None if salt is None else _digest("salt", salt)
-
-
-def _adapter(lora: Any) -> Optional[str]:
-    """The adapter of a LoRA request: its name and its path, as vLLM's own
-    prefix cache keys it, so that a name re-pointed at other weights does
-    not reuse their KV."""
-    if lora is None:
-        return None
-    name = str(getattr(lora, "lora_name", None) or lora)
-    return _named(name, _digest("lora", name, str(getattr(lora, "lora_path", "") or "")))
-
-
-def _stable(x: Any) -> Any:
-    """A config value as something that prints the same in every process (a
-    callable hf_overrides by its name, not its address)."""
-    if callable(x) and not isinstance(x, type):
-        return f"{getattr(x, '__module__', '')}.{getattr(x, '__qualname__', repr(x))}"
-    if isinstance(x, dict):
-        return {str(k): _stable(v) for k, v in sorted(x.items(), key=lambda kv: str(kv[0]))}
-    if isinstance(x, (list, tuple)):
-        return [_stable(v) for v in x]
-    return x if isinstance(x, (str, int, float, bool, type(None))) else str(x)
-
-
-# What makes a model's KV for the same tokens: the checkpoint, and what vLLM
-# does to its weights and its forward pass. The KV dtype is not here: the
-# layout has it.
-_IDENTITY = ("model", "model_weights", "revision", "code_revision", "hf_config_path",
-             "dtype", "quantization", "quantization_config", "hf_overrides", "model_impl",
-             "model_class_overrides", "disable_sliding_window")
-
-
-def _model_id(mc: Any, model_id: Optional[str]) -> str:
-    """The namespace's model string: model_id as the user gave it (who then
-    answers for changing it with every setting of _IDENTITY, docs/vllm.md),
-    else the served model and a digest of _IDENTITY."""
-    if model_id is not None:
-        model_id = str(model_id)
-        if not model_id or "\0" in model_id or len(model_id.encode()) > 255:
-            raise ValueError(f"model_id {model_id!r}: 1 to 255 bytes, no NUL")
-        return model_id
-    factors = {f: _stable(getattr(mc, f, None)) for f in _IDENTITY}
-    return _named(str(mc.model), _digest("model", json.dumps(factors, sort_keys=True)))
-
-
 _LAYER_INDEX = re.compile(r"\.(\d+)\.")
 
 
@@ -356,7 +288,7 @@ class KvshareConnector(KVConnectorBase_V1):
 
             self.tp_rank = get_tensor_model_parallel_rank()
         self.layout = kvshare.Layout(
-            model=_model_id(mc, tc.get_from_extra_config("model_id", None)),
+            model=names.model_id(mc, tc.get_from_extra_config("model_id", None)),
             layers=mc.get_num_layers(pc),
             kv_heads=mc.get_num_kv_heads(pc),
             head_dim=mc.get_head_size(),
@@ -414,8 +346,8 @@ class KvshareConnector(KVConnectorBase_V1):
             skip = (bool(getattr(request, "mm_features", None))
                     or getattr(request, "prompt_embeds", None) is not None)
             st = _ReqState(list(request.prompt_token_ids or []),
-                           _salt(getattr(request, "cache_salt", None)),
-                           _adapter(getattr(request, "lora_request", None)), skip=skip)
+                           names.salt(getattr(request, "cache_salt", None)),
+                           names.adapter(getattr(request, "lora_request", None)), skip=skip)
             self.reqs[request.request_id] = st
         return st
 
