@@ -547,7 +547,8 @@ int kvs_kv_load(kvs_client *c, const kvs_paged_cache *pc, uint32_t layer,
 /*
  * kvs_report - add an engine's counters to the daemon's, where operators see
  * them beside the daemon's own (`kvsctl stats`, section "engines"; /metrics):
- * what a connector did with the blocks the daemon gave it.
+ * what a connector did with the blocks the daemon gave it. From an attached
+ * client they count for its namespace too (namespace.<id>.engines.*).
  * @delta: the counts since this client's last report (each is added).
  * Errors: -EINVAL, KVS_E_DISCONNECTED, KVS_E_PROTO (a daemon older than the
  *         message: it answers KVS_E_OPCODE).

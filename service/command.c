@@ -200,16 +200,10 @@ static int reply_count(conn *c, const kvs_wire_hdr *h, int rc)
 	return 0;
 }
 
-/* An engine's counts, added to the daemon's (saturating: a client cannot
- * wrap an operator's counter). */
+/* An engine's counts, added to the daemon's and its namespace's. */
 static int do_report(conn *c, const kvs_wire_hdr *h, const request *rq)
 {
-	kvs_counters *st = &c->srv->stats;
-
-#define ADD(f) st->engines_##f = rq->report.f > (uint64_t)(INT64_MAX - st->engines_##f) \
-			 ? INT64_MAX : st->engines_##f + (int64_t)rq->report.f;
-	KVS_WIRE_REPORT_FIELDS(ADD)
-#undef ADD
+	server_engines_add(c->srv, c->ns, &rq->report);
 	return reply_count(c, h, 0);
 }
 

@@ -78,6 +78,8 @@
 	X(engines, published_blocks, COUNTER, "blocks engines stored and committed")\
 	X(engines, publish_us, COUNTER, "microseconds engines spent publishing")\
 	X(engines, skipped_blocks, COUNTER, "blocks engines did not publish (busy, full)")\
+	X(engines, namespaces, GAUGE, "namespaces engines reported from (their counts: namespace.ID.engines.*)")\
+	X(engines, namespaces_omitted, GAUGE, "of those, not rendered per namespace (past the 64 with most hit tokens)")\
 	X(blocks, lookup_hit, COUNTER, "blocks found by lookups")             \
 	X(blocks, lookup_miss, COUNTER, "blocks asked for and not found")     \
 	X(blocks, query_asked, COUNTER, "blocks asked about by queries (lookups that pin and fetch nothing)")\
