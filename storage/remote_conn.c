@@ -20,20 +20,24 @@ static void conn_flush(kvs_remote *r, struct conn *c);
 
 void kvs_rmt_refresh_want(kvs_remote *r)
 {
-	if (!r->cluster)
+	if (!r->cluster && !r->attaching)
 		return;
 	r->refresh_wanted = 1;
 	kvs_rmt_arm_timer(r, r->refresh_after > now_us() ? r->refresh_after : 1);
 }
 
-static void node_down(kvs_remote *r, struct node *n, int err, uint64_t now)
+void kvs_rmt_node_down(kvs_remote *r, struct node *n, int err, uint64_t now)
 {
 	if (!n->is_down) {
 		n->is_down = 1;
 		r->st.nodes_down++;
-		if (r->ev_fn)
-			r->ev_fn(r->ev_arg, KVS_REMOTE_EV_NODE_DOWN, n->host, n->port, err);
+		kvs_rmt_event(r, KVS_REMOTE_EV_NODE_DOWN, n, err);
 	}
+	/* A name may point elsewhere now (a replaced machine, a moved pod):
+	 * asked again, off the loop; the connect after the backoff uses the
+	 * answer. */
+	if (n->named && n->resolved == 1)
+		kvs_rmt_resolve_want(r, n, now);
 	n->backoff_ms = n->backoff_ms ? n->backoff_ms * 2 : BACKOFF_MIN_MS;
 	if (n->backoff_ms > BACKOFF_MAX_MS)
 		n->backoff_ms = BACKOFF_MAX_MS;
@@ -50,8 +54,7 @@ static void node_up(kvs_remote *r, struct node *n)
 	if (n->is_down) {
 		n->is_down = 0;
 		r->st.nodes_down--;
-		if (r->ev_fn)
-			r->ev_fn(r->ev_arg, KVS_REMOTE_EV_NODE_UP, n->host, n->port, 0);
+		kvs_rmt_event(r, KVS_REMOTE_EV_NODE_UP, n, 0);
 	}
 }
 
@@ -82,18 +85,15 @@ void kvs_rmt_conn_fail(kvs_remote *r, struct conn *c, int err)
 
 	if (c->dead)
 		return;
-	c->dead = 1;
 	r->st.conn_failures++;
-	epoll_ctl(r->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-	close(c->fd);
-	c->fd = -1;
-	for (int i = 0; i < n->nconns; i++)
-		if (n->conns[i] == c) {
-			n->conns[i] = n->conns[--n->nconns];
-			break;
-		}
+	kvs_rmt_conn_close(r, c);
 	if (c->state == C_CONNECTING || err == -ETIMEDOUT)
-		node_down(r, n, err, now);
+		kvs_rmt_node_down(r, n, err, now);
+	if (err == -EPROTO) {
+		if (!n->proto_us || now - n->proto_us >= PROTO_LOG_GAP_US)
+			kvs_rmt_event(r, KVS_REMOTE_EV_PROTO, n, err);
+		n->proto_us = now;
+	}
 	while ((q = c->q.head) != NULL) {
 		/* A reply that did not parse was the head's: resending that
 		 * one would meet it again; those behind it are innocent. */
@@ -118,13 +118,28 @@ void kvs_rmt_conn_fail(kvs_remote *r, struct conn *c, int err)
 			kvs_rmt_complete(r, q, q->op == OP_SLOTS ? 0 : err);
 		}
 	}
-	c->next_dead = r->dead;
-	r->dead = c;
 	kvs_rmt_refresh_want(r);
 	while ((q = retry.head) != NULL) {
 		rl_del(&retry, q);
 		kvs_rmt_dispatch(r, q);
 	}
+}
+
+void kvs_rmt_conn_close(kvs_remote *r, struct conn *c)
+{
+	struct node *n = c->node;
+
+	c->dead = 1;
+	epoll_ctl(r->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	close(c->fd);
+	c->fd = -1;
+	for (int i = 0; i < n->nconns; i++)
+		if (n->conns[i] == c) {
+			n->conns[i] = n->conns[--n->nconns];
+			break;
+		}
+	c->next_dead = r->dead;
+	r->dead = c;
 }
 
 static int conn_open(kvs_remote *r, struct node *n, struct conn **out)
@@ -133,8 +148,8 @@ static int conn_open(kvs_remote *r, struct node *n, struct conn **out)
 	struct conn *c;
 	int one = 1, rc;
 
-	if (n->resolved < 0)
-		return n->resolved;
+	if (n->resolved <= 0)
+		return n->resolved < 0 ? n->resolved : -EHOSTUNREACH;
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
@@ -344,6 +359,13 @@ void kvs_rmt_dispatch(kvs_remote *r, struct req *q)
 		kvs_rmt_complete(r, q, n->down_err ? n->down_err : -ECONNREFUSED);
 		return;
 	}
+	/* A name not resolved (yet, or its resolution failed): a quick miss
+	 * while the resolver works; never a lookup on this thread. */
+	if (n->resolved <= 0 && n->nconns == 0) {
+		kvs_rmt_resolve_want(r, n, now);
+		kvs_rmt_complete(r, q, n->resolved < 0 ? n->resolved : -EHOSTUNREACH);
+		return;
+	}
 	/* Past the cap, or behind others that wait: wait (in order). */
 	if (q->vlen && ((r->wait.head && !q->from_wait) ||
 			(r->st.inflight_bytes &&
@@ -356,7 +378,7 @@ void kvs_rmt_dispatch(kvs_remote *r, struct req *q)
 	q->from_wait = 0;
 	rc = pick_conn(r, n, &c);
 	if (rc < 0) {
-		node_down(r, n, rc, now);
+		kvs_rmt_node_down(r, n, rc, now);
 		kvs_rmt_refresh_want(r);
 		kvs_rmt_complete(r, q, rc);
 		return;
@@ -446,21 +468,81 @@ static void on_error(kvs_remote *r, struct conn *c, struct req *q,
 	(void)c;
 }
 
+/* The result of reply @v to data request @q: -EPROTO when it does not fit
+ * the command (then the connection is closed: a peer that answers GET with
+ * a status has lost the request order, or is not Redis). */
+static int reply_res(const struct req *q, const kvs_resp_val *v)
+{
+	switch (q->op) {
+	case KVS_REMOTE_GET:
+		if (v->type == KVS_RESP_NIL)
+			return -ENOENT;
+		if (v->type == KVS_RESP_BULK)
+			return v->flags & KVS_RESP_DIRECT ? 0 : -EMSGSIZE;
+		break;
+	case KVS_REMOTE_SET:
+		if (v->type == KVS_RESP_NIL)
+			return -EEXIST;
+		if (v->type == KVS_RESP_STATUS)
+			return 0;
+		break;
+	case KVS_REMOTE_EXISTS:
+		if (v->type == KVS_RESP_INT)
+			return v->n > 0;
+		break;
+	}
+	return -EPROTO;
+}
+
+/* The reply to CLUSTER SLOTS: the map, a plain node (while attaching), or
+ * -EPROTO (it does not fit the command). An AUTH problem is logged by the
+ * AUTH's own reply; other errors wait for the next refresh. */
+static int slots_reply(kvs_remote *r, const kvs_resp_parser *p,
+		       const kvs_resp_val *v, int node)
+{
+	if (v->type == KVS_RESP_ARRAY)
+		return kvs_rmt_map_apply(r, p, v, node) == -EPROTO ? -EPROTO : 0;
+	if (is_no_cluster(v)) {
+		if (r->attaching)
+			kvs_rmt_map_single(r, node);
+		return 0;
+	}
+	return v->type == KVS_RESP_ERROR ? 0 : -EPROTO;
+}
+
 /* The complete reply @v for the head of @c. */
 static void on_reply(kvs_remote *r, struct conn *c, const kvs_resp_parser *p,
 		     const kvs_resp_val *v)
 {
 	struct req *q = c->q.head;
-	int res;
+	int res = 0;
 
 	if (!q || q == c->wcur) { /* a reply to nothing we sent */
 		kvs_rmt_conn_fail(r, c, -EPROTO);
 		return;
 	}
+	if (q->replies > 1) { /* ASKING's +OK */
+		if (v->type != KVS_RESP_STATUS) {
+			kvs_rmt_conn_fail(r, c, -EPROTO);
+			return;
+		}
+		q->replies--;
+		return;
+	}
+	if (q->op == OP_SLOTS) {
+		res = slots_reply(r, p, v, q->node);
+		if (res == -EPROTO)
+			r->st.err_proto++;
+	} else if (q->op < OP_AUTH && v->type != KVS_RESP_ERROR) {
+		res = reply_res(q, v);
+	}
+	if (res == -EPROTO) { /* q is still the head: it fails, alone */
+		kvs_rmt_conn_fail(r, c, -EPROTO);
+		return;
+	}
 	if (c->node->is_down || c->node->backoff_ms)
 		node_up(r, c->node);
-	if (--q->replies > 0) /* ASKING's +OK */
-		return;
+	q->replies = 0;
 	kvs_rmt_take_off(r, q);
 	kvs_rmt_uncount(r, q);
 	q->ask_node = -1;
@@ -473,8 +555,6 @@ static void on_reply(kvs_remote *r, struct conn *c, const kvs_resp_parser *p,
 	}
 	if (q->op == OP_SLOTS) {
 		r->refreshing = 0;
-		if (v->type == KVS_RESP_ARRAY)
-			kvs_rmt_map_apply(r, p, v, q->node);
 		kvs_rmt_complete(r, q, 0);
 		return;
 	}
@@ -482,26 +562,21 @@ static void on_reply(kvs_remote *r, struct conn *c, const kvs_resp_parser *p,
 		on_error(r, c, q, v);
 		return;
 	}
-	res = -EPROTO;
-	switch (q->op) {
-	case KVS_REMOTE_GET:
-		if (v->type == KVS_RESP_NIL)
-			res = -ENOENT;
-		else if (v->type == KVS_RESP_BULK)
-			res = v->flags & KVS_RESP_DIRECT ? 0 : -EMSGSIZE;
-		break;
-	case KVS_REMOTE_SET:
-		if (v->type == KVS_RESP_NIL)
-			res = -EEXIST;
-		else if (v->type == KVS_RESP_STATUS)
-			res = 0;
-		break;
-	case KVS_REMOTE_EXISTS:
-		if (v->type == KVS_RESP_INT)
-			res = v->n > 0;
-		break;
-	}
 	kvs_rmt_complete(r, q, res);
+}
+
+/* What a reply to @q may take (remote_int.h; kvs_remote.h says why). */
+static void limit_for(struct conn *c, const struct req *q)
+{
+	kvs_resp_limits l = { .bytes = REPLY_LINE, .elems = 1, .depth = 0 };
+
+	if (q && q->op == OP_SLOTS)
+		l = (kvs_resp_limits){ .bytes = SLOTS_REPLY_BYTES,
+				       .elems = SLOTS_REPLY_ELEMS,
+				       .depth = SLOTS_REPLY_DEPTH };
+	else if (q && q->op == KVS_REMOTE_GET && q->replies == 1)
+		l.bytes = GET_REPLY_BYTES(q->vlen);
+	kvs_resp_limit(c->parser, &l);
 }
 
 /* What the parser should expect for the next reply on @c. */
@@ -509,10 +584,13 @@ static void expect_head(struct conn *c)
 {
 	struct req *q = c->q.head;
 
-	if (q && q->op == KVS_REMOTE_GET && q->replies == 1 && q != c->wcur)
+	if (q == c->wcur)
+		q = NULL; /* not sent whole: no reply is its */
+	if (q && q->op == KVS_REMOTE_GET && q->replies == 1)
 		kvs_resp_expect(c->parser, q->iov, q->iovcnt);
 	else
 		kvs_resp_expect(c->parser, NULL, 0);
+	limit_for(c, q);
 }
 
 static void conn_read(kvs_remote *r, struct conn *c)

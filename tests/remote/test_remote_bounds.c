@@ -1,0 +1,411 @@
+/*
+ * test_remote_bounds - the engine against a hostile cluster node: a
+ * scripted peer (a child process speaking RESP) that claims to be a
+ * cluster, maps every slot to itself, and answers some keys with what no
+ * Redis would send. What the engine may hold or do must stay bounded: the
+ * connection closes on a reply that does not fit its command, the parsers
+ * give back what a large reply made them grow, the node table stays capped
+ * against a map naming 16,384 hosts, hosts reach the event callback
+ * printable, names are resolved off the caller's thread, and attach does
+ * not wait for a cluster that is not there. Needs no Redis.
+ *
+ * The peer's GETs, by key:
+ *   good      $3 abc
+ *   arr       *1000000 and three elements, then nothing (an array to GET)
+ *   bigbulk   $536870912 and 3 bytes, then nothing (past the GET's budget)
+ *   line4k    a 4 KiB status line (a line that fits, a type that does not)
+ *   err4k     a 4 KiB error line (-EIO, the connection stays)
+ *   hosts16k  MOVED to itself, and from then on CLUSTER SLOTS names 16,384
+ *             hosts, one slot each (then "good" again)
+ *   ctlhost   MOVED to itself; CLUSTER SLOTS gives slots 8192.. to a host
+ *             named with an escape sequence and a newline
+ *   selfmap*  MOVED to itself; CLUSTER SLOTS maps every slot to itself
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kvs_resp.h"
+#include "remote_util.h"
+
+static int peer_port;
+static int map_mode; /* 0 self, 1 16k hosts, 2 control-character host */
+
+static const char CTL_HOST[] = "evil\x1b[2J\nhost";
+
+/* The peer's CLUSTER SLOTS reply for map_mode. */
+static void slots_reply(int fd)
+{
+	static char buf[2u << 20];
+	size_t o = 0;
+
+	if (map_mode == 0) {
+		o = (size_t)snprintf(buf, sizeof(buf),
+				     "*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$9\r\n127.0.0.1\r\n:%d\r\n",
+				     peer_port);
+	} else if (map_mode == 1) {
+		o = (size_t)snprintf(buf, sizeof(buf), "*%d\r\n", KVS_SLOTS);
+		for (int s = 0; s < KVS_SLOTS; s++) {
+			char host[32];
+			int hl = snprintf(host, sizeof(host), "10.%d.%d.%d", s >> 16,
+					  (s >> 8) & 255, s & 255);
+
+			o += (size_t)snprintf(buf + o, sizeof(buf) - o,
+					      "*3\r\n:%d\r\n:%d\r\n*2\r\n$%d\r\n%s\r\n:7000\r\n",
+					      s, s, hl, host);
+		}
+	} else {
+		o = (size_t)snprintf(buf, sizeof(buf),
+				     "*2\r\n*3\r\n:0\r\n:8191\r\n*2\r\n$9\r\n127.0.0.1\r\n:%d\r\n"
+				     "*3\r\n:8192\r\n:16383\r\n*2\r\n$%zu\r\n%s\r\n:7000\r\n",
+				     peer_port, sizeof(CTL_HOST) - 1, CTL_HOST);
+	}
+	ru_put_n(fd, buf, o);
+}
+
+/* A MOVED of @key's slot to the peer itself, the first time @mode is set. */
+static int moved_once(int fd, const char *key, int mode)
+{
+	char buf[128];
+
+	if (map_mode == mode)
+		return 0;
+	map_mode = mode;
+	snprintf(buf, sizeof(buf), "-MOVED %u 127.0.0.1:%d\r\n",
+		 kvs_slot_of(key, strlen(key)), peer_port);
+	ru_put(fd, buf);
+	return 1;
+}
+
+static void answer(int fd, const kvs_resp_parser *p, const kvs_resp_val *v)
+{
+	const kvs_resp_val *cmd = kvs_resp_elem(p, v, 0), *key = kvs_resp_elem(p, v, 1);
+	static char line[4200];
+
+	if (!cmd || !cmd->str)
+		return;
+	if (!strcasecmp(cmd->str, "CLUSTER")) {
+		slots_reply(fd);
+		return;
+	}
+	if (strcasecmp(cmd->str, "GET") || !key || !key->str) {
+		ru_put(fd, "-ERR unknown command\r\n");
+		return;
+	}
+	if (!strcmp(key->str, "arr")) {
+		ru_put(fd, "*1000000\r\n:1\r\n:2\r\n:3\r\n");
+	} else if (!strcmp(key->str, "bigbulk")) {
+		ru_put(fd, "$536870912\r\nabc");
+	} else if (!strcmp(key->str, "line4k") || !strcmp(key->str, "err4k")) {
+		line[0] = key->str[0] == 'l' ? '+' : '-';
+		memset(line + 1, 'x', 4090);
+		memcpy(line + 4091, "\r\n", 3);
+		ru_put(fd, line);
+	} else if ((!strcmp(key->str, "hosts16k") && moved_once(fd, key->str, 1)) ||
+		   (!strcmp(key->str, "ctlhost") && moved_once(fd, key->str, 2)) ||
+		   (!strncmp(key->str, "selfmap", 7) && moved_once(fd, key->str, 0))) {
+		/* answered */
+	} else {
+		ru_put(fd, "$3\r\nabc\r\n");
+	}
+}
+
+/* The peer: serve until killed. */
+static void peer(int lfd)
+{
+	struct pollfd pf[64];
+	kvs_resp_parser *ps[64] = { 0 };
+	int n = 1;
+
+	pf[0] = (struct pollfd){ .fd = lfd, .events = POLLIN };
+	for (;;) {
+		if (poll(pf, (nfds_t)n, -1) < 0)
+			continue;
+		if ((pf[0].revents & POLLIN) && n < 64) {
+			int fd = accept(lfd, NULL, NULL);
+
+			if (fd >= 0) {
+				pf[n] = (struct pollfd){ .fd = fd, .events = POLLIN };
+				kvs_resp_parser_create(256, &ps[n]);
+				n++;
+			}
+		}
+		for (int i = 1; i < n; i++) {
+			uint8_t buf[4096];
+			ssize_t k;
+			size_t pos = 0, used;
+			int close_it = 0;
+
+			if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			k = read(pf[i].fd, buf, sizeof(buf));
+			if (k <= 0)
+				close_it = 1;
+			while (!close_it && pos < (size_t)k) {
+				int rc = kvs_resp_parse(ps[i], buf + pos, (size_t)k - pos, &used);
+
+				pos += used;
+				if (rc < 0)
+					close_it = 1;
+				else if (rc == 1)
+					answer(pf[i].fd, ps[i], kvs_resp_reply(ps[i]));
+			}
+			if (close_it) {
+				close(pf[i].fd);
+				kvs_resp_parser_free(ps[i]);
+				pf[i] = pf[n - 1];
+				ps[i] = ps[n - 1];
+				n--;
+				i--;
+			}
+		}
+	}
+}
+
+/* Events seen: the hosts as the engine handed them. */
+static struct {
+	int n, proto, refused, attached;
+	char host[16][1024];
+} evs;
+
+static void on_ev(void *arg, int ev, const char *host, unsigned port, int err)
+{
+	(void)arg;
+	(void)port;
+	(void)err;
+	if (evs.n < 16)
+		snprintf(evs.host[evs.n++], sizeof(evs.host[0]), "%s", host);
+	evs.proto += ev == KVS_REMOTE_EV_PROTO;
+	evs.refused += ev == KVS_REMOTE_EV_MAP_REFUSED;
+	evs.attached += ev == KVS_REMOTE_EV_ATTACHED;
+}
+
+static char vbuf[RU_MAX][16];
+
+/* GET @key (3-byte buffer) as cookie @ck, waited for; its result. */
+static int get1(kvs_remote *r, const char *key, int ck)
+{
+	struct iovec iov = { vbuf[ck], 3 };
+
+	ru_done[ck].done = 0;
+	CHECK_EQ(kvs_remote_get(r, key, strlen(key), &iov, 1, (uint64_t)ck), 0);
+	CHECK_EQ(kvs_remote_wait(r, 5000), 0);
+	CHECK_EQ(ru_done[ck].done, 1);
+	return ru_done[ck].res;
+}
+
+static kvs_remote_stats stats(const kvs_remote *r)
+{
+	kvs_remote_stats st;
+
+	kvs_remote_get_stats(r, &st);
+	return st;
+}
+
+/* GET @key until it returns @want, against a deadline of @ms. */
+static int get_until(kvs_remote *r, const char *key, int want, int ms)
+{
+	double end = ru_now() + ms / 1000.0;
+
+	while (ru_now() < end) {
+		if (get1(r, key, 99) == want)
+			return 1;
+		poll(NULL, 0, 20);
+	}
+	return 0;
+}
+
+/* The hostile replies to GET: each closes its connection, none makes the
+ * engine hold more than a read buffer and a small parser. */
+static void hostile_replies(kvs_remote *r)
+{
+	kvs_remote_stats st0 = stats(r), st;
+	double t0;
+
+	CHECK_EQ(get1(r, "good", 0), 0);
+	CHECK(!memcmp(vbuf[0], "abc", 3));
+
+	/* *1000000 then silence: without the GET's limits the parser would
+	 * reserve the million values and wait for them until the deadline. */
+	t0 = ru_now();
+	CHECK_EQ(get1(r, "arr", 1), -EPROTO);
+	CHECK(ru_now() - t0 < 0.25); /* refused at the header, not timed out */
+	st = stats(r);
+	CHECK(st.reply_bytes <= 256u << 10);
+	printf("after *1000000: reply_bytes %llu\n", (unsigned long long)st.reply_bytes);
+
+	/* $512 MiB: refused at its header, nothing skipped. */
+	CHECK_EQ(get1(r, "bigbulk", 2), -EPROTO);
+	/* A status line of 4 KiB to GET: parsed, does not fit: closed. */
+	CHECK_EQ(get1(r, "line4k", 3), -EPROTO);
+	/* An error line of 4 KiB: an error reply, the connection stays. */
+	CHECK_EQ(get1(r, "err4k", 4), -EIO);
+	CHECK_EQ(get1(r, "good", 5), 0);
+	st = stats(r);
+	CHECK_EQ(st.err_proto - st0.err_proto, 3);
+	CHECK_EQ(st.conn_failures - st0.conn_failures, 3);
+	CHECK_EQ(st.err_timeout - st0.err_timeout, 0);
+	CHECK(st.reply_bytes <= 256u << 10);
+	/* One log line for the episode (three errors within 10 s). */
+	CHECK_EQ(evs.proto, 1);
+}
+
+/* A map naming 16,384 hosts: refused (the table stays capped), the old
+ * map stays and serves; the parser gives back what the reply took. */
+static void map_16k(kvs_remote *r)
+{
+	kvs_remote_stats st;
+	double t0;
+
+	evs.refused = 0;
+	CHECK_EQ(get1(r, "hosts16k", 10), 0); /* MOVED to itself, resent */
+	t0 = ru_now();
+	while (stats(r).maps_refused == 0 && ru_now() - t0 < 5) {
+		kvs_remote_poll(r);
+		poll(NULL, 0, 5);
+	}
+	st = stats(r);
+	CHECK(st.maps_refused >= 1);
+	CHECK_EQ(evs.refused, 1);
+	CHECK(st.nodes <= KVS_REMOTE_NODES_MAX);
+	CHECK_EQ(st.nodes, 1);
+	/* The loop goes on serving: a GET right after, bounded generously. */
+	t0 = ru_now();
+	CHECK_EQ(get1(r, "good", 11), 0);
+	CHECK(ru_now() - t0 < 1.0);
+	/* The reply (800 KB, 98,000 values) grew the parser; the next reply
+	 * on that connection gave it back. */
+	st = stats(r);
+	printf("after a 16384-host map: nodes %llu, reply_bytes %llu\n",
+	       (unsigned long long)st.nodes, (unsigned long long)st.reply_bytes);
+	CHECK(st.reply_bytes <= 256u << 10);
+}
+
+/* A host with control characters reaches the event callback printable;
+ * it never resolves (counted, off the loop); once no range names it, it
+ * is forgotten. */
+static void ctl_host(kvs_remote *r)
+{
+	char key[32], self[32];
+	int found = 0;
+	double t0;
+
+	evs.n = 0;
+	CHECK_EQ(get1(r, "ctlhost", 20), 0);
+	/* a key of slot >= 8192: the bad host's; quick misses meanwhile */
+	for (int k = 0;; k++) {
+		snprintf(key, sizeof(key), "k%d", k);
+		if (kvs_slot_of(key, strlen(key)) >= 8192)
+			break;
+	}
+	t0 = ru_now();
+	while (stats(r).resolve_failures == 0 && ru_now() - t0 < 10) {
+		int res = get1(r, key, 21);
+
+		CHECK(res == -EHOSTUNREACH || res == 0);
+		poll(NULL, 0, 20);
+	}
+	CHECK(stats(r).resolve_failures >= 1);
+	for (int i = 0; i < evs.n; i++) {
+		for (const char *c = evs.host[i]; *c; c++)
+			CHECK((unsigned char)*c > ' ' && (unsigned char)*c <= '~');
+		found |= !strcmp(evs.host[i], "evil\\x1b[2J\\x0ahost");
+	}
+	CHECK(found);
+	CHECK_EQ(stats(r).nodes, 2);
+	for (int k = 0;; k++) { /* a key the peer itself serves */
+		snprintf(self, sizeof(self), "selfmap%d", k);
+		if (kvs_slot_of(self, strlen(self)) < 8192)
+			break;
+	}
+	CHECK_EQ(get1(r, self, 22), 0);
+	CHECK(get_until(r, key, 0, 5000));
+	CHECK_EQ(stats(r).nodes, 1);
+	CHECK(stats(r).nodes_freed >= 1);
+}
+
+/* attach with a name: nothing there yet is no wait; the name is resolved
+ * off the loop, again after each failed connect; once the peer is there,
+ * its map is taken. */
+static void attach(const char *seeds_dead, const char *seeds_live)
+{
+	kvs_remote *r;
+	double t0;
+
+	CHECK_EQ(kvs_remote_create(&r), 0);
+	CHECK_EQ(kvs_remote_set_seeds(r, seeds_dead), 0);
+	kvs_remote_set_timeout_ms(r, 300);
+	kvs_remote_set_callback(r, ru_cb, NULL);
+	t0 = ru_now();
+	CHECK_EQ(kvs_remote_attach(r), 0);
+	CHECK(ru_now() - t0 < 0.1);
+	CHECK_EQ(get1(r, "good", 30), -ENETDOWN); /* no map yet */
+	t0 = ru_now();
+	while (stats(r).resolves < 2 && ru_now() - t0 < 10) {
+		kvs_remote_poll(r);
+		poll(NULL, 0, 10);
+	}
+	CHECK(stats(r).resolves >= 2); /* resolved, refused, resolved again */
+	CHECK_EQ(stats(r).attached, 0);
+	kvs_remote_close(r);
+
+	evs.attached = 0;
+	CHECK_EQ(kvs_remote_create(&r), 0);
+	CHECK_EQ(kvs_remote_set_seeds(r, seeds_live), 0);
+	kvs_remote_set_timeout_ms(r, 300);
+	kvs_remote_set_callback(r, ru_cb, NULL);
+	kvs_remote_set_event_fn(r, on_ev, NULL);
+	CHECK_EQ(kvs_remote_attach(r), 0);
+	CHECK(get_until(r, "good", 0, 5000));
+	CHECK_EQ(stats(r).attached, 1);
+	CHECK_EQ(evs.attached, 1);
+	CHECK_EQ(kvs_remote_is_cluster(r), 1);
+	kvs_remote_close(r);
+}
+
+int main(void)
+{
+	kvs_remote *r;
+	char seeds[64], dead[64], live[64];
+	int lfd, dport;
+	pid_t child;
+
+	lfd = ru_listen_any(&dport);
+	CHECK(lfd >= 0);
+	close(lfd); /* nothing listens on dport now */
+	lfd = ru_listen_any(&peer_port);
+	CHECK(lfd >= 0);
+	child = fork();
+	if (child == 0) {
+		peer(lfd);
+		_exit(0);
+	}
+	close(lfd);
+	snprintf(seeds, sizeof(seeds), "127.0.0.1:%d", peer_port);
+	snprintf(dead, sizeof(dead), "localhost:%d", dport);
+	snprintf(live, sizeof(live), "localhost:%d", peer_port);
+
+	CHECK_EQ(kvs_remote_create(&r), 0);
+	kvs_remote_set_seeds(r, seeds);
+	kvs_remote_set_timeout_ms(r, 500);
+	kvs_remote_set_pool(r, 1);
+	kvs_remote_set_callback(r, ru_cb, NULL);
+	kvs_remote_set_event_fn(r, on_ev, NULL);
+	CHECK_EQ(kvs_remote_open(r), 0);
+	CHECK_EQ(kvs_remote_is_cluster(r), 1);
+	hostile_replies(r);
+	map_16k(r);
+	ctl_host(r);
+	CHECK_EQ(kvs_remote_pending(r), 0);
+	kvs_remote_close(r);
+
+	attach(dead, live);
+
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	return check_summary("test_remote_bounds");
+}
