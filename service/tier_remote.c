@@ -67,6 +67,7 @@ typedef struct remote_tier {
 	uint8_t *fetched;
 	uint32_t nfetched;    /* bytes of the bitmap */
 	int corrupt_logged;   /* one line per episode of corrupt values */
+	int attaching;        /* started before the cluster answered */
 	kvs_counters own;     /* tier_remote.* counted here, copied in stats */
 } remote_tier;
 
@@ -392,14 +393,29 @@ static void on_done(void *arg, const kvs_remote_cqe *q)
 }
 
 /* One log line per episode: a node down, back, the map changed. */
+/* The engine's events, one line each (@host is printable: the engine
+ * escaped what a slot map may name). */
 static void on_event(void *arg, int ev, const char *host, unsigned port, int err)
 {
-	(void)arg;
+	remote_tier *t = arg;
+
 	if (ev == KVS_REMOTE_EV_NODE_DOWN)
 		kvs_warn("remote tier: node %s:%u down: %s (misses for its slots)",
 			 host, port, kvs_strerror(err));
 	else if (ev == KVS_REMOTE_EV_NODE_UP)
 		kvs_info("remote tier: node %s:%u answers again", host, port);
+	else if (ev == KVS_REMOTE_EV_PROTO)
+		kvs_warn("remote tier: node %s:%u sent a reply that does not fit its "
+			 "command: connection closed (counted in errors_proto; not "
+			 "logged again for 10 s)", host, port);
+	else if (ev == KVS_REMOTE_EV_MAP_REFUSED)
+		kvs_warn("remote tier: slot map from %s:%u refused (%s); the last "
+			 "one stays", host, port,
+			 err == -ENOSPC ? "more nodes than the engine keeps"
+					: "malformed");
+	else if (ev == KVS_REMOTE_EV_ATTACHED)
+		kvs_info("remote tier: attached: %s:%u answered (%s)", host, port,
+			 kvs_remote_is_cluster(t->eng) ? "Redis Cluster" : "one node");
 	else
 		kvs_info("remote tier: slot map changed (told by %s:%u)", host, port);
 }
@@ -496,6 +512,9 @@ static void remote_stats(kvs_tier_mod *tt, kvs_counters *st)
 	kvs_remote_get_stats(t->eng, &rs);
 	st->tier_remote_enabled = 1;
 	st->tier_remote_cluster = kvs_remote_is_cluster(t->eng);
+	st->tier_remote_attached = (int64_t)rs.attached;
+	st->tier_remote_maps_refused = rs.maps_refused;
+	st->tier_remote_errors_proto = rs.err_proto;
 	st->tier_remote_nodes = (int64_t)rs.nodes;
 	st->tier_remote_nodes_down = (int64_t)rs.nodes_down;
 	st->tier_remote_inflight_bytes = (int64_t)rs.inflight_bytes;
@@ -643,6 +662,34 @@ static int read_auth(const char *path, char *user, char *pass, size_t cap)
 	return rc;
 }
 
+/*
+ * One try to reach the seeds (bounded: the connect timeout per seed, and
+ * refused at once when nothing listens). A cluster that does not answer
+ * is not a reason to stop: the daemon serves its local tiers and the
+ * engine attaches in the background, without blocking the loop, when the
+ * cluster answers. AUTH refused is a setting to fix: start fails.
+ */
+static int open_or_attach(remote_tier *t, const kvs_tier_remote_config *cfg)
+{
+	int rc = kvs_remote_open(t->eng);
+
+	if (rc == -EACCES) {
+		kvs_err("remote tier: %s refused AUTH or its user lacks a "
+			"permission (check --remote-auth-file and the ACL)",
+			cfg->seeds);
+		return rc;
+	}
+	if (rc == 0 || rc == -EINVAL || rc == -ENOMEM)
+		return rc;
+	kvs_warn("remote tier: cannot reach %s: %s; serving the local tiers, "
+		 "attaching in the background (tier_remote.attached 0 until then)",
+		 cfg->seeds, kvs_strerror(rc));
+	rc = kvs_remote_attach(t->eng);
+	if (rc == 0)
+		t->attaching = 1;
+	return rc;
+}
+
 int kvs_tier_remote_open(const kvs_tier_remote_config *cfg, kvs_tier_mod **out)
 {
 	remote_tier *t = calloc(1, sizeof(*t));
@@ -668,21 +715,15 @@ int kvs_tier_remote_open(const kvs_tier_remote_config *cfg, kvs_tier_mod **out)
 	if (rc == 0) {
 		kvs_remote_set_callback(t->eng, on_done, t);
 		kvs_remote_set_event_fn(t->eng, on_event, t);
-		rc = kvs_remote_open(t->eng);
-		if (rc == -EACCES)
-			kvs_err("remote tier: %s refused AUTH or its user lacks a "
-				"permission (check --remote-auth-file and the ACL)",
-				cfg->seeds);
-		else if (rc < 0)
-			kvs_err("remote tier: cannot reach %s: %s", cfg->seeds,
-				kvs_strerror(rc));
+		rc = open_or_attach(t, cfg);
 	}
 	if (rc < 0) {
 		remote_close(&t->base);
 		return rc;
 	}
 	kvs_info("remote tier: %s (%s), publish on %s, timeout %u ms", cfg->seeds,
-		 kvs_remote_is_cluster(t->eng) ? "Redis Cluster" : "one node",
+		 t->attaching ? "not answering yet"
+		 : kvs_remote_is_cluster(t->eng) ? "Redis Cluster" : "one node",
 		 t->write_through ? "commit" : "eviction", cfg->timeout_ms);
 	*out = &t->base;
 	return 0;
