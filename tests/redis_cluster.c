@@ -516,18 +516,24 @@ static int myself(const rc_cluster *c, int i, char *out, size_t cap)
 static int replicas_pin(rc_cluster *c, double end)
 {
 	for (int i = 0; i < c->masters; i++) {
-		char line[1024], id[64], out[256];
+		char line[1024], id[64], out[256], info[2048], port[32];
 		int r = c->masters + i;
 		double pause = 0.005;
 
 		if (myself(c, i, line, sizeof(line)) < 0 ||
 		    sscanf(line, "%63s", id) != 1 || !strstr(line, "master"))
 			return -EIO;
+		snprintf(port, sizeof(port), "master_port:%d\r", c->port[i]);
 		for (;;) {
+			/* a replica of master i, and synced with it: a replica
+			 * whose link stayed down refuses to fail over */
 			if (myself(c, r, line, sizeof(line)) == 0 && strstr(line, "slave") &&
-			    strstr(line, id))
+			    strstr(line, id) &&
+			    rc_cli(c, r, info, sizeof(info), "INFO", "replication", NULL) == 0 &&
+			    strstr(info, port) && strstr(info, "master_link_status:up"))
 				break;
-			rc_cli(c, r, out, sizeof(out), "CLUSTER", "REPLICATE", id, NULL);
+			if (!strstr(line, id))
+				rc_cli(c, r, out, sizeof(out), "CLUSTER", "REPLICATE", id, NULL);
 			if (now_s() > end) {
 				snprintf(why, sizeof(why), "node %d: not a replica of %d", r, i);
 				return -ETIMEDOUT;
