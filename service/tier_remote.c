@@ -1,13 +1,13 @@
 /* tier_remote.c - the remote tier (see tier_remote.h, docs/remote.md). */
 #define _GNU_SOURCE
 #include "tier_remote.h"
+#include "tier_remote_int.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <xxhash.h>
 
 #include "kvs_log.h"
@@ -392,34 +392,6 @@ static void on_done(void *arg, const kvs_remote_cqe *q)
 	}
 }
 
-/* One log line per episode: a node down, back, the map changed. */
-/* The engine's events, one line each (@host is printable: the engine
- * escaped what a slot map may name). */
-static void on_event(void *arg, int ev, const char *host, unsigned port, int err)
-{
-	remote_tier *t = arg;
-
-	if (ev == KVS_REMOTE_EV_NODE_DOWN)
-		kvs_warn("remote tier: node %s:%u down: %s (misses for its slots)",
-			 host, port, kvs_strerror(err));
-	else if (ev == KVS_REMOTE_EV_NODE_UP)
-		kvs_info("remote tier: node %s:%u answers again", host, port);
-	else if (ev == KVS_REMOTE_EV_PROTO)
-		kvs_warn("remote tier: node %s:%u sent a reply that does not fit its "
-			 "command: connection closed (counted in errors_proto; not "
-			 "logged again for 10 s)", host, port);
-	else if (ev == KVS_REMOTE_EV_MAP_REFUSED)
-		kvs_warn("remote tier: slot map from %s:%u refused (%s); the last "
-			 "one stays", host, port,
-			 err == -ENOSPC ? "more nodes than the engine keeps"
-					: "malformed");
-	else if (ev == KVS_REMOTE_EV_ATTACHED)
-		kvs_info("remote tier: attached: %s:%u answered (%s)", host, port,
-			 kvs_remote_is_cluster(t->eng) ? "Redis Cluster" : "one node");
-	else
-		kvs_info("remote tier: slot map changed (told by %s:%u)", host, port);
-}
-
 /* ---- the operations --------------------------------------------------- */
 
 static int remote_demote(kvs_tier_mod *tt, const kvs_tier_blk *b, int *holds)
@@ -623,77 +595,9 @@ static const kvs_tier_ops remote_ops = {
 
 /* ---- open ------------------------------------------------------------- */
 
-/* The AUTH file: "user password" or "password" on its first line. Warns
- * when others may read it. */
-static int read_auth(const char *path, char *user, char *pass, size_t cap)
-{
-	char line[512], *sp;
-	struct stat st;
-	FILE *f = fopen(path, "r");
-	int rc = 0;
-
-	if (!f) {
-		rc = -errno;
-		kvs_err("--remote-auth-file %s: %s", path, kvs_strerror(rc));
-		return rc;
-	}
-	if (fstat(fileno(f), &st) == 0 && (st.st_mode & 077))
-		kvs_warn("--remote-auth-file %s: readable by others (chmod 600)", path);
-	if (!fgets(line, sizeof(line), f))
-		line[0] = '\0';
-	fclose(f);
-	line[strcspn(line, "\r\n")] = '\0';
-	sp = strchr(line, ' ');
-	user[0] = '\0';
-	if (sp) {
-		*sp++ = '\0';
-		snprintf(user, cap, "%s", line);
-	} else {
-		sp = line;
-	}
-	if (!*sp || strlen(sp) >= cap || strlen(line) >= cap) {
-		kvs_err("--remote-auth-file %s: want \"user password\" or "
-			"\"password\" on the first line", path);
-		rc = -EINVAL;
-	} else {
-		snprintf(pass, cap, "%s", sp);
-	}
-	explicit_bzero(line, sizeof(line));
-	return rc;
-}
-
-/*
- * One try to reach the seeds (bounded: the connect timeout per seed, and
- * refused at once when nothing listens). A cluster that does not answer
- * is not a reason to stop: the daemon serves its local tiers and the
- * engine attaches in the background, without blocking the loop, when the
- * cluster answers. AUTH refused is a setting to fix: start fails.
- */
-static int open_or_attach(remote_tier *t, const kvs_tier_remote_config *cfg)
-{
-	int rc = kvs_remote_open(t->eng);
-
-	if (rc == -EACCES) {
-		kvs_err("remote tier: %s refused AUTH or its user lacks a "
-			"permission (check --remote-auth-file and the ACL)",
-			cfg->seeds);
-		return rc;
-	}
-	if (rc == 0 || rc == -EINVAL || rc == -ENOMEM)
-		return rc;
-	kvs_warn("remote tier: cannot reach %s: %s; serving the local tiers, "
-		 "attaching in the background (tier_remote.attached 0 until then)",
-		 cfg->seeds, kvs_strerror(rc));
-	rc = kvs_remote_attach(t->eng);
-	if (rc == 0)
-		t->attaching = 1;
-	return rc;
-}
-
 int kvs_tier_remote_open(const kvs_tier_remote_config *cfg, kvs_tier_mod **out)
 {
 	remote_tier *t = calloc(1, sizeof(*t));
-	char user[256] = "", pass[256] = "";
 	int rc;
 
 	if (!t)
@@ -704,18 +608,16 @@ int kvs_tier_remote_open(const kvs_tier_remote_config *cfg, kvs_tier_mod **out)
 	rc = kvs_remote_create(&t->eng);
 	if (rc == 0)
 		rc = kvs_remote_set_seeds(t->eng, cfg->seeds);
-	if (rc == 0 && cfg->auth_file && cfg->auth_file[0] &&
-	    (rc = read_auth(cfg->auth_file, user, pass, sizeof(user))) == 0)
-		rc = kvs_remote_set_auth(t->eng, user[0] ? user : NULL, pass);
-	explicit_bzero(pass, sizeof(pass));
+	if (rc == 0 && cfg->auth_file && cfg->auth_file[0])
+		rc = kvs_tier_remote_auth(t->eng, cfg->auth_file);
 	if (rc == 0)
 		rc = kvs_remote_set_timeout_ms(t->eng, cfg->timeout_ms);
 	if (rc == 0)
 		rc = kvs_remote_set_connect_timeout_ms(t->eng, cfg->timeout_ms);
 	if (rc == 0) {
 		kvs_remote_set_callback(t->eng, on_done, t);
-		kvs_remote_set_event_fn(t->eng, on_event, t);
-		rc = open_or_attach(t, cfg);
+		kvs_remote_set_event_fn(t->eng, kvs_tier_remote_event, t->eng);
+		rc = kvs_tier_remote_start(t->eng, cfg->seeds, &t->attaching);
 	}
 	if (rc < 0) {
 		remote_close(&t->base);

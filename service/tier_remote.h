@@ -29,10 +29,11 @@ typedef struct kvs_tier_remote_config {
 /*
  * kvs_tier_remote_open - read the AUTH file, connect to the seeds and take
  * the slot map (blocking, at most the timeout per seed), ready for
- * kvs_cache_tier_add().
+ * kvs_cache_tier_add(). When no seed answers, the tier is made anyway and
+ * attaches in the background (kvs_remote_attach: never blocking the loop;
+ * logged, tier_remote.attached 0 until then).
  * Errors: -EINVAL (seeds, AUTH file format), -EACCES (AUTH refused),
- * -errno from the AUTH file or the connect (-ECONNREFUSED, -ETIMEDOUT),
- * -EPROTO, -ENOMEM. Logs why, never the password.
+ * -errno from the AUTH file, -ENOMEM. Logs why, never the password.
  * Ownership: *out is the caller's until kvs_cache_tier_add() takes it
  * (or its ops->close()).
  */
