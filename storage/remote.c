@@ -164,17 +164,20 @@ static void refresh_start(kvs_remote *r, uint64_t now)
 		return;
 	/* Ask the nodes in turn, skipping those known down (and free slots);
 	 * the next one in turn when all are down. */
-	for (int i = 0, first = -1; i < r->nnodes; i++) {
-		int idx = (r->refresh_rr + i) % r->nnodes;
+	{
+		int pick = -1, first = -1;
 
-		if (!r->nodes[idx])
-			continue;
-		if (first < 0)
-			first = idx;
-		if (r->nodes[idx]->down_until <= now || i == r->nnodes - 1) {
-			r->refresh_rr = r->nodes[idx]->down_until <= now ? idx : first;
-			break;
+		for (int i = 0; i < r->nnodes && pick < 0; i++) {
+			int idx = (r->refresh_rr + i) % r->nnodes;
+
+			if (!r->nodes[idx])
+				continue;
+			if (first < 0)
+				first = idx;
+			if (r->nodes[idx]->down_until <= now)
+				pick = idx;
 		}
+		r->refresh_rr = pick >= 0 ? pick : first;
 	}
 	q = calloc(1, sizeof(*q));
 	if (!q)

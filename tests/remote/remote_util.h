@@ -6,16 +6,12 @@
 #ifndef REMOTE_UTIL_H
 #define REMOTE_UTIL_H
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "kvs_check.h"
 #include "kvs_remote.h"
@@ -158,41 +154,6 @@ static inline int ru_owners(rc_cluster *c, int from, int *owners, char (*ids)[64
 		}
 	}
 	return 0;
-}
-
-/* For scripted peers: a loopback listener on a free port (*@port), or -1. */
-static inline int ru_listen_any(int *port)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
-	    listen(fd, 64) < 0 || getsockname(fd, (struct sockaddr *)&a, &len) < 0)
-		return -1;
-	*port = ntohs(a.sin_port);
-	return fd;
-}
-
-/* All of @s[@n] to @fd (a scripted peer's reply; errors end it). */
-static inline void ru_put_n(int fd, const void *s, size_t n)
-{
-	const char *p = s;
-
-	while (n) {
-		ssize_t w = write(fd, p, n);
-
-		if (w <= 0)
-			return;
-		p += w;
-		n -= (size_t)w;
-	}
-}
-
-static inline void ru_put(int fd, const char *s)
-{
-	ru_put_n(fd, s, strlen(s));
 }
 
 #endif /* REMOTE_UTIL_H */

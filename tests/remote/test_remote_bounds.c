@@ -9,17 +9,7 @@
  * printable, names are resolved off the caller's thread, and attach does
  * not wait for a cluster that is not there. Needs no Redis.
  *
- * The peer's GETs, by key:
- *   good      $3 abc
- *   arr       *1000000 and three elements, then nothing (an array to GET)
- *   bigbulk   $536870912 and 3 bytes, then nothing (past the GET's budget)
- *   line4k    a 4 KiB status line (a line that fits, a type that does not)
- *   err4k     a 4 KiB error line (-EIO, the connection stays)
- *   hosts16k  MOVED to itself, and from then on CLUSTER SLOTS names 16,384
- *             hosts, one slot each (then "good" again)
- *   ctlhost   MOVED to itself; CLUSTER SLOTS gives slots 8192.. to a host
- *             named with an escape sequence and a newline
- *   selfmap*  MOVED to itself; CLUSTER SLOTS maps every slot to itself
+ * The peer is tests/remote/scripted_node.h.
  */
 #include <errno.h>
 #include <poll.h>
@@ -31,140 +21,7 @@
 
 #include "kvs_resp.h"
 #include "remote_util.h"
-
-static int peer_port;
-static int map_mode; /* 0 self, 1 16k hosts, 2 control-character host */
-
-static const char CTL_HOST[] = "evil\x1b[2J\nhost";
-
-/* The peer's CLUSTER SLOTS reply for map_mode. */
-static void slots_reply(int fd)
-{
-	static char buf[2u << 20];
-	size_t o = 0;
-
-	if (map_mode == 0) {
-		o = (size_t)snprintf(buf, sizeof(buf),
-				     "*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$9\r\n127.0.0.1\r\n:%d\r\n",
-				     peer_port);
-	} else if (map_mode == 1) {
-		o = (size_t)snprintf(buf, sizeof(buf), "*%d\r\n", KVS_SLOTS);
-		for (int s = 0; s < KVS_SLOTS; s++) {
-			char host[32];
-			int hl = snprintf(host, sizeof(host), "10.%d.%d.%d", s >> 16,
-					  (s >> 8) & 255, s & 255);
-
-			o += (size_t)snprintf(buf + o, sizeof(buf) - o,
-					      "*3\r\n:%d\r\n:%d\r\n*2\r\n$%d\r\n%s\r\n:7000\r\n",
-					      s, s, hl, host);
-		}
-	} else {
-		o = (size_t)snprintf(buf, sizeof(buf),
-				     "*2\r\n*3\r\n:0\r\n:8191\r\n*2\r\n$9\r\n127.0.0.1\r\n:%d\r\n"
-				     "*3\r\n:8192\r\n:16383\r\n*2\r\n$%zu\r\n%s\r\n:7000\r\n",
-				     peer_port, sizeof(CTL_HOST) - 1, CTL_HOST);
-	}
-	ru_put_n(fd, buf, o);
-}
-
-/* A MOVED of @key's slot to the peer itself, the first time @mode is set. */
-static int moved_once(int fd, const char *key, int mode)
-{
-	char buf[128];
-
-	if (map_mode == mode)
-		return 0;
-	map_mode = mode;
-	snprintf(buf, sizeof(buf), "-MOVED %u 127.0.0.1:%d\r\n",
-		 kvs_slot_of(key, strlen(key)), peer_port);
-	ru_put(fd, buf);
-	return 1;
-}
-
-static void answer(int fd, const kvs_resp_parser *p, const kvs_resp_val *v)
-{
-	const kvs_resp_val *cmd = kvs_resp_elem(p, v, 0), *key = kvs_resp_elem(p, v, 1);
-	static char line[4200];
-
-	if (!cmd || !cmd->str)
-		return;
-	if (!strcasecmp(cmd->str, "CLUSTER")) {
-		slots_reply(fd);
-		return;
-	}
-	if (strcasecmp(cmd->str, "GET") || !key || !key->str) {
-		ru_put(fd, "-ERR unknown command\r\n");
-		return;
-	}
-	if (!strcmp(key->str, "arr")) {
-		ru_put(fd, "*1000000\r\n:1\r\n:2\r\n:3\r\n");
-	} else if (!strcmp(key->str, "bigbulk")) {
-		ru_put(fd, "$536870912\r\nabc");
-	} else if (!strcmp(key->str, "line4k") || !strcmp(key->str, "err4k")) {
-		line[0] = key->str[0] == 'l' ? '+' : '-';
-		memset(line + 1, 'x', 4090);
-		memcpy(line + 4091, "\r\n", 3);
-		ru_put(fd, line);
-	} else if ((!strcmp(key->str, "hosts16k") && moved_once(fd, key->str, 1)) ||
-		   (!strcmp(key->str, "ctlhost") && moved_once(fd, key->str, 2)) ||
-		   (!strncmp(key->str, "selfmap", 7) && moved_once(fd, key->str, 0))) {
-		/* answered */
-	} else {
-		ru_put(fd, "$3\r\nabc\r\n");
-	}
-}
-
-/* The peer: serve until killed. */
-static void peer(int lfd)
-{
-	struct pollfd pf[64];
-	kvs_resp_parser *ps[64] = { 0 };
-	int n = 1;
-
-	pf[0] = (struct pollfd){ .fd = lfd, .events = POLLIN };
-	for (;;) {
-		if (poll(pf, (nfds_t)n, -1) < 0)
-			continue;
-		if ((pf[0].revents & POLLIN) && n < 64) {
-			int fd = accept(lfd, NULL, NULL);
-
-			if (fd >= 0) {
-				pf[n] = (struct pollfd){ .fd = fd, .events = POLLIN };
-				kvs_resp_parser_create(256, &ps[n]);
-				n++;
-			}
-		}
-		for (int i = 1; i < n; i++) {
-			uint8_t buf[4096];
-			ssize_t k;
-			size_t pos = 0, used;
-			int close_it = 0;
-
-			if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
-				continue;
-			k = read(pf[i].fd, buf, sizeof(buf));
-			if (k <= 0)
-				close_it = 1;
-			while (!close_it && pos < (size_t)k) {
-				int rc = kvs_resp_parse(ps[i], buf + pos, (size_t)k - pos, &used);
-
-				pos += used;
-				if (rc < 0)
-					close_it = 1;
-				else if (rc == 1)
-					answer(pf[i].fd, ps[i], kvs_resp_reply(ps[i]));
-			}
-			if (close_it) {
-				close(pf[i].fd);
-				kvs_resp_parser_free(ps[i]);
-				pf[i] = pf[n - 1];
-				ps[i] = ps[n - 1];
-				n--;
-				i--;
-			}
-		}
-	}
-}
+#include "scripted_node.h"
 
 /* Events seen: the hosts as the engine handed them. */
 static struct {
@@ -313,7 +170,7 @@ static void ctl_host(kvs_remote *r)
 	for (int i = 0; i < evs.n; i++) {
 		for (const char *c = evs.host[i]; *c; c++)
 			CHECK((unsigned char)*c > ' ' && (unsigned char)*c <= '~');
-		found |= !strcmp(evs.host[i], "evil\\x1b[2J\\x0ahost");
+		found |= !strcmp(evs.host[i], SN_CTL_HOST_PRINTED);
 	}
 	CHECK(found);
 	CHECK_EQ(stats(r).nodes, 2);
@@ -371,23 +228,23 @@ int main(void)
 {
 	kvs_remote *r;
 	char seeds[64], dead[64], live[64];
-	int lfd, dport;
+	int lfd, dport, port;
 	pid_t child;
 
-	lfd = ru_listen_any(&dport);
+	lfd = sn_listen_any(&dport);
 	CHECK(lfd >= 0);
 	close(lfd); /* nothing listens on dport now */
-	lfd = ru_listen_any(&peer_port);
+	lfd = sn_listen_any(&port);
 	CHECK(lfd >= 0);
 	child = fork();
 	if (child == 0) {
-		peer(lfd);
+		sn_serve(lfd, port, SN_MAP_SELF);
 		_exit(0);
 	}
 	close(lfd);
-	snprintf(seeds, sizeof(seeds), "127.0.0.1:%d", peer_port);
+	snprintf(seeds, sizeof(seeds), "127.0.0.1:%d", port);
 	snprintf(dead, sizeof(dead), "localhost:%d", dport);
-	snprintf(live, sizeof(live), "localhost:%d", peer_port);
+	snprintf(live, sizeof(live), "localhost:%d", port);
 
 	CHECK_EQ(kvs_remote_create(&r), 0);
 	kvs_remote_set_seeds(r, seeds);
