@@ -12,6 +12,7 @@
  * The peer is tests/remote/scripted_node.h.
  */
 #include <errno.h>
+#include <netdb.h>
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
@@ -233,6 +234,21 @@ static void attach(const char *seeds_dead, const char *seeds_live)
 	CHECK_EQ(stats(r).attached, 0);
 	kvs_remote_close(r);
 
+	/* The peer listens on 127.0.0.1: where "localhost" resolves to ::1
+	 * first, the engine (which takes the first address) cannot reach it. */
+	{
+		struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res;
+		int ok = getaddrinfo("localhost", NULL, &hints, &res) == 0;
+		int v4 = ok && res->ai_family == AF_INET;
+
+		if (ok)
+			freeaddrinfo(res);
+		if (!v4) {
+			printf("test_remote_bounds: localhost is not 127.0.0.1 "
+			       "first here: attach to the peer by name not tried\n");
+			return;
+		}
+	}
 	evs.attached = 0;
 	CHECK_EQ(kvs_remote_create(&r), 0);
 	CHECK_EQ(kvs_remote_set_seeds(r, seeds_live), 0);
