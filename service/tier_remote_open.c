@@ -113,6 +113,10 @@ void kvs_tier_remote_event(void *arg, int ev, const char *host, unsigned port,
 			 "one stays", host, port,
 			 err == -ENOSPC ? "more nodes than the engine keeps"
 					: "malformed");
+	else if (ev == KVS_REMOTE_EV_AUTH)
+		kvs_err("remote tier: node %s:%u refused AUTH or its user lacks a "
+			"permission (check --remote-auth-file and the ACL)", host,
+			port);
 	else if (ev == KVS_REMOTE_EV_ATTACHED)
 		kvs_info("remote tier: attached: %s:%u answered (%s)", host, port,
 			 kvs_remote_is_cluster(eng) ? "Redis Cluster" : "one node");

@@ -133,6 +133,8 @@ enum kvs_remote_event {
 				      * stays (once per 10 s) */
 	KVS_REMOTE_EV_ATTACHED,      /* kvs_remote_attach: the first map came
 				      * (host:port: the node that told) */
+	KVS_REMOTE_EV_AUTH,          /* a node refused AUTH (once until it
+				      * accepts it again) */
 };
 
 /* kvs_remote_event_fn - one event about node @host:@port; @host is valid

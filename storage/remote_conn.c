@@ -547,10 +547,19 @@ static void on_reply(kvs_remote *r, struct conn *c, const kvs_resp_parser *p,
 	kvs_rmt_uncount(r, q);
 	q->ask_node = -1;
 	if (q->op == OP_AUTH) {
+		struct node *n = c->node;
+
 		all_del(r, q);
 		free(q);
-		if (v->type != KVS_RESP_STATUS)
-			kvs_rmt_conn_fail(r, c, -EACCES);
+		if (v->type == KVS_RESP_STATUS) {
+			n->auth_refused = 0;
+			return;
+		}
+		/* Once per episode: the daemon may have started before the
+		 * cluster, and learns only here that its AUTH is refused. */
+		if (!n->auth_refused++)
+			kvs_rmt_event(r, KVS_REMOTE_EV_AUTH, n, -EACCES);
+		kvs_rmt_conn_fail(r, c, -EACCES);
 		return;
 	}
 	if (q->op == OP_SLOTS) {

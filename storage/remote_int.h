@@ -128,6 +128,7 @@ struct node {
 	int down_err;
 	unsigned backoff_ms;
 	int is_down;         /* since a failure, until a connect succeeds */
+	unsigned auth_refused; /* AUTH refusals since its last accepted one */
 };
 
 struct kvs_remote {

@@ -26,7 +26,7 @@
 
 /* Events seen: the hosts as the engine handed them. */
 static struct {
-	int n, proto, refused, attached;
+	int n, proto, refused, attached, auth;
 	char host[16][1024];
 } evs;
 
@@ -38,6 +38,7 @@ static void on_ev(void *arg, int ev, const char *host, unsigned port, int err)
 	if (evs.n < 16)
 		snprintf(evs.host[evs.n++], sizeof(evs.host[0]), "%s", host);
 	evs.proto += ev == KVS_REMOTE_EV_PROTO;
+	evs.auth += ev == KVS_REMOTE_EV_AUTH;
 	evs.refused += ev == KVS_REMOTE_EV_MAP_REFUSED;
 	evs.attached += ev == KVS_REMOTE_EV_ATTACHED;
 }
@@ -260,6 +261,26 @@ static void attach(const char *seeds_dead, const char *seeds_live)
 	CHECK_EQ(stats(r).attached, 1);
 	CHECK_EQ(evs.attached, 1);
 	CHECK_EQ(kvs_remote_is_cluster(r), 1);
+	kvs_remote_close(r);
+
+	/* AUTH refused while attaching (the peer answers AUTH with -ERR): no
+	 * map, no attach, and one AUTH event however many retries */
+	evs.auth = 0;
+	CHECK_EQ(kvs_remote_create(&r), 0);
+	CHECK_EQ(kvs_remote_set_seeds(r, seeds_live), 0);
+	CHECK_EQ(kvs_remote_set_auth(r, NULL, "secret"), 0);
+	kvs_remote_set_timeout_ms(r, 300);
+	kvs_remote_set_callback(r, ru_cb, NULL);
+	kvs_remote_set_event_fn(r, on_ev, NULL);
+	CHECK_EQ(kvs_remote_attach(r), 0);
+	t0 = ru_now();
+	while (stats(r).conn_failures < 3 && ru_now() - t0 < 10) {
+		kvs_remote_poll(r);
+		poll(NULL, 0, 10);
+	}
+	CHECK(stats(r).conn_failures >= 3);
+	CHECK_EQ(stats(r).attached, 0);
+	CHECK_EQ(evs.auth, 1);
 	kvs_remote_close(r);
 }
 
