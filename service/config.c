@@ -156,6 +156,18 @@ const struct setting config_settings[] = {
 	  .unset = "none",
 	  .help = "AUTH for the remote tier: FILE holds \"user password\"\n"
 		  "(or the password alone) on its first line" },
+	{ .name = "remote-secret-file", .arg = "FILE", .type = T_STR,
+	  STRFIELD(remote_secret_file), .why = "empty or longer than 255 bytes",
+	  .unset = "none (values not authenticated)",
+	  .help = "the remote tier's value MAC key (HMAC-SHA-256): FILE\n"
+		  "holds 16 to 4095 bytes shared by the daemons that\n"
+		  "may publish (e.g. openssl rand -hex 32; chmod 600)" },
+	{ .name = "remote-pin-share", .arg = "PERCENT", .type = T_U32,
+	  FIELD(uint32_t, remote_pin_share), .max = 100, .def = "25",
+	  .why = "must be a percentage from 0 to 100",
+	  .help = "--remote-write through: share of the host tier that\n"
+		  "blocks waiting for their SET may hold pinned; past it\n"
+		  "a block is sent from a copy (default {})" },
 	{ .name = "remote-write", .arg = "WHEN", .type = T_CHOICE,
 	  FIELD(int, remote_write_through), .choices = remote_write_choices,
 	  .def = "demote", .why = "must be demote or through",
@@ -424,6 +436,9 @@ static int check_rules(const kvs_config *cfg)
 			   "per tenant)");
 	if (cfg->remote_auth_file[0] && !cfg->remote_seeds[0])
 		return bad("--remote-auth-file", cfg->remote_auth_file,
+			   "needs --remote");
+	if (cfg->remote_secret_file[0] && !cfg->remote_seeds[0])
+		return bad("--remote-secret-file", cfg->remote_secret_file,
 			   "needs --remote");
 	if (cfg->tenant_arenas && kvs_config_tenant_bytes(cfg) < cfg->page_bytes)
 		return bad("--tenant-size", "", "a tenant arena is smaller than "

@@ -55,6 +55,8 @@ typedef struct kvs_config {
 	uint32_t ssd_queue_depth; /* SSD I/Os in the kernel at once */
 	char remote_seeds[1024]; /* remote tier seeds "HOST:PORT,...", "" off */
 	char remote_auth_file[256]; /* AUTH user and password, "" none */
+	char remote_secret_file[256]; /* the values' MAC key, "" none */
+	uint32_t remote_pin_share; /* % of host tier publishes may pin */
 	int remote_write_through; /* 1: publish at commit; 0: at eviction */
 	uint32_t remote_timeout_ms;
 	int gpu;                /* device ordinal, KVS_GPU_AUTO or KVS_GPU_OFF */

@@ -130,6 +130,7 @@
 	X(tier_ssd, restart_ms, GAUGE, "time to load the index at start, ms") \
 	X(tier_remote, enabled, GAUGE, "1 when the remote tier is on")        \
 	X(tier_remote, cluster, GAUGE, "1 a Redis Cluster, 0 one plain node") \
+	X(tier_remote, authenticated, GAUGE, "1 values signed with --remote-secret-file")\
 	X(tier_remote, attached, GAUGE, "1 once the cluster answered, 0 while it does not (lookups local)")\
 	X(tier_remote, maps_refused, COUNTER, "slot maps refused: malformed, or too many nodes")\
 	X(tier_remote, errors_proto, COUNTER, "replies that did not fit their command: connection closed")\
@@ -139,12 +140,16 @@
 	X(tier_remote, probe_keys, COUNTER, "blocks asked about by those lookups")\
 	X(tier_remote, hits, COUNTER, "blocks fetched and verified")          \
 	X(tier_remote, misses, COUNTER, "blocks asked about and not there")   \
-	X(tier_remote, corrupt, COUNTER, "values failing header or checksum: misses")\
+	X(tier_remote, corrupt, COUNTER, "values whose header is not the block's: misses")\
+	X(tier_remote, forged, COUNTER, "values failing their MAC: misses")    \
+	X(tier_remote, repaired, COUNTER, "values that failed here, replaced by a publish")\
 	X(tier_remote, bytes_in, COUNTER, "payload bytes fetched")            \
-	X(tier_remote, published, COUNTER, "blocks stored (SET NX)")          \
+	X(tier_remote, published, COUNTER, "blocks stored (SET NX, or a repair's SET)")\
 	X(tier_remote, existed, COUNTER, "blocks not sent: already there")    \
 	X(tier_remote, bytes_out, COUNTER, "payload bytes stored")            \
 	X(tier_remote, skipped, COUNTER, "publishes dropped: staging full")   \
+	X(tier_remote, pin_capped, COUNTER, "commits sent from a copy: pin cap reached")\
+	X(tier_remote, pinned_bytes, GAUGE, "host bytes pinned by publishes now")\
 	X(tier_remote, errors_timeout, COUNTER, "requests past --remote-timeout")\
 	X(tier_remote, errors_down, COUNTER, "requests to a node down or lost")\
 	X(tier_remote, errors_clusterdown, COUNTER, "requests refused: CLUSTERDOWN")\

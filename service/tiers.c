@@ -35,8 +35,10 @@ static int open_remote(const kvs_config *cfg, kvs_tier_mod **out)
 {
 	kvs_tier_remote_config rc = {
 		.seeds = cfg->remote_seeds, .auth_file = cfg->remote_auth_file,
+		.secret_file = cfg->remote_secret_file,
 		.write_through = cfg->remote_write_through,
-		.timeout_ms = cfg->remote_timeout_ms };
+		.timeout_ms = cfg->remote_timeout_ms,
+		.pin_share = cfg->remote_pin_share };
 
 	if (!cfg->remote_seeds[0])
 		return 0;

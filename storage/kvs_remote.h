@@ -5,9 +5,10 @@
  *
  * The engine knows keys, buffers and nodes, nothing of blocks or the cache
  * (the value format is kvs_remote_value.h; the tier glue is the caller).
- * Three operations: GET of a key into caller buffers of the expected size,
- * SET NX of a value given as caller iovecs, and a batch EXISTS. Each
- * completes once, through the callback, from kvs_remote_poll() only.
+ * Four operations: GET of a key into caller buffers of the expected size,
+ * SET NX (or SET, replacing) of a value given as caller iovecs, and a
+ * batch EXISTS. Each completes once, through the callback, from
+ * kvs_remote_poll() only.
  *
  * Routing: keys go to the master owning their slot (kvs_remote_slots.h) in
  * a slot map fetched at open with CLUSTER SLOTS and refreshed (rate-limited,
@@ -148,14 +149,14 @@ typedef void (*kvs_remote_event_fn)(void *arg, int ev, const char *host,
 	X(gets, "GET requests completed")                                     \
 	X(hits, "GETs that returned a value of the expected size")            \
 	X(misses, "GETs that found no value")                                 \
-	X(sets, "SET NX requests completed")                                  \
-	X(stored, "SET NX that stored the value")                             \
+	X(sets, "SET (NX or not) requests completed")                         \
+	X(stored, "SETs that stored the value")                               \
 	X(existed, "SET NX refused: the key existed")                         \
 	X(exists_keys, "keys asked by EXISTS batches")                        \
 	X(bytes_in, "value bytes received (GET hits)")                        \
 	X(bytes_in_direct, "of these, read from the socket straight into "    \
 	  "the caller's buffers (the rest came with a reply header)")         \
-	X(bytes_out, "value bytes sent (SET NX)")                             \
+	X(bytes_out, "value bytes sent (SET)")                                \
 	X(err_timeout, "requests past their deadline")                        \
 	X(err_down, "requests failed: node unreachable or connection lost")   \
 	X(err_clusterdown, "requests failed: CLUSTERDOWN or unowned slot")    \
@@ -287,6 +288,15 @@ int kvs_remote_get(kvs_remote *r, const void *key, size_t klen,
  */
 int kvs_remote_set_nx(kvs_remote *r, const void *key, size_t klen,
 		      const struct iovec *iov, int iovcnt, uint64_t cookie);
+
+/*
+ * kvs_remote_set - SET @key @value without NX: replaces what the key holds
+ * (the remote tier's repair of a value that failed verification). Completes
+ * with 0 or an error, never -EEXIST; counted with the SET NX requests.
+ * Returns and Ownership as kvs_remote_set_nx.
+ */
+int kvs_remote_set(kvs_remote *r, const void *key, size_t klen,
+		   const struct iovec *iov, int iovcnt, uint64_t cookie);
 
 /*
  * kvs_remote_exists - EXISTS of each of @n keys (@keys[i], @klens[i] bytes),

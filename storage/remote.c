@@ -347,8 +347,8 @@ static struct req *req_new(kvs_remote *r, int op, const void *key, size_t klen,
 	return q;
 }
 
-static int submit_kv(kvs_remote *r, int op, const void *key, size_t klen,
-		     const struct iovec *iov, int iovcnt, uint64_t cookie)
+static int submit_kv(kvs_remote *r, int op, int overwrite, const void *key,
+		     size_t klen, const struct iovec *iov, int iovcnt, uint64_t cookie)
 {
 	struct req *q;
 
@@ -358,6 +358,7 @@ static int submit_kv(kvs_remote *r, int op, const void *key, size_t klen,
 	q = req_new(r, op, key, klen, cookie, now_us());
 	if (!q)
 		return -ENOMEM;
+	q->overwrite = overwrite;
 	memcpy(q->iov, iov, (size_t)iovcnt * sizeof(*iov));
 	q->iovcnt = iovcnt;
 	for (int i = 0; i < iovcnt; i++)
@@ -373,13 +374,19 @@ static int submit_kv(kvs_remote *r, int op, const void *key, size_t klen,
 int kvs_remote_get(kvs_remote *r, const void *key, size_t klen,
 		   const struct iovec *iov, int iovcnt, uint64_t cookie)
 {
-	return submit_kv(r, KVS_REMOTE_GET, key, klen, iov, iovcnt, cookie);
+	return submit_kv(r, KVS_REMOTE_GET, 0, key, klen, iov, iovcnt, cookie);
 }
 
 int kvs_remote_set_nx(kvs_remote *r, const void *key, size_t klen,
 		      const struct iovec *iov, int iovcnt, uint64_t cookie)
 {
-	return submit_kv(r, KVS_REMOTE_SET, key, klen, iov, iovcnt, cookie);
+	return submit_kv(r, KVS_REMOTE_SET, 0, key, klen, iov, iovcnt, cookie);
+}
+
+int kvs_remote_set(kvs_remote *r, const void *key, size_t klen,
+		   const struct iovec *iov, int iovcnt, uint64_t cookie)
+{
+	return submit_kv(r, KVS_REMOTE_SET, 1, key, klen, iov, iovcnt, cookie);
 }
 
 int kvs_remote_exists(kvs_remote *r, const void *const *keys,

@@ -296,14 +296,14 @@ static void encode(kvs_remote *r, struct req *q)
 	name = names[q->op];
 	/* Cannot fail: HDR_BYTES holds the longest (SET, KEY_MAX key). */
 	pos += (size_t)kvs_resp_encode_array(h + pos, cap - pos,
-					     q->op == KVS_REMOTE_SET ? 4 : 2);
+					     q->op != KVS_REMOTE_SET ? 2 : q->overwrite ? 3 : 4);
 	pos += (size_t)kvs_resp_encode_bulk(h + pos, cap - pos, name, strlen(name));
 	pos += (size_t)kvs_resp_encode_bulk(h + pos, cap - pos, q->key, q->klen);
 	q->wire = 0;
 	if (q->op == KVS_REMOTE_SET) {
 		pos += (size_t)kvs_resp_encode_bulk_hdr(h + pos, cap - pos, q->vlen);
-		q->trl = NX_TRAILER;
-		q->tlen = sizeof(NX_TRAILER) - 1;
+		q->trl = q->overwrite ? SET_TRAILER : NX_TRAILER;
+		q->tlen = q->overwrite ? sizeof(SET_TRAILER) - 1 : sizeof(NX_TRAILER) - 1;
 		q->wire = q->vlen;
 	}
 	q->hp = h;

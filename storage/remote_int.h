@@ -53,6 +53,7 @@ enum { C_CONNECTING, C_UP };
 static const char ASKING_CMD[] = "*1\r\n$6\r\nASKING\r\n";
 static const char SLOTS_CMD[] = "*2\r\n$7\r\nCLUSTER\r\n$5\r\nSLOTS\r\n";
 static const char NX_TRAILER[] = "\r\n$2\r\nNX\r\n";
+static const char SET_TRAILER[] = "\r\n"; /* kvs_remote_set: no NX */
 
 struct batch {
 	uint64_t cookie;
@@ -66,6 +67,7 @@ struct req {
 	struct req *prev, *next;   /* the list it is on (where) */
 	struct req *aprev, *anext; /* every live request, by deadline */
 	int op, where;
+	int overwrite;   /* SET without NX (kvs_remote_set) */
 	struct conn *conn;
 	uint8_t key[KVS_REMOTE_KEY_MAX];
 	size_t klen;

@@ -220,9 +220,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		kvs_rval_info info;
 		uint8_t again[KVS_RVAL_HDR_BYTES];
 
+		static kvs_rval_mac *mac;
+		const uint8_t *payload = data + KVS_RVAL_HDR_BYTES;
+		size_t plen = size - KVS_RVAL_HDR_BYTES;
+		int rc;
+
+		if (!mac && kvs_rval_mac_create(NULL, 0, &mac) != 0)
+			abort();
 		if (kvs_rval_decode(data, &info) == 0) {
 			kvs_rval_encode(again, &info);
 			if (memcmp(again, data, KVS_RVAL_HDR_BYTES) != 0)
+				abort();
+			/* the rest is the payload: a value that verifies is
+			 * exactly the one seal() makes of it */
+			rc = kvs_rval_verify(mac, data, payload, plen, &info, NULL);
+			if (rc != 0 && rc != -EBADMSG && rc != -EKEYREJECTED)
+				abort();
+			if (rc == 0 && (kvs_rval_seal(mac, &info, payload, again) != 0 ||
+					memcmp(again, data, KVS_RVAL_HDR_BYTES) != 0))
 				abort();
 		}
 	}

@@ -96,9 +96,9 @@ int main(void)
 	/* kill the master of H's first block: the whole chain hangs on it */
 	if (rt_owners(c, 0, owner) < 0)
 		th_fatal("CLUSTER NODES failed");
-	dead = owner[rt_slot(H[0])];
+	dead = owner[rt_slot(&L, H[0])];
 	for (int i = 0; i < LEN; i++)
-		on_dead += owner[rt_slot(H[i])] == dead;
+		on_dead += owner[rt_slot(&L, H[i])] == dead;
 	th_note("killing master %d (port %d): %d of %d blocks of H", dead,
 		rc_port(c, dead), on_dead, LEN);
 	CHECK_EQ(rc_kill(c, dead), 0);

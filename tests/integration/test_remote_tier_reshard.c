@@ -129,7 +129,7 @@ int main(void)
 		th_fatal("CLUSTER NODES failed");
 	for (int k = 0; k < pre_chains; k++)
 		for (int i = 0; i < LEN; i++)
-			moved += before[rt_slot(H[k][i])] != after[rt_slot(H[k][i])];
+			moved += before[rt_slot(&L, H[k][i])] != after[rt_slot(&L, H[k][i])];
 	th_note("reshard: %" PRId64 " ms, %d rounds (%d chains published during "
 		"it), lookups during it hit %d of %d blocks; %d blocks published "
 		"before it moved", th_now_ms() - t0, rounds, nchains - pre_chains,
