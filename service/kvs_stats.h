@@ -136,6 +136,9 @@
 	X(tier_remote, enabled, GAUGE, "1 when the remote tier is on")        \
 	X(tier_remote, cluster, GAUGE, "1 a Redis Cluster, 0 one plain node") \
 	X(tier_remote, authenticated, GAUGE, "1 values signed with --remote-secret-file")\
+	X(tier_remote, attached, GAUGE, "1 once the cluster answered, 0 while it does not (lookups local)")\
+	X(tier_remote, maps_refused, COUNTER, "slot maps refused: malformed, or too many nodes")\
+	X(tier_remote, errors_proto, COUNTER, "replies that did not fit their command: connection closed")\
 	X(tier_remote, nodes, GAUGE, "nodes known")                           \
 	X(tier_remote, nodes_down, GAUGE, "nodes failing now (misses for their slots)")\
 	X(tier_remote, probes, COUNTER, "EXISTS windows (64 keys at most) past lookups' hits")\

@@ -228,21 +228,6 @@ static void on_done(void *arg, const kvs_remote_cqe *q)
 	}
 }
 
-/* One log line per episode: a node down, back, the map changed. */
-static void on_event(void *arg, int ev, const char *host, unsigned port, int err)
-{
-	remote_tier *t = arg;
-
-	if (ev == KVS_REMOTE_EV_NODE_DOWN) /* a TLS failure says why */
-		kvs_warn("remote tier: node %s:%u down: %s%s%s (misses for its slots)",
-			 host, port, kvs_strerror(err), err == -EKEYREJECTED ? ": " : "",
-			 err == -EKEYREJECTED ? kvs_remote_last_error(t->eng) : "");
-	else if (ev == KVS_REMOTE_EV_NODE_UP)
-		kvs_info("remote tier: node %s:%u answers again", host, port);
-	else
-		kvs_info("remote tier: slot map changed (told by %s:%u)", host, port);
-}
-
 /* ---- the operations --------------------------------------------------- */
 
 static int remote_demote(kvs_tier_mod *tt, const kvs_tier_blk *b, int *holds)
@@ -338,6 +323,9 @@ static void remote_stats(kvs_tier_mod *tt, kvs_counters *st)
 	st->tier_remote_authenticated = kvs_rval_mac_id(t->mac) != 0;
 	st->tier_remote_pinned_bytes = (int64_t)t->pinned_bytes;
 	st->tier_remote_cluster = kvs_remote_is_cluster(t->eng);
+	st->tier_remote_attached = (int64_t)rs.attached;
+	st->tier_remote_maps_refused = rs.maps_refused;
+	st->tier_remote_errors_proto = rs.err_proto;
 	st->tier_remote_nodes = (int64_t)rs.nodes;
 	st->tier_remote_nodes_down = (int64_t)rs.nodes_down;
 	st->tier_remote_inflight_bytes = (int64_t)rs.inflight_bytes;
@@ -447,45 +435,6 @@ static const kvs_tier_ops remote_ops = {
 
 /* ---- open ------------------------------------------------------------- */
 
-/* The AUTH file: "user password" or "password" on its first line. Warns
- * when others may read it. */
-static int read_auth(const char *path, char *user, char *pass, size_t cap)
-{
-	char line[512], *sp;
-	struct stat st;
-	FILE *f = fopen(path, "r");
-	int rc = 0;
-
-	if (!f) {
-		rc = -errno;
-		kvs_err("--remote-auth-file %s: %s", path, kvs_strerror(rc));
-		return rc;
-	}
-	if (fstat(fileno(f), &st) == 0 && (st.st_mode & 077))
-		kvs_warn("--remote-auth-file %s: readable by others (chmod 600)", path);
-	if (!fgets(line, sizeof(line), f))
-		line[0] = '\0';
-	fclose(f);
-	line[strcspn(line, "\r\n")] = '\0';
-	sp = strchr(line, ' ');
-	user[0] = '\0';
-	if (sp) {
-		*sp++ = '\0';
-		snprintf(user, cap, "%s", line);
-	} else {
-		sp = line;
-	}
-	if (!*sp || strlen(sp) >= cap || strlen(line) >= cap) {
-		kvs_err("--remote-auth-file %s: want \"user password\" or "
-			"\"password\" on the first line", path);
-		rc = -EINVAL;
-	} else {
-		snprintf(pass, cap, "%s", sp);
-	}
-	explicit_bzero(line, sizeof(line));
-	return rc;
-}
-
 /* The MAC key from the secret file: its bytes, a final newline dropped.
  * Without a file the values are checked, not authenticated: said at start
  * (and by the tier_remote.authenticated gauge). */
@@ -538,7 +487,6 @@ static int read_secret(const char *path, kvs_rval_mac **mac)
 int kvs_tier_remote_open(const kvs_tier_remote_config *cfg, kvs_tier_mod **out)
 {
 	remote_tier *t = calloc(1, sizeof(*t));
-	char user[256] = "", pass[256] = "";
 	int rc;
 
 	if (!t)
@@ -552,10 +500,8 @@ int kvs_tier_remote_open(const kvs_tier_remote_config *cfg, kvs_tier_mod **out)
 		rc = kvs_remote_create(&t->eng);
 	if (rc == 0)
 		rc = kvs_remote_set_seeds(t->eng, cfg->seeds);
-	if (rc == 0 && cfg->auth_file && cfg->auth_file[0] &&
-	    (rc = read_auth(cfg->auth_file, user, pass, sizeof(user))) == 0)
-		rc = kvs_remote_set_auth(t->eng, user[0] ? user : NULL, pass);
-	explicit_bzero(pass, sizeof(pass));
+	if (rc == 0 && cfg->auth_file && cfg->auth_file[0])
+		rc = kvs_tier_remote_auth(t->eng, cfg->auth_file);
 	if (rc == 0)
 		rc = kvs_remote_set_timeout_ms(t->eng, cfg->timeout_ms);
 	if (rc == 0)
@@ -564,15 +510,8 @@ int kvs_tier_remote_open(const kvs_tier_remote_config *cfg, kvs_tier_mod **out)
 		kvs_err("remote tier: %s", kvs_remote_last_error(t->eng));
 	if (rc == 0) {
 		kvs_remote_set_callback(t->eng, on_done, t);
-		kvs_remote_set_event_fn(t->eng, on_event, t);
-		rc = kvs_remote_open(t->eng);
-		if (rc == -EACCES)
-			kvs_err("remote tier: %s refused AUTH or its user lacks a "
-				"permission (check --remote-auth-file and the ACL)",
-				cfg->seeds);
-		else if (rc < 0) /* the last seed's answer: a TLS one says why */
-			kvs_err("remote tier: cannot reach %s: %s (%s)", cfg->seeds,
-				kvs_strerror(rc), kvs_remote_last_error(t->eng));
+		kvs_remote_set_event_fn(t->eng, kvs_tier_remote_event, t->eng);
+		rc = kvs_tier_remote_start(t->eng, cfg->seeds, &t->attaching);
 	}
 	if (rc < 0) {
 		remote_close(&t->base);
@@ -580,7 +519,8 @@ int kvs_tier_remote_open(const kvs_tier_remote_config *cfg, kvs_tier_mod **out)
 	}
 	kvs_info("remote tier: %s (%s%s), publish on %s, timeout %u ms, values %s "
 		 "(key id %016" PRIx64 ")", cfg->seeds,
-		 kvs_remote_is_cluster(t->eng) ? "Redis Cluster" : "one node",
+		 t->attaching ? "not answering yet"
+		 : kvs_remote_is_cluster(t->eng) ? "Redis Cluster" : "one node",
 		 cfg->tls ? ", TLS" : "", t->write_through ? "commit" : "eviction",
 		 cfg->timeout_ms,
 		 kvs_rval_mac_id(t->mac) ? "authenticated" : "NOT authenticated",

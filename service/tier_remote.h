@@ -34,12 +34,15 @@ typedef struct kvs_tier_remote_config {
 /*
  * kvs_tier_remote_open - read the AUTH and secret files, connect to the
  * seeds and take the slot map (blocking, at most the timeout per seed),
- * ready for kvs_cache_tier_add().
+ * ready for kvs_cache_tier_add(). When no seed answers, the tier is made
+ * anyway and attaches in the background (kvs_remote_attach: never blocking
+ * the loop; logged, tier_remote.attached 0 until then).
  * Errors: -EINVAL (seeds, AUTH file format, a secret under 16 bytes, a TLS
- * file that does not load), -EACCES (AUTH refused), -EKEYREJECTED (a
- * seed's certificate did not verify), -EIO (no HMAC-SHA-256 in OpenSSL),
- * -errno from either file or the connect (-ECONNREFUSED, -ETIMEDOUT),
- * -EPROTO, -ENOMEM. Logs why, never the password or the secret.
+ * file that does not load), -EACCES (AUTH refused, or a client certificate
+ * wanted), -EKEYREJECTED (a seed's certificate did not verify), -EPROTO (a
+ * seed that does not speak Redis, or a TLS port in plain text), -EIO (no
+ * HMAC-SHA-256 in OpenSSL), -errno from either file, -ENOMEM. Logs why,
+ * never the password or the secret.
  * Ownership: *out is the caller's until kvs_cache_tier_add() takes it
  * (or its ops->close()).
  */

@@ -1,9 +1,12 @@
 /*
  * tier_remote_int.h - the remote tier's own state, shared by its files:
- * tier_remote.c (jobs, lookups, the tier's operations, open) and
+ * tier_remote.c (jobs, lookups, the tier's operations, open),
  * tier_remote_publish.c (publishing, staging, the pin cap, repair of values
- * that failed verification). Included by those two only.
- * Thread: the daemon's loop thread only.
+ * that failed verification) and tier_remote_open.c (the AUTH file; open, or
+ * attach in the background; the engine's log lines). Included by those
+ * only.
+ * Thread: the daemon's loop thread only (start-up: the main thread before
+ * the loop).
  */
 #ifndef KVS_TIER_REMOTE_INT_H
 #define KVS_TIER_REMOTE_INT_H
@@ -75,6 +78,7 @@ typedef struct remote_tier {
 	kvs_rval_mac *mac;    /* signs and verifies values */
 	struct suspect { uint64_t fp; kvs_hash hash; } suspect[SUSPECT_SLOTS];
 	int corrupt_logged;   /* one line per episode of corrupt values */
+	int attaching;        /* started before the cluster answered */
 	uint64_t forged_logged; /* the key id of the last forged value logged */
 	kvs_counters own;     /* tier_remote.* counted here, copied in stats */
 } remote_tier;
@@ -98,5 +102,23 @@ void remote_publish_done(remote_tier *t, uint32_t j, const kvs_remote_cqe *q);
 /* The value fetched by job @f failed verification (@res -EBADMSG or
  * -EKEYREJECTED, header @got): counted, logged, marked for repair. */
 void remote_rejected(remote_tier *t, const rjob *f, int res, const kvs_rval_info *got);
+
+/* tier_remote_open.c */
+/* kvs_tier_remote_auth - the AUTH file @path ("user password" or
+ * "password" on its first line) into @eng's settings; warns when others
+ * may read it. Errors: -errno of the file, -EINVAL (format), as
+ * kvs_remote_set_auth. Logs why, never the password. */
+int kvs_tier_remote_auth(kvs_remote *eng, const char *path);
+/*
+ * kvs_tier_remote_start - one bounded try to reach the seeds @seeds
+ * (kvs_remote_open); when none answers, attach in the background instead
+ * (kvs_remote_attach; *@attaching 1, logged). Errors: -EACCES (AUTH
+ * refused: logged, the start fails), -EINVAL, -ENOMEM, -errno (epoll).
+ */
+int kvs_tier_remote_start(kvs_remote *eng, const char *seeds, int *attaching);
+/* kvs_tier_remote_event - the engine's event callback: one log line each;
+ * @arg is the engine. */
+void kvs_tier_remote_event(void *arg, int ev, const char *host, unsigned port,
+			   int err);
 
 #endif /* KVS_TIER_REMOTE_INT_H */

@@ -61,10 +61,28 @@
  * the backoff tries to connect again, so a node that comes back is served
  * again without any call from the caller.
  *
+ * Bounds against a hostile or broken node: a reply may take what its
+ * command needs and no more (kvs_resp_limit): GET, SET NX, EXISTS and AUTH
+ * replies are never arrays, and take one line (KVS_RESP_LINE_MAX) or, for
+ * GET, a value of up to twice the buffers' size and 64 KiB (another size
+ * is -EMSGSIZE; a longer one is refused at its header); CLUSTER
+ * SLOTS takes at most 8 MiB, 2^19 values, arrays 4 deep. A reply past its
+ * limit, or of a type its command never gets (an array to GET, a status to
+ * EXISTS), closes the connection (-EPROTO to the request it answered, the
+ * requests behind it resent; counted err_proto; EV_PROTO once per
+ * episode). Parsers give back what a large reply made them grow. At most
+ * KVS_REMOTE_NODES_MAX nodes are known: a slot map naming more is refused
+ * (the last map stays), nodes no range names any more are forgotten once
+ * their connections are idle (seeds are kept), and nodes are found by a
+ * hash of host:port. Host names are resolved on a thread of the engine's
+ * (never on the caller's), again when a connect to the node fails, and a
+ * failed resolution is tried again after 1 s; until a name resolves,
+ * requests for its slots fail at once (-EHOSTUNREACH, a quick miss). Hosts
+ * reach the event callback made printable (\xHH).
+ *
  * Caveats:
- *  - Host names in seeds or in the slot map are resolved with getaddrinfo(),
- *    which blocks; numeric addresses (what CLUSTER SLOTS normally returns)
- *    do not. Only open() blocks otherwise (bounded by the connect timeout).
+ *  - open() resolves the seeds' names itself (it blocks anyway, bounded by
+ *    the connect timeout); kvs_remote_attach() does not block at all.
  *  - With Redis's default cluster-require-full-coverage yes, the other masters
  *    answer CLUSTERDOWN once a master is marked failed: set it to "no" for a
  *    cache (docs/remote.md).
@@ -106,6 +124,7 @@ typedef struct kvs_remote kvs_remote;
 #define KVS_REMOTE_IOV_MAX 8    /* buffers of one value */
 #define KVS_REMOTE_POOL_MAX 16  /* connections per node */
 #define KVS_REMOTE_REDIRECTS 5  /* MOVED/ASK per request */
+#define KVS_REMOTE_NODES_MAX 1024 /* nodes known at once (seeds included) */
 #define KVS_REMOTE_LAT_BUCKETS 14 /* bucket i: latency < 128 us << i; the
 				   * last one: everything above */
 
@@ -133,6 +152,18 @@ enum kvs_remote_event {
 	KVS_REMOTE_EV_NODE_UP,       /* a node that was down answers again */
 	KVS_REMOTE_EV_MAP,           /* the slot map changed (host:port: the
 				      * node that told) */
+	KVS_REMOTE_EV_PROTO,         /* a reply that did not parse or fit its
+				      * command: the connection was closed
+				      * (once per episode: none in the 10 s
+				      * before) */
+	KVS_REMOTE_EV_MAP_REFUSED,   /* a slot map not taken (err: -EPROTO
+				      * malformed, -ENOSPC more nodes than
+				      * KVS_REMOTE_NODES_MAX); the last one
+				      * stays (once per 10 s) */
+	KVS_REMOTE_EV_ATTACHED,      /* kvs_remote_attach: the first map came
+				      * (host:port: the node that told) */
+	KVS_REMOTE_EV_AUTH,          /* a node refused AUTH (once until it
+				      * accepts it again) */
 };
 
 /* kvs_remote_event_fn - one event about node @host:@port; @host is valid
@@ -166,12 +197,19 @@ typedef void (*kvs_remote_event_fn)(void *arg, int ev, const char *host,
 	X(ask, "ASK redirections followed")                                   \
 	X(resent, "requests resent after their connection failed")            \
 	X(map_refreshes, "slot map refreshes done")                           \
+	X(maps_refused, "slot maps refused: malformed, or too many nodes")    \
+	X(nodes_freed, "nodes forgotten: no range of the map names them")     \
+	X(resolves, "host name resolutions done (off the loop thread)")       \
+	X(resolve_failures, "of these, failed")                               \
 	X(connects, "connections opened")                                     \
 	X(conn_failures, "connections failed or lost")                        \
 	X(nodes, "nodes known")                                               \
 	X(nodes_down, "nodes down now (failed, not answering again yet)")     \
 	X(inflight_bytes, "value bytes of requests on the wire now")          \
-	X(waiting, "requests waiting for the in-flight cap now")
+	X(waiting, "requests waiting for the in-flight cap now")               \
+	X(attached, "1 once a slot map (or a plain node) answered, else 0")   \
+	X(reply_bytes, "bytes the connections' read buffers and reply "      \
+	  "parsers hold now")
 
 typedef struct kvs_remote_stats {
 #define KVS_REMOTE_STATS_X(name, help) uint64_t name;
@@ -249,12 +287,26 @@ void kvs_remote_set_event_fn(kvs_remote *r, kvs_remote_event_fn fn, void *arg);
  * kvs_remote_open - connect to the seeds in order until one answers AUTH
  * (when set) and CLUSTER SLOTS, and take its slot map. Blocks, at most the
  * connect timeout per seed.
- * Errors: -EINVAL (no seeds), -EACCES (AUTH refused), the last seed's
+ * Errors: -EINVAL (no seeds), -EACCES (AUTH refused; TLS: the node closed
+ * after the handshake without a client certificate), the last seed's
  * connect error (-ECONNREFUSED, -ETIMEDOUT, ...), -EKEYREJECTED (TLS: its
- * certificate did not verify), -EPROTO, -ENOMEM; kvs_remote_last_error
- * says what the last seed answered.
+ * certificate did not verify), -EPROTO (a reply that does not parse, or,
+ * TLS off, a node that closed before any reply: a TLS port), -ENOMEM;
+ * kvs_remote_last_error says what the last seed answered.
  */
 int kvs_remote_open(kvs_remote *r);
+
+/*
+ * kvs_remote_attach - open without blocking, for a caller that must go on
+ * while the cluster does not answer (the daemon at start): the engine is
+ * open at once; it asks the seeds for the slot map in the background, in
+ * turn, with a backoff (100 ms doubling to 2 s) while none answers, until
+ * one does (EV_ATTACHED; stats.attached 1). Until then every request
+ * completes with -ENETDOWN (no slot has an owner). May follow a failed
+ * kvs_remote_open().
+ * Errors: -EBUSY (open), -EINVAL (no seeds), -ENOMEM, -errno (epoll).
+ */
+int kvs_remote_attach(kvs_remote *r);
 
 /* kvs_remote_is_cluster - 1 for a cluster, 0 for one plain node (after open). */
 int kvs_remote_is_cluster(const kvs_remote *r);

@@ -187,16 +187,26 @@ static void refresh_start(kvs_remote *r, uint64_t now)
 	if (!r->refresh_wanted || r->refreshing || now < r->refresh_after ||
 	    r->nnodes == 0)
 		return;
-	/* Ask the nodes in turn, skipping those known down. */
-	for (int i = 0; i < r->nnodes; i++) {
-		int idx = (r->refresh_rr + i) % r->nnodes;
+	/* Ask the nodes in turn, skipping those known down (and free slots);
+	 * the next one in turn when all are down; none the AUTH rule bars. */
+	{
+		int pick = -1, first = -1;
 
-		/* With AUTH, never a node the map does not name. */
-		if (r->nodes[idx]->down_until <= now &&
-		    (!r->auth_cmd || node_trusted(r->nodes[idx]))) {
-			r->refresh_rr = idx;
-			break;
+		for (int i = 0; i < r->nnodes && pick < 0; i++) {
+			int idx = (r->refresh_rr + i) % r->nnodes;
+			const struct node *n = r->nodes[idx];
+
+			/* With AUTH, never a node the map does not name. */
+			if (!n || (r->auth_cmd && !node_trusted(n)))
+				continue;
+			if (first < 0)
+				first = idx;
+			if (n->down_until <= now)
+				pick = idx;
 		}
+		if (first < 0)
+			return;
+		r->refresh_rr = pick >= 0 ? pick : first;
 	}
 	q = calloc(1, sizeof(*q));
 	if (!q)
@@ -212,6 +222,30 @@ static void refresh_start(kvs_remote *r, uint64_t now)
 	r->refreshing = 1;
 	r->refresh_after = now + REFRESH_GAP_US;
 	kvs_rmt_dispatch(r, q);
+}
+
+/* Attaching (kvs_remote_attach): done once a map came (any slot has an
+ * owner: a map or a plain node); else, with no refresh under way, the
+ * seeds are asked again after a backoff. */
+static void attach_step(kvs_remote *r, uint64_t now)
+{
+	int s = 0;
+
+	while (s < KVS_SLOTS && r->map[s] < 0)
+		s++;
+	if (s < KVS_SLOTS) {
+		r->attaching = 0;
+		r->st.attached = 1;
+		kvs_rmt_event(r, KVS_REMOTE_EV_ATTACHED, r->nodes[r->map[s]], 0);
+		return;
+	}
+	if (r->refreshing || r->refresh_wanted)
+		return;
+	r->refresh_wanted = 1;
+	r->refresh_after = now + r->attach_ms * 1000ull;
+	r->attach_ms = r->attach_ms ? r->attach_ms * 2 : BACKOFF_MIN_MS;
+	if (r->attach_ms > BACKOFF_MAX_MS)
+		r->attach_ms = BACKOFF_MAX_MS;
 }
 
 static void expire(kvs_remote *r, uint64_t now)
@@ -255,6 +289,10 @@ int kvs_remote_poll(kvs_remote *r)
 		return 0;
 	n = epoll_wait(r->epfd, evs, 64, 0);
 	for (int i = 0; i < n; i++) {
+		if (evs[i].data.ptr == &kvs_rmt_resolver_tag) {
+			kvs_rmt_resolve_drain(r);
+			continue;
+		}
 		if (evs[i].data.ptr == NULL) {
 			uint64_t x;
 
@@ -269,6 +307,8 @@ int kvs_remote_poll(kvs_remote *r)
 	kvs_rmt_conn_more(r);
 	now = now_us();
 	expire(r, now);
+	if (r->attaching)
+		attach_step(r, now);
 	refresh_start(r, now);
 	drain_wait(r);
 	while ((q = r->done.head) != NULL) {
@@ -430,5 +470,11 @@ int kvs_remote_exists(kvs_remote *r, const void *const *keys,
 void kvs_remote_get_stats(const kvs_remote *r, kvs_remote_stats *out)
 {
 	*out = r->st;
+	out->reply_bytes = 0;
+	for (int i = 0; i < r->nnodes; i++)
+		for (int j = 0; r->nodes[i] && j < r->nodes[i]->nconns; j++)
+			out->reply_bytes +=
+				RBUF_BYTES +
+				kvs_resp_parser_mem(r->nodes[i]->conns[j]->parser);
 }
 

@@ -1,7 +1,8 @@
 /* remote_conn.c - the remote engine's connections and wire: dispatch,
  * writev of requests, replies read into caller buffers, redirections and
- * failures (see kvs_remote.h, remote_int.h; nodes and the slot map are in
- * remote_nodes.c, the TLS side of a connection in remote_tls.c). */
+ * failures (see kvs_remote.h, remote_int.h; what a reply means for its
+ * request is in remote_reply.c, nodes and the slot map in remote_nodes.c,
+ * the TLS side of a connection in remote_tls.c). */
 #include "remote_int.h"
 
 #include <arpa/inet.h>
@@ -18,20 +19,24 @@
 
 void kvs_rmt_refresh_want(kvs_remote *r)
 {
-	if (!r->cluster)
+	if (!r->cluster && !r->attaching)
 		return;
 	r->refresh_wanted = 1;
 	kvs_rmt_arm_timer(r, r->refresh_after > now_us() ? r->refresh_after : 1);
 }
 
-static void node_down(kvs_remote *r, struct node *n, int err, uint64_t now)
+void kvs_rmt_node_down(kvs_remote *r, struct node *n, int err, uint64_t now)
 {
 	if (!n->is_down) {
 		n->is_down = 1;
 		r->st.nodes_down++;
-		if (r->ev_fn)
-			r->ev_fn(r->ev_arg, KVS_REMOTE_EV_NODE_DOWN, n->host, n->port, err);
+		kvs_rmt_event(r, KVS_REMOTE_EV_NODE_DOWN, n, err);
 	}
+	/* A name may point elsewhere now (a replaced machine, a moved pod):
+	 * asked again, off the loop; the connect after the backoff uses the
+	 * answer. */
+	if (n->named && n->resolved == 1)
+		kvs_rmt_resolve_want(r, n, now);
 	n->backoff_ms = n->backoff_ms ? n->backoff_ms * 2 : BACKOFF_MIN_MS;
 	if (n->backoff_ms > BACKOFF_MAX_MS)
 		n->backoff_ms = BACKOFF_MAX_MS;
@@ -41,15 +46,14 @@ static void node_down(kvs_remote *r, struct node *n, int err, uint64_t now)
 
 /* A reply came: the node answers (a connect alone proves little: the
  * kernel completes it for a stopped process too). */
-static void node_up(kvs_remote *r, struct node *n)
+void kvs_rmt_node_up(kvs_remote *r, struct node *n)
 {
 	n->backoff_ms = 0;
 	n->down_until = 0;
 	if (n->is_down) {
 		n->is_down = 0;
 		r->st.nodes_down--;
-		if (r->ev_fn)
-			r->ev_fn(r->ev_arg, KVS_REMOTE_EV_NODE_UP, n->host, n->port, 0);
+		kvs_rmt_event(r, KVS_REMOTE_EV_NODE_UP, n, 0);
 	}
 }
 
@@ -80,24 +84,17 @@ void kvs_rmt_conn_fail(kvs_remote *r, struct conn *c, int err)
 
 	if (c->dead)
 		return;
-	c->dead = 1;
 	r->st.conn_failures++;
-	if (c->tls_more) {
-		c->tls_more = 0;
-		r->tls_more--;
-	}
-	epoll_ctl(r->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-	close(c->fd);
-	c->fd = -1;
-	for (int i = 0; i < n->nconns; i++)
-		if (n->conns[i] == c) {
-			n->conns[i] = n->conns[--n->nconns];
-			break;
-		}
+	kvs_rmt_conn_close(r, c);
 	/* A failed TLS handshake is the node's too (a certificate that does
 	 * not verify will not verify in a moment either). */
 	if (c->state != C_UP || err == -ETIMEDOUT)
-		node_down(r, n, err, now);
+		kvs_rmt_node_down(r, n, err, now);
+	if (err == -EPROTO) {
+		if (!n->proto_us || now - n->proto_us >= PROTO_LOG_GAP_US)
+			kvs_rmt_event(r, KVS_REMOTE_EV_PROTO, n, err);
+		n->proto_us = now;
+	}
 	while ((q = c->q.head) != NULL) {
 		/* A reply that did not parse was the head's: resending that
 		 * one would meet it again; those behind it are innocent. */
@@ -122,13 +119,32 @@ void kvs_rmt_conn_fail(kvs_remote *r, struct conn *c, int err)
 			kvs_rmt_complete(r, q, q->op == OP_SLOTS ? 0 : err);
 		}
 	}
-	c->next_dead = r->dead;
-	r->dead = c;
 	kvs_rmt_refresh_want(r);
 	while ((q = retry.head) != NULL) {
 		rl_del(&retry, q);
 		kvs_rmt_dispatch(r, q);
 	}
+}
+
+void kvs_rmt_conn_close(kvs_remote *r, struct conn *c)
+{
+	struct node *n = c->node;
+
+	c->dead = 1;
+	if (c->tls_more) { /* no more to read from what SSL holds */
+		c->tls_more = 0;
+		r->tls_more--;
+	}
+	epoll_ctl(r->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	close(c->fd);
+	c->fd = -1;
+	for (int i = 0; i < n->nconns; i++)
+		if (n->conns[i] == c) {
+			n->conns[i] = n->conns[--n->nconns];
+			break;
+		}
+	c->next_dead = r->dead;
+	r->dead = c;
 }
 
 static int conn_open(kvs_remote *r, struct node *n, struct conn **out)
@@ -137,8 +153,8 @@ static int conn_open(kvs_remote *r, struct node *n, struct conn **out)
 	struct conn *c;
 	int one = 1, rc;
 
-	if (n->resolved < 0)
-		return n->resolved;
+	if (n->resolved <= 0)
+		return n->resolved < 0 ? n->resolved : -EHOSTUNREACH;
 	/* The AUTH rule: the password goes only to a node the operator or
 	 * the slot map named, never to one only a redirect named. */
 	if (r->auth_cmd && !node_trusted(n))
@@ -376,6 +392,13 @@ void kvs_rmt_dispatch(kvs_remote *r, struct req *q)
 		kvs_rmt_complete(r, q, n->down_err ? n->down_err : -ECONNREFUSED);
 		return;
 	}
+	/* A name not resolved (yet, or its resolution failed): a quick miss
+	 * while the resolver works; never a lookup on this thread. */
+	if (n->resolved <= 0 && n->nconns == 0) {
+		kvs_rmt_resolve_want(r, n, now);
+		kvs_rmt_complete(r, q, n->resolved < 0 ? n->resolved : -EHOSTUNREACH);
+		return;
+	}
 	/* Past the cap, or behind others that wait: wait (in order). */
 	if (q->vlen && ((r->wait.head && !q->from_wait) ||
 			(r->st.inflight_bytes &&
@@ -388,7 +411,7 @@ void kvs_rmt_dispatch(kvs_remote *r, struct req *q)
 	q->from_wait = 0;
 	rc = pick_conn(r, n, &c);
 	if (rc < 0) {
-		node_down(r, n, rc, now);
+		kvs_rmt_node_down(r, n, rc, now);
 		kvs_rmt_refresh_want(r);
 		kvs_rmt_complete(r, q, rc);
 		return;
@@ -407,160 +430,6 @@ void kvs_rmt_dispatch(kvs_remote *r, struct req *q)
 		r->st.inflight_bytes += q->vlen;
 	}
 	kvs_rmt_conn_flush(r, c);
-}
-
-/* Redirect "MOVED|ASK SLOT HOST:PORT": the node, or <0 when malformed. */
-static int redirect_node(kvs_remote *r, const char *s, unsigned *slot)
-{
-	const char *sp = strchr(s, ' '), *sp2;
-	char host[KVS_SLOT_HOST_MAX];
-	uint16_t port;
-	char *end;
-	long v;
-
-	if (!sp)
-		return -EPROTO;
-	v = strtol(sp + 1, &end, 10);
-	if (end == sp + 1 || *end != ' ' || v < 0 || v >= KVS_SLOTS)
-		return -EPROTO;
-	sp2 = end + 1;
-	if (kvs_rmt_parse_hostport(sp2, strlen(sp2), host, &port) < 0)
-		return -EPROTO;
-	*slot = (unsigned)v;
-	return kvs_rmt_node_find(r, host, port);
-}
-
-/* An error reply @e to @q (taken off its connection): redirect or fail. */
-static void on_error(kvs_remote *r, struct conn *c, struct req *q,
-		     const kvs_resp_val *e)
-{
-	const char *s = e->str ? e->str : "";
-	unsigned slot;
-	int idx;
-
-	if (prefix(s, "MOVED ") || prefix(s, "ASK ")) {
-		int ask = s[0] == 'A';
-
-		idx = redirect_node(r, s, &slot);
-		if (idx < 0) {
-			kvs_rmt_complete(r, q, -EPROTO);
-			return;
-		}
-		if (++q->redirects > KVS_REMOTE_REDIRECTS) {
-			kvs_rmt_complete(r, q, -ELOOP);
-			return;
-		}
-		if (ask)
-			r->st.ask++;
-		else
-			r->st.moved++;
-		if (r->auth_cmd && !node_trusted(r->nodes[idx])) {
-			/* The AUTH rule: a node only this reply names gets
-			 * no password; the map decides (refreshed first). A
-			 * plain node has no map to ask. */
-			if (!r->cluster) {
-				kvs_rmt_complete(r, q, -EACCES);
-				return;
-			}
-			q->ask_node = -1;
-			q->where = W_UNTRUSTED;
-			rl_push(&r->untrusted, q);
-			kvs_rmt_refresh_want(r);
-			return;
-		}
-		if (ask) {
-			q->ask_node = idx;
-		} else {
-			r->map[slot] = (int16_t)idx;
-			q->ask_node = -1;
-			kvs_rmt_refresh_want(r);
-		}
-		kvs_rmt_dispatch(r, q);
-		return;
-	}
-	if (prefix(s, "TRYAGAIN") && ++q->redirects <= KVS_REMOTE_REDIRECTS) {
-		kvs_rmt_dispatch(r, q);
-		return;
-	}
-	if (prefix(s, "CLUSTERDOWN")) {
-		kvs_rmt_refresh_want(r);
-		kvs_rmt_complete(r, q, -ENETDOWN);
-	} else if (prefix(s, "NOAUTH") || prefix(s, "NOPERM") ||
-		   prefix(s, "WRONGPASS")) {
-		kvs_rmt_complete(r, q, -EACCES);
-	} else {
-		kvs_rmt_complete(r, q, -EIO);
-	}
-	(void)c;
-}
-
-/* The complete reply @v for the head of @c. */
-static void on_reply(kvs_remote *r, struct conn *c, const kvs_resp_parser *p,
-		     const kvs_resp_val *v)
-{
-	struct req *q = c->q.head;
-	int res;
-
-	if (!q || q == c->wcur) { /* a reply to nothing we sent */
-		kvs_rmt_conn_fail(r, c, -EPROTO);
-		return;
-	}
-	if (c->node->is_down || c->node->backoff_ms)
-		node_up(r, c->node);
-	if (--q->replies > 0) /* ASKING's +OK */
-		return;
-	kvs_rmt_take_off(r, q);
-	kvs_rmt_uncount(r, q);
-	q->ask_node = -1;
-	if (q->op == OP_AUTH) {
-		all_del(r, q);
-		free(q);
-		if (v->type != KVS_RESP_STATUS)
-			kvs_rmt_conn_fail(r, c, -EACCES);
-		return;
-	}
-	if (q->op == OP_SLOTS) {
-		r->refreshing = 0;
-		if (v->type == KVS_RESP_ARRAY)
-			kvs_rmt_map_apply(r, p, v, q->node);
-		kvs_rmt_complete(r, q, 0);
-		return;
-	}
-	if (v->type == KVS_RESP_ERROR) {
-		on_error(r, c, q, v);
-		return;
-	}
-	res = -EPROTO;
-	switch (q->op) {
-	case KVS_REMOTE_GET:
-		if (v->type == KVS_RESP_NIL)
-			res = -ENOENT;
-		else if (v->type == KVS_RESP_BULK)
-			res = v->flags & KVS_RESP_DIRECT ? 0 : -EMSGSIZE;
-		break;
-	case KVS_REMOTE_SET:
-		if (v->type == KVS_RESP_NIL)
-			res = -EEXIST;
-		else if (v->type == KVS_RESP_STATUS)
-			res = 0;
-		break;
-	case KVS_REMOTE_EXISTS:
-		if (v->type == KVS_RESP_INT)
-			res = v->n > 0;
-		break;
-	}
-	kvs_rmt_complete(r, q, res);
-}
-
-/* What the parser should expect for the next reply on @c. */
-static void expect_head(struct conn *c)
-{
-	struct req *q = c->q.head;
-
-	if (q && q->op == KVS_REMOTE_GET && q->replies == 1 && q != c->wcur)
-		kvs_resp_expect(c->parser, q->iov, q->iovcnt);
-	else
-		kvs_resp_expect(c->parser, NULL, 0);
 }
 
 /* One read of @c into @v[@n]: bytes, 0 at EOF, -EAGAIN (nothing now),
@@ -594,7 +463,7 @@ void kvs_rmt_conn_read(kvs_remote *r, struct conn *c)
 			size_t used;
 			int rc;
 
-			expect_head(c); /* -EBUSY in mid-reply: keeps the last */
+			kvs_rmt_expect_head(c); /* -EBUSY in mid-reply: keeps the last */
 			rc = kvs_resp_parse(c->parser, c->rbuf + c->rpos,
 					    c->rlen - c->rpos, &used);
 			c->rpos += used;
@@ -603,7 +472,7 @@ void kvs_rmt_conn_read(kvs_remote *r, struct conn *c)
 				return;
 			}
 			if (rc == 1)
-				on_reply(r, c, c->parser, kvs_resp_reply(c->parser));
+				kvs_rmt_on_reply(r, c, c->parser, kvs_resp_reply(c->parser));
 		}
 		if (c->dead)
 			return;

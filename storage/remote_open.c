@@ -27,6 +27,13 @@ int kvs_remote_create(kvs_remote **out)
 	r->epfd = r->tfd = -1;
 	for (int i = 0; i < KVS_SLOTS; i++)
 		r->map[i] = -1;
+	for (int i = 0; i < NODE_HASH; i++)
+		r->hash[i] = -1;
+	r->nodes = calloc(KVS_REMOTE_NODES_MAX, sizeof(*r->nodes));
+	if (!r->nodes) {
+		free(r);
+		return -ENOMEM;
+	}
 	*out = r;
 	return 0;
 }
@@ -170,10 +177,12 @@ size_t kvs_remote_pending(const kvs_remote *r)
 /* ---- open / close ---------------------------------------------------------- */
 
 /* A non-blocking socket connecting to node @idx: its fd, or -errno. */
-static int seed_connect(const struct node *n)
+static int seed_connect(struct node *n)
 {
 	int fd;
 
+	if (n->resolved == 0)
+		n->resolved = kvs_rmt_resolve_sync(n);
 	if (n->resolved < 0)
 		return n->resolved;
 	fd = socket(n->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -309,7 +318,7 @@ static int seed_send(kvs_remote *r, int fd, struct ssl_st *s, const uint8_t *buf
 static int seed_try(kvs_remote *r, int idx)
 {
 	uint64_t end = now_us() + r->connect_timeout_ms * 1000ull;
-	const struct node *n = r->nodes[idx];
+	struct node *n = r->nodes[idx];
 	kvs_resp_parser *p = NULL;
 	struct ssl_st *ssl = NULL;
 	uint8_t buf[4096], *cmd;
@@ -370,6 +379,11 @@ static int seed_try(kvs_remote *r, int idx)
 			 " (after the handshake, before any reply: does the node "
 			 "require a client certificate?)");
 	}
+	/* Both closes are settings to fix, not a node away for a while: a
+	 * plain client on a TLS port (-EPROTO), a node that wants a client
+	 * certificate (-EACCES); the daemon's start stops on them. */
+	if (rc == -ECONNRESET && got == 0 && (!r->tls || (shook && !r->tls_client_cert)))
+		rc = r->tls ? -EACCES : -EPROTO;
 	if (cmd)
 		explicit_bzero(cmd, clen);
 	free(cmd);
@@ -380,21 +394,17 @@ static int seed_try(kvs_remote *r, int idx)
 	return rc;
 }
 
-int kvs_remote_open(kvs_remote *r)
+/* The seeds as nodes 0..: their count (node_find dedups, so maybe fewer
+ * than named), or -errno. */
+static int seeds_add(kvs_remote *r)
 {
-	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
-	const char *s;
-	int rc = -EINVAL, nseeds = 0;
+	int nseeds = 0;
 
-	if (r->open)
-		return -EBUSY;
-	if (!r->seeds)
-		return -EINVAL;
 	if (!r->ranges) /* open may be tried again after a failure */
 		r->ranges = malloc(MAX_RANGES * sizeof(*r->ranges));
 	if (!r->ranges)
 		return -ENOMEM;
-	for (s = r->seeds; *s;) {
+	for (const char *s = r->seeds; *s;) {
 		char host[KVS_SLOT_HOST_MAX];
 		uint16_t port;
 		size_t n = strcspn(s, ",");
@@ -404,23 +414,23 @@ int kvs_remote_open(kvs_remote *r)
 			idx = kvs_rmt_node_find(r, host, port);
 			if (idx < 0)
 				return idx;
-			nseeds++;
+			r->nodes[idx]->seed = 1;
+			if (idx >= nseeds)
+				nseeds = idx + 1;
 		}
 		s += n;
 		if (*s == ',')
 			s++;
 	}
-	/* Seeds are nodes 0..nseeds-1 (node_find dedups, so maybe fewer). */
-	for (int i = 0; i < r->nnodes && i < nseeds; i++)
-		r->nodes[i]->seed = 1;
-	for (int i = 0; i < r->nnodes && i < nseeds; i++) {
-		r->last_err[0] = '\0';
-		rc = seed_try(r, i);
-		if (rc == 0 || rc == -EACCES)
-			break;
-	}
-	if (rc < 0)
-		return rc;
+	return nseeds;
+}
+
+/* The epoll and timer fds: open from here on. */
+static int fds_open(kvs_remote *r)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+	int rc;
+
 	r->epfd = epoll_create1(EPOLL_CLOEXEC);
 	r->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	if (r->epfd < 0 || r->tfd < 0 ||
@@ -437,6 +447,54 @@ int kvs_remote_open(kvs_remote *r)
 	return 0;
 }
 
+int kvs_remote_open(kvs_remote *r)
+{
+	int rc = -EINVAL, nseeds;
+
+	if (r->open)
+		return -EBUSY;
+	if (!r->seeds)
+		return -EINVAL;
+	nseeds = seeds_add(r);
+	if (nseeds < 0)
+		return nseeds;
+	for (int i = 0; i < nseeds; i++) {
+		r->last_err[0] = '\0';
+		rc = seed_try(r, i);
+		if (rc == 0 || rc == -EACCES)
+			break;
+	}
+	if (rc < 0)
+		return rc;
+	rc = fds_open(r);
+	if (rc == 0)
+		r->st.attached = 1;
+	return rc;
+}
+
+int kvs_remote_attach(kvs_remote *r)
+{
+	int nseeds, rc;
+
+	if (r->open)
+		return -EBUSY;
+	if (!r->seeds)
+		return -EINVAL;
+	nseeds = seeds_add(r);
+	if (nseeds < 0)
+		return nseeds;
+	rc = fds_open(r);
+	if (rc < 0)
+		return rc;
+	r->attaching = 1;
+	r->attach_ms = 0;
+	r->refresh_wanted = 1;
+	r->refresh_after = 0;
+	r->refresh_rr = 0;
+	kvs_rmt_arm_timer(r, 1);
+	return 0;
+}
+
 void kvs_remote_close(kvs_remote *r)
 {
 	struct req *q;
@@ -444,9 +502,12 @@ void kvs_remote_close(kvs_remote *r)
 
 	if (!r)
 		return;
+	kvs_rmt_resolve_stop(r);
 	for (int i = 0; i < r->nnodes; i++) {
 		struct node *n = r->nodes[i];
 
+		if (!n)
+			continue;
 		for (int j = 0; j < n->nconns; j++) {
 			c = n->conns[j];
 			close(c->fd);

@@ -393,7 +393,7 @@ void kvs_rmt_conn_more(kvs_remote *r)
 	for (int i = 0; i < r->nnodes && r->tls_more; i++) {
 		struct node *n = r->nodes[i];
 
-		for (int j = 0; j < n->nconns && r->tls_more; j++) {
+		for (int j = 0; n && j < n->nconns && r->tls_more; j++) {
 			struct conn *c = n->conns[j];
 
 			if (!c->tls_more)

@@ -37,6 +37,8 @@ struct rc_cluster {
 	const char *const *extra;
 	double cli_timeout_s;
 	int tls, tls_auth_clients, tls_and_plain;
+	int masters, replicas;    /* rc_opts.replicas: nodes masters.. replicate */
+	char node_timeout[16];
 };
 
 static char why[512];
@@ -194,7 +196,7 @@ static pid_t spawn_server(const rc_cluster *c, int i)
 		argv[argc++] = "--cluster-config-file";
 		argv[argc++] = "nodes.conf";
 		argv[argc++] = "--cluster-node-timeout";
-		argv[argc++] = "2000";
+		argv[argc++] = c->node_timeout;
 		argv[argc++] = "--cluster-require-full-coverage";
 		argv[argc++] = "no";
 	}
@@ -551,6 +553,83 @@ static int start_nodes(rc_cluster *c, double end)
 	return 0;
 }
 
+/* Node @i's CLUSTER NODES line for itself ("myself"), into @out. */
+static int myself(const rc_cluster *c, int i, char *out, size_t cap)
+{
+	static char all[16384];
+	char *line, *save = NULL;
+
+	if (rc_cli(c, i, all, sizeof(all), "CLUSTER", "NODES", NULL) != 0)
+		return -EIO;
+	for (line = strtok_r(all, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		if (strstr(line, "myself")) {
+			snprintf(out, cap, "%s", line);
+			return 0;
+		}
+	return -ENOENT;
+}
+
+/*
+ * redis-cli picks which node replicates which master (on one host, not in
+ * the order given): make node masters + i the replica of master i, with
+ * CLUSTER REPLICATE, and wait until each one says so. Then
+ * rc_replica_of() is a formula a test can use.
+ */
+static int replicas_pin(rc_cluster *c, double end)
+{
+	for (int i = 0; i < c->masters; i++) {
+		char line[1024], id[64], out[256], info[2048], port[32];
+		int r = c->masters + i;
+		double pause = 0.005;
+
+		if (myself(c, i, line, sizeof(line)) < 0 ||
+		    sscanf(line, "%63s", id) != 1 || !strstr(line, "master"))
+			return -EIO;
+		snprintf(port, sizeof(port), "master_port:%d\r", c->port[i]);
+		for (;;) {
+			/* a replica of master i, and synced with it: a replica
+			 * whose link stayed down refuses to fail over */
+			if (myself(c, r, line, sizeof(line)) == 0 && strstr(line, "slave") &&
+			    strstr(line, id) &&
+			    rc_cli(c, r, info, sizeof(info), "INFO", "replication", NULL) == 0 &&
+			    strstr(info, port) && strstr(info, "master_link_status:up"))
+				break;
+			if (!strstr(line, id))
+				rc_cli(c, r, out, sizeof(out), "CLUSTER", "REPLICATE", id, NULL);
+			if (now_s() > end) {
+				snprintf(why, sizeof(why), "node %d: not a replica of %d", r, i);
+				return -ETIMEDOUT;
+			}
+			backoff(&pause);
+		}
+	}
+	return rc_wait_ok(c, end - now_s());
+}
+
+int rc_replica_of(const rc_cluster *c, int i)
+{
+	return c->replicas && i < c->masters ? c->masters + i : -1;
+}
+
+int rc_wait_failover(rc_cluster *c, int i, double timeout_s)
+{
+	double end = now_s() + timeout_s, pause = 0.01;
+	int r = rc_replica_of(c, i);
+	char line[1024];
+
+	if (r < 0)
+		return -EINVAL;
+	while (myself(c, r, line, sizeof(line)) < 0 || !strstr(line, "master")) {
+		if (now_s() > end) {
+			snprintf(why, sizeof(why), "node %d: no failover of %d in %.0f s",
+				 r, i, timeout_s);
+			return -ETIMEDOUT;
+		}
+		backoff(&pause);
+	}
+	return rc_wait_ok(c, end - now_s());
+}
+
 int rc_start(const rc_opts *o, rc_cluster **out)
 {
 	const char *tmp = getenv("TMPDIR");
@@ -559,7 +638,9 @@ int rc_start(const rc_opts *o, rc_cluster **out)
 	int rc;
 	size_t slot;
 
-	if (o->masters < 1 || o->masters > RC_MAX_NODES || (o->plain && o->masters != 1))
+	if (o->masters < 1 || o->replicas < 0 || o->replicas > 1 ||
+	    o->masters * (1 + o->replicas) > RC_MAX_NODES ||
+	    (o->plain && (o->masters != 1 || o->replicas)))
 		return -EINVAL;
 	c = calloc(1, sizeof(*c));
 	if (!c)
@@ -571,7 +652,11 @@ int rc_start(const rc_opts *o, rc_cluster **out)
 		free(c);
 		return -ENOENT;
 	}
-	c->n = o->masters;
+	c->masters = o->masters;
+	c->replicas = o->replicas;
+	c->n = o->masters * (1 + o->replicas);
+	snprintf(c->node_timeout, sizeof(c->node_timeout), "%d",
+		 o->node_timeout_ms > 0 ? o->node_timeout_ms : 2000);
 	c->cli_timeout_s = CLI_TIMEOUT_S;
 	c->plain = o->plain;
 	c->extra = o->extra;
@@ -617,9 +702,9 @@ int rc_start(const rc_opts *o, rc_cluster **out)
 			argv[argc++] = addr[i];
 		}
 		argv[argc++] = "--cluster-replicas";
-		argv[argc++] = "0";
+		argv[argc++] = c->replicas ? "1" : "0";
 		argv[argc++] = "--cluster-yes";
-		if (c->n < 3) /* redis-cli wants 3 masters; fewer: by hand */
+		if (c->masters < 3) /* redis-cli wants 3 masters; fewer: by hand */
 			rc = -EINVAL;
 		else if (rc_cli_argv(c, 0, outb, sizeof(outb), argc, argv) != 0) {
 			fprintf(stderr, "redis_cluster: cluster create failed:\n%s\n", outb);
@@ -627,6 +712,8 @@ int rc_start(const rc_opts *o, rc_cluster **out)
 		}
 		if (rc == 0)
 			rc = rc_wait_ok(c, end - now_s());
+		if (rc == 0 && c->replicas)
+			rc = replicas_pin(c, end);
 	}
 	if (rc < 0) {
 		if (!why[0])

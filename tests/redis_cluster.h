@@ -1,9 +1,9 @@
 /*
- * redis_cluster.h - test helper: a private Redis Cluster (N masters, no
- * replicas) or one plain Redis node, on loopback, on free ports, in its own
- * mkdtemp directory; redis-cli commands against its nodes; kill and restart
- * of a node. For the remote engine's tests and, later, the daemon-level
- * remote tier tests.
+ * redis_cluster.h - test helper: a private Redis Cluster (N masters, with
+ * or without a replica each) or one plain Redis node, on loopback, on
+ * free ports, in its own mkdtemp directory; redis-cli commands against its
+ * nodes; kill and restart of a node; wait for a failover. For the remote
+ * engine's tests and the daemon-level remote tier tests.
  *
  *   rc_cluster *c;
  *   int rc = rc_start(&(rc_opts){ .masters = 3 }, &c);
@@ -56,6 +56,10 @@ typedef struct rc_opts {
 	int tls;                  /* TLS only (above) */
 	int tls_auth_clients;     /* TLS: nodes require a client certificate */
 	int tls_and_plain;        /* TLS and plain ports both (above) */
+	int replicas;             /* replicas per master (0 or 1): node
+				   * masters + i replicates master i */
+	int node_timeout_ms;      /* cluster-node-timeout; 0: 2000 (a failover
+				   * takes about twice this) */
 } rc_opts;
 
 int rc_start(const rc_opts *o, rc_cluster **out);
@@ -106,6 +110,11 @@ int rc_kill(rc_cluster *c, int i);
 int rc_restart(rc_cluster *c, int i, double timeout_s);
 /* rc_wait_ok - wait until every live node reports cluster_state:ok. */
 int rc_wait_ok(rc_cluster *c, double timeout_s);
+/* rc_wait_failover - after master @i was killed: wait until its replica
+ * (node rc_replica_of(@i)) reports itself a master with cluster_state:ok. */
+int rc_wait_failover(rc_cluster *c, int i, double timeout_s);
+/* rc_replica_of - the node that replicates master @i, or -1 (no replicas). */
+int rc_replica_of(const rc_cluster *c, int i);
 /* rc_stop - kill every node, wait for each, remove the directory; NULL ok. */
 void rc_stop(rc_cluster *c);
 

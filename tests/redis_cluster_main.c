@@ -3,7 +3,7 @@
  * starts a private cluster (or plain node), prints what a script needs, and
  * takes commands on stdin until EOF, then stops everything.
  *
- *   kvs-redis-cluster [--masters N] [--plain] [--tls]
+ *   kvs-redis-cluster [--masters N] [--replicas 0|1] [--node-timeout MS] [--plain] [--tls]
  *
  * Output, one line each, then "READY":
  *   SEEDS=127.0.0.1:P1,127.0.0.1:P2,...
@@ -33,7 +33,9 @@ int main(int argc, char **argv)
 {
 	static const struct option lo[] = { { "masters", required_argument, NULL, 'm' },
 					    { "plain", no_argument, NULL, 'p' },
-					    { "tls", no_argument, NULL, 't' },
+					    { "tls", no_argument, NULL, 'T' },
+					    { "replicas", required_argument, NULL, 'r' },
+					    { "node-timeout", required_argument, NULL, 't' },
 					    { "help", no_argument, NULL, 'h' },
 					    { NULL, 0, NULL, 0 } };
 	rc_opts o = { .masters = 3 };
@@ -45,9 +47,12 @@ int main(int argc, char **argv)
 		switch (ch) {
 		case 'm': o.masters = atoi(optarg); break;
 		case 'p': o.plain = 1; o.masters = 1; break;
-		case 't': o.tls_and_plain = 1; break;
+		case 'T': o.tls_and_plain = 1; break;
+		case 'r': o.replicas = atoi(optarg); break;
+		case 't': o.node_timeout_ms = atoi(optarg); break;
 		default:
-			fprintf(stderr, "usage: kvs-redis-cluster [--masters N] [--plain] [--tls]\n");
+			fprintf(stderr, "usage: kvs-redis-cluster [--masters N] "
+				"[--replicas 0|1] [--node-timeout MS] [--plain] [--tls]\n");
 			return ch == 'h' ? 0 : 2;
 		}
 	}
