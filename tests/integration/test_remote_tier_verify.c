@@ -13,7 +13,7 @@
  *         verified by the workers (tier_remote.macs). A tier that served a
  *         block before its verify returned would hit all 32, forged bytes
  *         among them.
- *  gone:  a raw client asks C for a chain of 32 (not fetched before) and
+ *  gone:  a raw client asks C for a chain of 64 (not fetched before) and
  *         closes its connection while the verifies are under way (seen in
  *         tier_remote.macs or mac_queued first, where the machine is slow
  *         enough to see it); then nothing is left behind: no MAC job,
@@ -36,6 +36,7 @@
 #define BLOCK_BYTES (BLOCK_TOKENS * 1024)
 #define LEN 32
 #define CHAINS 4
+#define GONE_LEN 64 /* one window (a gone lookup asks no next one), 16 MiB */
 
 static th_daemon A, C;
 static kvs_layout L;
@@ -130,8 +131,8 @@ static void nothing_left(th_daemon *d)
 
 static void gone(kvs_client *ca, kvs_client *cc)
 {
-	static kvs_hash h[LEN];
-	size_t cap = 8 + (size_t)LEN * KVS_WIRE_HASH_SIZE, bad = 0;
+	static kvs_hash h[GONE_LEN];
+	size_t cap = 8 + (size_t)GONE_LEN * KVS_WIRE_HASH_SIZE, bad = 0;
 	uint8_t *buf = malloc(cap);
 	int64_t pub = th_stat_get(&A, "tier_remote.published");
 	int64_t macs = th_stat_get(&C, "tier_remote.macs");
@@ -139,13 +140,13 @@ static void gone(kvs_client *ca, kvs_client *cc)
 	int64_t hits = th_stat_get(&C, "tier_remote.hits");
 	int fd, len;
 
-	th_chain(&L, seed++, LEN, 0, 0, h);
-	CHECK_RC(th_publish(ca, h, LEN, NULL), LEN);
-	CHECK(rt_wait_ge(&A, "tier_remote.published", pub + LEN, TH_WAIT_MS));
+	th_chain(&L, seed++, GONE_LEN, 0, 0, h);
+	CHECK_RC(th_publish(ca, h, GONE_LEN, NULL), GONE_LEN);
+	CHECK(rt_wait_ge(&A, "tier_remote.published", pub + GONE_LEN, TH_WAIT_MS));
 	fd = th_raw_connect(&C);
 	CHECK_GE(fd, 0);
 	CHECK_EQ(th_raw_hello(fd, &L, 1), 0);
-	len = kvs_wire_hashes_encode(h, LEN, 0, buf, cap);
+	len = kvs_wire_hashes_encode(h, GONE_LEN, 0, buf, cap);
 	CHECK_GE(len, 0);
 	CHECK_RC(th_raw_request(fd, KVS_OP_LOOKUP, 2, buf, (size_t)len), 0);
 	/* gone while its verifies are under way: once the first is done (a
@@ -159,12 +160,13 @@ static void gone(kvs_client *ca, kvs_client *cc)
 	close(fd);
 	free(buf);
 	/* its fetches go on to their end (kept: fetched, verified) */
-	CHECK(rt_wait_ge(&C, "tier_remote.hits", hits + LEN, TH_WAIT_MS));
+	CHECK(rt_wait_ge(&C, "tier_remote.hits", hits + GONE_LEN, TH_WAIT_MS));
 	nothing_left(&C);
 	th_note("gone: the client left after %" PRId64 " of %d verifies (%" PRId64
-		" at the workers), %" PRId64 " at the end", seen, LEN, queued, th_stat_get(&C, "tier_remote.macs") - macs);
+		" at the workers), %" PRId64 " at the end", seen, GONE_LEN, queued,
+		th_stat_get(&C, "tier_remote.macs") - macs);
 	/* the chain is there for the next client, whole and right */
-	CHECK_EQ(th_verify(cc, h, LEN, &bad), LEN);
+	CHECK_EQ(th_verify(cc, h, GONE_LEN, &bad), GONE_LEN);
 	CHECK_EQ(bad, 0);
 	nothing_left(&C);
 }
@@ -187,10 +189,10 @@ int main(void)
 	if (fd < 0 || dprintf(fd, "%s\n", SECRET) < 0)
 		th_fatal("%s: %s", secret, strerror(errno));
 	close(fd);
-	th_daemon_up(&A, TH_ARGS("--host-size", "64M", "--page-size", "256K",
+	th_daemon_up(&A, TH_ARGS("--host-size", "128M", "--page-size", "256K",
 				 "--remote", rc_seeds(c), "--remote-write", "through",
 				 "--remote-secret-file", secret));
-	th_daemon_up(&C, TH_ARGS("--host-size", "64M", "--page-size", "256K",
+	th_daemon_up(&C, TH_ARGS("--host-size", "128M", "--page-size", "256K",
 				 "--remote", rc_seeds(c), "--remote-secret-file", secret));
 	L = th_layout("remote-verify", BLOCK_TOKENS);
 	ca = th_connect(&A, &L);
