@@ -155,6 +155,8 @@
 	X(tier_remote, skipped, COUNTER, "publishes dropped: staging full")   \
 	X(tier_remote, pin_capped, COUNTER, "commits sent from a copy: pin cap reached")\
 	X(tier_remote, pinned_bytes, GAUGE, "host bytes pinned by publishes now")\
+	X(tier_remote, macs, COUNTER, "values sealed or verified off the loop (MAC workers)")\
+	X(tier_remote, mac_queued, GAUGE, "values at the MAC workers now")     \
 	X(tier_remote, errors_timeout, COUNTER, "requests past --remote-timeout")\
 	X(tier_remote, errors_down, COUNTER, "requests to a node down or lost")\
 	X(tier_remote, errors_clusterdown, COUNTER, "requests refused: CLUSTERDOWN")\

@@ -42,6 +42,7 @@ int remote_job_new(remote_tier *t, uint8_t kind, uint32_t *out)
 				t->free_job = UINT32_MAX;
 				return -ENOMEM;
 			}
+			nj[i]->self = i;
 			nj[i]->next = t->free_job;
 			t->free_job = i;
 		}
@@ -179,19 +180,15 @@ static int remote_fetch(kvs_tier_mod *tt, const kvs_tier_blk *b, void *dst,
 	return 1;
 }
 
-/* The GET of a fetch: served only when its header says it is the block
- * asked for and its MAC is one our secret makes. */
-static void fetch_done(remote_tier *t, uint32_t j, const kvs_remote_cqe *q)
+/* A fetch ends: with @res 0 its value was verified (the record becomes
+ * READY in kvs_tier_read_done, and not before), else it is a miss. */
+static void fetch_end(remote_tier *t, uint32_t j, int res, const kvs_rval_info *got)
 {
 	rjob *f = t->jobs[j];
 	uint64_t cookie = f->cookie;
-	kvs_rval_info got = { 0 };
-	int res = q->res;
 
-	if (res == 0)
-		res = kvs_rval_verify(t->mac, f->hdr, f->dst, f->bytes, &f->want, &got);
 	if (res == -EBADMSG || res == -EKEYREJECTED) {
-		remote_rejected(t, f, res, &got);
+		remote_rejected(t, f, res, got);
 	} else if (res == 0) {
 		if (f->idx / 8 < t->nfetched)
 			t->fetched[f->idx / 8] |= (uint8_t)(1u << (f->idx % 8));
@@ -204,6 +201,26 @@ static void fetch_done(remote_tier *t, uint32_t j, const kvs_remote_cqe *q)
 	}
 	remote_job_free(t, j);
 	kvs_tier_read_done(&t->base, cookie, res);
+}
+
+/* The GET of a fetch: served only when its header says it is the block
+ * asked for and its MAC is one our secret makes, which the MAC workers
+ * decide: the lookup waits for them (its slot held, the record not READY). */
+static void fetch_done(remote_tier *t, uint32_t j, const kvs_remote_cqe *q)
+{
+	static const kvs_rval_info none;
+
+	if (q->res == 0) {
+		t->jobs[j]->got = none;
+		remote_work_submit(t, j);
+		return;
+	}
+	fetch_end(t, j, q->res, &none);
+}
+
+void remote_fetch_verified(remote_tier *t, uint32_t j)
+{
+	fetch_end(t, j, t->jobs[j]->wres, &t->jobs[j]->got);
 }
 
 static void on_done(void *arg, const kvs_remote_cqe *q)
@@ -322,6 +339,8 @@ static void remote_stats(kvs_tier_mod *tt, kvs_counters *st)
 	st->tier_remote_enabled = 1;
 	st->tier_remote_authenticated = kvs_rval_mac_id(t->mac) != 0;
 	st->tier_remote_pinned_bytes = (int64_t)t->pinned_bytes;
+	st->tier_remote_macs = t->own.tier_remote_macs;
+	st->tier_remote_mac_queued = (int64_t)t->work.queued;
 	st->tier_remote_cluster = kvs_remote_is_cluster(t->eng);
 	st->tier_remote_attached = (int64_t)rs.attached;
 	st->tier_remote_maps_refused = rs.maps_refused;
@@ -335,18 +354,22 @@ static void remote_stats(kvs_tier_mod *tt, kvs_counters *st)
 
 static int remote_event_fd(const kvs_tier_mod *tt)
 {
-	return kvs_remote_fd(remote_of(tt)->eng);
+	return remote_of(tt)->work.epfd;
 }
 
 static void remote_poll(kvs_tier_mod *tt)
 {
-	kvs_remote_poll(remote_of(tt)->eng);
+	remote_tier *t = remote_of(tt);
+
+	remote_work_poll(t);
+	kvs_remote_poll(t->eng);
 }
 
 static void remote_close(kvs_tier_mod *tt)
 {
 	remote_tier *t = remote_of(tt);
 
+	remote_work_stop(t); /* first: the workers read jobs' buffers */
 	kvs_remote_close(t->eng); /* pending requests dropped: buffers ours */
 	for (uint32_t i = 0; i < t->njobs; i++) {
 		if (t->jobs[i] && t->jobs[i]->kind != JOB_FREE)
@@ -513,6 +536,8 @@ int kvs_tier_remote_open(const kvs_tier_remote_config *cfg, kvs_tier_mod **out)
 		kvs_remote_set_event_fn(t->eng, kvs_tier_remote_event, t->eng);
 		rc = kvs_tier_remote_start(t->eng, cfg->seeds, &t->attaching);
 	}
+	if (rc == 0)
+		rc = remote_work_start(t, REMOTE_WORKERS);
 	if (rc < 0) {
 		remote_close(&t->base);
 		return rc;

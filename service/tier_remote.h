@@ -11,7 +11,9 @@
  *
  * Its counters are the tier_remote.* stats. Only the daemon's tier table
  * (tiers.c) and tests include this header.
- * Thread: the daemon's loop thread only.
+ * Thread: the daemon's loop thread only. The tier starts two MAC workers
+ * of its own (the values' HMAC, off the loop: tier_remote_work.c); they
+ * touch no state of the cache, and close() joins them.
  */
 #ifndef KVS_TIER_REMOTE_H
 #define KVS_TIER_REMOTE_H
@@ -41,7 +43,8 @@ typedef struct kvs_tier_remote_config {
  * file that does not load), -EACCES (AUTH refused, or a client certificate
  * wanted), -EKEYREJECTED (a seed's certificate did not verify), -EPROTO (a
  * seed that does not speak Redis, or a TLS port in plain text), -EIO (no
- * HMAC-SHA-256 in OpenSSL), -errno from either file, -ENOMEM. Logs why,
+ * HMAC-SHA-256 in OpenSSL), -errno from either file or from starting
+ * the MAC workers (eventfd, epoll, pthread_create), -ENOMEM. Logs why,
  * never the password or the secret.
  * Ownership: *out is the caller's until kvs_cache_tier_add() takes it
  * (or its ops->close()).

@@ -90,9 +90,10 @@ static uint64_t pin_cap(const remote_tier *t)
 	return kvs_tier_host_bytes(&t->base) / 100 * t->pin_share;
 }
 
-/* Publish @b: EXISTS, then SET NX of a signed header and the payload; a
- * block whose value failed verification here goes out at once as a SET
- * that replaces it. At commit (@pin) the payload goes straight from the
+/* Publish @b: EXISTS, then SET NX of a signed header and the payload (the
+ * MAC computed by the MAC workers in between); a block whose value failed
+ * verification here is signed at once and goes out as a SET that
+ * replaces it. At commit (@pin) the payload goes straight from the
  * block's slot, the record pinned until the SET ends (a committed block's
  * bytes do not change, and a pinned one is not evicted), while the pins
  * stay under pin_cap(); at eviction (or past the cap) the slot may be
@@ -104,7 +105,7 @@ void remote_publish(remote_tier *t, const kvs_tier_blk *b, int pin)
 	kvs_rval_info info = { .block_bytes = b->bytes, .ns_fp = remote_fingerprint(t, b->ns),
 			       .hash = b->hash, .parent = b->parent };
 	const void *slot = kvs_tier_host_ptr(&t->base, b->host_off);
-	int capped = 0, rc;
+	int capped = 0;
 	uint32_t j;
 	rjob *p;
 
@@ -140,32 +141,44 @@ void remote_publish(remote_tier *t, const kvs_tier_blk *b, int pin)
 		p->src = p->buf;
 		t->own.tier_remote_pin_capped += capped;
 	}
-	if (kvs_rval_seal(t->mac, &info, p->src, p->hdr) < 0) {
-		remote_job_free(t, j);
-		t->own.tier_remote_skipped++;
-		return;
-	}
 	kvs_rval_key(p->keys[0], info.ns_fp, b->hash);
 	if (suspect_has(t, info.ns_fp, b->hash)) {
-		struct iovec iov[2] = { { p->hdr, KVS_RVAL_HDR_BYTES },
-					{ (void *)p->src, p->bytes } };
-
 		p->kind = JOB_REPAIR;
-		rc = kvs_remote_set(t->eng, p->keys[0], KVS_RVAL_KEY_BYTES, iov, 2, j);
-	} else {
-		key = p->keys[0];
-		rc = kvs_remote_exists(t->eng, &key, &klen, 1, p->res, j);
+		remote_work_submit(t, j); /* sealed off the loop: remote_sealed */
+		return;
 	}
-	if (rc < 0)
+	key = p->keys[0];
+	if (kvs_remote_exists(t->eng, &key, &klen, 1, p->res, j) < 0)
 		remote_job_free(t, j);
 }
 
-/* The EXISTS before a publish: send it only if it is missing. */
-void remote_check_done(remote_tier *t, uint32_t j, const kvs_remote_cqe *q)
+/* Publish job @j is signed (by the MAC workers): its SET NX, or a
+ * repair's SET. */
+void remote_sealed(remote_tier *t, uint32_t j)
 {
 	rjob *p = t->jobs[j];
 	struct iovec iov[2] = { { p->hdr, KVS_RVAL_HDR_BYTES },
 				{ (void *)p->src, p->bytes } };
+	int rc;
+
+	if (p->wres < 0) {
+		remote_job_free(t, j);
+		t->own.tier_remote_skipped++;
+		return;
+	}
+	if (p->kind == JOB_REPAIR)
+		rc = kvs_remote_set(t->eng, p->keys[0], KVS_RVAL_KEY_BYTES, iov, 2, j);
+	else
+		rc = kvs_remote_set_nx(t->eng, p->keys[0], KVS_RVAL_KEY_BYTES, iov, 2, j);
+	if (rc < 0)
+		remote_job_free(t, j);
+}
+
+/* The EXISTS before a publish: sign and send it only if it is missing
+ * (a block already there costs no MAC). */
+void remote_check_done(remote_tier *t, uint32_t j, const kvs_remote_cqe *q)
+{
+	rjob *p = t->jobs[j];
 
 	if (q->res < 0) {
 		remote_count_error(t, q->res);
@@ -178,8 +191,7 @@ void remote_check_done(remote_tier *t, uint32_t j, const kvs_remote_cqe *q)
 		return;
 	}
 	p->kind = JOB_PUBLISH;
-	if (kvs_remote_set_nx(t->eng, p->keys[0], KVS_RVAL_KEY_BYTES, iov, 2, j) < 0)
-		remote_job_free(t, j);
+	remote_work_submit(t, j); /* sealed off the loop: remote_sealed */
 }
 
 /* The SET NX of a publish, or the SET of a repair. */
