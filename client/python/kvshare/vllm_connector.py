@@ -72,6 +72,7 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
 from vllm.logger import init_logger
 
 import kvshare
+from kvshare._vllm_async import Copies, Pending
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -79,6 +80,7 @@ if TYPE_CHECKING:
     from vllm.v1.core.kv_cache_manager import KVCacheBlocks
     from vllm.v1.core.sched.output import SchedulerOutput
     from vllm.v1.kv_cache_interface import KVCacheConfig
+    from vllm.v1.outputs import KVConnectorOutput
     from vllm.v1.request import Request
 
 logger = init_logger(__name__)
@@ -107,6 +109,15 @@ class _Save:
 class KvshareMetadata(KVConnectorMetadata):
     loads: list[_Load] = dataclasses.field(default_factory=list)
     saves: list[_Save] = dataclasses.field(default_factory=list)
+    # load_async: loads of requests waiting in WAITING_FOR_REMOTE_KVS, to
+    # start without waiting and report through get_finished
+    async_loads: list[_Load] = dataclasses.field(default_factory=list)
+    # publish_async: finished requests whose blocks vLLM holds until
+    # get_finished reports them (request_finished said delay_free_blocks)
+    sending: set[str] = dataclasses.field(default_factory=set)
+    # every vLLM block this step writes (its forward, its loads): copies
+    # still reading or writing one are waited for first (_vllm_async)
+    writes: set[int] = dataclasses.field(default_factory=set)
 
 
 @dataclasses.dataclass
@@ -122,6 +133,7 @@ class _ReqState:
     saved_blocks: int = 0       # chain blocks [0, saved_blocks) published
     load_start: int = 0         # a load planned for the next step: blocks
     load_end: int = 0           # [load_start, load_end)
+    loading: bool = False       # an async load runs (WAITING_FOR_REMOTE_KVS)
 
 
 @dataclasses.dataclass
@@ -137,6 +149,8 @@ class Counters:
     published_blocks: int = 0
     skipped_blocks: int = 0      # BUSY or FULL at reserve
     publish_seconds: float = 0.0
+    publish_waits: int = 0       # publish copies a step waited for: they read a
+                                 # block the step was about to write (preemption)
     daemon_errors: int = 0
     no_client: int = 0           # a namespace's client could not be had (max_clients
                                  # all in use, or the daemon refused it): a miss
@@ -145,11 +159,11 @@ class Counters:
         bw = self.loaded_bytes / self.load_seconds / 1e9 if self.load_seconds else 0.0
         return ("kvshare connector: lookups=%d hit_tokens=%d loaded_blocks=%d loaded_bytes=%d "
                 "load_s=%.3f load_GBps=%.2f load_errors=%d published_blocks=%d skipped=%d "
-                "publish_s=%.3f daemon_errors=%d no_client=%d" % (
+                "publish_s=%.3f publish_waits=%d daemon_errors=%d no_client=%d" % (
                     self.lookups, self.hit_tokens, self.loaded_blocks, self.loaded_bytes,
                     self.load_seconds, bw, self.load_errors, self.published_blocks,
-                    self.skipped_blocks, self.publish_seconds, self.daemon_errors,
-                    self.no_client))
+                    self.skipped_blocks, self.publish_seconds, self.publish_waits,
+                    self.daemon_errors, self.no_client))
 
 
 class _Clients:
@@ -236,6 +250,13 @@ class _Clients:
         for c in self.clients.values():
             c.close()
         self.clients.clear()
+
+
+def _flag(v: Any) -> bool:
+    """An extra config value as a bool: JSON's true/false, or a string."""
+    if isinstance(v, str):
+        return v.strip().lower() in ("1", "true", "yes", "on")
+    return bool(v)
 
 
 def _digest(*parts: Any) -> str:
@@ -364,6 +385,8 @@ class KvshareConnector(KVConnectorBase_V1):
         self.log_interval = float(tc.get_from_extra_config("log_interval", 30))
         self.overlap = tc.get_from_extra_config("overlap", None)
         self.load_threads = max(1, int(tc.get_from_extra_config("load_threads", 2)))
+        self.publish_async = _flag(tc.get_from_extra_config("publish_async", True))
+        self.load_async = _flag(tc.get_from_extra_config("load_async", False))
         stats_file = tc.get_from_extra_config("stats_file", None)
         self.stats_file = f"{stats_file}.{role.name.lower()}" if stats_file else None
         self.stats_written: Optional[Counters] = None
@@ -371,6 +394,8 @@ class KvshareConnector(KVConnectorBase_V1):
         self.last_log = time.monotonic()
         # scheduler
         self.reqs: dict[str, _ReqState] = {}
+        self.sending: set[str] = set()       # for the next metadata's `sending`
+        self.async_loads: list[_Load] = []   # for the next metadata's `async_loads`
         # worker
         self.layers: dict[str, tuple[int, torch.Tensor]] = {}
         self.cache: Optional[kvshare.PagedCache] = None
@@ -379,7 +404,14 @@ class KvshareConnector(KVConnectorBase_V1):
         self.leases: list[kvshare.ReadLease] = []
         self.load_started = self.load_done = 0.0
         self.load_errors: set[int] = set()
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # load_errors and the counters, across threads
+        # Calls into the daemon from the main thread and the copy threads (a
+        # client is not thread-safe); the copies themselves run outside it.
+        self.daemon = threading.RLock()
+        self.publishes = Copies("kvshare-publish")
+        self.aloads = Copies("kvshare-aload")
+        self.to_send = Pending()  # finished requests vLLM holds for their publishes
+        self.to_recv = Pending()  # requests in WAITING_FOR_REMOTE_KVS
         logger.info("kvshare connector (%s): socket %s, layout %s", role.name,
                     self.clients.socket or kvshare.default_socket_path(), self.layout)
 
@@ -404,10 +436,13 @@ class KvshareConnector(KVConnectorBase_V1):
     def get_num_new_matched_tokens(self, request: "Request",
                                    num_computed_tokens: int) -> tuple[int, bool]:
         try:
-            return self._matched(request, num_computed_tokens), False
+            n = self._matched(request, num_computed_tokens)
         except Exception as e:  # never on the serving path
             logger.warning("kvshare: lookup failed: %s", e)
             return 0, False
+        # load_async: the request waits in WAITING_FOR_REMOTE_KVS while the
+        # others step; update_state_after_alloc plans its load.
+        return n, self.load_async and n > 0
 
     def _matched(self, request: "Request", num_computed_tokens: int) -> int:
         st = self._state(request)
@@ -440,6 +475,22 @@ class KvshareConnector(KVConnectorBase_V1):
         st = self._state(request)
         if num_external_tokens == 0:
             st.load_start = st.load_end = 0
+        elif self.load_async and st.load_end > st.load_start:
+            # vLLM does not schedule it this step (no scheduled_new_reqs
+            # entry): its load is planned now, into the blocks just given.
+            st.block_ids = list(blocks.get_block_ids()[0])
+            self.async_loads.append(_Load(request.request_id,
+                                          st.prompt[: st.load_end * self.block_size],
+                                          st.salt, st.adapter, st.block_ids[: st.load_end],
+                                          st.load_start))
+            st.load_start = st.load_end = 0
+            st.loading = True
+
+    def update_connector_output(self, connector_output: "KVConnectorOutput") -> None:
+        for req_id in connector_output.finished_recving or ():
+            st = self.reqs.get(req_id)
+            if st is not None:
+                st.loading = False
 
     def build_connector_meta(self, scheduler_output: "SchedulerOutput") -> KVConnectorMetadata:
         meta = KvshareMetadata()
@@ -453,6 +504,17 @@ class KvshareConnector(KVConnectorBase_V1):
     def _build(self, so: "SchedulerOutput", meta: KvshareMetadata) -> None:
         bs = self.block_size
         steps: list[tuple[str, int]] = []
+        meta.sending, self.sending = self.sending, set()
+        meta.async_loads, self.async_loads = self.async_loads, []
+        for ld in meta.async_loads:
+            meta.writes.update(ld.block_ids[ld.start:])
+
+        def written(st: _ReqState, computed: int) -> None:
+            # A new or resumed request's blocks past its local hit: what
+            # this step loads into or computes (vLLM may have taken them
+            # from a preempted request whose publish still copies them).
+            first = st.load_start if st.load_end > st.load_start else computed // bs
+            meta.writes.update(st.block_ids[first:])
 
         def plan_load(req_id: str, st: _ReqState) -> None:
             # A load the scheduler counted on (get_num_new_matched_tokens):
@@ -469,6 +531,7 @@ class KvshareConnector(KVConnectorBase_V1):
             if st is None:
                 continue
             st.block_ids = list(nr.block_ids[0])
+            written(st, nr.num_computed_tokens)
             steps.append((nr.req_id, nr.num_computed_tokens + so.num_scheduled_tokens[nr.req_id]))
             plan_load(nr.req_id, st)
         cr = so.scheduled_cached_reqs
@@ -482,7 +545,9 @@ class KvshareConnector(KVConnectorBase_V1):
                     st.block_ids = list(new[0])
                 else:
                     st.block_ids.extend(new[0])
+                    meta.writes.update(new[0])
             if req_id in cr.resumed_req_ids:
+                written(st, cr.num_computed_tokens[i])
                 plan_load(req_id, st)
             steps.append((req_id, cr.num_computed_tokens[i] + so.num_scheduled_tokens[req_id]))
         for req_id, computed in steps:
@@ -495,7 +560,14 @@ class KvshareConnector(KVConnectorBase_V1):
 
     def request_finished(self, request: "Request",
                          block_ids: list[int]) -> tuple[bool, Optional[dict[str, Any]]]:
-        self.reqs.pop(request.request_id, None)
+        st = self.reqs.pop(request.request_id, None)
+        if self.publish_async and st is not None and st.saved_blocks and not st.loading:
+            # Its publishes may still copy from its blocks: vLLM holds them
+            # until get_finished reports it (the metadata's `sending` tells
+            # the worker). While an async load runs vLLM holds them anyway,
+            # and reports the request once, through finished_recving.
+            self.sending.add(request.request_id)
+            return True, None
         return False, None
 
     def _report(self) -> None:
@@ -569,20 +641,36 @@ class KvshareConnector(KVConnectorBase_V1):
         logger.info("kvshare: %d layers, %s layout, block %s bytes", len(order), kind,
                     self.layout.block_bytes)
 
+    def handle_preemptions(self, kv_connector_metadata: KVConnectorMetadata) -> None:
+        """Before the step writes anything (vLLM calls this ahead of the
+        forward): wait for the copies that still use a block it writes."""
+        meta = kv_connector_metadata
+        if isinstance(meta, KvshareMetadata) and meta.writes:
+            waited = self.publishes.wait_blocks(meta.writes)
+            with self.lock:
+                self.counters.publish_waits += waited
+
+    def _lost(self, ld: _Load, hits: int) -> None:
+        """The blocks of a load past its hits: recomputed."""
+        lost = ld.block_ids[max(hits, ld.start):]
+        if lost:
+            with self.lock:
+                self.load_errors.update(lost)
+                self.counters.load_errors += len(lost)
+
     def start_load_kv(self, forward_context: "ForwardContext", **kwargs: Any) -> None:
         meta = self._get_connector_metadata()
         assert isinstance(meta, KvshareMetadata)
         self.layer_done = {}
+        self.handle_preemptions(meta)  # a vLLM that does not call it
+        for ld in meta.async_loads:
+            self._start_async_load(ld)
         if not meta.loads or self.cache is None:
             return
         jobs = []  # (lease, page ids of blocks [start, hits), start, count)
         for ld in meta.loads:
-            hits = self._pin(ld, jobs)
-            lost = ld.block_ids[max(hits, ld.start):]
-            if lost:
-                with self.lock:
-                    self.load_errors.update(lost)
-                self.counters.load_errors += len(lost)
+            self._lost(ld, self._pin(ld, jobs))
+        self.leases.extend(lease for lease, _, _ in jobs)
         if not jobs:
             return
         assert self.pool is not None
@@ -598,29 +686,58 @@ class KvshareConnector(KVConnectorBase_V1):
         what vLLM computed; returns the hits (0 on any failure: the blocks
         are recomputed). The lease is kept for wait_for_save to release,
         or released here on every other path."""
-        c = self.clients.get(ld.salt, ld.adapter)
-        if c is None:
+        with self.daemon:
+            c = self.clients.get(ld.salt, ld.adapter)
+            if c is None:
+                return 0
+            try:
+                lease = c.lookup(c.hash_tokens(ld.tokens))
+            except kvshare.Error as e:
+                self.clients.failed((ld.salt, ld.adapter), e)
+                return 0
+            except Exception as e:  # never on the serving path
+                logger.warning("kvshare: lookup for a load failed: %s", e)
+                return 0
+            if lease.hits > ld.start:
+                jobs.append((lease, ld.block_ids[ld.start: lease.hits], ld.start))
+                return lease.hits
+            try:
+                lease.release()
+            except kvshare.Error as e:
+                self.clients.failed((ld.salt, ld.adapter), e)
             return 0
-        try:
-            lease = c.lookup(c.hash_tokens(ld.tokens))
-        except kvshare.Error as e:
-            self.clients.failed((ld.salt, ld.adapter), e)
-            return 0
-        except Exception as e:  # never on the serving path
-            logger.warning("kvshare: lookup for a load failed: %s", e)
-            return 0
-        if lease.hits > ld.start:
-            jobs.append((lease, ld.block_ids[ld.start: lease.hits], ld.start))
-            self.leases.append(lease)
-            return lease.hits
-        try:
-            lease.release()
-        except kvshare.Error as e:
-            self.clients.failed((ld.salt, ld.adapter), e)
-        return 0
 
-    def _load_layer(self, idx: int, tensor: torch.Tensor, jobs: list) -> None:
-        """One layer of every job, on a copy thread."""
+    def _start_async_load(self, ld: _Load) -> None:
+        """A load of a request in WAITING_FOR_REMOTE_KVS: pinned now, copied
+        on the async load thread, reported by get_finished once copied (or
+        at once when nothing could be pinned; the blocks as load errors)."""
+        jobs: list = []
+        self.to_recv.add([ld.req_id])
+        hits = self._pin(ld, jobs) if self.cache is not None else 0
+        self._lost(ld, hits)
+        if jobs:
+            self.aloads.submit(ld.req_id, ld.block_ids[ld.start:], self._load_async, jobs)
+
+    def _load_async(self, jobs: list) -> None:
+        t0 = time.perf_counter()
+        for idx, tensor in sorted(self.layers.values(), key=lambda x: x[0]):
+            self._load_layer(idx, tensor, jobs, timed=False)
+        with self.lock:
+            self.counters.load_seconds += time.perf_counter() - t0
+        self._release([lease for lease, _, _ in jobs])
+
+    def _release(self, leases: list) -> None:
+        with self.daemon:
+            for lease in leases:
+                try:
+                    lease.release()
+                except kvshare.Error:
+                    pass
+
+    def _load_layer(self, idx: int, tensor: torch.Tensor, jobs: list,
+                    timed: bool = True) -> None:
+        """One layer of every job, on a copy thread (timed: a step's loads,
+        whose span wait_for_save counts)."""
         for lease, page_ids, start in jobs:
             try:
                 lease.load(idx, self.cache, tensor, page_ids, first=start, count=len(page_ids))
@@ -629,7 +746,8 @@ class KvshareConnector(KVConnectorBase_V1):
                 with self.lock:
                     self.load_errors.update(page_ids)
         with self.lock:
-            self.load_done = time.perf_counter()
+            if timed:
+                self.load_done = time.perf_counter()
             if idx == 0:
                 n = sum(len(p) for _, p, _ in jobs)
                 self.counters.loaded_blocks += n
@@ -651,39 +769,50 @@ class KvshareConnector(KVConnectorBase_V1):
         if self.layer_done:  # the step's loads, first submitted to last done
             self.counters.load_seconds += self.load_done - self.load_started
         self.layer_done = {}
-        for lease in self.leases:
-            try:
-                lease.release()
-            except kvshare.Error:
-                pass
+        self._release(self.leases)
         self.leases = []
         if not self.has_connector_metadata():
             return
         meta = self._get_connector_metadata()
         assert isinstance(meta, KvshareMetadata)
         for sv in meta.saves:
-            try:
-                self._publish(sv)
-            except Exception as e:
-                logger.warning("kvshare: publish failed: %s", e)
-        self._maybe_log()
+            if self.publish_async:
+                # Off the step: the request's full blocks do not change while
+                # it runs, vLLM holds them once it finishes (sending), and a
+                # step that reuses one waits first (handle_preemptions).
+                self.publishes.submit(sv.req_id, sv.block_ids, self._publish_logged, sv)
+            else:
+                self._publish_logged(sv)
+        with self.daemon:
+            self._maybe_log()
+
+    def _publish_logged(self, sv: _Save) -> None:
+        try:
+            self._publish(sv)
+        except Exception as e:
+            logger.warning("kvshare: publish failed: %s", e)
 
     def _publish(self, sv: _Save) -> None:
+        """Reserve, store every layer, commit: on the publish thread
+        (publish_async) or the step's. Daemon calls under self.daemon, the
+        copies outside it."""
         if self.cache is None:
             return
         key = (sv.salt, sv.adapter)
-        c = self.clients.get(*key)
-        if c is None:
-            return
         t0 = time.perf_counter()
-        try:
-            w = c.reserve(c.hash_tokens(sv.tokens))
-        except kvshare.FullError:
-            self.counters.skipped_blocks += len(sv.block_ids)
-            return
-        except kvshare.Error as e:
-            self.clients.failed(key, e)
-            return
+        with self.daemon:
+            c = self.clients.get(*key)
+            if c is None:
+                return
+            try:
+                w = c.reserve(c.hash_tokens(sv.tokens))
+            except kvshare.FullError:
+                with self.lock:
+                    self.counters.skipped_blocks += len(sv.block_ids)
+                return
+            except kvshare.Error as e:
+                self.clients.failed(key, e)
+                return
         # The lease ends on every path: a WRITING lease left behind is BUSY
         # for every engine until this one exits.
         try:
@@ -691,19 +820,34 @@ class KvshareConnector(KVConnectorBase_V1):
                 if w.new:
                     for idx, tensor in self.layers.values():
                         w.store(idx, self.cache, tensor, sv.block_ids)
-                published = w.commit()
+                with self.daemon:
+                    published = w.commit()
             finally:
                 if not w.ended:
-                    w.abort()
+                    with self.daemon:
+                        w.abort()
         except kvshare.Error as e:
             if w.ended and not isinstance(e, (kvshare.DisconnectedError, kvshare.ProtocolError)):
                 raise  # an argument the library refused, not the daemon: logged
-            self.clients.failed(key, e)  # closing the client ends the lease
+            with self.daemon:
+                self.clients.failed(key, e)  # closing the client ends the lease
             return
-        self.counters.published_blocks += published
-        self.counters.skipped_blocks += sum(s in (kvshare.BUSY, kvshare.FULL)
-                                            for s in w.statuses)
-        self.counters.publish_seconds += time.perf_counter() - t0
+        with self.lock:
+            self.counters.published_blocks += published
+            self.counters.skipped_blocks += sum(s in (kvshare.BUSY, kvshare.FULL)
+                                                for s in w.statuses)
+            self.counters.publish_seconds += time.perf_counter() - t0
+
+    def get_finished(self, finished_req_ids: set[str]
+                     ) -> tuple[Optional[set[str]], Optional[set[str]]]:
+        """(finished requests whose publishes are all done, among those the
+        scheduler held for them; requests whose async load is copied)."""
+        if self.has_connector_metadata():
+            meta = self._get_connector_metadata()
+            if isinstance(meta, KvshareMetadata):
+                self.to_send.add(meta.sending)
+        return (self.to_send.take_done(self.publishes) or None,
+                self.to_recv.take_done(self.aloads) or None)
 
     def get_block_ids_with_load_errors(self) -> set[int]:
         with self.lock:
@@ -711,6 +855,8 @@ class KvshareConnector(KVConnectorBase_V1):
         return out
 
     def shutdown(self) -> None:
+        self.publishes.shutdown()
+        self.aloads.shutdown()
         logger.info("%s", self.counters.line())
         if self.pool is not None:
             self.pool.shutdown(wait=True)
