@@ -151,6 +151,10 @@ class Counters:
     publish_seconds: float = 0.0
     publish_waits: int = 0       # publish copies a step waited for: they read a
                                  # block the step was about to write (preemption)
+    async_loads: int = 0         # load_async: loads off the step (scheduler: planned,
+                                 # worker: started)
+    async_load_steps: int = 0    # worker: steps that ended with an async load
+                                 # still copying (they did not wait for it)
     daemon_errors: int = 0
     no_client: int = 0           # a namespace's client could not be had (max_clients
                                  # all in use, or the daemon refused it): a miss
@@ -159,11 +163,13 @@ class Counters:
         bw = self.loaded_bytes / self.load_seconds / 1e9 if self.load_seconds else 0.0
         return ("kvshare connector: lookups=%d hit_tokens=%d loaded_blocks=%d loaded_bytes=%d "
                 "load_s=%.3f load_GBps=%.2f load_errors=%d published_blocks=%d skipped=%d "
-                "publish_s=%.3f publish_waits=%d daemon_errors=%d no_client=%d" % (
+                "publish_s=%.3f publish_waits=%d async_loads=%d async_load_steps=%d "
+                "daemon_errors=%d no_client=%d" % (
                     self.lookups, self.hit_tokens, self.loaded_blocks, self.loaded_bytes,
                     self.load_seconds, bw, self.load_errors, self.published_blocks,
                     self.skipped_blocks, self.publish_seconds, self.publish_waits,
-                    self.daemon_errors, self.no_client))
+                    self.async_loads, self.async_load_steps, self.daemon_errors,
+                    self.no_client))
 
 
 class _Clients:
@@ -485,6 +491,7 @@ class KvshareConnector(KVConnectorBase_V1):
                                           st.load_start))
             st.load_start = st.load_end = 0
             st.loading = True
+            self.counters.async_loads += 1
 
     def update_connector_output(self, connector_output: "KVConnectorOutput") -> None:
         for req_id in connector_output.finished_recving or ():
@@ -713,6 +720,8 @@ class KvshareConnector(KVConnectorBase_V1):
         at once when nothing could be pinned; the blocks as load errors)."""
         jobs: list = []
         self.to_recv.add([ld.req_id])
+        with self.lock:
+            self.counters.async_loads += 1
         hits = self._pin(ld, jobs) if self.cache is not None else 0
         self._lost(ld, hits)
         if jobs:
@@ -791,6 +800,9 @@ class KvshareConnector(KVConnectorBase_V1):
             self._publish(sv)
         except Exception as e:
             logger.warning("kvshare: publish failed: %s", e)
+        if self.publish_async:  # the counts, without waiting for another step
+            with self.daemon:
+                self._maybe_log()
 
     def _publish(self, sv: _Save) -> None:
         """Reserve, store every layer, commit: on the publish thread
@@ -846,8 +858,11 @@ class KvshareConnector(KVConnectorBase_V1):
             meta = self._get_connector_metadata()
             if isinstance(meta, KvshareMetadata):
                 self.to_send.add(meta.sending)
-        return (self.to_send.take_done(self.publishes) or None,
-                self.to_recv.take_done(self.aloads) or None)
+        recving = self.to_recv.take_done(self.aloads)
+        if self.to_recv.ids:  # this step ends with a load still copying
+            with self.lock:
+                self.counters.async_load_steps += 1
+        return self.to_send.take_done(self.publishes) or None, recving or None
 
     def get_block_ids_with_load_errors(self) -> set[int]:
         with self.lock:
@@ -857,6 +872,8 @@ class KvshareConnector(KVConnectorBase_V1):
     def shutdown(self) -> None:
         self.publishes.shutdown()
         self.aloads.shutdown()
+        with self.daemon:  # the counts of the copies that ended after the last step
+            self._maybe_log()
         logger.info("%s", self.counters.line())
         if self.pool is not None:
             self.pool.shutdown(wait=True)
