@@ -84,7 +84,7 @@ def main() -> None:
             w.commit()
 
         def load() -> None:
-            with c.lookup(c.hash_tokens([1] * (n * T))) as lease:
+            with c.lookup(c.hash_tokens([rep[0]] * (n * T))) as lease:  # the last published
                 for layer in range(L):
                     lease.load(layer, cache, kv[layer], [n + i for i in ids])
 

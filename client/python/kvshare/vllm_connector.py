@@ -784,19 +784,29 @@ class KvshareConnector(KVConnectorBase_V1):
             return
         meta = self._get_connector_metadata()
         assert isinstance(meta, KvshareMetadata)
+        ready = None
+        if self.publish_async and meta.saves and self.cache is not None \
+                and self.cache.on_device:
+            # The forward's writes are queued on this thread's stream; the
+            # copy thread's stream is another: it waits for them on the host.
+            ready = torch.cuda.Event()
+            ready.record()
         for sv in meta.saves:
             if self.publish_async:
                 # Off the step: the request's full blocks do not change while
                 # it runs, vLLM holds them once it finishes (sending), and a
                 # step that reuses one waits first (handle_preemptions).
-                self.publishes.submit(sv.req_id, sv.block_ids, self._publish_logged, sv)
+                self.publishes.submit(sv.req_id, sv.block_ids, self._publish_logged, sv,
+                                      ready)
             else:
                 self._publish_logged(sv)
         with self.daemon:
             self._maybe_log()
 
-    def _publish_logged(self, sv: _Save) -> None:
+    def _publish_logged(self, sv: _Save, ready: Any = None) -> None:
         try:
+            if ready is not None:
+                ready.synchronize()
             self._publish(sv)
         except Exception as e:
             logger.warning("kvshare: publish failed: %s", e)

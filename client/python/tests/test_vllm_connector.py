@@ -114,6 +114,7 @@ class Engine:
         self.worker.register_kv_caches(self.kv)
         self.next_page = 0
         self.n = 0
+        self.gates: list[threading.Event] = []  # copies a test holds back
 
     def run(self, req: types.SimpleNamespace, value: float = 1.0) -> tuple[int, float]:
         """Schedule req (prefill in one step), load, compute the rest with
@@ -158,6 +159,8 @@ class Engine:
             time.sleep(0.001)
 
     def close(self) -> None:
+        for g in self.gates:  # a test that failed holding a copy back
+            g.set()
         self.sched.shutdown()
         self.worker.shutdown()
 
@@ -472,6 +475,7 @@ def gate_publishes(e: Engine) -> threading.Event:
     """Hold the publish thread until the event is set: the publishes queued
     after this are still to copy (as a slow copy would be)."""
     gate = threading.Event()
+    e.gates.append(gate)
     e.worker.publishes.submit("gate", [], gate.wait)
     return gate
 
@@ -584,6 +588,7 @@ def test_async_load_reported_through_get_finished(engines, daemon):
     meta = e.sched.build_connector_meta(sched_out())  # r is not scheduled
     assert [ld.req_id for ld in meta.async_loads] == ["r"] and not meta.loads
     gate = threading.Event()
+    e.gates.append(gate)
     e.worker.aloads.submit("gate", [], gate.wait)  # the copy is still to run
     e.worker.handle_preemptions(meta)
     e.worker.bind_connector_metadata(meta)
