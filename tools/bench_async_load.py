@@ -9,10 +9,11 @@ Needs the built kvshared (BUILD_DIR, default build/). Builds a random Llama
 (no download), starts its own kvshared, then one engine per mode, one after
 the other (vLLM's own prefix cache off, so every round's hits come from
 kvshared). Each engine first publishes --hits prompts of --tokens tokens;
-then, --rounds times, adds those --hits prompts (every full block a hit)
-and --misses fresh prompts of --miss-tokens tokens (nothing cached) at
-once, hits first, and steps the engine until all are done: TTFT is the
-wall time from the add to the step that gave the request its first token.
+then, --rounds times (after one round not counted), adds those --hits
+prompts (every full block a hit) and --misses fresh prompts of --miss-tokens
+tokens (nothing cached; each mode its own) at once, hits first, and steps
+the engine until all are done: TTFT is the wall time from the add to the
+step that gave the request its first token.
 """
 
 from __future__ import annotations
@@ -61,13 +62,14 @@ def engine_main(a: argparse.Namespace) -> None:
     eng = llm.llm_engine
     sp = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True)
     out: dict[str, list[float]] = {"hit": [], "miss": []}
-    for r in range(a.rounds):
+    misses = prompts["misses"][a.mode]
+    for r in range(a.rounds + 1):  # round 0: the first mixed step's costs, not counted
         kinds = {}
         t0 = time.perf_counter()
         for i, p in enumerate(prompts["hits"]):
             kinds[f"h{r}.{i}"] = "hit"
             eng.add_request(f"h{r}.{i}", {"prompt_token_ids": p}, sp)
-        for i, p in enumerate(prompts["misses"][r]):
+        for i, p in enumerate(misses[r]):
             kinds[f"m{r}.{i}"] = "miss"
             eng.add_request(f"m{r}.{i}", {"prompt_token_ids": p}, sp)
         first: dict[str, float] = {}
@@ -76,7 +78,8 @@ def engine_main(a: argparse.Namespace) -> None:
                 if o.request_id not in first and o.outputs and o.outputs[0].token_ids:
                     first[o.request_id] = time.perf_counter() - t0
         for rid, t in first.items():
-            out[kinds[rid]].append(t)
+            if r > 0:
+                out[kinds[rid]].append(t)
     with open(os.path.join(a.dir, a.mode + ".json"), "w") as f:
         json.dump(out, f)
 
@@ -117,8 +120,9 @@ def main() -> None:
         return [rng.randrange(4, 512) for _ in range(n)]
 
     json.dump({"hits": [prompt(a.tokens + 1) for _ in range(a.hits)],
-               "misses": [[prompt(a.miss_tokens) for _ in range(a.misses)]
-                          for _ in range(a.rounds)]},
+               # each mode its own: what one engine publishes would hit in the other
+               "misses": {mode: [[prompt(a.miss_tokens) for _ in range(a.misses)]
+                                 for _ in range(a.rounds + 1)] for mode in ("sync", "async")}},
               open(os.path.join(d, "prompts.json"), "w"))
     sock = os.path.join(d, "kvshared.sock")
     kv_bytes = a.layers * 2 * a.tokens * a.kv_heads * a.head_dim * 4
