@@ -4,6 +4,7 @@ the connector's loads in the step (load_async false) and off it (true).
     py=$(scripts/python_env.sh)
     $py tools/bench_async_load.py [--hits 4] [--misses 4] [--tokens 2048]
         [--miss-tokens 256] [--rounds 5] [--layers 8] [--hidden 1024]
+        [--order sync,async]
 
 Needs the built kvshared (BUILD_DIR, default build/). Builds a random Llama
 (no download), starts its own kvshared, then one engine per mode, one after
@@ -96,6 +97,8 @@ def main() -> None:
     ap.add_argument("--heads", type=int, default=16)
     ap.add_argument("--kv-heads", type=int, default=4)
     ap.add_argument("--head-dim", type=int, default=64)
+    ap.add_argument("--order", default="sync,async",
+                    help="the modes, in the order their engines run")
     ap.add_argument("--mode", help=argparse.SUPPRESS)
     ap.add_argument("--dir", help=argparse.SUPPRESS)
     ap.add_argument("--socket", help=argparse.SUPPRESS)
@@ -131,12 +134,12 @@ def main() -> None:
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     res = {}
     try:
-        for mode in ("sync", "async"):
+        args = [f"--{k.replace('_', '-')}={v}" for k, v in vars(a).items()
+                if k not in ("mode", "dir", "socket", "order")]
+        for mode in a.order.split(","):
             t0 = time.time()
             r = subprocess.run([sys.executable, __file__, "--mode", mode, "--dir", d,
-                                "--socket", sock, *[f"--{k.replace('_', '-')}={v}" for k, v in
-                                                    vars(a).items()
-                                                    if k not in ("mode", "dir", "socket")]],
+                                "--socket", sock, *args],
                                env=env, capture_output=True, text=True)
             if r.returncode:
                 sys.exit(f"bench_async_load: the {mode} engine failed:\n{r.stdout[-3000:]}"

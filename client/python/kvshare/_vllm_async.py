@@ -16,7 +16,18 @@ computes into.
 from __future__ import annotations
 
 import concurrent.futures
-from typing import Any, Callable, Iterable
+import logging
+import time
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
+
+import kvshare
+
+if TYPE_CHECKING:
+    import torch
+
+    from kvshare.vllm_connector import _Load, _Save
+
+logger = logging.getLogger("kvshare.vllm_connector")  # the connector's log
 
 
 class Copies:
@@ -77,3 +88,171 @@ class Pending:
         done = self.ids - copies.busy()
         self.ids -= done
         return done
+
+
+class WorkerCopies:
+    """The worker side's copies, a part of KvshareConnector (which holds the
+    state they use: clients, layers, cache, the locks, publishes, aloads,
+    to_send, to_recv, counters): pinning and loading hits, publishing saves,
+    and what get_finished tells vLLM about both."""
+
+    def handle_preemptions(self, kv_connector_metadata: Any) -> None:
+        """Before the step writes anything (vLLM calls this ahead of the
+        forward): wait for the copies that still use a block it writes."""
+        meta = kv_connector_metadata
+        if getattr(meta, "writes", None):
+            waited = self.publishes.wait_blocks(meta.writes)
+            with self.lock:
+                self.counters.publish_waits += waited
+
+    def _lost(self, ld: "_Load", hits: int) -> None:
+        """The blocks of a load past its hits: recomputed."""
+        lost = ld.block_ids[max(hits, ld.start):]
+        if lost:
+            with self.lock:
+                self.load_errors.update(lost)
+                self.counters.load_errors += len(lost)
+
+    def _pin(self, ld: "_Load", jobs: list) -> int:
+        """Look a load's blocks up again and queue the copy of those beyond
+        what vLLM computed; returns the hits (0 on any failure: the blocks
+        are recomputed). The lease is kept for wait_for_save to release,
+        or released here on every other path."""
+        with self.daemon:
+            c = self.clients.get(ld.salt, ld.adapter)
+            if c is None:
+                return 0
+            try:
+                lease = c.lookup(c.hash_tokens(ld.tokens))
+            except kvshare.Error as e:
+                self.clients.failed((ld.salt, ld.adapter), e)
+                return 0
+            except Exception as e:  # never on the serving path
+                logger.warning("kvshare: lookup for a load failed: %s", e)
+                return 0
+            if lease.hits > ld.start:
+                jobs.append((lease, ld.block_ids[ld.start: lease.hits], ld.start))
+                return lease.hits
+            try:
+                lease.release()
+            except kvshare.Error as e:
+                self.clients.failed((ld.salt, ld.adapter), e)
+            return 0
+
+    def _start_async_load(self, ld: "_Load") -> None:
+        """A load of a request in WAITING_FOR_REMOTE_KVS: pinned now, copied
+        on the async load thread, reported by get_finished once copied (or
+        at once when nothing could be pinned; the blocks as load errors)."""
+        jobs: list = []
+        self.to_recv.add([ld.req_id])
+        with self.lock:
+            self.counters.async_loads += 1
+        hits = self._pin(ld, jobs) if self.cache is not None else 0
+        self._lost(ld, hits)
+        if jobs:
+            self.aloads.submit(ld.req_id, ld.block_ids[ld.start:], self._load_async, jobs)
+
+    def _load_async(self, jobs: list) -> None:
+        t0 = time.perf_counter()
+        for idx, tensor in sorted(self.layers.values(), key=lambda x: x[0]):
+            self._load_layer(idx, tensor, jobs, timed=False)
+        with self.lock:
+            self.counters.load_seconds += time.perf_counter() - t0
+        self._release([lease for lease, _, _ in jobs])
+
+    def _release(self, leases: list) -> None:
+        with self.daemon:
+            for lease in leases:
+                try:
+                    lease.release()
+                except kvshare.Error:
+                    pass
+
+    def _load_layer(self, idx: int, tensor: "torch.Tensor", jobs: list,
+                    timed: bool = True) -> None:
+        """One layer of every job, on a copy thread (timed: a step's loads,
+        whose span wait_for_save counts)."""
+        for lease, page_ids, start in jobs:
+            try:
+                lease.load(idx, self.cache, tensor, page_ids, first=start, count=len(page_ids))
+            except Exception as e:  # the blocks are recomputed
+                logger.warning("kvshare: load of layer %d failed: %s", idx, e)
+                with self.lock:
+                    self.load_errors.update(page_ids)
+        with self.lock:
+            if timed:
+                self.load_done = time.perf_counter()
+            if idx == 0:
+                n = sum(len(p) for _, p, _ in jobs)
+                self.counters.loaded_blocks += n
+                self.counters.loaded_bytes += n * self.layout.block_bytes
+
+    def _publish_logged(self, sv: "_Save", ready: Any = None) -> None:
+        try:
+            if ready is not None:
+                ready.synchronize()
+            self._publish(sv)
+        except Exception as e:
+            logger.warning("kvshare: publish failed: %s", e)
+        if self.publish_async:  # the counts, without waiting for another step
+            with self.daemon:
+                self._maybe_log()
+
+    def _publish(self, sv: "_Save") -> None:
+        """Reserve, store every layer, commit: on the publish thread
+        (publish_async) or the step's. Daemon calls under self.daemon, the
+        copies outside it."""
+        if self.cache is None:
+            return
+        key = (sv.salt, sv.adapter)
+        t0 = time.perf_counter()
+        with self.daemon:
+            c = self.clients.get(*key)
+            if c is None:
+                return
+            try:
+                w = c.reserve(c.hash_tokens(sv.tokens))
+            except kvshare.FullError:
+                with self.lock:
+                    self.counters.skipped_blocks += len(sv.block_ids)
+                return
+            except kvshare.Error as e:
+                self.clients.failed(key, e)
+                return
+        # The lease ends on every path: a WRITING lease left behind is BUSY
+        # for every engine until this one exits.
+        try:
+            try:
+                if w.new:
+                    for idx, tensor in self.layers.values():
+                        w.store(idx, self.cache, tensor, sv.block_ids)
+                with self.daemon:
+                    published = w.commit()
+            finally:
+                if not w.ended:
+                    with self.daemon:
+                        w.abort()
+        except kvshare.Error as e:
+            if w.ended and not isinstance(e, (kvshare.DisconnectedError, kvshare.ProtocolError)):
+                raise  # an argument the library refused, not the daemon: logged
+            with self.daemon:
+                self.clients.failed(key, e)  # closing the client ends the lease
+            return
+        with self.lock:
+            self.counters.published_blocks += published
+            self.counters.skipped_blocks += sum(s in (kvshare.BUSY, kvshare.FULL)
+                                                for s in w.statuses)
+            self.counters.publish_seconds += time.perf_counter() - t0
+
+    def get_finished(self, finished_req_ids: set[str]
+                     ) -> tuple[Optional[set[str]], Optional[set[str]]]:
+        """(finished requests whose publishes are all done, among those the
+        scheduler held for them; requests whose async load is copied)."""
+        if self.has_connector_metadata():
+            meta = self._get_connector_metadata()
+            self.to_send.add(getattr(meta, "sending", ()))
+        recving = self.to_recv.take_done(self.aloads)
+        if self.to_recv.ids:  # this step ends with a load still copying
+            with self.lock:
+                self.counters.async_load_steps += 1
+        return self.to_send.take_done(self.publishes) or None, recving or None

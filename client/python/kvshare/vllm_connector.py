@@ -19,8 +19,13 @@ a copy thread started in start_load_kv (the library releases the GIL), each
 layer awaited in wait_for_layer_load, so the model computes layer l while
 layer l + 1 is copied. After each step's forward, wait_for_save publishes the
 prompt blocks that became full (chunked prefill included) with reserve, store
-and commit; a block another worker is writing (BUSY) or that finds no room
-(FULL) is skipped, never waited for.
+and commit, on a publish thread (publish_async: vLLM holds a finished
+request's blocks until get_finished reports its copies done, and a step waits
+for the copies that read a block it is about to write, in
+handle_preemptions); a block another worker is writing (BUSY) or that finds
+no room (FULL) is skipped, never waited for. With load_async a hit request
+waits in WAITING_FOR_REMOTE_KVS while its copy runs on a thread, reported
+through get_finished (kvshare/_vllm_async.py).
 
 Nothing here raises on the serving path: a block that cannot be loaded is
 reported through get_block_ids_with_load_errors() and recomputed (set
@@ -41,6 +46,10 @@ least recently used closed first; default 16),
 computes; false: load every layer in start_load_kv, on `load_threads` threads
 at once, before the forward; default: true on a GPU, false on a CPU, where the
 copies and the model share the same cores), `load_threads` (default 2),
+`publish_async` (default true: publish on a thread, off the step),
+`load_async` (default false: true parks hit requests in
+WAITING_FOR_REMOTE_KVS while their load runs on a thread; docs/vllm.md
+has the numbers behind the default),
 `reconnect_interval` (seconds, default 5), `timeout_ms` (the deadline of
 each call into the daemon, the connect included; default 500),
 `log_interval` (seconds between counter lines in the log, default 30; 0:
@@ -72,7 +81,7 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
 from vllm.logger import init_logger
 
 import kvshare
-from kvshare._vllm_async import Copies, Pending
+from kvshare._vllm_async import Copies, Pending, WorkerCopies
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -133,6 +142,7 @@ class _ReqState:
     saved_blocks: int = 0       # chain blocks [0, saved_blocks) published
     load_start: int = 0         # a load planned for the next step: blocks
     load_end: int = 0           # [load_start, load_end)
+    load_async: bool = False    # the last lookup told vLLM load_kv_async=True
     loading: bool = False       # an async load runs (WAITING_FOR_REMOTE_KVS)
 
 
@@ -336,7 +346,7 @@ def _model_id(mc: Any, model_id: Optional[str]) -> str:
 _LAYER_INDEX = re.compile(r"\.(\d+)\.")
 
 
-class KvshareConnector(KVConnectorBase_V1):
+class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
     def __init__(self, vllm_config: "VllmConfig", role: KVConnectorRole,
                  kv_cache_config: "KVCacheConfig" = None) -> None:  # type: ignore[assignment]
         super().__init__(vllm_config=vllm_config, role=role, kv_cache_config=kv_cache_config)
@@ -448,7 +458,9 @@ class KvshareConnector(KVConnectorBase_V1):
             return 0, False
         # load_async: the request waits in WAITING_FOR_REMOTE_KVS while the
         # others step; update_state_after_alloc plans its load.
-        return n, self.load_async and n > 0
+        asynch = self.load_async and n > 0
+        self._state(request).load_async = asynch
+        return n, asynch
 
     def _matched(self, request: "Request", num_computed_tokens: int) -> int:
         st = self._state(request)
@@ -481,7 +493,7 @@ class KvshareConnector(KVConnectorBase_V1):
         st = self._state(request)
         if num_external_tokens == 0:
             st.load_start = st.load_end = 0
-        elif self.load_async and st.load_end > st.load_start:
+        elif st.load_async and st.load_end > st.load_start:
             # vLLM does not schedule it this step (no scheduled_new_reqs
             # entry): its load is planned now, into the blocks just given.
             st.block_ids = list(blocks.get_block_ids()[0])
@@ -648,23 +660,6 @@ class KvshareConnector(KVConnectorBase_V1):
         logger.info("kvshare: %d layers, %s layout, block %s bytes", len(order), kind,
                     self.layout.block_bytes)
 
-    def handle_preemptions(self, kv_connector_metadata: KVConnectorMetadata) -> None:
-        """Before the step writes anything (vLLM calls this ahead of the
-        forward): wait for the copies that still use a block it writes."""
-        meta = kv_connector_metadata
-        if isinstance(meta, KvshareMetadata) and meta.writes:
-            waited = self.publishes.wait_blocks(meta.writes)
-            with self.lock:
-                self.counters.publish_waits += waited
-
-    def _lost(self, ld: _Load, hits: int) -> None:
-        """The blocks of a load past its hits: recomputed."""
-        lost = ld.block_ids[max(hits, ld.start):]
-        if lost:
-            with self.lock:
-                self.load_errors.update(lost)
-                self.counters.load_errors += len(lost)
-
     def start_load_kv(self, forward_context: "ForwardContext", **kwargs: Any) -> None:
         meta = self._get_connector_metadata()
         assert isinstance(meta, KvshareMetadata)
@@ -687,80 +682,6 @@ class KvshareConnector(KVConnectorBase_V1):
         if not self.overlap:  # every layer now, before the forward
             for f in self.layer_done.values():
                 f.result()
-
-    def _pin(self, ld: _Load, jobs: list) -> int:
-        """Look a load's blocks up again and queue the copy of those beyond
-        what vLLM computed; returns the hits (0 on any failure: the blocks
-        are recomputed). The lease is kept for wait_for_save to release,
-        or released here on every other path."""
-        with self.daemon:
-            c = self.clients.get(ld.salt, ld.adapter)
-            if c is None:
-                return 0
-            try:
-                lease = c.lookup(c.hash_tokens(ld.tokens))
-            except kvshare.Error as e:
-                self.clients.failed((ld.salt, ld.adapter), e)
-                return 0
-            except Exception as e:  # never on the serving path
-                logger.warning("kvshare: lookup for a load failed: %s", e)
-                return 0
-            if lease.hits > ld.start:
-                jobs.append((lease, ld.block_ids[ld.start: lease.hits], ld.start))
-                return lease.hits
-            try:
-                lease.release()
-            except kvshare.Error as e:
-                self.clients.failed((ld.salt, ld.adapter), e)
-            return 0
-
-    def _start_async_load(self, ld: _Load) -> None:
-        """A load of a request in WAITING_FOR_REMOTE_KVS: pinned now, copied
-        on the async load thread, reported by get_finished once copied (or
-        at once when nothing could be pinned; the blocks as load errors)."""
-        jobs: list = []
-        self.to_recv.add([ld.req_id])
-        with self.lock:
-            self.counters.async_loads += 1
-        hits = self._pin(ld, jobs) if self.cache is not None else 0
-        self._lost(ld, hits)
-        if jobs:
-            self.aloads.submit(ld.req_id, ld.block_ids[ld.start:], self._load_async, jobs)
-
-    def _load_async(self, jobs: list) -> None:
-        t0 = time.perf_counter()
-        for idx, tensor in sorted(self.layers.values(), key=lambda x: x[0]):
-            self._load_layer(idx, tensor, jobs, timed=False)
-        with self.lock:
-            self.counters.load_seconds += time.perf_counter() - t0
-        self._release([lease for lease, _, _ in jobs])
-
-    def _release(self, leases: list) -> None:
-        with self.daemon:
-            for lease in leases:
-                try:
-                    lease.release()
-                except kvshare.Error:
-                    pass
-
-    def _load_layer(self, idx: int, tensor: torch.Tensor, jobs: list,
-                    timed: bool = True) -> None:
-        """One layer of every job, on a copy thread (timed: a step's loads,
-        whose span wait_for_save counts)."""
-        for lease, page_ids, start in jobs:
-            try:
-                lease.load(idx, self.cache, tensor, page_ids, first=start, count=len(page_ids))
-            except Exception as e:  # the blocks are recomputed
-                logger.warning("kvshare: load of layer %d failed: %s", idx, e)
-                with self.lock:
-                    self.load_errors.update(page_ids)
-        with self.lock:
-            if timed:
-                self.load_done = time.perf_counter()
-            if idx == 0:
-                n = sum(len(p) for _, p, _ in jobs)
-                self.counters.loaded_blocks += n
-                self.counters.loaded_bytes += n * self.layout.block_bytes
 
     def wait_for_layer_load(self, layer_name: str) -> None:
         entry = self.layers.get(layer_name)
@@ -802,77 +723,6 @@ class KvshareConnector(KVConnectorBase_V1):
                 self._publish_logged(sv)
         with self.daemon:
             self._maybe_log()
-
-    def _publish_logged(self, sv: _Save, ready: Any = None) -> None:
-        try:
-            if ready is not None:
-                ready.synchronize()
-            self._publish(sv)
-        except Exception as e:
-            logger.warning("kvshare: publish failed: %s", e)
-        if self.publish_async:  # the counts, without waiting for another step
-            with self.daemon:
-                self._maybe_log()
-
-    def _publish(self, sv: _Save) -> None:
-        """Reserve, store every layer, commit: on the publish thread
-        (publish_async) or the step's. Daemon calls under self.daemon, the
-        copies outside it."""
-        if self.cache is None:
-            return
-        key = (sv.salt, sv.adapter)
-        t0 = time.perf_counter()
-        with self.daemon:
-            c = self.clients.get(*key)
-            if c is None:
-                return
-            try:
-                w = c.reserve(c.hash_tokens(sv.tokens))
-            except kvshare.FullError:
-                with self.lock:
-                    self.counters.skipped_blocks += len(sv.block_ids)
-                return
-            except kvshare.Error as e:
-                self.clients.failed(key, e)
-                return
-        # The lease ends on every path: a WRITING lease left behind is BUSY
-        # for every engine until this one exits.
-        try:
-            try:
-                if w.new:
-                    for idx, tensor in self.layers.values():
-                        w.store(idx, self.cache, tensor, sv.block_ids)
-                with self.daemon:
-                    published = w.commit()
-            finally:
-                if not w.ended:
-                    with self.daemon:
-                        w.abort()
-        except kvshare.Error as e:
-            if w.ended and not isinstance(e, (kvshare.DisconnectedError, kvshare.ProtocolError)):
-                raise  # an argument the library refused, not the daemon: logged
-            with self.daemon:
-                self.clients.failed(key, e)  # closing the client ends the lease
-            return
-        with self.lock:
-            self.counters.published_blocks += published
-            self.counters.skipped_blocks += sum(s in (kvshare.BUSY, kvshare.FULL)
-                                                for s in w.statuses)
-            self.counters.publish_seconds += time.perf_counter() - t0
-
-    def get_finished(self, finished_req_ids: set[str]
-                     ) -> tuple[Optional[set[str]], Optional[set[str]]]:
-        """(finished requests whose publishes are all done, among those the
-        scheduler held for them; requests whose async load is copied)."""
-        if self.has_connector_metadata():
-            meta = self._get_connector_metadata()
-            if isinstance(meta, KvshareMetadata):
-                self.to_send.add(meta.sending)
-        recving = self.to_recv.take_done(self.aloads)
-        if self.to_recv.ids:  # this step ends with a load still copying
-            with self.lock:
-                self.counters.async_load_steps += 1
-        return self.to_send.take_done(self.publishes) or None, recving or None
 
     def get_block_ids_with_load_errors(self) -> set[int]:
         with self.lock:
