@@ -353,6 +353,38 @@ int kvs_lookup(kvs_client *c, const kvs_hash *hashes, size_t n,
 	return hashes_rpc(c, KVS_OP_LOOKUP, hashes, n, lease, blocks);
 }
 
+int kvs_query(kvs_client *c, const kvs_hash *hashes, size_t n, unsigned flags)
+{
+	uint32_t wflags = KVS_LOOKUP_QUERY, rlen;
+	uint64_t count;
+	int rc;
+
+	if (!c || (n && !hashes) || (flags & ~KVS_QUERY_REMOTE))
+		return -EINVAL;
+	if (c->dead)
+		return KVS_E_DISCONNECTED;
+	if (!c->has_layout)
+		return KVS_E_NOTATTACHED;
+	if (n > KVS_MAX_HASHES)
+		return KVS_E_TOOMANY;
+	if (n == 0)
+		return 0;
+	if (flags & KVS_QUERY_REMOTE)
+		wflags |= KVS_LOOKUP_REMOTE;
+	rc = kvs__grow(c, 8 + n * KVS_WIRE_HASH_SIZE);
+	if (rc < 0)
+		return rc;
+	rc = kvs_wire_hashes_encode(hashes, (uint32_t)n, wflags, c->buf, c->cap);
+	if (rc < 0)
+		return rc;
+	rc = kvs__call(c, KVS_OP_LOOKUP, (size_t)rc, &rlen, NULL);
+	if (rc < 0)
+		return rc;
+	if (kvs_wire_u64_decode(c->buf, rlen, &count) < 0 || count > n)
+		return kvs__die(c, KVS_E_PROTO);
+	return (int)count;
+}
+
 int kvs_reserve(kvs_client *c, const kvs_hash *hashes, size_t n,
 		kvs_lease *lease, kvs_block *blocks)
 {

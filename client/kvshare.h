@@ -321,6 +321,30 @@ size_t kvs_hash_chain(kvs_hash seed, uint32_t block_tokens,
 int kvs_lookup(kvs_client *c, const kvs_hash *hashes, size_t n,
 	       kvs_lease *lease, kvs_block *blocks);
 
+/* kvs_query flags */
+#define KVS_QUERY_REMOTE 0x1u /* also ask the remote tier (EXISTS, bounded) */
+
+/*
+ * kvs_query - how many leading blocks of a hash chain are cached, without
+ * pinning or moving any: the question a scheduler asks on every step.
+ * @hashes, @n: the chain, from block 0 (n <= KVS_MAX_HASHES).
+ * @flags: 0: the daemon's own tiers only (host, GPU for a client that maps
+ *          it, SSD), answered at once; KVS_QUERY_REMOTE: also how far the
+ *          chain goes on in the remote tier, asked with EXISTS (no bytes
+ *          moved) and bounded by the daemon's --remote-query-timeout (20 ms
+ *          by default, at most --remote-timeout): past it, the answer is
+ *          what is known then (the local count at least), so a stopped
+ *          node delays a query by that bound, never by --remote-timeout.
+ * Returns the count (0..n). A later kvs_lookup() may find fewer (the
+ *          blocks may be evicted, or a fetch fail, meanwhile): the count is
+ *          a hint, and only a lookup's lease holds blocks.
+ * Errors: -EINVAL (a NULL argument, an unknown flag), KVS_E_NOTATTACHED,
+ *          KVS_E_TOOMANY, KVS_E_DISCONNECTED; KVS_E_PROTO from a daemon that
+ *          predates queries (it refuses the LOOKUP flags).
+ * Ownership: caller's array. Thread: the client's.
+ */
+int kvs_query(kvs_client *c, const kvs_hash *hashes, size_t n, unsigned flags);
+
 /*
  * kvs_reserve - get slots to write the blocks of a chain that are missing.
  * @hashes, @n: the chain, from block 0 (always: the daemon links each block
@@ -523,7 +547,8 @@ int kvs_kv_load(kvs_client *c, const kvs_paged_cache *pc, uint32_t layer,
 /*
  * kvs_report - add an engine's counters to the daemon's, where operators see
  * them beside the daemon's own (`kvsctl stats`, section "engines"; /metrics):
- * what a connector did with the blocks the daemon gave it.
+ * what a connector did with the blocks the daemon gave it. From an attached
+ * client they count for its namespace too (namespace.<id>.engines.*).
  * @delta: the counts since this client's last report (each is added).
  * Errors: -EINVAL, KVS_E_DISCONNECTED, KVS_E_PROTO (a daemon older than the
  *         message: it answers KVS_E_OPCODE).

@@ -193,7 +193,9 @@ int kvs_wire_hashes_encode(const kvs_hash *hashes, uint32_t count,
 	return (int)need;
 }
 
-int kvs_wire_hashes_decode(const uint8_t *p, size_t n, kvs_wire_hashes *o)
+/* Hashes whose flags may hold the bits of @allowed only. */
+static int hashes_decode(const uint8_t *p, size_t n, uint32_t allowed,
+			 kvs_wire_hashes *o)
 {
 	if (n < 8)
 		return KVS_E_PROTO;
@@ -201,12 +203,26 @@ int kvs_wire_hashes_decode(const uint8_t *p, size_t n, kvs_wire_hashes *o)
 	o->flags = get32(p + 4);
 	if (o->count > KVS_MAX_HASHES)
 		return KVS_E_TOOMANY;
-	if (o->flags != 0)
+	if (o->flags & ~allowed)
 		return KVS_E_PROTO;
 	if (n != 8 + (size_t)o->count * KVS_WIRE_HASH_SIZE)
 		return KVS_E_PROTO;
 	o->hashes = p + 8;
 	return 0;
+}
+
+int kvs_wire_hashes_decode(const uint8_t *p, size_t n, kvs_wire_hashes *o)
+{
+	return hashes_decode(p, n, 0, o);
+}
+
+int kvs_wire_lookup_decode(const uint8_t *p, size_t n, kvs_wire_hashes *o)
+{
+	int rc = hashes_decode(p, n, KVS_LOOKUP_QUERY | KVS_LOOKUP_REMOTE, o);
+
+	if (rc == 0 && (o->flags & KVS_LOOKUP_REMOTE) && !(o->flags & KVS_LOOKUP_QUERY))
+		return KVS_E_PROTO;
+	return rc;
 }
 
 /* Block entry: offset u64, gen u32, tier u8, status u8, u16 zero. */

@@ -22,9 +22,11 @@ PACKAGES=(
 	liburing-dev  # SSD tier (found now, used in a later stage)
 	liblmdb-dev   # SSD index (found now, used in a later stage)
 	libxxhash-dev # block hashes
+	libssl-dev    # OpenSSL 3: TLS to the remote tier's cluster, the value MAC (HMAC-SHA-256)
 	python3       # tests parse JSON with it
 	python3-venv  # scripts/python_env.sh: the venv of the Python and vLLM tests
 	procps        # ps, pgrep: tests and scripts inspect processes
+	openssl       # tests: the TLS cluster's certificates (tests/redis_cluster.c)
 	redis-server  # runtime only: kvsbench ops/data compare against it (not built against)
 	fio           # benchmark only: kvsbench ssd runs it beside the SSD tier (n/a without it)
 	clang         # tests/fuzz/run.sh: libFuzzer targets

@@ -199,7 +199,7 @@ static kvs_block located(const kvs_rec *r, uint8_t status)
 }
 
 /* The longest present prefix of @hashes for @o: its records in
- * out[i].offset, *promote the ones to read back from a store tier, and
+ * out[i].offset (@out may be NULL: a query), *promote the ones to read back from a store tier, and
  * *more: whether the chain ends at a block this daemon has no record of
  * (or only a ghost), which a shared tier may have. */
 static uint32_t find_hits(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
@@ -234,7 +234,8 @@ static uint32_t find_hits(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 				break;
 			(*promote)++;
 		}
-		out[hits].offset = idx; /* remembered; filled below */
+		if (out)
+			out[hits].offset = idx; /* remembered; filled below */
 	}
 	return hits;
 }
@@ -252,7 +253,7 @@ int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 		     uint32_t n, uint64_t *lease_out, kvs_block *out)
 {
 	uint32_t hits, promote, want = 0, s;
-	int rc, more;
+	int rc, more, clipped = 0;
 
 	*lease_out = 0;
 	if (!o->ns) {
@@ -260,14 +261,21 @@ int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 		return KVS_E_NOTATTACHED;
 	}
 	hits = find_hits(c, o, hashes, n, out, &promote, &more);
-	/* The rest of the chain may be in a tier others write to. */
-	if (more && shared_tier(c))
-		want = n - hits < KVS_FETCH_MAX ? n - hits : KVS_FETCH_MAX;
+	if (cache_over_pin_limit(c, o, hits))
+		return KVS_E_LIMIT;
+	/* The rest of the chain may be in a tier others write to: all of it
+	 * that the owner may pin (the host tier's room is found block by
+	 * block as they arrive). */
+	if (more && shared_tier(c)) {
+		want = n - hits;
+		if (c->max_pinned && o->pins + hits + want > c->max_pinned) {
+			want = (uint32_t)(c->max_pinned - o->pins - hits);
+			clipped = 1;
+		}
+	}
 	c->stats->blocks_lookup_miss += n - hits - want;
 	if (hits == 0 && want == 0)
 		return 0;
-	if (cache_over_pin_limit(c, o, hits + want))
-		return KVS_E_LIMIT;
 	if ((rc = cache_lease_new(c, o, LEASE_READ, &s)) < 0)
 		return rc;
 	if ((rc = cache_lease_room(&c->leases[s], hits + want)) < 0) {
@@ -291,9 +299,26 @@ int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 	o->pins += hits;
 	if (promote || want)
 		return cache_promote(c, o, s, out, hashes + (size_t)hits * 16,
-				     want, lease_out);
+				     want, clipped, lease_out);
 	*lease_out = cache_lookup_finish(c, s, hits, out);
 	return (int)hits;
+}
+
+int kvs_cache_query(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
+		    uint32_t n, int remote)
+{
+	uint32_t hits, promote;
+	int more;
+
+	if (!o->ns) {
+		c->stats->errors_notattached++;
+		return KVS_E_NOTATTACHED;
+	}
+	c->stats->blocks_query_asked += n;
+	hits = find_hits(c, o, hashes, n, NULL, &promote, &more);
+	if (!remote || !more || !shared_tier(c))
+		return (int)hits;
+	return cache_query_remote(c, o, hashes + (size_t)hits * 16, n - hits, hits);
 }
 
 uint64_t cache_lookup_finish(kvs_cache *c, uint32_t s, uint32_t hits,

@@ -87,9 +87,11 @@ struct kvs_owner {
 	void *verify_arg;
 };
 
-/* A lookup asks a shared tier (the remote tier) for at most this many
- * blocks past its hits. */
-#define KVS_FETCH_MAX 64
+/* A lookup asks a shared tier (the remote tier) about the blocks past its
+ * hits in windows of this many: one window's probe in flight at a time,
+ * sent as soon as the window before it was found whole, so that it
+ * overlaps that window's fetches. */
+#define KVS_PROBE_WINDOW 64
 
 /* One lookup's promotion (cache_promote.c): reads from store tiers into
  * host slots, and blocks past the hits fetched from a shared tier. */
@@ -103,6 +105,12 @@ typedef struct promo {
 	uint8_t *kind;    /* per position: in host, read, fetched */
 	kvs_hash *want;   /* the chain past the hits (block hashes), nwant */
 	uint32_t nwant;
+	uint32_t probed;  /* want[0..probed) asked about (windows sent) */
+	uint32_t wfrom;   /* the first block of the window asked last */
+	int stop;         /* the chain was cut: no further window */
+	int clipped;      /* nwant was cut to the owner's pin room */
+	int query;        /* a query (kvs_cache_query): no lease, no records */
+	uint32_t qcount;  /* a query's count so far: local, then windows */
 	kvs_block *out;
 } promo;
 
@@ -263,11 +271,17 @@ void cache_ns_free_all(kvs_cache *c);
 /* cache_promote.c: read lease @s pins a chain some of whose records are
  * in a store tier only (host slots, reads), and/or the lookup goes on past
  * its hits with @want[0..nwant) (block hashes on the wire), which a shared
- * tier is asked for. Returns the hits (the chain cut at the first block
+ * tier is asked for, a window at a time (@clipped: the chain went on past
+ * nwant, beyond the owner's pin room). Returns the hits (the chain cut at the first block
  * that could not be had) with *lease and @out filled, or -EINPROGRESS: the
  * owner's done callback answers later. */
 int cache_promote(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_block *out,
-		  const uint8_t *want, uint32_t nwant, uint64_t *lease);
+		  const uint8_t *want, uint32_t nwant, int clipped,
+		  uint64_t *lease);
+/* cache_promote.c: the rest of a query's chain, @want[0..nwant) past its
+ * @local hits, asked of the shared tier (kvs_cache_query). */
+int cache_query_remote(kvs_cache *c, kvs_owner *o, const uint8_t *want,
+		       uint32_t nwant, uint32_t local);
 void cache_promo_arrays_free(promo *p);
 /* Keep the first @hits records of read lease @s (unpin the rest), fill
  * @out; returns the lease id, 0 (lease freed) when @hits is 0. */

@@ -135,10 +135,24 @@ static int promo_finish(kvs_cache *c, uint32_t s, int answer, kvs_block *out,
 {
 	promo *p = &c->ps[s];
 	kvs_owner *o = p->owner;
-	uint32_t hits = p->cut;
+	uint32_t hits = p->cut, nfetch = 0;
 	int waited = p->waited;
 
 	*lid = 0;
+	if (p->query) {
+		hits = p->qcount;
+		if (o)
+			o->promo = NONE;
+		promo_free(c, s);
+		if (answer && o && o->done)
+			o->done(o->done_arg, (int)hits, 0, NULL);
+		return (int)hits;
+	}
+	/* The wanted blocks never asked for or absent are misses (those with
+	 * a record, below, as the lease ends). */
+	for (uint32_t i = 0; i < p->n; i++)
+		nfetch += p->kind[i] == POS_FETCH;
+	c->stats->blocks_lookup_miss += p->nwant - nfetch;
 	for (uint32_t i = 0; i < p->cut; i++)
 		if (p->res[i] < 0) {
 			hits = i;
@@ -189,6 +203,8 @@ void kvs_tier_read_done(kvs_tier_mod *t, uint64_t cookie, int res)
 		p->res[pos] = res;
 		if (res == 0)
 			fetched(c, idx, p->from[pos]);
+		else
+			p->stop = 1; /* the chain ends here: no further window */
 	} else if (res == 0) {
 		promoted(c, idx, p->from[pos]);
 	} else {
@@ -247,18 +263,34 @@ static void want_blk(const kvs_cache *c, const promo *p, uint32_t j,
 		b->parent = cache_ns_key(p->ns, cache_rec(c, p->idx[p->n - 1])->hash);
 }
 
-/* The tier holds the first @count blocks of job @s's wanted chain (or
- * none, @count < 0): records for them, pinned by the lookup, in host
- * slots, and their fetches. */
+static void probe(kvs_cache *c, uint32_t ps);
+
+/* The tier holds the first @count blocks of the window of job @s's wanted
+ * chain that its last probe asked about (none, @count < 0): records for
+ * them, pinned by the lookup, in host slots, and their fetches; then the
+ * next window's probe, if this one was whole, while they are in flight.
+ * Nothing is fetched past a block the tier lacks or failed to answer for. */
 void kvs_tier_probe_done(kvs_tier_mod *t, uint64_t cookie, int count)
 {
 	kvs_cache *c = t->cache;
 	uint32_t s = (uint32_t)cookie & ~PROBE_BIT;
 	promo *p = &c->ps[s];
 	uint32_t prev = p->n ? p->idx[p->n - 1] : NONE;
+	uint32_t from = p->wfrom, j;
 
-	for (uint32_t j = 0; p->owner && count > 0 && j < (uint32_t)count &&
-			     j < p->nwant; j++) {
+	if (p->query) {
+		/* Counted, nothing fetched: the next window if this one was
+		 * whole, while the asker still waits. */
+		if (count > 0)
+			p->qcount += (uint32_t)count;
+		if (count == (int)(p->probed - from) && p->owner)
+			probe(c, s);
+		one_done(c, s);
+		return;
+	}
+	/* (stop: a fetch of an earlier window failed since this was sent) */
+	for (j = from; p->owner && !p->stop && count > 0 &&
+		       j < from + (uint32_t)count && j < p->probed; j++) {
 		kvs_hash h = cache_ns_key(p->ns, p->want[j]);
 		uint32_t idx = kvs_table_find(c->table, h), pos = p->n;
 		kvs_tier_blk b;
@@ -268,8 +300,12 @@ void kvs_tier_probe_done(kvs_tier_mod *t, uint64_t cookie, int count)
 		if (idx != NONE && (cache_rec(c, idx)->ns != p->ns ||
 				    cache_rec(c, idx)->state != KVS_REC_GHOST))
 			break;
-		if (cache_reserve_one(c, p->owner, p->lease, h, prev, idx, 1, &idx) < 0)
+		/* No room (the host tier's slots all pinned, the lease): the
+		 * chain is cut at the room there is. */
+		if (cache_reserve_one(c, p->owner, p->lease, h, prev, idx, 1, &idx) < 0) {
+			c->stats->blocks_lookup_room_cut++;
 			break;
+		}
 		p = &c->ps[s];
 		p->idx[pos] = idx;
 		p->kind[pos] = POS_FETCH;
@@ -289,31 +325,45 @@ void kvs_tier_probe_done(kvs_tier_mod *t, uint64_t cookie, int count)
 		}
 		prev = idx;
 	}
+	if (j < p->probed || count < 0)
+		p->stop = 1;
+	else if (p->probed == p->nwant)
+		c->stats->blocks_lookup_room_cut += p->clipped;
+	else if (!p->stop)
+		probe(c, s); /* window whole: the next, overlapping its fetches */
 	one_done(c, s);
 }
 
 /* The lookup's chain goes on past its hits: ask the shared tier (the first
- * store tier that probes) whether it has the next blocks. */
+ * store tier that probes) whether it has the next window of blocks. */
 static void probe(kvs_cache *c, uint32_t ps)
 {
 	promo *p = &c->ps[ps];
-	kvs_tier_blk b[KVS_FETCH_MAX];
+	kvs_tier_blk b[KVS_PROBE_WINDOW];
 	kvs_tier_mod *t = NULL;
+	uint32_t from = p->probed, k;
 
 	for (uint32_t i = 0; i < c->nstores && !t; i++)
 		if (c->stores[i]->ops->probe)
 			t = c->stores[i];
-	if (!t || p->nwant == 0)
+	if (!t || from >= p->nwant || !p->owner)
 		return;
-	for (uint32_t j = 0; j < p->nwant; j++)
-		want_blk(c, p, j, &b[j]);
+	k = p->nwant - from < KVS_PROBE_WINDOW ? p->nwant - from : KVS_PROBE_WINDOW;
+	for (uint32_t j = 0; j < k; j++)
+		want_blk(c, p, from + j, &b[j]);
+	p->wfrom = from;
+	p->probed = from + k;
 	p->pending++; /* before: the probe may answer at once */
-	if (t->ops->probe(t, b, p->nwant, (uint64_t)(ps | PROBE_BIT)) != 1)
-		c->ps[ps].pending--;
+	if (t->ops->probe(t, b, k, (uint64_t)(ps | PROBE_BIT)) != 1) {
+		p = &c->ps[ps];
+		p->pending--;
+		p->stop = 1;
+	}
 }
 
 int cache_promote(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_block *out,
-		  const uint8_t *want, uint32_t nwant, uint64_t *lease_out)
+		  const uint8_t *want, uint32_t nwant, int clipped,
+		  uint64_t *lease_out)
 {
 	lease *l = &c->leases[s];
 	uint32_t n = l->n, ps;
@@ -337,6 +387,10 @@ int cache_promote(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_block *out,
 	p->ns = o->ns;
 	p->n = p->cut = n;
 	p->nwant = nwant;
+	p->probed = 0;
+	p->stop = 0;
+	p->clipped = clipped;
+	p->query = 0;
 	p->pending = 1; /* this call's own, so that nothing finishes under it */
 	for (uint32_t i = 0; i < n; i++) {
 		uint8_t t = cache_rec(c, c->ps[ps].idx[i])->tier;
@@ -362,4 +416,56 @@ int cache_promote(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_block *out,
 	/* Nothing to wait for: in RAM already, or the slot or the read could
 	 * not be had. */
 	return promo_finish(c, ps, 0, out, lease_out);
+}
+
+int cache_query_remote(kvs_cache *c, kvs_owner *o, const uint8_t *want,
+		       uint32_t nwant, uint32_t local)
+{
+	uint32_t ps;
+	promo *p;
+	int rc = promo_new(c, 1, &ps);
+
+	if (rc == 0 && !(c->ps[ps].want = malloc(nwant * sizeof(kvs_hash)))) {
+		promo_free(c, ps);
+		rc = -ENOMEM;
+	}
+	if (rc < 0)
+		return rc;
+	p = &c->ps[ps];
+	for (uint32_t j = 0; j < nwant; j++)
+		p->want[j] = kvs_wire_hash_at(want, j);
+	p->owner = o;
+	p->ns = o->ns;
+	p->n = p->cut = 0;
+	p->nwant = nwant;
+	p->probed = 0;
+	p->stop = 0;
+	p->clipped = 0;
+	p->query = 1;
+	p->qcount = local;
+	p->pending = 1; /* this call's own */
+	probe(c, ps);
+	p = &c->ps[ps];
+	if (--p->pending > 0) {
+		p->waited = 1;
+		o->promo = ps;
+		return -EINPROGRESS;
+	}
+	return promo_finish(c, ps, 0, NULL, &(uint64_t){ 0 });
+}
+
+void kvs_cache_query_expire(kvs_cache *c, kvs_owner *o)
+{
+	uint32_t count;
+
+	if (o->promo == NONE || !c->ps[o->promo].query)
+		return;
+	/* The job lives on until its probe answers (at the latest at
+	 * --remote-timeout), unseen. */
+	count = c->ps[o->promo].qcount;
+	c->ps[o->promo].owner = NULL;
+	o->promo = NONE;
+	c->stats->blocks_query_bounded++;
+	if (o->done)
+		o->done(o->done_arg, (int)count, 0, NULL);
 }

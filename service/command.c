@@ -101,12 +101,52 @@ static void reply_blocks(conn *c, const kvs_wire_hdr *h, uint64_t lease,
 	conn_reply(c, h, 0, s->reply, (size_t)rc);
 }
 
+static int reply_count(conn *c, const kvs_wire_hdr *h, int rc);
+
+/* A query's bound passed before the cluster answered (--remote-query-
+ * timeout, at most --remote-timeout): it answers what it knows now. */
+static void on_query_bound(evutil_socket_t fd, short what, void *arg)
+{
+	conn *c = arg;
+
+	(void)fd;
+	(void)what;
+	kvs_cache_query_expire(c->srv->cache, c->owner);
+}
+
+/* A query (KVS_LOOKUP_QUERY): a count, nothing pinned. One that asks the
+ * cluster is deferred, with a timer that bounds it. */
+static int do_query(conn *c, const kvs_wire_hdr *h, const request *rq)
+{
+	kvs_server *s = c->srv;
+	uint32_t ms = s->cfg.remote_query_timeout_ms;
+	struct timeval tv;
+	int rc = kvs_cache_query(s->cache, c->owner, rq->hashes.hashes,
+				 rq->hashes.count,
+				 !!(rq->hashes.flags & KVS_LOOKUP_REMOTE));
+
+	if (rc != -EINPROGRESS)
+		return reply_count(c, h, rc);
+	/* Without a timer (no memory) it is answered at --remote-timeout. */
+	if (!c->qev && !(c->qev = evtimer_new(s->base, on_query_bound, c)))
+		return rc;
+	if (s->cfg.remote_timeout_ms < ms)
+		ms = s->cfg.remote_timeout_ms;
+	tv = (struct timeval){ .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
+	evtimer_add(c->qev, &tv);
+	return rc;
+}
+
 static int do_lookup(conn *c, const kvs_wire_hdr *h, const request *rq)
 {
 	kvs_server *s = c->srv;
 	uint64_t lease;
-	int rc = kvs_cache_lookup(s->cache, c->owner, rq->hashes.hashes,
-				  rq->hashes.count, &lease, s->blocks);
+	int rc;
+
+	if (rq->hashes.flags & KVS_LOOKUP_QUERY)
+		return do_query(c, h, rq);
+	rc = kvs_cache_lookup(s->cache, c->owner, rq->hashes.hashes,
+			      rq->hashes.count, &lease, s->blocks);
 
 	/* -EINPROGRESS: blocks are being read back from SSD, and
 	 * command_lookup_done() answers. */
@@ -126,8 +166,12 @@ void command_lookup_done(void *arg, int rc, uint64_t lease,
 	c->waiting = 0;
 	if (rc < 0)
 		conn_reply_error(c, &c->wait_hdr, rc);
+	else if (!out) /* a query's count */
+		reply_count(c, &c->wait_hdr, rc);
 	else
 		reply_blocks(c, &c->wait_hdr, lease, out, (uint32_t)rc);
+	if (c->qev)
+		evtimer_del(c->qev);
 	conn_process(c);
 }
 
@@ -156,16 +200,10 @@ static int reply_count(conn *c, const kvs_wire_hdr *h, int rc)
 	return 0;
 }
 
-/* An engine's counts, added to the daemon's (saturating: a client cannot
- * wrap an operator's counter). */
+/* An engine's counts, added to the daemon's and its namespace's. */
 static int do_report(conn *c, const kvs_wire_hdr *h, const request *rq)
 {
-	kvs_counters *st = &c->srv->stats;
-
-#define ADD(f) st->engines_##f = rq->report.f > (uint64_t)(INT64_MAX - st->engines_##f) \
-			 ? INT64_MAX : st->engines_##f + (int64_t)rq->report.f;
-	KVS_WIRE_REPORT_FIELDS(ADD)
-#undef ADD
+	server_engines_add(c->srv, c->ns, &rq->report);
 	return reply_count(c, h, 0);
 }
 
@@ -381,6 +419,11 @@ static int decode_hashes(const uint8_t *p, size_t n, request *rq)
 	return kvs_wire_hashes_decode(p, n, &rq->hashes);
 }
 
+static int decode_lookup(const uint8_t *p, size_t n, request *rq)
+{
+	return kvs_wire_lookup_decode(p, n, &rq->hashes);
+}
+
 static int decode_lease(const uint8_t *p, size_t n, request *rq)
 {
 	return kvs_wire_u64_decode(p, n, &rq->lease);
@@ -438,7 +481,7 @@ typedef struct command {
 			  offsetof(kvs_counters, ops_##name), flags }
 static const command commands[KVS_OP__COUNT] = {
 	CMD(HELLO, hello, hello, CMD_SENDS_FD),
-	CMD(LOOKUP, lookup, hashes, CMD_ATTACHED | CMD_DEFERRABLE),
+	CMD(LOOKUP, lookup, lookup, CMD_ATTACHED | CMD_DEFERRABLE),
 	CMD(RESERVE, reserve, hashes, CMD_ATTACHED),
 	CMD(COMMIT, commit, lease, CMD_ATTACHED),
 	CMD(ABORT, abort, lease, CMD_ATTACHED),

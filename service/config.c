@@ -156,6 +156,18 @@ const struct setting config_settings[] = {
 	  .unset = "none",
 	  .help = "AUTH for the remote tier: FILE holds \"user password\"\n"
 		  "(or the password alone) on its first line" },
+	{ .name = "remote-secret-file", .arg = "FILE", .type = T_STR,
+	  STRFIELD(remote_secret_file), .why = "empty or longer than 255 bytes",
+	  .unset = "none (values not authenticated)",
+	  .help = "the remote tier's value MAC key (HMAC-SHA-256): FILE\n"
+		  "holds 16 to 4095 bytes shared by the daemons that\n"
+		  "may publish (e.g. openssl rand -hex 32; chmod 600)" },
+	{ .name = "remote-pin-share", .arg = "PERCENT", .type = T_U32,
+	  FIELD(uint32_t, remote_pin_share), .max = 100, .def = "25",
+	  .why = "must be a percentage from 0 to 100",
+	  .help = "--remote-write through: share of the host tier that\n"
+		  "blocks waiting for their SET may hold pinned; past it\n"
+		  "a block is sent from a copy (default {})" },
 	{ .name = "remote-write", .arg = "WHEN", .type = T_CHOICE,
 	  FIELD(int, remote_write_through), .choices = remote_write_choices,
 	  .def = "demote", .why = "must be demote or through",
@@ -167,6 +179,36 @@ const struct setting config_settings[] = {
 	  .def = "1000", .why = "must be milliseconds from 1 to 3600000",
 	  .help = "a remote request that takes longer is a miss\n"
 		  "(default {})" },
+	{ .name = "remote-tls", .type = T_BOOL,
+	  FIELD(int, remote_tls), .def = "false",
+	  .why = "must be true or false",
+	  .help = "TLS to the remote tier's nodes: each one's certificate\n"
+		  "is verified before anything is sent (docs/remote.md)" },
+	{ .name = "remote-tls-ca", .arg = "FILE", .type = T_STR,
+	  STRFIELD(remote_tls_ca), .why = "empty or longer than 255 bytes",
+	  .unset = "the system's CA store",
+	  .help = "PEM CA certificates that sign the nodes' certificates" },
+	{ .name = "remote-tls-cert", .arg = "FILE", .type = T_STR,
+	  STRFIELD(remote_tls_cert), .why = "empty or longer than 255 bytes",
+	  .unset = "none",
+	  .help = "PEM client certificate for mutual TLS (with\n"
+		  "--remote-tls-key)" },
+	{ .name = "remote-tls-key", .arg = "FILE", .type = T_STR,
+	  STRFIELD(remote_tls_key), .why = "empty or longer than 255 bytes",
+	  .unset = "none",
+	  .help = "PEM private key of --remote-tls-cert" },
+	{ .name = "remote-tls-server-name", .arg = "NAME", .type = T_STR,
+	  STRFIELD(remote_tls_server_name), .why = "empty or longer than 255 bytes",
+	  .unset = "each node's host",
+	  .help = "the name every node's certificate must show (and the\n"
+		  "SNI sent); default: the host of the seed or node, an\n"
+		  "IP address checked against the IP SANs" },
+	{ .name = "remote-query-timeout", .arg = "MS", .type = T_U32,
+	  FIELD(uint32_t, remote_query_timeout_ms), .min = 1, .max = 3600000,
+	  .def = "20", .why = "must be milliseconds from 1 to 3600000",
+	  .help = "a scheduler's query (no fetch) waits at most this\n"
+		  "long for the cluster, then answers what is known\n"
+		  "(default {}; --remote-timeout if smaller)" },
 	{ .name = "gpu", .arg = "auto|off|N", .type = T_GPU,
 	  FIELD(int, gpu), .def = "auto",
 	  .why = "must be auto, off or a device number",
@@ -425,6 +467,22 @@ static int check_rules(const kvs_config *cfg)
 	if (cfg->remote_auth_file[0] && !cfg->remote_seeds[0])
 		return bad("--remote-auth-file", cfg->remote_auth_file,
 			   "needs --remote");
+	if (cfg->remote_secret_file[0] && !cfg->remote_seeds[0])
+		return bad("--remote-secret-file", cfg->remote_secret_file,
+			   "needs --remote");
+	if (cfg->remote_tls && !cfg->remote_seeds[0])
+		return bad("--remote-tls", "true", "needs --remote");
+	if (!cfg->remote_tls && cfg->remote_tls_ca[0])
+		return bad("--remote-tls-ca", cfg->remote_tls_ca, "needs --remote-tls");
+	if (!cfg->remote_tls && (cfg->remote_tls_cert[0] || cfg->remote_tls_key[0]))
+		return bad("--remote-tls-cert", cfg->remote_tls_cert, "needs --remote-tls");
+	if (!cfg->remote_tls && cfg->remote_tls_server_name[0])
+		return bad("--remote-tls-server-name", cfg->remote_tls_server_name,
+			   "needs --remote-tls");
+	if (!cfg->remote_tls_cert[0] != !cfg->remote_tls_key[0])
+		return bad(cfg->remote_tls_cert[0] ? "--remote-tls-cert" : "--remote-tls-key",
+			   cfg->remote_tls_cert[0] ? cfg->remote_tls_cert : cfg->remote_tls_key,
+			   "needs --remote-tls-key and --remote-tls-cert both");
 	if (cfg->tenant_arenas && kvs_config_tenant_bytes(cfg) < cfg->page_bytes)
 		return bad("--tenant-size", "", "a tenant arena is smaller than "
 			   "one page (--host-size / --max-tenants, or --tenant-size)");

@@ -428,6 +428,8 @@ void conn_close(conn *c, const char *why)
 	event_free(c->rev);
 	event_free(c->wev);
 	event_free(c->tev);
+	if (c->qev)
+		event_free(c->qev);
 	evbuffer_free(c->out);
 	close(c->fd);
 	free(c->in);

@@ -101,7 +101,8 @@ kvs_owner *kvs_cache_owner_new(kvs_cache *c);
 /*
  * kvs_cache_done_fn - a lookup that answered -EINPROGRESS (blocks being read
  * back from a store tier) is done: @rc hits (or an error), @lease and @out[0..rc) as
- * kvs_cache_lookup() would have filled them. Called from kvs_cache_tier_poll();
+ * kvs_cache_lookup() would have filled them (a query's: its count, @out
+ * NULL, @lease 0). Called from kvs_cache_tier_poll();
  * @out is valid during the call only. The callback may issue requests.
  */
 typedef void (*kvs_cache_done_fn)(void *arg, int rc, uint64_t lease,
@@ -167,6 +168,29 @@ int kvs_cache_attach(kvs_cache *c, kvs_owner *o, const kvs_ns_desc *d,
  */
 int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 		     uint32_t n, uint64_t *lease, kvs_block *out);
+
+/*
+ * kvs_cache_query - how many leading blocks of @hashes (@n, as on the wire)
+ * a lookup would find in this daemon's tiers (host, the owner's slot tier,
+ * SSD), pinning, promoting and fetching nothing; with @remote, and a
+ * shared tier on, also how far the chain goes on in it, asked in EXISTS
+ * windows of KVS_PROBE_WINDOW without moving bytes.
+ * Returns the count. Errors: KVS_E_NOTATTACHED, -ENOMEM.
+ * -EINPROGRESS: the shared tier was asked; the answer comes through the
+ * owner's kvs_cache_done_fn (@out NULL, @lease 0), from the tier's poll or
+ * from kvs_cache_query_expire(), whichever is first; @o must send no other
+ * request until then.
+ */
+int kvs_cache_query(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
+		    uint32_t n, int remote);
+
+/*
+ * kvs_cache_query_expire - the bound of @o's query in flight has passed:
+ * answer it now (through the done callback) with the local count and the
+ * windows the shared tier answered so far; its requests finish unseen.
+ * No-op when @o has none in flight.
+ */
+void kvs_cache_query_expire(kvs_cache *c, kvs_owner *o);
 
 /*
  * kvs_cache_reserve - slots for the missing blocks of a chain; fills all of

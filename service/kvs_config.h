@@ -55,8 +55,16 @@ typedef struct kvs_config {
 	uint32_t ssd_queue_depth; /* SSD I/Os in the kernel at once */
 	char remote_seeds[1024]; /* remote tier seeds "HOST:PORT,...", "" off */
 	char remote_auth_file[256]; /* AUTH user and password, "" none */
+	char remote_secret_file[256]; /* the values' MAC key, "" none */
+	uint32_t remote_pin_share; /* % of host tier publishes may pin */
 	int remote_write_through; /* 1: publish at commit; 0: at eviction */
 	uint32_t remote_timeout_ms;
+	int remote_tls;          /* TLS to the cluster */
+	char remote_tls_ca[256]; /* CA file, "" the system's store */
+	char remote_tls_cert[256]; /* client certificate (mutual TLS), "" none */
+	char remote_tls_key[256];  /* its key, "" none */
+	char remote_tls_server_name[256]; /* name checked, "" each node's host */
+	uint32_t remote_query_timeout_ms; /* bound of a query's cluster part */
 	int gpu;                /* device ordinal, KVS_GPU_AUTO or KVS_GPU_OFF */
 	uint64_t gpu_bytes;     /* GPU tier size */
 	uint32_t max_pinned_share; /* percent of the host tier operators may pin */

@@ -78,8 +78,13 @@
 	X(engines, published_blocks, COUNTER, "blocks engines stored and committed")\
 	X(engines, publish_us, COUNTER, "microseconds engines spent publishing")\
 	X(engines, skipped_blocks, COUNTER, "blocks engines did not publish (busy, full)")\
+	X(engines, namespaces, GAUGE, "namespaces engines reported from (their counts: namespace.ID.engines.*)")\
+	X(engines, namespaces_omitted, GAUGE, "of those, not rendered per namespace (past the 64 with most hit tokens)")\
 	X(blocks, lookup_hit, COUNTER, "blocks found by lookups")             \
 	X(blocks, lookup_miss, COUNTER, "blocks asked for and not found")     \
+	X(blocks, query_asked, COUNTER, "blocks asked about by queries (lookups that pin and fetch nothing)")\
+	X(blocks, query_bounded, COUNTER, "queries answered at --remote-query-timeout, before the cluster")\
+	X(blocks, lookup_room_cut, COUNTER, "lookups cut where a shared tier held more than their room (pins, host slots)")\
 	X(blocks, reserved, COUNTER, "slots handed out by reserve")           \
 	X(blocks, reserve_exists, COUNTER, "reserve: block already present")  \
 	X(blocks, reserve_busy, COUNTER, "reserve: block being written")      \
@@ -130,18 +135,26 @@
 	X(tier_ssd, restart_ms, GAUGE, "time to load the index at start, ms") \
 	X(tier_remote, enabled, GAUGE, "1 when the remote tier is on")        \
 	X(tier_remote, cluster, GAUGE, "1 a Redis Cluster, 0 one plain node") \
+	X(tier_remote, authenticated, GAUGE, "1 values signed with --remote-secret-file")\
+	X(tier_remote, attached, GAUGE, "1 once the cluster answered, 0 while it does not (lookups local)")\
+	X(tier_remote, maps_refused, COUNTER, "slot maps refused: malformed, or too many nodes")\
+	X(tier_remote, errors_proto, COUNTER, "replies that did not fit their command: connection closed")\
 	X(tier_remote, nodes, GAUGE, "nodes known")                           \
 	X(tier_remote, nodes_down, GAUGE, "nodes failing now (misses for their slots)")\
-	X(tier_remote, probes, COUNTER, "lookups that asked for blocks past their hits")\
+	X(tier_remote, probes, COUNTER, "EXISTS windows (64 keys at most) past lookups' hits")\
 	X(tier_remote, probe_keys, COUNTER, "blocks asked about by those lookups")\
 	X(tier_remote, hits, COUNTER, "blocks fetched and verified")          \
 	X(tier_remote, misses, COUNTER, "blocks asked about and not there")   \
-	X(tier_remote, corrupt, COUNTER, "values failing header or checksum: misses")\
+	X(tier_remote, corrupt, COUNTER, "values whose header is not the block's: misses")\
+	X(tier_remote, forged, COUNTER, "values failing their MAC: misses")    \
+	X(tier_remote, repaired, COUNTER, "values that failed here, replaced by a publish")\
 	X(tier_remote, bytes_in, COUNTER, "payload bytes fetched")            \
-	X(tier_remote, published, COUNTER, "blocks stored (SET NX)")          \
+	X(tier_remote, published, COUNTER, "blocks stored (SET NX, or a repair's SET)")\
 	X(tier_remote, existed, COUNTER, "blocks not sent: already there")    \
 	X(tier_remote, bytes_out, COUNTER, "payload bytes stored")            \
 	X(tier_remote, skipped, COUNTER, "publishes dropped: staging full")   \
+	X(tier_remote, pin_capped, COUNTER, "commits sent from a copy: pin cap reached")\
+	X(tier_remote, pinned_bytes, GAUGE, "host bytes pinned by publishes now")\
 	X(tier_remote, errors_timeout, COUNTER, "requests past --remote-timeout")\
 	X(tier_remote, errors_down, COUNTER, "requests to a node down or lost")\
 	X(tier_remote, errors_clusterdown, COUNTER, "requests refused: CLUSTERDOWN")\

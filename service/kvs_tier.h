@@ -166,9 +166,10 @@ struct kvs_tier_ops {
 		    uint64_t cookie);
 	/* A tier others write to (the remote tier): how many of the chain
 	 * @b[0..n) (blocks this daemon has no record of, idx NONE; the
-	 * blocks past a lookup's hits) it holds, counted from the first:
-	 * answered by kvs_tier_probe_done(@cookie). Returns 1 (in flight) or
-	 * an error (none). Then fetch() reads one into a new record's host
+	 * blocks past a lookup's hits, a window of at most KVS_PROBE_WINDOW
+	 * = 64; one window per lookup in flight) it holds, counted from the
+	 * first: answered by kvs_tier_probe_done(@cookie). Returns 1 (in
+	 * flight) or an error (none). Then fetch() reads one into a new record's host
 	 * slot @dst, as read() does (1 or an error; done with
 	 * kvs_tier_read_done). Optional, both or neither. */
 	int (*probe)(kvs_tier_mod *t, const kvs_tier_blk *b, uint32_t n,

@@ -617,5 +617,6 @@ void kvs_server_destroy(kvs_server *s)
 	free(s->blocks);
 	free(s->reply);
 	free(s->uids);
+	free(s->ns_engines);
 	free(s);
 }

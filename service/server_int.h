@@ -71,6 +71,10 @@ struct kvs_server {
 	/* Scratch for one reply at a time: the loop handles one request at once. */
 	kvs_block *blocks;
 	uint8_t *reply;
+	/* Engines' counts (REPORT) per namespace, [ns id - 1], grown to the
+	 * highest id that reported (server_stats.c). */
+	kvs_engine_report *ns_engines;
+	uint32_t nns_engines;
 };
 
 struct conn {
@@ -98,6 +102,7 @@ struct conn {
 	uint32_t uid;    /* the peer's (SO_PEERCRED), UINT32_MAX unknown */
 	int refuse;      /* 0, or the status that answers its first message */
 	struct event *tev;   /* --client-timeout */
+	struct event *qev;   /* a query's bound (command.c), made on first use */
 	/* Monotonic ms since which the connection has held an incomplete
 	 * message (partial_msgs: messages handled by then), and since which its
 	 * replies have been over OUT_HIGH with none of them read; 0: not. */
@@ -167,6 +172,12 @@ void command_lookup_done(void *arg, int rc, uint64_t lease, const kvs_block *out
  * "name value" lines in a malloc'ed *text. Errors: -ENOMEM.
  * Ownership: the caller frees *text. */
 int server_stats_text(kvs_server *s, char **text, size_t *len);
+/* server_engines_add - an engine's REPORT @r: added to the "engines"
+ * totals and, from a connection attached to namespace @ns (0: none), to
+ * that namespace's counts; saturating at INT64_MAX, so that a client cannot
+ * wrap an operator's counter. Without memory for the namespace's counts only
+ * the totals grow. */
+void server_engines_add(kvs_server *s, uint32_t ns, const kvs_engine_report *r);
 /* server_render_prometheus - kvs_metrics' render callback (@arg: the server). */
 void server_render_prometheus(FILE *f, void *arg);
 

@@ -8,9 +8,16 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
+#include "kvs_cache_admin.h"
 #include "kvs_log.h"
+
+/* Namespaces whose engine counts are rendered one by one: STATS must fit
+ * one reply and a scrape stay small, while a daemon may hold thousands of
+ * namespaces (256 per uid, a salt each). The rest count in the totals. */
+#define ENGINES_NS_SHOWN 64
 
 /* Private resident memory (RssAnon): the daemon's own footprint, apart from
  * the arena that it shares with its clients. */
@@ -69,19 +76,76 @@ static void latency_lines(kvs_server *s, FILE *f)
 	}
 }
 
+/* Bytes of the UTF-8 sequence at @p: 1 to 4, or 0 when it is none (a
+ * stray continuation, a truncated sequence, an overlong or surrogate form,
+ * past U+10FFFF). */
+static size_t utf8_len(const unsigned char *p)
+{
+	unsigned char c = p[0], lo = 0x80, hi = 0xbf;
+	size_t n;
+
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf)
+		n = 2;
+	else if (c >= 0xe0 && c <= 0xef)
+		n = 3;
+	else if (c >= 0xf0 && c <= 0xf4)
+		n = 4;
+	else
+		return 0;
+	if (c == 0xe0)
+		lo = 0xa0;
+	else if (c == 0xed)
+		hi = 0x9f;
+	else if (c == 0xf0)
+		lo = 0x90;
+	else if (c == 0xf4)
+		hi = 0x8f;
+	if (p[1] < lo || p[1] > hi)
+		return 0;
+	for (size_t i = 2; i < n; i++)
+		if (p[i] < 0x80 || p[i] > 0xbf)
+			return 0;
+	return n;
+}
+
+/* A Prometheus label value: backslash, quote and newline escaped, and each
+ * byte that is not UTF-8 written as '?', since the exposition format is
+ * UTF-8 and one such byte in a model name would fail the whole scrape. */
+static void label_escape(const char *in, char *out, size_t cap)
+{
+	const unsigned char *p = (const unsigned char *)in;
+	size_t j = 0;
+
+	while (*p && j + 4 < cap) {
+		size_t n = utf8_len(p);
+
+		if (n == 0) {
+			out[j++] = '?';
+			p++;
+			continue;
+		}
+		if (*p == '\\' || *p == '"' || *p == '\n')
+			out[j++] = '\\';
+		if (*p == '\n') {
+			out[j++] = 'n';
+			p++;
+			continue;
+		}
+		memcpy(out + j, p, n);
+		j += n;
+		p += n;
+	}
+	out[j] = '\0';
+}
+
 static void ns_prometheus(const kvs_ns_info *ns, void *arg)
 {
 	FILE *f = arg;
-	char model[2 * KVS_NAME_MAX + 1];
-	size_t j = 0;
+	char model[2 * KVS_NAME_MAX + 5]; /* every byte escaped, and the NUL */
 
-	/* Label values escape backslash, quote and newline. */
-	for (const char *p = ns->model; *p && j + 2 < sizeof(model); p++) {
-		if (*p == '\\' || *p == '"' || *p == '\n')
-			model[j++] = '\\';
-		model[j++] = *p == '\n' ? 'n' : *p;
-	}
-	model[j] = '\0';
+	label_escape(ns->model, model, sizeof(model));
 	fprintf(f, "kvshare_namespace_blocks{ns=\"%u\",model=\"%s\"} %" PRIu64 "\n",
 		ns->id, model, ns->blocks);
 	fprintf(f, "kvshare_namespace_block_bytes{ns=\"%u\",model=\"%s\"} %" PRIu64 "\n",
@@ -90,11 +154,120 @@ static void ns_prometheus(const kvs_ns_info *ns, void *arg)
 		ns->id, model, ns->clients);
 }
 
+/* ---- engines per namespace ---- */
+
+static int64_t sat_add(int64_t to, uint64_t d)
+{
+	return d > (uint64_t)(INT64_MAX - to) ? INT64_MAX : to + (int64_t)d;
+}
+
+void server_engines_add(kvs_server *s, uint32_t ns, const kvs_engine_report *r)
+{
+	kvs_counters *st = &s->stats;
+	kvs_engine_report *e;
+
+#define ADD(f) st->engines_##f = sat_add(st->engines_##f, r->f);
+	KVS_WIRE_REPORT_FIELDS(ADD)
+#undef ADD
+	if (ns == 0)
+		return;
+	if (ns > s->nns_engines) {
+		e = realloc(s->ns_engines, (size_t)ns * sizeof(*e));
+		if (!e)
+			return;
+		memset(e + s->nns_engines, 0, (size_t)(ns - s->nns_engines) * sizeof(*e));
+		s->ns_engines = e;
+		s->nns_engines = ns;
+	}
+	e = &s->ns_engines[ns - 1];
+#define ADD(f) e->f = (uint64_t)sat_add((int64_t)e->f, r->f); /* <= INT64_MAX */
+	KVS_WIRE_REPORT_FIELDS(ADD)
+#undef ADD
+}
+
+static int engines_reported(const kvs_engine_report *e)
+{
+	static const kvs_engine_report zero;
+
+	return memcmp(e, &zero, sizeof(zero)) != 0;
+}
+
+/* Ranks before @b: more hit tokens, then the lower id. */
+static int engines_before(const kvs_server *s, uint32_t a, uint32_t b)
+{
+	uint64_t ha = s->ns_engines[a - 1].hit_tokens, hb = s->ns_engines[b - 1].hit_tokens;
+
+	return ha != hb ? ha > hb : a < b;
+}
+
+/* The namespaces rendered: those that reported, best first by
+ * engines_before, at most ENGINES_NS_SHOWN, into @ids; returns how many.
+ * Sets the gauges engines.namespaces and engines.namespaces_omitted. */
+static uint32_t engines_shown(kvs_server *s, uint32_t ids[ENGINES_NS_SHOWN])
+{
+	uint32_t n = 0, reported = 0;
+
+	for (uint32_t id = 1; id <= s->nns_engines; id++) {
+		uint32_t j;
+
+		if (!engines_reported(&s->ns_engines[id - 1]))
+			continue;
+		reported++;
+		if (n == ENGINES_NS_SHOWN && !engines_before(s, id, ids[n - 1]))
+			continue;
+		j = n < ENGINES_NS_SHOWN ? n++ : n - 1; /* the last one drops out */
+		for (; j > 0 && engines_before(s, id, ids[j - 1]); j--)
+			ids[j] = ids[j - 1];
+		ids[j] = id;
+	}
+	s->stats.engines_namespaces = reported;
+	s->stats.engines_namespaces_omitted = reported - n;
+	return n;
+}
+
+static void engines_lines(const kvs_server *s, const uint32_t *ids, uint32_t n, FILE *f)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		const kvs_engine_report *e = &s->ns_engines[ids[i] - 1];
+
+#define LINE(x) fprintf(f, "namespace.%u.engines." #x " %" PRIu64 "\n", ids[i], e->x);
+		KVS_WIRE_REPORT_FIELDS(LINE)
+#undef LINE
+	}
+}
+
+/* One family per field, as kvshare_engines_*_total split by namespace:
+ * a sum over this family is the unlabelled total (minus what unattached
+ * connections and the namespaces past ENGINES_NS_SHOWN reported). */
+static void engines_prometheus(const kvs_server *s, const uint32_t *ids, uint32_t n,
+			       FILE *f)
+{
+	char model[ENGINES_NS_SHOWN][2 * KVS_NAME_MAX + 5];
+
+	for (uint32_t i = 0; i < n; i++) {
+		const kvs_ns_info *ns = kvs_cache_ns_at(s->cache, ids[i]);
+
+		label_escape(ns ? ns->model : "", model[i], sizeof(model[i]));
+	}
+#define FAMILY(x)                                                              \
+	fprintf(f, "# HELP kvshare_namespace_engines_" #x "_total "               \
+		   "kvshare_engines_" #x "_total of one namespace's engines\n"     \
+		   "# TYPE kvshare_namespace_engines_" #x "_total counter\n");      \
+	for (uint32_t i = 0; i < n; i++)                                       \
+		fprintf(f, "kvshare_namespace_engines_" #x "_total{ns=\"%u\","    \
+			   "model=\"%s\"} %" PRIu64 "\n", ids[i], model[i],       \
+			s->ns_engines[ids[i] - 1].x);
+	KVS_WIRE_REPORT_FIELDS(FAMILY)
+#undef FAMILY
+}
+
 void server_render_prometheus(FILE *f, void *arg)
 {
 	kvs_server *s = arg;
+	uint32_t ids[ENGINES_NS_SHOWN], n;
 
 	stats_refresh(s);
+	n = engines_shown(s, ids);
 	kvs_stats_print_prometheus(&s->stats, f);
 	fprintf(f, "# HELP kvshare_namespace_blocks committed blocks per namespace\n"
 		   "# TYPE kvshare_namespace_blocks gauge\n"
@@ -103,6 +276,7 @@ void server_render_prometheus(FILE *f, void *arg)
 		   "# HELP kvshare_namespace_clients attached connections\n"
 		   "# TYPE kvshare_namespace_clients gauge\n");
 	kvs_cache_ns_foreach(s->cache, ns_prometheus, f);
+	engines_prometheus(s, ids, n, f);
 	fprintf(f, "# HELP kvshare_request_duration_seconds time to handle a request\n"
 		   "# TYPE kvshare_request_duration_seconds histogram\n");
 	for (uint32_t op = 1; op < KVS_OP__COUNT; op++) {
@@ -116,17 +290,20 @@ void server_render_prometheus(FILE *f, void *arg)
 
 int server_stats_text(kvs_server *s, char **text, size_t *len)
 {
+	uint32_t ids[ENGINES_NS_SHOWN], n;
 	FILE *f;
 
 	*text = NULL;
 	*len = 0;
 	stats_refresh(s);
+	n = engines_shown(s, ids);
 	f = open_memstream(text, len);
 	if (!f)
 		return -ENOMEM;
 	kvs_stats_print(&s->stats, f);
 	latency_lines(s, f);
 	kvs_cache_ns_foreach(s->cache, ns_line, f);
+	engines_lines(s, ids, n, f);
 	if (fclose(f) != 0 || *len > KVS_WIRE_MAX_PAYLOAD) {
 		free(*text);
 		*text = NULL;

@@ -1,74 +1,22 @@
 /* tier_remote.c - the remote tier (see tier_remote.h, docs/remote.md). */
 #define _GNU_SOURCE
 #include "tier_remote.h"
+#include "tier_remote_int.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <xxhash.h>
+#include <unistd.h>
 
 #include "kvs_log.h"
 #include "kvs_nsfile.h"
 #include "kvs_remote.h"
 #include "kvs_remote_value.h"
 #include "kvshare.h" /* kvs_strerror */
-
-/* Blocks being published are copied first (their slot may be evicted and
- * reused before the SET completes); past this many bytes of copies in
- * flight a block is not published (counted as skipped). */
-#define MAX_STAGED_BYTES (256ull << 20)
-#define PROBE_MAX 64 /* the cache asks about at most KVS_FETCH_MAX blocks */
-/* Staging copies are kept for reuse, up to this many bytes: a fresh 1-2 MiB
- * malloc is a new mapping whose page faults cost as much as the copy
- * (kvsbench remote: the commit of 32 MiB took 30 ms, 13 ms with reuse). */
-#define SPARE_MAX 64
-#define SPARE_BYTES (128ull << 20) /* half of MAX_STAGED_BYTES */
-
-enum job_kind { JOB_FREE = 0, JOB_PROBE, JOB_FETCH, JOB_CHECK, JOB_PUBLISH };
-
-typedef struct rjob {
-	uint8_t kind;
-	uint32_t next;        /* free list */
-	uint64_t cookie;      /* the cache's (probe, fetch) */
-	uint32_t n;           /* probe: keys asked */
-	int res[PROBE_MAX];   /* probe: per key */
-	uint8_t keys[PROBE_MAX][KVS_RVAL_KEY_BYTES];
-	uint8_t hdr[KVS_RVAL_HDR_BYTES];
-	kvs_rval_info want;   /* fetch: what must arrive */
-	void *dst;            /* fetch: the payload's slot */
-	void *buf;            /* publish: the payload's copy, or NULL */
-	const void *src;      /* publish: the payload sent (the copy, or the
-			       * slot of a record pinned until the SET ends) */
-	uint32_t idx;         /* fetch, pinned publish: the record */
-	int pinned;
-	uint64_t bytes;
-} rjob;
-
-typedef struct remote_tier {
-	kvs_tier_mod base;    /* first: the cache's handle */
-	kvs_remote *eng;
-	int write_through;
-	uint64_t *ns_fp;      /* by namespace id - 1 */
-	uint32_t nns;
-	rjob **jobs;          /* each its own allocation: the engine holds
-			       * pointers into a job (header, results) */
-	uint32_t njobs, free_job;
-	uint64_t staged;
-	void *spare[SPARE_MAX]; /* staging buffers free for reuse */
-	uint64_t spare_len[SPARE_MAX], spare_bytes;
-	uint32_t nspare;
-	/* By record index: the block came from the cluster (fetched and
-	 * verified), so its eviction publishes nothing: a daemon in demote
-	 * mode would otherwise copy, checksum and EXISTS every block it ever
-	 * fetched (kvsbench remote: promotion 0.63 GB/s, 1.47 without). */
-	uint8_t *fetched;
-	uint32_t nfetched;    /* bytes of the bitmap */
-	int corrupt_logged;   /* one line per episode of corrupt values */
-	kvs_counters own;     /* tier_remote.* counted here, copied in stats */
-} remote_tier;
 
 static remote_tier *remote_of(const kvs_tier_mod *t)
 {
@@ -77,7 +25,7 @@ static remote_tier *remote_of(const kvs_tier_mod *t)
 
 /* ---- jobs ------------------------------------------------------------- */
 
-static int job_new(remote_tier *t, uint8_t kind, uint32_t *out)
+int remote_job_new(remote_tier *t, uint8_t kind, uint32_t *out)
 {
 	if (t->free_job == UINT32_MAX) {
 		uint32_t n = t->njobs ? t->njobs * 2 : 64;
@@ -107,43 +55,18 @@ static int job_new(remote_tier *t, uint8_t kind, uint32_t *out)
 	return 0;
 }
 
-/* A staging buffer of @bytes: a spare one of that size, else a new one. */
-static void *stage_get(remote_tier *t, uint64_t bytes)
-{
-	for (uint32_t i = 0; i < t->nspare; i++)
-		if (t->spare_len[i] == bytes) {
-			void *buf = t->spare[i];
-
-			t->spare_bytes -= bytes;
-			t->nspare--;
-			t->spare[i] = t->spare[t->nspare];
-			t->spare_len[i] = t->spare_len[t->nspare];
-			return buf;
-		}
-	return malloc(bytes);
-}
-
-static void stage_put(remote_tier *t, void *buf, uint64_t bytes)
-{
-	if (t->nspare < SPARE_MAX && t->spare_bytes + bytes <= SPARE_BYTES) {
-		t->spare[t->nspare] = buf;
-		t->spare_len[t->nspare++] = bytes;
-		t->spare_bytes += bytes;
-	} else {
-		free(buf);
-	}
-}
-
-static void job_free(remote_tier *t, uint32_t j)
+void remote_job_free(remote_tier *t, uint32_t j)
 {
 	rjob *b = t->jobs[j];
 
 	if (b->buf) {
-		stage_put(t, b->buf, b->bytes);
+		remote_stage_put(t, b->buf, b->bytes);
 		t->staged -= b->bytes;
 	}
-	if (b->pinned)
+	if (b->pinned) {
 		kvs_tier_pin(&t->base, b->idx, -1);
+		t->pinned_bytes -= b->bytes;
+	}
 	b->pinned = 0;
 	b->buf = NULL;
 	b->kind = JOB_FREE;
@@ -151,8 +74,7 @@ static void job_free(remote_tier *t, uint32_t j)
 	t->free_job = j;
 }
 
-/* A failed request, counted by kind. */
-static void count_error(remote_tier *t, int res)
+void remote_count_error(remote_tier *t, int res)
 {
 	kvs_counters *st = &t->own;
 
@@ -169,7 +91,7 @@ static void count_error(remote_tier *t, int res)
 		st->tier_remote_errors_other++;
 }
 
-static uint64_t fingerprint(const remote_tier *t, uint32_t ns)
+uint64_t remote_fingerprint(const remote_tier *t, uint32_t ns)
 {
 	return ns >= 1 && ns <= t->nns ? t->ns_fp[ns - 1] : 0;
 }
@@ -186,21 +108,21 @@ static int remote_probe(kvs_tier_mod *tt, const kvs_tier_blk *b, uint32_t n,
 	rjob *p;
 	int rc;
 
-	if (n == 0 || n > PROBE_MAX || fingerprint(t, b[0].ns) == 0)
+	if (n == 0 || n > PROBE_MAX || remote_fingerprint(t, b[0].ns) == 0)
 		return -EINVAL;
-	if ((rc = job_new(t, JOB_PROBE, &j)) < 0)
+	if ((rc = remote_job_new(t, JOB_PROBE, &j)) < 0)
 		return rc;
 	p = t->jobs[j];
 	p->cookie = cookie;
 	p->n = n;
 	for (uint32_t i = 0; i < n; i++) {
-		kvs_rval_key(p->keys[i], b[i].hash);
+		kvs_rval_key(p->keys[i], remote_fingerprint(t, b[i].ns), b[i].hash);
 		keys[i] = p->keys[i];
 		klens[i] = KVS_RVAL_KEY_BYTES;
 	}
 	rc = kvs_remote_exists(t->eng, keys, klens, n, p->res, j);
 	if (rc < 0) {
-		job_free(t, j);
+		remote_job_free(t, j);
 		return rc;
 	}
 	t->own.tier_remote_probes++;
@@ -218,12 +140,12 @@ static void probe_done(remote_tier *t, uint32_t j, const kvs_remote_cqe *q)
 	while (q->res >= 0 && k < p->n && p->res[k] == 1)
 		k++;
 	if (q->res < 0)
-		count_error(t, q->res);
+		remote_count_error(t, q->res);
 	else if (k < p->n && p->res[k] < 0)
-		count_error(t, p->res[k]); /* the chain stops at a failed key */
+		remote_count_error(t, p->res[k]); /* the chain stops at a failed key */
 	else
 		t->own.tier_remote_misses += k < p->n; /* where the chain stops */
-	job_free(t, j);
+	remote_job_free(t, j);
 	kvs_tier_probe_done(&t->base, cookie, (int)k);
 }
 
@@ -237,7 +159,7 @@ static int remote_fetch(kvs_tier_mod *tt, const kvs_tier_blk *b, void *dst,
 	rjob *f;
 	int rc;
 
-	if ((rc = job_new(t, JOB_FETCH, &j)) < 0)
+	if ((rc = remote_job_new(t, JOB_FETCH, &j)) < 0)
 		return rc;
 	f = t->jobs[j];
 	f->cookie = cookie;
@@ -245,129 +167,43 @@ static int remote_fetch(kvs_tier_mod *tt, const kvs_tier_blk *b, void *dst,
 	f->idx = b->idx;
 	f->bytes = b->bytes;
 	f->want = (kvs_rval_info){ .block_bytes = b->bytes,
-				   .ns_fp = fingerprint(t, b->ns), .hash = b->hash };
-	kvs_rval_key(key, b->hash);
+				   .ns_fp = remote_fingerprint(t, b->ns), .hash = b->hash };
+	kvs_rval_key(key, f->want.ns_fp, b->hash);
 	iov[0] = (struct iovec){ f->hdr, KVS_RVAL_HDR_BYTES };
 	iov[1] = (struct iovec){ dst, b->bytes };
 	rc = kvs_remote_get(t->eng, key, sizeof(key), iov, 2, j);
 	if (rc < 0) {
-		job_free(t, j);
+		remote_job_free(t, j);
 		return rc;
 	}
 	return 1;
 }
 
-/* The GET of a fetch: served only when its header and checksum say it is
- * the block asked for. */
+/* The GET of a fetch: served only when its header says it is the block
+ * asked for and its MAC is one our secret makes. */
 static void fetch_done(remote_tier *t, uint32_t j, const kvs_remote_cqe *q)
 {
 	rjob *f = t->jobs[j];
 	uint64_t cookie = f->cookie;
+	kvs_rval_info got = { 0 };
 	int res = q->res;
 
-	if (res == 0 && kvs_rval_verify(f->hdr, f->dst, f->bytes, &f->want, NULL) < 0) {
-		res = -EBADMSG;
-		t->own.tier_remote_corrupt++;
-		if (!t->corrupt_logged)
-			kvs_warn("remote tier: a value failed its header or checksum "
-				 "check: not served (tier_remote.corrupt counts them)");
-		t->corrupt_logged = 1;
+	if (res == 0)
+		res = kvs_rval_verify(t->mac, f->hdr, f->dst, f->bytes, &f->want, &got);
+	if (res == -EBADMSG || res == -EKEYREJECTED) {
+		remote_rejected(t, f, res, &got);
 	} else if (res == 0) {
 		if (f->idx / 8 < t->nfetched)
 			t->fetched[f->idx / 8] |= (uint8_t)(1u << (f->idx % 8));
 		t->own.tier_remote_hits++;
 		t->own.tier_remote_bytes_in += f->bytes;
 		t->corrupt_logged = 0;
+		t->forged_logged = 0;
 	} else {
-		count_error(t, res);
+		remote_count_error(t, res);
 	}
-	job_free(t, j);
+	remote_job_free(t, j);
 	kvs_tier_read_done(&t->base, cookie, res);
-}
-
-/* ---- publishing: EXISTS, then SET NX of what is missing --------------- */
-
-/* Publish @b: EXISTS, then SET NX of a header and the payload. At commit
- * (@pin) the payload goes straight from the block's slot, the record
- * pinned until the SET ends (a committed block's bytes do not change, and
- * a pinned one is not evicted); at eviction the slot is about to be
- * reused, so the payload goes from a staging copy. */
-static void publish(remote_tier *t, const kvs_tier_blk *b, int pin)
-{
-	const void *key;
-	size_t klen = KVS_RVAL_KEY_BYTES;
-	kvs_rval_info info = { .block_bytes = b->bytes, .ns_fp = fingerprint(t, b->ns),
-			       .hash = b->hash, .parent = b->parent };
-	const void *slot = kvs_tier_host_ptr(&t->base, b->host_off);
-	uint32_t j;
-	rjob *p;
-
-	if (info.ns_fp == 0)
-		return;
-	if ((!pin && t->staged + b->bytes > MAX_STAGED_BYTES) ||
-	    job_new(t, JOB_CHECK, &j) < 0) {
-		t->own.tier_remote_skipped++;
-		return;
-	}
-	p = t->jobs[j];
-	p->bytes = b->bytes;
-	p->pinned = pin;
-	p->idx = b->idx;
-	if (pin) {
-		kvs_tier_pin(&t->base, b->idx, 1);
-		p->src = slot;
-	} else {
-		p->buf = stage_get(t, b->bytes);
-		if (!p->buf) {
-			job_free(t, j);
-			t->own.tier_remote_skipped++;
-			return;
-		}
-		t->staged += b->bytes;
-		memcpy(p->buf, slot, b->bytes);
-		p->src = p->buf;
-	}
-	info.csum = kvs_rval_csum(p->src, b->bytes);
-	kvs_rval_encode(p->hdr, &info);
-	kvs_rval_key(p->keys[0], b->hash);
-	key = p->keys[0];
-	if (kvs_remote_exists(t->eng, &key, &klen, 1, p->res, j) < 0)
-		job_free(t, j);
-}
-
-/* The EXISTS before a publish: send it only if it is missing. */
-static void check_done(remote_tier *t, uint32_t j, const kvs_remote_cqe *q)
-{
-	rjob *p = t->jobs[j];
-	struct iovec iov[2] = { { p->hdr, KVS_RVAL_HDR_BYTES },
-				{ (void *)p->src, p->bytes } };
-
-	if (q->res < 0) {
-		count_error(t, q->res);
-		job_free(t, j);
-		return;
-	}
-	if (p->res[0] == 1) {
-		t->own.tier_remote_existed++;
-		job_free(t, j);
-		return;
-	}
-	p->kind = JOB_PUBLISH;
-	if (kvs_remote_set_nx(t->eng, p->keys[0], KVS_RVAL_KEY_BYTES, iov, 2, j) < 0)
-		job_free(t, j);
-}
-
-static void publish_done(remote_tier *t, uint32_t j, const kvs_remote_cqe *q)
-{
-	if (q->res == 0) {
-		t->own.tier_remote_published++;
-		t->own.tier_remote_bytes_out += t->jobs[j]->bytes;
-	} else if (q->res == -EEXIST) {
-		t->own.tier_remote_existed++;
-	} else {
-		count_error(t, q->res);
-	}
-	job_free(t, j);
 }
 
 static void on_done(void *arg, const kvs_remote_cqe *q)
@@ -383,25 +219,13 @@ static void on_done(void *arg, const kvs_remote_cqe *q)
 		fetch_done(t, j, q);
 		break;
 	case JOB_CHECK:
-		check_done(t, j, q);
+		remote_check_done(t, j, q);
 		break;
 	case JOB_PUBLISH:
-		publish_done(t, j, q);
+	case JOB_REPAIR:
+		remote_publish_done(t, j, q);
 		break;
 	}
-}
-
-/* One log line per episode: a node down, back, the map changed. */
-static void on_event(void *arg, int ev, const char *host, unsigned port, int err)
-{
-	(void)arg;
-	if (ev == KVS_REMOTE_EV_NODE_DOWN)
-		kvs_warn("remote tier: node %s:%u down: %s (misses for its slots)",
-			 host, port, kvs_strerror(err));
-	else if (ev == KVS_REMOTE_EV_NODE_UP)
-		kvs_info("remote tier: node %s:%u answers again", host, port);
-	else
-		kvs_info("remote tier: slot map changed (told by %s:%u)", host, port);
 }
 
 /* ---- the operations --------------------------------------------------- */
@@ -416,7 +240,7 @@ static int remote_demote(kvs_tier_mod *tt, const kvs_tier_blk *b, int *holds)
 	if (b->idx / 8 < t->nfetched && (t->fetched[b->idx / 8] >> (b->idx % 8) & 1))
 		t->own.tier_remote_existed++; /* it came from there */
 	else if (!t->write_through)
-		publish(t, b, 0);
+		remote_publish(t, b, 0);
 	return KVS_TIER_REFUSED;
 }
 
@@ -425,7 +249,7 @@ static void remote_committed(kvs_tier_mod *tt, const kvs_tier_blk *b)
 	remote_tier *t = remote_of(tt);
 
 	if (t->write_through)
-		publish(t, b, 1);
+		remote_publish(t, b, 1);
 }
 
 /* The namespace's fingerprint: its layout and salt, as the namespaces file
@@ -433,7 +257,6 @@ static void remote_committed(kvs_tier_mod *tt, const kvs_tier_blk *b)
 static void remote_ns_created(kvs_tier_mod *tt, uint32_t id, const kvs_ns_desc *d)
 {
 	remote_tier *t = remote_of(tt);
-	uint8_t buf[KVS_NSFILE_ENTRY_MAX];
 	kvs_nsfile_ns ns = {
 		.model = d->model, .model_len = (uint32_t)strlen(d->model),
 		.adapter = d->adapter, .adapter_len = (uint32_t)strlen(d->adapter),
@@ -441,7 +264,6 @@ static void remote_ns_created(kvs_tier_mod *tt, uint32_t id, const kvs_ns_desc *
 		.kv_heads = d->kv_heads, .head_dim = d->head_dim,
 		.block_tokens = d->block_tokens, .tp_rank = d->tp_rank,
 		.tp_size = d->tp_size, .dtype = d->dtype };
-	int n = kvs_nsfile_encode(&ns, buf, sizeof(buf));
 
 	if (id > t->nns) {
 		uint64_t *nf = realloc(t->ns_fp, (size_t)id * sizeof(*nf));
@@ -453,7 +275,7 @@ static void remote_ns_created(kvs_tier_mod *tt, uint32_t id, const kvs_ns_desc *
 		t->nns = id;
 	}
 	/* 0 means "none": a namespace that cannot be encoded is not shared. */
-	t->ns_fp[id - 1] = n > 0 ? (XXH3_64bits(buf + 4, (size_t)n - 4) | 1) : 0;
+	t->ns_fp[id - 1] = kvs_rval_ns_fp(&ns);
 }
 
 /* The percentile @q (0..1) of the engine's latency histogram, as its
@@ -483,6 +305,9 @@ static void remote_stats(kvs_tier_mod *tt, kvs_counters *st)
 	COPY(hits);
 	COPY(misses);
 	COPY(corrupt);
+	COPY(forged);
+	COPY(repaired);
+	COPY(pin_capped);
 	COPY(bytes_in);
 	COPY(published);
 	COPY(existed);
@@ -495,7 +320,12 @@ static void remote_stats(kvs_tier_mod *tt, kvs_counters *st)
 #undef COPY
 	kvs_remote_get_stats(t->eng, &rs);
 	st->tier_remote_enabled = 1;
+	st->tier_remote_authenticated = kvs_rval_mac_id(t->mac) != 0;
+	st->tier_remote_pinned_bytes = (int64_t)t->pinned_bytes;
 	st->tier_remote_cluster = kvs_remote_is_cluster(t->eng);
+	st->tier_remote_attached = (int64_t)rs.attached;
+	st->tier_remote_maps_refused = rs.maps_refused;
+	st->tier_remote_errors_proto = rs.err_proto;
 	st->tier_remote_nodes = (int64_t)rs.nodes;
 	st->tier_remote_nodes_down = (int64_t)rs.nodes_down;
 	st->tier_remote_inflight_bytes = (int64_t)rs.inflight_bytes;
@@ -528,6 +358,7 @@ static void remote_close(kvs_tier_mod *tt)
 		free(t->spare[i]);
 	free(t->ns_fp);
 	free(t->fetched);
+	kvs_rval_mac_free(t->mac);
 	free(t);
 }
 
@@ -604,86 +435,96 @@ static const kvs_tier_ops remote_ops = {
 
 /* ---- open ------------------------------------------------------------- */
 
-/* The AUTH file: "user password" or "password" on its first line. Warns
- * when others may read it. */
-static int read_auth(const char *path, char *user, char *pass, size_t cap)
+/* The MAC key from the secret file: its bytes, a final newline dropped.
+ * Without a file the values are checked, not authenticated: said at start
+ * (and by the tier_remote.authenticated gauge). */
+static int read_secret(const char *path, kvs_rval_mac **mac)
 {
-	char line[512], *sp;
+	uint8_t buf[4096];
 	struct stat st;
-	FILE *f = fopen(path, "r");
-	int rc = 0;
+	size_t n;
+	int rc, fd;
 
-	if (!f) {
+	if (!path || !path[0]) {
+		kvs_warn("remote tier: no --remote-secret-file: values are checked "
+			 "but not authenticated, so anyone who can write to the "
+			 "cluster can serve KV to this daemon (docs/remote.md, \"Trust\")");
+		return kvs_rval_mac_create(NULL, 0, mac);
+	}
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
 		rc = -errno;
-		kvs_err("--remote-auth-file %s: %s", path, kvs_strerror(rc));
+		kvs_err("--remote-secret-file %s: %s", path, kvs_strerror(rc));
 		return rc;
 	}
-	if (fstat(fileno(f), &st) == 0 && (st.st_mode & 077))
-		kvs_warn("--remote-auth-file %s: readable by others (chmod 600)", path);
-	if (!fgets(line, sizeof(line), f))
-		line[0] = '\0';
-	fclose(f);
-	line[strcspn(line, "\r\n")] = '\0';
-	sp = strchr(line, ' ');
-	user[0] = '\0';
-	if (sp) {
-		*sp++ = '\0';
-		snprintf(user, cap, "%s", line);
-	} else {
-		sp = line;
+	if (fstat(fd, &st) == 0 && (st.st_mode & 077))
+		kvs_warn("--remote-secret-file %s: readable by others (chmod 600)", path);
+	n = 0;
+	while (n < sizeof(buf)) {
+		ssize_t r = read(fd, buf + n, sizeof(buf) - n);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		n += (size_t)r;
 	}
-	if (!*sp || strlen(sp) >= cap || strlen(line) >= cap) {
-		kvs_err("--remote-auth-file %s: want \"user password\" or "
-			"\"password\" on the first line", path);
-		rc = -EINVAL;
-	} else {
-		snprintf(pass, cap, "%s", sp);
-	}
-	explicit_bzero(line, sizeof(line));
+	close(fd);
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+		n--;
+	rc = n >= KVS_RVAL_SECRET_MIN && n < sizeof(buf) ? kvs_rval_mac_create(buf, n, mac)
+							 : -EINVAL;
+	explicit_bzero(buf, sizeof(buf));
+	if (rc == -EINVAL)
+		kvs_err("--remote-secret-file %s: want %d to %zu bytes of secret "
+			"(e.g. openssl rand -hex 32)", path, KVS_RVAL_SECRET_MIN,
+			sizeof(buf) - 1);
+	else if (rc < 0)
+		kvs_err("remote tier: no HMAC-SHA-256 in OpenSSL: %s", kvs_strerror(rc));
 	return rc;
 }
 
 int kvs_tier_remote_open(const kvs_tier_remote_config *cfg, kvs_tier_mod **out)
 {
 	remote_tier *t = calloc(1, sizeof(*t));
-	char user[256] = "", pass[256] = "";
 	int rc;
 
 	if (!t)
 		return -ENOMEM;
 	t->base.ops = &remote_ops;
 	t->write_through = cfg->write_through;
+	t->pin_share = cfg->pin_share;
 	t->free_job = UINT32_MAX;
-	rc = kvs_remote_create(&t->eng);
+	rc = read_secret(cfg->secret_file, &t->mac);
+	if (rc == 0)
+		rc = kvs_remote_create(&t->eng);
 	if (rc == 0)
 		rc = kvs_remote_set_seeds(t->eng, cfg->seeds);
-	if (rc == 0 && cfg->auth_file && cfg->auth_file[0] &&
-	    (rc = read_auth(cfg->auth_file, user, pass, sizeof(user))) == 0)
-		rc = kvs_remote_set_auth(t->eng, user[0] ? user : NULL, pass);
-	explicit_bzero(pass, sizeof(pass));
+	if (rc == 0 && cfg->auth_file && cfg->auth_file[0])
+		rc = kvs_tier_remote_auth(t->eng, cfg->auth_file);
 	if (rc == 0)
 		rc = kvs_remote_set_timeout_ms(t->eng, cfg->timeout_ms);
 	if (rc == 0)
 		rc = kvs_remote_set_connect_timeout_ms(t->eng, cfg->timeout_ms);
+	if (rc == 0 && cfg->tls && (rc = kvs_remote_set_tls(t->eng, cfg->tls)) < 0)
+		kvs_err("remote tier: %s", kvs_remote_last_error(t->eng));
 	if (rc == 0) {
 		kvs_remote_set_callback(t->eng, on_done, t);
-		kvs_remote_set_event_fn(t->eng, on_event, t);
-		rc = kvs_remote_open(t->eng);
-		if (rc == -EACCES)
-			kvs_err("remote tier: %s refused AUTH or its user lacks a "
-				"permission (check --remote-auth-file and the ACL)",
-				cfg->seeds);
-		else if (rc < 0)
-			kvs_err("remote tier: cannot reach %s: %s", cfg->seeds,
-				kvs_strerror(rc));
+		kvs_remote_set_event_fn(t->eng, kvs_tier_remote_event, t->eng);
+		rc = kvs_tier_remote_start(t->eng, cfg->seeds, &t->attaching);
 	}
 	if (rc < 0) {
 		remote_close(&t->base);
 		return rc;
 	}
-	kvs_info("remote tier: %s (%s), publish on %s, timeout %u ms", cfg->seeds,
-		 kvs_remote_is_cluster(t->eng) ? "Redis Cluster" : "one node",
-		 t->write_through ? "commit" : "eviction", cfg->timeout_ms);
+	kvs_info("remote tier: %s (%s%s), publish on %s, timeout %u ms, values %s "
+		 "(key id %016" PRIx64 ")", cfg->seeds,
+		 t->attaching ? "not answering yet"
+		 : kvs_remote_is_cluster(t->eng) ? "Redis Cluster" : "one node",
+		 cfg->tls ? ", TLS" : "", t->write_through ? "commit" : "eviction",
+		 cfg->timeout_ms,
+		 kvs_rval_mac_id(t->mac) ? "authenticated" : "NOT authenticated",
+		 kvs_rval_mac_id(t->mac));
 	*out = &t->base;
 	return 0;
 }

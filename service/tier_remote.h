@@ -5,8 +5,9 @@
  * copy of its own per record: it publishes blocks (on host eviction, or at
  * commit with write-through) and, when a lookup's chain goes on past its
  * hits, says which of the next blocks the cluster holds and fetches them
- * straight into new host slots, verifying each value's header and checksum
- * first (a mismatch is a miss, never data). See docs/remote.md.
+ * straight into new host slots, verifying each value's header and MAC first
+ * (a mismatch is a miss, never data, and the block's next publish here
+ * replaces the value). See docs/remote.md.
  *
  * Its counters are the tier_remote.* stats. Only the daemon's tier table
  * (tiers.c) and tests include this header.
@@ -22,17 +23,26 @@
 typedef struct kvs_tier_remote_config {
 	const char *seeds;      /* "HOST:PORT[,HOST:PORT...]" */
 	const char *auth_file;  /* "user password" or "password", or NULL */
+	const char *secret_file; /* the values' MAC key, or NULL: unauthenticated */
 	int write_through;      /* publish at commit (else at host eviction) */
 	uint32_t timeout_ms;    /* per request; also bounds the connect */
+	uint32_t pin_share;     /* write-through: percent of the host tier
+				 * that publishes may hold pinned */
+	const struct kvs_remote_tls *tls; /* TLS settings, or NULL: plain */
 } kvs_tier_remote_config;
 
 /*
- * kvs_tier_remote_open - read the AUTH file, connect to the seeds and take
- * the slot map (blocking, at most the timeout per seed), ready for
- * kvs_cache_tier_add().
- * Errors: -EINVAL (seeds, AUTH file format), -EACCES (AUTH refused),
- * -errno from the AUTH file or the connect (-ECONNREFUSED, -ETIMEDOUT),
- * -EPROTO, -ENOMEM. Logs why, never the password.
+ * kvs_tier_remote_open - read the AUTH and secret files, connect to the
+ * seeds and take the slot map (blocking, at most the timeout per seed),
+ * ready for kvs_cache_tier_add(). When no seed answers, the tier is made
+ * anyway and attaches in the background (kvs_remote_attach: never blocking
+ * the loop; logged, tier_remote.attached 0 until then).
+ * Errors: -EINVAL (seeds, AUTH file format, a secret under 16 bytes, a TLS
+ * file that does not load), -EACCES (AUTH refused, or a client certificate
+ * wanted), -EKEYREJECTED (a seed's certificate did not verify), -EPROTO (a
+ * seed that does not speak Redis, or a TLS port in plain text), -EIO (no
+ * HMAC-SHA-256 in OpenSSL), -errno from either file, -ENOMEM. Logs why,
+ * never the password or the secret.
  * Ownership: *out is the caller's until kvs_cache_tier_add() takes it
  * (or its ops->close()).
  */

@@ -4,6 +4,7 @@
 #include <inttypes.h>
 
 #include "kvs_log.h"
+#include "kvs_remote.h" /* struct kvs_remote_tls */
 #include "kvshare.h" /* kvs_strerror */
 #include "tier_gpu.h"
 #include "tier_remote.h"
@@ -33,10 +34,19 @@ static int gpu_optional(const kvs_config *cfg)
 /* The remote tier under --remote. */
 static int open_remote(const kvs_config *cfg, kvs_tier_mod **out)
 {
+	struct kvs_remote_tls tls = {
+		.ca_file = cfg->remote_tls_ca[0] ? cfg->remote_tls_ca : NULL,
+		.cert_file = cfg->remote_tls_cert[0] ? cfg->remote_tls_cert : NULL,
+		.key_file = cfg->remote_tls_key[0] ? cfg->remote_tls_key : NULL,
+		.server_name = cfg->remote_tls_server_name[0]
+				       ? cfg->remote_tls_server_name : NULL };
 	kvs_tier_remote_config rc = {
 		.seeds = cfg->remote_seeds, .auth_file = cfg->remote_auth_file,
+		.secret_file = cfg->remote_secret_file,
 		.write_through = cfg->remote_write_through,
-		.timeout_ms = cfg->remote_timeout_ms };
+		.timeout_ms = cfg->remote_timeout_ms,
+		.pin_share = cfg->remote_pin_share,
+		.tls = cfg->remote_tls ? &tls : NULL };
 
 	if (!cfg->remote_seeds[0])
 		return 0;

@@ -1,28 +1,38 @@
 /*
- * kvs_remote_value.h - the format of a block in the remote tier: its key
- * and the header that precedes its payload in the value. Pure functions.
+ * kvs_remote_value.h - the format of a block in the remote tier: its key,
+ * the header that precedes its payload in the value, and the keyed MAC that
+ * authenticates both. Pure functions (the MAC is OpenSSL's HMAC-SHA-256).
  *
- * Key: KVS_RVAL_KEY_PREFIX ("kvs1:") followed by the 16 raw bytes of the
- * block hash (lo then hi, little-endian): 21 bytes, no hash tag, so the
- * blocks of one chain spread over the cluster's slots.
+ * Key: KVS_RVAL_KEY_PREFIX ("kvs2:"), the namespace fingerprint (u64 LE),
+ * then the 16 raw bytes of the block hash (lo then hi, LE): 29 bytes, no
+ * hash tag, so the blocks of one chain spread over the cluster's slots.
+ * The fingerprint is in the key so that a client of one namespace cannot
+ * take another's key first (it could, with "kvs1:" + hash alone: the
+ * victim's EXISTS said present, its verify said corrupt, forever). Keys of
+ * the old format ("kvs1:", 21 bytes) are never read or written: they age
+ * out of the cluster by its maxmemory policy.
  *
  * Value: a KVS_RVAL_HDR_BYTES header, then the payload (block_bytes).
  * Header, little-endian:
- *   0  u32 magic "KVR1" (KVS_RVAL_MAGIC)
+ *   0  u32 magic "KVR2" (KVS_RVAL_MAGIC)
  *   4  u16 version (KVS_RVAL_VERSION)
  *   6  u16 header bytes (KVS_RVAL_HDR_BYTES)
  *   8  u64 block bytes (payload length)
- *  16  u64 namespace fingerprint (the layout and salt, as the caller
- *          defines it)
+ *  16  u64 namespace fingerprint (kvs_rval_ns_fp)
  *  24  16B block hash (the key's hash again: a value stored under another
  *          key is caught)
  *  40  16B parent hash (the previous block of the chain; zero for the first)
- *  56  u64 XXH3-64 of the payload
+ *  56  u64 key id of the MAC key (kvs_rval_mac_id: which secret signed it)
+ *  64  32B HMAC-SHA-256 under the MAC key of header bytes 0..63 and the
+ *          payload
  * The header is sent and received as its own iovec, so the payload goes
  * straight from and into the caller's block memory.
  *
- * Errors: -EBADMSG (a header or payload that does not verify), -EINVAL.
- * Thread: reentrant.
+ * Errors: -EBADMSG (a header that does not decode or does not name the
+ * block asked for), -EKEYREJECTED (its MAC does not verify: written without
+ * the secret, with another secret, or changed since), -EINVAL, -ENOMEM.
+ * Thread: reentrant; a kvs_rval_mac may be used by several threads at once
+ * (it is read-only after kvs_rval_mac_create).
  */
 #ifndef KVS_REMOTE_VALUE_H
 #define KVS_REMOTE_VALUE_H
@@ -30,13 +40,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kvs_types.h" /* kvs_hash */
+#include "kvs_nsfile.h" /* kvs_nsfile_ns */
+#include "kvs_types.h"  /* kvs_hash */
 
-#define KVS_RVAL_KEY_PREFIX "kvs1:"
-#define KVS_RVAL_KEY_BYTES (sizeof(KVS_RVAL_KEY_PREFIX) - 1 + 16)
-#define KVS_RVAL_HDR_BYTES 64
-#define KVS_RVAL_MAGIC 0x3152564bu /* "KVR1" little-endian */
-#define KVS_RVAL_VERSION 1
+#define KVS_RVAL_KEY_PREFIX "kvs2:"
+#define KVS_RVAL_KEY_BYTES (sizeof(KVS_RVAL_KEY_PREFIX) - 1 + 8 + 16)
+#define KVS_RVAL_HDR_BYTES 96
+#define KVS_RVAL_SIGNED_BYTES 64 /* header bytes under the MAC: all but it */
+#define KVS_RVAL_MAC_BYTES 32
+#define KVS_RVAL_MAGIC 0x3252564bu /* "KVR2" little-endian */
+#define KVS_RVAL_VERSION 2
+/* Shortest secret kvs_rval_mac_create takes (besides none). */
+#define KVS_RVAL_SECRET_MIN 16
 
 /* What a header says. */
 typedef struct kvs_rval_info {
@@ -44,34 +59,71 @@ typedef struct kvs_rval_info {
 	uint64_t ns_fp;
 	kvs_hash hash;
 	kvs_hash parent;
-	uint64_t csum; /* XXH3-64 of the payload */
+	uint64_t key_id;               /* set by kvs_rval_seal */
+	uint8_t mac[KVS_RVAL_MAC_BYTES]; /* set by kvs_rval_seal */
 } kvs_rval_info;
 
-/* kvs_rval_key - the key of block @hash into @key[KVS_RVAL_KEY_BYTES]. */
-void kvs_rval_key(uint8_t key[KVS_RVAL_KEY_BYTES], kvs_hash hash);
+/* A MAC key: opaque. */
+typedef struct kvs_rval_mac kvs_rval_mac;
 
-/* kvs_rval_csum - XXH3-64 of a payload. */
-uint64_t kvs_rval_csum(const void *payload, size_t len);
+/*
+ * kvs_rval_mac_create - the MAC key of secret @secret[@len] (copied), or,
+ * for @len 0, the unauthenticated key: the empty HMAC key, key id 0, whose
+ * MAC anyone can compute (it catches corruption, not a writer).
+ * Errors: -EINVAL (@len from 1 to KVS_RVAL_SECRET_MIN - 1), -ENOMEM, -EIO
+ * (OpenSSL has no HMAC-SHA-256).
+ * Ownership: *out until kvs_rval_mac_free().
+ */
+int kvs_rval_mac_create(const void *secret, size_t len, kvs_rval_mac **out);
 
-/* kvs_rval_encode - header of @info into @hdr (info->csum as given: compute
- * it with kvs_rval_csum, or take the one computed at commit). */
+/* kvs_rval_mac_id - the key id of @m: 0 for the unauthenticated key, else
+ * 8 bytes of the HMAC of a constant under the key (tells secrets apart in a
+ * log line without saying anything about them). */
+uint64_t kvs_rval_mac_id(const kvs_rval_mac *m);
+
+/* kvs_rval_mac_free - NULL is a no-op. The secret is wiped. */
+void kvs_rval_mac_free(kvs_rval_mac *m);
+
+/* kvs_rval_ns_fp - the fingerprint of namespace @ns: XXH3-64 of its
+ * namespaces-file entry (layout and salt, the same bytes on every machine),
+ * never 0 (0 means "none"); 0 when it cannot be encoded. */
+uint64_t kvs_rval_ns_fp(const kvs_nsfile_ns *ns);
+
+/* kvs_rval_key - the key of block @hash of namespace @ns_fp into
+ * @key[KVS_RVAL_KEY_BYTES]. */
+void kvs_rval_key(uint8_t key[KVS_RVAL_KEY_BYTES], uint64_t ns_fp, kvs_hash hash);
+
+/* kvs_rval_encode - header of @info into @hdr, every field as given. */
 void kvs_rval_encode(uint8_t hdr[KVS_RVAL_HDR_BYTES], const kvs_rval_info *info);
 
 /*
- * kvs_rval_decode - the fields of header @hdr into @info.
+ * kvs_rval_decode - the fields of header @hdr into @info (nothing verified
+ * but the format).
  * Errors: -EBADMSG (magic, version or header size not ours).
  */
 int kvs_rval_decode(const uint8_t hdr[KVS_RVAL_HDR_BYTES], kvs_rval_info *info);
 
 /*
- * kvs_rval_verify - whether header @hdr and payload @payload[@len] are the
- * block @want names: the header decodes, its block bytes equal @len and
- * want->block_bytes, its namespace fingerprint and hash equal @want's, and
- * the payload's XXH3-64 equals the header's. want->parent and want->csum
- * are not compared. On success *@got (may be NULL) holds the header.
- * Errors: -EBADMSG.
+ * kvs_rval_seal - the header of @info (block_bytes, ns_fp, hash, parent;
+ * its key_id and mac are ignored) signed under @m with payload
+ * @payload[info->block_bytes], into @hdr.
+ * Errors: -ENOMEM, -EIO (OpenSSL failed).
  */
-int kvs_rval_verify(const uint8_t hdr[KVS_RVAL_HDR_BYTES], const void *payload,
-		    size_t len, const kvs_rval_info *want, kvs_rval_info *got);
+int kvs_rval_seal(const kvs_rval_mac *m, const kvs_rval_info *info,
+		  const void *payload, uint8_t hdr[KVS_RVAL_HDR_BYTES]);
+
+/*
+ * kvs_rval_verify - whether header @hdr and payload @payload[@len] are the
+ * block @want names, signed under @m: the header decodes, its block bytes
+ * equal @len and want->block_bytes, its namespace fingerprint and hash
+ * equal @want's (else -EBADMSG); its key id is @m's and its MAC is the one
+ * @m computes (else -EKEYREJECTED; a wrong key id is rejected without
+ * reading the payload). want->parent, key_id and mac are not compared.
+ * *@got (may be NULL) holds the header when it decodes, also on failure.
+ * Errors: -EBADMSG, -EKEYREJECTED, -ENOMEM, -EIO.
+ */
+int kvs_rval_verify(const kvs_rval_mac *m, const uint8_t hdr[KVS_RVAL_HDR_BYTES],
+		    const void *payload, size_t len, const kvs_rval_info *want,
+		    kvs_rval_info *got);
 
 #endif /* KVS_REMOTE_VALUE_H */

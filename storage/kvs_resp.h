@@ -20,7 +20,17 @@
  * Limits (a reply past one is a protocol error, -EPROTO): a header or
  * simple-string line of KVS_RESP_LINE_MAX bytes, a bulk string of 512 MiB
  * (Redis's own limit), nesting KVS_RESP_DEPTH_MAX deep, KVS_RESP_ELEMS_MAX
- * values in one reply.
+ * values in one reply. Tighter limits per reply (kvs_resp_limit) follow
+ * the command the reply answers: a caller that sent GET says "no arrays,
+ * at most the value's bytes", so that a hostile or broken peer cannot make
+ * the parser hold more than the command needs. An array header is refused
+ * at once when its elements could not fit the bytes left (each takes 3 at
+ * least), so a header alone never reserves more than its budget allows.
+ *
+ * Memory: the parser keeps what it grew to for the next reply, up to
+ * KVS_RESP_KEEP_VALS values and KVS_RESP_KEEP_ARENA bytes of kept strings;
+ * past that it frees them when the next reply starts (one large CLUSTER
+ * SLOTS reply does not stay resident on every connection).
  *
  * Errors: 0 or a count on success, -errno otherwise: -EPROTO (malformed
  * input; the parser must be reset before more input), -ENOSPC (encoder
@@ -39,6 +49,8 @@
 #define KVS_RESP_ELEMS_MAX (1u << 20)
 #define KVS_RESP_BULK_MAX (512ll << 20)
 #define KVS_RESP_IOV_MAX 8 /* destination buffers of one expected bulk */
+#define KVS_RESP_KEEP_VALS 256        /* values kept across replies */
+#define KVS_RESP_KEEP_ARENA (16u << 10) /* kept-string bytes across replies */
 
 typedef enum kvs_resp_type {
 	KVS_RESP_STATUS = 1, /* +OK */
@@ -88,6 +100,29 @@ void kvs_resp_reset(kvs_resp_parser *p);
  * reply completes or the parser is reset; the array is not copied.
  */
 int kvs_resp_expect(kvs_resp_parser *p, const struct iovec *iov, int iovcnt);
+
+/*
+ * kvs_resp_limits - what one reply may take: @bytes on the wire (header
+ * lines, payloads and CRLFs; 0: no budget but the fixed limits), @elems
+ * values (a reply that is one value counts 1; an array counts itself and
+ * every element; 0: KVS_RESP_ELEMS_MAX), @depth levels of arrays (0: an
+ * array reply is a protocol error; at most KVS_RESP_DEPTH_MAX).
+ */
+typedef struct kvs_resp_limits {
+	uint64_t bytes;
+	uint32_t elems;
+	uint32_t depth;
+} kvs_resp_limits;
+
+/*
+ * kvs_resp_limit - the limits of the next replies (kept until changed;
+ * @l NULL: the fixed limits only). Call between replies only.
+ * Errors: -EBUSY (a reply is partly parsed), -EINVAL (depth too large).
+ */
+int kvs_resp_limit(kvs_resp_parser *p, const kvs_resp_limits *l);
+
+/* kvs_resp_parser_mem - bytes the parser holds now (for tests and stats). */
+size_t kvs_resp_parser_mem(const kvs_resp_parser *p);
 
 /*
  * kvs_resp_parse - consume bytes of @buf[@len]. *@used is set to the bytes

@@ -40,8 +40,27 @@ void kvs_rmt_take_off(kvs_remote *r, struct req *q)
 	} else if (q->where == W_CONN) {
 		rl_del(&q->conn->q, q);
 		q->conn = NULL;
+	} else if (q->where == W_UNTRUSTED) {
+		rl_del(&r->untrusted, q);
 	}
 	q->where = W_NONE;
+}
+
+/* A map refresh finished: requests redirected to a node that was not in
+ * the map go where the map says now (the node, when the map names it). */
+static void untrusted_retry(kvs_remote *r)
+{
+	struct rlist l = r->untrusted;
+	struct req *q;
+
+	r->untrusted = (struct rlist){ 0 };
+	for (q = l.head; q; q = q->next)
+		q->where = W_NONE;
+	while ((q = l.head) != NULL) {
+		l.head = q->next;
+		q->prev = q->next = NULL;
+		kvs_rmt_dispatch(r, q);
+	}
 }
 
 static void count(kvs_remote *r, const struct req *q, int res)
@@ -104,9 +123,15 @@ static void deliver(kvs_remote *r, struct req *q, uint64_t now)
 	int b = 0;
 
 	if (q->op >= OP_AUTH) {
-		if (q->op == OP_SLOTS)
-			r->refreshing = 0;
+		int slots = q->op == OP_SLOTS;
+
 		free(q);
+		if (slots) {
+			r->refreshing = 0;
+			/* the map is as fresh as it gets: redirected requests
+			 * that waited for it go where it says */
+			untrusted_retry(r);
+		}
 		return;
 	}
 	count(r, q, q->res);
@@ -162,14 +187,26 @@ static void refresh_start(kvs_remote *r, uint64_t now)
 	if (!r->refresh_wanted || r->refreshing || now < r->refresh_after ||
 	    r->nnodes == 0)
 		return;
-	/* Ask the nodes in turn, skipping those known down. */
-	for (int i = 0; i < r->nnodes; i++) {
-		int idx = (r->refresh_rr + i) % r->nnodes;
+	/* Ask the nodes in turn, skipping those known down (and free slots);
+	 * the next one in turn when all are down; none the AUTH rule bars. */
+	{
+		int pick = -1, first = -1;
 
-		if (r->nodes[idx]->down_until <= now) {
-			r->refresh_rr = idx;
-			break;
+		for (int i = 0; i < r->nnodes && pick < 0; i++) {
+			int idx = (r->refresh_rr + i) % r->nnodes;
+			const struct node *n = r->nodes[idx];
+
+			/* With AUTH, never a node the map does not name. */
+			if (!n || (r->auth_cmd && !node_trusted(n)))
+				continue;
+			if (first < 0)
+				first = idx;
+			if (n->down_until <= now)
+				pick = idx;
 		}
+		if (first < 0)
+			return;
+		r->refresh_rr = pick >= 0 ? pick : first;
 	}
 	q = calloc(1, sizeof(*q));
 	if (!q)
@@ -185,6 +222,30 @@ static void refresh_start(kvs_remote *r, uint64_t now)
 	r->refreshing = 1;
 	r->refresh_after = now + REFRESH_GAP_US;
 	kvs_rmt_dispatch(r, q);
+}
+
+/* Attaching (kvs_remote_attach): done once a map came (any slot has an
+ * owner: a map or a plain node); else, with no refresh under way, the
+ * seeds are asked again after a backoff. */
+static void attach_step(kvs_remote *r, uint64_t now)
+{
+	int s = 0;
+
+	while (s < KVS_SLOTS && r->map[s] < 0)
+		s++;
+	if (s < KVS_SLOTS) {
+		r->attaching = 0;
+		r->st.attached = 1;
+		kvs_rmt_event(r, KVS_REMOTE_EV_ATTACHED, r->nodes[r->map[s]], 0);
+		return;
+	}
+	if (r->refreshing || r->refresh_wanted)
+		return;
+	r->refresh_wanted = 1;
+	r->refresh_after = now + r->attach_ms * 1000ull;
+	r->attach_ms = r->attach_ms ? r->attach_ms * 2 : BACKOFF_MIN_MS;
+	if (r->attach_ms > BACKOFF_MAX_MS)
+		r->attach_ms = BACKOFF_MAX_MS;
 }
 
 static void expire(kvs_remote *r, uint64_t now)
@@ -228,6 +289,10 @@ int kvs_remote_poll(kvs_remote *r)
 		return 0;
 	n = epoll_wait(r->epfd, evs, 64, 0);
 	for (int i = 0; i < n; i++) {
+		if (evs[i].data.ptr == &kvs_rmt_resolver_tag) {
+			kvs_rmt_resolve_drain(r);
+			continue;
+		}
 		if (evs[i].data.ptr == NULL) {
 			uint64_t x;
 
@@ -239,8 +304,11 @@ int kvs_remote_poll(kvs_remote *r)
 		}
 		kvs_rmt_conn_event(r, evs[i].data.ptr, evs[i].events);
 	}
+	kvs_rmt_conn_more(r);
 	now = now_us();
 	expire(r, now);
+	if (r->attaching)
+		attach_step(r, now);
 	refresh_start(r, now);
 	drain_wait(r);
 	while ((q = r->done.head) != NULL) {
@@ -309,8 +377,8 @@ static struct req *req_new(kvs_remote *r, int op, const void *key, size_t klen,
 	return q;
 }
 
-static int submit_kv(kvs_remote *r, int op, const void *key, size_t klen,
-		     const struct iovec *iov, int iovcnt, uint64_t cookie)
+static int submit_kv(kvs_remote *r, int op, int overwrite, const void *key,
+		     size_t klen, const struct iovec *iov, int iovcnt, uint64_t cookie)
 {
 	struct req *q;
 
@@ -320,6 +388,7 @@ static int submit_kv(kvs_remote *r, int op, const void *key, size_t klen,
 	q = req_new(r, op, key, klen, cookie, now_us());
 	if (!q)
 		return -ENOMEM;
+	q->overwrite = overwrite;
 	memcpy(q->iov, iov, (size_t)iovcnt * sizeof(*iov));
 	q->iovcnt = iovcnt;
 	for (int i = 0; i < iovcnt; i++)
@@ -335,13 +404,19 @@ static int submit_kv(kvs_remote *r, int op, const void *key, size_t klen,
 int kvs_remote_get(kvs_remote *r, const void *key, size_t klen,
 		   const struct iovec *iov, int iovcnt, uint64_t cookie)
 {
-	return submit_kv(r, KVS_REMOTE_GET, key, klen, iov, iovcnt, cookie);
+	return submit_kv(r, KVS_REMOTE_GET, 0, key, klen, iov, iovcnt, cookie);
 }
 
 int kvs_remote_set_nx(kvs_remote *r, const void *key, size_t klen,
 		      const struct iovec *iov, int iovcnt, uint64_t cookie)
 {
-	return submit_kv(r, KVS_REMOTE_SET, key, klen, iov, iovcnt, cookie);
+	return submit_kv(r, KVS_REMOTE_SET, 0, key, klen, iov, iovcnt, cookie);
+}
+
+int kvs_remote_set(kvs_remote *r, const void *key, size_t klen,
+		   const struct iovec *iov, int iovcnt, uint64_t cookie)
+{
+	return submit_kv(r, KVS_REMOTE_SET, 1, key, klen, iov, iovcnt, cookie);
 }
 
 int kvs_remote_exists(kvs_remote *r, const void *const *keys,
@@ -395,5 +470,11 @@ int kvs_remote_exists(kvs_remote *r, const void *const *keys,
 void kvs_remote_get_stats(const kvs_remote *r, kvs_remote_stats *out)
 {
 	*out = r->st;
+	out->reply_bytes = 0;
+	for (int i = 0; i < r->nnodes; i++)
+		for (int j = 0; r->nodes[i] && j < r->nodes[i]->nconns; j++)
+			out->reply_bytes +=
+				RBUF_BYTES +
+				kvs_resp_parser_mem(r->nodes[i]->conns[j]->parser);
 }
 

@@ -1,7 +1,8 @@
 /* remote_conn.c - the remote engine's connections and wire: dispatch,
  * writev of requests, replies read into caller buffers, redirections and
- * failures (see kvs_remote.h, remote_int.h; nodes and the slot map are in
- * remote_nodes.c). */
+ * failures (see kvs_remote.h, remote_int.h; what a reply means for its
+ * request is in remote_reply.c, nodes and the slot map in remote_nodes.c,
+ * the TLS side of a connection in remote_tls.c). */
 #include "remote_int.h"
 
 #include <arpa/inet.h>
@@ -16,24 +17,26 @@
 
 /* ---- connections -------------------------------------------------------- */
 
-static void conn_flush(kvs_remote *r, struct conn *c);
-
 void kvs_rmt_refresh_want(kvs_remote *r)
 {
-	if (!r->cluster)
+	if (!r->cluster && !r->attaching)
 		return;
 	r->refresh_wanted = 1;
 	kvs_rmt_arm_timer(r, r->refresh_after > now_us() ? r->refresh_after : 1);
 }
 
-static void node_down(kvs_remote *r, struct node *n, int err, uint64_t now)
+void kvs_rmt_node_down(kvs_remote *r, struct node *n, int err, uint64_t now)
 {
 	if (!n->is_down) {
 		n->is_down = 1;
 		r->st.nodes_down++;
-		if (r->ev_fn)
-			r->ev_fn(r->ev_arg, KVS_REMOTE_EV_NODE_DOWN, n->host, n->port, err);
+		kvs_rmt_event(r, KVS_REMOTE_EV_NODE_DOWN, n, err);
 	}
+	/* A name may point elsewhere now (a replaced machine, a moved pod):
+	 * asked again, off the loop; the connect after the backoff uses the
+	 * answer. */
+	if (n->named && n->resolved == 1)
+		kvs_rmt_resolve_want(r, n, now);
 	n->backoff_ms = n->backoff_ms ? n->backoff_ms * 2 : BACKOFF_MIN_MS;
 	if (n->backoff_ms > BACKOFF_MAX_MS)
 		n->backoff_ms = BACKOFF_MAX_MS;
@@ -43,19 +46,18 @@ static void node_down(kvs_remote *r, struct node *n, int err, uint64_t now)
 
 /* A reply came: the node answers (a connect alone proves little: the
  * kernel completes it for a stopped process too). */
-static void node_up(kvs_remote *r, struct node *n)
+void kvs_rmt_node_up(kvs_remote *r, struct node *n)
 {
 	n->backoff_ms = 0;
 	n->down_until = 0;
 	if (n->is_down) {
 		n->is_down = 0;
 		r->st.nodes_down--;
-		if (r->ev_fn)
-			r->ev_fn(r->ev_arg, KVS_REMOTE_EV_NODE_UP, n->host, n->port, 0);
+		kvs_rmt_event(r, KVS_REMOTE_EV_NODE_UP, n, 0);
 	}
 }
 
-static void epoll_out(kvs_remote *r, struct conn *c, int on)
+void kvs_rmt_epoll_out(kvs_remote *r, struct conn *c, int on)
 {
 	struct epoll_event ev = { .events = EPOLLIN | (on ? EPOLLOUT : 0),
 				  .data.ptr = c };
@@ -82,18 +84,17 @@ void kvs_rmt_conn_fail(kvs_remote *r, struct conn *c, int err)
 
 	if (c->dead)
 		return;
-	c->dead = 1;
 	r->st.conn_failures++;
-	epoll_ctl(r->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-	close(c->fd);
-	c->fd = -1;
-	for (int i = 0; i < n->nconns; i++)
-		if (n->conns[i] == c) {
-			n->conns[i] = n->conns[--n->nconns];
-			break;
-		}
-	if (c->state == C_CONNECTING || err == -ETIMEDOUT)
-		node_down(r, n, err, now);
+	kvs_rmt_conn_close(r, c);
+	/* A failed TLS handshake is the node's too (a certificate that does
+	 * not verify will not verify in a moment either). */
+	if (c->state != C_UP || err == -ETIMEDOUT)
+		kvs_rmt_node_down(r, n, err, now);
+	if (err == -EPROTO) {
+		if (!n->proto_us || now - n->proto_us >= PROTO_LOG_GAP_US)
+			kvs_rmt_event(r, KVS_REMOTE_EV_PROTO, n, err);
+		n->proto_us = now;
+	}
 	while ((q = c->q.head) != NULL) {
 		/* A reply that did not parse was the head's: resending that
 		 * one would meet it again; those behind it are innocent. */
@@ -118,13 +119,32 @@ void kvs_rmt_conn_fail(kvs_remote *r, struct conn *c, int err)
 			kvs_rmt_complete(r, q, q->op == OP_SLOTS ? 0 : err);
 		}
 	}
-	c->next_dead = r->dead;
-	r->dead = c;
 	kvs_rmt_refresh_want(r);
 	while ((q = retry.head) != NULL) {
 		rl_del(&retry, q);
 		kvs_rmt_dispatch(r, q);
 	}
+}
+
+void kvs_rmt_conn_close(kvs_remote *r, struct conn *c)
+{
+	struct node *n = c->node;
+
+	c->dead = 1;
+	if (c->tls_more) { /* no more to read from what SSL holds */
+		c->tls_more = 0;
+		r->tls_more--;
+	}
+	epoll_ctl(r->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	close(c->fd);
+	c->fd = -1;
+	for (int i = 0; i < n->nconns; i++)
+		if (n->conns[i] == c) {
+			n->conns[i] = n->conns[--n->nconns];
+			break;
+		}
+	c->next_dead = r->dead;
+	r->dead = c;
 }
 
 static int conn_open(kvs_remote *r, struct node *n, struct conn **out)
@@ -133,17 +153,22 @@ static int conn_open(kvs_remote *r, struct node *n, struct conn **out)
 	struct conn *c;
 	int one = 1, rc;
 
-	if (n->resolved < 0)
-		return n->resolved;
+	if (n->resolved <= 0)
+		return n->resolved < 0 ? n->resolved : -EHOSTUNREACH;
+	/* The AUTH rule: the password goes only to a node the operator or
+	 * the slot map named, never to one only a redirect named. */
+	if (r->auth_cmd && !node_trusted(n))
+		return -EACCES;
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
+	c->fd = -1;
 	c->rbuf = malloc(RBUF_BYTES);
 	rc = kvs_resp_parser_create(4096, &c->parser);
+	if (r->tls && !(c->wstage = malloc(TLS_STAGE)))
+		rc = -ENOMEM;
 	if (!c->rbuf || rc < 0) {
-		kvs_resp_parser_free(c->parser);
-		free(c->rbuf);
-		free(c);
+		kvs_rmt_conn_free(c);
 		return -ENOMEM;
 	}
 	c->node = n;
@@ -156,6 +181,10 @@ static int conn_open(kvs_remote *r, struct node *n, struct conn **out)
 	if (connect(c->fd, (struct sockaddr *)&n->addr, n->alen) < 0 &&
 	    errno != EINPROGRESS)
 		goto fail;
+	if (r->tls && (rc = kvs_rmt_tls_new(r, n, c->fd, &c->ssl)) < 0) {
+		errno = -rc;
+		goto fail;
+	}
 	ev.data.ptr = c;
 	if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, c->fd, &ev) < 0)
 		goto fail;
@@ -190,55 +219,78 @@ fail:
 	rc = -errno;
 	if (c->fd >= 0)
 		close(c->fd);
-	kvs_resp_parser_free(c->parser);
-	free(c->rbuf);
-	free(c);
+	kvs_rmt_conn_free(c);
 	return rc;
 }
 
 void kvs_rmt_conn_free(struct conn *c)
 {
+	if (c->ssl)
+		kvs_rmt_tls_close(c->ssl);
 	kvs_resp_parser_free(c->parser);
+	free(c->wstage);
 	free(c->rbuf);
 	free(c);
 }
 
-/* Write what is queued on @c, as far as the socket takes it. */
-static void conn_flush(kvs_remote *r, struct conn *c)
+/* The queue of @c from its write offset, as iovecs into @iov[WRITE_IOV]:
+ * header, the value's iovecs (SET), trailer, request after request. */
+int kvs_rmt_queue_iov(const struct conn *c, struct iovec *iov)
 {
+	int n = 0;
+	size_t skip = c->woff;
+
+	for (struct req *q = c->wcur; q && n < WRITE_IOV - 2 - KVS_REMOTE_IOV_MAX;
+	     q = q->next) {
+		struct iovec seg[KVS_REMOTE_IOV_MAX + 2];
+		int ns = 0;
+
+		seg[ns++] = (struct iovec){ (void *)q->hp, q->hlen };
+		if (q->op == KVS_REMOTE_SET)
+			for (int i = 0; i < q->iovcnt; i++)
+				seg[ns++] = q->iov[i];
+		if (q->tlen)
+			seg[ns++] = (struct iovec){ (void *)q->trl, q->tlen };
+		for (int i = 0; i < ns; i++) {
+			if (skip >= seg[i].iov_len) {
+				skip -= seg[i].iov_len;
+				continue;
+			}
+			iov[n].iov_base = (uint8_t *)seg[i].iov_base + skip;
+			iov[n].iov_len = seg[i].iov_len - skip;
+			skip = 0;
+			if (iov[n].iov_len)
+				n++;
+		}
+	}
+	return n;
+}
+
+void kvs_rmt_conn_wrote(struct conn *c, size_t w)
+{
+	c->woff += w;
+	while (c->wcur && c->woff >= c->wcur->wire) {
+		c->woff -= c->wcur->wire;
+		c->wcur = c->wcur->next;
+	}
+}
+
+/* Write what is queued on @c, as far as the socket takes it. */
+void kvs_rmt_conn_flush(kvs_remote *r, struct conn *c)
+{
+	if (c->ssl) {
+		kvs_rmt_tls_flush(r, c);
+		return;
+	}
 	while (c->wcur && !c->dead && c->state == C_UP) {
 		struct iovec iov[WRITE_IOV];
-		int n = 0;
-		size_t skip = c->woff;
+		int n = kvs_rmt_queue_iov(c, iov);
 		ssize_t w;
 
-		for (struct req *q = c->wcur; q && n < WRITE_IOV - 2 - KVS_REMOTE_IOV_MAX;
-		     q = q->next) {
-			struct iovec seg[KVS_REMOTE_IOV_MAX + 2];
-			int ns = 0;
-
-			seg[ns++] = (struct iovec){ (void *)q->hp, q->hlen };
-			if (q->op == KVS_REMOTE_SET)
-				for (int i = 0; i < q->iovcnt; i++)
-					seg[ns++] = q->iov[i];
-			if (q->tlen)
-				seg[ns++] = (struct iovec){ (void *)q->trl, q->tlen };
-			for (int i = 0; i < ns; i++) {
-				if (skip >= seg[i].iov_len) {
-					skip -= seg[i].iov_len;
-					continue;
-				}
-				iov[n].iov_base = (uint8_t *)seg[i].iov_base + skip;
-				iov[n].iov_len = seg[i].iov_len - skip;
-				skip = 0;
-				if (iov[n].iov_len)
-					n++;
-			}
-		}
 		w = send_iov(c->fd, iov, n);
 		if (w < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK) {
-				epoll_out(r, c, 1);
+				kvs_rmt_epoll_out(r, c, 1);
 				return;
 			}
 			if (errno == EINTR)
@@ -246,14 +298,10 @@ static void conn_flush(kvs_remote *r, struct conn *c)
 			kvs_rmt_conn_fail(r, c, -errno);
 			return;
 		}
-		c->woff += (size_t)w;
-		while (c->wcur && c->woff >= c->wcur->wire) {
-			c->woff -= c->wcur->wire;
-			c->wcur = c->wcur->next;
-		}
+		kvs_rmt_conn_wrote(c, (size_t)w);
 	}
 	if (!c->dead && c->state == C_UP)
-		epoll_out(r, c, 0);
+		kvs_rmt_epoll_out(r, c, 0);
 }
 
 /* Fill in @q's wire header for its op (and ASKING when asked). */
@@ -281,14 +329,14 @@ static void encode(kvs_remote *r, struct req *q)
 	name = names[q->op];
 	/* Cannot fail: HDR_BYTES holds the longest (SET, KEY_MAX key). */
 	pos += (size_t)kvs_resp_encode_array(h + pos, cap - pos,
-					     q->op == KVS_REMOTE_SET ? 4 : 2);
+					     q->op != KVS_REMOTE_SET ? 2 : q->overwrite ? 3 : 4);
 	pos += (size_t)kvs_resp_encode_bulk(h + pos, cap - pos, name, strlen(name));
 	pos += (size_t)kvs_resp_encode_bulk(h + pos, cap - pos, q->key, q->klen);
 	q->wire = 0;
 	if (q->op == KVS_REMOTE_SET) {
 		pos += (size_t)kvs_resp_encode_bulk_hdr(h + pos, cap - pos, q->vlen);
-		q->trl = NX_TRAILER;
-		q->tlen = sizeof(NX_TRAILER) - 1;
+		q->trl = q->overwrite ? SET_TRAILER : NX_TRAILER;
+		q->tlen = q->overwrite ? sizeof(SET_TRAILER) - 1 : sizeof(NX_TRAILER) - 1;
 		q->wire = q->vlen;
 	}
 	q->hp = h;
@@ -344,6 +392,13 @@ void kvs_rmt_dispatch(kvs_remote *r, struct req *q)
 		kvs_rmt_complete(r, q, n->down_err ? n->down_err : -ECONNREFUSED);
 		return;
 	}
+	/* A name not resolved (yet, or its resolution failed): a quick miss
+	 * while the resolver works; never a lookup on this thread. */
+	if (n->resolved <= 0 && n->nconns == 0) {
+		kvs_rmt_resolve_want(r, n, now);
+		kvs_rmt_complete(r, q, n->resolved < 0 ? n->resolved : -EHOSTUNREACH);
+		return;
+	}
 	/* Past the cap, or behind others that wait: wait (in order). */
 	if (q->vlen && ((r->wait.head && !q->from_wait) ||
 			(r->st.inflight_bytes &&
@@ -356,7 +411,7 @@ void kvs_rmt_dispatch(kvs_remote *r, struct req *q)
 	q->from_wait = 0;
 	rc = pick_conn(r, n, &c);
 	if (rc < 0) {
-		node_down(r, n, rc, now);
+		kvs_rmt_node_down(r, n, rc, now);
 		kvs_rmt_refresh_want(r);
 		kvs_rmt_complete(r, q, rc);
 		return;
@@ -374,148 +429,28 @@ void kvs_rmt_dispatch(kvs_remote *r, struct req *q)
 		q->counted = 1;
 		r->st.inflight_bytes += q->vlen;
 	}
-	conn_flush(r, c);
+	kvs_rmt_conn_flush(r, c);
 }
 
-/* Redirect "MOVED|ASK SLOT HOST:PORT": the node, or <0 when malformed. */
-static int redirect_node(kvs_remote *r, const char *s, unsigned *slot)
+/* One read of @c into @v[@n]: bytes, 0 at EOF, -EAGAIN (nothing now),
+ * -EINPROGRESS (TLS must write first) or the error. TLS reads one buffer
+ * at a time: SSL decrypts into it (a record's bytes are copied once, from
+ * SSL's buffer into the caller's). */
+static ssize_t conn_recv(kvs_remote *r, struct conn *c, struct iovec *v, int n)
 {
-	const char *sp = strchr(s, ' '), *sp2;
-	char host[KVS_SLOT_HOST_MAX];
-	uint16_t port;
-	char *end;
-	long v;
+	ssize_t k;
 
-	if (!sp)
-		return -EPROTO;
-	v = strtol(sp + 1, &end, 10);
-	if (end == sp + 1 || *end != ' ' || v < 0 || v >= KVS_SLOTS)
-		return -EPROTO;
-	sp2 = end + 1;
-	if (kvs_rmt_parse_hostport(sp2, strlen(sp2), host, &port) < 0)
-		return -EPROTO;
-	*slot = (unsigned)v;
-	return kvs_rmt_node_find(r, host, port);
+	if (c->ssl)
+		return kvs_rmt_tls_read(r, c->ssl, v[0].iov_base, v[0].iov_len);
+	do
+		k = readv(c->fd, v, n);
+	while (k < 0 && errno == EINTR);
+	if (k < 0)
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	return k;
 }
 
-/* An error reply @e to @q (taken off its connection): redirect or fail. */
-static void on_error(kvs_remote *r, struct conn *c, struct req *q,
-		     const kvs_resp_val *e)
-{
-	const char *s = e->str ? e->str : "";
-	unsigned slot;
-	int idx;
-
-	if (prefix(s, "MOVED ") || prefix(s, "ASK ")) {
-		int ask = s[0] == 'A';
-
-		idx = redirect_node(r, s, &slot);
-		if (idx < 0) {
-			kvs_rmt_complete(r, q, -EPROTO);
-			return;
-		}
-		if (++q->redirects > KVS_REMOTE_REDIRECTS) {
-			kvs_rmt_complete(r, q, -ELOOP);
-			return;
-		}
-		if (ask) {
-			r->st.ask++;
-			q->ask_node = idx;
-		} else {
-			r->st.moved++;
-			r->map[slot] = (int16_t)idx;
-			q->ask_node = -1;
-			kvs_rmt_refresh_want(r);
-		}
-		kvs_rmt_dispatch(r, q);
-		return;
-	}
-	if (prefix(s, "TRYAGAIN") && ++q->redirects <= KVS_REMOTE_REDIRECTS) {
-		kvs_rmt_dispatch(r, q);
-		return;
-	}
-	if (prefix(s, "CLUSTERDOWN")) {
-		kvs_rmt_refresh_want(r);
-		kvs_rmt_complete(r, q, -ENETDOWN);
-	} else if (prefix(s, "NOAUTH") || prefix(s, "NOPERM") ||
-		   prefix(s, "WRONGPASS")) {
-		kvs_rmt_complete(r, q, -EACCES);
-	} else {
-		kvs_rmt_complete(r, q, -EIO);
-	}
-	(void)c;
-}
-
-/* The complete reply @v for the head of @c. */
-static void on_reply(kvs_remote *r, struct conn *c, const kvs_resp_parser *p,
-		     const kvs_resp_val *v)
-{
-	struct req *q = c->q.head;
-	int res;
-
-	if (!q || q == c->wcur) { /* a reply to nothing we sent */
-		kvs_rmt_conn_fail(r, c, -EPROTO);
-		return;
-	}
-	if (c->node->is_down || c->node->backoff_ms)
-		node_up(r, c->node);
-	if (--q->replies > 0) /* ASKING's +OK */
-		return;
-	kvs_rmt_take_off(r, q);
-	kvs_rmt_uncount(r, q);
-	q->ask_node = -1;
-	if (q->op == OP_AUTH) {
-		all_del(r, q);
-		free(q);
-		if (v->type != KVS_RESP_STATUS)
-			kvs_rmt_conn_fail(r, c, -EACCES);
-		return;
-	}
-	if (q->op == OP_SLOTS) {
-		r->refreshing = 0;
-		if (v->type == KVS_RESP_ARRAY)
-			kvs_rmt_map_apply(r, p, v, q->node);
-		kvs_rmt_complete(r, q, 0);
-		return;
-	}
-	if (v->type == KVS_RESP_ERROR) {
-		on_error(r, c, q, v);
-		return;
-	}
-	res = -EPROTO;
-	switch (q->op) {
-	case KVS_REMOTE_GET:
-		if (v->type == KVS_RESP_NIL)
-			res = -ENOENT;
-		else if (v->type == KVS_RESP_BULK)
-			res = v->flags & KVS_RESP_DIRECT ? 0 : -EMSGSIZE;
-		break;
-	case KVS_REMOTE_SET:
-		if (v->type == KVS_RESP_NIL)
-			res = -EEXIST;
-		else if (v->type == KVS_RESP_STATUS)
-			res = 0;
-		break;
-	case KVS_REMOTE_EXISTS:
-		if (v->type == KVS_RESP_INT)
-			res = v->n > 0;
-		break;
-	}
-	kvs_rmt_complete(r, q, res);
-}
-
-/* What the parser should expect for the next reply on @c. */
-static void expect_head(struct conn *c)
-{
-	struct req *q = c->q.head;
-
-	if (q && q->op == KVS_REMOTE_GET && q->replies == 1 && q != c->wcur)
-		kvs_resp_expect(c->parser, q->iov, q->iovcnt);
-	else
-		kvs_resp_expect(c->parser, NULL, 0);
-}
-
-static void conn_read(kvs_remote *r, struct conn *c)
+void kvs_rmt_conn_read(kvs_remote *r, struct conn *c)
 {
 	size_t budget = READ_BUDGET;
 
@@ -528,7 +463,7 @@ static void conn_read(kvs_remote *r, struct conn *c)
 			size_t used;
 			int rc;
 
-			expect_head(c); /* -EBUSY in mid-reply: keeps the last */
+			kvs_rmt_expect_head(c); /* -EBUSY in mid-reply: keeps the last */
 			rc = kvs_resp_parse(c->parser, c->rbuf + c->rpos,
 					    c->rlen - c->rpos, &used);
 			c->rpos += used;
@@ -537,14 +472,24 @@ static void conn_read(kvs_remote *r, struct conn *c)
 				return;
 			}
 			if (rc == 1)
-				on_reply(r, c, c->parser, kvs_resp_reply(c->parser));
+				kvs_rmt_on_reply(r, c, c->parser, kvs_resp_reply(c->parser));
 		}
-		if (c->dead || budget == 0)
+		if (c->dead)
 			return;
+		if (budget == 0) {
+			/* The socket's level trigger does not see bytes that
+			 * SSL has already taken in: poll comes back for them. */
+			if (c->ssl && !c->tls_more && kvs_rmt_tls_pending(c->ssl)) {
+				c->tls_more = 1;
+				r->tls_more++;
+				kvs_rmt_arm_timer(r, 1);
+			}
+			return;
+		}
 		c->rpos = c->rlen = 0;
 		nd = kvs_resp_direct(c->parser, dv, KVS_REMOTE_IOV_MAX);
 		if (nd > 0) {
-			n = readv(c->fd, dv, nd);
+			n = conn_recv(r, c, dv, nd);
 		} else {
 			/* Before a large expected value, read little: the header,
 			 * and the payload bytes that come with it are copied. */
@@ -554,7 +499,8 @@ static void conn_read(kvs_remote *r, struct conn *c)
 				      ? SMALL_READ
 				      : RBUF_BYTES;
 
-			n = read(c->fd, c->rbuf, want);
+			dv[0] = (struct iovec){ c->rbuf, want };
+			n = conn_recv(r, c, dv, 1);
 		}
 		if (n > 0) {
 			budget = (size_t)n >= budget ? 0 : budget - (size_t)n;
@@ -570,10 +516,10 @@ static void conn_read(kvs_remote *r, struct conn *c)
 			kvs_rmt_conn_fail(r, c, -ECONNRESET);
 			return;
 		}
-		if (errno == EINTR)
-			continue;
-		if (errno != EAGAIN && errno != EWOULDBLOCK)
-			kvs_rmt_conn_fail(r, c, -errno);
+		if (n == -EINPROGRESS)
+			kvs_rmt_epoll_out(r, c, 1);
+		else if (n != -EAGAIN)
+			kvs_rmt_conn_fail(r, c, (int)n);
 		return;
 	}
 }
@@ -594,12 +540,21 @@ void kvs_rmt_conn_event(kvs_remote *r, struct conn *c, uint32_t ev)
 			kvs_rmt_conn_fail(r, c, -err);
 			return;
 		}
-		c->state = C_UP;
-		conn_flush(r, c);
+		c->state = c->ssl ? C_HANDSHAKE : C_UP;
+		if (c->ssl)
+			kvs_rmt_tls_step(r, c);
+		else
+			kvs_rmt_conn_flush(r, c);
 		return;
 	}
-	if (ev & (EPOLLIN | EPOLLERR | EPOLLHUP))
-		conn_read(r, c);
-	if (!c->dead && (ev & EPOLLOUT))
-		conn_flush(r, c);
+	if (c->state == C_HANDSHAKE) {
+		kvs_rmt_tls_step(r, c);
+		return;
+	}
+	/* TLS may want to read for a write and write for a read: each
+	 * event tries both. */
+	if (ev & (EPOLLIN | EPOLLERR | EPOLLHUP) || c->ssl)
+		kvs_rmt_conn_read(r, c);
+	if (!c->dead && (ev & EPOLLOUT || (c->ssl && c->wcur)))
+		kvs_rmt_conn_flush(r, c);
 }

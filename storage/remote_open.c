@@ -27,6 +27,13 @@ int kvs_remote_create(kvs_remote **out)
 	r->epfd = r->tfd = -1;
 	for (int i = 0; i < KVS_SLOTS; i++)
 		r->map[i] = -1;
+	for (int i = 0; i < NODE_HASH; i++)
+		r->hash[i] = -1;
+	r->nodes = calloc(KVS_REMOTE_NODES_MAX, sizeof(*r->nodes));
+	if (!r->nodes) {
+		free(r);
+		return -ENOMEM;
+	}
 	*out = r;
 	return 0;
 }
@@ -170,10 +177,12 @@ size_t kvs_remote_pending(const kvs_remote *r)
 /* ---- open / close ---------------------------------------------------------- */
 
 /* A non-blocking socket connecting to node @idx: its fd, or -errno. */
-static int seed_connect(const struct node *n)
+static int seed_connect(struct node *n)
 {
 	int fd;
 
+	if (n->resolved == 0)
+		n->resolved = kvs_rmt_resolve_sync(n);
 	if (n->resolved < 0)
 		return n->resolved;
 	fd = socket(n->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -232,73 +241,170 @@ static int seed_replies(kvs_remote *r, kvs_resp_parser *p, const uint8_t *buf,
 	return 0;
 }
 
-/* Blocking exchange with one seed: connect, AUTH, CLUSTER SLOTS. */
+/* Wait until @fd has @ev or @end (us) passed: 0, -ETIMEDOUT, -errno. */
+static int seed_wait(int fd, short ev, uint64_t end)
+{
+	struct pollfd pfd = { .fd = fd, .events = ev };
+
+	for (;;) {
+		uint64_t now = now_us();
+		int k;
+
+		if (now >= end)
+			return -ETIMEDOUT;
+		k = poll(&pfd, 1, (int)((end - now + 999) / 1000));
+		if (k > 0)
+			return 0;
+		if (k < 0 && errno != EINTR)
+			return -errno;
+	}
+}
+
+/* What a TLS call's -EAGAIN/-EINPROGRESS waits for, else its error. */
+static int seed_tls_wait(int fd, int rc, uint64_t end)
+{
+	if (rc == -EAGAIN)
+		return seed_wait(fd, POLLIN, end);
+	if (rc == -EINPROGRESS)
+		return seed_wait(fd, POLLOUT, end);
+	return rc;
+}
+
+/* The TLS handshake with seed @n on connected @fd (verified: nothing is
+ * sent before it is, AUTH least of all). */
+static int seed_tls(kvs_remote *r, const struct node *n, int fd, uint64_t end,
+		    struct ssl_st **out)
+{
+	int rc = kvs_rmt_tls_new(r, n, fd, out);
+
+	while (rc == 0) {
+		rc = kvs_rmt_tls_handshake(r, *out, n);
+		if (rc == 0)
+			return 0;
+		rc = seed_tls_wait(fd, rc, end);
+	}
+	return rc;
+}
+
+/* Send @len bytes of @buf to the seed: 0 or the error. */
+static int seed_send(kvs_remote *r, int fd, struct ssl_st *s, const uint8_t *buf,
+		     size_t len, uint64_t end)
+{
+	while (len) {
+		ssize_t w;
+		int rc;
+
+		if (s) {
+			w = kvs_rmt_tls_write(r, s, buf, len);
+		} else {
+			w = send(fd, buf, len, MSG_NOSIGNAL);
+			if (w < 0)
+				w = errno == EAGAIN || errno == EINTR ? -EINPROGRESS
+								      : -errno;
+		}
+		if (w > 0) {
+			buf += w;
+			len -= (size_t)w;
+			continue;
+		}
+		rc = seed_tls_wait(fd, (int)w, end);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* Blocking exchange with one seed: connect, TLS, AUTH, CLUSTER SLOTS. */
 static int seed_try(kvs_remote *r, int idx)
 {
 	uint64_t end = now_us() + r->connect_timeout_ms * 1000ull;
+	struct node *n = r->nodes[idx];
 	kvs_resp_parser *p = NULL;
-	uint8_t buf[4096];
-	int fd, rc, want = r->auth_cmd ? 2 : 1, got = 0, nout = 0;
-	struct iovec out[2];
+	struct ssl_st *ssl = NULL;
+	uint8_t buf[4096], *cmd;
+	int fd, rc, want = r->auth_cmd ? 2 : 1, got = 0, err = 0, shook = 0;
+	socklen_t len = sizeof(err);
+	size_t clen = 0;
 
-	fd = seed_connect(r->nodes[idx]);
+	fd = seed_connect(n);
 	if (fd < 0)
 		return fd;
+	cmd = malloc(r->auth_len + sizeof(SLOTS_CMD));
 	rc = kvs_resp_parser_create(1024, &p);
-	if (r->auth_cmd)
-		out[nout++] = (struct iovec){ r->auth_cmd, r->auth_len };
-	out[nout++] = (struct iovec){ (void *)SLOTS_CMD, sizeof(SLOTS_CMD) - 1 };
-	for (int sent = 0; rc == 0 && got < want;) {
-		struct pollfd pfd = { .fd = fd, .events = sent ? POLLIN : POLLOUT };
-		uint64_t now = now_us();
-		int err = 0;
-		socklen_t len = sizeof(err);
+	if (!cmd)
+		rc = -ENOMEM;
+	if (rc == 0)
+		rc = seed_wait(fd, POLLOUT, end);
+	if (rc == 0 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err)
+		rc = -err;
+	if (rc == 0 && r->tls)
+		shook = (rc = seed_tls(r, n, fd, end, &ssl)) == 0;
+	if (rc == 0) {
+		if (r->auth_cmd)
+			memcpy(cmd, r->auth_cmd, r->auth_len);
+		clen = r->auth_len;
+		memcpy(cmd + clen, SLOTS_CMD, sizeof(SLOTS_CMD) - 1);
+		clen += sizeof(SLOTS_CMD) - 1;
+		rc = seed_send(r, fd, ssl, cmd, clen, end);
+	}
+	while (rc == 0 && got < want) {
 		ssize_t k;
 
-		if (now >= end) {
-			rc = -ETIMEDOUT;
-			break;
+		if (ssl) {
+			k = kvs_rmt_tls_read(r, ssl, buf, sizeof(buf));
+		} else {
+			k = read(fd, buf, sizeof(buf));
+			if (k < 0)
+				k = errno == EAGAIN || errno == EINTR ? -EAGAIN : -errno;
 		}
-		if (poll(&pfd, 1, (int)((end - now + 999) / 1000)) <= 0)
-			continue;
-		if (!sent) {
-			getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-			/* Small: one writev on a fresh socket takes it all. */
-			if (err)
-				rc = -err;
-			else if (send_iov(fd, out, nout) < 0)
-				rc = -errno;
-			sent = 1;
-			continue;
-		}
-		k = read(fd, buf, sizeof(buf));
 		if (k == 0)
 			rc = -ECONNRESET;
-		else if (k < 0 && errno != EAGAIN && errno != EINTR)
-			rc = -errno;
-		else if (k > 0 && seed_replies(r, p, buf, (size_t)k, idx, &got, want, &rc))
+		else if (k < 0)
+			rc = seed_tls_wait(fd, (int)k, end);
+		else if (seed_replies(r, p, buf, (size_t)k, idx, &got, want, &rc))
 			break;
 	}
+	/* A TLS port closes on a plain client's first bytes: say so. */
+	if (rc < 0 && !r->last_err[0])
+		snprintf(r->last_err, sizeof(r->last_err), "seed %s:%u: %s%s", n->host,
+			 n->port, strerror(-rc),
+			 rc == -ECONNRESET && !r->tls && got == 0
+				 ? " before any reply (a TLS port, and TLS is off?)" : "");
+	/* TLS 1.3: a node that wants a client certificate says so only
+	 * after the handshake, by closing. */
+	if (rc < 0 && shook && got == 0 && !r->tls_client_cert) {
+		size_t l = strlen(r->last_err);
+
+		snprintf(r->last_err + l, sizeof(r->last_err) - l,
+			 " (after the handshake, before any reply: does the node "
+			 "require a client certificate?)");
+	}
+	/* Both closes are settings to fix, not a node away for a while: a
+	 * plain client on a TLS port (-EPROTO), a node that wants a client
+	 * certificate (-EACCES); the daemon's start stops on them. */
+	if (rc == -ECONNRESET && got == 0 && (!r->tls || (shook && !r->tls_client_cert)))
+		rc = r->tls ? -EACCES : -EPROTO;
+	if (cmd)
+		explicit_bzero(cmd, clen);
+	free(cmd);
+	if (ssl)
+		kvs_rmt_tls_close(ssl);
 	kvs_resp_parser_free(p);
 	close(fd);
 	return rc;
 }
 
-int kvs_remote_open(kvs_remote *r)
+/* The seeds as nodes 0..: their count (node_find dedups, so maybe fewer
+ * than named), or -errno. */
+static int seeds_add(kvs_remote *r)
 {
-	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
-	const char *s;
-	int rc = -EINVAL, nseeds = 0;
+	int nseeds = 0;
 
-	if (r->open)
-		return -EBUSY;
-	if (!r->seeds)
-		return -EINVAL;
 	if (!r->ranges) /* open may be tried again after a failure */
 		r->ranges = malloc(MAX_RANGES * sizeof(*r->ranges));
 	if (!r->ranges)
 		return -ENOMEM;
-	for (s = r->seeds; *s;) {
+	for (const char *s = r->seeds; *s;) {
 		char host[KVS_SLOT_HOST_MAX];
 		uint16_t port;
 		size_t n = strcspn(s, ",");
@@ -308,20 +414,23 @@ int kvs_remote_open(kvs_remote *r)
 			idx = kvs_rmt_node_find(r, host, port);
 			if (idx < 0)
 				return idx;
-			nseeds++;
+			r->nodes[idx]->seed = 1;
+			if (idx >= nseeds)
+				nseeds = idx + 1;
 		}
 		s += n;
 		if (*s == ',')
 			s++;
 	}
-	/* Seeds are nodes 0..nseeds-1 (node_find dedups, so maybe fewer). */
-	for (int i = 0; i < r->nnodes && i < nseeds; i++) {
-		rc = seed_try(r, i);
-		if (rc == 0 || rc == -EACCES)
-			break;
-	}
-	if (rc < 0)
-		return rc;
+	return nseeds;
+}
+
+/* The epoll and timer fds: open from here on. */
+static int fds_open(kvs_remote *r)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+	int rc;
+
 	r->epfd = epoll_create1(EPOLL_CLOEXEC);
 	r->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	if (r->epfd < 0 || r->tfd < 0 ||
@@ -338,6 +447,54 @@ int kvs_remote_open(kvs_remote *r)
 	return 0;
 }
 
+int kvs_remote_open(kvs_remote *r)
+{
+	int rc = -EINVAL, nseeds;
+
+	if (r->open)
+		return -EBUSY;
+	if (!r->seeds)
+		return -EINVAL;
+	nseeds = seeds_add(r);
+	if (nseeds < 0)
+		return nseeds;
+	for (int i = 0; i < nseeds; i++) {
+		r->last_err[0] = '\0';
+		rc = seed_try(r, i);
+		if (rc == 0 || rc == -EACCES)
+			break;
+	}
+	if (rc < 0)
+		return rc;
+	rc = fds_open(r);
+	if (rc == 0)
+		r->st.attached = 1;
+	return rc;
+}
+
+int kvs_remote_attach(kvs_remote *r)
+{
+	int nseeds, rc;
+
+	if (r->open)
+		return -EBUSY;
+	if (!r->seeds)
+		return -EINVAL;
+	nseeds = seeds_add(r);
+	if (nseeds < 0)
+		return nseeds;
+	rc = fds_open(r);
+	if (rc < 0)
+		return rc;
+	r->attaching = 1;
+	r->attach_ms = 0;
+	r->refresh_wanted = 1;
+	r->refresh_after = 0;
+	r->refresh_rr = 0;
+	kvs_rmt_arm_timer(r, 1);
+	return 0;
+}
+
 void kvs_remote_close(kvs_remote *r)
 {
 	struct req *q;
@@ -345,9 +502,12 @@ void kvs_remote_close(kvs_remote *r)
 
 	if (!r)
 		return;
+	kvs_rmt_resolve_stop(r);
 	for (int i = 0; i < r->nnodes; i++) {
 		struct node *n = r->nodes[i];
 
+		if (!n)
+			continue;
 		for (int j = 0; j < n->nconns; j++) {
 			c = n->conns[j];
 			close(c->fd);
@@ -384,5 +544,6 @@ void kvs_remote_close(kvs_remote *r)
 	free(r->ranges);
 	free(r->seeds);
 	kvs_rmt_auth_free(r);
+	kvs_rmt_tls_free(r);
 	free(r);
 }

@@ -16,6 +16,9 @@ struct frame {
 
 struct kvs_resp_parser {
 	size_t keep_max;
+	kvs_resp_limits lim; /* elems, depth filled in (never 0 here) */
+	uint64_t reply_bytes; /* of the reply being parsed, counted ahead for
+			       * a bulk's payload and CRLF */
 	int state;
 	int active; /* a reply is partly parsed */
 	int done;   /* a complete reply is in vals[0] */
@@ -54,6 +57,7 @@ int kvs_resp_parser_create(size_t keep_max, kvs_resp_parser **out)
 	if (!p)
 		return -ENOMEM;
 	p->keep_max = keep_max;
+	kvs_resp_limit(p, NULL);
 	*out = p;
 	return 0;
 }
@@ -70,6 +74,21 @@ void kvs_resp_parser_free(kvs_resp_parser *p)
 
 static void begin_reply(kvs_resp_parser *p)
 {
+	/* What a large reply made the parser grow to is given back here, when
+	 * nothing points into it any more. */
+	if (p->cap_vals > KVS_RESP_KEEP_VALS) {
+		free(p->vals);
+		free(p->soff);
+		p->vals = NULL;
+		p->soff = NULL;
+		p->cap_vals = 0;
+	}
+	if (p->arena_cap > KVS_RESP_KEEP_ARENA) {
+		free(p->arena);
+		p->arena = NULL;
+		p->arena_cap = 0;
+	}
+	p->reply_bytes = 0;
 	p->state = ST_LINE;
 	p->line_len = 0;
 	p->depth = 0;
@@ -105,6 +124,34 @@ int kvs_resp_expect(kvs_resp_parser *p, const struct iovec *iov, int iovcnt)
 	return 0;
 }
 
+int kvs_resp_limit(kvs_resp_parser *p, const kvs_resp_limits *l)
+{
+	if (p->active)
+		return -EBUSY;
+	if (l && l->depth > KVS_RESP_DEPTH_MAX)
+		return -EINVAL;
+	p->lim.bytes = l ? l->bytes : 0;
+	p->lim.elems = l && l->elems && l->elems < KVS_RESP_ELEMS_MAX
+			       ? l->elems : KVS_RESP_ELEMS_MAX;
+	p->lim.depth = l ? l->depth : KVS_RESP_DEPTH_MAX;
+	return 0;
+}
+
+size_t kvs_resp_parser_mem(const kvs_resp_parser *p)
+{
+	return sizeof(*p) + p->arena_cap +
+	       (size_t)p->cap_vals * (sizeof(*p->vals) + sizeof(*p->soff));
+}
+
+/* @n more bytes of the reply on the wire: -EPROTO past its budget. */
+static int spend(kvs_resp_parser *p, uint64_t n)
+{
+	if (p->lim.bytes && n > p->lim.bytes - p->reply_bytes)
+		return -EPROTO;
+	p->reply_bytes += n;
+	return 0;
+}
+
 const kvs_resp_val *kvs_resp_reply(const kvs_resp_parser *p)
 {
 	return p->done ? &p->vals[0] : NULL;
@@ -121,7 +168,7 @@ const kvs_resp_val *kvs_resp_elem(const kvs_resp_parser *p,
 /* Room for @n more values (the capacity stays for later replies). */
 static int reserve_vals(kvs_resp_parser *p, uint32_t n)
 {
-	if ((uint64_t)p->nvals + n > KVS_RESP_ELEMS_MAX)
+	if ((uint64_t)p->nvals + n > p->lim.elems)
 		return -EPROTO;
 	if (p->nvals + n > p->cap_vals) {
 		uint32_t cap = p->cap_vals ? p->cap_vals : 16;
@@ -235,6 +282,8 @@ static int bulk_start(kvs_resp_parser *p, kvs_resp_val *v, uint32_t slot,
 {
 	int64_t off;
 
+	if (spend(p, (uint64_t)x + 2) < 0)
+		return -EPROTO; /* refused at the header: nothing skipped */
 	v->type = KVS_RESP_BULK;
 	v->n = x;
 	p->bulk_slot = slot;
@@ -268,12 +317,15 @@ static int array_start(kvs_resp_parser *p, kvs_resp_val *v, uint32_t slot,
 {
 	int rc;
 
+	/* Before anything is reserved: too deep for the command, or more
+	 * elements than the bytes left could carry (3 each at least, "+\r\n"). */
+	if ((uint32_t)p->depth >= p->lim.depth ||
+	    (p->lim.bytes && (uint64_t)x * 3 > p->lim.bytes - p->reply_bytes))
+		return -EPROTO;
 	v->type = KVS_RESP_ARRAY;
 	v->n = x;
 	if (x == 0)
 		return value_done(p);
-	if (p->depth == KVS_RESP_DEPTH_MAX)
-		return -EPROTO;
 	v->child = p->nvals;
 	rc = reserve_vals(p, (uint32_t)x); /* moves vals: v is stale */
 	if (rc < 0)
@@ -372,7 +424,8 @@ int kvs_resp_parse(kvs_resp_parser *p, const uint8_t *buf, size_t len,
 			const uint8_t *nl = memchr(buf + pos, '\n', len - pos);
 			size_t take = nl ? (size_t)(nl - (buf + pos)) + 1 : len - pos;
 
-			if (p->line_len + take > sizeof(p->line)) {
+			if (p->line_len + take > sizeof(p->line) ||
+			    spend(p, take) < 0) {
 				rc = -EPROTO;
 				break;
 			}

@@ -7,10 +7,11 @@
  * tests/kvs_ssd_fill.c).
  *
  *   kvs-remote-bench [--seeds HOST:PORT,...] [--size BYTES] [--keys N]
- *                    [--window N] [--pool N] [--reps N]
+ *                    [--window N] [--pool N] [--reps N] [--tls]
  *
  * Without --seeds it starts a private 3-master cluster on loopback
- * (tests/redis_cluster.c). Each rep: SET NX of --keys values (--window
+ * (tests/redis_cluster.c); --tls makes it a TLS-only one, and the engine
+ * and redis-benchmark (--tls) talk TLS to it. Each rep: SET NX of --keys values (--window
  * requests in flight), then GET of all of them into caller buffers, each
  * compared with what was sent; then redis-benchmark --cluster -t set,get -d
  * SIZE -n KEYS -c WINDOW. redis-benchmark has no -r there: with random keys
@@ -41,7 +42,9 @@ static struct {
 	unsigned pool;
 	int reps;
 	const char *seeds;
-} opt = { 1u << 20, 256, 16, 4, 3, NULL };
+	int tls;
+} opt = { 1u << 20, 256, 16, 4, 3, NULL, 0 };
+static char tls_ca[512], tls_cert[512], tls_key[512];
 
 static size_t inflight, next, done, errors;
 static uint8_t **bufs; /* one per window slot */
@@ -58,7 +61,7 @@ static double now_s(void)
 static void usage(void)
 {
 	fprintf(stderr, "usage: kvs-remote-bench [--seeds HOST:PORT,...] [--size BYTES]\n"
-		"       [--keys N] [--window N] [--pool N] [--reps N]\n");
+		"       [--keys N] [--window N] [--pool N] [--reps N] [--tls]\n");
 }
 
 static size_t key_of(char *k, size_t i)
@@ -134,13 +137,18 @@ static double phase(kvs_remote *r, int op)
 /* redis-benchmark's SET and GET rates (requests/s) from its CSV. */
 static int redis_benchmark(const char *host, int port, double *set, double *get)
 {
-	char cmd[512], line[512];
+	char cmd[2400], line[512];
 	FILE *f;
 
+	char tls[1700] = "";
+
+	if (opt.tls)
+		snprintf(tls, sizeof(tls), " --tls --cacert '%s' --cert '%s' --key '%s'",
+			 tls_ca, tls_cert, tls_key);
 	snprintf(cmd, sizeof(cmd),
 		 "redis-benchmark --cluster -h %s -p %d -t set,get -d %zu -n %zu "
-		 "-c %zu --csv 2>/dev/null", host, port, opt.size, opt.keys,
-		 opt.window);
+		 "-c %zu --csv%s 2>/dev/null", host, port, opt.size, opt.keys,
+		 opt.window, tls);
 	f = popen(cmd, "r");
 	if (!f)
 		return -errno;
@@ -172,6 +180,7 @@ int main(int argc, char **argv)
 		{ "window", required_argument, NULL, 'w' },
 		{ "pool", required_argument, NULL, 'p' },
 		{ "reps", required_argument, NULL, 'r' },
+		{ "tls", no_argument, NULL, 't' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 } };
 	double rs[2][16], rr[2][16];
@@ -188,16 +197,17 @@ int main(int argc, char **argv)
 		case 'w': opt.window = strtoull(optarg, NULL, 0); break;
 		case 'p': opt.pool = (unsigned)atoi(optarg); break;
 		case 'r': opt.reps = atoi(optarg); break;
+		case 't': opt.tls = 1; break;
 		default: usage(); return ch == 'h' ? 0 : 2;
 		}
 	}
 	if (opt.size < 16 || !opt.keys || !opt.window || opt.window > 0xffff ||
-	    opt.reps < 1 || opt.reps > 16) {
+	    opt.reps < 1 || opt.reps > 16 || (opt.tls && opt.seeds)) {
 		usage();
 		return 2;
 	}
 	if (!opt.seeds) {
-		rc = rc_start(&(rc_opts){ .masters = 3 }, &c);
+		rc = rc_start(&(rc_opts){ .masters = 3, .tls = opt.tls }, &c);
 		if (rc == -ENOENT) {
 			printf("kvs-remote-bench: SKIP: %s\n", rc_why());
 			return 77;
@@ -208,6 +218,11 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		opt.seeds = rc_seeds(c);
+		if (opt.tls) {
+			snprintf(tls_ca, sizeof(tls_ca), "%s", rc_tls_file(c, "ca.crt"));
+			snprintf(tls_cert, sizeof(tls_cert), "%s", rc_tls_file(c, "client.crt"));
+			snprintf(tls_key, sizeof(tls_key), "%s", rc_tls_file(c, "client.key"));
+		}
 	}
 	sscanf(opt.seeds, "%63[^:]:%d", host, &port);
 	val = malloc(opt.size);
@@ -216,9 +231,9 @@ int main(int argc, char **argv)
 		val[i] = (uint8_t)(i * 131 + 7);
 	for (size_t s = 0; s < opt.window; s++)
 		bufs[s] = malloc(opt.size);
-	printf("kvs-remote-bench: seeds %s%s, values %zu B, %zu keys, window %zu, "
+	printf("kvs-remote-bench: seeds %s%s%s, values %zu B, %zu keys, window %zu, "
 	       "pool %u per node\n", opt.seeds, c ? " (private 3-master cluster)" : "",
-	       opt.size, opt.keys, opt.window, opt.pool);
+	       opt.tls ? ", TLS" : "", opt.size, opt.keys, opt.window, opt.pool);
 	printf("rep  engine_SET_GB/s  redis_SET_GB/s  engine_GET_GB/s  redis_GET_GB/s\n");
 	for (int rep = 0; rep < opt.reps; rep++) {
 		double s_rps = 0, g_rps = 0;
@@ -229,7 +244,11 @@ int main(int argc, char **argv)
 			kvs_remote_set_pool(r, opt.pool);
 			kvs_remote_set_timeout_ms(r, 30000);
 			kvs_remote_set_callback(r, on_done, r);
-			rc = kvs_remote_open(r);
+			if (opt.tls)
+				rc = kvs_remote_set_tls(r, &(struct kvs_remote_tls){
+							 .ca_file = tls_ca });
+			if (rc == 0)
+				rc = kvs_remote_open(r);
 		}
 		if (rc < 0) {
 			fprintf(stderr, "kvs-remote-bench: open failed: %s\n", strerror(-rc));

@@ -31,10 +31,14 @@ struct rc_cluster {
 	int port[RC_MAX_NODES];
 	pid_t pid[RC_MAX_NODES];
 	char dir[512];
-	char seeds[RC_MAX_NODES * 24];
+	char seeds[RC_MAX_NODES * 24], tls_seeds[RC_MAX_NODES * 24];
+	int tls_port[RC_MAX_NODES]; /* tls_and_plain: the TLS ports */
 	char server[PATH_MAX], cli[PATH_MAX];
 	const char *const *extra;
 	double cli_timeout_s;
+	int tls, tls_auth_clients, tls_and_plain;
+	int masters, replicas;    /* rc_opts.replicas: nodes masters.. replicate */
+	char node_timeout[16];
 };
 
 static char why[512];
@@ -147,7 +151,33 @@ static pid_t spawn_server(const rc_cluster *c, int i)
 	snprintf(log, sizeof(log), "%s/redis.log", dir);
 	argv[argc++] = c->server;
 	argv[argc++] = "--port";
-	argv[argc++] = port;
+	if (c->tls) {
+		static char cert[PATH_MAX], key[PATH_MAX], ca[PATH_MAX], tport[16];
+
+		snprintf(cert, sizeof(cert), "%s", rc_tls_file(c, "node.crt"));
+		snprintf(key, sizeof(key), "%s", rc_tls_file(c, "node.key"));
+		snprintf(ca, sizeof(ca), "%s", rc_tls_file(c, "ca.crt"));
+		snprintf(tport, sizeof(tport), "%d", c->tls_port[i]);
+		argv[argc++] = c->tls_and_plain ? port : "0";
+		argv[argc++] = "--tls-port";
+		argv[argc++] = c->tls_and_plain ? tport : port;
+		argv[argc++] = "--tls-cert-file";
+		argv[argc++] = cert;
+		argv[argc++] = "--tls-key-file";
+		argv[argc++] = key;
+		argv[argc++] = "--tls-ca-cert-file";
+		argv[argc++] = ca;
+		argv[argc++] = "--tls-auth-clients";
+		argv[argc++] = c->tls_auth_clients ? "yes" : "no";
+		argv[argc++] = "--tls-replication";
+		argv[argc++] = "yes";
+		if (!c->plain) {
+			argv[argc++] = "--tls-cluster";
+			argv[argc++] = "yes";
+		}
+	} else {
+		argv[argc++] = port;
+	}
 	argv[argc++] = "--bind";
 	argv[argc++] = "127.0.0.1";
 	argv[argc++] = "--dir";
@@ -166,7 +196,7 @@ static pid_t spawn_server(const rc_cluster *c, int i)
 		argv[argc++] = "--cluster-config-file";
 		argv[argc++] = "nodes.conf";
 		argv[argc++] = "--cluster-node-timeout";
-		argv[argc++] = "2000";
+		argv[argc++] = c->node_timeout;
 		argv[argc++] = "--cluster-require-full-coverage";
 		argv[argc++] = "no";
 	}
@@ -191,7 +221,7 @@ static pid_t spawn_server(const rc_cluster *c, int i)
 int rc_cli_argv(const rc_cluster *c, int i, char *out, size_t cap, int argc,
 		const char *const *argv)
 {
-	const char *av[CLI_ARGS_MAX + 8];
+	const char *av[CLI_ARGS_MAX + 16];
 	char port[16];
 	int pfd[2], n = 0, status;
 	size_t len = 0;
@@ -206,6 +236,20 @@ int rc_cli_argv(const rc_cluster *c, int i, char *out, size_t cap, int argc,
 	av[n++] = "127.0.0.1";
 	av[n++] = "-p";
 	av[n++] = port;
+	if (c->tls && !c->tls_and_plain) {
+		static char ca[PATH_MAX], cert[PATH_MAX], key[PATH_MAX];
+
+		snprintf(ca, sizeof(ca), "%s", rc_tls_file(c, "ca.crt"));
+		snprintf(cert, sizeof(cert), "%s", rc_tls_file(c, "client.crt"));
+		snprintf(key, sizeof(key), "%s", rc_tls_file(c, "client.key"));
+		av[n++] = "--tls";
+		av[n++] = "--cacert";
+		av[n++] = ca;
+		av[n++] = "--cert";
+		av[n++] = cert;
+		av[n++] = "--key";
+		av[n++] = key;
+	}
 	for (int k = 0; k < argc; k++)
 		av[n++] = argv[k];
 	av[n] = NULL;
@@ -457,6 +501,16 @@ static void print_log(const rc_cluster *c, int i)
 	fclose(f);
 }
 
+const char *rc_tls_file(const rc_cluster *c, const char *name)
+{
+	static char path[PATH_MAX];
+
+	if (!c->tls)
+		return NULL;
+	snprintf(path, sizeof(path), "%s/tls/%s", c->dir, name);
+	return path;
+}
+
 static int start_nodes(rc_cluster *c, double end)
 {
 	for (int i = 0; i < c->n; i++) {
@@ -471,6 +525,9 @@ static int start_nodes(rc_cluster *c, double end)
 			c->port[i] = pick_port();
 			if (c->port[i] < 0)
 				return c->port[i];
+			c->tls_port[i] = c->port[i];
+			if (c->tls_and_plain && (c->tls_port[i] = pick_port()) < 0)
+				return c->tls_port[i];
 			c->pid[i] = spawn_server(c, i);
 			if (c->pid[i] < 0)
 				return -errno;
@@ -478,6 +535,13 @@ static int start_nodes(rc_cluster *c, double end)
 			if (rc == -ETIMEDOUT) {
 				print_log(c, i);
 				return rc;
+			}
+			/* A build without TLS exits on the first tls- option. */
+			if (rc == -ECHILD && c->tls) {
+				print_log(c, i);
+				snprintf(why, sizeof(why), "redis-server exited at once "
+					 "with TLS options: built without TLS?");
+				return -ENOENT;
 			}
 		}
 		if (rc < 0) {
@@ -489,6 +553,83 @@ static int start_nodes(rc_cluster *c, double end)
 	return 0;
 }
 
+/* Node @i's CLUSTER NODES line for itself ("myself"), into @out. */
+static int myself(const rc_cluster *c, int i, char *out, size_t cap)
+{
+	static char all[16384];
+	char *line, *save = NULL;
+
+	if (rc_cli(c, i, all, sizeof(all), "CLUSTER", "NODES", NULL) != 0)
+		return -EIO;
+	for (line = strtok_r(all, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		if (strstr(line, "myself")) {
+			snprintf(out, cap, "%s", line);
+			return 0;
+		}
+	return -ENOENT;
+}
+
+/*
+ * redis-cli picks which node replicates which master (on one host, not in
+ * the order given): make node masters + i the replica of master i, with
+ * CLUSTER REPLICATE, and wait until each one says so. Then
+ * rc_replica_of() is a formula a test can use.
+ */
+static int replicas_pin(rc_cluster *c, double end)
+{
+	for (int i = 0; i < c->masters; i++) {
+		char line[1024], id[64], out[256], info[2048], port[32];
+		int r = c->masters + i;
+		double pause = 0.005;
+
+		if (myself(c, i, line, sizeof(line)) < 0 ||
+		    sscanf(line, "%63s", id) != 1 || !strstr(line, "master"))
+			return -EIO;
+		snprintf(port, sizeof(port), "master_port:%d\r", c->port[i]);
+		for (;;) {
+			/* a replica of master i, and synced with it: a replica
+			 * whose link stayed down refuses to fail over */
+			if (myself(c, r, line, sizeof(line)) == 0 && strstr(line, "slave") &&
+			    strstr(line, id) &&
+			    rc_cli(c, r, info, sizeof(info), "INFO", "replication", NULL) == 0 &&
+			    strstr(info, port) && strstr(info, "master_link_status:up"))
+				break;
+			if (!strstr(line, id))
+				rc_cli(c, r, out, sizeof(out), "CLUSTER", "REPLICATE", id, NULL);
+			if (now_s() > end) {
+				snprintf(why, sizeof(why), "node %d: not a replica of %d", r, i);
+				return -ETIMEDOUT;
+			}
+			backoff(&pause);
+		}
+	}
+	return rc_wait_ok(c, end - now_s());
+}
+
+int rc_replica_of(const rc_cluster *c, int i)
+{
+	return c->replicas && i < c->masters ? c->masters + i : -1;
+}
+
+int rc_wait_failover(rc_cluster *c, int i, double timeout_s)
+{
+	double end = now_s() + timeout_s, pause = 0.01;
+	int r = rc_replica_of(c, i);
+	char line[1024];
+
+	if (r < 0)
+		return -EINVAL;
+	while (myself(c, r, line, sizeof(line)) < 0 || !strstr(line, "master")) {
+		if (now_s() > end) {
+			snprintf(why, sizeof(why), "node %d: no failover of %d in %.0f s",
+				 r, i, timeout_s);
+			return -ETIMEDOUT;
+		}
+		backoff(&pause);
+	}
+	return rc_wait_ok(c, end - now_s());
+}
+
 int rc_start(const rc_opts *o, rc_cluster **out)
 {
 	const char *tmp = getenv("TMPDIR");
@@ -497,7 +638,9 @@ int rc_start(const rc_opts *o, rc_cluster **out)
 	int rc;
 	size_t slot;
 
-	if (o->masters < 1 || o->masters > RC_MAX_NODES || (o->plain && o->masters != 1))
+	if (o->masters < 1 || o->replicas < 0 || o->replicas > 1 ||
+	    o->masters * (1 + o->replicas) > RC_MAX_NODES ||
+	    (o->plain && (o->masters != 1 || o->replicas)))
 		return -EINVAL;
 	c = calloc(1, sizeof(*c));
 	if (!c)
@@ -509,10 +652,17 @@ int rc_start(const rc_opts *o, rc_cluster **out)
 		free(c);
 		return -ENOENT;
 	}
-	c->n = o->masters;
+	c->masters = o->masters;
+	c->replicas = o->replicas;
+	c->n = o->masters * (1 + o->replicas);
+	snprintf(c->node_timeout, sizeof(c->node_timeout), "%d",
+		 o->node_timeout_ms > 0 ? o->node_timeout_ms : 2000);
 	c->cli_timeout_s = CLI_TIMEOUT_S;
 	c->plain = o->plain;
 	c->extra = o->extra;
+	c->tls = o->tls || o->tls_and_plain;
+	c->tls_auth_clients = o->tls_auth_clients;
+	c->tls_and_plain = o->tls_and_plain;
 	snprintf(c->dir, sizeof(c->dir), "%s/kvs-redis-cluster.XXXXXX",
 		 tmp && *tmp ? tmp : "/tmp");
 	if (!mkdtemp(c->dir)) {
@@ -530,7 +680,16 @@ int rc_start(const rc_opts *o, rc_cluster **out)
 		if (!registered++)
 			atexit(at_exit);
 	}
-	rc = start_nodes(c, end);
+	if (c->tls) {
+		char tdir[PATH_MAX];
+
+		snprintf(tdir, sizeof(tdir), "%s/tls", c->dir);
+		rc = rc_make_certs(tdir, c->cli_timeout_s * 3, why, sizeof(why));
+	} else {
+		rc = 0;
+	}
+	if (rc == 0)
+		rc = start_nodes(c, end);
 	if (rc == 0 && !c->plain) {
 		const char *argv[CLI_ARGS_MAX];
 		char addr[RC_MAX_NODES][32], outb[8192];
@@ -543,9 +702,9 @@ int rc_start(const rc_opts *o, rc_cluster **out)
 			argv[argc++] = addr[i];
 		}
 		argv[argc++] = "--cluster-replicas";
-		argv[argc++] = "0";
+		argv[argc++] = c->replicas ? "1" : "0";
 		argv[argc++] = "--cluster-yes";
-		if (c->n < 3) /* redis-cli wants 3 masters; fewer: by hand */
+		if (c->masters < 3) /* redis-cli wants 3 masters; fewer: by hand */
 			rc = -EINVAL;
 		else if (rc_cli_argv(c, 0, outb, sizeof(outb), argc, argv) != 0) {
 			fprintf(stderr, "redis_cluster: cluster create failed:\n%s\n", outb);
@@ -553,6 +712,8 @@ int rc_start(const rc_opts *o, rc_cluster **out)
 		}
 		if (rc == 0)
 			rc = rc_wait_ok(c, end - now_s());
+		if (rc == 0 && c->replicas)
+			rc = replicas_pin(c, end);
 	}
 	if (rc < 0) {
 		if (!why[0])
@@ -565,6 +726,9 @@ int rc_start(const rc_opts *o, rc_cluster **out)
 
 		snprintf(c->seeds + len, sizeof(c->seeds) - len, "%s127.0.0.1:%d",
 			 i ? "," : "", c->port[i]);
+		len = strlen(c->tls_seeds);
+		snprintf(c->tls_seeds + len, sizeof(c->tls_seeds) - len, "%s127.0.0.1:%d",
+			 i ? "," : "", c->tls_port[i]);
 	}
 	*out = c;
 	return 0;
@@ -583,6 +747,11 @@ int rc_port(const rc_cluster *c, int i)
 const char *rc_seeds(const rc_cluster *c)
 {
 	return c->seeds;
+}
+
+const char *rc_tls_seeds(const rc_cluster *c)
+{
+	return c->tls ? c->tls_seeds : NULL;
 }
 
 const char *rc_dir(const rc_cluster *c)

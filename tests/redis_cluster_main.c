@@ -3,12 +3,14 @@
  * starts a private cluster (or plain node), prints what a script needs, and
  * takes commands on stdin until EOF, then stops everything.
  *
- *   kvs-redis-cluster [--masters N] [--plain]
+ *   kvs-redis-cluster [--masters N] [--replicas 0|1] [--node-timeout MS] [--plain] [--tls]
  *
  * Output, one line each, then "READY":
  *   SEEDS=127.0.0.1:P1,127.0.0.1:P2,...
  *   PORTS=P1 P2 ...
  *   DIR=/tmp/kvs-redis-cluster.XXXXXX
+ *   TLS_SEEDS=127.0.0.1:T1,...  (--tls: nodes listen with TLS too, on
+ *                               these ports; DIR/tls/ca.crt signed theirs)
  * Commands (stdin, one a line), each answered "OK" or "ERR <why>":
  *   kill I | restart I | stop I (SIGSTOP) | cont I (SIGCONT) | wait-ok
  * Exit 0, 1 on a start failure, 77 without redis-server (reason on stdout).
@@ -31,6 +33,9 @@ int main(int argc, char **argv)
 {
 	static const struct option lo[] = { { "masters", required_argument, NULL, 'm' },
 					    { "plain", no_argument, NULL, 'p' },
+					    { "tls", no_argument, NULL, 'T' },
+					    { "replicas", required_argument, NULL, 'r' },
+					    { "node-timeout", required_argument, NULL, 't' },
 					    { "help", no_argument, NULL, 'h' },
 					    { NULL, 0, NULL, 0 } };
 	rc_opts o = { .masters = 3 };
@@ -42,8 +47,12 @@ int main(int argc, char **argv)
 		switch (ch) {
 		case 'm': o.masters = atoi(optarg); break;
 		case 'p': o.plain = 1; o.masters = 1; break;
+		case 'T': o.tls_and_plain = 1; break;
+		case 'r': o.replicas = atoi(optarg); break;
+		case 't': o.node_timeout_ms = atoi(optarg); break;
 		default:
-			fprintf(stderr, "usage: kvs-redis-cluster [--masters N] [--plain]\n");
+			fprintf(stderr, "usage: kvs-redis-cluster [--masters N] "
+				"[--replicas 0|1] [--node-timeout MS] [--plain] [--tls]\n");
 			return ch == 'h' ? 0 : 2;
 		}
 	}
@@ -59,7 +68,10 @@ int main(int argc, char **argv)
 	printf("SEEDS=%s\nPORTS=", rc_seeds(c));
 	for (int i = 0; i < rc_nodes(c); i++)
 		printf("%s%d", i ? " " : "", rc_port(c, i));
-	printf("\nDIR=%s\nREADY\n", rc_dir(c));
+	printf("\nDIR=%s\n", rc_dir(c));
+	if (rc_tls_seeds(c))
+		printf("TLS_SEEDS=%s\n", rc_tls_seeds(c));
+	printf("READY\n");
 	fflush(stdout);
 	while (fgets(line, sizeof(line), stdin)) {
 		char cmd[32];

@@ -27,7 +27,7 @@
 
 #define MAX_REPS 21
 #define MAX_SIZES 4
-#define MAX_BLOCKS 256
+#define MAX_BLOCKS 512 /* the long-chain case: 512 blocks of 64 KiB */
 #define MAX_PORTS 16
 #define WAIT_S 60.0
 
@@ -35,6 +35,7 @@ enum { M_PUB, M_PROMO, M_SET, M_GET, M_N };
 
 struct opts {
 	const char *seeds;
+	int tls; /* also every case over TLS, on the same nodes' TLS ports */
 	unsigned blocks, reps, warmup, clients, keys, nsizes;
 	uint64_t sizes[MAX_SIZES];
 };
@@ -47,6 +48,7 @@ struct cluster {
 	char seeds[1024];
 	int ports[MAX_PORTS];
 	int nports;
+	char tls_seeds[1024], ca[PATH_MAX]; /* --tls: TLS_SEEDS, DIR/tls/ca.crt */
 };
 
 static void usage(void)
@@ -54,9 +56,12 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: kvsbench remote [--seeds HOST:PORT,...] [--blocks N] [--reps N]\n"
 		"                       [--warmup N] [--clients C] [--keys R] [--sizes 1M,2M]\n"
+		"                       [--tls]\n"
 		"\n"
 		"The remote tier through two private daemons (A publishes at commit,\n"
-		"B fetches) beside redis-benchmark on the same Redis Cluster.\n"
+		"B fetches) beside redis-benchmark on the same Redis Cluster; then\n"
+		"the long chains (512 blocks of 64 KiB, 32 of 2 MiB): B's first\n"
+		"lookup's hit ratio and GB/s.\n"
 		"  --seeds LIST   an existing cluster (default: start a private 3-master\n"
 		"                 one with kvs-redis-cluster from the build directory)\n"
 		"  --blocks N     blocks per chain, one chain per rep and size (default 32)\n"
@@ -66,7 +71,10 @@ static void usage(void)
 		"                 pages are mapped, as in a daemon that has run a while\n"
 		"  --clients C    redis-benchmark -c (default 16)\n"
 		"  --keys R       redis-benchmark -r, with -n 24R (default 16)\n"
-		"  --sizes LIST   block (and value) sizes (default 1M,2M)\n");
+		"  --sizes LIST   block (and value) sizes (default 1M,2M)\n"
+		"  --tls          every case also over TLS (two more daemons with\n"
+		"                 --remote-tls, redis-benchmark --tls), on the same\n"
+		"                 nodes' TLS ports (the private cluster only)\n");
 }
 
 static int parse_size(const char *s, uint64_t *out)
@@ -107,7 +115,7 @@ static int beside_exe(const char *name, char *buf, size_t len)
 	return access(buf, X_OK) == 0 ? 0 : -ENOENT;
 }
 
-static int cluster_start(struct cluster *cl)
+static int cluster_start(struct cluster *cl, int tls)
 {
 	char bin[PATH_MAX], line[1024];
 	int in[2], out[2];
@@ -124,7 +132,7 @@ static int cluster_start(struct cluster *cl)
 	if (cl->pid == 0) {
 		dup2(in[0], STDIN_FILENO);
 		dup2(out[1], STDOUT_FILENO);
-		execl(bin, bin, "--masters", "3", (char *)NULL);
+		execl(bin, bin, "--masters", "3", tls ? "--tls" : NULL, (char *)NULL);
 		_exit(127);
 	}
 	close(in[0]);
@@ -136,6 +144,11 @@ static int cluster_start(struct cluster *cl)
 		line[strcspn(line, "\n")] = '\0';
 		if (!strncmp(line, "SEEDS=", 6)) {
 			snprintf(cl->seeds, sizeof(cl->seeds), "%s", line + 6);
+		} else if (!strncmp(line, "TLS_SEEDS=", 10)) {
+			snprintf(cl->tls_seeds, sizeof(cl->tls_seeds), "%s", line + 10);
+		} else if (!strncmp(line, "DIR=", 4)) {
+			snprintf(cl->ca, sizeof(cl->ca), "%.*s/tls/ca.crt",
+				 PATH_MAX - 16, line + 4);
 		} else if (!strncmp(line, "PORTS=", 6)) {
 			char *p = line + 6;
 
@@ -221,15 +234,15 @@ static double rps_of(const char *out, const char *name)
 }
 
 /* redis-benchmark --cluster SET then GET of -d @size values on @port's
- * cluster: GB/s of each. */
+ * cluster (over TLS, verified by CA file @ca, when not NULL): GB/s of each. */
 static int redis_bench(const struct opts *o, const char *host, const char *port,
-		       uint64_t size, double *set_gbs, double *get_gbs)
+		       const char *ca, uint64_t size, double *set_gbs, double *get_gbs)
 {
 	static char out[1 << 16];
 	char d[32], c[16], r[16], n[16];
 	char *argv[] = { "redis-benchmark", "--cluster", "-h", (char *)host, "-p",
 			 (char *)port, "-t", "set,get", "-d", d, "-c", c, "-r", r,
-			 "-n", n, "-q", NULL };
+			 "-n", n, "-q", ca ? "--tls" : NULL, "--cacert", (char *)ca, NULL };
 	int rc;
 
 	snprintf(d, sizeof(d), "%" PRIu64, size);
@@ -352,7 +365,7 @@ static int publish(kvs_client *ca, const kvs_hash *h, unsigned n, uint64_t size,
 /* One lookup through @cb of the chain B does not have: GB/s; then every
  * byte checked (off the clock). *bad counts the blocks that differ. */
 static int promote(kvs_client *cb, const kvs_hash *h, unsigned n, uint64_t size,
-		   const uint8_t *src, double *gbs, unsigned *bad)
+		   const uint8_t *src, double *gbs, unsigned *bad, int *got)
 {
 	static kvs_block blocks[MAX_BLOCKS];
 	kvs_lease lease = 0;
@@ -375,12 +388,67 @@ static int promote(kvs_client *cb, const kvs_hash *h, unsigned n, uint64_t size,
 			(*bad)++;
 	}
 	kvs_release(cb, lease);
+	if (got) { /* the long chains: their hit ratio is the result */
+		*got = hits;
+		*gbs = (double)hits * (double)size / (t1 - t0) / 1e9;
+		return 0;
+	}
 	if (hits != (int)n) {
 		fprintf(stderr, "kvsbench: remote: B found %d of %u blocks\n", hits, n);
 		return -ENOENT;
 	}
 	*gbs = (double)n * (double)size / (t1 - t0) / 1e9;
 	return 0;
+}
+
+/* The long chains (issue 21): a prompt of 512 blocks of 64 KiB, and 32 of
+ * 2 MiB, published through A; B's first lookup of each: its hit ratio
+ * (the whole chain since lookups fetch all the cluster holds) and GB/s,
+ * medians over the reps. */
+static int long_chains(const struct opts *o, const struct cluster *cl,
+		       kvsb_daemon *da, kvsb_daemon *db, const uint8_t *src,
+		       unsigned *bad)
+{
+	static const struct { uint64_t size; unsigned n; } lc[] = {
+		{ 64u << 10, 512 }, { 2u << 20, 32 } };
+	static kvs_hash h[MAX_BLOCKS];
+	static uint32_t tok[MAX_BLOCKS * 64];
+	double gbs[2][MAX_REPS], pub;
+	int worst[2] = { MAX_BLOCKS, MAX_BLOCKS }, rc = 0;
+
+	printf("\nlong chains: B's first lookup of a chain A published\n");
+	for (unsigned k = 0; k < 2 && rc == 0; k++) {
+		kvs_layout l = layout_of(lc[k].size);
+		uint32_t bt = l.block_tokens;
+		kvs_client *ca = NULL, *cb = NULL;
+
+		rc = kvs_connect(kvsb_daemon_socket(da), &l, &ca);
+		if (rc == 0)
+			rc = kvs_connect(kvsb_daemon_socket(db), &l, &cb);
+		for (unsigned r = 0; r < o->reps && rc == 0; r++) {
+			int got = 0;
+
+			if (cl->pid > 0)
+				flush_all(cl);
+			kvsb_tokens(tok, (size_t)lc[k].n * bt, 7000003ull * (r + 1) + k, 128256);
+			rc = kvs_hash_tokens(ca, tok, (size_t)lc[k].n * bt, h, MAX_BLOCKS);
+			if (rc >= 0)
+				rc = publish(ca, h, lc[k].n, lc[k].size, src, &pub);
+			if (rc >= 0)
+				rc = promote(cb, h, lc[k].n, lc[k].size, src, &gbs[k][r],
+					     bad, &got);
+			if (got < worst[k])
+				worst[k] = got;
+		}
+		if (rc == 0)
+			printf("%6" PRIu64 " KiB x %3u blocks: first lookup hits %d/%u "
+			       "(worst of %u), %.2f GB/s (median)\n", lc[k].size >> 10,
+			       lc[k].n, worst[k], lc[k].n, o->reps,
+			       kvsb_median(gbs[k], o->reps));
+		kvs_close(ca);
+		kvs_close(cb);
+	}
+	return rc < 0 ? rc : 0;
 }
 
 /* ---- the command -------------------------------------------------------- */
@@ -409,18 +477,20 @@ int kvsb_cmd_remote(const char *sock, int argc, char **argv)
 		{ "clients", required_argument, NULL, 'c' },
 		{ "keys", required_argument, NULL, 'k' },
 		{ "sizes", required_argument, NULL, 'z' },
+		{ "tls", no_argument, NULL, 'T' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct opts o = { .blocks = 32, .reps = 5, .warmup = 2, .clients = 16, .keys = 16,
 			  .nsizes = 2, .sizes = { 1u << 20, 2u << 20 } };
 	struct cluster cl = { 0 };
-	kvsb_daemon *da = NULL, *db = NULL;
-	kvs_client *ca[MAX_SIZES] = { 0 }, *cb[MAX_SIZES] = { 0 };
-	static double v[MAX_SIZES][M_N][MAX_REPS];
+	/* [0]: plain, [1]: TLS (--tls) */
+	kvsb_daemon *da[2] = { 0 }, *db[2] = { 0 };
+	kvs_client *ca[2][MAX_SIZES] = { 0 }, *cb[2][MAX_SIZES] = { 0 };
+	static double v[2][MAX_SIZES][M_N][MAX_REPS];
 	static kvs_hash h[MAX_BLOCKS];
 	static uint32_t tok[MAX_BLOCKS * 2048];
-	char host[256] = "127.0.0.1", port[16] = "";
+	char host[256] = "127.0.0.1", port[16] = "", tport[16] = "";
 	uint8_t *src = NULL;
 	unsigned bad = 0;
 	int opt, usage_bad = 0, rc = 0;
@@ -435,6 +505,7 @@ int kvsb_cmd_remote(const char *sock, int argc, char **argv)
 		case 'r': usage_bad |= kvsb_parse_uint("reps", optarg, 1, MAX_REPS, &o.reps) < 0; break;
 		case 'c': usage_bad |= kvsb_parse_uint("clients", optarg, 1, 1024, &o.clients) < 0; break;
 		case 'k': usage_bad |= kvsb_parse_uint("keys", optarg, 1, 100000, &o.keys) < 0; break;
+		case 'T': o.tls = 1; break;
 		case 'z':
 			if (parse_sizes(optarg, &o) < 0) {
 				fprintf(stderr, "kvsbench: remote: --sizes: sizes from 1K to "
@@ -450,6 +521,11 @@ int kvsb_cmd_remote(const char *sock, int argc, char **argv)
 		usage();
 		return 2;
 	}
+	if (o.tls && o.seeds) {
+		fprintf(stderr, "kvsbench: remote: --tls runs on the private cluster "
+			"(its CA signed the nodes' certificates), not with --seeds\n");
+		return 2;
+	}
 	/* a chain fits the daemons' 256 MiB host tiers twice, and its tokens
 	 * the token array */
 	for (unsigned s = 0; s < o.nsizes; s++)
@@ -459,7 +535,7 @@ int kvsb_cmd_remote(const char *sock, int argc, char **argv)
 		}
 
 	if (!o.seeds) {
-		rc = cluster_start(&cl);
+		rc = cluster_start(&cl, o.tls);
 		if (rc == -ENOENT) {
 			fprintf(stderr, "kvsbench: remote: no redis-server or no "
 				"kvs-redis-cluster beside kvsbench: give --seeds\n");
@@ -470,6 +546,11 @@ int kvsb_cmd_remote(const char *sock, int argc, char **argv)
 	}
 	/* redis-benchmark's first node: the first seed */
 	sscanf(o.seeds, "%255[^:]:%15[0-9]", host, port);
+	if (o.tls && sscanf(cl.tls_seeds, "%*[^:]:%15[0-9]", tport) != 1) {
+		fprintf(stderr, "kvsbench: remote: the cluster has no TLS ports\n");
+		rc = -EPROTO;
+		goto out;
+	}
 	{
 		const char *aa[] = { "--host-size", "256M", "--page-size", "1M",
 				     "--remote", o.seeds, "--remote-write", "through",
@@ -478,8 +559,23 @@ int kvsb_cmd_remote(const char *sock, int argc, char **argv)
 				     "--remote", o.seeds, "--remote-timeout", "10000",
 				     "--log-level", "warn", NULL };
 
-		KVSB_STEP("remote: ", "daemon A start", kvsb_daemon_start_args(aa, 30, &da));
-		KVSB_STEP("remote: ", "daemon B start", kvsb_daemon_start_args(ab, 30, &db));
+		const char *ta[] = { "--host-size", "256M", "--page-size", "1M",
+				     "--remote", cl.tls_seeds, "--remote-write", "through",
+				     "--remote-timeout", "10000", "--log-level", "warn",
+				     "--remote-tls", "--remote-tls-ca", cl.ca, NULL };
+		const char *tb[] = { "--host-size", "256M", "--page-size", "1M",
+				     "--remote", cl.tls_seeds, "--remote-timeout", "10000",
+				     "--log-level", "warn", "--remote-tls",
+				     "--remote-tls-ca", cl.ca, NULL };
+
+		KVSB_STEP("remote: ", "daemon A start", kvsb_daemon_start_args(aa, 30, &da[0]));
+		KVSB_STEP("remote: ", "daemon B start", kvsb_daemon_start_args(ab, 30, &db[0]));
+		if (o.tls) {
+			KVSB_STEP("remote: ", "TLS daemon A start",
+				  kvsb_daemon_start_args(ta, 30, &da[1]));
+			KVSB_STEP("remote: ", "TLS daemon B start",
+				  kvsb_daemon_start_args(tb, 30, &db[1]));
+		}
 	}
 	src = malloc(64u << 20); /* every block's bytes (sizes <= 64 MiB) */
 	if (!src) {
@@ -495,67 +591,95 @@ int kvsb_cmd_remote(const char *sock, int argc, char **argv)
 			memcpy(src + i, &x, 8);
 		}
 	}
-	for (unsigned s = 0; s < o.nsizes; s++) {
-		kvs_layout l = layout_of(o.sizes[s]);
+	for (int m = 0; m <= o.tls; m++)
+		for (unsigned s = 0; s < o.nsizes; s++) {
+			kvs_layout l = layout_of(o.sizes[s]);
 
-		KVSB_STEP("remote: ", "connect A", kvs_connect(kvsb_daemon_socket(da), &l, &ca[s]));
-		KVSB_STEP("remote: ", "connect B", kvs_connect(kvsb_daemon_socket(db), &l, &cb[s]));
-	}
+			KVSB_STEP("remote: ", "connect A",
+				  kvs_connect(kvsb_daemon_socket(da[m]), &l, &ca[m][s]));
+			KVSB_STEP("remote: ", "connect B",
+				  kvs_connect(kvsb_daemon_socket(db[m]), &l, &cb[m][s]));
+		}
 	printf("kvsbench remote: seeds %s, %u blocks per chain, %u reps after %u warm-up; "
 	       "redis-benchmark --cluster -c %u -r %u -n %u\n",
 	       o.seeds, o.blocks, o.reps, o.warmup, o.clients, o.keys, 24 * o.keys);
-	printf("%-4s %-5s %10s %10s %10s %10s\n", "rep", "size", "publish", "promote",
+	printf("%-4s %-9s %10s %10s %10s %10s\n", "rep", "size", "publish", "promote",
 	       "rb SET", "rb GET");
 	for (unsigned r = 0; r < o.warmup + o.reps; r++) {
 		unsigned at = r < o.warmup ? 0 : r - o.warmup; /* warm-up: slot 0, overwritten */
 
 		if (cl.pid > 0)
 			flush_all(&cl);
-		for (unsigned s = 0; s < o.nsizes; s++) {
+		for (unsigned s = 0; s < o.nsizes; s++)
+		for (int m = 0; m <= o.tls; m++) {
 			uint64_t size = o.sizes[s];
 			uint32_t bt = (uint32_t)(size / 1024);
-			double *x[M_N] = { &v[s][M_PUB][at], &v[s][M_PROMO][at],
-					   &v[s][M_SET][at], &v[s][M_GET][at] };
+			double *x[M_N] = { &v[m][s][M_PUB][at], &v[m][s][M_PROMO][at],
+					   &v[m][s][M_SET][at], &v[m][s][M_GET][at] };
 			int n;
 
-			kvsb_tokens(tok, (size_t)o.blocks * bt, 1000003ull * (r + 1) + s, 128256);
-			n = kvs_hash_tokens(ca[s], tok, (size_t)o.blocks * bt, h, MAX_BLOCKS);
+			/* TLS chains apart: the daemons share the nodes */
+			kvsb_tokens(tok, (size_t)o.blocks * bt,
+				    1000003ull * (r + 1) + s + 7919ull * (uint64_t)m, 128256);
+			n = kvs_hash_tokens(ca[m][s], tok, (size_t)o.blocks * bt, h, MAX_BLOCKS);
 			KVSB_STEP("remote: ", "hash", n);
-			KVSB_STEP("remote: ", "publish (A)", publish(ca[s], h, o.blocks, size, src, x[M_PUB]));
+			KVSB_STEP("remote: ", "publish (A)",
+				  publish(ca[m][s], h, o.blocks, size, src, x[M_PUB]));
 			KVSB_STEP("remote: ", "promote (B)",
-				  promote(cb[s], h, o.blocks, size, src, x[M_PROMO], &bad));
+				  promote(cb[m][s], h, o.blocks, size, src, x[M_PROMO], &bad, NULL));
 			KVSB_STEP("remote: ", "redis-benchmark",
-				  redis_bench(&o, host, port, size, x[M_SET], x[M_GET]));
+				  redis_bench(&o, host, m ? tport : port, m ? cl.ca : NULL,
+					      size, x[M_SET], x[M_GET]));
 			if (r < o.warmup)
 				continue;
-			printf("%-4u %-5s %10.2f %10.2f %10.2f %10.2f  GB/s\n", at + 1,
+			printf("%-4u %-5s%-4s %10.2f %10.2f %10.2f %10.2f  GB/s\n", at + 1,
 			       size == (1u << 20) ? "1M" : size == (2u << 20) ? "2M" : "",
-			       *x[M_PUB], *x[M_PROMO], *x[M_SET], *x[M_GET]);
+			       m ? "TLS" : "", *x[M_PUB], *x[M_PROMO], *x[M_SET], *x[M_GET]);
 			fflush(stdout);
 		}
 	}
-	printf("\nmedians (GB/s)      publish  rb SET  ratio   promote  rb GET  ratio\n");
+	printf("\nmedians (GB/s)          publish  rb SET  ratio   promote  rb GET  ratio\n");
+	for (int t = 0; t <= o.tls; t++)
 	for (unsigned s = 0; s < o.nsizes; s++) {
 		double m[M_N];
 
 		for (int k = 0; k < M_N; k++)
-			m[k] = kvsb_median(v[s][k], o.reps);
-		printf("%6" PRIu64 " KiB blocks %8.2f %7.2f %6.2f %9.2f %7.2f %6.2f\n",
-		       o.sizes[s] >> 10, m[M_PUB], m[M_SET], m[M_PUB] / m[M_SET],
-		       m[M_PROMO], m[M_GET], m[M_PROMO] / m[M_GET]);
+			m[k] = kvsb_median(v[t][s][k], o.reps);
+		printf("%6" PRIu64 " KiB blocks%-4s %8.2f %7.2f %6.2f %9.2f %7.2f %6.2f\n",
+		       o.sizes[s] >> 10, t ? " TLS" : "", m[M_PUB], m[M_SET],
+		       m[M_PUB] / m[M_SET], m[M_PROMO], m[M_GET], m[M_PROMO] / m[M_GET]);
 	}
+	/* What TLS costs each side: TLS GB/s over plain GB/s, medians of the
+	 * reps' own ratios (a rep's plain and TLS cases run back to back). */
+	if (o.tls) {
+		printf("\nTLS / plain (medians)  publish  rb SET   promote  rb GET\n");
+		for (unsigned s = 0; s < o.nsizes; s++) {
+			double q[M_N], x[MAX_REPS];
+
+			for (int k = 0; k < M_N; k++) {
+				for (unsigned i = 0; i < o.reps; i++)
+					x[i] = v[1][s][k][i] / v[0][s][k][i];
+				q[k] = kvsb_median(x, o.reps);
+			}
+			printf("%6" PRIu64 " KiB blocks     %7.2f %7.2f %9.2f %7.2f\n",
+			       o.sizes[s] >> 10, q[M_PUB], q[M_SET], q[M_PROMO], q[M_GET]);
+		}
+	}
+	KVSB_STEP("remote: ", "long chains", long_chains(&o, &cl, da[0], db[0], src, &bad));
 	if (bad) {
 		fprintf(stderr, "kvsbench: remote: %u blocks read back wrong\n", bad);
 		rc = -EBADMSG;
 	}
 out:
-	for (unsigned s = 0; s < o.nsizes; s++) {
-		kvs_close(ca[s]);
-		kvs_close(cb[s]);
-	}
+	for (int m = 0; m < 2; m++)
+		for (unsigned s = 0; s < o.nsizes; s++) {
+			kvs_close(ca[m][s]);
+			kvs_close(cb[m][s]);
+		}
 	free(src);
-	if (kvsb_daemon_stop(da) < 0 || kvsb_daemon_stop(db) < 0)
-		rc = rc < 0 ? rc : -ECHILD;
+	for (int m = 0; m < 2; m++)
+		if (kvsb_daemon_stop(da[m]) < 0 || kvsb_daemon_stop(db[m]) < 0)
+			rc = rc < 0 ? rc : -ECHILD;
 	cluster_stop(&cl);
 	return rc < 0 ? 1 : 0;
 }

@@ -20,6 +20,7 @@
 #include "cli.h"
 #include "kvsctl.h"
 #include "kvshare.h"
+#include "kvshare_admin.h"
 
 static int cmd_stats(const char *sock, int argc, char **argv);
 static int cmd_plan(const char *sock, int argc, char **argv);
@@ -171,7 +172,60 @@ static double hit_ratio(const char *text)
 	return hit + miss > 0 ? hit / (hit + miss) : 0.0;
 }
 
-static void print_json(const struct stat_line *l, size_t n, double ratio)
+/* The engines' counts of namespace @id (lines "namespace.ID.engines.F"):
+ * the index of the next one at or after *@i, its field name into *@field;
+ * -1 when there is none. */
+static long ns_engine_next(const struct stat_line *l, size_t n, size_t *i,
+			   uint32_t id, const char **field)
+{
+	char pre[32];
+	int k = snprintf(pre, sizeof(pre), "%u.engines.", id);
+
+	for (; *i < n; (*i)++)
+		if (!strcmp(l[*i].sec, "namespace") && !strncmp(l[*i].name, pre, (size_t)k)) {
+			*field = l[*i].name + k;
+			return (long)(*i)++;
+		}
+	return -1;
+}
+
+/* Per namespace, with its model (from kvs_list): what its engines reported.
+ * Namespaces the daemon did not render (none reported, or past its bound)
+ * are left out. */
+static void print_engines_ns(const struct stat_line *l, size_t n,
+			     const kvs_ns_summary *ns, int nns, int json)
+{
+	int any = 0;
+
+	for (int j = 0; j < nns; j++) {
+		const char *field;
+		size_t i = 0;
+		long at;
+		int first = 1;
+
+		while ((at = ns_engine_next(l, n, &i, ns[j].id, &field)) >= 0) {
+			if (first && json) {
+				printf("%s{\"ns\":%u,\"model\":", any ? "," : "", ns[j].id);
+				kvsctl_json_str(ns[j].model);
+			} else if (first) {
+				printf("%s  namespace %u: model %s\n", any ? "\n" : "",
+				       ns[j].id, ns[j].model);
+			}
+			first = 0;
+			any = 1;
+			if (json)
+				printf(",\"%s\":%s", field,
+				       is_number(l[at].value) ? l[at].value : "null");
+			else
+				printf("    %-18s %12s\n", field, l[at].value);
+		}
+		if (!first && json)
+			putchar('}');
+	}
+}
+
+static void print_json(const struct stat_line *l, size_t n, double ratio,
+		       const kvs_ns_summary *ns, int nns)
 {
 	putchar('{');
 	for (size_t i = 0; i < n; i++) {
@@ -194,10 +248,13 @@ static void print_json(const struct stat_line *l, size_t n, double ratio)
 	}
 	if (n)
 		fputs("},", stdout);
-	printf("\"derived\":{\"hit_ratio\":%.6f}}\n", ratio);
+	fputs("\"engines_by_namespace\":[", stdout);
+	print_engines_ns(l, n, ns, nns, 1);
+	printf("],\"derived\":{\"hit_ratio\":%.6f}}\n", ratio);
 }
 
-static void print_human(const struct stat_line *l, size_t n, double ratio)
+static void print_human(const struct stat_line *l, size_t n, double ratio,
+			const kvs_ns_summary *ns, int nns)
 {
 	int nw = (int)strlen("hit_ratio"), vw = 1;
 
@@ -216,6 +273,12 @@ static void print_human(const struct stat_line *l, size_t n, double ratio)
 	}
 	printf("%sderived\n  %-*s  %*.4f\n", n ? "\n" : "", nw, "hit_ratio", vw,
 	       ratio);
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(l[i].sec, "namespace") && strstr(l[i].name, ".engines.")) {
+			printf("\nengines by namespace\n");
+			print_engines_ns(l, n, ns, nns, 0);
+			break;
+		}
 }
 
 /* The daemon renders one section's lines together; keep its order, but if a
@@ -247,8 +310,10 @@ static void stats_usage(void)
 		"usage: kvsctl [--socket PATH] stats [--json]\n"
 		"  print the daemon's counters grouped by section and the hit\n"
 		"  ratio (blocks.lookup_hit / (lookup_hit + lookup_miss))\n"
+		"  and what engines reported per namespace, with its model\n"
 		"  -j, --json  one JSON object: {\"section\":{\"name\":value},...,\n"
-		"              \"derived\":{\"hit_ratio\":x}}\n");
+		"              \"engines_by_namespace\":[{\"ns\":id,\"model\":m,\n"
+		"              \"hit_tokens\":v,...}],\"derived\":{\"hit_ratio\":x}}\n");
 }
 
 static int cmd_stats(const char *sock, int argc, char **argv)
@@ -259,10 +324,11 @@ static int cmd_stats(const char *sock, int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct stat_line *lines;
+	kvs_ns_summary *ns = NULL;
 	kvs_client *c;
 	char *text;
 	size_t n, max = 1;
-	int json = 0, o, rc;
+	int json = 0, o, rc, nns;
 
 	while ((o = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
 		switch (o) {
@@ -287,6 +353,11 @@ static int cmd_stats(const char *sock, int argc, char **argv)
 	if (rc < 0)
 		return kvsctl_fail("connect", rc);
 	rc = kvs_stats(c, &text);
+	/* The models of the namespaces; without them (an older daemon) the
+	 * per-namespace lines still print in the section "namespace". */
+	nns = rc < 0 ? 0 : kvs_list(c, 0, 0, &ns);
+	if (nns < 0)
+		nns = 0;
 	kvs_close(c);
 	if (rc < 0)
 		return kvsctl_fail("stats", rc);
@@ -295,15 +366,17 @@ static int cmd_stats(const char *sock, int argc, char **argv)
 	lines = calloc(max, sizeof(*lines));
 	if (!lines) {
 		free(text);
+		free(ns);
 		return kvsctl_fail("stats", -ENOMEM);
 	}
 	double ratio = hit_ratio(text); /* before parse_stats cuts the text */
 	n = parse_stats(text, lines, max);
 	group_sections(lines, n);
 	if (json)
-		print_json(lines, n, ratio);
+		print_json(lines, n, ratio, ns, nns);
 	else
-		print_human(lines, n, ratio);
+		print_human(lines, n, ratio, ns, nns);
+	free(ns);
 	free(lines);
 	free(text);
 	return fflush(stdout) == 0 ? 0 : 1;

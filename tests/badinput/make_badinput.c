@@ -219,6 +219,13 @@ static void payloads(void)
 		snprintf(file, sizeof(file), "%s-nonzero-flags", name);
 		out(file, "attach layout\nreply %d %d\nthen open\ncount proto 1\n",
 		    op, KVS_E_PROTO);
+		/* A flag out of place: LOOKUP's REMOTE without QUERY (a
+		 * query's part alone), or a LOOKUP flag on RESERVE. */
+		n = hashes(p, 1, op == KVS_OP_LOOKUP ? KVS_LOOKUP_REMOTE : KVS_LOOKUP_QUERY);
+		msg((uint16_t)op, 15, p, n);
+		snprintf(file, sizeof(file), "%s-flag-misplaced", name);
+		out(file, "attach layout\nreply %d %d\nthen open\ncount proto 1\n",
+		    op, KVS_E_PROTO);
 	}
 	memset(p, 0, 16);
 	msg(KVS_OP_COMMIT, 16, p, 9);

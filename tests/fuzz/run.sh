@@ -29,7 +29,7 @@ declare -A SOURCES=(
 	[fuzz_wire]="client/wire.c"
 	[fuzz_admin]="client/wire.c client/wire_admin.c"
 	[fuzz_ssd]="$(echo storage/ssd*.c) storage/index.c -luring -lxxhash -llmdb"
-	[fuzz_remote]="storage/resp.c storage/remote_slots.c storage/remote_value.c -lxxhash"
+	[fuzz_remote]="storage/resp.c storage/remote_slots.c storage/remote_value.c storage/nsfile.c -lxxhash -lcrypto"
 	# Every eviction policy: config.c checks --eviction-policy names
 	# against the registry, which links them all.
 	[fuzz_config]="$(echo service/config*.c service/policy*.c)

@@ -1,7 +1,8 @@
 /*
  * remote_tier_util.h - what the daemon-level remote tier tests share
  * (test_remote_*.c here): a private Redis Cluster or the test skipped, the
- * key of a block and the node that owns it, waits on tier_remote.* stats.
+ * namespace fingerprint and key of a block and the node that owns it,
+ * waits on tier_remote.* stats.
  * Links tests/redis_cluster.c and storage/ (the key and slot functions).
  */
 #ifndef TH_REMOTE_TIER_UTIL_H
@@ -31,13 +32,57 @@ static inline rc_cluster *rt_cluster(const rc_opts *o)
 	return c;
 }
 
-/* rt_slot - the cluster slot of block @h's key. */
-static inline unsigned rt_slot(kvs_hash h)
+/* rt_fp - the namespace fingerprint the daemon gives layout @l (the same
+ * kvs_rval_ns_fp of the same namespaces-file entry). */
+static inline uint64_t rt_fp(const kvs_layout *l)
+{
+	kvs_nsfile_ns ns = {
+		.model = l->model, .model_len = (uint32_t)strlen(l->model),
+		.adapter = l->adapter ? l->adapter : "",
+		.adapter_len = l->adapter ? (uint32_t)strlen(l->adapter) : 0,
+		.salt = (const uint8_t *)l->salt,
+		.salt_len = l->salt ? (uint32_t)strlen(l->salt) : 0,
+		.layers = l->layers, .kv_heads = l->kv_heads, .head_dim = l->head_dim,
+		.block_tokens = l->block_tokens, .tp_rank = l->tp_rank,
+		.tp_size = l->tp_size, .dtype = (uint32_t)l->dtype };
+
+	return kvs_rval_ns_fp(&ns);
+}
+
+/* rt_slot - the cluster slot of the key of block @h of layout @l. */
+static inline unsigned rt_slot(const kvs_layout *l, kvs_hash h)
 {
 	uint8_t key[KVS_RVAL_KEY_BYTES];
 
-	kvs_rval_key(key, h);
+	kvs_rval_key(key, rt_fp(l), h);
 	return kvs_slot_of(key, sizeof(key));
+}
+
+/*
+ * rt_corrupt - change 8 payload bytes of the value of one of blocks
+ * @h[2..@n-2] of layout @l in Redis (SETRANGE; -c: redis-cli follows MOVED
+ * to the key's node). redis-cli takes the key from argv, so it is the
+ * first of them whose key has no NUL. Returns its index, or 0 after a
+ * failed check.
+ */
+static inline size_t rt_corrupt(rc_cluster *c, const kvs_layout *l,
+				const kvs_hash *h, size_t n, uint64_t block_bytes)
+{
+	uint8_t key[KVS_RVAL_KEY_BYTES + 1] = { 0 };
+	char out[256];
+	size_t m = 0;
+
+	for (size_t i = 2; i + 1 < n && !m; i++) {
+		kvs_rval_key(key, rt_fp(l), h[i]);
+		if (memchr(key, 0, KVS_RVAL_KEY_BYTES) == NULL)
+			m = i;
+	}
+	if (!CHECK(m != 0) ||
+	    !CHECK_EQ(rc_cli(c, 0, out, sizeof(out), "-c", "SETRANGE", (char *)key,
+			     "1000", "corrupt!", NULL), 0) ||
+	    !CHECK_EQ(atoll(out), (long long)(KVS_RVAL_HDR_BYTES + block_bytes)))
+		return 0;
+	return m;
 }
 
 /*

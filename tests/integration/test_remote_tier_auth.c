@@ -67,7 +67,7 @@ int main(void)
 	th_init("test_remote_tier_auth");
 	c = rt_cluster(&(rc_opts){ .masters = 1, .plain = 1 });
 	CHECK_EQ(rc_cli(c, 0, out, sizeof(out), "ACL", "SETUSER", "kvs", "on",
-			">" PASSWORD, "~kvs1:*", "+get", "+set", "+exists",
+			">" PASSWORD, "~kvs2:*", "+get", "+set", "+exists",
 			"+cluster|slots", NULL), 0);
 	CHECK(!strcmp(out, "OK"));
 	CHECK_EQ(rc_cli(c, 0, out, sizeof(out), "ACL", "SETUSER", "default", "off",

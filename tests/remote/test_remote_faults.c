@@ -230,13 +230,14 @@ int main(void)
 	{
 		uint8_t hdr[KVS_RVAL_HDR_BYTES], ghdr[KVS_RVAL_HDR_BYTES];
 		kvs_rval_info info = { .block_bytes = VBYTES, .ns_fp = 1,
-				       .hash = { 5, 5 },
-				       .csum = kvs_rval_csum(val[5], VBYTES) };
+				       .hash = { 5, 5 } };
+		kvs_rval_mac *mac;
 		struct iovec sv[2] = { { hdr, sizeof(hdr) }, { val[5], VBYTES } };
 		struct iovec gv[2] = { { ghdr, sizeof(ghdr) }, { buf, VBYTES } };
 		char out[64];
 
-		kvs_rval_encode(hdr, &info);
+		CHECK_EQ(kvs_rval_mac_create(NULL, 0, &mac), 0);
+		CHECK_EQ(kvs_rval_seal(mac, &info, val[5], hdr), 0);
 		ru_reset();
 		kvs_remote_set_nx(r, "kvs1:corrupt", 12, sv, 2, 0);
 		CHECK_EQ(kvs_remote_wait(r, 5000), 0);
@@ -247,7 +248,8 @@ int main(void)
 		kvs_remote_get(r, "kvs1:corrupt", 12, gv, 2, 0);
 		CHECK_EQ(kvs_remote_wait(r, 5000), 0);
 		CHECK_EQ(ru_done[0].res, 0);
-		CHECK_EQ(kvs_rval_verify(ghdr, buf, VBYTES, &info, NULL), -EBADMSG);
+		CHECK_EQ(kvs_rval_verify(mac, ghdr, buf, VBYTES, &info, NULL), -EKEYREJECTED);
+		kvs_rval_mac_free(mac);
 	}
 
 	/* one down and one up per episode: node 1 (killed, restarted); node 2

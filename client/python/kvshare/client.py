@@ -34,6 +34,7 @@ STATUS_NAMES = {HIT: "hit", NEW: "new", EXISTS: "exists", BUSY: "busy", FULL: "f
 MAX_HASHES = 16384
 CONNECT_GPU = 0x1
 CONNECT_NO_FASTPATH = 0x2
+QUERY_REMOTE = 0x1  # kvs_query: also ask the remote tier (KVS_QUERY_REMOTE)
 
 #: One kvs_hash per element, the C struct's memory layout: arrays of it go to
 #: the library as they are.
@@ -665,6 +666,17 @@ class Client:
         hits = check(lib.kvs_lookup(self._handle(), h.ctypes.data, h.size, byref(lease), blocks),
                      "kvs_lookup")
         return ReadLease(self, lease.value, h, blocks, hits)
+
+    def query(self, hashes: Any, remote: bool = False) -> int:
+        """How many leading blocks of a chain are cached, pinning and moving
+        nothing (kvs_query): the daemon's own tiers, and with remote=True
+        also how far the chain goes on in the remote tier (EXISTS only,
+        bounded by the daemon's --remote-query-timeout). A hint: a later
+        lookup may find fewer."""
+        self._flush()
+        h = _as_hashes(hashes)
+        return check(lib.kvs_query(self._handle(), h.ctypes.data, h.size,
+                                   QUERY_REMOTE if remote else 0), "kvs_query")
 
     def reserve(self, hashes: Any) -> WriteLease:
         """Slots for the blocks of a chain (from block 0) the cache lacks.

@@ -12,7 +12,10 @@ layout's salt, its LoRA's name and path as the adapter) and looked up; the
 hits beyond what vLLM has computed locally are reported, always leaving at
 least one token to compute. Requests with multimodal inputs or prompt
 embeddings are neither looked up nor published (their token ids do not name
-their content). Pipeline and context parallelism are refused at start.
+their content). With tensor parallelism each rank publishes and loads its
+own KV heads in its own namespace (the layout's tp_rank), and the scheduler
+counts a block as a hit only when every rank's namespace has it. Pipeline
+and context parallelism are refused at start.
 
 Worker side: the hit blocks are loaded into the paged cache layer by layer on
 a copy thread started in start_load_kv (the library releases the GIL), each
@@ -41,7 +44,8 @@ blocks store: "auto" = the engine's KV dtype, or "int8" / "fp8_e4m3" / "int4"),
 model and a digest of its revision, weights, dtype, quantization and
 overrides; a model_id must change whenever one of those does),
 `max_clients` (daemon connections at most, one per (cache_salt, LoRA) in use,
-least recently used closed first; default 16),
+least recently used closed first; default 16; the scheduler has one per
+tensor-parallel rank of each, so tp_size times as many),
 `overlap` (true: load layer by layer on a copy thread while the model
 computes; false: load every layer in start_load_kv, on `load_threads` threads
 at once, before the forward; default: true on a GPU, false on a CPU, where the
@@ -55,7 +59,8 @@ each call into the daemon, the connect included; default 500),
 `log_interval` (seconds between counter lines in the log, default 30; 0:
 never), `stats_file` (a path: each
 side writes its counters as JSON to PATH.scheduler / PATH.worker after every
-step that changed them, for scripts and tests).
+step that changed them, for scripts and tests; tensor-parallel ranks
+after the first write PATH.worker.RANK).
 """
 
 from __future__ import annotations
@@ -63,7 +68,6 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import dataclasses
-import hashlib
 import json
 import os
 import re
@@ -81,6 +85,7 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
 from vllm.logger import init_logger
 
 import kvshare
+from kvshare import _vllm_names as names
 from kvshare._vllm_async import Copies, Pending, WorkerCopies
 
 if TYPE_CHECKING:
@@ -201,8 +206,8 @@ class _Clients:
         self.max_clients = max_clients
         self.timeout = timeout  # seconds, each call's deadline
         # least recently used first
-        self.clients: collections.OrderedDict[tuple[Optional[str], Optional[str]],
-                                              kvshare.Client] = collections.OrderedDict()
+        self.clients: collections.OrderedDict[tuple, kvshare.Client] = \
+            collections.OrderedDict()
         self.down_until = 0.0  # after any failure: no new client before
         self.away_until = 0.0  # after a lost or stuck daemon: no call at all
         self.refused_logged = -interval
@@ -214,8 +219,18 @@ class _Clients:
         per client (or per request)."""
         return time.monotonic() < self.away_until
 
-    def get(self, salt: Optional[str], adapter: Optional[str]) -> Optional[kvshare.Client]:
-        key = (salt, adapter)
+    def key(self, salt: Optional[str], adapter: Optional[str],
+            rank: Optional[int] = None) -> tuple:
+        """A namespace's key: (salt, adapter) for this side's own
+        tensor-parallel rank, (salt, adapter, rank) for another rank's (the
+        scheduler asks every rank's namespace)."""
+        if rank is None or rank == self.base.tp_rank:
+            return (salt, adapter)
+        return (salt, adapter, rank)
+
+    def get(self, salt: Optional[str], adapter: Optional[str],
+            rank: Optional[int] = None) -> Optional[kvshare.Client]:
+        key = self.key(salt, adapter, rank)
         if self.away():
             return None
         c = self.clients.get(key)
@@ -231,9 +246,10 @@ class _Clients:
                 return None
             self.clients.pop(idle).close()
         try:
-            c = kvshare.Client(self.socket, dataclasses.replace(self.base, salt=salt,
-                                                                 adapter=adapter),
-                               timeout=self.timeout)
+            layout = dataclasses.replace(self.base, salt=salt, adapter=adapter)
+            if rank is not None:
+                layout = dataclasses.replace(layout, tp_rank=rank)
+            c = kvshare.Client(self.socket, layout, timeout=self.timeout)
         except (kvshare.LimitError, kvshare.LayoutError) as e:
             # This namespace was refused (the daemon's caps): the daemon is
             # up and serves the others.
@@ -249,7 +265,7 @@ class _Clients:
         self.clients[key] = c
         return c
 
-    def failed(self, key: tuple[Optional[str], Optional[str]], e: Exception) -> None:
+    def failed(self, key: tuple, e: Exception) -> None:
         """A call failed: forget the client (a reconnect makes a new one)."""
         self.counters.daemon_errors += 1
         c = self.clients.pop(key, None)
@@ -273,74 +289,6 @@ def _flag(v: Any) -> bool:
     if isinstance(v, str):
         return v.strip().lower() in ("1", "true", "yes", "on")
     return bool(v)
-
-
-def _digest(*parts: Any) -> str:
-    """128 bits of SHA-256 over parts, as hex; strings that need not be
-    valid UTF-8 (API users send lone surrogates) hash as they are."""
-    h = hashlib.sha256()
-    for p in parts:
-        b = p.encode("utf-8", "surrogatepass") if isinstance(p, str) else repr(p).encode()
-        h.update(len(b).to_bytes(8, "little") + b)
-    return h.hexdigest()[:32]
-
-
-def _named(name: str, digest: str) -> str:
-    """A namespace string: a readable prefix of `name` (what kvsctl shows),
-    then the digest, which alone tells namespaces apart. It always fits
-    KVS_NAME_MAX and has no NUL (the library's strings end at one)."""
-    readable = re.sub(r"[^A-Za-z0-9._/:@+-]", "_", name)[:160]
-    return f"{readable}#{digest}"
-
-
-def _salt(salt: Optional[str]) -> Optional[str]:
-    """A request's cache_salt as the layout's salt: its digest, so that any
-    string an API user sends (too long, NUL inside) is a valid salt of its
-    own, and two salts never map to one."""
-    return None if salt is None else _digest("salt", salt)
-
-
-def _adapter(lora: Any) -> Optional[str]:
-    """The adapter of a LoRA request: its name and its path, as vLLM's own
-    prefix cache keys it, so that a name re-pointed at other weights does
-    not reuse their KV."""
-    if lora is None:
-        return None
-    name = str(getattr(lora, "lora_name", None) or lora)
-    return _named(name, _digest("lora", name, str(getattr(lora, "lora_path", "") or "")))
-
-
-def _stable(x: Any) -> Any:
-    """A config value as something that prints the same in every process (a
-    callable hf_overrides by its name, not its address)."""
-    if callable(x) and not isinstance(x, type):
-        return f"{getattr(x, '__module__', '')}.{getattr(x, '__qualname__', repr(x))}"
-    if isinstance(x, dict):
-        return {str(k): _stable(v) for k, v in sorted(x.items(), key=lambda kv: str(kv[0]))}
-    if isinstance(x, (list, tuple)):
-        return [_stable(v) for v in x]
-    return x if isinstance(x, (str, int, float, bool, type(None))) else str(x)
-
-
-# What makes a model's KV for the same tokens: the checkpoint, and what vLLM
-# does to its weights and its forward pass. The KV dtype is not here: the
-# layout has it.
-_IDENTITY = ("model", "model_weights", "revision", "code_revision", "hf_config_path",
-             "dtype", "quantization", "quantization_config", "hf_overrides", "model_impl",
-             "model_class_overrides", "disable_sliding_window")
-
-
-def _model_id(mc: Any, model_id: Optional[str]) -> str:
-    """The namespace's model string: model_id as the user gave it (who then
-    answers for changing it with every setting of _IDENTITY, docs/vllm.md),
-    else the served model and a digest of _IDENTITY."""
-    if model_id is not None:
-        model_id = str(model_id)
-        if not model_id or "\0" in model_id or len(model_id.encode()) > 255:
-            raise ValueError(f"model_id {model_id!r}: 1 to 255 bytes, no NUL")
-        return model_id
-    factors = {f: _stable(getattr(mc, f, None)) for f in _IDENTITY}
-    return _named(str(mc.model), _digest("model", json.dumps(factors, sort_keys=True)))
 
 
 _LAYER_INDEX = re.compile(r"\.(\d+)\.")
@@ -377,7 +325,7 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
 
             self.tp_rank = get_tensor_model_parallel_rank()
         self.layout = kvshare.Layout(
-            model=_model_id(mc, tc.get_from_extra_config("model_id", None)),
+            model=names.model_id(mc, tc.get_from_extra_config("model_id", None)),
             layers=mc.get_num_layers(pc),
             kv_heads=mc.get_num_kv_heads(pc),
             head_dim=mc.get_head_size(),
@@ -396,7 +344,8 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
         self.clients = _Clients(tc.get_from_extra_config("socket", None), self.layout,
                                 float(tc.get_from_extra_config("reconnect_interval", 5)),
                                 self.counters,
-                                max(1, int(tc.get_from_extra_config("max_clients", 16))),
+                                max(1, int(tc.get_from_extra_config("max_clients", 16)))
+                                * (self.tp_size if role == KVConnectorRole.SCHEDULER else 1),
                                 timeout_ms / 1000)
         self.log_interval = float(tc.get_from_extra_config("log_interval", 30))
         self.overlap = tc.get_from_extra_config("overlap", None)
@@ -404,7 +353,10 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
         self.publish_async = _flag(tc.get_from_extra_config("publish_async", True))
         self.load_async = _flag(tc.get_from_extra_config("load_async", False))
         stats_file = tc.get_from_extra_config("stats_file", None)
-        self.stats_file = f"{stats_file}.{role.name.lower()}" if stats_file else None
+        # Each tensor-parallel rank has a worker side: ranks after the
+        # first write PATH.worker.RANK.
+        suffix = role.name.lower() + (f".{self.tp_rank}" if self.tp_rank else "")
+        self.stats_file = f"{stats_file}.{suffix}" if stats_file else None
         self.stats_written: Optional[Counters] = None
         self.reported = Counters()
         self.last_log = time.monotonic()
@@ -415,6 +367,7 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
         # worker
         self.layers: dict[str, tuple[int, torch.Tensor]] = {}
         self.cache: Optional[kvshare.PagedCache] = None
+        self.slept_cache: Optional[kvshare.PagedCache] = None  # asleep (vLLM >= 0.33)
         self.pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
         self.layer_done: dict[int, concurrent.futures.Future] = {}
         self.leases: list[kvshare.ReadLease] = []
@@ -441,8 +394,8 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
             skip = (bool(getattr(request, "mm_features", None))
                     or getattr(request, "prompt_embeds", None) is not None)
             st = _ReqState(list(request.prompt_token_ids or []),
-                           _salt(getattr(request, "cache_salt", None)),
-                           _adapter(getattr(request, "lora_request", None)), skip=skip)
+                           names.salt(getattr(request, "cache_salt", None)),
+                           names.adapter(getattr(request, "lora_request", None)), skip=skip)
             self.reqs[request.request_id] = st
         return st
 
@@ -470,15 +423,8 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
         max_blocks = (len(st.prompt) - 1) // bs
         if st.skip or max_blocks * bs <= num_computed_tokens:
             return 0
-        c = self.clients.get(st.salt, st.adapter)
-        if c is None:
-            return 0
-        try:
-            hashes = c.hash_tokens(st.prompt[: max_blocks * bs])
-            with c.lookup(hashes) as lease:
-                hits = lease.hits
-        except kvshare.Error as e:
-            self.clients.failed((st.salt, st.adapter), e)
+        hits = self._hits(st, st.prompt[: max_blocks * bs])
+        if hits is None:
             return 0
         self.counters.lookups += 1
         if hits * bs <= num_computed_tokens:
@@ -487,6 +433,32 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
         n = hits * bs - num_computed_tokens
         self.counters.hit_tokens += n
         return n
+
+    def _hits(self, st: _ReqState, tokens: list[int]) -> Optional[int]:
+        """The leading full blocks of @tokens that every tensor-parallel
+        rank's namespace holds (None: a rank's client could not be had or
+        its lookup failed). Each rank loads its own KV heads from its own
+        namespace, so a block the scheduler reports must be there for all
+        of them; each rank after the first is asked only up to the hits so
+        far."""
+        bs = self.block_size
+        hits = len(tokens) // bs
+        for rank in range(self.tp_size):
+            if hits == 0:
+                break
+            c = self.clients.get(st.salt, st.adapter, rank)
+            if c is None:
+                return None
+            try:
+                # A count, pinning and fetching nothing (the cluster's part
+                # bounded by --remote-query-timeout): the worker's load looks
+                # up and fetches, and reports what it no longer finds as load
+                # errors.
+                hits = min(hits, c.query(c.hash_tokens(tokens[: hits * bs]), remote=True))
+            except kvshare.Error as e:
+                self.clients.failed(self.clients.key(st.salt, st.adapter, rank), e)
+                return None
+        return hits
 
     def update_state_after_alloc(self, request: "Request", blocks: "KVCacheBlocks",
                                  num_external_tokens: int) -> None:
@@ -659,6 +631,26 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
                            self.layout.layers)
         logger.info("kvshare: %d layers, %s layout, block %s bytes", len(order), kind,
                     self.layout.block_bytes)
+
+    def unregister_kv_caches(self) -> None:
+        """vLLM >= 0.33, before sleep mode frees the KV cache: nothing may
+        copy into or out of it until restore_kv_caches. vLLM has drained
+        the transfers; a copy thread's last layers are awaited all the same.
+        Idempotent."""
+        for f in self.layer_done.values():
+            f.result()
+        self.publishes.wait_all()  # publish_async and load_async copies
+        self.aloads.wait_all()
+        if self.cache is not None:
+            self.slept_cache, self.cache = self.cache, None
+
+    def restore_kv_caches(self) -> None:
+        """vLLM >= 0.33, after wake-up: the KV cache is mapped again under
+        the tensors register_kv_caches was given (sleep mode's allocator
+        keeps their addresses), and each copy takes its address from them.
+        Idempotent."""
+        if self.slept_cache is not None:
+            self.cache, self.slept_cache = self.slept_cache, None
 
     def start_load_kv(self, forward_context: "ForwardContext", **kwargs: Any) -> None:
         meta = self._get_connector_metadata()

@@ -163,6 +163,28 @@ def test_read_lease_releases_on_exit_and_refuses_after(daemon):
         r.release()  # idempotent
 
 
+def test_query_counts_and_pins_nothing(daemon):
+    """Client.query: the cached prefix's length, with no lease, pin or hit
+    counted; remote=True on a daemon without a remote tier is the same."""
+    with kvshare.Client(daemon.socket, L) as c:
+        h = c.hash_tokens(tokens(32 * 6, 11))
+        assert c.query(h) == 0
+        with c.reserve(h[:4]) as w:
+            for i in w.new:
+                w.view(i)[:] = i
+        hits = stat(c, "blocks.lookup_hit")
+        assert c.query(h) == 4
+        assert c.query(h, remote=True) == 4
+        assert c.query(h[:2]) == 2
+        assert c.query(h[:0]) == 0
+        assert stat(c, "leases.active") == 0
+        assert stat(c, "blocks.lookup_hit") == hits
+        assert stat(c, "blocks.query_asked") == 6 + 6 + 6 + 2
+        with c.lookup(h) as r:
+            assert r.hits == 4
+            assert c.query(h) == 4  # the pins of a lease are no query's
+
+
 def test_view_outliving_its_lease_keeps_the_pins(daemon):
     with kvshare.Client(daemon.socket, L) as c:
         h = c.hash_tokens(tokens(64, 5))

@@ -7,6 +7,7 @@ the way vLLM's scheduler and model runner call them, one step per request.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import types
@@ -636,3 +637,91 @@ def test_async_load_with_the_daemon_gone_is_reported_with_errors(engines, daemon
     assert e.worker.get_finished(set()) == (None, {"r"})
     assert e.worker.get_block_ids_with_load_errors() == set(pages[:4])
     e.worker.clear_connector_metadata()
+
+
+def test_scheduler_queries_and_a_load_that_finds_less_reports_it(engines, daemon):
+    """The scheduler's question is a query: nothing pinned, no lookup hit;
+    blocks gone between it and the worker's load (flushed here) are load
+    errors, recomputed, never garbage."""
+    import os
+    import subprocess
+
+    build = os.environ.get("BUILD_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "..",
+                                                     "build"))
+    e = engines()
+    p = prompt(12)
+    assert e.run(request("a", p), 1.0) == (0, 1.0)
+    before = stats(daemon.socket)
+    hit, _ = e.sched.get_num_new_matched_tokens(request("b", p), 0)
+    assert hit == 4 * BS
+    after = stats(daemon.socket)
+    assert after["blocks.query_asked"] - before["blocks.query_asked"] == 4
+    assert after["blocks.lookup_hit"] == before["blocks.lookup_hit"]
+    assert after["leases.active"] == 0
+    r = subprocess.run([os.path.join(build, "kvsctl"), "--socket", daemon.socket, "flush",
+                        "--all"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    e.sched.update_state_after_alloc(request("b", p), None, hit)
+    so = types.SimpleNamespace(
+        scheduled_new_reqs=[types.SimpleNamespace(req_id="b", block_ids=([300, 301, 302, 303,
+                                                                          304],),
+                                                  num_computed_tokens=hit)],
+        scheduled_cached_reqs=types.SimpleNamespace(req_ids=[], new_block_ids=[],
+                                                    resumed_req_ids=set(),
+                                                    num_computed_tokens=[]),
+        num_scheduled_tokens={"b": 1})
+    e.worker.bind_connector_metadata(e.sched.build_connector_meta(so))
+    e.worker.start_load_kv(None)
+    e.worker.wait_for_save()
+    assert e.worker.get_block_ids_with_load_errors() == {300, 301, 302, 303}
+    assert stats(daemon.socket)["leases.active"] == 0
+
+
+def test_tensor_parallel_hit_needs_every_rank(daemon, monkeypatch):
+    """With TP=2 each rank's KV heads are in its own namespace (tp_rank 0
+    and 1): the scheduler reports a block only when both ranks have it,
+    since a rank that misses would recompute under KV vLLM counts as
+    loaded. Each rank's worker side names its namespace by its own rank."""
+    monkeypatch.setattr(parallel_state, "get_tensor_model_parallel_rank", lambda: 1)
+    cfg = vllm_config(daemon.socket, parallel={"tensor_parallel_size": 2})
+    worker1 = KvshareConnector(cfg, KVConnectorRole.WORKER)
+    assert (worker1.layout.tp_rank, worker1.layout.tp_size) == (1, 2)
+    worker1.shutdown()
+    sched = KvshareConnector(cfg, KVConnectorRole.SCHEDULER)
+    p = prompt(9)
+
+    def publish(rank: int, blocks: int) -> None:
+        layout = dataclasses.replace(sched.layout, tp_rank=rank)
+        with kvshare.Client(daemon.socket, layout) as c:
+            with c.reserve(c.hash_tokens(p[: blocks * BS])) as w:
+                for i in w.new:
+                    w.view(i)[:] = rank + 1
+
+    try:
+        publish(0, 4)
+        assert sched.get_num_new_matched_tokens(request("a", p), 0) == (0, False)
+        publish(1, 2)  # rank 1 has the first two blocks only
+        assert sched.get_num_new_matched_tokens(request("b", p), 0) == (2 * BS, False)
+        publish(1, 4)
+        assert sched.get_num_new_matched_tokens(request("c", p), 0) == (4 * BS, False)
+        # vLLM computed 3 blocks itself: the fourth is what is left to load.
+        assert sched.get_num_new_matched_tokens(request("d", p), 3 * BS) == (BS, False)
+        assert sched.counters.lookups == 4 and sched.counters.no_client == 0
+    finally:
+        sched.shutdown()
+
+
+def test_sleep_mode_unregisters_and_restores(engines):
+    """vLLM >= 0.33 calls unregister_kv_caches before sleep mode frees the
+    KV cache and restore_kv_caches after wake-up (both idempotent): asleep,
+    the worker copies nothing; awake again, it loads as before."""
+    e = engines()
+    p = prompt(21)
+    assert e.run(request("a", p), 1.0) == (0, 1.0)
+    e.worker.unregister_kv_caches()
+    e.worker.unregister_kv_caches()
+    assert e.worker.cache is None
+    e.worker.restore_kv_caches()
+    e.worker.restore_kv_caches()
+    assert e.worker.cache is not None
+    assert e.run(request("b", p), 2.0) == (4 * BS, 1.0)
