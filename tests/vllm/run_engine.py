@@ -2,7 +2,7 @@
 
     python run_engine.py --model DIR --prompts IN.json --out OUT.json
                          [--socket S --stats-file F] [--rounds N --go-file G]
-                         [--no-prefix-cache] [--max-tokens N] [--tp N]
+                         [--no-prefix-cache] [--max-tokens N] [--tp N] [--extra JSON]
 
 IN.json holds a list of token-id lists. With --socket the engine uses
 KvshareConnector. With --rounds N the prompts are run N times; before each
@@ -41,6 +41,8 @@ def main() -> None:
     ap.add_argument("--reconnect-interval", type=float, default=5)
     ap.add_argument("--tp", type=int, default=1,
                     help="tensor-parallel ranks (worker processes, vLLM's mp executor)")
+    ap.add_argument("--extra", default="{}",
+                    help="more of the connector's extra config, as JSON")
     a = ap.parse_args()
 
     from vllm import LLM, SamplingParams
@@ -53,6 +55,7 @@ def main() -> None:
             extra["model_id"] = a.model_id
         if a.stats_file:
             extra["stats_file"] = a.stats_file
+        extra.update(json.loads(a.extra))
         kw["kv_transfer_config"] = {
             "kv_connector": "KvshareConnector",
             "kv_connector_module_path": "kvshare.vllm_connector",

@@ -14,10 +14,8 @@ downloaded). About four minutes on 2 cores, most of it engine start-up.
 from __future__ import annotations
 
 import json
-import os
 import random
 import subprocess
-import sys
 import time
 
 import numpy as np
@@ -25,59 +23,16 @@ import pytest
 
 pytest.importorskip("vllm", reason="vLLM is not installed (scripts/python_env.sh installs it)")
 # vllm_support first: it sets KVSHARE_LIB, which importing kvshare reads.
-from vllm_support import (BT, HERE, KVSCTL, MODEL, counters, daemon_stats,  # noqa: E402
-                          engine_env, start_daemon, stop_daemon)
+from vllm_support import (BT, KVSCTL, MODEL, Engine, counters, daemon_stats,  # noqa: E402
+                          start_daemon, stop_daemon, wait_until)
 import kvshare  # noqa: E402, I001
 
 PREFIX = 8 * BT    # the shared prefix: 8 full blocks
-ENGINE_TIMEOUT = 900
 
 
 @pytest.fixture(scope="module")
 def work(tmp_path_factory):
     return tmp_path_factory.mktemp("vllm-e2e")
-
-
-class Engine:
-    def __init__(self, work, model, name: str, prompts, *extra: str) -> None:
-        self.out = work / f"{name}.out.json"
-        self.log = work / f"{name}.log"
-        pfile = work / f"{name}.prompts.json"
-        pfile.write_text(json.dumps(prompts))
-        cmd = [sys.executable, os.path.join(HERE, "run_engine.py"), "--model",
-               str(model), "--prompts", str(pfile), "--out", str(self.out), *extra]
-        self.proc = subprocess.Popen(cmd, stdout=open(self.log, "w"), stderr=subprocess.STDOUT,
-                                     env=engine_env())
-
-    def rounds(self, n: int) -> list:
-        """Wait until the engine has written n rounds of outputs."""
-        deadline = time.monotonic() + ENGINE_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.out.exists():
-                r = json.loads(self.out.read_text())
-                if len(r) >= n:
-                    return r
-            if self.proc.poll() is not None and not (
-                    self.out.exists() and len(json.loads(self.out.read_text())) >= n):
-                break
-            time.sleep(0.2)
-        self.stop()
-        raise AssertionError(f"engine gave no round {n}; log tail:\n{self.tail()}")
-
-    def wait(self) -> None:
-        assert self.proc.wait(timeout=ENGINE_TIMEOUT) == 0, self.tail()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-    def tail(self) -> str:
-        return self.log.read_text(errors="replace")[-6000:]
 
 
 def test_vllm_loads_a_prefix_another_vllm_published(work, tiny_model):
@@ -114,6 +69,9 @@ def test_vllm_loads_a_prefix_another_vllm_published(work, tiny_model):
         want = base.rounds(1)[0]
         got = reader.rounds(1)[0]
         assert got == want, f"reader {got} != baseline {want}"
+        # Its publish of the ninth block runs off the step: counted once done.
+        wait_until("the reader's publish", lambda: daemon_stats(sock)[
+            "engines.published_blocks"] == 10)
         rs, rw = counters(work / "reader.scheduler"), counters(work / "reader.worker")
         assert rs["hit_tokens"] == PREFIX, rs
         assert rw["loaded_blocks"] == PREFIX // BT and rw["load_errors"] == 0, rw
@@ -182,7 +140,8 @@ def test_vllm_loads_a_prefix_another_vllm_published(work, tiny_model):
             time.sleep(0.1)
         (work / "go.3").touch()
         assert reader.rounds(4)[3] == want
-        assert daemon_stats(sock)["blocks.committed"] == len(b) // BT
+        wait_until("the reader's publishes", lambda: daemon_stats(sock)[
+            "blocks.committed"] == len(b) // BT)
         reader.wait()
         base.wait()
     finally:

@@ -31,6 +31,7 @@ KVSCTL = os.environ.get("KVSCTL", os.path.join(BUILD, "kvsctl"))
 import kvshare  # noqa: E402
 
 BT = 32  # vLLM block_size = kvshare block_tokens
+ENGINE_TIMEOUT = 900
 MODEL = dict(layers=4, hidden=256, heads=4, kv_heads=2, head_dim=64)
 
 
@@ -91,6 +92,47 @@ def wait_until(what: str, fn, timeout: float = 10):
             assert v, f"{what}: not within {timeout}s (last: {v!r})"
             return v
         time.sleep(0.05)
+
+
+class Engine:
+    """run_engine.py in a process of its own, its output and log in @work."""
+
+    def __init__(self, work, model, name: str, prompts, *extra: str) -> None:
+        self.out = work / f"{name}.out.json"
+        self.log = work / f"{name}.log"
+        pfile = work / f"{name}.prompts.json"
+        pfile.write_text(json.dumps(prompts))
+        cmd = [sys.executable, os.path.join(HERE, "run_engine.py"), "--model",
+               str(model), "--prompts", str(pfile), "--out", str(self.out), *extra]
+        self.proc = subprocess.Popen(cmd, stdout=open(self.log, "w"), stderr=subprocess.STDOUT,
+                                     env=engine_env())
+
+    def rounds(self, n: int) -> list:
+        """Wait until the engine has written n rounds of outputs."""
+        deadline = time.monotonic() + ENGINE_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.out.exists():
+                r = json.loads(self.out.read_text())
+                if len(r) >= n:
+                    return r
+            if self.proc.poll() is not None and not (
+                    self.out.exists() and len(json.loads(self.out.read_text())) >= n):
+                break
+            time.sleep(0.2)
+        self.stop()
+        raise AssertionError(f"engine gave no round {n}; log tail:\n{self.tail()}")
+
+    def wait(self) -> None:
+        assert self.proc.wait(timeout=ENGINE_TIMEOUT) == 0, self.tail()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
 
 
 # ---- vLLM's OpenAI server ----------------------------------------------------

@@ -22,8 +22,13 @@ a copy thread started in start_load_kv (the library releases the GIL), each
 layer awaited in wait_for_layer_load, so the model computes layer l while
 layer l + 1 is copied. After each step's forward, wait_for_save publishes the
 prompt blocks that became full (chunked prefill included) with reserve, store
-and commit; a block another worker is writing (BUSY) or that finds no room
-(FULL) is skipped, never waited for.
+and commit, on a publish thread (publish_async: vLLM holds a finished
+request's blocks until get_finished reports its copies done, and a step waits
+for the copies that read a block it is about to write, in
+handle_preemptions); a block another worker is writing (BUSY) or that finds
+no room (FULL) is skipped, never waited for. With load_async a hit request
+waits in WAITING_FOR_REMOTE_KVS while its copy runs on a thread, reported
+through get_finished (kvshare/_vllm_async.py).
 
 Nothing here raises on the serving path: a block that cannot be loaded is
 reported through get_block_ids_with_load_errors() and recomputed (set
@@ -45,6 +50,10 @@ tensor-parallel rank of each, so tp_size times as many),
 computes; false: load every layer in start_load_kv, on `load_threads` threads
 at once, before the forward; default: true on a GPU, false on a CPU, where the
 copies and the model share the same cores), `load_threads` (default 2),
+`publish_async` (default true: publish on a thread, off the step),
+`load_async` (default false: true parks hit requests in
+WAITING_FOR_REMOTE_KVS while their load runs on a thread; docs/vllm.md
+has the numbers behind the default),
 `reconnect_interval` (seconds, default 5), `timeout_ms` (the deadline of
 each call into the daemon, the connect included; default 500),
 `log_interval` (seconds between counter lines in the log, default 30; 0:
@@ -77,6 +86,7 @@ from vllm.logger import init_logger
 
 import kvshare
 from kvshare import _vllm_names as names
+from kvshare._vllm_async import Copies, Pending, WorkerCopies
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -84,6 +94,7 @@ if TYPE_CHECKING:
     from vllm.v1.core.kv_cache_manager import KVCacheBlocks
     from vllm.v1.core.sched.output import SchedulerOutput
     from vllm.v1.kv_cache_interface import KVCacheConfig
+    from vllm.v1.outputs import KVConnectorOutput
     from vllm.v1.request import Request
 
 logger = init_logger(__name__)
@@ -112,6 +123,15 @@ class _Save:
 class KvshareMetadata(KVConnectorMetadata):
     loads: list[_Load] = dataclasses.field(default_factory=list)
     saves: list[_Save] = dataclasses.field(default_factory=list)
+    # load_async: loads of requests waiting in WAITING_FOR_REMOTE_KVS, to
+    # start without waiting and report through get_finished
+    async_loads: list[_Load] = dataclasses.field(default_factory=list)
+    # publish_async: finished requests whose blocks vLLM holds until
+    # get_finished reports them (request_finished said delay_free_blocks)
+    sending: set[str] = dataclasses.field(default_factory=set)
+    # every vLLM block this step writes (its forward, its loads): copies
+    # still reading or writing one are waited for first (_vllm_async)
+    writes: set[int] = dataclasses.field(default_factory=set)
 
 
 @dataclasses.dataclass
@@ -127,6 +147,8 @@ class _ReqState:
     saved_blocks: int = 0       # chain blocks [0, saved_blocks) published
     load_start: int = 0         # a load planned for the next step: blocks
     load_end: int = 0           # [load_start, load_end)
+    load_async: bool = False    # the last lookup told vLLM load_kv_async=True
+    loading: bool = False       # an async load runs (WAITING_FOR_REMOTE_KVS)
 
 
 @dataclasses.dataclass
@@ -142,6 +164,12 @@ class Counters:
     published_blocks: int = 0
     skipped_blocks: int = 0      # BUSY or FULL at reserve
     publish_seconds: float = 0.0
+    publish_waits: int = 0       # publish copies a step waited for: they read a
+                                 # block the step was about to write (preemption)
+    async_loads: int = 0         # load_async: loads off the step (scheduler: planned,
+                                 # worker: started)
+    async_load_steps: int = 0    # worker: steps that ended with an async load
+                                 # still copying (they did not wait for it)
     daemon_errors: int = 0
     no_client: int = 0           # a namespace's client could not be had (max_clients
                                  # all in use, or the daemon refused it): a miss
@@ -150,10 +178,12 @@ class Counters:
         bw = self.loaded_bytes / self.load_seconds / 1e9 if self.load_seconds else 0.0
         return ("kvshare connector: lookups=%d hit_tokens=%d loaded_blocks=%d loaded_bytes=%d "
                 "load_s=%.3f load_GBps=%.2f load_errors=%d published_blocks=%d skipped=%d "
-                "publish_s=%.3f daemon_errors=%d no_client=%d" % (
+                "publish_s=%.3f publish_waits=%d async_loads=%d async_load_steps=%d "
+                "daemon_errors=%d no_client=%d" % (
                     self.lookups, self.hit_tokens, self.loaded_blocks, self.loaded_bytes,
                     self.load_seconds, bw, self.load_errors, self.published_blocks,
-                    self.skipped_blocks, self.publish_seconds, self.daemon_errors,
+                    self.skipped_blocks, self.publish_seconds, self.publish_waits,
+                    self.async_loads, self.async_load_steps, self.daemon_errors,
                     self.no_client))
 
 
@@ -254,10 +284,17 @@ class _Clients:
         self.clients.clear()
 
 
+def _flag(v: Any) -> bool:
+    """An extra config value as a bool: JSON's true/false, or a string."""
+    if isinstance(v, str):
+        return v.strip().lower() in ("1", "true", "yes", "on")
+    return bool(v)
+
+
 _LAYER_INDEX = re.compile(r"\.(\d+)\.")
 
 
-class KvshareConnector(KVConnectorBase_V1):
+class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
     def __init__(self, vllm_config: "VllmConfig", role: KVConnectorRole,
                  kv_cache_config: "KVCacheConfig" = None) -> None:  # type: ignore[assignment]
         super().__init__(vllm_config=vllm_config, role=role, kv_cache_config=kv_cache_config)
@@ -313,6 +350,8 @@ class KvshareConnector(KVConnectorBase_V1):
         self.log_interval = float(tc.get_from_extra_config("log_interval", 30))
         self.overlap = tc.get_from_extra_config("overlap", None)
         self.load_threads = max(1, int(tc.get_from_extra_config("load_threads", 2)))
+        self.publish_async = _flag(tc.get_from_extra_config("publish_async", True))
+        self.load_async = _flag(tc.get_from_extra_config("load_async", False))
         stats_file = tc.get_from_extra_config("stats_file", None)
         # Each tensor-parallel rank has a worker side: ranks after the
         # first write PATH.worker.RANK.
@@ -323,6 +362,8 @@ class KvshareConnector(KVConnectorBase_V1):
         self.last_log = time.monotonic()
         # scheduler
         self.reqs: dict[str, _ReqState] = {}
+        self.sending: set[str] = set()       # for the next metadata's `sending`
+        self.async_loads: list[_Load] = []   # for the next metadata's `async_loads`
         # worker
         self.layers: dict[str, tuple[int, torch.Tensor]] = {}
         self.cache: Optional[kvshare.PagedCache] = None
@@ -332,7 +373,14 @@ class KvshareConnector(KVConnectorBase_V1):
         self.leases: list[kvshare.ReadLease] = []
         self.load_started = self.load_done = 0.0
         self.load_errors: set[int] = set()
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # load_errors and the counters, across threads
+        # Calls into the daemon from the main thread and the copy threads (a
+        # client is not thread-safe); the copies themselves run outside it.
+        self.daemon = threading.RLock()
+        self.publishes = Copies("kvshare-publish")
+        self.aloads = Copies("kvshare-aload")
+        self.to_send = Pending()  # finished requests vLLM holds for their publishes
+        self.to_recv = Pending()  # requests in WAITING_FOR_REMOTE_KVS
         logger.info("kvshare connector (%s): socket %s, layout %s", role.name,
                     self.clients.socket or kvshare.default_socket_path(), self.layout)
 
@@ -357,10 +405,15 @@ class KvshareConnector(KVConnectorBase_V1):
     def get_num_new_matched_tokens(self, request: "Request",
                                    num_computed_tokens: int) -> tuple[int, bool]:
         try:
-            return self._matched(request, num_computed_tokens), False
+            n = self._matched(request, num_computed_tokens)
         except Exception as e:  # never on the serving path
             logger.warning("kvshare: lookup failed: %s", e)
             return 0, False
+        # load_async: the request waits in WAITING_FOR_REMOTE_KVS while the
+        # others step; update_state_after_alloc plans its load.
+        asynch = self.load_async and n > 0
+        self._state(request).load_async = asynch
+        return n, asynch
 
     def _matched(self, request: "Request", num_computed_tokens: int) -> int:
         st = self._state(request)
@@ -412,6 +465,23 @@ class KvshareConnector(KVConnectorBase_V1):
         st = self._state(request)
         if num_external_tokens == 0:
             st.load_start = st.load_end = 0
+        elif st.load_async and st.load_end > st.load_start:
+            # vLLM does not schedule it this step (no scheduled_new_reqs
+            # entry): its load is planned now, into the blocks just given.
+            st.block_ids = list(blocks.get_block_ids()[0])
+            self.async_loads.append(_Load(request.request_id,
+                                          st.prompt[: st.load_end * self.block_size],
+                                          st.salt, st.adapter, st.block_ids[: st.load_end],
+                                          st.load_start))
+            st.load_start = st.load_end = 0
+            st.loading = True
+            self.counters.async_loads += 1
+
+    def update_connector_output(self, connector_output: "KVConnectorOutput") -> None:
+        for req_id in connector_output.finished_recving or ():
+            st = self.reqs.get(req_id)
+            if st is not None:
+                st.loading = False
 
     def build_connector_meta(self, scheduler_output: "SchedulerOutput") -> KVConnectorMetadata:
         meta = KvshareMetadata()
@@ -425,6 +495,17 @@ class KvshareConnector(KVConnectorBase_V1):
     def _build(self, so: "SchedulerOutput", meta: KvshareMetadata) -> None:
         bs = self.block_size
         steps: list[tuple[str, int]] = []
+        meta.sending, self.sending = self.sending, set()
+        meta.async_loads, self.async_loads = self.async_loads, []
+        for ld in meta.async_loads:
+            meta.writes.update(ld.block_ids[ld.start:])
+
+        def written(st: _ReqState, computed: int) -> None:
+            # A new or resumed request's blocks past its local hit: what
+            # this step loads into or computes (vLLM may have taken them
+            # from a preempted request whose publish still copies them).
+            first = st.load_start if st.load_end > st.load_start else computed // bs
+            meta.writes.update(st.block_ids[first:])
 
         def plan_load(req_id: str, st: _ReqState) -> None:
             # A load the scheduler counted on (get_num_new_matched_tokens):
@@ -441,6 +522,7 @@ class KvshareConnector(KVConnectorBase_V1):
             if st is None:
                 continue
             st.block_ids = list(nr.block_ids[0])
+            written(st, nr.num_computed_tokens)
             steps.append((nr.req_id, nr.num_computed_tokens + so.num_scheduled_tokens[nr.req_id]))
             plan_load(nr.req_id, st)
         cr = so.scheduled_cached_reqs
@@ -454,7 +536,9 @@ class KvshareConnector(KVConnectorBase_V1):
                     st.block_ids = list(new[0])
                 else:
                     st.block_ids.extend(new[0])
+                    meta.writes.update(new[0])
             if req_id in cr.resumed_req_ids:
+                written(st, cr.num_computed_tokens[i])
                 plan_load(req_id, st)
             steps.append((req_id, cr.num_computed_tokens[i] + so.num_scheduled_tokens[req_id]))
         for req_id, computed in steps:
@@ -467,7 +551,14 @@ class KvshareConnector(KVConnectorBase_V1):
 
     def request_finished(self, request: "Request",
                          block_ids: list[int]) -> tuple[bool, Optional[dict[str, Any]]]:
-        self.reqs.pop(request.request_id, None)
+        st = self.reqs.pop(request.request_id, None)
+        if self.publish_async and st is not None and st.saved_blocks and not st.loading:
+            # Its publishes may still copy from its blocks: vLLM holds them
+            # until get_finished reports it (the metadata's `sending` tells
+            # the worker). While an async load runs vLLM holds them anyway,
+            # and reports the request once, through finished_recving.
+            self.sending.add(request.request_id)
+            return True, None
         return False, None
 
     def _report(self) -> None:
@@ -548,6 +639,8 @@ class KvshareConnector(KVConnectorBase_V1):
         Idempotent."""
         for f in self.layer_done.values():
             f.result()
+        self.publishes.wait_all()  # publish_async and load_async copies
+        self.aloads.wait_all()
         if self.cache is not None:
             self.slept_cache, self.cache = self.cache, None
 
@@ -563,16 +656,15 @@ class KvshareConnector(KVConnectorBase_V1):
         meta = self._get_connector_metadata()
         assert isinstance(meta, KvshareMetadata)
         self.layer_done = {}
+        self.handle_preemptions(meta)  # a vLLM that does not call it
+        for ld in meta.async_loads:
+            self._start_async_load(ld)
         if not meta.loads or self.cache is None:
             return
         jobs = []  # (lease, page ids of blocks [start, hits), start, count)
         for ld in meta.loads:
-            hits = self._pin(ld, jobs)
-            lost = ld.block_ids[max(hits, ld.start):]
-            if lost:
-                with self.lock:
-                    self.load_errors.update(lost)
-                self.counters.load_errors += len(lost)
+            self._lost(ld, self._pin(ld, jobs))
+        self.leases.extend(lease for lease, _, _ in jobs)
         if not jobs:
             return
         assert self.pool is not None
@@ -582,48 +674,6 @@ class KvshareConnector(KVConnectorBase_V1):
         if not self.overlap:  # every layer now, before the forward
             for f in self.layer_done.values():
                 f.result()
-
-    def _pin(self, ld: _Load, jobs: list) -> int:
-        """Look a load's blocks up again and queue the copy of those beyond
-        what vLLM computed; returns the hits (0 on any failure: the blocks
-        are recomputed). The lease is kept for wait_for_save to release,
-        or released here on every other path."""
-        c = self.clients.get(ld.salt, ld.adapter)
-        if c is None:
-            return 0
-        try:
-            lease = c.lookup(c.hash_tokens(ld.tokens))
-        except kvshare.Error as e:
-            self.clients.failed((ld.salt, ld.adapter), e)
-            return 0
-        except Exception as e:  # never on the serving path
-            logger.warning("kvshare: lookup for a load failed: %s", e)
-            return 0
-        if lease.hits > ld.start:
-            jobs.append((lease, ld.block_ids[ld.start: lease.hits], ld.start))
-            self.leases.append(lease)
-            return lease.hits
-        try:
-            lease.release()
-        except kvshare.Error as e:
-            self.clients.failed((ld.salt, ld.adapter), e)
-        return 0
-
-    def _load_layer(self, idx: int, tensor: torch.Tensor, jobs: list) -> None:
-        """One layer of every job, on a copy thread."""
-        for lease, page_ids, start in jobs:
-            try:
-                lease.load(idx, self.cache, tensor, page_ids, first=start, count=len(page_ids))
-            except Exception as e:  # the blocks are recomputed
-                logger.warning("kvshare: load of layer %d failed: %s", idx, e)
-                with self.lock:
-                    self.load_errors.update(page_ids)
-        with self.lock:
-            self.load_done = time.perf_counter()
-            if idx == 0:
-                n = sum(len(p) for _, p, _ in jobs)
-                self.counters.loaded_blocks += n
-                self.counters.loaded_bytes += n * self.layout.block_bytes
 
     def wait_for_layer_load(self, layer_name: str) -> None:
         entry = self.layers.get(layer_name)
@@ -641,59 +691,30 @@ class KvshareConnector(KVConnectorBase_V1):
         if self.layer_done:  # the step's loads, first submitted to last done
             self.counters.load_seconds += self.load_done - self.load_started
         self.layer_done = {}
-        for lease in self.leases:
-            try:
-                lease.release()
-            except kvshare.Error:
-                pass
+        self._release(self.leases)
         self.leases = []
         if not self.has_connector_metadata():
             return
         meta = self._get_connector_metadata()
         assert isinstance(meta, KvshareMetadata)
+        ready = None
+        if self.publish_async and meta.saves and self.cache is not None \
+                and self.cache.on_device:
+            # The forward's writes are queued on this thread's stream; the
+            # copy thread's stream is another: it waits for them on the host.
+            ready = torch.cuda.Event()
+            ready.record()
         for sv in meta.saves:
-            try:
-                self._publish(sv)
-            except Exception as e:
-                logger.warning("kvshare: publish failed: %s", e)
-        self._maybe_log()
-
-    def _publish(self, sv: _Save) -> None:
-        if self.cache is None:
-            return
-        key = (sv.salt, sv.adapter)
-        c = self.clients.get(*key)
-        if c is None:
-            return
-        t0 = time.perf_counter()
-        try:
-            w = c.reserve(c.hash_tokens(sv.tokens))
-        except kvshare.FullError:
-            self.counters.skipped_blocks += len(sv.block_ids)
-            return
-        except kvshare.Error as e:
-            self.clients.failed(key, e)
-            return
-        # The lease ends on every path: a WRITING lease left behind is BUSY
-        # for every engine until this one exits.
-        try:
-            try:
-                if w.new:
-                    for idx, tensor in self.layers.values():
-                        w.store(idx, self.cache, tensor, sv.block_ids)
-                published = w.commit()
-            finally:
-                if not w.ended:
-                    w.abort()
-        except kvshare.Error as e:
-            if w.ended and not isinstance(e, (kvshare.DisconnectedError, kvshare.ProtocolError)):
-                raise  # an argument the library refused, not the daemon: logged
-            self.clients.failed(key, e)  # closing the client ends the lease
-            return
-        self.counters.published_blocks += published
-        self.counters.skipped_blocks += sum(s in (kvshare.BUSY, kvshare.FULL)
-                                            for s in w.statuses)
-        self.counters.publish_seconds += time.perf_counter() - t0
+            if self.publish_async:
+                # Off the step: the request's full blocks do not change while
+                # it runs, vLLM holds them once it finishes (sending), and a
+                # step that reuses one waits first (handle_preemptions).
+                self.publishes.submit(sv.req_id, sv.block_ids, self._publish_logged, sv,
+                                      ready)
+            else:
+                self._publish_logged(sv)
+        with self.daemon:
+            self._maybe_log()
 
     def get_block_ids_with_load_errors(self) -> set[int]:
         with self.lock:
@@ -701,6 +722,10 @@ class KvshareConnector(KVConnectorBase_V1):
         return out
 
     def shutdown(self) -> None:
+        self.publishes.shutdown()
+        self.aloads.shutdown()
+        with self.daemon:  # the counts of the copies that ended after the last step
+            self._maybe_log()
         logger.info("%s", self.counters.line())
         if self.pool is not None:
             self.pool.shutdown(wait=True)

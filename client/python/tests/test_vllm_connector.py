@@ -8,6 +8,7 @@ the way vLLM's scheduler and model runner call them, one step per request.
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 import types
 
@@ -86,6 +87,20 @@ def prompt(seed: int, blocks: int = 4) -> list[int]:
     return [int(x) for x in np.random.default_rng(seed).integers(1, 30000, blocks * BS + 1)]
 
 
+def sched_out(new: list[tuple[str, list[int], int]] = (),
+              tokens: dict[str, int] | None = None) -> types.SimpleNamespace:
+    """A SchedulerOutput of new requests only: (req_id, vLLM blocks, computed
+    tokens) each, tokens scheduled per request (default: none)."""
+    return types.SimpleNamespace(
+        scheduled_new_reqs=[types.SimpleNamespace(req_id=r, block_ids=(pages,),
+                                                  num_computed_tokens=n)
+                            for r, pages, n in new],
+        scheduled_cached_reqs=types.SimpleNamespace(req_ids=[], new_block_ids=[],
+                                                    resumed_req_ids=set(),
+                                                    num_computed_tokens=[]),
+        num_scheduled_tokens=dict(tokens or {}))
+
+
 class Engine:
     """The connector's scheduler and worker sides, and a paged KV cache whose
     pages a fake forward fills with a value per request."""
@@ -100,6 +115,7 @@ class Engine:
         self.worker.register_kv_caches(self.kv)
         self.next_page = 0
         self.n = 0
+        self.gates: list[threading.Event] = []  # copies a test holds back
 
     def run(self, req: types.SimpleNamespace, value: float = 1.0) -> tuple[int, float]:
         """Schedule req (prefill in one step), load, compute the rest with
@@ -113,14 +129,10 @@ class Engine:
         npages = -(-len(req.prompt_token_ids) // BS)
         pages = list(range(self.next_page, self.next_page + npages))
         self.next_page = (self.next_page + npages) % (PAGES - 64)
-        so = types.SimpleNamespace(
-            scheduled_new_reqs=[types.SimpleNamespace(req_id=req.request_id, block_ids=(pages,),
-                                                      num_computed_tokens=hit)],
-            scheduled_cached_reqs=types.SimpleNamespace(req_ids=[], new_block_ids=[],
-                                                        resumed_req_ids=set(),
-                                                        num_computed_tokens=[]),
-            num_scheduled_tokens={req.request_id: len(req.prompt_token_ids) - hit})
+        so = sched_out([(req.request_id, pages, hit)],
+                       {req.request_id: len(req.prompt_token_ids) - hit})
         meta = self.sched.build_connector_meta(so)
+        self.worker.handle_preemptions(meta)
         for t in self.kv.values():
             t[pages] = -1.0  # what was there before: neither loaded nor computed
         self.worker.bind_connector_metadata(meta)
@@ -131,10 +143,25 @@ class Engine:
         self.worker.wait_for_save()
         self.worker.clear_connector_metadata()
         assert not self.worker.get_block_ids_with_load_errors()
-        self.sched.request_finished(req, pages)
+        self.finish(req, pages)
         return hit, float(self.kv["model.layers.0.self_attn.attn"][pages[0]].flatten()[0])
 
+    def finish(self, req: types.SimpleNamespace, pages: list[int]) -> None:
+        """request_finished, then (when it holds the blocks for a publish)
+        empty steps until get_finished reports the request, as vLLM does."""
+        held, _ = self.sched.request_finished(req, pages)
+        deadline = time.monotonic() + 10
+        while held:
+            self.worker.bind_connector_metadata(self.sched.build_connector_meta(sched_out()))
+            sending, _ = self.worker.get_finished({req.request_id})
+            self.worker.clear_connector_metadata()
+            held = req.request_id not in (sending or ())
+            assert time.monotonic() < deadline, "get_finished never reported the publish"
+            time.sleep(0.001)
+
     def close(self) -> None:
+        for g in self.gates:  # a test that failed holding a copy back
+            g.set()
         self.sched.shutdown()
         self.worker.shutdown()
 
@@ -413,6 +440,205 @@ def test_exception_in_a_load_is_a_recompute(engines, daemon, monkeypatch):
     assert stats(daemon.socket)["leases.active"] == 0
 
 
+# ---- publish_async and load_async --------------------------------------------
+
+def forward(e: Engine, meta: object, fill: dict[int, torch.Tensor]) -> None:
+    """One step of the worker as vLLM's model runner calls it, the forward
+    writing fill[page] (every layer's [kv_heads, block, 2 * head_dim]) into
+    its pages."""
+    e.worker.handle_preemptions(meta)
+    e.worker.bind_connector_metadata(meta)
+    e.worker.start_load_kv(None)
+    for name, t in e.kv.items():
+        e.worker.wait_for_layer_load(name)
+        for page, v in fill.items():
+            t[page] = v
+    e.worker.wait_for_save()
+    e.worker.get_finished(set())
+    e.worker.clear_connector_metadata()
+
+
+def pool_kv(e: Engine, socket: str, tokens: list[int], blocks: int) -> torch.Tensor:
+    """Every layer of the pool's first `blocks` blocks of `tokens`, loaded
+    into fresh pages: [layers, blocks, kv_heads, BS, 2 * head_dim]."""
+    out = torch.zeros(LAYERS, blocks, KV_HEADS, BS, 2 * HEAD_DIM)
+    with kvshare.Client(socket, e.worker.layout) as c, \
+            c.lookup(c.hash_tokens(tokens[: blocks * BS])) as lease:
+        assert lease.hits == blocks
+        for layer in range(LAYERS):
+            t = torch.zeros(PAGES, KV_HEADS, BS, 2 * HEAD_DIM)
+            lease.load(layer, e.worker.cache, t, list(range(blocks)))
+            out[layer] = t[:blocks]
+    return out
+
+
+def gate_publishes(e: Engine) -> threading.Event:
+    """Hold the publish thread until the event is set: the publishes queued
+    after this are still to copy (as a slow copy would be)."""
+    gate = threading.Event()
+    e.gates.append(gate)
+    e.worker.publishes.submit("gate", [], gate.wait)
+    return gate
+
+
+def test_reused_block_not_published_with_another_requests_kv(engines, daemon):
+    """Request a's blocks are freed by a preemption (vLLM has no hook for it)
+    while its publish copy is still queued, and vLLM gives them to b, whose
+    forward writes its own KV into them. The pool must hold a's KV under a's
+    hashes, byte for byte: the step waited for a's copy first."""
+    e = engines()
+    p = prompt(40)
+    pages = list(range(100, 105))
+    gen = torch.Generator().manual_seed(40)
+    kv_a = {pg: torch.randn(KV_HEADS, BS, 2 * HEAD_DIM, generator=gen) for pg in pages}
+    gate = gate_publishes(e)
+    a = request("a", p)
+    assert e.sched.get_num_new_matched_tokens(a, 0) == (0, False)
+    e.sched.update_state_after_alloc(a, None, 0)
+    forward(e, e.sched.build_connector_meta(sched_out([("a", pages, 0)], {"a": len(p)})), kv_a)
+    assert e.worker.publishes.busy() == {"gate", "a"}  # a's copy has not run
+    # a is preempted; b gets its blocks in the next step
+    b = request("b", prompt(41))
+    e.sched.get_num_new_matched_tokens(b, 0)
+    e.sched.update_state_after_alloc(b, None, 0)
+    meta = e.sched.build_connector_meta(sched_out([("b", pages, 0)], {"b": len(p)}))
+    assert set(pages) <= meta.writes
+    threading.Timer(0.2, gate.set).start()  # the copy ends in its own time
+    kv_b = {pg: torch.full((KV_HEADS, BS, 2 * HEAD_DIM), 7.0) for pg in pages}
+    forward(e, meta, kv_b)
+    gate.set()
+    e.worker.publishes.wait_all()
+    want = torch.stack([kv_a[pg] for pg in pages[:4]])
+    got = pool_kv(e, daemon.socket, p, 4)
+    for layer in range(LAYERS):
+        assert torch.equal(got[layer], want), f"layer {layer}: not a's KV"
+    assert e.worker.counters.publish_waits == 1
+
+
+def test_finished_request_held_until_its_publish_is_done(engines, daemon):
+    """request_finished asks vLLM to keep the blocks (delay_free_blocks) while
+    a publish of the request may still copy them; get_finished reports it in
+    finished_sending only once the copy committed. A request that published
+    nothing is not held."""
+    e = engines()
+    p = prompt(42)
+    pages = list(range(200, 205))
+    gate = gate_publishes(e)
+    a = request("a", p)
+    e.sched.get_num_new_matched_tokens(a, 0)
+    e.sched.update_state_after_alloc(a, None, 0)
+    forward(e, e.sched.build_connector_meta(sched_out([("a", pages, 0)], {"a": len(p)})),
+            {pg: torch.full((KV_HEADS, BS, 2 * HEAD_DIM), 3.0) for pg in pages})
+    assert e.sched.request_finished(a, pages) == (True, None)
+    meta = e.sched.build_connector_meta(sched_out())
+    assert meta.sending == {"a"}
+    e.worker.bind_connector_metadata(meta)
+    assert e.worker.get_finished({"a"}) == (None, None)  # still queued: held
+    e.worker.clear_connector_metadata()
+    assert stats(daemon.socket)["blocks.committed"] == 0
+    gate.set()
+    e.worker.publishes.wait_all()
+    e.worker.bind_connector_metadata(e.sched.build_connector_meta(sched_out()))
+    assert e.worker.get_finished(set()) == ({"a"}, None)
+    e.worker.clear_connector_metadata()
+    assert stats(daemon.socket)["blocks.committed"] == 4
+    # a prompt shorter than a block publishes nothing: not held
+    short = request("s", p[: BS - 1])
+    e.sched.get_num_new_matched_tokens(short, 0)
+    assert e.sched.request_finished(short, [300]) == (False, None)
+
+
+def test_publish_async_off_publishes_in_the_step(engines, daemon):
+    e = engines(extra={"publish_async": False})
+    p = prompt(43)
+    pages = list(range(100, 105))
+    a = request("a", p)
+    e.sched.get_num_new_matched_tokens(a, 0)
+    e.sched.update_state_after_alloc(a, None, 0)
+    forward(e, e.sched.build_connector_meta(sched_out([("a", pages, 0)], {"a": len(p)})),
+            {pg: torch.full((KV_HEADS, BS, 2 * HEAD_DIM), 3.0) for pg in pages})
+    assert stats(daemon.socket)["blocks.committed"] == 4  # before any get_finished
+    assert e.sched.request_finished(a, pages) == (False, None)
+
+
+class Blocks:
+    """KVCacheBlocks as update_state_after_alloc reads it."""
+
+    def __init__(self, ids: list[int]) -> None:
+        self.ids = ids
+
+    def get_block_ids(self) -> tuple[list[int], ...]:
+        return (self.ids,)
+
+
+def test_async_load_reported_through_get_finished(engines, daemon):
+    """load_async: the lookup says load_kv_async=True; the load is planned at
+    allocation (vLLM schedules the request no further), copied on a thread
+    while steps go on, and the request is reported in finished_recving once
+    every layer is in its pages; when it is scheduled, nothing loads again."""
+    writer = engines()
+    p = prompt(44)
+    assert writer.run(request("w", p), 5.0) == (0, 5.0)
+    e = engines(extra={"load_async": True})
+    r = request("r", p)
+    assert e.sched.get_num_new_matched_tokens(r, 0) == (4 * BS, True)
+    pages = list(range(400, 405))
+    e.sched.update_state_after_alloc(r, Blocks(pages), 4 * BS)
+    for t in e.kv.values():
+        t[pages] = -1.0
+    meta = e.sched.build_connector_meta(sched_out())  # r is not scheduled
+    assert [ld.req_id for ld in meta.async_loads] == ["r"] and not meta.loads
+    gate = threading.Event()
+    e.gates.append(gate)
+    e.worker.aloads.submit("gate", [], gate.wait)  # the copy is still to run
+    e.worker.handle_preemptions(meta)
+    e.worker.bind_connector_metadata(meta)
+    e.worker.start_load_kv(None)  # returns with the copy queued
+    e.worker.wait_for_save()
+    assert e.worker.get_finished(set()) == (None, None)
+    e.worker.clear_connector_metadata()
+    assert float(e.kv["model.layers.1.self_attn.attn"][pages[0]].flatten()[0]) == -1.0
+    gate.set()
+    e.worker.aloads.wait_all()
+    out = types.SimpleNamespace(finished_recving=None)
+    deadline = time.monotonic() + 10
+    while not out.finished_recving:
+        e.worker.bind_connector_metadata(e.sched.build_connector_meta(sched_out()))
+        out.finished_recving = e.worker.get_finished(set())[1]
+        e.worker.clear_connector_metadata()
+        assert time.monotonic() < deadline
+    assert out.finished_recving == {"r"}
+    assert not e.worker.get_block_ids_with_load_errors()
+    e.sched.update_connector_output(out)
+    for t in e.kv.values():
+        assert torch.all(t[pages[:4]] == 5.0) and torch.all(t[pages[4]] == -1.0)
+    meta = e.sched.build_connector_meta(sched_out([("r", pages, 4 * BS)], {"r": 1}))
+    assert not meta.loads and not meta.async_loads
+    # held for its publish? its blocks were loaded, not computed: the
+    # reserve finds them there, and vLLM holds them until it is reported
+    e.finish(r, pages)
+
+
+def test_async_load_with_the_daemon_gone_is_reported_with_errors(engines, daemon):
+    """An async load that can pin nothing: the request is reported in
+    finished_recving in the same pass, its blocks as load errors (vLLM
+    recomputes them)."""
+    writer = engines()
+    p = prompt(45)
+    writer.run(request("w", p), 5.0)
+    e = engines(extra={"load_async": True})
+    r = request("r", p)
+    assert e.sched.get_num_new_matched_tokens(r, 0) == (4 * BS, True)
+    pages = list(range(400, 405))
+    e.sched.update_state_after_alloc(r, Blocks(pages), 4 * BS)
+    daemon.stop()
+    e.worker.bind_connector_metadata(e.sched.build_connector_meta(sched_out()))
+    e.worker.start_load_kv(None)
+    assert e.worker.get_finished(set()) == (None, {"r"})
+    assert e.worker.get_block_ids_with_load_errors() == set(pages[:4])
+    e.worker.clear_connector_metadata()
+
+
 def test_scheduler_queries_and_a_load_that_finds_less_reports_it(engines, daemon):
     """The scheduler's question is a query: nothing pinned, no lookup hit;
     blocks gone between it and the worker's load (flushed here) are load
@@ -448,6 +674,7 @@ def test_scheduler_queries_and_a_load_that_finds_less_reports_it(engines, daemon
     e.worker.start_load_kv(None)
     e.worker.wait_for_save()
     assert e.worker.get_block_ids_with_load_errors() == {300, 301, 302, 303}
+    e.worker.publishes.wait_all()  # b's publish (off the step) holds a lease until it ends
     assert stats(daemon.socket)["leases.active"] == 0
 
 

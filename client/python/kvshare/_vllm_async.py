@@ -1,0 +1,258 @@
+"""The vLLM connector's copies that run off the step: publishes (the engine's
+pages into reserved blocks, then commit) and asynchronous loads (hit blocks
+into a waiting request's pages), each on a thread of its own, known by the
+request they serve and the vLLM blocks they touch.
+
+Why by block: a copy reads or writes vLLM blocks that vLLM may hand to
+another request before the copy ends. A finished request's blocks are held
+through vLLM's delay_free_blocks until get_finished reports the copies done;
+a preempted request's are freed at once, with no hook. So before a step
+writes any block (its forward, its loads), the worker waits for every copy
+that still touches one of them (handle_preemptions): a publish then never
+reads another request's KV, and a load never lands in a block someone else
+computes into.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import time
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
+
+import kvshare
+
+if TYPE_CHECKING:
+    import torch
+
+    from kvshare.vllm_connector import _Load, _Save
+
+logger = logging.getLogger("kvshare.vllm_connector")  # the connector's log
+
+
+class Copies:
+    """Copies on one thread, in submission order, with the request and the
+    vLLM blocks of each. Not thread-safe: the worker's main thread calls it;
+    the copies themselves only run `fn`."""
+
+    def __init__(self, name: str) -> None:
+        self.pool = concurrent.futures.ThreadPoolExecutor(1, name)
+        self.running: list[tuple[concurrent.futures.Future, str, frozenset[int]]] = []
+
+    def submit(self, req_id: str, blocks: Iterable[int], fn: Callable[..., Any],
+               *args: Any) -> None:
+        """Queue fn(*args) for req_id, touching `blocks`. fn must not raise."""
+        self._prune()
+        self.running.append((self.pool.submit(fn, *args), req_id, frozenset(blocks)))
+
+    def _prune(self) -> None:
+        self.running = [r for r in self.running if not r[0].done()]
+
+    def wait_blocks(self, blocks: set[int]) -> int:
+        """Wait for every copy that touches one of `blocks`; returns how many
+        had to be waited for (were still running)."""
+        waited = 0
+        for f, _, touched in self.running:
+            if not f.done() and not touched.isdisjoint(blocks):
+                f.result()
+                waited += 1
+        self._prune()
+        return waited
+
+    def busy(self) -> set[str]:
+        """The requests with a copy queued or running."""
+        self._prune()
+        return {req_id for _, req_id, _ in self.running}
+
+    def wait_all(self) -> None:
+        for f, _, _ in self.running:
+            f.result()
+        self.running = []
+
+    def shutdown(self) -> None:
+        self.wait_all()
+        self.pool.shutdown(wait=True)
+
+
+class Pending:
+    """Request ids vLLM waits to hear about through get_finished, reported
+    once no copy of theirs is queued or running. The main thread's."""
+
+    def __init__(self) -> None:
+        self.ids: set[str] = set()
+
+    def add(self, ids: Iterable[str]) -> None:
+        self.ids.update(ids)
+
+    def take_done(self, copies: Copies) -> set[str]:
+        done = self.ids - copies.busy()
+        self.ids -= done
+        return done
+
+
+class WorkerCopies:
+    """The worker side's copies, a part of KvshareConnector (which holds the
+    state they use: clients, layers, cache, the locks, publishes, aloads,
+    to_send, to_recv, counters): pinning and loading hits, publishing saves,
+    and what get_finished tells vLLM about both."""
+
+    def handle_preemptions(self, kv_connector_metadata: Any) -> None:
+        """Before the step writes anything (vLLM calls this ahead of the
+        forward): wait for the copies that still use a block it writes."""
+        meta = kv_connector_metadata
+        if getattr(meta, "writes", None):
+            waited = self.publishes.wait_blocks(meta.writes)
+            with self.lock:
+                self.counters.publish_waits += waited
+
+    def _lost(self, ld: "_Load", hits: int) -> None:
+        """The blocks of a load past its hits: recomputed."""
+        lost = ld.block_ids[max(hits, ld.start):]
+        if lost:
+            with self.lock:
+                self.load_errors.update(lost)
+                self.counters.load_errors += len(lost)
+
+    def _pin(self, ld: "_Load", jobs: list) -> int:
+        """Look a load's blocks up again and queue the copy of those beyond
+        what vLLM computed; returns the hits (0 on any failure: the blocks
+        are recomputed). The lease is kept for wait_for_save to release,
+        or released here on every other path."""
+        with self.daemon:
+            c = self.clients.get(ld.salt, ld.adapter)
+            if c is None:
+                return 0
+            try:
+                lease = c.lookup(c.hash_tokens(ld.tokens))
+            except kvshare.Error as e:
+                self.clients.failed((ld.salt, ld.adapter), e)
+                return 0
+            except Exception as e:  # never on the serving path
+                logger.warning("kvshare: lookup for a load failed: %s", e)
+                return 0
+            if lease.hits > ld.start:
+                jobs.append((lease, ld.block_ids[ld.start: lease.hits], ld.start))
+                return lease.hits
+            try:
+                lease.release()
+            except kvshare.Error as e:
+                self.clients.failed((ld.salt, ld.adapter), e)
+            return 0
+
+    def _start_async_load(self, ld: "_Load") -> None:
+        """A load of a request in WAITING_FOR_REMOTE_KVS: pinned now, copied
+        on the async load thread, reported by get_finished once copied (or
+        at once when nothing could be pinned; the blocks as load errors)."""
+        jobs: list = []
+        self.to_recv.add([ld.req_id])
+        with self.lock:
+            self.counters.async_loads += 1
+        hits = self._pin(ld, jobs) if self.cache is not None else 0
+        self._lost(ld, hits)
+        if jobs:
+            self.aloads.submit(ld.req_id, ld.block_ids[ld.start:], self._load_async, jobs)
+
+    def _load_async(self, jobs: list) -> None:
+        t0 = time.perf_counter()
+        for idx, tensor in sorted(self.layers.values(), key=lambda x: x[0]):
+            self._load_layer(idx, tensor, jobs, timed=False)
+        with self.lock:
+            self.counters.load_seconds += time.perf_counter() - t0
+        self._release([lease for lease, _, _ in jobs])
+
+    def _release(self, leases: list) -> None:
+        with self.daemon:
+            for lease in leases:
+                try:
+                    lease.release()
+                except kvshare.Error:
+                    pass
+
+    def _load_layer(self, idx: int, tensor: "torch.Tensor", jobs: list,
+                    timed: bool = True) -> None:
+        """One layer of every job, on a copy thread (timed: a step's loads,
+        whose span wait_for_save counts)."""
+        for lease, page_ids, start in jobs:
+            try:
+                lease.load(idx, self.cache, tensor, page_ids, first=start, count=len(page_ids))
+            except Exception as e:  # the blocks are recomputed
+                logger.warning("kvshare: load of layer %d failed: %s", idx, e)
+                with self.lock:
+                    self.load_errors.update(page_ids)
+        with self.lock:
+            if timed:
+                self.load_done = time.perf_counter()
+            if idx == 0:
+                n = sum(len(p) for _, p, _ in jobs)
+                self.counters.loaded_blocks += n
+                self.counters.loaded_bytes += n * self.layout.block_bytes
+
+    def _publish_logged(self, sv: "_Save", ready: Any = None) -> None:
+        try:
+            if ready is not None:
+                ready.synchronize()
+            self._publish(sv)
+        except Exception as e:
+            logger.warning("kvshare: publish failed: %s", e)
+        if self.publish_async:  # the counts, without waiting for another step
+            with self.daemon:
+                self._maybe_log()
+
+    def _publish(self, sv: "_Save") -> None:
+        """Reserve, store every layer, commit: on the publish thread
+        (publish_async) or the step's. Daemon calls under self.daemon, the
+        copies outside it."""
+        if self.cache is None:
+            return
+        key = (sv.salt, sv.adapter)
+        t0 = time.perf_counter()
+        with self.daemon:
+            c = self.clients.get(*key)
+            if c is None:
+                return
+            try:
+                w = c.reserve(c.hash_tokens(sv.tokens))
+            except kvshare.FullError:
+                with self.lock:
+                    self.counters.skipped_blocks += len(sv.block_ids)
+                return
+            except kvshare.Error as e:
+                self.clients.failed(key, e)
+                return
+        # The lease ends on every path: a WRITING lease left behind is BUSY
+        # for every engine until this one exits.
+        try:
+            try:
+                if w.new:
+                    for idx, tensor in self.layers.values():
+                        w.store(idx, self.cache, tensor, sv.block_ids)
+                with self.daemon:
+                    published = w.commit()
+            finally:
+                if not w.ended:
+                    with self.daemon:
+                        w.abort()
+        except kvshare.Error as e:
+            if w.ended and not isinstance(e, (kvshare.DisconnectedError, kvshare.ProtocolError)):
+                raise  # an argument the library refused, not the daemon: logged
+            with self.daemon:
+                self.clients.failed(key, e)  # closing the client ends the lease
+            return
+        with self.lock:
+            self.counters.published_blocks += published
+            self.counters.skipped_blocks += sum(s in (kvshare.BUSY, kvshare.FULL)
+                                                for s in w.statuses)
+            self.counters.publish_seconds += time.perf_counter() - t0
+
+    def get_finished(self, finished_req_ids: set[str]
+                     ) -> tuple[Optional[set[str]], Optional[set[str]]]:
+        """(finished requests whose publishes are all done, among those the
+        scheduler held for them; requests whose async load is copied)."""
+        if self.has_connector_metadata():
+            meta = self._get_connector_metadata()
+            self.to_send.add(getattr(meta, "sending", ()))
+        recving = self.to_recv.take_done(self.aloads)
+        if self.to_recv.ids:  # this step ends with a load still copying
+            with self.lock:
+                self.counters.async_load_steps += 1
+        return self.to_send.take_done(self.publishes) or None, recving or None
