@@ -23,6 +23,11 @@
 # or an entry is broken, 2 when the check could not run (the unmutated tests
 # fail, no cmake).
 #
+# A mutation of a Python file (client/python/...) is checked by the Python
+# package's own tests instead (pytest client/python/tests, against the
+# scratch copy's package and build, in the venv scripts/python_env.sh
+# makes), not rebuilt; the vLLM end-to-end tests are not run per mutation.
+#
 # --check only validates LIST against the tree (each text found exactly
 # once) without building anything.
 #
@@ -150,6 +155,19 @@ fi
 echo "mutation: baseline built and passed in $((SECONDS - start)) s;" \
 	"${#names[@]} mutations, each under ${limit} s of tests"
 
+# The Python package's tests on the scratch copy (its package first on the
+# path, its build's library and daemon), for mutations of .py files.
+py=
+py_run() {
+	if [[ -z $py ]] && ! py=$("$root/scripts/python_env.sh" 2>"$1"); then
+		py=
+		return 99
+	fi
+	(cd "$src" && PYTHONPATH="$src/client/python" BUILD_DIR="$bld" \
+		KVSHARE_LIB="$bld/libkvshare.so" timeout "$limit" "$py" -m pytest -x -q \
+		-p no:cacheprovider client/python/tests) >"$1" 2>&1
+}
+
 caught=() survived=() broken=()
 for i in "${!names[@]}"; do
 	name=${names[i]} file=${files[i]}
@@ -161,7 +179,21 @@ for i in "${!names[@]}"; do
 		continue
 	fi
 	log=$scratch/$name.log
-	if ! cmake --build "$bld" -j2 >"$log" 2>&1; then
+	if [[ $file == *.py ]]; then
+		py_run "$log"
+		case $? in
+		0)
+			survived+=("$name")
+			printf '%-24s SURVIVED (%ds): %s\n' "$name" $((SECONDS - t0)) "${whats[i]}" ;;
+		99)
+			broken+=("$name")
+			printf '%-24s broken   (no Python environment: %s)\n' "$name" "$(tail -n1 "$log")" ;;
+		*)
+			caught+=("$name")
+			printf '%-24s caught   (%ds) by %s\n' "$name" $((SECONDS - t0)) \
+				"$(grep -m1 -oE '^FAILED [^ ]+|[0-9]+ failed' "$log" || echo pytest)" ;;
+		esac
+	elif ! cmake --build "$bld" -j2 >"$log" 2>&1; then
 		broken+=("$name")
 		printf '%-24s broken   (does not build: %s)\n' "$name" \
 			"$(grep -m1 'error' "$log")"
