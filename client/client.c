@@ -306,6 +306,33 @@ int kvs_hash_tokens(const kvs_client *c, const uint32_t *tokens,
 				   ntokens, out, max);
 }
 
+/* The checks every hashes request shares: 1 to send it, 0 or an error
+ * to answer at once. */
+static int hashes_ok(const kvs_client *c, size_t n)
+{
+	if (c->dead)
+		return KVS_E_DISCONNECTED;
+	if (!c->has_layout)
+		return KVS_E_NOTATTACHED;
+	if (n > KVS_MAX_HASHES)
+		return KVS_E_TOOMANY;
+	return n > 0;
+}
+
+/* Send @op with @hashes[@n] and @flags; the reply's length in *@rlen. */
+static int hashes_call(kvs_client *c, uint16_t op, const kvs_hash *hashes,
+		       size_t n, uint32_t flags, uint32_t *rlen)
+{
+	int rc = kvs__grow(c, 8 + n * KVS_WIRE_HASH_SIZE);
+
+	if (rc < 0)
+		return rc;
+	rc = kvs_wire_hashes_encode(hashes, (uint32_t)n, flags, c->buf, c->cap);
+	if (rc < 0)
+		return rc;
+	return kvs__call(c, op, (size_t)rc, rlen, NULL);
+}
+
 /* LOOKUP and RESERVE: same request, same reply shape. */
 static int hashes_rpc(kvs_client *c, uint16_t op, const kvs_hash *hashes,
 		      size_t n, kvs_lease *lease, kvs_block *blocks)
@@ -317,24 +344,11 @@ static int hashes_rpc(kvs_client *c, uint16_t op, const kvs_hash *hashes,
 	if (!c || !lease || (n && (!hashes || !blocks)))
 		return -EINVAL;
 	*lease = 0;
-	if (c->dead)
-		return KVS_E_DISCONNECTED;
-	if (!c->has_layout)
-		return KVS_E_NOTATTACHED;
-	if (n > KVS_MAX_HASHES)
-		return KVS_E_TOOMANY;
-	if (n == 0)
-		return 0;
+	if ((rc = hashes_ok(c, n)) <= 0)
+		return rc;
 	if (op == KVS_OP_LOOKUP && kvs__fast_lookup(c, hashes, n, lease, blocks, &rc))
 		return rc;
-	rc = kvs__grow(c, 8 + n * KVS_WIRE_HASH_SIZE);
-	if (rc < 0)
-		return rc;
-	rc = kvs_wire_hashes_encode(hashes, (uint32_t)n, 0, c->buf, c->cap);
-	if (rc < 0)
-		return rc;
-	rc = kvs__call(c, op, (size_t)rc, &rlen, NULL);
-	if (rc < 0)
+	if ((rc = hashes_call(c, op, hashes, n, 0, &rlen)) < 0)
 		return rc;
 	if (kvs_wire_blocks_decode(c->buf, rlen, &wb) < 0)
 		return kvs__die(c, KVS_E_PROTO);
@@ -361,24 +375,11 @@ int kvs_query(kvs_client *c, const kvs_hash *hashes, size_t n, unsigned flags)
 
 	if (!c || (n && !hashes) || (flags & ~KVS_QUERY_REMOTE))
 		return -EINVAL;
-	if (c->dead)
-		return KVS_E_DISCONNECTED;
-	if (!c->has_layout)
-		return KVS_E_NOTATTACHED;
-	if (n > KVS_MAX_HASHES)
-		return KVS_E_TOOMANY;
-	if (n == 0)
-		return 0;
+	if ((rc = hashes_ok(c, n)) <= 0)
+		return rc;
 	if (flags & KVS_QUERY_REMOTE)
 		wflags |= KVS_LOOKUP_REMOTE;
-	rc = kvs__grow(c, 8 + n * KVS_WIRE_HASH_SIZE);
-	if (rc < 0)
-		return rc;
-	rc = kvs_wire_hashes_encode(hashes, (uint32_t)n, wflags, c->buf, c->cap);
-	if (rc < 0)
-		return rc;
-	rc = kvs__call(c, KVS_OP_LOOKUP, (size_t)rc, &rlen, NULL);
-	if (rc < 0)
+	if ((rc = hashes_call(c, KVS_OP_LOOKUP, hashes, n, wflags, &rlen)) < 0)
 		return rc;
 	if (kvs_wire_u64_decode(c->buf, rlen, &count) < 0 || count > n)
 		return kvs__die(c, KVS_E_PROTO);

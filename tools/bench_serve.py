@@ -42,6 +42,7 @@ import os
 import pathlib
 import random
 import re
+import signal
 import sys
 import tempfile
 import threading
@@ -171,6 +172,10 @@ def run_load(url: str, model: str, name: str, a: argparse.Namespace,
                          "--max-concurrency", str(a.concurrency), "--seed", "0",
                          "--ignore-eos", "--percentile-metrics", "ttft",
                          "--metric-percentiles", "50,99", "--disable-tqdm",
+                         # No test prompt first: it would be request 0 twice
+                         # (a hit in the pool on the other replica, none in
+                         # per-replica caches); the servers answered /health.
+                         "--ready-check-timeout-sec", "0",
                          *workload_args(name, a, work)])
     return main(args)
 
@@ -252,6 +257,8 @@ def main() -> None:
     ap.add_argument("--json", help="write every result here")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     a = ap.parse_args()
+    # SIGTERM unwinds like ^C: the servers, the daemon and the router stop.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     a.max_len = max(a.prefix_len + a.suffix_len, a.trace_blocks * BT + 1) + a.output_len + 64
 
     base = pathlib.Path(tempfile.mkdtemp(prefix="kvs-bench-serve-"))

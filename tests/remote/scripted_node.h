@@ -163,62 +163,93 @@ static inline void sn_answer(int fd, const kvs_resp_parser *p, const kvs_resp_va
 	}
 }
 
-/* sn_serve - the peer on listener @lfd (port @port, which its maps name),
- * starting with map @map: serve until killed (in a child process). */
-static inline void sn_serve(int lfd, int port, int map)
+/* sn_answer_fn - the answer to command @v (parsed by @p) on @fd, which
+ * listener @l accepted; <0 closes the connection. */
+typedef int (*sn_answer_fn)(int fd, int l, const kvs_resp_parser *p,
+			    const kvs_resp_val *v, void *arg);
+
+/*
+ * sn_loop - a RESP peer on the @nl listeners @lfd: each command parsed goes
+ * to @answer, until killed (run it in a child process). @accepts[l] (NULL:
+ * not counted; may be shared memory) counts listener l's connections.
+ * SIGPIPE is ignored: the engine closes connections with replies still
+ * coming, and a write to one is EPIPE here, not a signal that ends the peer.
+ */
+static inline void sn_loop(const int *lfd, int nl, sn_answer_fn answer, void *arg,
+			   int *accepts)
 {
 	struct pollfd pf[64];
 	kvs_resp_parser *ps[64] = { 0 };
-	int n = 1;
+	int who[64], n = nl;
 
-	sn()->port = port;
-	sn()->map = map;
-	/* the engine closes connections with replies still coming: a write
-	 * to one is EPIPE here, not a signal that ends the peer */
 	signal(SIGPIPE, SIG_IGN);
-	pf[0] = (struct pollfd){ .fd = lfd, .events = POLLIN };
+	for (int l = 0; l < nl; l++) {
+		pf[l] = (struct pollfd){ .fd = lfd[l], .events = POLLIN };
+		who[l] = l;
+	}
 	for (;;) {
 		if (poll(pf, (nfds_t)n, -1) < 0)
 			continue;
-		if ((pf[0].revents & POLLIN) && n < 64) {
-			int fd = accept(lfd, NULL, NULL);
+		for (int l = 0; l < nl; l++) {
+			int fd;
 
-			if (fd >= 0) {
-				pf[n] = (struct pollfd){ .fd = fd, .events = POLLIN };
-				kvs_resp_parser_create(256, &ps[n]);
-				n++;
-			}
+			if (!(pf[l].revents & POLLIN) || n >= 64 ||
+			    (fd = accept(lfd[l], NULL, NULL)) < 0)
+				continue;
+			if (accepts)
+				__atomic_add_fetch(&accepts[l], 1, __ATOMIC_SEQ_CST);
+			pf[n] = (struct pollfd){ .fd = fd, .events = POLLIN };
+			who[n] = l;
+			kvs_resp_parser_create(256, &ps[n]);
+			n++;
 		}
-		for (int i = 1; i < n; i++) {
+		for (int i = nl; i < n; i++) {
 			uint8_t buf[4096];
 			ssize_t k;
 			size_t pos = 0, used;
-			int close_it = 0;
+			int close_it;
 
 			if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
 				continue;
 			k = read(pf[i].fd, buf, sizeof(buf));
-			if (k <= 0)
-				close_it = 1;
+			close_it = k <= 0;
 			while (!close_it && pos < (size_t)k) {
 				int rc = kvs_resp_parse(ps[i], buf + pos, (size_t)k - pos, &used);
 
 				pos += used;
-				if (rc < 0)
+				if (rc < 0 || (rc == 1 && answer(pf[i].fd, who[i], ps[i],
+								 kvs_resp_reply(ps[i]), arg) < 0))
 					close_it = 1;
-				else if (rc == 1)
-					sn_answer(pf[i].fd, ps[i], kvs_resp_reply(ps[i]));
 			}
 			if (close_it) {
 				close(pf[i].fd);
 				kvs_resp_parser_free(ps[i]);
 				pf[i] = pf[n - 1];
 				ps[i] = ps[n - 1];
+				who[i] = who[n - 1];
 				n--;
 				i--;
 			}
 		}
 	}
+}
+
+static inline int sn_answer_cb(int fd, int l, const kvs_resp_parser *p,
+			       const kvs_resp_val *v, void *arg)
+{
+	(void)l;
+	(void)arg;
+	sn_answer(fd, p, v);
+	return 0;
+}
+
+/* sn_serve - the hostile node on listener @lfd (port @port, which its maps
+ * name), starting with map @map: serve until killed (in a child process). */
+static inline void sn_serve(int lfd, int port, int map)
+{
+	sn()->port = port;
+	sn()->map = map;
+	sn_loop(&lfd, 1, sn_answer_cb, NULL, NULL);
 }
 
 #endif /* SCRIPTED_NODE_H */

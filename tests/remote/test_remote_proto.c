@@ -43,12 +43,14 @@ static void cb(void *arg, const kvs_remote_cqe *c)
 }
 
 /* One command @v on @fd: answer it. Returns 0, or -1 to close. */
-static int answer(int fd, const kvs_resp_parser *p, const kvs_resp_val *v,
-		  int *conns)
+static int answer(int fd, int l, const kvs_resp_parser *p, const kvs_resp_val *v,
+		  void *arg)
 {
 	const kvs_resp_val *cmd = kvs_resp_elem(p, v, 0), *key = kvs_resp_elem(p, v, 1);
+	const int *conns = arg;
 	char buf[64];
 
+	(void)l;
 	if (!cmd || !cmd->str)
 		return -1;
 	if (!strcasecmp(cmd->str, "CLUSTER")) {
@@ -84,58 +86,9 @@ static int answer(int fd, const kvs_resp_parser *p, const kvs_resp_val *v,
 /* The peer: serve until killed. */
 static void peer(int lfd)
 {
-	struct pollfd pf[64];
-	kvs_resp_parser *ps[64] = { 0 };
-	int n = 1, conns = 0;
+	static int conns;
 
-	/* the engine closes a connection on a reply that does not fit, with
-	 * replies still coming: EPIPE here, not a signal that ends the peer */
-	signal(SIGPIPE, SIG_IGN);
-	pf[0] = (struct pollfd){ .fd = lfd, .events = POLLIN };
-	for (;;) {
-		if (poll(pf, (nfds_t)n, -1) < 0)
-			continue;
-		if ((pf[0].revents & POLLIN) && n < 64) {
-			int fd = accept(lfd, NULL, NULL);
-
-			if (fd >= 0) {
-				conns++;
-				pf[n] = (struct pollfd){ .fd = fd, .events = POLLIN };
-				kvs_resp_parser_create(256, &ps[n]);
-				n++;
-			}
-		}
-		for (int i = 1; i < n; i++) {
-			uint8_t buf[4096];
-			ssize_t k;
-			size_t pos = 0, used;
-			int close_it = 0;
-
-			if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
-				continue;
-			k = read(pf[i].fd, buf, sizeof(buf));
-			if (k <= 0)
-				close_it = 1;
-			while (!close_it && pos < (size_t)k) {
-				int rc = kvs_resp_parse(ps[i], buf + pos, (size_t)k - pos, &used);
-
-				pos += used;
-				if (rc < 0)
-					close_it = 1;
-				else if (rc == 1 && answer(pf[i].fd, ps[i],
-							   kvs_resp_reply(ps[i]), &conns) < 0)
-					close_it = 1;
-			}
-			if (close_it) {
-				close(pf[i].fd);
-				kvs_resp_parser_free(ps[i]);
-				pf[i] = pf[n - 1];
-				ps[i] = ps[n - 1];
-				n--;
-				i--;
-			}
-		}
-	}
+	sn_loop(&lfd, 1, answer, &conns, &conns);
 }
 
 static int get(kvs_remote *r, const char *key, size_t len, int cookie)

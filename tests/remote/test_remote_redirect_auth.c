@@ -26,6 +26,7 @@
 #include "kvs_check.h"
 #include "kvs_remote.h"
 #include "kvs_resp.h"
+#include "scripted_node.h"
 
 #define PASSWORD "never-to-strangers"
 
@@ -62,110 +63,47 @@ static int listen_any(int *port)
 	return fd;
 }
 
-static void put(int fd, const char *s)
-{
-	size_t n = strlen(s);
-
-	while (n) {
-		ssize_t w = write(fd, s, n);
-
-		if (w <= 0)
-			return;
-		s += w;
-		n -= (size_t)w;
-	}
-}
-
 /* Node @me's answer to command @v. */
-static void answer(int fd, int me, const kvs_resp_parser *p, const kvs_resp_val *v)
+static int answer(int fd, int me, const kvs_resp_parser *p, const kvs_resp_val *v,
+		  void *arg)
 {
 	const kvs_resp_val *cmd = kvs_resp_elem(p, v, 0);
 	const kvs_resp_val *a1 = kvs_resp_elem(p, v, 1), *a2 = kvs_resp_elem(p, v, 2);
 	char buf[256];
 	int owner = sh->phase;
 
+	(void)arg;
 	if (!cmd || !cmd->str) {
-		put(fd, "-ERR\r\n");
+		sn_put(fd, "-ERR\r\n");
 	} else if (!strcasecmp(cmd->str, "AUTH")) {
 		if (a2 && a2->str && !strcmp(a2->str, PASSWORD))
 			__atomic_add_fetch(&sh->auths[me], 1, __ATOMIC_SEQ_CST);
-		put(fd, "+OK\r\n");
+		sn_put(fd, "+OK\r\n");
 	} else if (!strcasecmp(cmd->str, "CLUSTER")) {
 		snprintf(buf, sizeof(buf),
 			 "*1\r\n*3\r\n:0\r\n:16383\r\n*3\r\n$9\r\n127.0.0.1\r\n:%d\r\n"
 			 "$40\r\n%040d\r\n", sh->port[owner], owner);
-		put(fd, buf);
+		sn_put(fd, buf);
 	} else if (!strcasecmp(cmd->str, "ASKING")) {
-		put(fd, "+OK\r\n");
+		sn_put(fd, "+OK\r\n");
 	} else if (me == 0) {
 		/* A: GET "ask..." is an ASK, anything else a MOVED, to T */
 		int ask = a1 && a1->str && !strncmp(a1->str, "ask", 3);
 
 		snprintf(buf, sizeof(buf), "-%s 1234 127.0.0.1:%d\r\n",
 			 ask ? "ASK" : "MOVED", sh->port[1]);
-		put(fd, buf);
+		sn_put(fd, buf);
 	} else if (!strcasecmp(cmd->str, "GET")) {
-		put(fd, "$3\r\nabc\r\n");
+		sn_put(fd, "$3\r\nabc\r\n");
 	} else {
-		put(fd, "+OK\r\n");
+		sn_put(fd, "+OK\r\n");
 	}
+	return 0;
 }
 
 static void serve(int lfd[2])
 {
-	struct pollfd pf[64];
-	kvs_resp_parser *ps[64] = { 0 };
-	int who[64], n = 2;
-
-	for (int i = 0; i < 2; i++) {
-		pf[i] = (struct pollfd){ .fd = lfd[i], .events = POLLIN };
-		who[i] = i;
-	}
-	for (;;) {
-		if (poll(pf, (nfds_t)n, -1) < 0)
-			continue;
-		for (int l = 0; l < 2; l++) {
-			int fd;
-
-			if (!(pf[l].revents & POLLIN) || n >= 64 ||
-			    (fd = accept(lfd[l], NULL, NULL)) < 0)
-				continue;
-			__atomic_add_fetch(&sh->conns[l], 1, __ATOMIC_SEQ_CST);
-			pf[n] = (struct pollfd){ .fd = fd, .events = POLLIN };
-			who[n] = l;
-			kvs_resp_parser_create(256, &ps[n]);
-			n++;
-		}
-		for (int i = 2; i < n; i++) {
-			uint8_t buf[4096];
-			size_t pos = 0, used;
-			ssize_t k;
-			int close_it = 0;
-
-			if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
-				continue;
-			k = read(pf[i].fd, buf, sizeof(buf));
-			close_it = k <= 0;
-			while (!close_it && pos < (size_t)k) {
-				int rc = kvs_resp_parse(ps[i], buf + pos, (size_t)k - pos, &used);
-
-				pos += used;
-				if (rc < 0)
-					close_it = 1;
-				else if (rc == 1)
-					answer(pf[i].fd, who[i], ps[i], kvs_resp_reply(ps[i]));
-			}
-			if (close_it) {
-				close(pf[i].fd);
-				kvs_resp_parser_free(ps[i]);
-				pf[i] = pf[n - 1];
-				ps[i] = ps[n - 1];
-				who[i] = who[n - 1];
-				n--;
-				i--;
-			}
-		}
-	}
+	sn_loop(lfd, 2, answer, NULL, sh->conns);
 }
 
 static int run(kvs_remote *r, const char *key, int op, int cookie)
