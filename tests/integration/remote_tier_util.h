@@ -123,6 +123,24 @@ static inline int rt_owners(rc_cluster *c, int ask, int8_t owner[KVS_SLOTS])
 	return 0;
 }
 
+/* rt_get_calls - GET commands the nodes of @c (all but @skip, -1 for
+ * none) have run, from INFO commandstats. */
+static inline long long rt_get_calls(rc_cluster *c, int skip)
+{
+	char out[16384];
+	const char *p;
+	long long sum = 0;
+
+	for (int i = 0; i < rc_nodes(c); i++) {
+		if (i == skip)
+			continue;
+		CHECK_EQ(rc_cli(c, i, out, sizeof(out), "INFO", "commandstats", NULL), 0);
+		p = strstr(out, "cmdstat_get:calls=");
+		sum += p ? atoll(p + strlen("cmdstat_get:calls=")) : 0;
+	}
+	return sum;
+}
+
 /* rt_wait_ge - poll stat @name until it is at least @want, for @ms. */
 static inline bool rt_wait_ge(th_daemon *d, const char *name, int64_t want, int ms)
 {

@@ -34,23 +34,6 @@ static kvs_layout L;
 static int8_t owner[KVS_SLOTS];
 static kvs_hash H[LONG], M[MID], S[MID];
 
-/* GET commands the nodes (all but @skip, -1 for none) have run. */
-static long long get_calls(rc_cluster *c, int skip)
-{
-	char out[16384];
-	const char *p;
-	long long sum = 0;
-
-	for (int i = 0; i < rc_nodes(c); i++) {
-		if (i == skip)
-			continue;
-		CHECK_EQ(rc_cli(c, i, out, sizeof(out), "INFO", "commandstats", NULL), 0);
-		p = strstr(out, "cmdstat_get:calls=");
-		sum += p ? atoll(p + strlen("cmdstat_get:calls=")) : 0;
-	}
-	return sum;
-}
-
 /* A chain of @n blocks published through A, every publish ended. */
 static void publish(kvs_client *ca, uint64_t seed, kvs_hash *h, size_t n)
 {
@@ -70,11 +53,11 @@ static void whole(rc_cluster *c, kvs_client *ca, kvs_client *cb)
 	int hits;
 
 	publish(ca, 21, H, LONG);
-	gets = get_calls(c, -1);
+	gets = rt_get_calls(c, -1);
 	t0 = th_now_ms();
 	hits = th_verify(cb, H, LONG, &bad);
 	ms = th_now_ms() - t0;
-	gets = get_calls(c, -1) - gets;
+	gets = rt_get_calls(c, -1) - gets;
 	th_note("whole: B's first lookup hits %d of %d (%.1f MiB) in %" PRId64
 		" ms, %lld GETs, %" PRId64 " windows", hits, LONG,
 		LONG * BLOCK_TOKENS / 1024.0, ms, gets,
@@ -111,9 +94,9 @@ static void absent(rc_cluster *c, kvs_client *ca, kvs_client *cb)
 		return;
 	CHECK_EQ(rc_cli(c, 0, out, sizeof(out), "-c", "DEL", (char *)key, NULL), 0);
 	CHECK_EQ(atoll(out), 1);
-	gets = get_calls(c, -1);
+	gets = rt_get_calls(c, -1);
 	hits = th_verify(cb, M, MID, &bad);
-	gets = get_calls(c, -1) - gets;
+	gets = rt_get_calls(c, -1) - gets;
 	th_note("absent: key %zu of %d deleted, B hits %d, %lld GETs, %" PRId64
 		" keys asked", m, MID, hits, gets,
 		th_stat_get(&B, "tier_remote.probe_keys") - keys);
@@ -180,12 +163,12 @@ static void stopped(rc_cluster *c, kvs_client *ca, kvs_client *cb)
 
 	seed = far_cut(MID, &node, &cut);
 	publish(ca, seed, S, MID);
-	gets = get_calls(c, node);
+	gets = rt_get_calls(c, node);
 	CHECK_EQ(kill(rc_pid(c, node), SIGSTOP), 0);
 	t0 = th_now_ms();
 	hits = th_verify(cb, S, MID, &bad);
 	ms = th_now_ms() - t0;
-	gets = get_calls(c, node) - gets;
+	gets = rt_get_calls(c, node) - gets;
 	CHECK_EQ(kill(rc_pid(c, node), SIGCONT), 0);
 	th_note("stopped: node %d stopped, its first key %zu: B hits %d in %" PRId64
 		" ms, the live nodes ran %lld GETs", node, cut, hits, ms, gets);

@@ -31,32 +31,16 @@ static kvs_layout L;
 static int8_t owner[KVS_SLOTS];
 static kvs_hash H[LEN];
 
-static long long get_calls(rc_cluster *c, int skip)
-{
-	char out[16384];
-	const char *p;
-	long long sum = 0;
-
-	for (int i = 0; i < rc_nodes(c); i++) {
-		if (i == skip)
-			continue;
-		CHECK_EQ(rc_cli(c, i, out, sizeof(out), "INFO", "commandstats", NULL), 0);
-		p = strstr(out, "cmdstat_get:calls=");
-		sum += p ? atoll(p + strlen("cmdstat_get:calls=")) : 0;
-	}
-	return sum;
-}
-
 static void counts(rc_cluster *c, kvs_client *cb)
 {
-	long long gets = get_calls(c, -1);
+	long long gets = rt_get_calls(c, -1);
 	size_t bad = 0;
 
 	CHECK_RC(kvs_query(cb, H, LEN, 0), 0);
 	CHECK_RC(kvs_query(cb, H, LEN, KVS_QUERY_REMOTE), LEN);
 	CHECK_RC(kvs_query(cb, H, 10, KVS_QUERY_REMOTE), 10);
-	th_note("counts: local 0, remote %d, GETs %lld", LEN, get_calls(c, -1) - gets);
-	CHECK_EQ(get_calls(c, -1) - gets, 0);
+	th_note("counts: local 0, remote %d, GETs %lld", LEN, rt_get_calls(c, -1) - gets);
+	CHECK_EQ(rt_get_calls(c, -1) - gets, 0);
 	CHECK_EQ(th_stat_get(&B, "tier_remote.hits"), 0);
 	CHECK_EQ(th_stat_get(&B, "tier_host.slots_used"), 0);
 	CHECK_EQ(th_stat_get(&B, "leases.active"), 0);
