@@ -11,7 +11,9 @@ Needs the built kvshared (BUILD_DIR, default build/). Builds a random Llama
 own servers, the cores split between them (VLLM_CPU_OMP_THREADS_BIND), and
 runs the workloads in this order on them:
 
-  noreuse  vLLM's `random` dataset: no prompt shares a block with another.
+  noreuse  --prompts prompts of random words, as long as a prefix one
+           (1,000 at most: vLLM's ShareGPT loader takes prompts of at most
+           1,024 tokens): no prompt shares a block with another.
            With kvshare the pool starts cold and stays cold: every lookup is
            a miss and every full block is published. Beside "none" this is
            the connector's miss overhead.
@@ -121,30 +123,47 @@ class Router:
 
 # ---- workloads ----------------------------------------------------------------
 
+def sharegpt(path: pathlib.Path, prompts: list[str]) -> None:
+    """@prompts as a dataset in ShareGPT's format (vLLM's `custom` loader
+    needs pandas, which vllm-cpu does not install)."""
+    with open(path, "w") as f:
+        json.dump([{"conversations": [{"from": "human", "value": p},
+                                      {"from": "gpt", "value": "w4"}]} for p in prompts], f)
+
+
+def words_dataset(path: pathlib.Path, prompts: int, words: int, seed: int) -> None:
+    """@prompts prompts of @words random words each: no two share a block
+    (vLLM's `random` dataset does here: with a 512-token vocabulary its
+    prompts are runs of consecutive ids, and two that start alike share
+    every block)."""
+    rng = random.Random(seed)
+    sharegpt(path, [" ".join(f"w{rng.randrange(4, 512)}" for _ in range(words))
+                    for _ in range(prompts)])
+
+
 def trace_dataset(path: pathlib.Path, prompts: int, max_blocks: int) -> None:
-    """The trace workload in ShareGPT's format (vLLM's `custom` dataset needs
-    pandas, which vllm-cpu does not install)."""
+    """The trace workload in ShareGPT's format."""
     recs = [json.loads(line) for line in open(TRACE)]
     firsts: dict[int, int] = {}
     for r in recs:
         firsts[r["hash_ids"][0]] = firsts.get(r["hash_ids"][0], 0) + 1
     picked = [r for r in recs if firsts[r["hash_ids"][0]] >= 2][:prompts]
-    convs = []
+    prompts = []
     for r in picked:
         words = []
         for h in r["hash_ids"][:max_blocks]:
             rng = random.Random(h)
             words += [f"w{rng.randrange(4, 512)}" for _ in range(BT)]
-        convs.append({"conversations": [{"from": "human", "value": " ".join(words)},
-                                        {"from": "gpt", "value": "w4"}]})
-    with open(path, "w") as f:
-        json.dump(convs, f)
+        prompts.append(" ".join(words))
+    sharegpt(path, prompts)
 
 
 def workload_args(name: str, a: argparse.Namespace, work: pathlib.Path) -> list[str]:
     if name == "noreuse":
-        return ["--dataset-name", "random", "--random-input-len", str(a.prefix_len + a.suffix_len),
-                "--random-output-len", str(a.output_len), "--random-range-ratio", "0"]
+        path = work / "noreuse.json"
+        words_dataset(path, a.prompts, min(a.prefix_len + a.suffix_len, 1000), seed=1)
+        return ["--dataset-name", "sharegpt", "--dataset-path", str(path),
+                "--sharegpt-output-len", str(a.output_len), "--disable-shuffle"]
     if name == "prefix":
         return ["--dataset-name", "prefix_repetition",
                 "--prefix-repetition-prefix-len", str(a.prefix_len),
