@@ -146,8 +146,11 @@ int kvs_tier_remote_auth(kvs_remote *eng, const char *path);
 /*
  * kvs_tier_remote_start - one bounded try to reach the seeds @seeds
  * (kvs_remote_open); when none answers, attach in the background instead
- * (kvs_remote_attach; *@attaching 1, logged). Errors: -EACCES (AUTH
- * refused: logged, the start fails), -EINVAL, -ENOMEM, -errno (epoll).
+ * (kvs_remote_attach; *@attaching 1, logged). Errors, each logged and
+ * stopping the start: -EACCES (AUTH refused, a client certificate
+ * wanted), -EKEYREJECTED (a certificate that does not verify), -EPROTO
+ * (not Redis, or a TLS port in plain text); -EINVAL, -ENOMEM, -errno
+ * (epoll).
  */
 int kvs_tier_remote_start(kvs_remote *eng, const char *seeds, int *attaching);
 /* kvs_tier_remote_event - the engine's event callback: one log line each;
