@@ -25,6 +25,7 @@ PACKAGES=(
 	libssl-dev    # OpenSSL 3: TLS to the remote tier's cluster, the value MAC (HMAC-SHA-256)
 	python3       # tests parse JSON with it
 	python3-venv  # scripts/python_env.sh: the venv of the Python and vLLM tests
+	python3-dev   # Python.h: torch compiles C++ in vLLM's TP=2 workers (tests/vllm/test_vllm_tp.py)
 	procps        # ps, pgrep: tests and scripts inspect processes
 	openssl       # tests: the TLS cluster's certificates (tests/redis_cluster.c)
 	redis-server  # runtime only: kvsbench ops/data compare against it (not built against)
