@@ -202,7 +202,7 @@ for i in "${!names[@]}"; do
 		printf '%-24s SURVIVED (%ds): %s\n' "$name" $((SECONDS - t0)) "${whats[i]}"
 	else
 		caught+=("$name")
-		by=$(grep -oE 'integration\.[a-z0-9_]+|unit\.[a-z0-9_]+|fuzz\.[a-z0-9_]+' \
+		by=$(grep -oE '(integration|unit|fuzz|remote|layering|badinput)\.[a-z0-9_]+' \
 			<(grep -E '\*\*\*|Failed|Timeout|Exception' "$log") | sort -u |
 			tr '\n' ' ')
 		[[ -z $by ]] && by="(the run timed out or stopped: see the log)"
