@@ -69,6 +69,31 @@ static void promo_free(kvs_cache *c, uint32_t s)
 	c->free_ps = s;
 }
 
+/* A job for owner @o with room for @n records, wanting the @nwant wire
+ * hashes at @want; pending 1 (the caller's own, so that nothing finishes
+ * under it). Every other field is zero, as promo_free left it. */
+static int promo_start(kvs_cache *c, kvs_owner *o, uint32_t n, const uint8_t *want,
+		       uint32_t nwant, uint32_t *out)
+{
+	int rc = promo_new(c, n, out);
+	promo *p;
+
+	if (rc < 0)
+		return rc;
+	p = &c->ps[*out];
+	if (nwant && !(p->want = malloc(nwant * sizeof(kvs_hash)))) {
+		promo_free(c, *out);
+		return -ENOMEM;
+	}
+	for (uint32_t j = 0; j < nwant; j++)
+		p->want[j] = kvs_wire_hash_at(want, j);
+	p->owner = o;
+	p->ns = o->ns;
+	p->nwant = nwant;
+	p->pending = 1;
+	return 0;
+}
+
 /* @idx now has its bytes in its host slot again: back in RAM. */
 static void promoted(kvs_cache *c, uint32_t idx, uint8_t from)
 {
@@ -368,30 +393,17 @@ int cache_promote(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_block *out,
 	lease *l = &c->leases[s];
 	uint32_t n = l->n, ps;
 	promo *p;
-	int rc = promo_new(c, n + nwant, &ps);
+	int rc = promo_start(c, o, n + nwant, want, nwant, &ps);
 
-	if (rc == 0 && nwant && !(c->ps[ps].want = malloc(nwant * sizeof(kvs_hash)))) {
-		promo_free(c, ps);
-		rc = -ENOMEM;
-	}
 	if (rc < 0) {
 		cache_lookup_finish(c, s, 0, out);
 		return rc;
 	}
 	p = &c->ps[ps];
 	memcpy(p->idx, l->recs, (size_t)n * sizeof(uint32_t));
-	for (uint32_t j = 0; j < nwant; j++)
-		p->want[j] = kvs_wire_hash_at(want, j);
-	p->owner = o;
 	p->lease = s;
-	p->ns = o->ns;
 	p->n = p->cut = n;
-	p->nwant = nwant;
-	p->probed = 0;
-	p->stop = 0;
 	p->clipped = clipped;
-	p->query = 0;
-	p->pending = 1; /* this call's own, so that nothing finishes under it */
 	for (uint32_t i = 0; i < n; i++) {
 		uint8_t t = cache_rec(c, c->ps[ps].idx[i])->tier;
 
@@ -423,27 +435,13 @@ int cache_query_remote(kvs_cache *c, kvs_owner *o, const uint8_t *want,
 {
 	uint32_t ps;
 	promo *p;
-	int rc = promo_new(c, 1, &ps);
+	int rc = promo_start(c, o, 1, want, nwant, &ps);
 
-	if (rc == 0 && !(c->ps[ps].want = malloc(nwant * sizeof(kvs_hash)))) {
-		promo_free(c, ps);
-		rc = -ENOMEM;
-	}
 	if (rc < 0)
 		return rc;
 	p = &c->ps[ps];
-	for (uint32_t j = 0; j < nwant; j++)
-		p->want[j] = kvs_wire_hash_at(want, j);
-	p->owner = o;
-	p->ns = o->ns;
-	p->n = p->cut = 0;
-	p->nwant = nwant;
-	p->probed = 0;
-	p->stop = 0;
-	p->clipped = 0;
 	p->query = 1;
 	p->qcount = local;
-	p->pending = 1; /* this call's own */
 	probe(c, ps);
 	p = &c->ps[ps];
 	if (--p->pending > 0) {

@@ -447,15 +447,20 @@ static int fds_open(kvs_remote *r)
 	return 0;
 }
 
-int kvs_remote_open(kvs_remote *r)
+/* What open and attach check first: the seeds as nodes (their count). */
+static int open_seeds(kvs_remote *r)
 {
-	int rc = -EINVAL, nseeds;
-
 	if (r->open)
 		return -EBUSY;
 	if (!r->seeds)
 		return -EINVAL;
-	nseeds = seeds_add(r);
+	return seeds_add(r);
+}
+
+int kvs_remote_open(kvs_remote *r)
+{
+	int rc = -EINVAL, nseeds = open_seeds(r);
+
 	if (nseeds < 0)
 		return nseeds;
 	for (int i = 0; i < nseeds; i++) {
@@ -474,13 +479,8 @@ int kvs_remote_open(kvs_remote *r)
 
 int kvs_remote_attach(kvs_remote *r)
 {
-	int nseeds, rc;
+	int nseeds = open_seeds(r), rc;
 
-	if (r->open)
-		return -EBUSY;
-	if (!r->seeds)
-		return -EINVAL;
-	nseeds = seeds_add(r);
 	if (nseeds < 0)
 		return nseeds;
 	rc = fds_open(r);

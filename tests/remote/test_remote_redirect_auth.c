@@ -49,20 +49,6 @@ static void cb(void *arg, const kvs_remote_cqe *c)
 	got[c->cookie].res = c->res;
 }
 
-static int listen_any(int *port)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
-	    listen(fd, 64) < 0 || getsockname(fd, (struct sockaddr *)&a, &len) < 0)
-		return -1;
-	*port = ntohs(a.sin_port);
-	return fd;
-}
-
 /* Node @me's answer to command @v. */
 static int answer(int fd, int me, const kvs_resp_parser *p, const kvs_resp_val *v,
 		  void *arg)
@@ -132,8 +118,8 @@ int main(void)
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
 		  -1, 0);
 	CHECK(sh != MAP_FAILED);
-	lfd[0] = listen_any(&sh->port[0]);
-	lfd[1] = listen_any(&sh->port[1]);
+	lfd[0] = sn_listen_any(&sh->port[0]);
+	lfd[1] = sn_listen_any(&sh->port[1]);
 	CHECK(lfd[0] >= 0 && lfd[1] >= 0);
 	pid = fork();
 	if (pid == 0) {

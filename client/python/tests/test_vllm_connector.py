@@ -425,14 +425,7 @@ def test_exception_in_a_load_is_a_recompute(engines, daemon, monkeypatch):
     hit, _ = e.sched.get_num_new_matched_tokens(request("b", p), 0)
     assert hit == 4 * BS
     e.sched.update_state_after_alloc(request("b", p), None, hit)
-    so = types.SimpleNamespace(
-        scheduled_new_reqs=[types.SimpleNamespace(req_id="b", block_ids=([300, 301, 302, 303,
-                                                                          304],),
-                                                  num_computed_tokens=hit)],
-        scheduled_cached_reqs=types.SimpleNamespace(req_ids=[], new_block_ids=[],
-                                                    resumed_req_ids=set(),
-                                                    num_computed_tokens=[]),
-        num_scheduled_tokens={"b": 1})
+    so = sched_out([("b", [300, 301, 302, 303, 304], hit)], {"b": 1})
     e.worker.bind_connector_metadata(e.sched.build_connector_meta(so))
     e.worker.start_load_kv(None)  # does not raise
     e.worker.wait_for_save()
@@ -662,14 +655,7 @@ def test_scheduler_queries_and_a_load_that_finds_less_reports_it(engines, daemon
                         "--all"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     e.sched.update_state_after_alloc(request("b", p), None, hit)
-    so = types.SimpleNamespace(
-        scheduled_new_reqs=[types.SimpleNamespace(req_id="b", block_ids=([300, 301, 302, 303,
-                                                                          304],),
-                                                  num_computed_tokens=hit)],
-        scheduled_cached_reqs=types.SimpleNamespace(req_ids=[], new_block_ids=[],
-                                                    resumed_req_ids=set(),
-                                                    num_computed_tokens=[]),
-        num_scheduled_tokens={"b": 1})
+    so = sched_out([("b", [300, 301, 302, 303, 304], hit)], {"b": 1})
     e.worker.bind_connector_metadata(e.sched.build_connector_meta(so))
     e.worker.start_load_kv(None)
     e.worker.wait_for_save()
