@@ -18,26 +18,43 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
-from . import errors
+from . import _abi, errors
 from ._lib import CBlock, CEngineReport, CLayout, CPagedCache, lib, libc
 from .errors import LeaseReleased, check
 
-# kvs_dtype
-DTYPES = {"fp16": 1, "bf16": 2, "fp32": 3, "fp8_e4m3": 4, "int8": 5, "int4": 6}
+#: kvs_dtype by name: "fp16", "bf16", "fp32", "fp8_e4m3", "int8", "int4".
+DTYPES = {name[len("KVS_DTYPE_"):].lower(): value
+          for name, value in vars(_abi).items() if name.startswith("KVS_DTYPE_")}
 _DTYPE_ALIASES = {"float16": "fp16", "half": "fp16", "bfloat16": "bf16",
                   "float32": "fp32", "float": "fp32", "fp8": "fp8_e4m3"}
 
-TIER_GPU, TIER_HOST, TIER_SSD = 1, 2, 3
-HIT, NEW, EXISTS, BUSY, FULL = 0, 1, 2, 3, 4
+# kvs_tier: where a block's bytes are (Block.tier).
+TIER_GPU = _abi.KVS_TIER_GPU
+TIER_HOST = _abi.KVS_TIER_HOST
+TIER_SSD = _abi.KVS_TIER_SSD
+#: Shared with other machines; a lookup's blocks from it arrive in host
+#: memory, so no Block of a reply is in it (Client.query(remote=True) asks it).
+TIER_REMOTE = _abi.KVS_TIER_REMOTE
+#: kvs_tier by value: "gpu", "host", "ssd", "remote".
+TIER_NAMES = {value: name[len("KVS_TIER_"):].lower()
+              for name, value in vars(_abi).items()
+              if name.startswith("KVS_TIER_") and name != "KVS_TIER_NONE"}
+
+# kvs_block_status (Block.status).
+HIT = _abi.KVS_BLOCK_HIT
+NEW = _abi.KVS_BLOCK_NEW
+EXISTS = _abi.KVS_BLOCK_EXISTS
+BUSY = _abi.KVS_BLOCK_BUSY
+FULL = _abi.KVS_BLOCK_FULL
 STATUS_NAMES = {HIT: "hit", NEW: "new", EXISTS: "exists", BUSY: "busy", FULL: "full"}
 
-MAX_HASHES = 16384
-CONNECT_GPU = 0x1
-CONNECT_NO_FASTPATH = 0x2
-QUERY_REMOTE = 0x1  # kvs_query: also ask the remote tier (KVS_QUERY_REMOTE)
+MAX_HASHES = _abi.KVS_MAX_HASHES
+CONNECT_GPU = _abi.KVS_CONNECT_GPU
+CONNECT_NO_FASTPATH = _abi.KVS_CONNECT_NO_FASTPATH
+QUERY_REMOTE = _abi.KVS_QUERY_REMOTE  # kvs_query: also ask the remote tier
 
 #: One kvs_hash per element, the C struct's memory layout: arrays of it go to
-#: the library as they are.
+#: the library as they are. (test_abi.py checks it against kvs_hash.)
 HASH_DTYPE = np.dtype([("lo", "<u8"), ("hi", "<u8")])
 
 Hashes = np.ndarray  # of HASH_DTYPE
