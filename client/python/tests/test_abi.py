@@ -139,3 +139,17 @@ def test_public_import_paths():
         assert hasattr(client, name), name
     assert kvshare.Client is client.Client
     assert kvshare.PagedCache is client.PagedCache
+
+
+def test_import_refuses_a_layout_ctypes_gets_wrong():
+    """The check the package runs at import: a ctypes struct that does not
+    lay out as the compiler's (here kvs_block with a 32-bit offset) raises
+    ImportError rather than passing corrupt structs to the library."""
+
+    class Wrong(ctypes.Structure):
+        _fields_ = [("offset", ctypes.c_uint32), ("gen", ctypes.c_uint32),
+                    ("tier", ctypes.c_uint8), ("status", ctypes.c_uint8)]
+
+    with pytest.raises(ImportError, match="kvs_block"):
+        _lib._check_layout(Wrong, "kvs_block")
+    _lib._check_layout(_lib.CBlock, "kvs_block")
