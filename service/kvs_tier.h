@@ -78,14 +78,14 @@ enum kvs_tier_note {
 	KVS_TIER_NOTE_PROMOTED,     /* a copy of it is in host RAM again */
 };
 
-/* Results of kvs_tier_ops.demote. */
+/* Results of kvs_tier_store_ops.demote. */
 enum kvs_tier_demote {
 	KVS_TIER_REFUSED = 0, /* not admitted: the cache drops the block */
 	KVS_TIER_KEPT = 1,    /* the tier has its copy */
 	KVS_TIER_WRITING = 2, /* its copy is being written (kvs_tier_stored) */
 };
 
-/* Verify results (kvs_tier_ops.verify), the cache's types. */
+/* Verify results (kvs_tier_store_ops.verify), the cache's types. */
 typedef struct kvs_verify_fail {
 	kvs_hash hash; /* the block's hash (not the table key) */
 	uint32_t ns;
