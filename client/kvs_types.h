@@ -60,6 +60,10 @@ typedef enum kvs_tier {
 			      * from it arrive in host, never served from it */
 } kvs_tier;
 
+/* No index: a uint32_t index or id (a record, a slot, a job) that names
+ * nothing, as in an empty list's head or a free entry's link. */
+#define KVS_NONE UINT32_MAX
+
 /* A 128-bit chained block hash: names a whole token prefix in one namespace. */
 typedef struct kvs_hash {
 	uint64_t lo, hi;
