@@ -57,11 +57,15 @@ int kvs_cache_create(const kvs_cache_config *cfg, kvs_counters *stats,
 
 	if (!c)
 		return -ENOMEM;
+	/* Leases by the 64 (the first array's size before the pool). */
+	if ((rc = kvs_pool_init(&c->leases, sizeof(lease), 6, KVS_POOL_MAX)) < 0) {
+		free(c);
+		return rc;
+	}
 	c->stats = stats;
 	c->max_leases = cfg->max_leases;
 	c->max_pinned = cfg->max_pinned;
 	c->max_ns_per_uid = cfg->max_ns_per_uid;
-	c->free_lease = NONE;
 	c->free_ps = NONE;
 	c->evict_kind = KVS_EVENT_EVICTED;
 	c->page_bytes = cfg->page_bytes;
@@ -106,9 +110,9 @@ void kvs_cache_destroy(kvs_cache *c)
 	if (!c)
 		return;
 	cache_tiers_close(c); /* before the arenas: reads land in them */
-	for (uint32_t i = 0; i < c->nleases; i++)
-		free(c->leases[i].recs);
-	free(c->leases);
+	for (uint32_t i = 0; i < kvs_pool_cap(&c->leases); i++)
+		free(cache_lease(c, i)->recs); /* free ones keep theirs too */
+	kvs_pool_fini(&c->leases);
 	cache_ns_free_all(c);
 	free(c->atime);
 	for (uint32_t i = 0; i < c->ndoms; i++)
@@ -178,7 +182,7 @@ void kvs_cache_owner_free(kvs_cache *c, kvs_owner *o)
 	while (o->leases != NONE) {
 		uint32_t s = o->leases;
 
-		if (c->leases[s].kind == LEASE_WRITE)
+		if (cache_lease(c, s)->kind == LEASE_WRITE)
 			cache_end_write(c, s, 0);
 		else
 			cache_end_read(c, s);
@@ -254,6 +258,7 @@ int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 {
 	uint32_t hits, promote, want = 0, s;
 	int rc, more, clipped = 0;
+	lease *l;
 
 	*lease_out = 0;
 	if (!o->ns) {
@@ -278,7 +283,8 @@ int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 		return 0;
 	if ((rc = cache_lease_new(c, o, LEASE_READ, &s)) < 0)
 		return rc;
-	if ((rc = cache_lease_room(&c->leases[s], hits + want)) < 0) {
+	l = cache_lease(c, s); /* stays put: the pool never moves it */
+	if ((rc = cache_lease_room(l, hits + want)) < 0) {
 		cache_lease_free(c, s);
 		return rc;
 	}
@@ -291,7 +297,7 @@ int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 		cache_touch_atime(c, idx);
 		cache_sync_evictable(c, idx);
 		kvs_policy_touch(cache_policy_of(c, idx), idx);
-		c->leases[s].recs[c->leases[s].n++] = idx;
+		l->recs[l->n++] = idx;
 		if (c->tpol[r->tier])
 			cache_note(c, r->tier, KVS_TIER_NOTE_LOOKUP_HIT, 1);
 	}
@@ -324,7 +330,7 @@ int kvs_cache_query(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 uint64_t cache_lookup_finish(kvs_cache *c, uint32_t s, uint32_t hits,
 			     kvs_block *out)
 {
-	lease *l = &c->leases[s];
+	lease *l = cache_lease(c, s);
 
 	/* Blocks past the first that could not be read back are not hits. */
 	for (uint32_t i = hits; i < l->n; i++)
@@ -378,6 +384,7 @@ int cache_reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 		      uint32_t prev, uint32_t ghost, int host_only, uint32_t *idx_out)
 {
 	ns *sp = cache_ns(c, o->ns);
+	lease *l;
 	/* The record that holds the new block's place in the tree while a slot
 	 * is found: its parent gains a child now, so that the eviction making
 	 * room can neither take the parent as a leaf nor drop a ghost. With
@@ -397,7 +404,7 @@ int cache_reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 	kvs_rec *r;
 	int rc;
 
-	if ((rc = cache_lease_room(&c->leases[s], 1)) < 0)
+	if ((rc = cache_lease_room(cache_lease(c, s), 1)) < 0)
 		return rc;
 	if (hold != NONE) {
 		cache_rec(c, hold)->children++;
@@ -441,7 +448,8 @@ int cache_reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 		r->cls = (uint16_t)cls;
 		cache_note(c, above, KVS_TIER_NOTE_RESERVED, 1);
 	}
-	c->leases[s].recs[c->leases[s].n++] = idx;
+	l = cache_lease(c, s);
+	l->recs[l->n++] = idx;
 	c->pins++;
 	o->pins++;
 	sp->info.writing++;
@@ -534,7 +542,7 @@ static int write_lease_end(kvs_cache *c, kvs_owner *o, uint64_t id, int commit)
 
 	if (rc < 0)
 		return rc;
-	if (c->leases[s].kind != LEASE_WRITE) {
+	if (cache_lease(c, s)->kind != LEASE_WRITE) {
 		c->stats->errors_lease++;
 		return KVS_E_LEASEKIND;
 	}
@@ -558,7 +566,7 @@ int kvs_cache_release(kvs_cache *c, kvs_owner *o, uint64_t id)
 
 	if (rc < 0)
 		return rc;
-	if (c->leases[s].kind == LEASE_WRITE)
+	if (cache_lease(c, s)->kind == LEASE_WRITE)
 		return (int)cache_end_write(c, s, 0);
 	return (int)cache_end_read(c, s);
 }

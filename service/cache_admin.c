@@ -38,8 +38,8 @@ void kvs_cache_stats_fill(kvs_cache *c)
 		blocks += c->nss[i].info.blocks;
 		writing += c->nss[i].info.writing;
 	}
-	for (uint32_t i = 0; i < c->nleases; i++)
-		lease_bytes += c->leases[i].cap * sizeof(uint32_t);
+	for (uint32_t i = 0; i < kvs_pool_cap(&c->leases); i++)
+		lease_bytes += cache_lease(c, i)->cap * sizeof(uint32_t);
 	st->tier_host_bytes_total = (int64_t)bytes;
 	st->tier_host_bytes_resident = (int64_t)resident;
 	st->tier_host_bytes_used = (int64_t)ss.slot_bytes_used;
@@ -62,7 +62,7 @@ void kvs_cache_stats_fill(kvs_cache *c)
 	st->table_ghosts = c->ghosts;
 	st->table_metadata_bytes =
 		(int64_t)(kvs_table_bytes(c->table) + lease_bytes +
-			  (uint64_t)c->nleases * sizeof(lease) +
+			  (uint64_t)kvs_pool_cap(&c->leases) * sizeof(lease) +
 			  (uint64_t)c->natime * sizeof(*c->atime));
 	for (uint8_t t = 0; t < KVS_TIER_MAX; t++)
 		st->table_metadata_bytes += (int64_t)c->nkids[t] * sizeof(uint32_t);

@@ -104,9 +104,9 @@ int kvs_cache_check(kvs_cache *c)
 		if (cache_kids_on(c, t) &&
 		    !(tkids[t] = calloc((size_t)hi + 1, sizeof(uint32_t))))
 			rc = -ENOMEM;
-	for (uint32_t s = 0; s < c->nleases; s++)
-		if (c->leases[s].kind != LEASE_FREE)
-			pins += c->leases[s].n;
+	for (uint32_t s = 0; s < kvs_pool_cap(&c->leases); s++)
+		if (kvs_pool_live_at(&c->leases, s))
+			pins += cache_lease(c, s)->n;
 	if (rc == 0 && pins != c->pins) {
 		kvs_err("cache invariant failed: pins %llu/%llu",
 			(unsigned long long)pins, (unsigned long long)c->pins);

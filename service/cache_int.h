@@ -21,6 +21,7 @@
 #include "kvs_cache_admin.h"
 #include "kvs_log.h"
 #include "kvs_policy.h"
+#include "kvs_pool.h"
 #include "kvs_slab.h"
 #include "kvs_table.h"
 #include "kvs_tier.h"
@@ -35,11 +36,12 @@
 
 enum lease_kind { LEASE_FREE = 0, LEASE_READ = 1, LEASE_WRITE = 2 };
 
+/* One lease, an element of kvs_cache.leases: its index is the slot, its id
+ * (kvs_pool_id) the lease id the client holds. */
 typedef struct lease {
-	uint32_t gen;
 	uint8_t kind;
 	kvs_owner *owner;
-	uint32_t prev, next; /* owner's list, or the free list (next) */
+	uint32_t prev, next; /* the owner's list */
 	uint32_t n, cap;
 	uint32_t *recs;
 } lease;
@@ -133,8 +135,8 @@ struct kvs_cache {
 	uint32_t gen;         /* slot generations handed out */
 	uint32_t max_leases;
 	uint32_t max_pinned;  /* per owner; 0: no limit */
-	lease *leases;
-	uint32_t nleases, free_lease, active_leases;
+	kvs_pool leases;      /* of lease; addresses never move */
+	uint32_t active_leases;
 	uint64_t pins;        /* sum of refs */
 	uint32_t ghosts;      /* GHOST records */
 	int leaf_only;        /* the policy evicts leaves only */
@@ -171,6 +173,11 @@ struct kvs_cache {
 static inline kvs_rec *cache_rec(const kvs_cache *c, uint32_t idx)
 {
 	return kvs_table_rec(c->table, idx);
+}
+
+static inline lease *cache_lease(const kvs_cache *c, uint32_t s)
+{
+	return kvs_pool_at(&c->leases, s);
 }
 
 static inline ns *cache_ns(const kvs_cache *c, uint32_t ns_id)

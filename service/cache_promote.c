@@ -390,7 +390,7 @@ int cache_promote(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_block *out,
 		  const uint8_t *want, uint32_t nwant, int clipped,
 		  uint64_t *lease_out)
 {
-	lease *l = &c->leases[s];
+	lease *l = cache_lease(c, s);
 	uint32_t n = l->n, ps;
 	promo *p;
 	int rc = promo_start(c, o, n + nwant, want, nwant, &ps);
