@@ -57,8 +57,10 @@ int kvs_cache_create(const kvs_cache_config *cfg, kvs_counters *stats,
 
 	if (!c)
 		return -ENOMEM;
-	/* Leases by the 64 (the first array's size before the pool). */
-	if ((rc = kvs_pool_init(&c->leases, sizeof(lease), 6, KVS_POOL_MAX)) < 0) {
+	/* Leases by the 64, promotions by the 16 (the first arrays' sizes
+	 * before the pool); a probe's cookie takes the top bit of a job's. */
+	if ((rc = kvs_pool_init(&c->leases, sizeof(lease), 6, KVS_POOL_MAX)) < 0 ||
+	    (rc = kvs_pool_init(&c->promos, sizeof(promo), 4, KVS_POOL_MAX)) < 0) {
 		free(c);
 		return rc;
 	}
@@ -66,7 +68,6 @@ int kvs_cache_create(const kvs_cache_config *cfg, kvs_counters *stats,
 	c->max_leases = cfg->max_leases;
 	c->max_pinned = cfg->max_pinned;
 	c->max_ns_per_uid = cfg->max_ns_per_uid;
-	c->free_ps = NONE;
 	c->evict_kind = KVS_EVENT_EVICTED;
 	c->page_bytes = cfg->page_bytes;
 	c->by_uid = cfg->max_tenants > 0;

@@ -96,10 +96,11 @@ struct kvs_owner {
 #define KVS_PROBE_WINDOW 64
 
 /* One lookup's promotion (cache_promote.c): reads from store tiers into
- * host slots, and blocks past the hits fetched from a shared tier. */
+ * host slots, and blocks past the hits fetched from a shared tier. An
+ * element of kvs_cache.promos: it stays put while the job runs. */
 typedef struct promo {
 	kvs_owner *owner; /* NULL once the connection is gone */
-	uint32_t lease, n, cap, pending, cut, next, ns;
+	uint32_t lease, n, cap, pending, cut, ns;
 	int waited;       /* the lookup answered -EINPROGRESS */
 	uint32_t *idx;    /* the lease's records, n of cap */
 	int *res;         /* per position: 0, or the read's error */
@@ -157,8 +158,7 @@ struct kvs_cache {
 	uint8_t kids_on[KVS_TIER_MAX];
 	uint32_t *kids[KVS_TIER_MAX];
 	uint32_t nkids[KVS_TIER_MAX];
-	promo *ps;            /* promotions in flight (cache_tier.c) */
-	uint32_t nps, free_ps;
+	kvs_pool promos;      /* of promo: promotions in flight */
 	struct kvs_fast *fast; /* the fast path's index and pins, or NULL */
 	/* operator's view (kvs_cache_admin.h, cache_admin.c) */
 	kvs_cache_event_fn on_event;
@@ -178,6 +178,11 @@ static inline kvs_rec *cache_rec(const kvs_cache *c, uint32_t idx)
 static inline lease *cache_lease(const kvs_cache *c, uint32_t s)
 {
 	return kvs_pool_at(&c->leases, s);
+}
+
+static inline promo *cache_promo(const kvs_cache *c, uint32_t ps)
+{
+	return kvs_pool_at(&c->promos, ps);
 }
 
 static inline ns *cache_ns(const kvs_cache *c, uint32_t ns_id)

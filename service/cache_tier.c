@@ -105,10 +105,9 @@ void cache_tiers_close(kvs_cache *c)
 		free(c->kids[t]);
 		c->kids[t] = NULL;
 	}
-	for (uint32_t i = 0; i < c->nps; i++)
-		cache_promo_arrays_free(&c->ps[i]);
-	free(c->ps);
-	c->ps = NULL;
+	for (uint32_t i = 0; i < kvs_pool_cap(&c->promos); i++)
+		cache_promo_arrays_free(cache_promo(c, i)); /* free ones: NULLs */
+	kvs_pool_fini(&c->promos);
 }
 
 void cache_note(kvs_cache *c, uint8_t t, int what, uint64_t n)
@@ -131,7 +130,7 @@ void cache_tiers_owner_gone(kvs_cache *c, kvs_owner *o)
 {
 	if (o->promo != NONE) {
 		/* Its lease ends with the owner; the reads finish without it. */
-		c->ps[o->promo].owner = NULL;
+		cache_promo(c, o->promo)->owner = NULL;
 		o->promo = NONE;
 	}
 	if (o->verify != NONE) {
