@@ -157,9 +157,9 @@ kvs_owner *kvs_cache_owner_new(kvs_cache *c)
 	kvs_owner *o = calloc(1, sizeof(*o));
 
 	if (o) {
-		o->leases = NONE;
-		o->promo = NONE;
-		o->verify = NONE;
+		o->leases = KVS_NONE;
+		o->promo = KVS_NONE;
+		o->verify = KVS_NONE;
 	}
 	return o;
 }
@@ -180,7 +180,7 @@ void kvs_cache_owner_free(kvs_cache *c, kvs_owner *o)
 	if (!o)
 		return;
 	cache_tiers_owner_gone(c, o);
-	while (o->leases != NONE) {
+	while (o->leases != KVS_NONE) {
 		uint32_t s = o->leases;
 
 		if (cache_lease(c, s)->kind == LEASE_WRITE)
@@ -221,9 +221,9 @@ static uint32_t find_hits(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 					      cache_ns_key(o->ns, kvs_wire_hash_at(hashes, hits)));
 		uint8_t t;
 
-		if (idx == NONE || cache_rec(c, idx)->ns != o->ns ||
+		if (idx == KVS_NONE || cache_rec(c, idx)->ns != o->ns ||
 		    cache_rec(c, idx)->state != KVS_REC_READY) {
-			*more = idx == NONE || (cache_rec(c, idx)->ns == o->ns &&
+			*more = idx == KVS_NONE || (cache_rec(c, idx)->ns == o->ns &&
 						cache_rec(c, idx)->state == KVS_REC_GHOST);
 			break;
 		}
@@ -366,7 +366,7 @@ static int reserve_slot(kvs_cache *c, kvs_owner *o, kvs_hash h, uint32_t ghost,
 			cache_note(c, above, KVS_TIER_NOTE_RESERVE_FALLBACK, 1);
 	}
 	rc = *in_above ? 0 : cache_make_room(c, o->ns, KVS_TIER_HOST, off);
-	if (rc < 0 || ghost != NONE)
+	if (rc < 0 || ghost != KVS_NONE)
 		return rc;
 	rc = kvs_table_insert(c->table, h, idx);
 	if (rc == 0 && (rc = cache_rec_room(c, *idx)) < 0)
@@ -380,7 +380,7 @@ static int reserve_slot(kvs_cache *c, kvs_owner *o, kvs_hash h, uint32_t ghost,
 
 /* Reserve one missing block after @prev: a slot, a record, a lease entry.
  * @ghost is the block's ghost record when it has one (it is rewritten in
- * place, keeping its children), else NONE. */
+ * place, keeping its children), else KVS_NONE. */
 int cache_reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 		      uint32_t prev, uint32_t ghost, int host_only, uint32_t *idx_out)
 {
@@ -394,9 +394,9 @@ int cache_reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 	 * down to that tier to make that room (it stays in the tree), so that
 	 * a chain published window by window passes through a host tier
 	 * smaller than itself (the pins of the open window alone must fit). */
-	uint32_t hold = ghost != NONE ? ghost : prev;
+	uint32_t hold = ghost != KVS_NONE ? ghost : prev;
 	int lower = cache_kids_on(c, KVS_TIER_HOST);
-	int hold_in_ram = hold != NONE && lower &&
+	int hold_in_ram = hold != KVS_NONE && lower &&
 			  (hold != prev || !cache_store_keeps(c, hold));
 	uint8_t above = host_only ? 0 : o->above;
 	uint64_t off = 0;
@@ -407,7 +407,7 @@ int cache_reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 
 	if ((rc = cache_lease_room(cache_lease(c, s), 1)) < 0)
 		return rc;
-	if (hold != NONE) {
+	if (hold != KVS_NONE) {
 		cache_rec(c, hold)->children++;
 		if (hold_in_ram)
 			cache_kids_add(c, KVS_TIER_HOST, hold, 1);
@@ -419,7 +419,7 @@ int cache_reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 		return rc;
 	}
 	r = cache_rec(c, idx);
-	if (ghost != NONE) {
+	if (ghost != KVS_NONE) {
 		r->children--; /* the hold; it keeps its real children */
 		if (hold_in_ram)
 			cache_kids_add(c, KVS_TIER_HOST, ghost, -1);
@@ -431,7 +431,7 @@ int cache_reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 		r->parent = prev; /* prev keeps the child counted above */
 		r->tier = KVS_TIER_HOST; /* counted in prev's host children */
 		c->in_tier[KVS_TIER_HOST]++;
-		if (lower && prev != NONE && !hold_in_ram) {
+		if (lower && prev != KVS_NONE && !hold_in_ram) {
 			/* Only now (prev may have moved down by now). */
 			cache_kids_add(c, KVS_TIER_HOST, prev, 1);
 			cache_sync_evictable(c, prev);
@@ -461,7 +461,7 @@ int cache_reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 int kvs_cache_reserve(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 		      uint32_t n, uint64_t *lease_out, kvs_block *out)
 {
-	uint32_t prev = NONE, s = NONE, fresh = 0, missing = 0;
+	uint32_t prev = KVS_NONE, s = KVS_NONE, fresh = 0, missing = 0;
 	uint8_t stop = 0; /* BUSY or FULL once the chain cannot continue */
 	int rc;
 
@@ -478,7 +478,7 @@ int kvs_cache_reserve(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 		if (stop)
 			continue;
 		idx = kvs_table_find(c->table, h);
-		if (idx != NONE && (cache_rec(c, idx)->ns != o->ns ||
+		if (idx != KVS_NONE && (cache_rec(c, idx)->ns != o->ns ||
 				    cache_rec(c, idx)->state != KVS_REC_GHOST)) {
 			kvs_rec *r = cache_rec(c, idx);
 
@@ -497,13 +497,13 @@ int kvs_cache_reserve(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 		missing++;
 		if (cache_over_pin_limit(c, o, 1)) {
 			/* All or nothing: undo this request's NEW blocks. */
-			if (s != NONE) {
+			if (s != KVS_NONE) {
 				cache_end_write(c, s, 0);
 				c->stats->blocks_aborted -= fresh;
 			}
 			return KVS_E_LIMIT;
 		}
-		if (s == NONE && (rc = cache_lease_new(c, o, LEASE_WRITE, &s)) < 0) {
+		if (s == KVS_NONE && (rc = cache_lease_new(c, o, LEASE_WRITE, &s)) < 0) {
 			if (rc == KVS_E_LIMIT)
 				return rc; /* nothing reserved yet */
 			out[i].status = stop = KVS_BLOCK_FULL;
@@ -524,9 +524,9 @@ int kvs_cache_reserve(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 		c->stats->blocks_reserve_full += out[i].status == KVS_BLOCK_FULL;
 	}
 	c->stats->blocks_reserved += fresh;
-	if (s != NONE && fresh == 0)
+	if (s != KVS_NONE && fresh == 0)
 		cache_lease_free(c, s);
-	else if (s != NONE)
+	else if (s != KVS_NONE)
 		*lease_out = cache_lease_id(c, s);
 	if (fresh == 0 && missing > 0 && stop == KVS_BLOCK_FULL) {
 		c->stats->errors_full++;

@@ -142,12 +142,12 @@ uint32_t kvs_cache_find(const kvs_cache *c, uint32_t ns_id, kvs_hash h)
 	for (uint32_t id = ns_id ? ns_id : 1; id <= c->nns; id++) {
 		uint32_t idx = kvs_table_find(c->table, cache_ns_key(id, h));
 
-		if (idx != NONE && cache_rec(c, idx)->ns == id)
+		if (idx != KVS_NONE && cache_rec(c, idx)->ns == id)
 			return idx;
 		if (ns_id)
 			break;
 	}
-	return NONE;
+	return KVS_NONE;
 }
 
 const kvs_ns_info *kvs_cache_ns_at(const kvs_cache *c, uint32_t id)

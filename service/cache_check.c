@@ -73,12 +73,12 @@ static int check_rec(kvs_cache *c, uint32_t idx, uint32_t hi, uint32_t *children
 	       (!c->leaf_only || tiers_on(c))));
 	CHECK(r->state != KVS_REC_GHOST || r->tier == KVS_TIER_NONE);
 	CHECK(r->tier < KVS_TIER_MAX);
-	CHECK(cache_evictable(c, idx, r) == (r->pol != NONE));
+	CHECK(cache_evictable(c, idx, r) == (r->pol != KVS_NONE));
 	slotted[KVS_TIER_HOST] += r->tier == KVS_TIER_HOST || reading(c, idx);
 	if (r->tier != KVS_TIER_HOST && c->tpol[r->tier])
 		slotted[r->tier]++;
 	in_tier[r->tier]++;
-	if (r->parent != NONE) {
+	if (r->parent != KVS_NONE) {
 		CHECK(r->parent < hi);
 		CHECK(cache_rec(c, r->parent)->state != KVS_REC_FREE);
 		CHECK(cache_rec(c, r->parent)->ns == r->ns);

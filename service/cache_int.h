@@ -26,7 +26,6 @@
 #include "kvs_table.h"
 #include "kvs_tier.h"
 
-#define NONE KVS_REC_NONE
 /* kvs_tier values the cache can hold a tier for (array bound). */
 #define KVS_TIER_MAX 8
 #define NO_CLASS UINT32_MAX
@@ -78,8 +77,8 @@ struct kvs_owner {
 	uint32_t leases;  /* head of the owner's lease list */
 	uint32_t nleases;
 	uint64_t pins;    /* entries of its leases */
-	uint32_t promo;   /* promotion in flight (cache_tier.c), or NONE */
-	uint32_t verify;  /* verify job in flight in vtier, or NONE */
+	uint32_t promo;   /* promotion in flight (cache_tier.c), or KVS_NONE */
+	uint32_t verify;  /* verify job in flight in vtier, or KVS_NONE */
 	kvs_tier_mod *vtier;
 	uint8_t above;    /* the slot tier it maps (enum kvs_tier), or 0 */
 	uint32_t uid;     /* the peer's uid: picks its domain (uid mode) */
@@ -246,7 +245,7 @@ int cache_store_keeps(kvs_cache *c, uint32_t idx);
 void cache_blk(const kvs_cache *c, uint32_t idx, kvs_tier_blk *b);
 
 /* cache.c: reserve one missing block after @prev into lease @s (@ghost:
- * its ghost record, or NONE); @host_only: not in the owner's slot tier. */
+ * its ghost record, or KVS_NONE); @host_only: not in the owner's slot tier. */
 int cache_reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 		      uint32_t prev, uint32_t ghost, int host_only, uint32_t *idx);
 

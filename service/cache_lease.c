@@ -34,9 +34,9 @@ int cache_lease_new(kvs_cache *c, kvs_owner *o, uint8_t kind, uint32_t *out)
 	l->kind = kind;
 	l->owner = o;
 	l->n = 0;
-	l->prev = NONE;
+	l->prev = KVS_NONE;
 	l->next = o->leases;
-	if (o->leases != NONE)
+	if (o->leases != KVS_NONE)
 		cache_lease(c, o->leases)->prev = s;
 	o->leases = s;
 	o->nleases++;
@@ -67,11 +67,11 @@ void cache_lease_free(kvs_cache *c, uint32_t s)
 	lease *l = cache_lease(c, s);
 	kvs_owner *o = l->owner;
 
-	if (l->prev != NONE)
+	if (l->prev != KVS_NONE)
 		cache_lease(c, l->prev)->next = l->next;
 	else
 		o->leases = l->next;
-	if (l->next != NONE)
+	if (l->next != KVS_NONE)
 		cache_lease(c, l->next)->prev = l->prev;
 	o->nleases--;
 	c->active_leases--;

@@ -158,7 +158,7 @@ static int promo_finish(kvs_cache *c, uint32_t s, int answer, kvs_block *out,
 	if (p->query) {
 		hits = p->qcount;
 		if (o)
-			o->promo = NONE;
+			o->promo = KVS_NONE;
 		promo_free(c, s);
 		if (answer && o && o->done)
 			o->done(o->done_arg, (int)hits, 0, NULL);
@@ -176,7 +176,7 @@ static int promo_finish(kvs_cache *c, uint32_t s, int answer, kvs_block *out,
 		}
 	if (o) {
 		*lid = cache_lookup_finish(c, p->lease, hits, out);
-		o->promo = NONE;
+		o->promo = KVS_NONE;
 	}
 	/* Unpinned now: a block that failed verification leaves its tier
 	 * and the table; its descendants become unreachable. */
@@ -271,7 +271,7 @@ static int promote_one(kvs_cache *c, uint32_t ps, uint32_t i)
 static void want_blk(const kvs_cache *c, const promo *p, uint32_t j,
 		     kvs_tier_blk *b)
 {
-	*b = (kvs_tier_blk){ .idx = NONE, .ns = p->ns, .hash = p->want[j],
+	*b = (kvs_tier_blk){ .idx = KVS_NONE, .ns = p->ns, .hash = p->want[j],
 			     .bytes = cache_ns(c, p->ns)->info.block_bytes };
 	if (j > 0)
 		b->parent = p->want[j - 1];
@@ -291,7 +291,7 @@ void kvs_tier_probe_done(kvs_tier_mod *t, uint64_t cookie, int count)
 	kvs_cache *c = t->cache;
 	uint32_t s = (uint32_t)cookie & ~PROBE_BIT;
 	promo *p = cache_promo(c, s);
-	uint32_t prev = p->n ? p->idx[p->n - 1] : NONE;
+	uint32_t prev = p->n ? p->idx[p->n - 1] : KVS_NONE;
 	uint32_t from = p->wfrom, j;
 
 	if (p->query) {
@@ -313,7 +313,7 @@ void kvs_tier_probe_done(kvs_tier_mod *t, uint64_t cookie, int count)
 		int rc;
 
 		/* Made meanwhile by a writer here (BUSY or READY): stop. */
-		if (idx != NONE && (cache_rec(c, idx)->ns != p->ns ||
+		if (idx != KVS_NONE && (cache_rec(c, idx)->ns != p->ns ||
 				    cache_rec(c, idx)->state != KVS_REC_GHOST))
 			break;
 		/* No room (the host tier's slots all pinned, the lease): the
@@ -442,12 +442,12 @@ void kvs_cache_query_expire(kvs_cache *c, kvs_owner *o)
 {
 	promo *p;
 
-	if (o->promo == NONE || !(p = cache_promo(c, o->promo))->query)
+	if (o->promo == KVS_NONE || !(p = cache_promo(c, o->promo))->query)
 		return;
 	/* The job lives on until its probe answers (at the latest at
 	 * --remote-timeout), unseen. */
 	p->owner = NULL;
-	o->promo = NONE;
+	o->promo = KVS_NONE;
 	c->stats->blocks_query_bounded++;
 	if (o->done)
 		o->done(o->done_arg, (int)p->qcount, 0, NULL);

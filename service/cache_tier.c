@@ -128,15 +128,15 @@ kvs_tier_mod *cache_store_of(const kvs_cache *c, uint32_t idx)
 
 void cache_tiers_owner_gone(kvs_cache *c, kvs_owner *o)
 {
-	if (o->promo != NONE) {
+	if (o->promo != KVS_NONE) {
 		/* Its lease ends with the owner; the reads finish without it. */
 		cache_promo(c, o->promo)->owner = NULL;
-		o->promo = NONE;
+		o->promo = KVS_NONE;
 	}
-	if (o->verify != NONE) {
+	if (o->verify != KVS_NONE) {
 		/* No more reads; those in flight finish without it. */
 		o->vtier->ops->verify_cancel(o->vtier, o->verify);
-		o->verify = NONE;
+		o->verify = KVS_NONE;
 	}
 }
 
@@ -145,7 +145,7 @@ static void verify_done(void *arg, const kvs_verify_result *res,
 {
 	kvs_owner *o = arg;
 
-	o->verify = NONE;
+	o->verify = KVS_NONE;
 	if (o->verify_fn)
 		o->verify_fn(o->verify_arg, res, fails);
 }
@@ -154,11 +154,11 @@ int kvs_cache_verify(kvs_cache *c, kvs_owner *o, uint32_t ns_id,
 		     uint32_t max_failed, kvs_cache_verify_fn fn, void *arg,
 		     kvs_verify_result *res)
 {
-	uint32_t job = NONE;
+	uint32_t job = KVS_NONE;
 	int rc;
 
 	*res = (kvs_verify_result){ 0 };
-	if (o->verify != NONE)
+	if (o->verify != KVS_NONE)
 		return -EBUSY;
 	for (uint32_t i = 0; i < c->nstores; i++) {
 		kvs_tier_mod *t = c->stores[i];
@@ -293,7 +293,7 @@ void kvs_tier_rec_link(kvs_tier_mod *t, uint32_t idx, kvs_hash parent)
 	if (!parent.lo && !parent.hi)
 		return;
 	p = kvs_table_find(c->table, cache_ns_key(r->ns, parent));
-	if (p == NONE || cache_rec(c, p)->ns != r->ns)
+	if (p == KVS_NONE || cache_rec(c, p)->ns != r->ns)
 		return;
 	r->parent = p;
 	cache_rec(c, p)->children++;

@@ -21,7 +21,8 @@
 
 #include "kvshare.h"
 
-#define KVS_REC_NONE UINT32_MAX
+/* No record (the policies' name for KVS_NONE). */
+#define KVS_REC_NONE KVS_NONE
 
 enum kvs_rec_state {
 	KVS_REC_FREE = 0,    /* unused record (on the free list) */
