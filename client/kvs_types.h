@@ -1,6 +1,6 @@
 /*
- * kvs_types.h - kvshare's shared vocabulary: the block hash, the error codes,
- * the stored element types and the tiers. kvshare.h includes it; storage/
+ * kvs_types.h - kvshare's shared vocabulary: the block hash, the error codes
+ * and kvs_strerror(), the stored element types, the tiers and KVS_NONE. kvshare.h includes it; storage/
  * and kernels/ include only this header, never kvshare.h (see
  * docs/architecture.md, "Dependency rules"). Needs only <stdint.h>.
  *
@@ -39,6 +39,14 @@ enum {
 	KVS_E_PERM = -2019,         /* the daemon does not serve this peer's uid/gid */
 	KVS_E_LAST = -2020
 };
+
+/*
+ * kvs_strerror - name an error code.
+ * @err: a negative KVS_E_* code or -errno.
+ * Returns a static string; never NULL.
+ * Ownership: static storage. Thread: any.
+ */
+const char *kvs_strerror(int err);
 
 /* Element types of the KV cache as stored. */
 typedef enum kvs_dtype {

@@ -6,7 +6,7 @@
 #include "kvs_cache_admin.h"
 #include "kvs_fastidx.h"
 #include "kvs_log.h"
-#include "kvshare.h" /* kvs_strerror */
+#include "kvs_types.h" /* kvs_strerror */
 
 #define HOST_BATCH KVS_FAST_BATCH /* host victims decided at once, at most */
 _Static_assert(KVS_CACHE_FREE_BATCH <= HOST_BATCH,

@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 
-#include "kvshare.h" /* kvs_hash */
+#include "kvs_types.h" /* kvs_hash */
 
 /* The table is keyed by (namespace, hash): see ns_key() in cache.c. The mix
  * is an xor, so it also turns a key back into the block's hash. */

@@ -7,7 +7,7 @@
 
 #include "cache_int.h"
 #include "kvs_log.h"
-#include "kvshare.h" /* kvs_strerror */
+#include "kvs_types.h" /* kvs_strerror */
 
 /* ---- adding and closing ----------------------------------------------- */
 

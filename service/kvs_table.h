@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kvshare.h"
+#include "kvs_types.h" /* kvs_hash, kvs_tier */
 
 /* No record (the policies' name for KVS_NONE). */
 #define KVS_REC_NONE KVS_NONE

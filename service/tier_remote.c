@@ -16,7 +16,7 @@
 #include "kvs_nsfile.h"
 #include "kvs_remote.h"
 #include "kvs_remote_value.h"
-#include "kvshare.h" /* kvs_strerror */
+#include "kvs_types.h" /* kvs_strerror */
 
 static remote_tier *remote_of(const kvs_tier_mod *t)
 {

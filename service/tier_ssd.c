@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "kvs_log.h"
-#include "kvshare.h" /* kvs_strerror */
+#include "kvs_types.h" /* kvs_strerror */
 
 #define DEFAULT_SEGMENTS 4
 

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "kvs_log.h"
-#include "kvshare.h" /* kvs_strerror */
+#include "kvs_types.h" /* kvs_strerror */
 
 /* ---- promotion -------------------------------------------------------- */
 

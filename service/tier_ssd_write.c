@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "kvs_log.h"
-#include "kvshare.h" /* kvs_strerror */
+#include "kvs_types.h" /* kvs_strerror */
 
 /* A 4 KiB-aligned staging buffer of @bytes (rounded up to 4 KiB). */
 static void *stage_get(ssd_tier *t, uint64_t bytes)
