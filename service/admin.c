@@ -47,9 +47,16 @@ static void add_event(kvs_admin *a, uint32_t kind, const kvs_rec *r)
 	};
 }
 
-static void on_cache_event(void *arg, uint32_t kind, const kvs_rec *r)
+/* The cache's events as the wire names them. */
+static const uint32_t wire_event[] = {
+	[KVS_CACHE_EVENT_STORED] = KVS_EVENT_STORED,
+	[KVS_CACHE_EVENT_EVICTED] = KVS_EVENT_EVICTED,
+	[KVS_CACHE_EVENT_FLUSHED] = KVS_EVENT_FLUSHED,
+};
+
+static void on_cache_event(void *arg, kvs_cache_event kind, const kvs_rec *r)
 {
-	add_event(arg, kind, r);
+	add_event(arg, wire_event[kind], r);
 }
 
 void kvs_admin_publish(kvs_admin *a)
@@ -402,14 +409,15 @@ int kvs_admin_evict(kvs_admin *a, const kvs_wire_evict_req *rq, uint8_t *out,
 	kvs_wire_evict_req req = *rq;
 	kvs_wire_evict_reply rep = { 0 };
 	uint32_t span, target = KVS_NONE, *under = NULL, *path = NULL;
-	uint32_t kind, batch[KVS_CACHE_FREE_BATCH], up[KVS_CACHE_FREE_BATCH];
+	uint32_t batch[KVS_CACHE_FREE_BATCH], up[KVS_CACHE_FREE_BATCH];
+	kvs_cache_event kind;
 	uint8_t freed[KVS_CACHE_FREE_BATCH];
 	int rc;
 
 	if (req.scope == KVS_EVICT_NAMESPACE && req.ns > kvs_cache_ns_count(c))
 		return -ENOENT;
-	kind = req.flags & KVS_WIRE_EVICT_FLUSH ? KVS_EVENT_FLUSHED
-						: KVS_EVENT_EVICTED;
+	kind = req.flags & KVS_WIRE_EVICT_FLUSH ? KVS_CACHE_EVENT_FLUSHED
+						: KVS_CACHE_EVENT_EVICTED;
 	span = kvs_cache_rec_span(c);
 	if (req.scope == KVS_EVICT_PREFIX) {
 		target = kvs_cache_find(c, req.ns, req.hash);
@@ -464,7 +472,7 @@ int kvs_admin_evict(kvs_admin *a, const kvs_wire_evict_req *rq, uint8_t *out,
 	free(path);
 	kvs_info("operator %s: %llu blocks freed, %llu pinned kept, %llu kept "
 		 "as prefixes of pinned blocks",
-		 kind == KVS_EVENT_FLUSHED ? "flush" : "evict",
+		 kind == KVS_CACHE_EVENT_FLUSHED ? "flush" : "evict",
 		 (unsigned long long)rep.freed, (unsigned long long)rep.pinned,
 		 (unsigned long long)rep.kept);
 	rc = kvs_wire_evict_reply_encode(&rep, out, cap);

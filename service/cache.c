@@ -68,7 +68,7 @@ int kvs_cache_create(const kvs_cache_config *cfg, kvs_counters *stats,
 	c->max_leases = cfg->max_leases;
 	c->max_pinned = cfg->max_pinned;
 	c->max_ns_per_uid = cfg->max_ns_per_uid;
-	c->evict_kind = KVS_EVENT_EVICTED;
+	c->evict_kind = KVS_CACHE_EVENT_EVICTED;
 	c->page_bytes = cfg->page_bytes;
 	c->by_uid = cfg->max_tenants > 0;
 	c->maxdoms = c->by_uid ? cfg->max_tenants : 1;
@@ -207,7 +207,7 @@ static kvs_block located(const kvs_rec *r, uint8_t status)
  * out[i].offset (@out may be NULL: a query), *promote the ones to read back from a store tier, and
  * *more: whether the chain ends at a block this daemon has no record of
  * (or only a ghost), which a shared tier may have. */
-static uint32_t find_hits(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
+static uint32_t find_hits(kvs_cache *c, kvs_owner *o, const kvs_hash *hashes,
 			  uint32_t n, kvs_block *out, uint32_t *promote, int *more)
 {
 	uint32_t hits = 0;
@@ -218,7 +218,7 @@ static uint32_t find_hits(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 	 * tenant cannot probe another's prefixes through the table. */
 	for (; hits < n; hits++) {
 		uint32_t idx = kvs_table_find(c->table,
-					      cache_ns_key(o->ns, kvs_wire_hash_at(hashes, hits)));
+					      cache_ns_key(o->ns, hashes[hits]));
 		uint8_t t;
 
 		if (idx == KVS_NONE || cache_rec(c, idx)->ns != o->ns ||
@@ -254,7 +254,7 @@ static int shared_tier(const kvs_cache *c)
 	return 0;
 }
 
-int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
+int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const kvs_hash *hashes,
 		     uint32_t n, uint64_t *lease_out, kvs_block *out)
 {
 	uint32_t hits, promote, want = 0, s;
@@ -305,13 +305,13 @@ int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 	c->pins += hits;
 	o->pins += hits;
 	if (promote || want)
-		return cache_promote(c, o, s, out, hashes + (size_t)hits * 16,
+		return cache_promote(c, o, s, out, hashes + hits,
 				     want, clipped, lease_out);
 	*lease_out = cache_lookup_finish(c, s, hits, out);
 	return (int)hits;
 }
 
-int kvs_cache_query(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
+int kvs_cache_query(kvs_cache *c, kvs_owner *o, const kvs_hash *hashes,
 		    uint32_t n, int remote)
 {
 	uint32_t hits, promote;
@@ -325,7 +325,7 @@ int kvs_cache_query(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 	hits = find_hits(c, o, hashes, n, NULL, &promote, &more);
 	if (!remote || !more || !shared_tier(c))
 		return (int)hits;
-	return cache_query_remote(c, o, hashes + (size_t)hits * 16, n - hits, hits);
+	return cache_query_remote(c, o, hashes + hits, n - hits, hits);
 }
 
 uint64_t cache_lookup_finish(kvs_cache *c, uint32_t s, uint32_t hits,
@@ -458,7 +458,7 @@ int cache_reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 	return 0;
 }
 
-int kvs_cache_reserve(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
+int kvs_cache_reserve(kvs_cache *c, kvs_owner *o, const kvs_hash *hashes,
 		      uint32_t n, uint64_t *lease_out, kvs_block *out)
 {
 	uint32_t prev = KVS_NONE, s = KVS_NONE, fresh = 0, missing = 0;
@@ -471,7 +471,7 @@ int kvs_cache_reserve(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 		return KVS_E_NOTATTACHED;
 	}
 	for (uint32_t i = 0; i < n; i++) {
-		kvs_hash h = cache_ns_key(o->ns, kvs_wire_hash_at(hashes, i));
+		kvs_hash h = cache_ns_key(o->ns, hashes[i]);
 		uint32_t idx;
 
 		out[i] = (kvs_block){ .status = stop };

@@ -99,7 +99,7 @@ void cache_touch_atime(kvs_cache *c, uint32_t idx)
 	c->atime[idx] = cache_clock_s(c);
 }
 
-void cache_tell(kvs_cache *c, uint32_t kind, uint32_t idx)
+void cache_tell(kvs_cache *c, kvs_cache_event kind, uint32_t idx)
 {
 	if (c->on_event)
 		c->on_event(c->event_arg, kind, cache_rec(c, idx));
@@ -160,7 +160,7 @@ uint32_t kvs_cache_ns_count(const kvs_cache *c)
 	return c->nns;
 }
 
-int kvs_cache_free_rec(kvs_cache *c, uint32_t idx, uint32_t kind)
+int kvs_cache_free_rec(kvs_cache *c, uint32_t idx, kvs_cache_event kind)
 {
 	uint8_t freed;
 
@@ -168,7 +168,7 @@ int kvs_cache_free_rec(kvs_cache *c, uint32_t idx, uint32_t kind)
 }
 
 uint32_t kvs_cache_free_recs(kvs_cache *c, const uint32_t *idx, uint32_t n,
-			     uint32_t kind, uint8_t *freed)
+			     kvs_cache_event kind, uint8_t *freed)
 {
 	uint32_t v[KVS_CACHE_FREE_BATCH], pos[KVS_CACHE_FREE_BATCH], total = 0;
 	uint8_t kept[KVS_CACHE_FREE_BATCH];
@@ -200,7 +200,7 @@ uint32_t kvs_cache_free_recs(kvs_cache *c, const uint32_t *idx, uint32_t n,
 		for (uint32_t i = 0; i < m; i++)
 			freed[pos[i]] = !kept[i];
 	}
-	c->evict_kind = KVS_EVENT_EVICTED;
+	c->evict_kind = KVS_CACHE_EVENT_EVICTED;
 	return total;
 }
 

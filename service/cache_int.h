@@ -162,7 +162,7 @@ struct kvs_cache {
 	/* operator's view (kvs_cache_admin.h, cache_admin.c) */
 	kvs_cache_event_fn on_event;
 	void *event_arg;
-	uint32_t evict_kind;  /* what an eviction tells on_event */
+	kvs_cache_event evict_kind; /* what an eviction tells on_event */
 	struct timespec born; /* atime counts seconds from here */
 	uint32_t *atime;      /* by record: last store or hit (not in kvs_rec,
 			       * which stays one cache line) */
@@ -281,17 +281,17 @@ void cache_ns_free_all(kvs_cache *c);
 /* cache_tier.c */
 /* cache_promote.c: read lease @s pins a chain some of whose records are
  * in a store tier only (host slots, reads), and/or the lookup goes on past
- * its hits with @want[0..nwant) (block hashes on the wire), which a shared
+ * its hits with @want[0..nwant) (block hashes), which a shared
  * tier is asked for, a window at a time (@clipped: the chain went on past
  * nwant, beyond the owner's pin room). Returns the hits (the chain cut at the first block
  * that could not be had) with *lease and @out filled, or -EINPROGRESS: the
  * owner's done callback answers later. */
 int cache_promote(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_block *out,
-		  const uint8_t *want, uint32_t nwant, int clipped,
+		  const kvs_hash *want, uint32_t nwant, int clipped,
 		  uint64_t *lease);
 /* cache_promote.c: the rest of a query's chain, @want[0..nwant) past its
  * @local hits, asked of the shared tier (kvs_cache_query). */
-int cache_query_remote(kvs_cache *c, kvs_owner *o, const uint8_t *want,
+int cache_query_remote(kvs_cache *c, kvs_owner *o, const kvs_hash *want,
 		       uint32_t nwant, uint32_t local);
 void cache_promo_arrays_free(promo *p);
 /* Keep the first @hits records of read lease @s (unpin the rest), fill
@@ -311,6 +311,6 @@ void cache_host_stats(const kvs_cache *c, kvs_slab_stats *ss, uint64_t *bytes,
 		      uint64_t *resident);
 uint32_t cache_clock_s(const kvs_cache *c);
 void cache_touch_atime(kvs_cache *c, uint32_t idx);
-void cache_tell(kvs_cache *c, uint32_t kind, uint32_t idx);
+void cache_tell(kvs_cache *c, kvs_cache_event kind, uint32_t idx);
 
 #endif /* KVS_CACHE_INT_H */

@@ -158,7 +158,7 @@ static void commit_one(kvs_cache *c, uint32_t idx)
 				c->stores[i]->ops->committed(c->stores[i], &b);
 	}
 	cache_note(c, cache_rec(c, idx)->tier, KVS_TIER_NOTE_COMMITTED, 1);
-	cache_tell(c, KVS_EVENT_STORED, idx);
+	cache_tell(c, KVS_CACHE_EVENT_STORED, idx);
 	r = cache_rec(c, idx);
 	kvs_fast_publish(c->fast, cache_ns_dom(c, r->ns)->arena_id, idx, r);
 }

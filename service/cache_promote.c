@@ -60,11 +60,11 @@ static void promo_free(kvs_cache *c, uint32_t s)
 	kvs_pool_free(&c->promos, s);
 }
 
-/* A job for owner @o with room for @n records, wanting the @nwant wire
- * hashes at @want; pending 1 (the caller's own, so that nothing finishes
+/* A job for owner @o with room for @n records, wanting the @nwant block
+ * hashes at @want (copied); pending 1 (the caller's own, so that nothing finishes
  * under it). Every other field is zero, as promo_free left it. */
-static int promo_start(kvs_cache *c, kvs_owner *o, uint32_t n, const uint8_t *want,
-		       uint32_t nwant, uint32_t *out)
+static int promo_start(kvs_cache *c, kvs_owner *o, uint32_t n,
+		       const kvs_hash *want, uint32_t nwant, uint32_t *out)
 {
 	int rc = promo_new(c, n, out);
 	promo *p;
@@ -76,8 +76,8 @@ static int promo_start(kvs_cache *c, kvs_owner *o, uint32_t n, const uint8_t *wa
 		promo_free(c, *out);
 		return -ENOMEM;
 	}
-	for (uint32_t j = 0; j < nwant; j++)
-		p->want[j] = kvs_wire_hash_at(want, j);
+	if (nwant)
+		memcpy(p->want, want, nwant * sizeof(kvs_hash));
 	p->owner = o;
 	p->ns = o->ns;
 	p->nwant = nwant;
@@ -113,7 +113,7 @@ static void fetched(kvs_cache *c, uint32_t idx, uint8_t from)
 	cache_touch_atime(c, idx);
 	kvs_policy_touch(cache_policy_of(c, idx), idx);
 	cache_sync_evictable(c, idx);
-	cache_tell(c, KVS_EVENT_STORED, idx);
+	cache_tell(c, KVS_CACHE_EVENT_STORED, idx);
 	r = cache_rec(c, idx);
 	kvs_fast_publish(c->fast, cache_ns_dom(c, r->ns)->arena_id, idx, r);
 }
@@ -375,7 +375,7 @@ static void probe(kvs_cache *c, uint32_t ps)
 }
 
 int cache_promote(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_block *out,
-		  const uint8_t *want, uint32_t nwant, int clipped,
+		  const kvs_hash *want, uint32_t nwant, int clipped,
 		  uint64_t *lease_out)
 {
 	lease *l = cache_lease(c, s);
@@ -417,7 +417,7 @@ int cache_promote(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_block *out,
 	return promo_finish(c, ps, 0, out, lease_out);
 }
 
-int cache_query_remote(kvs_cache *c, kvs_owner *o, const uint8_t *want,
+int cache_query_remote(kvs_cache *c, kvs_owner *o, const kvs_hash *want,
 		       uint32_t nwant, uint32_t local)
 {
 	uint32_t ps;

@@ -14,7 +14,6 @@
 #include "kvs_cache.h"
 #include "kvs_check.h"
 #include "kvs_log.h"
-#include "kvs_wire.h"
 #include "tier_gpu.h"
 
 #define PAGE (64u << 10)
@@ -67,9 +66,8 @@ static kvs_owner *attach(kvs_cache *c, const kvs_layout *l)
 	return o;
 }
 
-/* A chain of n hashes for token stream `stream` in layout l, on the wire. */
+/* A chain of n hashes for token stream `stream` in layout l. */
 typedef struct chain {
-	uint8_t wire[8 + 64 * 16];
 	kvs_hash h[64];
 	uint32_t n;
 } chain;
@@ -82,12 +80,11 @@ static void mk_chain(chain *ch, const kvs_layout *l, uint32_t stream, uint32_t n
 		toks[i] = stream * 1000003u + i;
 	ch->n = (uint32_t)kvs_hash_chain(kvs_hash_layout_seed(l), 16, toks,
 					 n * 16, ch->h, 64);
-	CHECK(kvs_wire_hashes_encode(ch->h, ch->n, 0, ch->wire, sizeof(ch->wire)) > 0);
 }
 
-static const uint8_t *H(const chain *ch, uint32_t from)
+static const kvs_hash *H(const chain *ch, uint32_t from)
 {
-	return ch->wire + 8 + 16 * (size_t)from;
+	return ch->h + from;
 }
 
 static int publish(kvs_cache *c, kvs_owner *o, const chain *ch)
@@ -173,7 +170,6 @@ static void test_isolation_and_layouts(void)
 		chain cx = { .n = 1 };
 
 		cx.h[0] = cache_ns_key(2, cache_ns_key(1, ca.h[0]));
-		CHECK(kvs_wire_hashes_encode(cx.h, 1, 0, cx.wire, sizeof(cx.wire)) > 0);
 		CHECK_EQ(hits(c, ob, &cx, 0, 1), 0);
 		CHECK_EQ(hits(c, oa, &ca, 0, 1), 1);
 	}
