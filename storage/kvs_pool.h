@@ -3,12 +3,12 @@
  * given back in O(1), whose addresses never move.
  *
  * The daemon's jobs and handles (leases, promotion jobs, SSD read and write
- * slots, verify jobs, remote jobs) are all "an array of structs, a free list
- * through it, an index as the id". A pool stores them in chunks of
- * 2^shift elements: growing adds a chunk and never moves the ones made, so a
- * pointer to an element stays good for as long as the element is allocated,
- * across any number of allocations (callbacks and nested calls need not
- * re-derive it). Each element has a generation, bumped when it is freed:
+ * slots, verify jobs, remote jobs, the slot allocator's slab records) are
+ * all "an array of structs, a free list through it, an index as the id".
+ * A pool stores them in chunks of 2^shift elements: growing adds a chunk
+ * and never moves the ones made, so a pointer to an element stays good for
+ * as long as the element is allocated, across any number of allocations
+ * (callbacks and nested calls need not re-derive it). Each element has a generation, bumped when it is freed:
  * kvs_pool_id() packs (generation, index) into 64 bits, and
  * kvs_pool_find() refuses an id whose element was freed since (a stale
  * lease id from a client, for instance).
@@ -24,6 +24,9 @@
  *
  * The struct is public so that kvs_pool_at() inlines on the lookup path;
  * its fields are the pool's own: use the functions.
+ *
+ * Where: storage/, so that the engines (the slot allocator's slab records)
+ * and service/ (leases, jobs) share it; it needs only kvs_types.h.
  *
  * Thread: none of its own; each pool is used by one thread (the loop).
  */
