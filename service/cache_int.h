@@ -1,12 +1,17 @@
 /*
  * cache_int.h - the cache's internals, shared by its files only:
- * cache.c (life cycle, attach, lookup, reserve, commit), cache_lease.c
- * (leases), cache_evict.c (tiers of a record, the leaf rule, eviction and
- * demotion, making room), cache_ns.c (trust domains and namespaces),
- * cache_tier.c (the tier interface's cache side: adding tiers, promotion,
- * the environment), cache_admin.c (operator primitives, stats) and
- * cache_check.c (the consistency check). No tier includes it: tiers see
- * kvs_tier.h only.
+ * cache.c (life cycle, attach, lookup, reserve, commit, the per-record
+ * arrays), cache_lease.c (leases), cache_promote.c (promotion jobs: reads
+ * back from store tiers, the chain probed and fetched from a shared tier,
+ * remote queries), cache_evict.c (tiers of a record, the leaf rule,
+ * eviction and demotion, making room), cache_ns.c (trust domains and
+ * namespaces), cache_tier.c (the tier interface's cache side: adding and
+ * closing tiers, the environment, owners that go away), cache_admin.c
+ * (operator primitives, events, stats) and cache_check.c (the consistency
+ * check). Leases and promotion jobs are elements of a kvs_pool each
+ * (storage/kvs_pool.h): their addresses never move. No tier includes it:
+ * tiers see kvs_tier.h only. Nor does any wire header reach it: the cache
+ * speaks kvs_hash and kvs_cache_event (layering.cache_no_wire).
  *
  * Thread: the daemon's loop thread only.
  */
@@ -77,7 +82,7 @@ struct kvs_owner {
 	uint32_t leases;  /* head of the owner's lease list */
 	uint32_t nleases;
 	uint64_t pins;    /* entries of its leases */
-	uint32_t promo;   /* promotion in flight (cache_tier.c), or KVS_NONE */
+	uint32_t promo;   /* promotion in flight (cache_promote.c), or KVS_NONE */
 	uint32_t verify;  /* verify job in flight in vtier, or KVS_NONE */
 	kvs_tier_mod *vtier;
 	uint8_t above;    /* the slot tier it maps (enum kvs_tier), or 0 */
@@ -278,14 +283,13 @@ int cache_ns_create(kvs_cache *c, const kvs_ns_desc *desc, uint32_t d,
 int cache_ns_tier_class(kvs_cache *c, uint32_t ns_id, uint8_t t, uint32_t *cls);
 void cache_ns_free_all(kvs_cache *c);
 
-/* cache_tier.c */
 /* cache_promote.c: read lease @s pins a chain some of whose records are
  * in a store tier only (host slots, reads), and/or the lookup goes on past
- * its hits with @want[0..nwant) (block hashes), which a shared
+ * its hits with @want[0..nwant) (block hashes, copied), which a shared
  * tier is asked for, a window at a time (@clipped: the chain went on past
- * nwant, beyond the owner's pin room). Returns the hits (the chain cut at the first block
- * that could not be had) with *lease and @out filled, or -EINPROGRESS: the
- * owner's done callback answers later. */
+ * nwant, beyond the owner's pin room). Returns the hits (the chain cut at
+ * the first block that could not be had) with *lease and @out filled, or
+ * -EINPROGRESS: the owner's done callback answers later. */
 int cache_promote(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_block *out,
 		  const kvs_hash *want, uint32_t nwant, int clipped,
 		  uint64_t *lease);
@@ -294,10 +298,12 @@ int cache_promote(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_block *out,
 int cache_query_remote(kvs_cache *c, kvs_owner *o, const kvs_hash *want,
 		       uint32_t nwant, uint32_t local);
 void cache_promo_arrays_free(promo *p);
-/* Keep the first @hits records of read lease @s (unpin the rest), fill
- * @out; returns the lease id, 0 (lease freed) when @hits is 0. */
+/* cache.c: keep the first @hits records of read lease @s (unpin the rest),
+ * fill @out; returns the lease id, 0 (lease freed) when @hits is 0. */
 uint64_t cache_lookup_finish(kvs_cache *c, uint32_t s, uint32_t hits,
 			     kvs_block *out);
+
+/* cache_tier.c */
 /* The store tier that can read @idx back now, or NULL. */
 kvs_tier_mod *cache_store_of(const kvs_cache *c, uint32_t idx);
 void cache_tiers_owner_gone(kvs_cache *c, kvs_owner *o);

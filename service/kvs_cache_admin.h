@@ -1,9 +1,10 @@
 /*
  * kvs_cache_admin.h - the operator's primitives over the cache: walk and find
- * records, free one, pin one, and hear about blocks as they are stored and
- * freed. admin.c builds list/inspect/evict/pin/watch on these; the cache
- * keeps its rules (prefix closure, pinned blocks stay) because every change
- * goes through it.
+ * records, free one, pin one, count a fast-path hit, and hear about blocks
+ * as they are stored and freed (implemented in cache_admin.c). admin.c
+ * builds list/inspect/evict/pin/watch on these, naming the cache's events
+ * (kvs_cache_event) on the wire itself; the cache keeps its rules (prefix
+ * closure, pinned blocks stay) because every change goes through it.
  *
  * Errors: 0 or a negative KVS_E_* / -errno.
  * Thread: the daemon's loop thread only.
