@@ -128,6 +128,11 @@ static void test_basic(void)
 	CHECK_EQ(kvs_cache_commit(c, o, lease), 4);
 	CHECK_EQ(kvs_cache_commit(c, o, lease), KVS_E_NOLEASE); /* ended */
 	CHECK_EQ(kvs_cache_lookup(c, o, H(&ch, 0), 4, &rl, b), 4);
+	/* The ended lease's slot is the read lease's now: the old id, an older
+	 * generation of the same slot, stays dead. */
+	CHECK_EQ((uint32_t)rl, (uint32_t)lease);
+	CHECK(rl != lease);
+	CHECK_EQ(kvs_cache_release(c, o, lease), KVS_E_NOLEASE);
 	CHECK_EQ(b[3].status, KVS_BLOCK_HIT);
 	CHECK_EQ(b[0].tier, KVS_TIER_HOST);
 	CHECK_EQ(kvs_cache_commit(c, o, rl), KVS_E_LEASEKIND);
