@@ -522,7 +522,8 @@ int kvs_admin_pin(kvs_admin *a, int pin, uint32_t ns,
 	for (; ns && chain < req.count; chain++) {
 		uint32_t idx = kvs_cache_find(c, ns, kvs_wire_hash_at(req.hashes, chain));
 
-		if (idx == KVS_NONE || kvs_cache_rec_at(c, idx)->state != KVS_REC_READY)
+		if (idx == KVS_NONE ||
+		    kvs_cache_rec_at(c, idx)->state != KVS_REC_READY)
 			break;
 		if (pin && !is_pinned(a, idx)) {
 			if ((rc = pinned_room(a, idx)) < 0)

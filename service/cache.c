@@ -223,8 +223,9 @@ static uint32_t find_hits(kvs_cache *c, kvs_owner *o, const kvs_hash *hashes,
 
 		if (idx == KVS_NONE || cache_rec(c, idx)->ns != o->ns ||
 		    cache_rec(c, idx)->state != KVS_REC_READY) {
-			*more = idx == KVS_NONE || (cache_rec(c, idx)->ns == o->ns &&
-						cache_rec(c, idx)->state == KVS_REC_GHOST);
+			*more = idx == KVS_NONE ||
+				(cache_rec(c, idx)->ns == o->ns &&
+				 cache_rec(c, idx)->state == KVS_REC_GHOST);
 			break;
 		}
 		t = cache_rec(c, idx)->tier;
@@ -479,7 +480,7 @@ int kvs_cache_reserve(kvs_cache *c, kvs_owner *o, const kvs_hash *hashes,
 			continue;
 		idx = kvs_table_find(c->table, h);
 		if (idx != KVS_NONE && (cache_rec(c, idx)->ns != o->ns ||
-				    cache_rec(c, idx)->state != KVS_REC_GHOST)) {
+					cache_rec(c, idx)->state != KVS_REC_GHOST)) {
 			kvs_rec *r = cache_rec(c, idx);
 
 			if (r->ns == o->ns && r->state == KVS_REC_READY) {

@@ -314,7 +314,7 @@ void kvs_tier_probe_done(kvs_tier_mod *t, uint64_t cookie, int count)
 
 		/* Made meanwhile by a writer here (BUSY or READY): stop. */
 		if (idx != KVS_NONE && (cache_rec(c, idx)->ns != p->ns ||
-				    cache_rec(c, idx)->state != KVS_REC_GHOST))
+					cache_rec(c, idx)->state != KVS_REC_GHOST))
 			break;
 		/* No room (the host tier's slots all pinned, the lease): the
 		 * chain is cut at the room there is. */

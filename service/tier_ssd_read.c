@@ -250,9 +250,7 @@ void ssd_verify_done(ssd_tier *t, const kvs_ssd_cqe *q)
 
 void ssd_verify_cancel(kvs_tier_mod *tt, uint32_t job)
 {
-	ssd_tier *t = ssd_of(tt);
-
-	vjob *j = kvs_pool_live_at(&t->vs, job);
+	vjob *j = kvs_pool_live_at(&ssd_of(tt)->vs, job);
 
 	if (j)
 		j->gone = 1;

@@ -17,17 +17,6 @@ typedef struct item {
 	char pad[13]; /* an odd size: the pool rounds it */
 } item;
 
-static uint64_t rng_state;
-
-static uint64_t rnd(void)
-{
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 /* Elements made across many chunks keep their addresses and contents; the
  * first ones are handed out in index order and are zeroed. */
 static void test_growth(void)
@@ -152,11 +141,10 @@ static void test_model(void)
 	uint64_t *old = calloc(MAXN, sizeof(*old)); /* a stale id, or 0 */
 	item **addr = calloc(MAXN, sizeof(*addr));
 	uint32_t last_freed = KVS_NONE;
-
-	rng_state = kvs_test_seed("test_pool");
+	uint64_t rng = kvs_test_seed("test_pool");
 	CHECK_EQ(kvs_pool_init(&p, sizeof(item), 5, MAXN), 0);
 	for (uint32_t step = 0; step < STEPS; step++) {
-		uint64_t r = rnd();
+		uint64_t r = kvs_test_rnd(&rng);
 		/* Phases that fill and drain, so that the pool grows. */
 		int fill = (step / 20000) % 2 == 0;
 		int alloc = nlive == 0 || (r % 100) < (fill ? 65u : 35u);
