@@ -23,7 +23,6 @@
 #include "kvs_pool.h"
 #include "tier_ssd.h"
 
-#define NONE UINT32_MAX
 /* A demotion write goes straight from the block's slot, which stays
  * allocated (held by the write) until the write completes: the store may
  * DMA from it until then. Held slots are host-tier capacity that the
@@ -83,7 +82,7 @@ static inline void loc_clear(loc *l, uint32_t f)
 }
 
 typedef struct wslot {    /* one write in flight */
-	uint32_t idx;     /* record, NONE when the slot is free */
+	uint32_t idx;     /* record, KVS_NONE when the slot is free */
 	uint32_t ns;      /* the record's block, to catch a reused index */
 	kvs_hash hash;
 	kvs_hash parent;  /* for the index entry */
@@ -97,7 +96,7 @@ typedef struct wslot {    /* one write in flight */
 } wslot;
 
 typedef struct rslot {    /* one promotion read in flight */
-	uint32_t idx;     /* record, NONE when free */
+	uint32_t idx;     /* record, KVS_NONE when free */
 	uint64_t cookie;  /* the cache's */
 } rslot;
 

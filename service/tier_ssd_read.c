@@ -79,7 +79,7 @@ void ssd_read_done(ssd_tier *t, const kvs_ssd_cqe *q)
 	uint64_t cookie = r->cookie;
 
 	loc_clear(&t->loc[r->idx], LOC_READING);
-	*r = (rslot){ .idx = NONE };
+	*r = (rslot){ .idx = KVS_NONE };
 	kvs_pool_free(&t->rs, (uint32_t)q->cookie);
 	if (q->res == 0) {
 		st->tier_ssd_reads++;

@@ -56,7 +56,7 @@ static int wslot_get(ssd_tier *t, uint32_t *out)
 {
 	if (kvs_pool_alloc(&t->ws, out) < 0)
 		return -ENOMEM;
-	*ssd_wslot(t, *out) = (wslot){ .idx = NONE };
+	*ssd_wslot(t, *out) = (wslot){ .idx = KVS_NONE };
 	return 0;
 }
 
@@ -276,7 +276,7 @@ void ssd_write_done(ssd_tier *t, const kvs_ssd_cqe *q)
 			kvs_tier_stored(&t->base, idx, 0);
 		}
 	}
-	w->idx = NONE;
+	w->idx = KVS_NONE;
 	w->buf = NULL;
 	kvs_pool_free(&t->ws, (uint32_t)q->cookie);
 }
