@@ -6,7 +6,7 @@
 #include "kvs_cache_admin.h"
 #include "kvs_fastidx.h"
 #include "kvs_log.h"
-#include "kvshare.h" /* kvs_strerror */
+#include "kvs_types.h" /* kvs_strerror */
 
 #define HOST_BATCH KVS_FAST_BATCH /* host victims decided at once, at most */
 _Static_assert(KVS_CACHE_FREE_BATCH <= HOST_BATCH,
@@ -52,9 +52,9 @@ void cache_sync_evictable(kvs_cache *c, uint32_t idx)
 	int want = cache_evictable(c, idx, cache_rec(c, idx));
 	kvs_rec *r = cache_rec(c, idx);
 
-	if (want && r->pol == NONE)
+	if (want && r->pol == KVS_NONE)
 		kvs_policy_add(cache_policy_of(c, idx), idx);
-	else if (!want && r->pol != NONE)
+	else if (!want && r->pol != KVS_NONE)
 		kvs_policy_del(cache_policy_of(c, idx), idx);
 }
 
@@ -94,9 +94,9 @@ void cache_set_tier(kvs_cache *c, uint32_t idx, uint8_t t)
 	c->in_tier[t] += t != KVS_TIER_NONE;
 	after = cache_policy_of(c, idx);
 	/* A record is in its tier's policy: leave the old one. */
-	if (before != after && r->pol != NONE)
+	if (before != after && r->pol != KVS_NONE)
 		kvs_policy_del(before, idx);
-	for (uint8_t k = 1; k < KVS_TIER_MAX && r->parent != NONE; k++) {
+	for (uint8_t k = 1; k < KVS_TIER_MAX && r->parent != KVS_NONE; k++) {
 		if (!cache_kids_on(c, k) || (old == k) == (t == k))
 			continue;
 		cache_kids_add(c, k, r->parent, t == k ? 1 : -1);
@@ -118,7 +118,7 @@ void cache_child_gone(kvs_cache *c, uint32_t p, uint8_t t)
 {
 	/* A ghost without children has no reason to stay: drop it, which may
 	 * in turn free its own ghost parent. */
-	while (p != NONE) {
+	while (p != KVS_NONE) {
 		kvs_rec *pr = cache_rec(c, p);
 		uint32_t up = pr->parent;
 
@@ -142,7 +142,7 @@ static void drop_record(kvs_cache *c, uint32_t idx)
 	uint32_t p = r->parent;
 	uint8_t t = r->tier;
 
-	if (r->pol != NONE)
+	if (r->pol != KVS_NONE)
 		kvs_policy_del(cache_policy_of(c, idx), idx);
 	c->in_tier[t] -= t != KVS_TIER_NONE;
 	kvs_table_remove(c->table, idx);
@@ -177,7 +177,7 @@ void cache_blk(const kvs_cache *c, uint32_t idx, kvs_tier_blk *b)
 			     .host_off = r->offset, .stamp = r->stamp,
 			     .hits = r->hits, .refs = r->refs, .tier = r->tier,
 			     .ready = r->state == KVS_REC_READY };
-	if (r->parent != NONE)
+	if (r->parent != KVS_NONE)
 		b->parent = cache_ns_key(r->ns, cache_rec(c, r->parent)->hash);
 }
 
@@ -337,9 +337,9 @@ static uint32_t host_batch(kvs_cache *c, kvs_policy *pol, uint32_t cls,
 	while (n < want) {
 		uint32_t x = kvs_policy_victim(pol, cls);
 
-		if (x == NONE)
+		if (x == KVS_NONE)
 			x = kvs_policy_victim(pol, KVS_CLASS_ANY);
-		if (x == NONE)
+		if (x == KVS_NONE)
 			break;
 		cache_victim_take(c, pol, x);
 		v[n++] = x;
@@ -385,9 +385,9 @@ int cache_make_room(kvs_cache *c, uint32_t ns_id, uint8_t t, uint64_t *off)
 			kvs_fast_replay(c->fast);
 		if (tt) {
 			v[0] = kvs_policy_victim(pol, cls);
-			if (v[0] == NONE)
+			if (v[0] == KVS_NONE)
 				v[0] = kvs_policy_victim(pol, KVS_CLASS_ANY);
-			nv = v[0] != NONE;
+			nv = v[0] != KVS_NONE;
 			if (nv) /* a slot tier's victims move down unannounced */
 				cache_evict(c, v[0], 0);
 		} else {

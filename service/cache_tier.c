@@ -7,7 +7,7 @@
 
 #include "cache_int.h"
 #include "kvs_log.h"
-#include "kvshare.h" /* kvs_strerror */
+#include "kvs_types.h" /* kvs_strerror */
 
 /* ---- adding and closing ----------------------------------------------- */
 
@@ -153,10 +153,9 @@ void cache_tiers_close(kvs_cache *c)
 		free(c->kids[t]);
 		c->kids[t] = NULL;
 	}
-	for (uint32_t i = 0; i < c->nps; i++)
-		cache_promo_arrays_free(&c->ps[i]);
-	free(c->ps);
-	c->ps = NULL;
+	for (uint32_t i = 0; i < kvs_pool_cap(&c->promos); i++)
+		cache_promo_arrays_free(cache_promo(c, i)); /* free ones: NULLs */
+	kvs_pool_fini(&c->promos);
 }
 
 void cache_note(kvs_cache *c, uint8_t t, int what, uint64_t n)
@@ -177,15 +176,15 @@ kvs_tier_mod *cache_store_of(const kvs_cache *c, uint32_t idx)
 
 void cache_tiers_owner_gone(kvs_cache *c, kvs_owner *o)
 {
-	if (o->promo != NONE) {
+	if (o->promo != KVS_NONE) {
 		/* Its lease ends with the owner; the reads finish without it. */
-		c->ps[o->promo].owner = NULL;
-		o->promo = NONE;
+		cache_promo(c, o->promo)->owner = NULL;
+		o->promo = KVS_NONE;
 	}
-	if (o->verify != NONE) {
+	if (o->verify != KVS_NONE) {
 		/* No more reads; those in flight finish without it. */
 		o->vtier->ops->store->verify_cancel(o->vtier, o->verify);
-		o->verify = NONE;
+		o->verify = KVS_NONE;
 	}
 }
 
@@ -194,7 +193,7 @@ static void verify_done(void *arg, const kvs_verify_result *res,
 {
 	kvs_owner *o = arg;
 
-	o->verify = NONE;
+	o->verify = KVS_NONE;
 	if (o->verify_fn)
 		o->verify_fn(o->verify_arg, res, fails);
 }
@@ -203,11 +202,11 @@ int kvs_cache_verify(kvs_cache *c, kvs_owner *o, uint32_t ns_id,
 		     uint32_t max_failed, kvs_cache_verify_fn fn, void *arg,
 		     kvs_verify_result *res)
 {
-	uint32_t job = NONE;
+	uint32_t job = KVS_NONE;
 	int rc;
 
 	*res = (kvs_verify_result){ 0 };
-	if (o->verify != NONE)
+	if (o->verify != KVS_NONE)
 		return -EBUSY;
 	for (uint32_t i = 0; i < c->nstores; i++) {
 		kvs_tier_mod *t = c->stores[i];
@@ -342,7 +341,7 @@ void kvs_tier_rec_link(kvs_tier_mod *t, uint32_t idx, kvs_hash parent)
 	if (!parent.lo && !parent.hi)
 		return;
 	p = kvs_table_find(c->table, cache_ns_key(r->ns, parent));
-	if (p == NONE || cache_rec(c, p)->ns != r->ns)
+	if (p == KVS_NONE || cache_rec(c, p)->ns != r->ns)
 		return;
 	r->parent = p;
 	cache_rec(c, p)->children++;

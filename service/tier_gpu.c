@@ -10,7 +10,7 @@
 
 #include "kvs_gpu.h"
 #include "kvs_log.h"
-#include "kvshare.h" /* kvs_strerror */
+#include "kvs_types.h" /* kvs_strerror */
 #include "kvs_slab.h"
 
 typedef struct gpu_tier {

@@ -5,7 +5,7 @@
 
 #include "kvs_log.h"
 #include "kvs_remote.h" /* struct kvs_remote_tls */
-#include "kvshare.h" /* kvs_strerror */
+#include "kvs_types.h" /* kvs_strerror */
 #include "tier_gpu.h"
 #include "tier_remote.h"
 #include "tier_ssd.h"

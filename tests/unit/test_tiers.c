@@ -20,7 +20,6 @@
 #include "kvs_cache.h"
 #include "kvs_check.h"
 #include "kvs_log.h"
-#include "kvs_wire.h"
 #include "tier_gpu.h"
 #include "tier_ssd.h"
 
@@ -296,31 +295,28 @@ static kvs_owner *attach(kvs_cache *c, uint32_t head_dim, uint32_t tokens)
 	return o;
 }
 
-/* Chain @k of @n blocks: hashes on the wire (count first). */
-static void chain(uint32_t k, uint32_t n, uint8_t *wire, size_t cap)
+/* Chain @k of @n blocks, its hashes in @h. */
+static void chain(uint32_t k, uint32_t n, kvs_hash *h)
 {
-	kvs_hash h[64];
-
 	/* Uniform, as real block hashes are (the table hashes the low word). */
 	for (uint32_t i = 0; i < n; i++) {
 		uint64_t x = ((uint64_t)k << 8 | i) * 0x9e3779b97f4a7c15ull;
 
 		h[i] = (kvs_hash){ .hi = 0x5157ull << 32 | k, .lo = x ^ (x >> 29) };
 	}
-	CHECK(kvs_wire_hashes_encode(h, n, 0, wire, cap) > 0);
 }
 
 /* Fill each new block with a pattern of (chain, position). */
 static int publish(kvs_cache *c, kvs_owner *o, uint32_t k, uint32_t n,
 		   uint8_t *base, uint64_t bytes)
 {
-	uint8_t wire[8 + 64 * 16];
+	kvs_hash hs[64];
 	kvs_block b[64];
 	uint64_t lease;
 	int fresh;
 
-	chain(k, n, wire, sizeof(wire));
-	fresh = kvs_cache_reserve(c, o, wire + 8, n, &lease, b);
+	chain(k, n, hs);
+	fresh = kvs_cache_reserve(c, o, hs, n, &lease, b);
 	if (fresh <= 0)
 		return fresh;
 	for (uint32_t i = 0; i < n; i++)
@@ -372,13 +368,13 @@ static void test_store_tier(void)
 	}
 	CHECK(m->demoted >= 40 * 4 - 16);
 	for (uint32_t k = 0; k < 40; k++) {
-		uint8_t wire[8 + 4 * 16];
+		kvs_hash hs[4];
 		kvs_block b[4];
 		uint64_t lease;
 		int hits;
 
-		chain(k, 4, wire, sizeof(wire));
-		hits = kvs_cache_lookup(c, o, wire + 8, 4, &lease, b);
+		chain(k, 4, hs);
+		hits = kvs_cache_lookup(c, o, hs, 4, &lease, b);
 		CHECK_EQ(hits, 4);
 		for (int i = 0; i < hits; i++) {
 			CHECK_EQ(b[i].tier, KVS_TIER_HOST);
@@ -416,7 +412,8 @@ static void test_child_lost_in_demotion(void)
 	kvs_cache *c = mk_cache(1u << 20, "leaf-lru");
 	mem_tier *m = calloc(1, sizeof(*m));
 	const uint64_t bytes = 64u << 10;
-	uint8_t wire[8 + 2 * 16], *base;
+	kvs_hash hs[2];
+	uint8_t *base;
 	kvs_block b[2];
 	uint64_t lease;
 	kvs_owner *o;
@@ -436,8 +433,8 @@ static void test_child_lost_in_demotion(void)
 	CHECK_EQ(publish(c, o, 100, 2, base, bytes), 2);
 	for (uint32_t k = 0; k < 10; k++)
 		CHECK_EQ(publish(c, o, 200 + k, 2, base, bytes), 2);
-	chain(100, 2, wire, sizeof(wire));
-	CHECK_EQ(kvs_cache_lookup(c, o, wire + 8, 1, &lease, b), 1);
+	chain(100, 2, hs);
+	CHECK_EQ(kvs_cache_lookup(c, o, hs, 1, &lease, b), 1);
 	CHECK(kvs_cache_release(c, o, lease) >= 0);
 	CHECK_EQ(kvs_cache_check(c), 0);
 	/* X goes down again, losing Y on the way. */
@@ -480,12 +477,12 @@ static void test_metadata(void)
 	unsetenv("KVS_GPU_FAKE");
 	o = attach(c, 16, 1); /* 1 x 1 x 1 x 16 x 2 x 2 = 64 bytes */
 	for (uint32_t k = 0; k < chains; k++) {
-		uint8_t wire[8 + 16 * 16];
+		kvs_hash hs[16];
 		kvs_block b[16];
 		uint64_t lease;
 
-		chain(k, len, wire, sizeof(wire));
-		if (kvs_cache_reserve(c, o, wire + 8, len, &lease, b) != (int)len ||
+		chain(k, len, hs);
+		if (kvs_cache_reserve(c, o, hs, len, &lease, b) != (int)len ||
 		    kvs_cache_commit(c, o, lease) != (int)len) {
 			CHECK(!"publish at scale");
 			break;
@@ -526,7 +523,8 @@ static void test_shared_tier(void)
 	kvs_cache *ca = mk_cache(4u << 20, "leaf-lru"), *cb;
 	shared_tier *ta = calloc(1, sizeof(*ta)), *tb = calloc(1, sizeof(*tb));
 	kvs_owner *oa, *ob;
-	uint8_t *base_a, *base_b, wire[8 + 8 * 16];
+	kvs_hash hs[8];
+	uint8_t *base_a, *base_b;
 	kvs_block b[8];
 	answer ans = { 0 };
 	uint64_t lease;
@@ -550,8 +548,8 @@ static void test_shared_tier(void)
 	CHECK_EQ(publish(ca, oa, 7, 6, base_a, bytes), 6);
 	CHECK_EQ(ta->published, 6);
 	/* B has none of them: the lookup waits for the shared tier. */
-	chain(7, 6, wire, sizeof(wire));
-	CHECK_EQ(kvs_cache_lookup(cb, ob, wire + 8, 6, &lease, b), -EINPROGRESS);
+	chain(7, 6, hs);
+	CHECK_EQ(kvs_cache_lookup(cb, ob, hs, 6, &lease, b), -EINPROGRESS);
 	kvs_cache_tier_poll(&tb->base); /* the probe: 6 */
 	kvs_cache_tier_poll(&tb->base); /* the fetches */
 	CHECK_EQ(ans.done, 1);
@@ -559,7 +557,7 @@ static void test_shared_tier(void)
 	CHECK_EQ(kvs_cache_check(cb), 0);
 	CHECK(kvs_cache_release(cb, ob, ans.lease) == 6);
 	/* Now local: no wait, same bytes. */
-	hits = kvs_cache_lookup(cb, ob, wire + 8, 6, &lease, b);
+	hits = kvs_cache_lookup(cb, ob, hs, 6, &lease, b);
 	CHECK_EQ(hits, 6);
 	for (int i = 0; i < hits; i++) {
 		CHECK_EQ(base_b[b[i].offset], (7 * 31 + (uint32_t)i) & 0xff);
@@ -569,10 +567,10 @@ static void test_shared_tier(void)
 		CHECK(kvs_cache_release(cb, ob, lease) >= 0);
 	/* A corrupt copy (block 2 of chain 8) cuts the chain there. */
 	CHECK_EQ(publish(ca, oa, 8, 4, base_a, bytes), 4);
-	chain(8, 4, wire, sizeof(wire));
-	shared.bad[shared_find(kvs_wire_hash_at(wire + 8, 2))] = 1;
+	chain(8, 4, hs);
+	shared.bad[shared_find(hs[2])] = 1;
 	ans = (answer){ 0 };
-	CHECK_EQ(kvs_cache_lookup(cb, ob, wire + 8, 4, &lease, b), -EINPROGRESS);
+	CHECK_EQ(kvs_cache_lookup(cb, ob, hs, 4, &lease, b), -EINPROGRESS);
 	kvs_cache_tier_poll(&tb->base);
 	kvs_cache_tier_poll(&tb->base);
 	CHECK_EQ(ans.done, 1);
@@ -580,9 +578,9 @@ static void test_shared_tier(void)
 	CHECK(ans.lease != 0 && kvs_cache_release(cb, ob, ans.lease) == 2);
 	CHECK_EQ(kvs_cache_check(cb), 0);
 	/* The owner goes away while its fetches are in flight. */
-	chain(9, 3, wire, sizeof(wire));
+	chain(9, 3, hs);
 	CHECK_EQ(publish(ca, oa, 9, 3, base_a, bytes), 3);
-	CHECK_EQ(kvs_cache_lookup(cb, ob, wire + 8, 3, &lease, b), -EINPROGRESS);
+	CHECK_EQ(kvs_cache_lookup(cb, ob, hs, 3, &lease, b), -EINPROGRESS);
 	kvs_cache_tier_poll(&tb->base); /* probe: fetches go out */
 	kvs_cache_owner_free(cb, ob);
 	kvs_cache_tier_poll(&tb->base);
