@@ -53,7 +53,7 @@ from .errors import (
 )
 from ._lib import lib as _lib
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 
 def library_version() -> tuple[int, int]:

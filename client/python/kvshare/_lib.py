@@ -26,7 +26,8 @@ from ctypes import (
 )
 
 VERSION_MAJOR = 0
-VERSION_MINOR = 3  # 2: kvs_kv_store / kvs_kv_load / kvs_version; 3: kvs_set_timeout
+VERSION_MINOR = 4  # 2: kvs_kv_store / kvs_kv_load / kvs_version; 3: kvs_set_timeout;
+#                    4: kvs_reserve_after, kvs_hash_key, kvs_block_*_regions
 
 
 class Hash(Structure):
@@ -138,6 +139,16 @@ def _declare(lib: ctypes.CDLL) -> None:
         "kvs_kv_load", c_int, client, POINTER(CPagedCache), c_uint32, c_void_p,
         POINTER(CBlock), POINTER(c_int32), c_size_t, c_void_p,
     )
+    # 0.4, for backends that take an engine's own keys (kvshare.sglang): a
+    # chain after a cached parent, hashes of opaque keys, batched region copies.
+    fn("kvs_reserve_after", c_int, client, c_void_p, c_size_t, POINTER(c_uint64),
+       POINTER(CBlock))
+    fn("kvs_hash_layout_seed", Hash, POINTER(CLayout))
+    fn("kvs_hash_key", Hash, Hash, c_char_p, c_size_t)
+    fn("kvs_block_read_regions", c_int, client, POINTER(CBlock), c_size_t, c_size_t,
+       c_void_p, c_void_p)
+    fn("kvs_block_write_regions", c_int, client, POINTER(CBlock), c_size_t, c_size_t,
+       c_void_p, c_void_p)
 
 
 def _check_version(lib: ctypes.CDLL) -> int:
