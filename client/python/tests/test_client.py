@@ -92,7 +92,7 @@ def test_library_found_through_env_and_version_checked(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert r.returncode != 0 and "cannot load libkvshare" in r.stderr
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert r.returncode == 0 and r.stdout.strip() == "(0, 3)", r.stderr
+    assert r.returncode == 0 and r.stdout.strip() == "(0, 4)", r.stderr
 
 
 # ---- sharing, leases -------------------------------------------------------------
