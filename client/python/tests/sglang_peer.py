@@ -125,6 +125,7 @@ def backend(req: dict) -> dict:
     return {"backend": type(b).__module__ + "." + type(b).__qualname__,
             "host_pool": type(hp).__module__ + "." + type(hp).__qualname__,
             "model": b.layout.model if b.layout else None,
+            "layout": dataclasses.asdict(b.layout) if b.layout else None,
             "regions": getattr(b, "regions", 0), "page_bytes": getattr(b, "page_bytes", 0)}
 
 

@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 
+import numpy as np
 import pytest
 
 import kvshare
@@ -228,6 +229,33 @@ def test_daemon_killed_and_back(peers, start_daemon):
     b("backend", socket=d.socket)
     r = b("get", keys=keys, slot=12)
     assert r["right"] == [True] * 8
+
+
+def test_busy_page_is_a_miss(peers, start_daemon):
+    """A page another client is writing (BUSY) is not stored and not waited
+    for: it and the pages after it answer False; once that writer is gone
+    the same batch goes through."""
+    from kvshare._lib import lib
+
+    a, _ = peers
+    d = start_daemon(DAEMON_ARGS)
+    info = a("backend", socket=d.socket)
+    keys = keys_of(a, 4, seed=900)
+    layout = kvshare.Layout(**info["layout"])
+    seed = lib.kvs_hash_layout_seed(layout._c())
+    h = lib.kvs_hash_key(seed, keys[2].encode(), len(keys[2]))
+    hashes = np.array([(h.lo, h.hi)], dtype=kvshare.HASH_DTYPE)
+    with kvshare.Client(d.socket, layout) as other:
+        w = other.reserve(hashes)  # the same page, being written elsewhere
+        assert w.new == [0]
+        t0 = time.monotonic()
+        assert a("set", keys=keys, prefix=[], slot=0) == [True, True, False, False]
+        assert time.monotonic() - t0 < 10  # a miss, not a wait
+        c = a("counters")
+        assert c["skipped_blocks"] == 2 and c["published_blocks"] == 2
+        w.abort()
+    assert a("set", keys=keys[2:], prefix=keys[:2], slot=2) == [True, True]
+    assert a("exists", keys=keys, prefix=[]) == 4
 
 
 def test_mla_rank0_writes_all_read(peers, start_daemon):
