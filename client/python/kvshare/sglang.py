@@ -353,17 +353,9 @@ class KvshareHiCacheStorage(HiCacheStorage):
                 self._count(load_errors=n)
                 return out
             idx = self._pages(host_indices, n)
-            t0 = time.perf_counter()
-            with c.lookup(self._hashes(keys)) as hit:
-                k = len(hit)
-                if k:
-                    ptrs, sizes = self._regions(idx[: k * self.page_size], k)
-                    errors.check(lib.kvs_block_read_regions(
-                        c._handle(), hit._blocks, k, self.regions, ptrs.ctypes.data,
-                        sizes.ctypes.data), "kvs_block_read_regions")
+            k = self._load(c, keys, lambda k: self._regions(idx[: k * self.page_size], k),
+                           self.regions)
             out[:k] = [True] * k
-            self._count(loaded_blocks=k, loaded_bytes=k * self.page_bytes,
-                        load_us=round((time.perf_counter() - t0) * 1e6), load_errors=n - k)
             return out
         except Exception as e:
             self._failed(e)
@@ -395,6 +387,22 @@ class KvshareHiCacheStorage(HiCacheStorage):
         except Exception as e:
             self._failed(e)
             return [False] * n
+
+    def _load(self, c: Client, keys: List[str], regions: Any, per_block: int) -> int:
+        """Look @keys up, copy the k leading hits into regions(k) (@per_block
+        a block) and return k."""
+        n = len(keys)
+        t0 = time.perf_counter()
+        with c.lookup(self._hashes(keys)) as hit:
+            k = len(hit)
+            if k:
+                ptrs, sizes = regions(k)
+                errors.check(lib.kvs_block_read_regions(
+                    c._handle(), hit._blocks, k, per_block, ptrs.ctypes.data,
+                    sizes.ctypes.data), "kvs_block_read_regions")
+        self._count(loaded_blocks=k, loaded_bytes=k * self.page_bytes,
+                    load_us=round((time.perf_counter() - t0) * 1e6), load_errors=n - k)
+        return k
 
     def _store(self, c: Client, hashes: np.ndarray, parent: Optional[str],
                regions: Any, per_block: int) -> List[bool]:
@@ -456,19 +464,8 @@ class KvshareHiCacheStorage(HiCacheStorage):
                 self._count(load_errors=n)
                 return out
             dst = [self._flat(t) for t in target_locations]
-            t0 = time.perf_counter()
-            with c.lookup(self._hashes(keys)) as hit:
-                k = len(hit)
-                if k:
-                    ptrs = np.array([t.data_ptr() for t in dst[:k]], dtype=np.uint64)
-                    sizes = np.array([t.numel() * t.element_size() for t in dst[:k]],
-                                     dtype=np.uint64)
-                    errors.check(lib.kvs_block_read_regions(
-                        c._handle(), hit._blocks, k, 1, ptrs.ctypes.data, sizes.ctypes.data),
-                        "kvs_block_read_regions")
+            k = self._load(c, keys, lambda k: self._tensors(dst[:k]), 1)
             out[:k] = list(target_locations[:k])
-            self._count(loaded_blocks=k, loaded_bytes=k * self.page_bytes,
-                        load_us=round((time.perf_counter() - t0) * 1e6), load_errors=n - k)
             return out
         except Exception as e:
             self._failed(e)
@@ -494,15 +491,17 @@ class KvshareHiCacheStorage(HiCacheStorage):
                 self._count(skipped_blocks=n)
                 return False
             src = [self._flat(v) for v in values]
-
-            def regions(new: List[int]) -> tuple[np.ndarray, np.ndarray]:
-                return (np.array([src[i].data_ptr() for i in new], dtype=np.uint64),
-                        np.array([src[i].numel() * src[i].element_size() for i in new],
-                                 dtype=np.uint64))
-            return all(self._store(c, self._hashes(keys), None, regions, 1))
+            return all(self._store(c, self._hashes(keys), None,
+                                   lambda new: self._tensors([src[i] for i in new]), 1))
         except Exception as e:
             self._failed(e)
             return False
+
+    @staticmethod
+    def _tensors(ts: List[torch.Tensor]) -> tuple[np.ndarray, np.ndarray]:
+        """Whole tensors as regions (one a block): addresses and byte counts."""
+        return (np.array([t.data_ptr() for t in ts], dtype=np.uint64),
+                np.array([t.numel() * t.element_size() for t in ts], dtype=np.uint64))
 
     @staticmethod
     def _flat(t: Any) -> torch.Tensor:
