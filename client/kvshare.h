@@ -365,8 +365,8 @@ int kvs_query(kvs_client *c, const kvs_hash *hashes, size_t n, unsigned flags);
 
 /*
  * kvs_reserve - get slots to write the blocks of a chain that are missing.
- * @hashes, @n: the chain, from block 0 (always: the daemon links each block
- *          to its parent). To publish a chain longer than the room left,
+ * @hashes, @n: the chain, from block 0 (the daemon links each block to its
+ *          parent; kvs_reserve_after() goes on from a cached parent). To publish a chain longer than the room left,
  *          go a window at a time: reserve hashes[0..end), write every
  *          NEW block of the answer, kvs_commit(), move end on. The blocks
  *          of earlier windows answer EXISTS (or NEW again if evicted
