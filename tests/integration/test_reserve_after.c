@@ -16,12 +16,18 @@
  *  args:     n 0 is -EINVAL; region copies check everything first: regions
  *            over the block's size, a write to a block that is not NEW, a
  *            NULL region: -EINVAL and not a byte copied.
+ *  ssd:      a parent that went down to the SSD tier is a parent: a daemon
+ *            with a 4 MiB host tier (256 blocks) publishes a chain of 512 in
+ *            windows, so its first blocks are on SSD; a chain after block 0
+ *            links to it (EXISTS, tier SSD), and a lookup from block 0 reads
+ *            the parent back from SSD and the new blocks, every byte right.
  *  keys:     kvs_hash_key is a function of the seed and the key only: the
  *            same in two processes' terms (computed twice), another for
  *            another layout's seed or another key.
  */
 #include "harness.h"
 #include "harness_client.h"
+#include "harness_ssd.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -183,6 +189,51 @@ static void args(const kvs_layout *l)
 	kvs_close(c);
 }
 
+#define SSD_N 512
+#define SSD_W 64
+
+static void ssd(void)
+{
+	static const char *args[] = { "--host-size", "4M", "--ssd-dir", NULL,
+				      "--ssd-segment", "4M", "--ssd-size", "48M",
+				      "--gpu", "off", NULL };
+	static kvs_hash h[SSD_N];
+	static char dir[160];
+	kvs_layout l = th_layout("reserve-after-ssd", 16);
+	kvs_hash after[3];
+	kvs_block blk[3];
+	kvs_lease lease;
+	th_daemon sd;
+	kvs_client *c;
+	size_t bad = 99;
+
+	args[3] = dir;
+	th_daemon_up_ssd(&sd, args, dir, sizeof(dir));
+	th_chain(&l, 0x737364, SSD_N, 0, 0, h);
+	c = th_connect(&sd, &l);
+	for (int k = 0; k < SSD_N; k += SSD_W)
+		if (!CHECK_RC(th_publish(c, h, (size_t)k + SSD_W, NULL), SSD_W))
+			break;
+	/* Block 0's demotion written (in flight, it is in no tier). */
+	CHECK(th_wait_stat(&sd, "tier_ssd.writes_inflight", 0, TH_WAIT_MS));
+	/* A second chain from block 0: [h0, x1, x2]. */
+	after[0] = h[0];
+	th_chain(&l, 0x78787878, 2, 0, 0, after + 1);
+	if (CHECK_RC(kvs_reserve_after(c, after, 3, &lease, blk), 2)) {
+		CHECK_EQ(blk[0].status, KVS_BLOCK_EXISTS);
+		CHECK_EQ(blk[0].tier, KVS_TIER_SSD);
+		for (int i = 1; i < 3; i++)
+			th_pattern_fill(kvs_block_ptr(c, &blk[i]), kvs_block_bytes(c),
+					after[i], 0);
+		CHECK_RC(kvs_commit(c, lease), 2);
+	}
+	CHECK_RC(th_verify(c, after, 3, &bad), 3);
+	CHECK_EQ(bad, 0);
+	CHECK_GE(th_stat_get(&sd, "tier_ssd.promotions"), 1);
+	kvs_close(c);
+	th_daemon_destroy(&sd);
+}
+
 static void keys(void)
 {
 	kvs_layout l1 = th_layout("keys", 16), l2 = th_layout("keys", 16);
@@ -215,6 +266,7 @@ int main(void)
 	linked(&l);
 	noparent(&l);
 	args(&l);
+	ssd();
 	keys();
 	return th_finish();
 }
