@@ -335,7 +335,8 @@ static int hashes_call(kvs_client *c, uint16_t op, const kvs_hash *hashes,
 
 /* LOOKUP and RESERVE: same request, same reply shape. */
 static int hashes_rpc(kvs_client *c, uint16_t op, const kvs_hash *hashes,
-		      size_t n, kvs_lease *lease, kvs_block *blocks)
+		      size_t n, uint32_t flags, kvs_lease *lease,
+		      kvs_block *blocks)
 {
 	kvs_wire_blocks wb;
 	uint32_t rlen;
@@ -348,7 +349,7 @@ static int hashes_rpc(kvs_client *c, uint16_t op, const kvs_hash *hashes,
 		return rc;
 	if (op == KVS_OP_LOOKUP && kvs__fast_lookup(c, hashes, n, lease, blocks, &rc))
 		return rc;
-	if ((rc = hashes_call(c, op, hashes, n, 0, &rlen)) < 0)
+	if ((rc = hashes_call(c, op, hashes, n, flags, &rlen)) < 0)
 		return rc;
 	if (kvs_wire_blocks_decode(c->buf, rlen, &wb) < 0)
 		return kvs__die(c, KVS_E_PROTO);
@@ -364,7 +365,7 @@ static int hashes_rpc(kvs_client *c, uint16_t op, const kvs_hash *hashes,
 int kvs_lookup(kvs_client *c, const kvs_hash *hashes, size_t n,
 	       kvs_lease *lease, kvs_block *blocks)
 {
-	return hashes_rpc(c, KVS_OP_LOOKUP, hashes, n, lease, blocks);
+	return hashes_rpc(c, KVS_OP_LOOKUP, hashes, n, 0, lease, blocks);
 }
 
 int kvs_query(kvs_client *c, const kvs_hash *hashes, size_t n, unsigned flags)
@@ -386,10 +387,10 @@ int kvs_query(kvs_client *c, const kvs_hash *hashes, size_t n, unsigned flags)
 	return (int)count;
 }
 
-int kvs_reserve(kvs_client *c, const kvs_hash *hashes, size_t n,
-		kvs_lease *lease, kvs_block *blocks)
+static int reserve_flags(kvs_client *c, const kvs_hash *hashes, size_t n,
+			 uint32_t flags, kvs_lease *lease, kvs_block *blocks)
 {
-	int rc = hashes_rpc(c, KVS_OP_RESERVE, hashes, n, lease, blocks);
+	int rc = hashes_rpc(c, KVS_OP_RESERVE, hashes, n, flags, lease, blocks);
 	int fresh = 0;
 
 	if (rc < 0)
@@ -397,6 +398,21 @@ int kvs_reserve(kvs_client *c, const kvs_hash *hashes, size_t n,
 	for (int i = 0; i < rc; i++)
 		fresh += blocks[i].status == KVS_BLOCK_NEW;
 	return fresh;
+}
+
+int kvs_reserve(kvs_client *c, const kvs_hash *hashes, size_t n,
+		kvs_lease *lease, kvs_block *blocks)
+{
+	return reserve_flags(c, hashes, n, 0, lease, blocks);
+}
+
+int kvs_reserve_after(kvs_client *c, const kvs_hash *hashes, size_t n,
+		      kvs_lease *lease, kvs_block *blocks)
+{
+	if (n == 0 && lease)
+		*lease = 0;
+	return n ? reserve_flags(c, hashes, n, KVS_RESERVE_AFTER, lease, blocks)
+		 : -EINVAL;
 }
 
 /* COMMIT, ABORT, RELEASE: a lease in, a count out. Lease 0 is the "no lease"

@@ -77,6 +77,23 @@ size_t kvs_hash_chain(kvs_hash seed, uint32_t block_tokens,
 	return nblocks;
 }
 
+kvs_hash kvs_hash_key(kvs_hash seed, const void *key, size_t len)
+{
+	uint64_t pv[2] = { seed.lo, seed.hi };
+	XXH3_state_t st;
+	XXH128_hash_t h;
+
+	/* A domain of its own: a key's hash never equals a token block's,
+	 * whose input after the seed is a whole number of u32 tokens too. */
+	XXH3_128bits_reset(&st);
+	XXH3_128bits_update(&st, pv, sizeof(pv));
+	XXH3_128bits_update(&st, "kvshare-key-v1", 14);
+	if (len)
+		XXH3_128bits_update(&st, key, len);
+	h = XXH3_128bits_digest(&st);
+	return (kvs_hash){ .lo = h.low64, .hi = h.high64 };
+}
+
 size_t kvs_dtype_bytes(kvs_dtype dtype)
 {
 	switch (dtype) {

@@ -64,13 +64,16 @@ enum kvs_opcode {
 #define KVS_HELLO_GPU 0x2u     /* the worker maps the GPU arena and wants its
 				* reserves in the GPU tier (needs a layout) */
 
-/* LOOKUP flags (the request's flags word; RESERVE's stays 0). Any other
- * bit, or REMOTE without QUERY, is refused (KVS_E_PROTO). */
+/* LOOKUP flags (the request's flags word). Any other bit, or REMOTE
+ * without QUERY, is refused (KVS_E_PROTO). */
 #define KVS_LOOKUP_QUERY 0x1u  /* count only: nothing pinned, promoted or
 				* fetched, no lease; the reply is a u64 count */
 #define KVS_LOOKUP_REMOTE 0x2u /* with QUERY: also how far the chain goes on
 				* in the remote tier (EXISTS, no bytes),
 				* within --remote-query-timeout */
+/* RESERVE flags. Any other bit, or AFTER with count 0, is KVS_E_PROTO. */
+#define KVS_RESERVE_AFTER 0x1u /* hashes[0] is the parent: a committed block
+				* that is linked to, never reserved */
 
 typedef struct kvs_wire_hdr {
 	uint32_t magic;
@@ -195,6 +198,8 @@ int kvs_wire_hello_reply_decode(const uint8_t *p, size_t n,
 int kvs_wire_hashes_decode(const uint8_t *p, size_t n, kvs_wire_hashes *out);
 /* LOOKUP's: the same, its flags KVS_LOOKUP_* (out->flags). */
 int kvs_wire_lookup_decode(const uint8_t *p, size_t n, kvs_wire_hashes *out);
+/* RESERVE's: the same, its flags KVS_RESERVE_* (out->flags). */
+int kvs_wire_reserve_decode(const uint8_t *p, size_t n, kvs_wire_hashes *out);
 int kvs_wire_blocks_decode(const uint8_t *p, size_t n, kvs_wire_blocks *out);
 int kvs_wire_u64_decode(const uint8_t *p, size_t n, uint64_t *out);
 int kvs_wire_report_decode(const uint8_t *p, size_t n, kvs_engine_report *out);

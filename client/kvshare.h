@@ -41,6 +41,7 @@
  *    blocks that already exist are reported, not rewritten. A chain longer
  *    than the host tier is published in windows (see kvs_reserve()): the
  *    uncommitted slots of one reserve are pinned and cannot move to SSD.
+ *    kvs_reserve_after() goes on from a parent that is already cached.
  *
  * Errors: every function returns 0 (or a count) on success and a negative
  * number on failure: -errno for system errors, KVS_E_* for kvshare's own.
@@ -61,7 +62,9 @@ extern "C" {
 #endif
 
 #define KVSHARE_VERSION_MAJOR 0
-#define KVSHARE_VERSION_MINOR 3 /* 3: kvs_connect_timeout, kvs_set_timeout */
+#define KVSHARE_VERSION_MINOR 4 /* 3: kvs_connect_timeout, kvs_set_timeout;
+				 * 4: kvs_reserve_after, kvs_hash_key,
+				 * kvs_block_read_regions/write_regions */
 
 /* Per-block status in a reserve reply. */
 typedef enum kvs_block_status {
@@ -70,6 +73,7 @@ typedef enum kvs_block_status {
 	KVS_BLOCK_EXISTS = 2, /* reserve: already committed by someone */
 	KVS_BLOCK_BUSY = 3,   /* reserve: another client is writing it now */
 	KVS_BLOCK_FULL = 4,   /* reserve: no slot could be made (all pinned) */
+	KVS_BLOCK_NOPARENT = 5, /* kvs_reserve_after: the parent is not cached */
 } kvs_block_status;
 
 /* The layout of a worker's KV cache. Identical layouts share one namespace;
@@ -289,6 +293,20 @@ size_t kvs_hash_chain(kvs_hash seed, uint32_t block_tokens,
 		      size_t max);
 
 /*
+ * kvs_hash_key - the block hash of an opaque key that an engine computed
+ * itself (SGLang's chained SHA-256 of a page, as hex): XXH3_128 of @seed
+ * and the key's bytes, so that the same key under two layouts (model,
+ * ranks, block size, dtype, salt: kvs_hash_layout_seed()) names two
+ * blocks, here and in the remote tier shared with other hosts. The key
+ * must name its whole prefix, as a chained hash does: kvshare looks
+ * chains up by their hashes alone.
+ * @seed: kvs_hash_layout_seed() of the client's layout.
+ * @key, @len: the key's bytes (@key may be NULL when @len is 0).
+ * Thread: any.
+ */
+kvs_hash kvs_hash_key(kvs_hash seed, const void *key, size_t len);
+
+/*
  * kvs_lookup - find the longest cached prefix of a hash chain and pin it.
  * @hashes, @n: the chain, from block 0 (n <= KVS_MAX_HASHES). A hash names
  *          its whole prefix, so a reader that has copied blocks 0..k-1
@@ -339,8 +357,8 @@ int kvs_query(kvs_client *c, const kvs_hash *hashes, size_t n, unsigned flags);
 
 /*
  * kvs_reserve - get slots to write the blocks of a chain that are missing.
- * @hashes, @n: the chain, from block 0 (always: the daemon links each block
- *          to its parent). To publish a chain longer than the room left,
+ * @hashes, @n: the chain, from block 0 (the daemon links each block to its
+ *          parent; kvs_reserve_after() goes on from a cached parent). To publish a chain longer than the room left,
  *          go a window at a time: reserve hashes[0..end), write every
  *          NEW block of the answer, kvs_commit(), move end on. The blocks
  *          of earlier windows answer EXISTS (or NEW again if evicted
@@ -363,6 +381,32 @@ int kvs_query(kvs_client *c, const kvs_hash *hashes, size_t n, unsigned flags);
  */
 int kvs_reserve(kvs_client *c, const kvs_hash *hashes, size_t n,
 		kvs_lease *lease, kvs_block *blocks);
+
+/*
+ * kvs_reserve_after - kvs_reserve() of a chain that goes on from a block
+ * this client did not send (an engine that hands its pages in batches,
+ * each with the keys before it: SGLang's HiCache).
+ * @hashes, @n: hashes[0] is the parent, a block committed before (by any
+ *          client, in any tier); hashes[1..n) go on from it. The parent is
+ *          linked to and touched, never reserved: blocks[0] is EXISTS, and
+ *          blocks[1..n) are as kvs_reserve() answers them.
+ *          When the parent is not cached (never published, evicted, being
+ *          written), nothing is reserved: every blocks[i] is
+ *          KVS_BLOCK_NOPARENT, *@lease 0, and the call returns 0. A child is
+ *          never published without its parent, so the blocks of a namespace
+ *          stay a forest of whole prefixes (leaf-first eviction, the SSD and
+ *          remote tiers work as for any chain). A caller that has the
+ *          parent's bytes publishes it first; one that has not treats the
+ *          batch as not stored.
+ * @lease, @blocks: as kvs_reserve(); @blocks has n entries.
+ * Returns the number of NEW blocks.
+ * Errors: as kvs_reserve(); -EINVAL (@n 0: there is no parent);
+ *         KVS_E_PROTO from a daemon older than the call (it refuses the
+ *         RESERVE flag).
+ * Ownership, Thread: as kvs_reserve().
+ */
+int kvs_reserve_after(kvs_client *c, const kvs_hash *hashes, size_t n,
+		      kvs_lease *lease, kvs_block *blocks);
 
 /*
  * kvs_commit - publish every block of a write lease atomically and end it.
@@ -429,6 +473,33 @@ int kvs_block_read(const kvs_client *c, const kvs_block *b, void *dst,
 		   size_t len);
 int kvs_block_write(kvs_client *c, const kvs_block *b, const void *src,
 		    size_t len);
+
+/*
+ * kvs_block_read_regions / kvs_block_write_regions - kvs_block_read() and
+ * kvs_block_write() of many blocks at once, each block copied from or to
+ * @per_block scattered regions laid end to end in it (an engine's page
+ * buffers: one per page, or per layer and K/V): block i holds regions
+ * i * @per_block .. (i + 1) * @per_block - 1 in that order, from its
+ * byte 0. One call for a whole batch, so that a binding pays one call
+ * (and, in Python, releases the GIL once) rather than one per region.
+ * @blocks, @n: host-tier blocks (GPU tier too when its arena is mapped:
+ *          device copies); for a write, each of status KVS_BLOCK_NEW.
+ * @ptrs, @lens: n * @per_block host addresses and byte counts; the
+ *          regions of one block may total less than kvs_block_bytes(),
+ *          never more.
+ * Errors: -EINVAL (a NULL argument, @per_block 0, the regions of a block
+ *         over its size, a block not in a mapped tier, a write to a block
+ *         that is not NEW), -ERANGE (a block outside its arena),
+ *         KVS_E_DISCONNECTED, -EIO (a device copy failed). Everything is
+ *         checked before anything is copied.
+ * Ownership: caller's memory; nothing is kept. Thread: the client's.
+ */
+int kvs_block_read_regions(const kvs_client *c, const kvs_block *blocks,
+			   size_t n, size_t per_block, void *const *ptrs,
+			   const uint64_t *lens);
+int kvs_block_write_regions(kvs_client *c, const kvs_block *blocks, size_t n,
+			    size_t per_block, const void *const *ptrs,
+			    const uint64_t *lens);
 
 /*
  * kvs_stats - the daemon's counters and gauges as text, one

@@ -225,6 +225,16 @@ int kvs_wire_lookup_decode(const uint8_t *p, size_t n, kvs_wire_hashes *o)
 	return rc;
 }
 
+int kvs_wire_reserve_decode(const uint8_t *p, size_t n, kvs_wire_hashes *o)
+{
+	int rc = hashes_decode(p, n, KVS_RESERVE_AFTER, o);
+
+	/* AFTER names a parent: a chain without one is malformed. */
+	if (rc == 0 && (o->flags & KVS_RESERVE_AFTER) && o->count == 0)
+		return KVS_E_PROTO;
+	return rc;
+}
+
 /* Block entry: offset u64, gen u32, tier u8, status u8, u16 zero. */
 int kvs_wire_blocks_encode(uint64_t lease, const kvs_block *blocks,
 			   uint32_t count, uint8_t *buf, size_t cap)

@@ -7,7 +7,9 @@
 # A venv outside the repository, ${KVS_PY_CACHE:-$HOME/.cache/kvshare}/vllm-venv
 # (about 6 GB: vLLM for CPUs, torch, transformers, pytest; the list is
 # tests/vllm/requirements.txt), installed with uv once and reused while that
-# list is unchanged; then the kvshare package from client/python, installed
+# list is unchanged; then SGLang's HiCache modules (tests/sglang/
+# requirements.txt, --no-deps, a stamp of their own; a failure only makes the
+# SGLang tests skip); then the kvshare package from client/python, installed
 # with the venv's own pip on every run (pure Python: nothing is compiled).
 # Exit status 77 (a skip, with the reason on stderr) when the venv is not
 # ready and the package index cannot be reached; 1 on any other failure.
@@ -56,6 +58,25 @@ if [[ ! -f $stamp || "$(<"$stamp")" != "$want" ]]; then
 	"$boot/bin/uv" pip install --quiet -p "$venv/bin/python" -r "$req" --override "$ovr" \
 		>"$log" 2>&1 || install_failed "installing $req"
 	printf '%s' "$want" >"$stamp"
+fi
+# SGLang's HiCache modules for the kvshare.sglang tests: a step of its own
+# with its own stamp, so the list above is not installed again for it. With
+# --no-deps, so that nothing vLLM needs is replaced (tests/sglang/
+# requirements.txt says why that is enough). A failure is not this script's:
+# it is said here and in $sfail, and the SGLang tests skip with it.
+sreq=tests/sglang/requirements.txt
+sstamp=$venv/.kvshare-sglang
+sfail=$venv/.kvshare-sglang-failed
+swant=$(sha256sum <"$sreq" | cut -d' ' -f1)
+if [[ ! -f $sstamp || "$(<"$sstamp")" != "$swant" ]]; then
+	if "$venv/bin/python" -m pip install --quiet --no-deps --retries 1 --timeout 30 \
+		-r "$sreq" >"$log" 2>&1; then
+		printf '%s' "$swant" >"$sstamp"
+		rm -f "$sfail"
+	else
+		tail -n 20 "$log" >"$sfail"
+		say "installing $sreq failed; the SGLang tests will skip (log: $sfail)"
+	fi
 fi
 # The package as a user installs it: pip, from the source folder.
 "$venv/bin/python" -m pip install --quiet --no-deps --no-build-isolation --force-reinstall \

@@ -536,6 +536,24 @@ int kvs_cache_reserve(kvs_cache *c, kvs_owner *o, const kvs_hash *hashes,
 	return (int)fresh;
 }
 
+int kvs_cache_reserve_after(kvs_cache *c, kvs_owner *o, const kvs_hash *hashes,
+			    uint32_t n, uint64_t *lease_out, kvs_block *out)
+{
+	uint32_t idx;
+
+	*lease_out = 0;
+	if (!o->ns || n == 0)
+		return kvs_cache_reserve(c, o, hashes, n, lease_out, out);
+	idx = kvs_table_find(c->table, cache_ns_key(o->ns, hashes[0]));
+	if (idx != KVS_NONE && cache_rec(c, idx)->ns == o->ns &&
+	    cache_rec(c, idx)->state == KVS_REC_READY)
+		return kvs_cache_reserve(c, o, hashes, n, lease_out, out);
+	for (uint32_t i = 0; i < n; i++)
+		out[i] = (kvs_block){ .status = KVS_BLOCK_NOPARENT };
+	c->stats->blocks_reserve_noparent += n - 1;
+	return 0;
+}
+
 /* End write lease @id of @o: publish it (commit) or free its slots. */
 static int write_lease_end(kvs_cache *c, kvs_owner *o, uint64_t id, int commit)
 {

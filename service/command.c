@@ -189,8 +189,13 @@ static int do_reserve(conn *c, const kvs_wire_hdr *h, const request *rq)
 {
 	kvs_server *s = c->srv;
 	uint64_t lease;
-	int rc = kvs_cache_reserve(s->cache, c->owner, req_hashes(s, &rq->hashes),
-				   rq->hashes.count, &lease, s->blocks);
+	const kvs_hash *hs = req_hashes(s, &rq->hashes);
+	int rc = rq->hashes.flags & KVS_RESERVE_AFTER
+			 ? kvs_cache_reserve_after(s->cache, c->owner, hs,
+						   rq->hashes.count, &lease,
+						   s->blocks)
+			 : kvs_cache_reserve(s->cache, c->owner, hs,
+					     rq->hashes.count, &lease, s->blocks);
 
 	if (rc < 0)
 		return rc;
@@ -424,9 +429,9 @@ static int decode_hello(const uint8_t *p, size_t n, request *rq)
 	return kvs_wire_hello_decode(p, n, &rq->hello);
 }
 
-static int decode_hashes(const uint8_t *p, size_t n, request *rq)
+static int decode_reserve(const uint8_t *p, size_t n, request *rq)
 {
-	return kvs_wire_hashes_decode(p, n, &rq->hashes);
+	return kvs_wire_reserve_decode(p, n, &rq->hashes);
 }
 
 static int decode_lookup(const uint8_t *p, size_t n, request *rq)
@@ -492,7 +497,7 @@ typedef struct command {
 static const command commands[KVS_OP__COUNT] = {
 	CMD(HELLO, hello, hello, CMD_SENDS_FD),
 	CMD(LOOKUP, lookup, lookup, CMD_ATTACHED | CMD_DEFERRABLE),
-	CMD(RESERVE, reserve, hashes, CMD_ATTACHED),
+	CMD(RESERVE, reserve, reserve, CMD_ATTACHED),
 	CMD(COMMIT, commit, lease, CMD_ATTACHED),
 	CMD(ABORT, abort, lease, CMD_ATTACHED),
 	CMD(RELEASE, release, lease, CMD_ATTACHED),

@@ -205,6 +205,20 @@ void kvs_cache_query_expire(kvs_cache *c, kvs_owner *o);
 int kvs_cache_reserve(kvs_cache *c, kvs_owner *o, const kvs_hash *hashes,
 		      uint32_t n, uint64_t *lease, kvs_block *out);
 
+/*
+ * kvs_cache_reserve_after - kvs_cache_reserve() of a chain whose first
+ * hash (@n >= 1) is its parent: a block committed before, by anyone, in
+ * any tier. It is linked to (out[0] EXISTS) and never reserved. When it is
+ * not a committed block of the owner's namespace (absent, being written, a
+ * ghost), nothing is reserved: every out[i] is KVS_BLOCK_NOPARENT, *lease 0,
+ * and the blocks that were not reserved are counted in
+ * blocks.reserve_noparent. So a child is never published without its
+ * parent and the cache stays a forest of whole prefixes.
+ * Returns and Errors: as kvs_cache_reserve().
+ */
+int kvs_cache_reserve_after(kvs_cache *c, kvs_owner *o, const kvs_hash *hashes,
+			    uint32_t n, uint64_t *lease, kvs_block *out);
+
 /* kvs_cache_commit - publish a write lease; returns blocks published.
  * Errors: KVS_E_NOTATTACHED, KVS_E_NOLEASE, KVS_E_NOTOWNER, KVS_E_LEASEKIND. */
 int kvs_cache_commit(kvs_cache *c, kvs_owner *o, uint64_t lease);

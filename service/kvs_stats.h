@@ -89,6 +89,7 @@
 	X(blocks, reserve_exists, COUNTER, "reserve: block already present")  \
 	X(blocks, reserve_busy, COUNTER, "reserve: block being written")      \
 	X(blocks, reserve_full, COUNTER, "reserve: no slot could be made")    \
+	X(blocks, reserve_noparent, COUNTER, "reserve after a parent: blocks not reserved, the parent not cached")\
 	X(blocks, committed, COUNTER, "blocks published by commit")           \
 	X(blocks, aborted, COUNTER, "reserved slots freed uncommitted")       \
 	X(blocks, evicted, COUNTER, "committed blocks evicted")               \

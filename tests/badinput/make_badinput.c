@@ -220,13 +220,19 @@ static void payloads(void)
 		out(file, "attach layout\nreply %d %d\nthen open\ncount proto 1\n",
 		    op, KVS_E_PROTO);
 		/* A flag out of place: LOOKUP's REMOTE without QUERY (a
-		 * query's part alone), or a LOOKUP flag on RESERVE. */
-		n = hashes(p, 1, op == KVS_OP_LOOKUP ? KVS_LOOKUP_REMOTE : KVS_LOOKUP_QUERY);
+		 * query's part alone), or a LOOKUP flag on RESERVE (REMOTE:
+		 * QUERY's bit is RESERVE's AFTER). */
+		n = hashes(p, 1, KVS_LOOKUP_REMOTE);
 		msg((uint16_t)op, 15, p, n);
 		snprintf(file, sizeof(file), "%s-flag-misplaced", name);
 		out(file, "attach layout\nreply %d %d\nthen open\ncount proto 1\n",
 		    op, KVS_E_PROTO);
 	}
+	/* RESERVE after a parent with no hash at all: no parent to name. */
+	n = hashes(p, 0, KVS_RESERVE_AFTER);
+	msg(KVS_OP_RESERVE, 15, p, n);
+	out("reserve-after-empty", "attach layout\nreply %d %d\nthen open\ncount proto 1\n",
+	    KVS_OP_RESERVE, KVS_E_PROTO);
 	memset(p, 0, 16);
 	msg(KVS_OP_COMMIT, 16, p, 9);
 	out("commit-trailing-byte", "attach layout\nreply %d %d\nthen open\ncount proto 1\n",

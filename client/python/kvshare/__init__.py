@@ -23,6 +23,7 @@ from .client import (
     HIT,
     MAX_HASHES,
     NEW,
+    NOPARENT,
     TIER_GPU,
     TIER_HOST,
     TIER_NAMES,
@@ -55,7 +56,7 @@ from .errors import (
 )
 from ._lib import lib as _lib
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 
 def library_version() -> tuple[int, int]:
@@ -70,7 +71,7 @@ def hash_tokens(client: Client, tokens) -> "HASH_DTYPE":  # type: ignore[valid-t
 
 
 __all__ = [
-    "BUSY", "DTYPES", "EXISTS", "FULL", "HASH_DTYPE", "HIT", "MAX_HASHES", "NEW",
+    "BUSY", "DTYPES", "EXISTS", "FULL", "HASH_DTYPE", "HIT", "MAX_HASHES", "NEW", "NOPARENT",
     "TIER_GPU", "TIER_HOST", "TIER_NAMES", "TIER_REMOTE", "TIER_SSD", "Block", "Client",
     "Layout", "PagedCache",
     "ReadLease", "WriteLease", "default_socket_path", "dtype_code", "hash_tokens",

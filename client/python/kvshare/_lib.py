@@ -145,6 +145,16 @@ def _declare(lib: ctypes.CDLL) -> None:
         "kvs_kv_load", c_int, client, POINTER(CPagedCache), c_uint32, c_void_p,
         POINTER(CBlock), POINTER(c_int32), c_size_t, c_void_p,
     )
+    # 0.4, for backends that take an engine's own keys (kvshare.sglang): a
+    # chain after a cached parent, hashes of opaque keys, batched region copies.
+    fn("kvs_reserve_after", c_int, client, c_void_p, c_size_t, POINTER(c_uint64),
+       POINTER(CBlock))
+    fn("kvs_hash_layout_seed", Hash, POINTER(CLayout))
+    fn("kvs_hash_key", Hash, Hash, c_char_p, c_size_t)
+    fn("kvs_block_read_regions", c_int, client, POINTER(CBlock), c_size_t, c_size_t,
+       c_void_p, c_void_p)
+    fn("kvs_block_write_regions", c_int, client, POINTER(CBlock), c_size_t, c_size_t,
+       c_void_p, c_void_p)
 
 
 def _check_version(lib: ctypes.CDLL) -> int:

@@ -42,7 +42,9 @@ NEW = _abi.KVS_BLOCK_NEW
 EXISTS = _abi.KVS_BLOCK_EXISTS
 BUSY = _abi.KVS_BLOCK_BUSY
 FULL = _abi.KVS_BLOCK_FULL
-STATUS_NAMES = {HIT: "hit", NEW: "new", EXISTS: "exists", BUSY: "busy", FULL: "full"}
+NOPARENT = _abi.KVS_BLOCK_NOPARENT  # kvs_reserve_after: the parent is not cached
+STATUS_NAMES = {HIT: "hit", NEW: "new", EXISTS: "exists", BUSY: "busy", FULL: "full",
+                NOPARENT: "noparent"}
 
 MAX_HASHES = _abi.KVS_MAX_HASHES
 CONNECT_GPU = _abi.KVS_CONNECT_GPU

@@ -41,6 +41,7 @@ from ._types import (  # noqa: F401
     HIT,
     MAX_HASHES,
     NEW,
+    NOPARENT,
     QUERY_REMOTE,
     STATUS_NAMES,
     TIER_GPU,
@@ -222,6 +223,19 @@ class Client:
         lease = c_uint64()
         fresh = check(lib.kvs_reserve(self._handle(), h.ctypes.data, h.size, byref(lease), blocks),
                       "kvs_reserve")
+        return WriteLease(self, lease.value, h, blocks, h.size, fresh)
+
+    def reserve_after(self, hashes: Any) -> WriteLease:
+        """reserve() of a chain that goes on from a block this client did not
+        send (kvs_reserve_after): hashes[0] is the parent, already cached,
+        linked to and never reserved (its status EXISTS). When it is not
+        cached every status is NOPARENT (5) and nothing is reserved."""
+        self._flush()
+        h = _as_hashes(hashes)
+        blocks = (CBlock * max(h.size, 1))()
+        lease = c_uint64()
+        fresh = check(lib.kvs_reserve_after(self._handle(), h.ctypes.data, h.size,
+                                            byref(lease), blocks), "kvs_reserve_after")
         return WriteLease(self, lease.value, h, blocks, h.size, fresh)
 
     def paged_cache(self, tensor: Any, kind: str) -> PagedCache:

@@ -92,7 +92,7 @@ def test_library_found_through_env_and_version_checked(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert r.returncode != 0 and "cannot load libkvshare" in r.stderr
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert r.returncode == 0 and r.stdout.strip() == "(0, 3)", r.stderr
+    assert r.returncode == 0 and r.stdout.strip() == "(0, 4)", r.stderr
 
 
 # ---- sharing, leases -------------------------------------------------------------
@@ -541,3 +541,26 @@ def test_report_adds_to_the_daemon_stats(daemon):
                 s["engines.published_blocks"]) == (96, 2, 10, 1)
         with pytest.raises(TypeError):
             c.report(nonsense=1)
+
+
+def test_reserve_after_a_parent_this_client_did_not_send(daemon):
+    """reserve_after: a chain that goes on from a block another client
+    published (hashes[0], EXISTS, never reserved); after an absent parent
+    nothing is reserved (every status NOPARENT, 5)."""
+    with kvshare.Client(daemon.socket, L) as a, kvshare.Client(daemon.socket, L) as b:
+        h = a.hash_tokens(tokens(32 * 5, 31))
+        with a.reserve(h[:2]) as w:
+            for i in w.new:
+                w.view(i)[:] = 1
+        with b.reserve_after(h[1:]) as w:
+            assert w.statuses == [kvshare.EXISTS] + [kvshare.NEW] * 3
+            for i in w.new:
+                w.view(i)[:] = 2
+        with a.lookup(h) as hit:
+            assert len(hit) == 5
+            assert hit.view(4)[0] == 2
+        orphan = a.hash_tokens(tokens(32 * 3, 32))
+        w = b.reserve_after(orphan)
+        assert w.statuses == [5, 5, 5] and w.id == 0 and w.new == []
+        with pytest.raises(kvshare.InvalidArgument):
+            b.reserve_after(orphan[:0])
