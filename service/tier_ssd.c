@@ -10,12 +10,21 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kvs_log.h"
 #include "kvshare.h" /* kvs_strerror */
 
 #define DEFAULT_SEGMENTS 4
+
+uint64_t ssd_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
 
 kvs_ssd_loc ssd_loc_of(const ssd_tier *t, uint32_t idx, uint64_t bytes)
 {
@@ -172,7 +181,8 @@ static void ssd_poll(kvs_tier_mod *tt)
 	ssd_tier *t = ssd_of(tt);
 	int rc;
 
-	kvs_ssd_reap(t->ssd, on_cqe, t);
+	if (kvs_ssd_reap(t->ssd, on_cqe, t) > 0)
+		t->stall_poke = 1; /* reads ended, pins went: worth asking again */
 	rc = kvs_index_flush(t->ix);
 	if (rc < 0)
 		kvs_err("SSD tier: index flush failed: %s", kvs_strerror(rc));
@@ -226,22 +236,32 @@ static const kvs_tier_ops ssd_ops = {
 
 /* ---- recycling -------------------------------------------------------- */
 
-/* The store reuses segment @seg: every block in it loses its SSD copy. A
- * segment with a pinned or promoting block is kept (-EBUSY). O(records),
- * once per segment's worth of writes. */
+/* Whether @b's SSD copy must stay: it is being read (a promotion or a
+ * verify), or its bytes are only here and a lookup has it pinned (it is
+ * about to be promoted). A pinned block in RAM may lose its copy: readers
+ * read its slot, never the copy. */
+static int copy_needed(const loc *l, const kvs_tier_blk *b)
+{
+	return (loc_flags(l) & LOC_READING) ||
+	       (b->refs > 0 && b->tier == KVS_TIER_SSD);
+}
+
+/* The store reuses segment @seg: every block in it loses its SSD copy (it
+ * is a cache: live blocks go too). A segment with a copy still needed is
+ * kept (-EBUSY): the store tries the next oldest. O(records), once per
+ * segment's worth of writes. */
 static int on_recycle(void *arg, uint32_t seg, uint64_t gen)
 {
 	ssd_tier *t = arg;
 	kvs_tier_blk b;
-	uint64_t n = 0;
+	uint64_t n = 0, pinned = 0;
 
 	(void)gen; /* every copy listed in @seg is of its current generation */
 	for (uint32_t i = 0; i < t->nloc; i++) {
 		const loc *l = &t->loc[i];
 
 		if ((loc_flags(l) & LOC_SSD) && l->seg == seg &&
-		    kvs_tier_rec(&t->base, i, &b) == 0 &&
-		    (b.refs > 0 || (loc_flags(l) & LOC_READING)))
+		    kvs_tier_rec(&t->base, i, &b) == 0 && copy_needed(l, &b))
 			return -EBUSY;
 	}
 	for (uint32_t i = 0; i < t->nloc; i++) {
@@ -249,12 +269,16 @@ static int on_recycle(void *arg, uint32_t seg, uint64_t gen)
 
 		if ((loc_flags(l) & LOC_SSD) && l->seg == seg &&
 		    kvs_tier_rec(&t->base, i, &b) == 0) {
+			pinned += b.refs > 0;
 			ssd_drop(t, i, 0);
 			n++;
 		}
 	}
 	kvs_index_del_segment(t->ix, seg);
 	t->base.stats->tier_ssd_recycled_segments++;
+	/* Such a segment was kept before: with many readers every segment
+	 * held a pinned block and none could be recycled (docs/ssd.md). */
+	t->base.stats->tier_ssd_recycle_forced += pinned > 0;
 	t->base.stats->tier_ssd_stale_blocks += (int64_t)n;
 	kvs_debug("SSD tier: segment %u recycled, %" PRIu64 " blocks dropped", seg, n);
 	return 0;

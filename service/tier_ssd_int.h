@@ -18,6 +18,7 @@
 #define KVS_TIER_SSD_INT_H
 
 #include "kvs_index.h"
+#include "kvs_log.h" /* kvs_ratelimit */
 #include "kvs_ssd.h"
 #include "kvs_tier.h"
 #include "tier_ssd.h"
@@ -140,6 +141,14 @@ typedef struct ssd_tier {
 	uint64_t blocks;  /* records with an SSD copy */
 	vjob **vs;        /* verify jobs by id, NULL when free */
 	uint32_t nvs;
+	/* A stall: the store has no segment to write now (-EBUSY). Writes are
+	 * dropped until it has one (see stall_begin in tier_ssd_write.c). */
+	uint64_t stall_since;  /* ms (ssd_now_ms) the episode began; 0: none */
+	uint64_t stall_tried;  /* ms of the store's last refusal */
+	uint64_t stall_drops;  /* writes dropped in this episode */
+	int stall_poke;        /* completions reaped since that refusal */
+	int stall_logged;      /* this episode's start was logged */
+	kvs_ratelimit rl_stall;
 } ssd_tier;
 
 static inline ssd_tier *ssd_of(const kvs_tier_mod *t)
@@ -156,6 +165,8 @@ static inline const loc *ssd_loc(const ssd_tier *t, uint32_t idx)
 }
 
 /* tier_ssd.c */
+/* Monotonic milliseconds. */
+uint64_t ssd_now_ms(void);
 kvs_ssd_loc ssd_loc_of(const ssd_tier *t, uint32_t idx, uint64_t bytes);
 kvs_index_key ssd_key_of(const kvs_tier_blk *b);
 /* An I/O error: count it and stop admitting (serving from RAM). */

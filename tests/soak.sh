@@ -42,6 +42,8 @@ KVSCTL=${KVSCTL:-$build/kvsctl}
 SOAK_CLIENT=${SOAK_CLIENT:-$build/tests/soak_client}
 clients=${SOAK_CLIENTS:-64}
 kill_ms=${SOAK_KILL_MS:-300}
+ssd_size=${SOAK_SSD_SIZE:-64M}
+ssd_segment=${SOAK_SSD_SEGMENT:-4M}
 for b in "$KVSHARED" "$KVSCTL" "$SOAK_CLIENT"; do
 	if [ ! -x "$b" ]; then
 		echo "soak: SKIP: $b is not built" >&2
@@ -85,7 +87,7 @@ fds() {
 
 mkdir "$tmp/ssd"
 "$KVSHARED" --socket "$sock" --host-size 16M --log-level warn --ready-fd 3 \
-	--ssd-dir "$tmp/ssd" --ssd-segment 4M --ssd-size 64M \
+	--ssd-dir "$tmp/ssd" --ssd-segment "$ssd_segment" --ssd-size "$ssd_size" \
 	3>"$tmp/ready" 2>"$tmp/kvshared.log" &
 dpid=$!
 deadline=$((SECONDS + 15))
@@ -176,6 +178,10 @@ ssd_reads=$(get tier_ssd.reads)
 ssd_corrupt=$(get tier_ssd.corrupt_blocks)
 ssd_errors=$(get tier_ssd.io_errors)
 ssd_recycled=$(get tier_ssd.recycled_segments)
+ssd_forced=$(get tier_ssd.recycle_forced)
+ssd_stalls=$(get tier_ssd.stalls)
+ssd_stall_drops=$(get tier_ssd.stall_drops)
+ssd_stall_ms=$(get tier_ssd.stall_ms)
 # The daemon closes a stats client's fd when it sees it go: poll.
 # One fd the clients leave behind on purpose: each trust domain's fast-path
 # index (a memfd made at the domain's first fast attach, kept for good).
@@ -197,7 +203,8 @@ echo "soak: daemon: $(get ops.lookup) lookups, $(get ops.reserve) reserves, $(ge
 echo "soak: left: clients.connected $connected (the stats client), leases.active $leases, leases.pinned_blocks $pinned, tier_host.blocks_writing $writing"
 echo "soak: slots: $slots_used in use, $blocks committed blocks"
 echo "soak: daemon fds: $fd_base before the clients (with $(get fast.indexes) fast-path index), $fd_end after"
-echo "soak: ssd: $ssd_demotions demotions, $ssd_promotions promotions, $ssd_reads reads, $ssd_recycled segments recycled, $ssd_corrupt corrupt, $ssd_errors I/O errors, $ssd_inflight writes in flight, enabled $ssd_enabled"
+echo "soak: ssd: $ssd_demotions demotions, $ssd_promotions promotions, $ssd_reads reads, $ssd_recycled segments recycled ($ssd_forced with pinned blocks), $ssd_corrupt corrupt, $ssd_errors I/O errors, $ssd_inflight writes in flight, enabled $ssd_enabled"
+echo "soak: ssd stalls (no segment to write): $ssd_stalls episodes, $ssd_stall_drops writes dropped, $ssd_stall_ms ms"
 echo "soak: daemon rss_anon_bytes after warm-up: first $rss_first, last $rss_last, max $rss_max"
 
 [ "$connected" = 1 ] || bad "clients still connected: $connected"
