@@ -41,13 +41,48 @@ kvs_index_key ssd_key_of(const kvs_tier_blk *b)
 	return (kvs_index_key){ .ns = b->ns, .hash = b->hash };
 }
 
+/* The longest wait between tries of a tier that keeps failing. */
+#define RETRY_MAX_S 300
+
+/* A full filesystem may get room, an I/O error may be a passing one: a
+ * tier off for good until a restart would serve from RAM alone long after
+ * the disk is well. So demotion is tried again after a wait that doubles
+ * with each try that fails (one failed write each, and one log line). */
 void ssd_disable(ssd_tier *t, int err, const char *what)
 {
 	t->base.stats->tier_ssd_io_errors++;
-	if (t->enabled)
+	if (!t->enabled)
+		return; /* the other writes in flight at the fault */
+	t->enabled = 0;
+	if (!t->retry_first_s) {
 		kvs_err("SSD tier: %s failed: %s: demotion turned off, serving "
 			"from RAM", what, kvs_strerror(err));
-	t->enabled = 0;
+		return;
+	}
+	t->retry_s = !t->retry_s ? t->retry_first_s
+		     : t->retry_s >= RETRY_MAX_S / 2 ? RETRY_MAX_S : 2 * t->retry_s;
+	t->retry_at = ssd_now_ms() + (uint64_t)t->retry_s * 1000;
+	kvs_err("SSD tier: %s failed: %s: demotion turned off, serving from RAM; "
+		"trying again in %u s", what, kvs_strerror(err), t->retry_s);
+}
+
+int ssd_enabled_now(const ssd_tier *t)
+{
+	return t->enabled || (t->retry_at && ssd_now_ms() >= t->retry_at);
+}
+
+int ssd_enabled(ssd_tier *t)
+{
+	if (t->enabled)
+		return 1;
+	if (!ssd_enabled_now(t))
+		return 0;
+	t->enabled = 1;
+	t->retry_at = 0;
+	t->base.stats->tier_ssd_error_retries++;
+	kvs_warn("SSD tier: trying demotion again (off %u s after an error)",
+		 t->retry_s);
+	return 1;
 }
 
 /* The copy of @idx is gone: out of the index when @k, no longer counted.
@@ -372,6 +407,7 @@ int kvs_tier_ssd_open(const kvs_tier_ssd_config *cfg, kvs_tier_mod **out)
 	t->admit_hit = cfg->admit_hit;
 	t->write_through = cfg->write_through;
 	t->enabled = 1;
+	t->retry_first_s = cfg->error_retry_s;
 	t->free_ws = t->free_rs = NONE;
 	rc = open_store(t, cfg, bytes);
 	snprintf(ixdir, sizeof(ixdir), "%s/index", cfg->dir);

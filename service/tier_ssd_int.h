@@ -149,6 +149,10 @@ typedef struct ssd_tier {
 	int stall_poke;        /* completions reaped since that refusal */
 	int stall_logged;      /* this episode's start was logged */
 	kvs_ratelimit rl_stall;
+	/* Off after an I/O error (enabled 0) until retry_at (ssd_now_ms; 0:
+	 * for good); retry_s the last wait, doubled by each failed try. */
+	uint64_t retry_at;
+	uint32_t retry_first_s, retry_s;
 } ssd_tier;
 
 static inline ssd_tier *ssd_of(const kvs_tier_mod *t)
@@ -169,8 +173,14 @@ static inline const loc *ssd_loc(const ssd_tier *t, uint32_t idx)
 uint64_t ssd_now_ms(void);
 kvs_ssd_loc ssd_loc_of(const ssd_tier *t, uint32_t idx, uint64_t bytes);
 kvs_index_key ssd_key_of(const kvs_tier_blk *b);
-/* An I/O error: count it and stop admitting (serving from RAM). */
+/* An I/O error: count it and stop admitting (serving from RAM) for a
+ * while (retry_s). */
 void ssd_disable(ssd_tier *t, int err, const char *what);
+/* Whether demotion is on; one that is off comes back on (logged, counted)
+ * once its retry time has passed. */
+int ssd_enabled(ssd_tier *t);
+/* ssd_enabled() without turning anything on. */
+int ssd_enabled_now(const ssd_tier *t);
 /* @idx loses its SSD copy: out of the index (@del_index), and the cache
  * told (a block only here is dropped). */
 void ssd_drop(ssd_tier *t, uint32_t idx, int del_index);

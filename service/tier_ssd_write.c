@@ -216,7 +216,7 @@ int ssd_demote(kvs_tier_mod *tt, const kvs_tier_blk *b, int *holds)
 	int rc;
 
 	if (!(loc_flags(ssd_loc(t, b->idx)) & (LOC_SSD | LOC_WRITING))) {
-		if (!t->enabled)
+		if (!ssd_enabled(t))
 			return KVS_TIER_REFUSED;
 		if (t->admit_hit && b->hits == 0) {
 			st->tier_ssd_admission_rejected++;
@@ -251,7 +251,7 @@ int ssd_keeps(const kvs_tier_mod *tt, const kvs_tier_blk *b)
 
 	if (loc_flags(ssd_loc(t, b->idx)) & (LOC_SSD | LOC_WRITING))
 		return 1;
-	return t->enabled && !(t->admit_hit && b->hits == 0);
+	return ssd_enabled_now(t) && !(t->admit_hit && b->hits == 0);
 }
 
 void ssd_committed(kvs_tier_mod *tt, const kvs_tier_blk *b)
@@ -259,7 +259,7 @@ void ssd_committed(kvs_tier_mod *tt, const kvs_tier_blk *b)
 	ssd_tier *t = ssd_of(tt);
 	int rc;
 
-	if (!t->write_through || !t->enabled)
+	if (!t->write_through || !ssd_enabled(t))
 		return;
 	rc = write_block(t, b, 0);
 	if (rc == -EBUSY)
@@ -303,6 +303,8 @@ static void write_ok(ssd_tier *t, const wslot *w, const kvs_ssd_cqe *q)
 		    .word = (uint32_t)(q->loc.off >> 12) << LOC_FLAG_BITS |
 			    (loc_flags(l) & ~(uint32_t)LOC_WRITING) | LOC_SSD };
 	t->blocks++;
+	if (t->enabled)
+		t->retry_s = 0; /* well again: the next error waits the least */
 	kvs_index_put(t->ix, &k, &v);
 	t->base.stats->tier_ssd_writes++;
 	t->base.stats->tier_ssd_bytes_written += q->loc.len;
