@@ -6,8 +6,10 @@
 #
 # Starts kvshared with a small host tier (16 MiB: about 1000 blocks of
 # 16 KiB, for 2048 distinct blocks in play, so eviction runs all along) over
-# an SSD tier of 64 MiB in 4 MiB segments (evicted blocks are demoted, hits
-# on them promoted, full segments recycled, all while clients die) and
+# an SSD tier of 24 MiB in 2 MiB segments (SOAK_SSD_SIZE, SOAK_SSD_SEGMENT:
+# evicted blocks are demoted, hits on them promoted, full segments recycled,
+# all while clients die; smaller than the working set, so that segments are
+# recycled under readers' pins and the store is at times out of segments) and
 # SOAK_CLIENTS (64) client slots. Each slot runs tests/soak_client (a random
 # mix of lookup, reserve, commit, abort, release, disconnect with leases held
 # and reconnect, and a planned exit in the middle of a write), starting a new
@@ -20,14 +22,16 @@
 # block (tier_host.slots_used = tier_host.blocks); the daemon's open fds are back to their
 # count before the clients; its private RSS (server.rss_anon_bytes) after
 # the warm-up (the first quarter) grew by at most 20% + 2 MiB; no corrupt
-# byte was seen; the SSD tier demoted and promoted blocks, is still on, has
-# no write in flight, counted no corrupt block and no I/O error; the daemon
+# byte was seen; the SSD tier demoted and promoted blocks, is still on and
+# never turned demotion off (the log), has no write in flight, counted no
+# corrupt block and no I/O error (stalls, no segment to write for a while,
+# are counted and allowed: demotion resumes after them); the daemon
 # stops cleanly (SIGTERM, exit 0). Prints the
 # figures. Exit 0 pass, 1 fail, 77 skip (not built).
 #
 # Environment: BUILD_DIR (build), KVSHARED, KVSCTL, SOAK_CLIENT (the built
-# binaries by default), SOAK_CLIENTS, SOAK_KILL_MS, SOAK_KEEP=1 to keep the
-# temp dir.
+# binaries by default), SOAK_CLIENTS, SOAK_KILL_MS, SOAK_SSD_SIZE,
+# SOAK_SSD_SEGMENT, SOAK_KEEP=1 to keep the temp dir.
 set -uo pipefail
 
 duration=${1:-}
@@ -42,8 +46,8 @@ KVSCTL=${KVSCTL:-$build/kvsctl}
 SOAK_CLIENT=${SOAK_CLIENT:-$build/tests/soak_client}
 clients=${SOAK_CLIENTS:-64}
 kill_ms=${SOAK_KILL_MS:-300}
-ssd_size=${SOAK_SSD_SIZE:-64M}
-ssd_segment=${SOAK_SSD_SEGMENT:-4M}
+ssd_size=${SOAK_SSD_SIZE:-24M}
+ssd_segment=${SOAK_SSD_SEGMENT:-2M}
 for b in "$KVSHARED" "$KVSCTL" "$SOAK_CLIENT"; do
 	if [ ! -x "$b" ]; then
 		echo "soak: SKIP: $b is not built" >&2
@@ -216,6 +220,8 @@ echo "soak: daemon rss_anon_bytes after warm-up: first $rss_first, last $rss_las
 ((corrupt == 0)) || bad "$corrupt corrupt bytes"
 ((hits > 0)) || bad "no hits at all"
 [ "$ssd_enabled" = 1 ] || bad "the SSD tier turned itself off"
+! grep -q 'demotion turned off' "$tmp/kvshared.log" ||
+	bad "demotion was turned off during the run: $(grep -m1 'demotion turned off' "$tmp/kvshared.log")"
 [ "$ssd_inflight" = 0 ] || bad "SSD writes still in flight: $ssd_inflight"
 ((ssd_corrupt == 0 && ssd_errors == 0)) ||
 	bad "SSD tier: $ssd_corrupt corrupt blocks, $ssd_errors I/O errors"
