@@ -41,7 +41,7 @@ int cache_rec_room(kvs_cache *c, uint32_t idx)
 			c->kids[t][idx] = 0;
 	}
 	for (uint32_t i = 0; i < c->nstores && rc == 0; i++)
-		rc = c->stores[i]->ops->rec_new(c->stores[i], idx);
+		rc = c->stores[i]->ops->store->rec_new(c->stores[i], idx);
 	return rc;
 }
 
@@ -244,7 +244,7 @@ static uint32_t find_hits(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 static int shared_tier(const kvs_cache *c)
 {
 	for (uint32_t i = 0; i < c->nstores; i++)
-		if (c->stores[i]->ops->probe)
+		if (c->stores[i]->ops->store->probe)
 			return 1;
 	return 0;
 }
@@ -365,7 +365,7 @@ static int reserve_slot(kvs_cache *c, kvs_owner *o, kvs_hash h, uint32_t ghost,
 	if (rc == 0 && (rc = cache_rec_room(c, *idx)) < 0)
 		kvs_table_remove(c->table, *idx);
 	if (rc < 0 && *in_above)
-		c->tier[above]->ops->slot_free(c->tier[above], *off);
+		c->tier[above]->ops->slot->free(c->tier[above], *off);
 	else if (rc < 0)
 		kvs_slab_free(cache_ns_dom(c, o->ns)->slab, *off);
 	return rc;

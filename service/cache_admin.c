@@ -49,7 +49,7 @@ void kvs_cache_stats_fill(kvs_cache *c)
 	/* Committed blocks are in host RAM unless a slot tier has them. */
 	for (uint8_t t = 0; t < KVS_TIER_MAX; t++)
 		if (c->tpol[t])
-			blocks -= c->tier[t]->ops->blocks(c->tier[t]);
+			blocks -= c->tier[t]->ops->slot->blocks(c->tier[t]);
 	st->tier_host_blocks = (int64_t)blocks;
 	st->tier_host_blocks_writing = (int64_t)writing;
 	st->tier_host_utilization_permille =

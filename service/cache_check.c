@@ -20,7 +20,8 @@
 static int reading(const kvs_cache *c, uint32_t idx)
 {
 	for (uint32_t i = 0; i < c->nstores; i++)
-		if (c->stores[i]->ops->reading(c->stores[i], idx))
+		if (c->stores[i]->ops->store->reading &&
+		    c->stores[i]->ops->store->reading(c->stores[i], idx))
 			return 1;
 	return 0;
 }
@@ -31,8 +32,8 @@ static uint64_t held(const kvs_cache *c)
 	uint64_t n = 0;
 
 	for (uint32_t i = 0; i < c->nstores; i++)
-		if (c->stores[i]->ops->host_held)
-			n += c->stores[i]->ops->host_held(c->stores[i]);
+		if (c->stores[i]->ops->store->host_held)
+			n += c->stores[i]->ops->store->host_held(c->stores[i]);
 	return n;
 }
 
@@ -134,7 +135,7 @@ int kvs_cache_check(kvs_cache *c)
 	CHECK(ss.slots_used == slotted[KVS_TIER_HOST] + held(c));
 	for (uint8_t t = 1; t < KVS_TIER_MAX; t++) {
 		CHECK(c->in_tier[t] == in_tier[t]);
-		CHECK(!c->tpol[t] || c->tier[t]->ops->slots_used(c->tier[t]) == slotted[t]);
+		CHECK(!c->tpol[t] || c->tier[t]->ops->slot->used(c->tier[t]) == slotted[t]);
 	}
 out:
 	free(children);

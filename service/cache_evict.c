@@ -15,7 +15,7 @@ _Static_assert(KVS_CACHE_FREE_BATCH <= HOST_BATCH,
 static int slot_tier(const kvs_cache *c, uint8_t t)
 {
 	return t < KVS_TIER_MAX && c->tier[t] &&
-	       c->tier[t]->ops->kind == KVS_TIER_SLOTS;
+	       c->tier[t]->ops->slot;
 }
 
 /* A record is evictable when committed, unpinned, in a tier with a policy
@@ -63,7 +63,7 @@ void cache_free_slot(kvs_cache *c, uint32_t idx)
 	kvs_rec *r = cache_rec(c, idx);
 
 	if (slot_tier(c, r->tier))
-		c->tier[r->tier]->ops->slot_free(c->tier[r->tier], r->offset);
+		c->tier[r->tier]->ops->slot->free(c->tier[r->tier], r->offset);
 	else
 		kvs_slab_free(cache_ns_dom(c, r->ns)->slab, r->offset);
 }
@@ -187,7 +187,7 @@ int cache_store_keeps(kvs_cache *c, uint32_t idx)
 
 	cache_blk(c, idx, &b);
 	for (uint32_t i = 0; i < c->nstores; i++)
-		if (c->stores[i]->ops->keeps(c->stores[i], &b))
+		if (c->stores[i]->ops->store->keeps(c->stores[i], &b))
 			return 1;
 	return 0;
 }
@@ -201,7 +201,7 @@ static int demote_to_store(kvs_cache *c, uint32_t idx)
 	cache_blk(c, idx, &b);
 	for (uint32_t i = 0; i < c->nstores; i++) {
 		kvs_tier_mod *t = c->stores[i];
-		int holds = 0, kept = t->ops->demote(t, &b, &holds);
+		int holds = 0, kept = t->ops->store->demote(t, &b, &holds);
 
 		if (kept == KVS_TIER_REFUSED)
 			continue;
@@ -231,7 +231,7 @@ static void demote_to_host(kvs_cache *c, uint32_t idx)
 	int rc = cache_make_room(c, ns_id, KVS_TIER_HOST, &hoff);
 
 	if (rc == 0) {
-		rc = t->ops->copy_to_host(t, off, (uint8_t *)kvs_arena_base(d->arena) + hoff,
+		rc = t->ops->slot->copy_to_host(t, off, (uint8_t *)kvs_arena_base(d->arena) + hoff,
 					  bytes);
 		if (rc < 0) {
 			kvs_err("%s tier: demotion copy failed: %s", t->ops->name,
@@ -239,7 +239,7 @@ static void demote_to_host(kvs_cache *c, uint32_t idx)
 			kvs_slab_free(d->slab, hoff);
 		}
 	}
-	t->ops->slot_free(t, off);
+	t->ops->slot->free(t, off);
 	if (rc < 0) {
 		cache_note(c, from, KVS_TIER_NOTE_DROPPED, bytes);
 		c->stats->blocks_evicted++;
@@ -291,8 +291,8 @@ static int wait_held(kvs_cache *c)
 	for (uint32_t i = 0; i < c->nstores && freed == 0; i++) {
 		kvs_tier_mod *t = c->stores[i];
 
-		if (t->ops->host_held && t->ops->host_held(t) > 0)
-			freed += t->ops->wait_held(t);
+		if (t->ops->store->host_held && t->ops->store->host_held(t) > 0)
+			freed += t->ops->store->wait_held(t);
 	}
 	return freed;
 }
@@ -375,7 +375,7 @@ int cache_make_room(kvs_cache *c, uint32_t ns_id, uint8_t t, uint64_t *off)
 	for (int n = 0; n <= MAX_EVICTIONS_PER_SLOT;) {
 		uint32_t nv;
 
-		rc = tt ? tt->ops->slot_alloc(tt, cls, off)
+		rc = tt ? tt->ops->slot->alloc(tt, cls, off)
 			: kvs_slab_alloc(d->slab, cls, off);
 		if (rc != -ENOSPC)
 			return rc;

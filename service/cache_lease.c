@@ -171,8 +171,8 @@ static void commit_one(kvs_cache *c, uint32_t idx)
 	if (r->tier == KVS_TIER_HOST && c->nstores > 0) {
 		cache_blk(c, idx, &b);
 		for (uint32_t i = 0; i < c->nstores; i++)
-			if (c->stores[i]->ops->committed)
-				c->stores[i]->ops->committed(c->stores[i], &b);
+			if (c->stores[i]->ops->store->committed)
+				c->stores[i]->ops->store->committed(c->stores[i], &b);
 	}
 	cache_note(c, cache_rec(c, idx)->tier, KVS_TIER_NOTE_COMMITTED, 1);
 	cache_tell(c, KVS_EVENT_STORED, idx);

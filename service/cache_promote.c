@@ -135,7 +135,7 @@ static void drop_copy(kvs_cache *c, uint32_t idx, uint8_t from)
 	kvs_tier_blk b;
 
 	cache_blk(c, idx, &b);
-	t->ops->drop(t, &b);
+	t->ops->store->drop(t, &b);
 	if (cache_rec(c, idx)->tier == from) {
 		cache_set_tier(c, idx, KVS_TIER_NONE);
 		cache_forget(c, idx);
@@ -261,7 +261,7 @@ static int promote_one(kvs_cache *c, uint32_t ps, uint32_t i)
 	p->kind[i] = POS_READ;
 	p->from[i] = t->ops->tier;
 	cache_blk(c, idx, &b);
-	rc = t->ops->read(t, &b, kvs_tier_host_ptr(t, off), (uint64_t)ps << 32 | i);
+	rc = t->ops->store->read(t, &b, kvs_tier_host_ptr(t, off), (uint64_t)ps << 32 | i);
 	if (rc == 0) {
 		promoted(c, idx, p->from[i]);
 		return 0;
@@ -341,7 +341,7 @@ void kvs_tier_probe_done(kvs_tier_mod *t, uint64_t cookie, int count)
 		want_blk(c, p, j, &b);
 		b.idx = idx;
 		p->pending++; /* before: the fetch may complete at once */
-		rc = t->ops->fetch(t, &b, kvs_tier_host_ptr(t, cache_rec(c, idx)->offset),
+		rc = t->ops->store->fetch(t, &b, kvs_tier_host_ptr(t, cache_rec(c, idx)->offset),
 				   (uint64_t)s << 32 | pos);
 		p = &c->ps[s];
 		if (rc != 1) {
@@ -369,7 +369,7 @@ static void probe(kvs_cache *c, uint32_t ps)
 	uint32_t from = p->probed, k;
 
 	for (uint32_t i = 0; i < c->nstores && !t; i++)
-		if (c->stores[i]->ops->probe)
+		if (c->stores[i]->ops->store->probe)
 			t = c->stores[i];
 	if (!t || from >= p->nwant || !p->owner)
 		return;
@@ -379,7 +379,7 @@ static void probe(kvs_cache *c, uint32_t ps)
 	p->wfrom = from;
 	p->probed = from + k;
 	p->pending++; /* before: the probe may answer at once */
-	if (t->ops->probe(t, b, k, (uint64_t)(ps | PROBE_BIT)) != 1) {
+	if (t->ops->store->probe(t, b, k, (uint64_t)(ps | PROBE_BIT)) != 1) {
 		p = &c->ps[ps];
 		p->pending--;
 		p->stop = 1;

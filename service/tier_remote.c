@@ -436,14 +436,7 @@ static void remote_drop(kvs_tier_mod *t, const kvs_tier_blk *b)
 	(void)b;
 }
 
-static const kvs_tier_ops remote_ops = {
-	.name = "remote",
-	.kind = KVS_TIER_STORE,
-	.tier = KVS_TIER_REMOTE,
-	.close = remote_close,
-	.event_fd = remote_event_fd,
-	.poll = remote_poll,
-	.stats = remote_stats,
+static const kvs_tier_store_ops remote_store_ops = {
 	.rec_new = remote_rec_new,
 	.has = remote_has,
 	.keeps = remote_keeps,
@@ -454,6 +447,16 @@ static const kvs_tier_ops remote_ops = {
 	.ns_created = remote_ns_created,
 	.probe = remote_probe,
 	.fetch = remote_fetch,
+};
+
+static const kvs_tier_ops remote_ops = {
+	.name = "remote",
+	.tier = KVS_TIER_REMOTE,
+	.close = remote_close,
+	.event_fd = remote_event_fd,
+	.poll = remote_poll,
+	.stats = remote_stats,
+	.store = &remote_store_ops,
 };
 
 /* ---- open ------------------------------------------------------------- */

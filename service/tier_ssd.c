@@ -244,15 +244,7 @@ static void ssd_close(kvs_tier_mod *tt)
 	free(t);
 }
 
-static const kvs_tier_ops ssd_ops = {
-	.name = "SSD",
-	.kind = KVS_TIER_STORE,
-	.tier = KVS_TIER_SSD,
-	.close = ssd_close,
-	.event_fd = ssd_event_fd,
-	.poll = ssd_poll,
-	.note = ssd_note,
-	.stats = ssd_stats,
+static const kvs_tier_store_ops ssd_store_ops = {
 	.rec_new = ssd_rec_new,
 	.has = ssd_has,
 	.keeps = ssd_keeps,
@@ -267,6 +259,17 @@ static const kvs_tier_ops ssd_ops = {
 	.restore = ssd_restore,
 	.verify = ssd_verify,
 	.verify_cancel = ssd_verify_cancel,
+};
+
+static const kvs_tier_ops ssd_ops = {
+	.name = "SSD",
+	.tier = KVS_TIER_SSD,
+	.close = ssd_close,
+	.event_fd = ssd_event_fd,
+	.poll = ssd_poll,
+	.note = ssd_note,
+	.stats = ssd_stats,
+	.store = &ssd_store_ops,
 };
 
 /* ---- recycling -------------------------------------------------------- */

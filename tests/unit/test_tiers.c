@@ -148,12 +148,16 @@ static void mem_close(kvs_tier_mod *t)
 	free(m);
 }
 
-static const kvs_tier_ops mem_ops = {
-	.name = "mem", .kind = KVS_TIER_STORE, .tier = MEM_TIER,
-	.close = mem_close, .note = mem_note, .stats = mem_stats,
+static const kvs_tier_store_ops mem_store_ops = {
 	.rec_new = mem_rec_new, .has = mem_has, .keeps = mem_keeps,
 	.demote = mem_demote, .read = mem_read, .reading = mem_reading,
 	.drop = mem_drop,
+};
+
+static const kvs_tier_ops mem_ops = {
+	.name = "mem", .tier = MEM_TIER,
+	.close = mem_close, .note = mem_note, .stats = mem_stats,
+	.store = &mem_store_ops,
 };
 
 /* ---- a shared tier: what two caches publish, both can fetch ------------ */
@@ -250,13 +254,17 @@ static int sh_has(const kvs_tier_mod *t, uint32_t idx) { (void)t; (void)idx; ret
 
 static void sh_close(kvs_tier_mod *t) { free(t); }
 
-static const kvs_tier_ops shared_ops = {
-	.name = "shared", .kind = KVS_TIER_STORE, .tier = SHARED_TIER,
-	.close = sh_close, .poll = sh_poll, .stats = mem_stats,
+static const kvs_tier_store_ops shared_store_ops = {
 	.rec_new = sh_rec_new, .has = sh_has, .keeps = mem_keeps,
 	.demote = sh_demote, .committed = sh_committed, .read = mem_read,
 	.reading = mem_reading, .drop = mem_drop, .probe = sh_probe,
 	.fetch = sh_fetch,
+};
+
+static const kvs_tier_ops shared_ops = {
+	.name = "shared", .tier = SHARED_TIER,
+	.close = sh_close, .poll = sh_poll, .stats = mem_stats,
+	.store = &shared_store_ops,
 };
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -626,6 +634,90 @@ static void test_restart_namespaces(void)
 	rm_dir(dir);
 }
 
+/* ---- a tier whose table lacks a required operation --------------------- */
+
+static int no_fd(const kvs_tier_mod *t) { (void)t; return -1; }
+static uint64_t held_zero(const kvs_tier_mod *t) { (void)t; return 0; }
+
+/* kvs_cache_tier_add() refuses @ops (-EINVAL) and the cache is as before:
+ * no tier at that value, no store tier, and the tier still the caller's. */
+static int refused(kvs_cache *c, kvs_tier_mod *t, const kvs_tier_ops *ops)
+{
+	int rc;
+
+	t->ops = ops;
+	t->cache = NULL;
+	rc = kvs_cache_tier_add(c, t);
+	return rc == -EINVAL && !kvs_cache_tier(c, ops->tier) &&
+	       !kvs_cache_has_stores(c) && t->cache == NULL;
+}
+
+/* Each member kvs_tier.h requires, taken out of a table that works: the
+ * tier is refused (the cache would call a NULL), then the whole table is
+ * taken. */
+static void test_ops_required(void)
+{
+	kvs_cache *c = mk_cache(4u << 20, "leaf-2q");
+	kvs_tier_gpu_config gc = { .device = -1, .bytes = 1u << 20, .page_bytes = PAGE };
+	mem_tier *m = calloc(1, sizeof(*m));
+	kvs_tier_mod *gpu = NULL;
+	kvs_tier_slot_ops sl;
+	kvs_tier_store_ops st;
+	kvs_tier_ops ops;
+	char why[256];
+
+	if (!c || !m) {
+		CHECK(!"setup");
+		return;
+	}
+#define WITHOUT(tbl, orig, member, ...)                                       \
+	do {                                                                  \
+		ops = mem_ops;                                                \
+		st = mem_store_ops;                                           \
+		ops.store = &st;                                              \
+		tbl = orig;                                                   \
+		tbl.member = NULL;                                            \
+		__VA_ARGS__;                                                  \
+		CHECK(refused(c, &m->base, &ops));                            \
+	} while (0)
+	WITHOUT(ops, mem_ops, name);
+	WITHOUT(ops, mem_ops, close);
+	WITHOUT(ops, mem_ops, stats);
+	WITHOUT(ops, mem_ops, poll, ops.event_fd = no_fd);
+	WITHOUT(ops, mem_ops, store);           /* neither table */
+	WITHOUT(st, mem_store_ops, rec_new);
+	WITHOUT(st, mem_store_ops, has);
+	WITHOUT(st, mem_store_ops, keeps);
+	WITHOUT(st, mem_store_ops, demote);
+	WITHOUT(st, mem_store_ops, read);
+	WITHOUT(st, mem_store_ops, drop);
+	WITHOUT(st, mem_store_ops, fetch, st.probe = sh_probe);
+	WITHOUT(st, mem_store_ops, wait_held, st.host_held = held_zero);
+
+	setenv("KVS_GPU_FAKE", "1", 1);
+	CHECK_EQ(kvs_tier_gpu_open(&gc, &gpu, why, sizeof(why)), 0);
+	unsetenv("KVS_GPU_FAKE");
+	if (gpu) {
+		const kvs_tier_ops *real = gpu->ops;
+
+		WITHOUT(sl, *real->slot, map, ops = *real; ops.slot = &sl);
+		WITHOUT(sl, *real->slot, alloc, ops = *real; ops.slot = &sl);
+		WITHOUT(sl, *real->slot, used, ops = *real; ops.slot = &sl);
+		/* both tables: a tier is above host or below it */
+		ops = *real;
+		ops.store = &mem_store_ops;
+		CHECK(refused(c, gpu, &ops));
+		gpu->ops = real;
+		CHECK_EQ(kvs_cache_tier_add(c, gpu), 0);
+	}
+#undef WITHOUT
+	m->base.ops = &mem_ops;
+	CHECK_EQ(kvs_cache_tier_add(c, &m->base), 0);
+	CHECK(kvs_cache_has_stores(c));
+	CHECK_EQ(kvs_cache_check(c), 0);
+	kvs_cache_destroy(c);
+}
+
 int main(void)
 {
 	kvs_log_set_level(KVS_LOG_WARN);
@@ -633,6 +725,7 @@ int main(void)
 	test_child_lost_in_demotion();
 	test_shared_tier();
 	test_restart_namespaces();
+	test_ops_required();
 	test_metadata();
 	return check_summary("test_tiers");
 }
