@@ -145,6 +145,13 @@ const struct setting config_settings[] = {
 	  .why = "must be a number from 1 to 4096",
 	  .help = "SSD reads and writes in the kernel at once, 1..4096\n"
 		  "(default {})" },
+	{ .name = "ssd-error-retry", .arg = "S", .type = T_U32,
+	  FIELD(uint32_t, ssd_error_retry), .max = 3600, .def = "1",
+	  .why = "must be seconds from 0 (never) to 3600",
+	  .help = "after an SSD I/O error or a full filesystem, try\n"
+		  "demotion again in S seconds, doubling after each\n"
+		  "failed try up to 300; 0: off until restart\n"
+		  "(default {})" },
 	{ .name = "remote", .arg = "HOST:PORT,...", .type = T_STR,
 	  STRFIELD(remote_seeds), .why = "empty or longer than 1023 bytes",
 	  .unset = "off",

@@ -53,6 +53,7 @@ typedef struct kvs_config {
 	int ssd_admit_hit;      /* 1: demote only blocks hit at least once */
 	int ssd_write_through;  /* 1: commit also writes to SSD */
 	uint32_t ssd_queue_depth; /* SSD I/Os in the kernel at once */
+	uint32_t ssd_error_retry; /* seconds off after an SSD error; 0: for good */
 	char remote_seeds[1024]; /* remote tier seeds "HOST:PORT,...", "" off */
 	char remote_auth_file[256]; /* AUTH user and password, "" none */
 	char remote_secret_file[256]; /* the values' MAC key, "" none */

@@ -126,7 +126,12 @@
 	X(tier_ssd, verified_blocks, COUNTER, "blocks read back by verify")   \
 	X(tier_ssd, stale_blocks, COUNTER, "blocks of recycled segments dropped")\
 	X(tier_ssd, recycled_segments, COUNTER, "segments recycled")          \
-	X(tier_ssd, io_errors, COUNTER, "I/O errors and ENOSPC (demotion off)")\
+	X(tier_ssd, recycle_forced, COUNTER, "segments recycled with pinned blocks in RAM (their copies dropped)")\
+	X(tier_ssd, stalls, COUNTER, "episodes with no segment to write (demotion stays on)")\
+	X(tier_ssd, stall_drops, COUNTER, "SSD writes dropped in stalls")      \
+	X(tier_ssd, stall_ms, COUNTER, "time in stalls, ms (ended episodes)")  \
+	X(tier_ssd, io_errors, COUNTER, "I/O errors and ENOSPC (demotion off for a while)")\
+	X(tier_ssd, error_retries, COUNTER, "times demotion was tried again after an error")\
 	X(tier_ssd, write_lat_avg_us, GAUGE, "average SSD write latency")     \
 	X(tier_ssd, write_lat_p99_us, GAUGE, "p99 SSD write latency")         \
 	X(tier_ssd, read_lat_avg_us, GAUGE, "average SSD read latency")       \

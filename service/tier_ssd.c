@@ -10,12 +10,21 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kvs_log.h"
 #include "kvs_types.h" /* kvs_strerror */
 
 #define DEFAULT_SEGMENTS 4
+
+uint64_t ssd_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
 
 kvs_ssd_loc ssd_loc_of(const ssd_tier *t, uint32_t idx, uint64_t bytes)
 {
@@ -32,13 +41,48 @@ kvs_index_key ssd_key_of(const kvs_tier_blk *b)
 	return (kvs_index_key){ .ns = b->ns, .hash = b->hash };
 }
 
+/* The longest wait between tries of a tier that keeps failing. */
+#define RETRY_MAX_S 300
+
+/* A full filesystem may get room, an I/O error may be a passing one: a
+ * tier off for good until a restart would serve from RAM alone long after
+ * the disk is well. So demotion is tried again after a wait that doubles
+ * with each try that fails (one failed write each, and one log line). */
 void ssd_disable(ssd_tier *t, int err, const char *what)
 {
 	t->base.stats->tier_ssd_io_errors++;
-	if (t->enabled)
+	if (!t->enabled)
+		return; /* the other writes in flight at the fault */
+	t->enabled = 0;
+	if (!t->retry_first_s) {
 		kvs_err("SSD tier: %s failed: %s: demotion turned off, serving "
 			"from RAM", what, kvs_strerror(err));
-	t->enabled = 0;
+		return;
+	}
+	t->retry_s = !t->retry_s ? t->retry_first_s
+		     : t->retry_s >= RETRY_MAX_S / 2 ? RETRY_MAX_S : 2 * t->retry_s;
+	t->retry_at = ssd_now_ms() + (uint64_t)t->retry_s * 1000;
+	kvs_err("SSD tier: %s failed: %s: demotion turned off, serving from RAM; "
+		"trying again in %u s", what, kvs_strerror(err), t->retry_s);
+}
+
+int ssd_enabled_now(const ssd_tier *t)
+{
+	return t->enabled || (t->retry_at && ssd_now_ms() >= t->retry_at);
+}
+
+int ssd_enabled(ssd_tier *t)
+{
+	if (t->enabled)
+		return 1;
+	if (!ssd_enabled_now(t))
+		return 0;
+	t->enabled = 1;
+	t->retry_at = 0;
+	t->base.stats->tier_ssd_error_retries++;
+	kvs_warn("SSD tier: trying demotion again (off %u s after an error)",
+		 t->retry_s);
+	return 1;
 }
 
 /* The copy of @idx is gone: out of the index when @k, no longer counted.
@@ -172,7 +216,8 @@ static void ssd_poll(kvs_tier_mod *tt)
 	ssd_tier *t = ssd_of(tt);
 	int rc;
 
-	kvs_ssd_reap(t->ssd, on_cqe, t);
+	if (kvs_ssd_reap(t->ssd, on_cqe, t) > 0)
+		t->stall_poke = 1; /* reads ended, pins went: worth asking again */
 	rc = kvs_index_flush(t->ix);
 	if (rc < 0)
 		kvs_err("SSD tier: index flush failed: %s", kvs_strerror(rc));
@@ -229,22 +274,32 @@ static const kvs_tier_ops ssd_ops = {
 
 /* ---- recycling -------------------------------------------------------- */
 
-/* The store reuses segment @seg: every block in it loses its SSD copy. A
- * segment with a pinned or promoting block is kept (-EBUSY). O(records),
- * once per segment's worth of writes. */
+/* Whether @b's SSD copy must stay: it is being read (a promotion or a
+ * verify), or its bytes are only here and a lookup has it pinned (it is
+ * about to be promoted). A pinned block in RAM may lose its copy: readers
+ * read its slot, never the copy. */
+static int copy_needed(const loc *l, const kvs_tier_blk *b)
+{
+	return (loc_flags(l) & LOC_READING) ||
+	       (b->refs > 0 && b->tier == KVS_TIER_SSD);
+}
+
+/* The store reuses segment @seg: every block in it loses its SSD copy (it
+ * is a cache: live blocks go too). A segment with a copy still needed is
+ * kept (-EBUSY): the store tries the next oldest. O(records), once per
+ * segment's worth of writes. */
 static int on_recycle(void *arg, uint32_t seg, uint64_t gen)
 {
 	ssd_tier *t = arg;
 	kvs_tier_blk b;
-	uint64_t n = 0;
+	uint64_t n = 0, pinned = 0;
 
 	(void)gen; /* every copy listed in @seg is of its current generation */
 	for (uint32_t i = 0; i < t->nloc; i++) {
 		const loc *l = &t->loc[i];
 
 		if ((loc_flags(l) & LOC_SSD) && l->seg == seg &&
-		    kvs_tier_rec(&t->base, i, &b) == 0 &&
-		    (b.refs > 0 || (loc_flags(l) & LOC_READING)))
+		    kvs_tier_rec(&t->base, i, &b) == 0 && copy_needed(l, &b))
 			return -EBUSY;
 	}
 	for (uint32_t i = 0; i < t->nloc; i++) {
@@ -252,12 +307,16 @@ static int on_recycle(void *arg, uint32_t seg, uint64_t gen)
 
 		if ((loc_flags(l) & LOC_SSD) && l->seg == seg &&
 		    kvs_tier_rec(&t->base, i, &b) == 0) {
+			pinned += b.refs > 0;
 			ssd_drop(t, i, 0);
 			n++;
 		}
 	}
 	kvs_index_del_segment(t->ix, seg);
 	t->base.stats->tier_ssd_recycled_segments++;
+	/* Such a segment was kept before: with many readers every segment
+	 * held a pinned block and none could be recycled (docs/ssd.md). */
+	t->base.stats->tier_ssd_recycle_forced += pinned > 0;
 	t->base.stats->tier_ssd_stale_blocks += (int64_t)n;
 	kvs_debug("SSD tier: segment %u recycled, %" PRIu64 " blocks dropped", seg, n);
 	return 0;
@@ -351,6 +410,7 @@ int kvs_tier_ssd_open(const kvs_tier_ssd_config *cfg, kvs_tier_mod **out)
 	t->admit_hit = cfg->admit_hit;
 	t->write_through = cfg->write_through;
 	t->enabled = 1;
+	t->retry_first_s = cfg->error_retry_s;
 	/* Slots by the 64, verify jobs by the 4 (the first arrays' sizes
 	 * before the pool). */
 	rc = kvs_pool_init(&t->ws, sizeof(wslot), 6, KVS_POOL_MAX);

@@ -24,6 +24,9 @@ typedef struct kvs_tier_ssd_config {
 	int admit_hit;          /* demote only blocks hit at least once */
 	int write_through;      /* commit also writes to SSD */
 	unsigned queue_depth;   /* I/Os in the kernel at once; 0: the store's 32 */
+	unsigned error_retry_s; /* demotion off this long after an I/O error or
+				 * ENOSPC, doubling per failed try (to 300 s);
+				 * 0: off until restart */
 } kvs_tier_ssd_config;
 
 /*

@@ -18,6 +18,7 @@
 #define KVS_TIER_SSD_INT_H
 
 #include "kvs_index.h"
+#include "kvs_log.h" /* kvs_ratelimit */
 #include "kvs_ssd.h"
 #include "kvs_tier.h"
 #include "kvs_pool.h"
@@ -136,6 +137,18 @@ typedef struct ssd_tier {
 	uint64_t pool_bytes;
 	uint64_t blocks;  /* records with an SSD copy */
 	kvs_pool vs;      /* of vjob, by id (a cookie's 30 bits) */
+	/* A stall: the store has no segment to write now (-EBUSY). Writes are
+	 * dropped until it has one (see stall_begin in tier_ssd_write.c). */
+	uint64_t stall_since;  /* ms (ssd_now_ms) the episode began; 0: none */
+	uint64_t stall_tried;  /* ms of the store's last refusal */
+	uint64_t stall_drops;  /* writes dropped in this episode */
+	int stall_poke;        /* completions reaped since that refusal */
+	int stall_logged;      /* this episode's start was logged */
+	kvs_ratelimit rl_stall;
+	/* Off after an I/O error (enabled 0) until retry_at (ssd_now_ms; 0:
+	 * for good); retry_s the last wait, doubled by each failed try. */
+	uint64_t retry_at;
+	uint32_t retry_first_s, retry_s;
 } ssd_tier;
 
 static inline ssd_tier *ssd_of(const kvs_tier_mod *t)
@@ -162,10 +175,18 @@ static inline const loc *ssd_loc(const ssd_tier *t, uint32_t idx)
 }
 
 /* tier_ssd.c */
+/* Monotonic milliseconds. */
+uint64_t ssd_now_ms(void);
 kvs_ssd_loc ssd_loc_of(const ssd_tier *t, uint32_t idx, uint64_t bytes);
 kvs_index_key ssd_key_of(const kvs_tier_blk *b);
-/* An I/O error: count it and stop admitting (serving from RAM). */
+/* An I/O error: count it and stop admitting (serving from RAM) for a
+ * while (retry_s). */
 void ssd_disable(ssd_tier *t, int err, const char *what);
+/* Whether demotion is on; one that is off comes back on (logged, counted)
+ * once its retry time has passed. */
+int ssd_enabled(ssd_tier *t);
+/* ssd_enabled() without turning anything on. */
+int ssd_enabled_now(const ssd_tier *t);
 /* @idx loses its SSD copy: out of the index (@del_index), and the cache
  * told (a block only here is dropped). */
 void ssd_drop(ssd_tier *t, uint32_t idx, int del_index);

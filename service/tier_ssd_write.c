@@ -5,6 +5,7 @@
 #include "tier_ssd_int.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,6 +61,70 @@ static int wslot_get(ssd_tier *t, uint32_t *out)
 	return 0;
 }
 
+/* ---- stalls ---------------------------------------------------------- */
+
+/* A stalled tier asks the store again once completions were reaped (reads
+ * ended, promotions finished: what kept every segment) or after this long;
+ * in between, writes are dropped without asking (each refusal scans the
+ * segments and may scan the records). */
+#define STALL_RETRY_MS 1
+/* Start and end of an episode are logged at most once per this long; the
+ * next start line says how many episodes were not. */
+#define STALL_LOG_MS 10000
+
+/* Whether a write now would be refused again: drop it without asking. */
+static int stall_skip(ssd_tier *t)
+{
+	return t->stall_since && !t->stall_poke &&
+	       ssd_now_ms() - t->stall_tried < STALL_RETRY_MS;
+}
+
+/* The store refused a write (-EBUSY): no segment free, every used one being
+ * read or written, or holding a block that a lookup is promoting. Not a
+ * full disk: demotion stays on, and what cannot be written is dropped (a
+ * cache may lose a copy) until a segment can be had. */
+static void stall_begin(ssd_tier *t)
+{
+	uint64_t now = ssd_now_ms(), held;
+
+	t->stall_tried = now;
+	t->stall_poke = 0;
+	if (t->stall_since)
+		return;
+	t->stall_since = now ? now : 1;
+	t->stall_drops = 0;
+	t->base.stats->tier_ssd_stalls++;
+	t->stall_logged = kvs_ratelimit_ok(&t->rl_stall, now, STALL_LOG_MS, &held);
+	if (t->stall_logged)
+		kvs_warn("SSD tier: no segment can be recycled now (all %u being "
+			 "read or written, or holding blocks being promoted): "
+			 "dropping demotions until one is free (%" PRIu64
+			 " shorter episodes since the last report)",
+			 kvs_ssd_segments(t->ssd), held);
+}
+
+/* A write went in: the episode, if any, is over. */
+static void stall_end(ssd_tier *t)
+{
+	uint64_t ms;
+
+	if (!t->stall_since)
+		return;
+	ms = ssd_now_ms() - t->stall_since;
+	t->base.stats->tier_ssd_stall_ms += (int64_t)ms;
+	if (t->stall_logged)
+		kvs_warn("SSD tier: demoting again after %" PRIu64 " ms without a "
+			 "segment, %" PRIu64 " writes dropped", ms, t->stall_drops);
+	t->stall_since = 0;
+}
+
+/* One write not done for the stall. */
+static void stall_drop(ssd_tier *t)
+{
+	t->stall_drops++;
+	t->base.stats->tier_ssd_stall_drops++;
+}
+
 /* Write @b's block to SSD. @hold: the slot may stay allocated until the
  * write completes (a demotion: the record is leaving RAM); else (write-
  * through: the record stays in RAM and may be evicted, dropped or its slot
@@ -84,6 +149,8 @@ static int write_block(ssd_tier *t, const kvs_tier_blk *b, int hold)
 		return -EAGAIN;
 	if (b->idx >= t->nloc)
 		return -ENOMEM; /* no entry (rec_new failed): not admitted */
+	if (stall_skip(t))
+		return -EBUSY;
 	if ((rc = wslot_get(t, &w)) < 0)
 		return rc;
 	if (!hold) {
@@ -98,11 +165,14 @@ static int write_block(ssd_tier *t, const kvs_tier_blk *b, int hold)
 	/* The store may recycle a segment inside this call (on_recycle):
 	 * this block has no SSD copy, so it is not touched. */
 	rc = kvs_ssd_write(t->ssd, &sb, hold ? slot : buf, KVS_SSD_CSUM, w, &where);
+	if (rc == -EBUSY)
+		stall_begin(t);
 	if (rc < 0) {
 		stage_put(t, buf, bytes);
 		kvs_pool_free(&t->ws, w);
 		return rc;
 	}
+	stall_end(t);
 	*ssd_wslot(t, w) = (wslot){ .idx = b->idx, .ns = b->ns, .hash = b->hash,
 			    .parent = b->parent, .stamp = b->stamp, .buf = buf,
 			    .held = hold ? b->host_off : 0, .bytes = bytes,
@@ -141,7 +211,7 @@ int ssd_demote(kvs_tier_mod *tt, const kvs_tier_blk *b, int *holds)
 	int rc;
 
 	if (!(loc_flags(ssd_loc(t, b->idx)) & (LOC_SSD | LOC_WRITING))) {
-		if (!t->enabled)
+		if (!ssd_enabled(t))
 			return KVS_TIER_REFUSED;
 		if (t->admit_hit && b->hits == 0) {
 			st->tier_ssd_admission_rejected++;
@@ -150,6 +220,10 @@ int ssd_demote(kvs_tier_mod *tt, const kvs_tier_blk *b, int *holds)
 		rc = write_block(t, b, 1);
 		if (rc == -EAGAIN) {
 			st->tier_ssd_admission_rejected++;
+			return KVS_TIER_REFUSED;
+		}
+		if (rc == -EBUSY) {
+			stall_drop(t);
 			return KVS_TIER_REFUSED;
 		}
 		if (rc < 0) {
@@ -172,7 +246,7 @@ int ssd_keeps(const kvs_tier_mod *tt, const kvs_tier_blk *b)
 
 	if (loc_flags(ssd_loc(t, b->idx)) & (LOC_SSD | LOC_WRITING))
 		return 1;
-	return t->enabled && !(t->admit_hit && b->hits == 0);
+	return ssd_enabled_now(t) && !(t->admit_hit && b->hits == 0);
 }
 
 void ssd_committed(kvs_tier_mod *tt, const kvs_tier_blk *b)
@@ -180,10 +254,12 @@ void ssd_committed(kvs_tier_mod *tt, const kvs_tier_blk *b)
 	ssd_tier *t = ssd_of(tt);
 	int rc;
 
-	if (!t->write_through || !t->enabled)
+	if (!t->write_through || !ssd_enabled(t))
 		return;
 	rc = write_block(t, b, 0);
-	if (rc < 0 && rc != -EAGAIN && rc != -ENOMEM)
+	if (rc == -EBUSY)
+		stall_drop(t);
+	else if (rc < 0 && rc != -EAGAIN && rc != -ENOMEM)
 		ssd_disable(t, rc, "write-through");
 }
 
@@ -222,6 +298,8 @@ static void write_ok(ssd_tier *t, const wslot *w, const kvs_ssd_cqe *q)
 		    .word = (uint32_t)(q->loc.off >> 12) << LOC_FLAG_BITS |
 			    (loc_flags(l) & ~(uint32_t)LOC_WRITING) | LOC_SSD };
 	t->blocks++;
+	if (t->enabled)
+		t->retry_s = 0; /* well again: the next error waits the least */
 	kvs_index_put(t->ix, &k, &v);
 	t->base.stats->tier_ssd_writes++;
 	t->base.stats->tier_ssd_bytes_written += q->loc.len;

@@ -18,7 +18,8 @@ static int open_ssd(const kvs_config *cfg, kvs_tier_mod **out)
 		.segment_bytes = cfg->ssd_segment_bytes,
 		.admit_hit = cfg->ssd_admit_hit,
 		.write_through = cfg->ssd_write_through,
-		.queue_depth = cfg->ssd_queue_depth };
+		.queue_depth = cfg->ssd_queue_depth,
+		.error_retry_s = cfg->ssd_error_retry };
 
 	if (!cfg->ssd_dir[0])
 		return 0;

@@ -42,8 +42,10 @@
  * (kvs_ssd_set_recycle) with the segment and its old generation: the caller
  * drops its index entries for it and returns 0, or returns -EBUSY (pinned
  * blocks) to make the store try the next oldest. A segment with I/O in
- * flight is never recycled. When no segment can be had, the write fails
- * with -ENOSPC and nothing is changed.
+ * flight is never recycled. When no segment can be had now (none free,
+ * every used one under I/O or vetoed), the write fails with -EBUSY and
+ * nothing is changed: a transient condition, not a full disk (the I/O
+ * ends, the pins go); the next write tries again.
  *
  * Caveats:
  *  - A location is handed out by kvs_ssd_write() at once, but its data is
@@ -66,8 +68,9 @@
  *
  * Errors: 0 or a count on success, -errno otherwise. Codes specific to the
  * store: -ESTALE (location of a recycled segment), -EBADMSG (header or
- * checksum mismatch: corrupt, torn or misplaced data), -ENOSPC (no segment
- * could be recycled, or the filesystem is full), -EIO.
+ * checksum mismatch: corrupt, torn or misplaced data), -EBUSY (no segment
+ * can be had now: try again later), -ENOSPC (the filesystem is full, in a
+ * write's completion), -EIO.
  * Thread: a kvs_ssd belongs to one thread (the daemon's loop); no locking.
  * Nothing blocks on I/O after open, except kvs_ssd_wait() and the
  * synchronous fallback (no io_uring), where each submit does the
@@ -140,7 +143,8 @@ typedef struct kvs_ssd_cqe {
 	X(read_lat_p99_us, "p99 read latency, us (12.5% buckets)")           \
 	X(corrupt_reads, "reads failed verification (-EBADMSG)")             \
 	X(stale_reads, "reads of a recycled segment refused (-ESTALE)")      \
-	X(enospc, "writes failed with -ENOSPC")                              \
+	X(enospc, "writes failed with -ENOSPC (the filesystem is full)")     \
+	X(no_segment, "writes refused with -EBUSY: no segment could be had")  \
 	X(eio, "I/O errors other than ENOSPC")                               \
 	X(retries, "short or -EAGAIN transfers reissued")                    \
 	X(inflight, "operations not yet reaped")                             \
@@ -248,7 +252,8 @@ uint64_t kvs_ssd_checksum(const void *buf, size_t len);
  * @flags: KVS_SSD_CSUM when b->csum already holds the payload's checksum
  * (then a payload changed since is caught on read); else it is computed here.
  * Errors: -EINVAL (len 0, or a record larger than a segment can hold),
- * -ENOSPC (every used segment has I/O in flight or was vetoed), -ENOMEM.
+ * -EBUSY (no free segment, and every used one has I/O in flight or was
+ * vetoed: transient, nothing changed; stats no_segment), -ENOMEM.
  * Completion errors: -ENOSPC, -EIO, other -errno.
  * Ownership: @payload must stay valid and unchanged until the completion
  * (or until kvs_ssd_wait() releases it).

@@ -19,7 +19,10 @@ static int cmp_gen(const void *a, const void *b, void *arg)
 }
 
 /* seg_next - seal the segment being filled and start another: a free one,
- * else the oldest used one (FIFO) without I/O that the caller lets go. */
+ * else the oldest used one (FIFO) without I/O that the caller lets go.
+ * -EBUSY when there is none now: every sealed segment has I/O in flight or
+ * was vetoed. That is not a full disk: the reads end, the pins go, and the
+ * next write tries again (the caller drops what it cannot write meanwhile). */
 static int seg_next(kvs_ssd *s)
 {
 	uint32_t i, n = 0, pick = NONE;
@@ -45,7 +48,7 @@ static int seg_next(kvs_ssd *s)
 				s->st.recycle_vetoed++;
 		}
 		if (pick == NONE)
-			return -ENOSPC;
+			return -EBUSY;
 		s->st.recycled++;
 	}
 	g = &s->segs[pick];
@@ -84,7 +87,7 @@ int kvs_ssd_write(kvs_ssd *s, const kvs_ssd_blk *b, const void *payload,
 	if (s->active == NONE || s->segs[s->active].fill + rec > s->seg_bytes)
 		rc = seg_next(s);
 	if (rc < 0) {
-		s->st.enospc++;
+		s->st.no_segment++;
 		return rc;
 	}
 	g = &s->segs[s->active];

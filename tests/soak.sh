@@ -6,8 +6,10 @@
 #
 # Starts kvshared with a small host tier (16 MiB: about 1000 blocks of
 # 16 KiB, for 2048 distinct blocks in play, so eviction runs all along) over
-# an SSD tier of 64 MiB in 4 MiB segments (evicted blocks are demoted, hits
-# on them promoted, full segments recycled, all while clients die) and
+# an SSD tier of 24 MiB in 2 MiB segments (SOAK_SSD_SIZE, SOAK_SSD_SEGMENT:
+# evicted blocks are demoted, hits on them promoted, full segments recycled,
+# all while clients die; smaller than the working set, so that segments are
+# recycled under readers' pins and the store is at times out of segments) and
 # SOAK_CLIENTS (64) client slots. Each slot runs tests/soak_client (a random
 # mix of lookup, reserve, commit, abort, release, disconnect with leases held
 # and reconnect, and a planned exit in the middle of a write), starting a new
@@ -20,14 +22,16 @@
 # block (tier_host.slots_used = tier_host.blocks); the daemon's open fds are back to their
 # count before the clients; its private RSS (server.rss_anon_bytes) after
 # the warm-up (the first quarter) grew by at most 20% + 2 MiB; no corrupt
-# byte was seen; the SSD tier demoted and promoted blocks, is still on, has
-# no write in flight, counted no corrupt block and no I/O error; the daemon
+# byte was seen; the SSD tier demoted and promoted blocks, is still on and
+# never turned demotion off (the log), has no write in flight, counted no
+# corrupt block and no I/O error (stalls, no segment to write for a while,
+# are counted and allowed: demotion resumes after them); the daemon
 # stops cleanly (SIGTERM, exit 0). Prints the
 # figures. Exit 0 pass, 1 fail, 77 skip (not built).
 #
 # Environment: BUILD_DIR (build), KVSHARED, KVSCTL, SOAK_CLIENT (the built
-# binaries by default), SOAK_CLIENTS, SOAK_KILL_MS, SOAK_KEEP=1 to keep the
-# temp dir.
+# binaries by default), SOAK_CLIENTS, SOAK_KILL_MS, SOAK_SSD_SIZE,
+# SOAK_SSD_SEGMENT, SOAK_KEEP=1 to keep the temp dir.
 set -uo pipefail
 
 duration=${1:-}
@@ -42,6 +46,8 @@ KVSCTL=${KVSCTL:-$build/kvsctl}
 SOAK_CLIENT=${SOAK_CLIENT:-$build/tests/soak_client}
 clients=${SOAK_CLIENTS:-64}
 kill_ms=${SOAK_KILL_MS:-300}
+ssd_size=${SOAK_SSD_SIZE:-24M}
+ssd_segment=${SOAK_SSD_SEGMENT:-2M}
 for b in "$KVSHARED" "$KVSCTL" "$SOAK_CLIENT"; do
 	if [ ! -x "$b" ]; then
 		echo "soak: SKIP: $b is not built" >&2
@@ -85,7 +91,7 @@ fds() {
 
 mkdir "$tmp/ssd"
 "$KVSHARED" --socket "$sock" --host-size 16M --log-level warn --ready-fd 3 \
-	--ssd-dir "$tmp/ssd" --ssd-segment 4M --ssd-size 64M \
+	--ssd-dir "$tmp/ssd" --ssd-segment "$ssd_segment" --ssd-size "$ssd_size" \
 	3>"$tmp/ready" 2>"$tmp/kvshared.log" &
 dpid=$!
 deadline=$((SECONDS + 15))
@@ -176,6 +182,10 @@ ssd_reads=$(get tier_ssd.reads)
 ssd_corrupt=$(get tier_ssd.corrupt_blocks)
 ssd_errors=$(get tier_ssd.io_errors)
 ssd_recycled=$(get tier_ssd.recycled_segments)
+ssd_forced=$(get tier_ssd.recycle_forced)
+ssd_stalls=$(get tier_ssd.stalls)
+ssd_stall_drops=$(get tier_ssd.stall_drops)
+ssd_stall_ms=$(get tier_ssd.stall_ms)
 # The daemon closes a stats client's fd when it sees it go: poll.
 # One fd the clients leave behind on purpose: each trust domain's fast-path
 # index (a memfd made at the domain's first fast attach, kept for good).
@@ -197,7 +207,8 @@ echo "soak: daemon: $(get ops.lookup) lookups, $(get ops.reserve) reserves, $(ge
 echo "soak: left: clients.connected $connected (the stats client), leases.active $leases, leases.pinned_blocks $pinned, tier_host.blocks_writing $writing"
 echo "soak: slots: $slots_used in use, $blocks committed blocks"
 echo "soak: daemon fds: $fd_base before the clients (with $(get fast.indexes) fast-path index), $fd_end after"
-echo "soak: ssd: $ssd_demotions demotions, $ssd_promotions promotions, $ssd_reads reads, $ssd_recycled segments recycled, $ssd_corrupt corrupt, $ssd_errors I/O errors, $ssd_inflight writes in flight, enabled $ssd_enabled"
+echo "soak: ssd: $ssd_demotions demotions, $ssd_promotions promotions, $ssd_reads reads, $ssd_recycled segments recycled ($ssd_forced with pinned blocks), $ssd_corrupt corrupt, $ssd_errors I/O errors, $ssd_inflight writes in flight, enabled $ssd_enabled"
+echo "soak: ssd stalls (no segment to write): $ssd_stalls episodes, $ssd_stall_drops writes dropped, $ssd_stall_ms ms"
 echo "soak: daemon rss_anon_bytes after warm-up: first $rss_first, last $rss_last, max $rss_max"
 
 [ "$connected" = 1 ] || bad "clients still connected: $connected"
@@ -209,6 +220,8 @@ echo "soak: daemon rss_anon_bytes after warm-up: first $rss_first, last $rss_las
 ((corrupt == 0)) || bad "$corrupt corrupt bytes"
 ((hits > 0)) || bad "no hits at all"
 [ "$ssd_enabled" = 1 ] || bad "the SSD tier turned itself off"
+! grep -q 'demotion turned off' "$tmp/kvshared.log" ||
+	bad "demotion was turned off during the run: $(grep -m1 'demotion turned off' "$tmp/kvshared.log")"
 [ "$ssd_inflight" = 0 ] || bad "SSD writes still in flight: $ssd_inflight"
 ((ssd_corrupt == 0 && ssd_errors == 0)) ||
 	bad "SSD tier: $ssd_corrupt corrupt blocks, $ssd_errors I/O errors"

@@ -142,6 +142,12 @@ int main(int argc, char **argv)
 				const uint8_t *p = kvs_block_ptr(c, &b[i]);
 
 				if (!p) {
+					/* Said: what the daemon answered is the clue. */
+					fprintf(stderr, "soak_client: hit %d of %d (of %zu "
+						"asked): no pointer: tier %u, offset %llu, "
+						"gen %u, status %u\n", i, rc, n, b[i].tier,
+						(unsigned long long)b[i].offset, b[i].gen,
+						b[i].status);
 					corrupt += bb;
 					continue;
 				}

@@ -7,6 +7,8 @@
  *                  the shim does nothing
  *   FAIL_IO_OPS    "w" (pwrite, pwritev), "r" (pread, preadv) or "rw"
  *   FAIL_IO_AFTER  matching calls let through before failing (default 0)
+ *   FAIL_IO_COUNT  calls that fail, after which all pass again (a passing
+ *                  fault); unset: every one from then on
  *   FAIL_IO_ERRNO  the errno of a failed call (default EIO)
  *
  * Only the synchronous path can be intercepted: io_uring submissions go to
@@ -29,7 +31,7 @@
 static const char *path_prefix;
 static size_t prefix_len;
 static int on_read, on_write, fail_errno = EIO;
-static long after;
+static long after, count = -1;
 static long calls, failed;
 
 __attribute__((constructor)) static void fail_io_init(void)
@@ -37,6 +39,7 @@ __attribute__((constructor)) static void fail_io_init(void)
 	const char *ops = getenv("FAIL_IO_OPS");
 	const char *n = getenv("FAIL_IO_AFTER");
 	const char *e = getenv("FAIL_IO_ERRNO");
+	const char *k = getenv("FAIL_IO_COUNT");
 
 	path_prefix = getenv("FAIL_IO_PATH");
 	if (!path_prefix || !*path_prefix) {
@@ -47,11 +50,13 @@ __attribute__((constructor)) static void fail_io_init(void)
 	on_read = ops && strchr(ops, 'r');
 	on_write = !ops || strchr(ops, 'w');
 	after = n ? atol(n) : 0;
+	count = k && *k ? atol(k) : -1;
 	if (e && atoi(e) > 0)
 		fail_errno = atoi(e);
-	fprintf(stderr, "fail_io: armed: %s%s on %s* fail with %s after %ld calls\n",
-		on_read ? "reads " : "", on_write ? "writes" : "", path_prefix,
-		strerror(fail_errno), after);
+	fprintf(stderr, "fail_io: armed: %s%s on %s* fail with %s after %ld calls"
+		" (%ld of them; -1: all)\n", on_read ? "reads " : "",
+		on_write ? "writes" : "", path_prefix, strerror(fail_errno), after,
+		count);
 }
 
 /* Whether this call on @fd fails (errno set). */
@@ -67,6 +72,8 @@ static int should_fail(int fd, int write, const char *fn)
 	if (n < 0 || (size_t)n < prefix_len || strncmp(path, path_prefix, prefix_len))
 		return 0;
 	if (__atomic_fetch_add(&calls, 1, __ATOMIC_RELAXED) < after)
+		return 0;
+	if (count >= 0 && __atomic_load_n(&failed, __ATOMIC_RELAXED) >= count)
 		return 0;
 	if (__atomic_fetch_add(&failed, 1, __ATOMIC_RELAXED) == 0) {
 		path[n] = '\0';

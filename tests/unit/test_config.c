@@ -48,6 +48,7 @@ int main(void)
 	CHECK_EQ(cfg.max_leases, 4096);
 	CHECK_EQ(cfg.ssd_segment_bytes, 256ull << 20);
 	CHECK_EQ(cfg.ssd_queue_depth, 32);
+	CHECK_EQ(cfg.ssd_error_retry, 1);
 	CHECK_EQ(cfg.ssd_admit_hit, 0);
 	CHECK_EQ(cfg.ssd_write_through, 0);
 	CHECK_EQ(cfg.gpu, KVS_GPU_AUTO);

@@ -557,14 +557,16 @@ static void t_recycle(void)
 	}
 	kvs_ssd_stats_get(s, &st);
 	CHECK(st.recycle_vetoed >= 1);
-	/* Veto everything: once the current segment is full, -ENOSPC, and a
-	 * lifted veto makes writes work again. */
+	/* Veto everything: once the current segment is full, -EBUSY (not
+	 * -ENOSPC: the disk is not full), and a lifted veto makes writes work
+	 * again. */
 	r.veto_all = 1;
 	for (i = 0, rc = 0; i < 2 * PER && rc == 0; i++)
 		rc = write_one(s, 500 + (uint64_t)i, src, 4096, &l);
-	CHECK_EQ(rc, -ENOSPC);
+	CHECK_EQ(rc, -EBUSY);
 	kvs_ssd_stats_get(s, &st);
-	CHECK(st.enospc >= 1);
+	CHECK(st.no_segment >= 1);
+	CHECK_EQ(st.enospc, 0);
 	r.veto_all = 0;
 	CHECK_EQ(write_one(s, 600, src, 4096, &l), 0);
 	CHECK_EQ(read_one(s, 600, &l, dst), 0);
