@@ -8,7 +8,10 @@
  * can be asked for within one slot-allocator class (so that an eviction frees
  * a slot of the size that is needed) or across all classes.
  *
- * Policies: "leaf-2q" (the default: leaves in two LRU groups, blocks never
+ * Policies: "leaf-learn" (the default: leaves in two groups, blocks with no
+ * evidence of reuse first, a ghost history that keeps use counts, and an
+ * order among reused blocks that learns from which evictions it regretted,
+ * see policy_learn.c), "leaf-2q" (leaves in two LRU groups, blocks never
  * reused evicted before blocks that were, see policy_2q.c), "leaf-lru"
  * (least recently used among leaves),
  * "lru" (plain least recently used over all unpinned blocks, leaves or not:

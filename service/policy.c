@@ -6,11 +6,12 @@
 #include <string.h>
 
 extern const kvs_policy_ops kvs_policy_leaf_lru, kvs_policy_lru,
-	kvs_policy_leaf_2q;
+	kvs_policy_leaf_2q, kvs_policy_leaf_learn;
 
 /* The first is the default. */
 static const kvs_policy_ops *const policies[] = {
-	&kvs_policy_leaf_2q, &kvs_policy_leaf_lru, &kvs_policy_lru, NULL
+	&kvs_policy_leaf_learn, &kvs_policy_leaf_2q, &kvs_policy_leaf_lru,
+	&kvs_policy_lru, NULL
 };
 
 struct kvs_policy {
