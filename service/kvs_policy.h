@@ -40,6 +40,10 @@ typedef struct kvs_policy_ops {
 	void (*del)(void *state, uint32_t idx);
 	void (*touch)(void *state, uint32_t idx);
 	uint32_t (*victim)(void *state, uint32_t cls);
+	/* Optional: 1 if the policy holds evidence that @idx is reused beyond
+	 * its hits (leaf-learn: written again while its ghost remembered it).
+	 * Without it, a block is reused when a lookup hit it. */
+	int (*reused)(void *state, uint32_t idx);
 } kvs_policy_ops;
 
 typedef struct kvs_policy kvs_policy;
@@ -63,6 +67,13 @@ void kvs_policy_touch(kvs_policy *p, uint32_t idx);
 /* The next victim among evictable records of class @cls (or KVS_CLASS_ANY),
  * or KVS_REC_NONE. The record stays in the set until kvs_policy_del(). */
 uint32_t kvs_policy_victim(kvs_policy *p, uint32_t cls);
+
+/* kvs_policy_reused - 1 if record @idx (a member or not) has evidence of
+ * reuse: a lookup hit it, or the policy knows more (kvs_policy_ops.reused).
+ * The store tiers' admission rule (--ssd-admit hit) asks this through
+ * cache_evict.c, so that what the policy judged seen once stays off SSD and
+ * what it judged reused goes there. */
+int kvs_policy_reused(const kvs_policy *p, uint32_t idx);
 
 /* kvs_policy_name_at - the name of policy @i (from 0), NULL past the last. */
 const char *kvs_policy_name_at(unsigned i);

@@ -512,6 +512,13 @@ static uint32_t l_victim(void *state, uint32_t cls)
 	return older_than(q, key(q, prob), window(q)) ? prob : prot;
 }
 
+static int l_reused(void *state, uint32_t idx)
+{
+	lrn *q = state;
+
+	return uses(kvs_table_rec(q->t, idx)) > 0;
+}
+
 const kvs_policy_ops kvs_policy_leaf_learn = {
 	.name = "leaf-learn",
 	.leaf_only = 1,
@@ -521,4 +528,5 @@ const kvs_policy_ops kvs_policy_leaf_learn = {
 	.del = l_del,
 	.touch = l_touch,
 	.victim = l_victim,
+	.reused = l_reused,
 };
