@@ -12,11 +12,16 @@
  *   written again while remembered, ret[f]; every table-count admissions,
  *   bonus[f] = r(f) / r(1) - 1 turnovers for f >= 2 (r = ret / ev, with at
  *   least 16 evictions counted; 0..4), then the counts halve;
+ * - the window, a share of the records (2% at first, 0.5%..90%): a block
+ *   back from the ghost with 0 uses grows it by max(1, em / ep) / records
+ *   if it was evicted at most 4 windows of admissions ago (by the ghost's
+ *   clock, in ticks of records / 64, mod 256), one with uses shrinks it by
+ *   max(1, ep / em) / records (ep, em: evictions with 0 uses and with some);
  * - a protected record's key is its access clock plus bonus[uses] x
  *   (records x clock / admissions);
  * - the victim is the least recently accessed probation member if it was
- *   last accessed more than 2% of the table's record count of admissions
- *   ago, else the protected member of least key, else whichever segment has
+ *   last accessed more than the window's share of the table's record count
+ *   of admissions ago, else the protected member of least key, else whichever segment has
  *   one; per class, or across classes;
  * - pol != NONE exactly for members.
  *
@@ -56,8 +61,10 @@ typedef struct model {
 
 static model m[N];
 static int ghosted[N];          /* evicted with its current hash: uses + 1 */
+static uint32_t gtick[N];       /* ... at this tick */
 static uint64_t clk, admissions, epoch;
-static double ev[NF], ret[NF], bonus[NF];
+static double ev[NF], ret[NF], bonus[NF], win = 0.02;
+static int grew, shrank;
 static int chose[2]; /* model victims with both segments there: prob, prot */
 static int bonused;  /* keys that got a bonus */
 static kvs_table *t;
@@ -65,11 +72,11 @@ static kvs_policy *p;
 
 static kvs_hash hash_of(int i)
 {
-	/* hi < 2^28 and unique: so is the policy's 28-bit fingerprint, and no
-	 * false ghost match can upset the model. */
+	/* 0 < hi < 2^20 and unique: so is the policy's 20-bit fingerprint (the
+	 * high word folded), and no false ghost match can upset the model. */
 	return (kvs_hash){ .lo = ((uint64_t)i << 20 | m[i].gen) *
 				 0x9e3779b97f4a7c15ull + 1,
-			   .hi = ((uint64_t)m[i].gen << 16 | (uint64_t)i) << 4 };
+			   .hi = ((uint64_t)m[i].gen << 11 | (uint64_t)i) + 1 };
 }
 
 static kvs_rec *rec(int i) { return kvs_table_rec(t, m[i].idx); }
@@ -103,14 +110,47 @@ static void relearn(void)
 	epoch = 0;
 }
 
+static uint64_t tick_len(void)
+{
+	uint64_t n = kvs_table_count(t) / 64;
+
+	return n ? n : 1;
+}
+
+static uint32_t tick_now(void)
+{
+	return (uint32_t)(admissions / tick_len()) & 255;
+}
+
+static void adapt(unsigned u, uint64_t d)
+{
+	double n = (double)kvs_table_count(t), ep = ev[0], em = 0;
+
+	if (u == 0 && (double)d > 4.0 * win * n)
+		return;
+	for (int f = 1; f < NF; f++)
+		em += ev[f];
+	if (u == 0) {
+		win += (ep > 0 && em > ep ? em / ep : 1) / n;
+		grew++;
+	} else {
+		win -= (em > 0 && ep > em ? ep / em : 1) / n;
+		shrank++;
+	}
+	win = win < 0.005 ? 0.005 : win > 0.9 ? 0.9 : win;
+}
+
 static void touch(int i)
 {
 	unsigned u;
 
 	if (m[i].fresh) {
 		m[i].fresh = 0;
-		if (ghosted[i])
+		if (ghosted[i]) {
 			ret[ghosted[i] - 1]++;
+			adapt((unsigned)ghosted[i] - 1,
+			      (uint64_t)((tick_now() - gtick[i]) & 255) * tick_len());
+		}
 		admissions++;
 		if (++epoch >= kvs_table_count(t))
 			relearn();
@@ -137,6 +177,7 @@ static void create(int i, int same, uint16_t cls)
 
 	if (!same) {
 		m[i].gen++;
+		CHECK(m[i].gen < 500); /* hi stays below 2^20 */
 		ghosted[i] = 0;
 	}
 	CHECK(kvs_table_insert(t, hash_of(i), &m[i].idx) == 0);
@@ -156,6 +197,7 @@ static void evict(int j)
 	kvs_policy_del(p, m[j].idx);
 	m[j].in = 0;
 	ev[u]++;
+	gtick[j] = tick_now();
 	kvs_table_remove(t, m[j].idx);
 	ghosted[j] = (int)u + 1;
 }
@@ -179,7 +221,7 @@ static uint32_t model_victim(uint32_t cls)
 
 		return b >= 0 ? m[b].idx : KVS_REC_NONE;
 	}
-	window = (uint64_t)kvs_table_count(t) * 20000 / 1000000;
+	window = (uint64_t)((double)kvs_table_count(t) * win);
 	age = admissions - m[best[0]].adm;
 	chose[age <= window]++;
 	return m[age > window ? best[0] : best[1]].idx;
@@ -279,7 +321,7 @@ static void learning_case(int frequent_return)
 		kvs_rec *r;
 
 		CHECK(kvs_table_insert(lt, (kvs_hash){ .lo = (uint64_t)i * 0x9e3779b97f4a7c15ull + 7,
-						       .hi = (uint64_t)i << 8 }, &idx[i]) == 0);
+						       .hi = (uint64_t)i + 1 }, &idx[i]) == 0);
 		r = kvs_table_rec(lt, idx[i]);
 		r->state = KVS_REC_READY;
 		r->hits = i % 2 ? 3 : 1;
@@ -306,7 +348,7 @@ static void learning_case(int frequent_return)
 			gen[i]++;
 		CHECK(kvs_table_insert(lt, (kvs_hash){
 			.lo = ((uint64_t)i << 20 | (uint64_t)gen[i]) * 0x9e3779b97f4a7c15ull + 7,
-			.hi = ((uint64_t)gen[i] << 16 | (uint64_t)i) << 8 }, &idx[i]) == 0);
+			.hi = ((uint64_t)gen[i] << 9 | (uint64_t)i) + 1 }, &idx[i]) == 0);
 		r = kvs_table_rec(lt, idx[i]);
 		r->state = KVS_REC_READY;
 		/* Its own uses again: a 3-use kind written back comes with
@@ -566,9 +608,11 @@ int main(void)
 	}
 	check_membership();
 	printf("test_policy_learn: %d evictions, %d written again remembered, "
-	       "%d segment moves, %d keys with a bonus; with both segments, "
-	       "%d probation and %d protected victims\n", evictions, remembered,
-	       moves, bonused, chose[0], chose[1]);
+	       "%d segment moves, %d keys with a bonus, window grown %d and "
+	       "shrunk %d times (now %.4f); with both segments, %d probation "
+	       "and %d protected victims\n", evictions, remembered, moves,
+	       bonused, grew, shrank, win, chose[0], chose[1]);
+	CHECK(grew > 0 && shrank > 0);
 	CHECK(remembered > 0);
 	CHECK(chose[0] > 0 && chose[1] > 0);
 	/* Draining by victims empties the set, each victim a member. */
