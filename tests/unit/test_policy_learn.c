@@ -401,6 +401,84 @@ out:
 	kvs_table_destroy(lt);
 }
 
+
+/* The window learned from the reuse distance. Probation blocks are evicted
+ * one by one; each is written again at once (@far 0: its ghost hit comes 0
+ * admissions after its eviction) or 2000 admissions later (@far 1: far
+ * beyond 4 windows of 2%). Then every block is touched, 100 new ones are
+ * admitted, and the oldest probation block (100 admissions old, 9% of the
+ * records) stands against a protected one: near returns grew the window
+ * past it (the protected block goes), far ones taught nothing (the
+ * probation block goes, as with the first 2% window). */
+static void window_case(int far)
+{
+	enum { W = 1000, ROUNDS = 3000, LATER = 2000, NEW = 100 };
+	static kvs_hash queue[ROUNDS];
+	static uint32_t all[W + ROUNDS + NEW + 1];
+	uint64_t next = 1;
+	uint32_t nall = 0, qhead = 0, qtail = 0, pidx, v;
+	kvs_table *lt;
+	kvs_policy *lp;
+
+	CHECK(kvs_table_create(&lt) == 0);
+	CHECK(kvs_policy_create("leaf-learn", lt, &lp) == 0);
+#define FRESH() ((kvs_hash){ .lo = next * 0x9e3779b97f4a7c15ull + 3, .hi = next++ })
+#define PUT(h, hits_)                                                        \
+	do {                                                                 \
+		uint32_t x_;                                                 \
+		CHECK(kvs_table_insert(lt, (h), &x_) == 0);                  \
+		kvs_table_rec(lt, x_)->state = KVS_REC_READY;                \
+		kvs_table_rec(lt, x_)->hits = (hits_);                       \
+		kvs_policy_touch(lp, x_);                                    \
+		kvs_policy_add(lp, x_);                                      \
+		all[nall++] = x_;                                            \
+	} while (0)
+	PUT(FRESH(), 1);
+	pidx = all[0];
+	for (int i = 0; i < W; i++)
+		PUT(FRESH(), 0);
+	for (int round = 0; round < ROUNDS; round++) {
+		kvs_hash h;
+
+		v = kvs_policy_victim(lp, KVS_CLASS_ANY);
+		CHECK(v != KVS_REC_NONE);
+		/* Near returns grow the window until the probation blocks
+		 * are all inside it: then the protected one is the victim. */
+		if (v == pidx)
+			CHECK(!far);
+		if (v == KVS_REC_NONE || v == pidx)
+			break;
+		h = kvs_table_rec(lt, v)->hash;
+		kvs_policy_del(lp, v); /* evictable as it leaves: an eviction */
+		kvs_table_remove(lt, v);
+		for (uint32_t i = 0; i < nall; i++)
+			if (all[i] == v)
+				all[i] = all[--nall];
+		if (!far) {
+			PUT(h, 0);
+			continue;
+		}
+		/* Evicted at round k, written again at round k + LATER. */
+		queue[qtail++] = h;
+		if ((uint32_t)round - qhead >= LATER)
+			PUT(queue[qhead++], 0);
+		else
+			PUT(FRESH(), 0);
+	}
+	for (uint32_t i = 0; i < nall; i++)
+		kvs_policy_touch(lp, all[i]);
+	for (int i = 0; i < NEW; i++)
+		PUT(FRESH(), 0);
+#undef PUT
+#undef FRESH
+	v = kvs_policy_victim(lp, KVS_CLASS_ANY);
+	printf("test_policy_learn: window (%s returns): the victim is %s\n",
+	       far ? "far" : "near", v == pidx ? "protected" : "in probation");
+	CHECK_EQ(v == pidx, !far);
+	kvs_policy_destroy(lp);
+	kvs_table_destroy(lt);
+}
+
 /* ---- through the cache ------------------------------------------------ */
 
 #define CPAGE (64u << 10)
@@ -635,6 +713,8 @@ int main(void)
 	kvs_table_destroy(t);
 	learning_case(1);
 	learning_case(0);
+	window_case(0);
+	window_case(1);
 	cache_run(seed);
 	return check_summary("test_policy_learn");
 }
