@@ -30,19 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct replay_req {
-	uint64_t first;  /* index of its first id in replay_trace.ids */
-	uint32_t n;      /* ids */
-	uint64_t input;  /* input_length */
-} replay_req;
-
-typedef struct replay_trace {
-	replay_req *reqs;
-	size_t nreqs, capreqs;
-	uint64_t *ids;
-	size_t nids, capids;
-	uint32_t max_n;
-} replay_trace;
+#include "replay_trace.h"
 
 typedef enum replay_model {
 	REPLAY_LRU,
