@@ -65,6 +65,7 @@
 #include <stdlib.h>
 
 #include "kvs_policy.h"
+#include "policy_seg.h"
 
 #define WIN_PPM 20000       /* the first probation window, ppm of records */
 #define WIN_MIN 0.005       /* the window's bounds, shares of the records */
@@ -83,19 +84,11 @@
 
 enum { PROB = 0, PROT = 1 };
 
-typedef struct ll_heap {
-	uint32_t *idx;
-	uint32_t n, cap;
-} ll_heap;
-
 typedef struct lrn {
 	kvs_table *t;
 	uint64_t clock;       /* touches: the access order */
-	uint64_t admitted;    /* records first seen */
-	uint64_t *ring;       /* clock of admission i at [i % ring_cap] */
-	uint64_t ring_cap, ring_lo;
-	ll_heap *heaps;       /* [cls * 2 + segment] */
-	uint32_t nclasses;
+	seg_ring ring;        /* admissions and their clocks */
+	seg_heaps hs;         /* [cls * 2 + segment] */
 	uint32_t *ghost;      /* fingerprint << 4 | uses, 0 = empty */
 	uint8_t *gnext;       /* per bucket: the way to overwrite next */
 	uint64_t gbuckets, gbasis;
@@ -105,110 +98,6 @@ typedef struct lrn {
 	uint64_t epoch_adm;   /* admissions since the last decay */
 	double win;           /* probation window, a share of cached records */
 } lrn;
-
-/* ---- heaps ------------------------------------------------------------ */
-
-static inline uint64_t key(const lrn *q, uint32_t idx)
-{
-	return kvs_table_rec(q->t, idx)->stamp & KEY_MASK;
-}
-
-static inline void set(lrn *q, ll_heap *h, uint32_t pos, uint32_t idx)
-{
-	h->idx[pos] = idx;
-	kvs_table_rec(q->t, idx)->pol = pos;
-}
-
-static void sift_up(lrn *q, ll_heap *h, uint32_t pos)
-{
-	uint32_t idx = h->idx[pos];
-	uint64_t k = key(q, idx);
-
-	while (pos > 0) {
-		uint32_t up = (pos - 1) / 2;
-
-		if (key(q, h->idx[up]) <= k)
-			break;
-		set(q, h, pos, h->idx[up]);
-		pos = up;
-	}
-	set(q, h, pos, idx);
-}
-
-static void sift_down(lrn *q, ll_heap *h, uint32_t pos)
-{
-	uint32_t idx = h->idx[pos];
-	uint64_t k = key(q, idx);
-
-	for (;;) {
-		uint32_t c = 2 * pos + 1;
-
-		if (c >= h->n)
-			break;
-		if (c + 1 < h->n && key(q, h->idx[c + 1]) < key(q, h->idx[c]))
-			c++;
-		if (key(q, h->idx[c]) >= k)
-			break;
-		set(q, h, pos, h->idx[c]);
-		pos = c;
-	}
-	set(q, h, pos, idx);
-}
-
-static ll_heap *heap_of(lrn *q, uint32_t cls, int seg)
-{
-	if (cls >= q->nclasses) {
-		uint32_t n = cls + 1;
-		ll_heap *nh = realloc(q->heaps, (size_t)n * 2 * sizeof(*nh));
-
-		if (!nh)
-			return NULL;
-		for (uint32_t i = q->nclasses * 2; i < n * 2; i++)
-			nh[i] = (ll_heap){ 0 };
-		q->heaps = nh;
-		q->nclasses = n;
-	}
-	return &q->heaps[cls * 2 + seg];
-}
-
-static int heap_push(lrn *q, ll_heap *h, uint32_t idx)
-{
-	if (h->n == h->cap) {
-		uint32_t cap = h->cap ? h->cap * 2 : 256;
-		uint32_t *ni = realloc(h->idx, (size_t)cap * sizeof(uint32_t));
-
-		if (!ni)
-			return -ENOMEM;
-		h->idx = ni;
-		h->cap = cap;
-	}
-	h->n++;
-	set(q, h, h->n - 1, idx);
-	sift_up(q, h, h->n - 1);
-	return 0;
-}
-
-static void heap_remove(lrn *q, ll_heap *h, uint32_t pos)
-{
-	uint32_t last = h->idx[--h->n];
-
-	if (pos == h->n)
-		return;
-	set(q, h, pos, last);
-	sift_up(q, h, pos);
-	sift_down(q, h, kvs_table_rec(q->t, last)->pol);
-}
-
-/* The heap that holds member @r, or NULL if it is not one. */
-static ll_heap *member_heap(lrn *q, uint32_t idx, const kvs_rec *r)
-{
-	ll_heap *h;
-
-	if (r->pol == KVS_REC_NONE || r->cls >= q->nclasses)
-		return NULL;
-	h = &q->heaps[r->cls * 2 + (r->stamp & F_PROT ? PROT : PROB)];
-	return r->pol < h->n && h->idx[r->pol] == idx ? h : NULL;
-}
 
 /* ---- ghost history: fingerprints with the block's use count ----------- */
 
@@ -235,7 +124,7 @@ static uint64_t tick_len(const lrn *q)
 
 static uint32_t tick_now(const lrn *q)
 {
-	return (uint32_t)(q->admitted / tick_len(q)) & 255;
+	return (uint32_t)(q->ring.admitted / tick_len(q)) & 255;
 }
 
 static uint32_t *ghost_bucket(const lrn *q, kvs_hash h)
@@ -343,29 +232,7 @@ static unsigned ghost_take(lrn *q, kvs_hash h)
 	return 0;
 }
 
-/* ---- admission ages (as in policy_2q.c) ------------------------------- */
-
-/* Make the ring hold at least @n admissions, keeping those it has. */
-static void ring_reach(lrn *q, uint64_t n)
-{
-	uint64_t cap = n * 2, from;
-	uint64_t *nr;
-
-	if (n <= q->ring_cap)
-		return;
-	nr = malloc(cap * sizeof(*nr));
-	if (!nr)
-		return;
-	from = q->admitted > q->ring_cap ? q->admitted - q->ring_cap : 0;
-	if (from < q->ring_lo)
-		from = q->ring_lo;
-	for (uint64_t i = from; i < q->admitted; i++)
-		nr[i % cap] = q->ring[i % q->ring_cap];
-	free(q->ring);
-	q->ring = nr;
-	q->ring_cap = cap;
-	q->ring_lo = from;
-}
+/* ---- admission ages (policy_seg.c) ---------------------------------- */
 
 static uint64_t window(const lrn *q)
 {
@@ -374,27 +241,7 @@ static uint64_t window(const lrn *q)
 
 static void admit(lrn *q, uint64_t stamp)
 {
-	ring_reach(q, window(q) + 1);
-	if (q->ring_cap) {
-		q->ring[q->admitted % q->ring_cap] = stamp;
-		if (q->admitted + 1 > q->ring_cap + q->ring_lo)
-			q->ring_lo = q->admitted + 1 - q->ring_cap;
-	}
-	q->admitted++;
-}
-
-/* 1 if more than @w admissions came after access clock @stamp. */
-static int older_than(lrn *q, uint64_t stamp, uint64_t w)
-{
-	uint64_t i;
-
-	if (q->admitted <= w)
-		return 0;
-	ring_reach(q, w + 1);
-	i = q->admitted - 1 - w;
-	if (i < q->ring_lo || q->admitted - i > q->ring_cap)
-		return 1;
-	return q->ring[i % q->ring_cap] > stamp;
+	seg_ring_admit(&q->ring, stamp, window(q) + 1);
 }
 
 /* ---- what it learns --------------------------------------------------- */
@@ -445,7 +292,7 @@ static uint64_t key_now(const lrn *q, const kvs_rec *r)
 	if (u == 0 || q->bonus[u] == 0)
 		return q->clock;
 	turn = (double)kvs_table_count(q->t) * (double)q->clock /
-	       (double)(q->admitted ? q->admitted : 1);
+	       (double)(q->ring.admitted ? q->ring.admitted : 1);
 	return q->clock + (uint64_t)(q->bonus[u] * turn);
 }
 
@@ -458,6 +305,7 @@ static int l_create(kvs_table *t, void **state)
 	if (!q)
 		return -ENOMEM;
 	q->t = t;
+	q->hs = (seg_heaps){ .t = t, .key_mask = KEY_MASK, .seg_bit = F_PROT };
 	q->win = WIN_PPM / 1e6;
 	*state = q;
 	return 0;
@@ -467,12 +315,10 @@ static void l_destroy(void *state)
 {
 	lrn *q = state;
 
-	for (uint32_t i = 0; i < q->nclasses * 2; i++)
-		free(q->heaps[i].idx);
-	free(q->heaps);
+	seg_heaps_free(&q->hs);
 	free(q->ghost);
 	free(q->gnext);
-	free(q->ring);
+	seg_ring_free(&q->ring);
 	free(q);
 }
 
@@ -481,10 +327,10 @@ static void l_add(void *state, uint32_t idx)
 	lrn *q = state;
 	kvs_rec *r = kvs_table_rec(q->t, idx);
 	int seg = uses(r) ? PROT : PROB;
-	ll_heap *h = heap_of(q, r->cls, seg);
+	seg_heap *h = seg_heap_of(&q->hs, r->cls, seg);
 
 	r->stamp = (r->stamp & ~F_PROT) | (seg == PROT ? F_PROT : 0);
-	if (!h || heap_push(q, h, idx) < 0)
+	if (!h || seg_heap_push(&q->hs, h, idx) < 0)
 		/* Out of memory: the record stays unevictable; still correct,
 		 * only less of the cache can be reclaimed. */
 		r->pol = KVS_REC_NONE;
@@ -494,11 +340,11 @@ static void l_del(void *state, uint32_t idx)
 {
 	lrn *q = state;
 	kvs_rec *r = kvs_table_rec(q->t, idx);
-	ll_heap *h = member_heap(q, idx, r);
+	seg_heap *h = seg_heap_member(&q->hs, idx, r);
 
 	if (!h)
 		return;
-	heap_remove(q, h, r->pol);
+	seg_heap_remove(&q->hs, h, r->pol);
 	r->pol = KVS_REC_NONE;
 	/* Still evictable as it leaves the set: it is being evicted. */
 	if (r->state == KVS_REC_READY && r->refs == 0 && r->children == 0)
@@ -509,7 +355,7 @@ static void l_touch(void *state, uint32_t idx)
 {
 	lrn *q = state;
 	kvs_rec *r = kvs_table_rec(q->t, idx);
-	ll_heap *h = member_heap(q, idx, r);
+	seg_heap *h = seg_heap_member(&q->hs, idx, r);
 	unsigned now;
 
 	if (r->stamp == 0) {
@@ -528,48 +374,24 @@ static void l_touch(void *state, uint32_t idx)
 		return;
 	if ((now ? F_PROT : 0) != (r->stamp & F_PROT)) {
 		/* It earned protection while in the set: move it. */
-		heap_remove(q, h, r->pol);
+		seg_heap_remove(&q->hs, h, r->pol);
 		r->pol = KVS_REC_NONE;
 		l_add(q, idx);
 		return;
 	}
 	/* A key can fall (the bonus its use count earns may have shrunk
 	 * since the last touch): both ways. */
-	sift_up(q, h, r->pol);
-	sift_down(q, h, r->pol);
-}
-
-/* The least key of segment @seg in class @cls, or across all classes. */
-static uint32_t oldest(const lrn *q, uint32_t cls, int seg)
-{
-	uint32_t best = KVS_REC_NONE;
-
-	if (cls != KVS_CLASS_ANY) {
-		const ll_heap *h;
-
-		if (cls >= q->nclasses)
-			return KVS_REC_NONE;
-		h = &q->heaps[cls * 2 + seg];
-		return h->n ? h->idx[0] : KVS_REC_NONE;
-	}
-	for (uint32_t c = 0; c < q->nclasses; c++) {
-		const ll_heap *h = &q->heaps[c * 2 + seg];
-
-		if (h->n && (best == KVS_REC_NONE ||
-			     key(q, h->idx[0]) < key(q, best)))
-			best = h->idx[0];
-	}
-	return best;
+	seg_heap_fix(&q->hs, h, r->pol);
 }
 
 static uint32_t l_victim(void *state, uint32_t cls)
 {
 	lrn *q = state;
-	uint32_t prob = oldest(q, cls, PROB), prot = oldest(q, cls, PROT);
+	uint32_t prob = seg_heap_least(&q->hs, cls, PROB), prot = seg_heap_least(&q->hs, cls, PROT);
 
 	if (prob == KVS_REC_NONE || prot == KVS_REC_NONE)
 		return prob != KVS_REC_NONE ? prob : prot;
-	return older_than(q, key(q, prob), window(q)) ? prob : prot;
+	return seg_ring_older(&q->ring, seg_key(&q->hs, prob), window(q)) ? prob : prot;
 }
 
 static int l_reused(void *state, uint32_t idx)
