@@ -1,6 +1,6 @@
 /*
- * kvs_types.h - kvshare's shared vocabulary: the block hash, the error codes,
- * the stored element types and the tiers. kvshare.h includes it; storage/
+ * kvs_types.h - kvshare's shared vocabulary: the block hash, the error codes
+ * and kvs_strerror(), the stored element types, the tiers and KVS_NONE. kvshare.h includes it; storage/
  * and kernels/ include only this header, never kvshare.h (see
  * docs/architecture.md, "Dependency rules"). Needs only <stdint.h>.
  *
@@ -40,6 +40,14 @@ enum {
 	KVS_E_LAST = -2020
 };
 
+/*
+ * kvs_strerror - name an error code.
+ * @err: a negative KVS_E_* code or -errno.
+ * Returns a static string; never NULL.
+ * Ownership: static storage. Thread: any.
+ */
+const char *kvs_strerror(int err);
+
 /* Element types of the KV cache as stored. */
 typedef enum kvs_dtype {
 	KVS_DTYPE_FP16 = 1,
@@ -59,6 +67,10 @@ typedef enum kvs_tier {
 	KVS_TIER_REMOTE = 4, /* shared with other machines: a lookup's blocks
 			      * from it arrive in host, never served from it */
 } kvs_tier;
+
+/* No index: a uint32_t index or id (a record, a slot, a job) that names
+ * nothing, as in an empty list's head or a free entry's link. */
+#define KVS_NONE UINT32_MAX
 
 /* A 128-bit chained block hash: names a whole token prefix in one namespace. */
 typedef struct kvs_hash {

@@ -44,7 +44,7 @@
  *
  * Errors: every function returns 0 (or a count) on success and a negative
  * number on failure: -errno for system errors, KVS_E_* for kvshare's own.
- * kvs_strerror() names both. Nothing here sets errno, exits or aborts.
+ * kvs_strerror() (kvs_types.h) names both. Nothing here sets errno, exits or aborts.
  *
  * Thread: a kvs_client is not thread-safe; use one per thread, or lock.
  */
@@ -102,14 +102,6 @@ typedef struct kvs_client kvs_client;
 
 /* Limits of one request. */
 #define KVS_MAX_HASHES 16384
-
-/*
- * kvs_strerror - name an error code.
- * @err: a negative KVS_E_* code or -errno.
- * Returns a static string; never NULL.
- * Ownership: static storage. Thread: any.
- */
-const char *kvs_strerror(int err);
 
 /*
  * kvs_default_socket_path - the daemon's default socket path:

@@ -9,8 +9,6 @@
 #include "kvs_log.h"
 #include "kvs_wire_admin.h"
 
-#define NONE KVS_REC_NONE
-
 struct kvs_admin_sub {
 	kvs_admin_sub *next;
 	struct evbuffer *out;
@@ -49,9 +47,16 @@ static void add_event(kvs_admin *a, uint32_t kind, const kvs_rec *r)
 	};
 }
 
-static void on_cache_event(void *arg, uint32_t kind, const kvs_rec *r)
+/* The cache's events as the wire names them. */
+static const uint32_t wire_event[] = {
+	[KVS_CACHE_EVENT_STORED] = KVS_EVENT_STORED,
+	[KVS_CACHE_EVENT_EVICTED] = KVS_EVENT_EVICTED,
+	[KVS_CACHE_EVENT_FLUSHED] = KVS_EVENT_FLUSHED,
+};
+
+static void on_cache_event(void *arg, kvs_cache_event kind, const kvs_rec *r)
 {
-	add_event(arg, kind, r);
+	add_event(arg, wire_event[kind], r);
 }
 
 void kvs_admin_publish(kvs_admin *a)
@@ -177,11 +182,11 @@ static void tree_fill(const kvs_cache *c, uint32_t span, uint32_t *val,
 
 		if (val[i] || kvs_cache_rec_at(c, i)->state == KVS_REC_FREE)
 			continue;
-		while (cur != NONE && !val[cur]) {
+		while (cur != KVS_NONE && !val[cur]) {
 			path[n++] = cur;
 			cur = kvs_cache_rec_at(c, cur)->parent;
 		}
-		if (cur != NONE)
+		if (cur != KVS_NONE)
 			v = val[cur];
 		while (n-- > 0) {
 			v = fn(arg, path[n], v);
@@ -254,7 +259,7 @@ static void ns_sums_fill(kvs_admin *a, const kvs_wire_list_req *rq,
 		if (r->state == KVS_REC_FREE || (rq->ns && r->ns != rq->ns))
 			continue;
 		s = &sums[r->ns];
-		if (r->parent == NONE)
+		if (r->parent == KVS_NONE)
 			s->w.roots++;
 		if (depth[i] > s->w.longest)
 			s->w.longest = depth[i];
@@ -366,7 +371,7 @@ int kvs_admin_inspect(kvs_admin *a, uint32_t conn_ns,
 	if (conn_ns && req.ns && req.ns != conn_ns)
 		return -EPERM;
 	idx = kvs_cache_find(c, conn_ns ? conn_ns : req.ns, req.hash);
-	if (idx == NONE)
+	if (idx == KVS_NONE)
 		return -ENOENT;
 	r = kvs_cache_rec_at(c, idx);
 	bi.hash = req.hash;
@@ -381,10 +386,11 @@ int kvs_admin_inspect(kvs_admin *a, uint32_t conn_ns,
 	bi.hits = r->hits;
 	bi.age_s = kvs_cache_rec_age_s(c, idx);
 	bi.depth = 1;
-	if (r->parent != NONE) {
+	if (r->parent != KVS_NONE) {
 		bi.flags |= KVS_WIRE_INFO_PARENT;
 		bi.parent = kvs_cache_rec_hash(kvs_cache_rec_at(c, r->parent));
-		for (uint32_t q = r->parent; q != NONE; q = kvs_cache_rec_at(c, q)->parent)
+		for (uint32_t q = r->parent; q != KVS_NONE;
+		     q = kvs_cache_rec_at(c, q)->parent)
 			bi.depth++;
 	}
 	rc = kvs_wire_block_info_encode(&bi, out, cap);
@@ -402,19 +408,20 @@ int kvs_admin_evict(kvs_admin *a, const kvs_wire_evict_req *rq, uint8_t *out,
 	kvs_cache *c = a->cache;
 	kvs_wire_evict_req req = *rq;
 	kvs_wire_evict_reply rep = { 0 };
-	uint32_t span, target = NONE, *under = NULL, *path = NULL;
-	uint32_t kind, batch[KVS_CACHE_FREE_BATCH], up[KVS_CACHE_FREE_BATCH];
+	uint32_t span, target = KVS_NONE, *under = NULL, *path = NULL;
+	uint32_t batch[KVS_CACHE_FREE_BATCH], up[KVS_CACHE_FREE_BATCH];
+	kvs_cache_event kind;
 	uint8_t freed[KVS_CACHE_FREE_BATCH];
 	int rc;
 
 	if (req.scope == KVS_EVICT_NAMESPACE && req.ns > kvs_cache_ns_count(c))
 		return -ENOENT;
-	kind = req.flags & KVS_WIRE_EVICT_FLUSH ? KVS_EVENT_FLUSHED
-						: KVS_EVENT_EVICTED;
+	kind = req.flags & KVS_WIRE_EVICT_FLUSH ? KVS_CACHE_EVENT_FLUSHED
+						: KVS_CACHE_EVENT_EVICTED;
 	span = kvs_cache_rec_span(c);
 	if (req.scope == KVS_EVICT_PREFIX) {
 		target = kvs_cache_find(c, req.ns, req.hash);
-		if (target == NONE)
+		if (target == KVS_NONE)
 			return -ENOENT;
 		under = calloc((size_t)span + 1, sizeof(uint32_t));
 		path = malloc(((size_t)span + 1) * sizeof(uint32_t));
@@ -444,7 +451,7 @@ int kvs_admin_evict(kvs_admin *a, const kvs_wire_evict_req *rq, uint8_t *out,
 			up[k] = kvs_cache_rec_at(c, batch[k])->parent;
 		rep.freed += kvs_cache_free_recs(c, batch, n, kind, freed);
 		for (uint32_t k = 0; k < n; k++)
-			if (freed[k] && up[k] != NONE &&
+			if (freed[k] && up[k] != KVS_NONE &&
 			    kvs_cache_rec_at(c, up[k])->state == KVS_REC_READY &&
 			    MATCH(up[k]))
 				batch[m++] = up[k];
@@ -465,7 +472,7 @@ int kvs_admin_evict(kvs_admin *a, const kvs_wire_evict_req *rq, uint8_t *out,
 	free(path);
 	kvs_info("operator %s: %llu blocks freed, %llu pinned kept, %llu kept "
 		 "as prefixes of pinned blocks",
-		 kind == KVS_EVENT_FLUSHED ? "flush" : "evict",
+		 kind == KVS_CACHE_EVENT_FLUSHED ? "flush" : "evict",
 		 (unsigned long long)rep.freed, (unsigned long long)rep.pinned,
 		 (unsigned long long)rep.kept);
 	rc = kvs_wire_evict_reply_encode(&rep, out, cap);
@@ -509,13 +516,14 @@ int kvs_admin_pin(kvs_admin *a, int pin, uint32_t ns,
 	if (!ns && req.count > 0) {
 		uint32_t idx = kvs_cache_find(c, 0, kvs_wire_hash_at(req.hashes, 0));
 
-		ns = idx == NONE ? 0 : kvs_cache_rec_at(c, idx)->ns;
+		ns = idx == KVS_NONE ? 0 : kvs_cache_rec_at(c, idx)->ns;
 	}
 	/* The cached part of the chain: blocks 0..chain-1. */
 	for (; ns && chain < req.count; chain++) {
 		uint32_t idx = kvs_cache_find(c, ns, kvs_wire_hash_at(req.hashes, chain));
 
-		if (idx == NONE || kvs_cache_rec_at(c, idx)->state != KVS_REC_READY)
+		if (idx == KVS_NONE ||
+		    kvs_cache_rec_at(c, idx)->state != KVS_REC_READY)
 			break;
 		if (pin && !is_pinned(a, idx)) {
 			if ((rc = pinned_room(a, idx)) < 0)

@@ -41,7 +41,7 @@ int cache_rec_room(kvs_cache *c, uint32_t idx)
 			c->kids[t][idx] = 0;
 	}
 	for (uint32_t i = 0; i < c->nstores && rc == 0; i++)
-		rc = c->stores[i]->ops->rec_new(c->stores[i], idx);
+		rc = c->stores[i]->ops->store->rec_new(c->stores[i], idx);
 	return rc;
 }
 
@@ -57,13 +57,18 @@ int kvs_cache_create(const kvs_cache_config *cfg, kvs_counters *stats,
 
 	if (!c)
 		return -ENOMEM;
+	/* Leases by the 64, promotions by the 16 (the first arrays' sizes
+	 * before the pool); a probe's cookie takes the top bit of a job's. */
+	if ((rc = kvs_pool_init(&c->leases, sizeof(lease), 6, KVS_POOL_MAX)) < 0 ||
+	    (rc = kvs_pool_init(&c->promos, sizeof(promo), 4, KVS_POOL_MAX)) < 0) {
+		free(c);
+		return rc;
+	}
 	c->stats = stats;
 	c->max_leases = cfg->max_leases;
 	c->max_pinned = cfg->max_pinned;
 	c->max_ns_per_uid = cfg->max_ns_per_uid;
-	c->free_lease = NONE;
-	c->free_ps = NONE;
-	c->evict_kind = KVS_EVENT_EVICTED;
+	c->evict_kind = KVS_CACHE_EVENT_EVICTED;
 	c->page_bytes = cfg->page_bytes;
 	c->by_uid = cfg->max_tenants > 0;
 	c->maxdoms = c->by_uid ? cfg->max_tenants : 1;
@@ -106,9 +111,9 @@ void kvs_cache_destroy(kvs_cache *c)
 	if (!c)
 		return;
 	cache_tiers_close(c); /* before the arenas: reads land in them */
-	for (uint32_t i = 0; i < c->nleases; i++)
-		free(c->leases[i].recs);
-	free(c->leases);
+	for (uint32_t i = 0; i < kvs_pool_cap(&c->leases); i++)
+		free(cache_lease(c, i)->recs); /* free ones keep theirs too */
+	kvs_pool_fini(&c->leases);
 	cache_ns_free_all(c);
 	free(c->atime);
 	for (uint32_t i = 0; i < c->ndoms; i++)
@@ -152,9 +157,9 @@ kvs_owner *kvs_cache_owner_new(kvs_cache *c)
 	kvs_owner *o = calloc(1, sizeof(*o));
 
 	if (o) {
-		o->leases = NONE;
-		o->promo = NONE;
-		o->verify = NONE;
+		o->leases = KVS_NONE;
+		o->promo = KVS_NONE;
+		o->verify = KVS_NONE;
 	}
 	return o;
 }
@@ -175,10 +180,10 @@ void kvs_cache_owner_free(kvs_cache *c, kvs_owner *o)
 	if (!o)
 		return;
 	cache_tiers_owner_gone(c, o);
-	while (o->leases != NONE) {
+	while (o->leases != KVS_NONE) {
 		uint32_t s = o->leases;
 
-		if (c->leases[s].kind == LEASE_WRITE)
+		if (cache_lease(c, s)->kind == LEASE_WRITE)
 			cache_end_write(c, s, 0);
 		else
 			cache_end_read(c, s);
@@ -202,7 +207,7 @@ static kvs_block located(const kvs_rec *r, uint8_t status)
  * out[i].offset (@out may be NULL: a query), *promote the ones to read back from a store tier, and
  * *more: whether the chain ends at a block this daemon has no record of
  * (or only a ghost), which a shared tier may have. */
-static uint32_t find_hits(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
+static uint32_t find_hits(kvs_cache *c, kvs_owner *o, const kvs_hash *hashes,
 			  uint32_t n, kvs_block *out, uint32_t *promote, int *more)
 {
 	uint32_t hits = 0;
@@ -213,13 +218,14 @@ static uint32_t find_hits(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 	 * tenant cannot probe another's prefixes through the table. */
 	for (; hits < n; hits++) {
 		uint32_t idx = kvs_table_find(c->table,
-					      cache_ns_key(o->ns, kvs_wire_hash_at(hashes, hits)));
+					      cache_ns_key(o->ns, hashes[hits]));
 		uint8_t t;
 
-		if (idx == NONE || cache_rec(c, idx)->ns != o->ns ||
+		if (idx == KVS_NONE || cache_rec(c, idx)->ns != o->ns ||
 		    cache_rec(c, idx)->state != KVS_REC_READY) {
-			*more = idx == NONE || (cache_rec(c, idx)->ns == o->ns &&
-						cache_rec(c, idx)->state == KVS_REC_GHOST);
+			*more = idx == KVS_NONE ||
+				(cache_rec(c, idx)->ns == o->ns &&
+				 cache_rec(c, idx)->state == KVS_REC_GHOST);
 			break;
 		}
 		t = cache_rec(c, idx)->tier;
@@ -244,16 +250,17 @@ static uint32_t find_hits(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 static int shared_tier(const kvs_cache *c)
 {
 	for (uint32_t i = 0; i < c->nstores; i++)
-		if (c->stores[i]->ops->probe)
+		if (c->stores[i]->ops->store->probe)
 			return 1;
 	return 0;
 }
 
-int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
+int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const kvs_hash *hashes,
 		     uint32_t n, uint64_t *lease_out, kvs_block *out)
 {
 	uint32_t hits, promote, want = 0, s;
 	int rc, more, clipped = 0;
+	lease *l;
 
 	*lease_out = 0;
 	if (!o->ns) {
@@ -278,7 +285,8 @@ int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 		return 0;
 	if ((rc = cache_lease_new(c, o, LEASE_READ, &s)) < 0)
 		return rc;
-	if ((rc = cache_lease_room(&c->leases[s], hits + want)) < 0) {
+	l = cache_lease(c, s); /* stays put: the pool never moves it */
+	if ((rc = cache_lease_room(l, hits + want)) < 0) {
 		cache_lease_free(c, s);
 		return rc;
 	}
@@ -291,20 +299,20 @@ int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 		cache_touch_atime(c, idx);
 		cache_sync_evictable(c, idx);
 		kvs_policy_touch(cache_policy_of(c, idx), idx);
-		c->leases[s].recs[c->leases[s].n++] = idx;
+		l->recs[l->n++] = idx;
 		if (c->tpol[r->tier])
 			cache_note(c, r->tier, KVS_TIER_NOTE_LOOKUP_HIT, 1);
 	}
 	c->pins += hits;
 	o->pins += hits;
 	if (promote || want)
-		return cache_promote(c, o, s, out, hashes + (size_t)hits * 16,
+		return cache_promote(c, o, s, out, hashes + hits,
 				     want, clipped, lease_out);
 	*lease_out = cache_lookup_finish(c, s, hits, out);
 	return (int)hits;
 }
 
-int kvs_cache_query(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
+int kvs_cache_query(kvs_cache *c, kvs_owner *o, const kvs_hash *hashes,
 		    uint32_t n, int remote)
 {
 	uint32_t hits, promote;
@@ -318,13 +326,13 @@ int kvs_cache_query(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 	hits = find_hits(c, o, hashes, n, NULL, &promote, &more);
 	if (!remote || !more || !shared_tier(c))
 		return (int)hits;
-	return cache_query_remote(c, o, hashes + (size_t)hits * 16, n - hits, hits);
+	return cache_query_remote(c, o, hashes + hits, n - hits, hits);
 }
 
 uint64_t cache_lookup_finish(kvs_cache *c, uint32_t s, uint32_t hits,
 			     kvs_block *out)
 {
-	lease *l = &c->leases[s];
+	lease *l = cache_lease(c, s);
 
 	/* Blocks past the first that could not be read back are not hits. */
 	for (uint32_t i = hits; i < l->n; i++)
@@ -359,13 +367,13 @@ static int reserve_slot(kvs_cache *c, kvs_owner *o, kvs_hash h, uint32_t ghost,
 			cache_note(c, above, KVS_TIER_NOTE_RESERVE_FALLBACK, 1);
 	}
 	rc = *in_above ? 0 : cache_make_room(c, o->ns, KVS_TIER_HOST, off);
-	if (rc < 0 || ghost != NONE)
+	if (rc < 0 || ghost != KVS_NONE)
 		return rc;
 	rc = kvs_table_insert(c->table, h, idx);
 	if (rc == 0 && (rc = cache_rec_room(c, *idx)) < 0)
 		kvs_table_remove(c->table, *idx);
 	if (rc < 0 && *in_above)
-		c->tier[above]->ops->slot_free(c->tier[above], *off);
+		c->tier[above]->ops->slot->free(c->tier[above], *off);
 	else if (rc < 0)
 		kvs_slab_free(cache_ns_dom(c, o->ns)->slab, *off);
 	return rc;
@@ -373,11 +381,12 @@ static int reserve_slot(kvs_cache *c, kvs_owner *o, kvs_hash h, uint32_t ghost,
 
 /* Reserve one missing block after @prev: a slot, a record, a lease entry.
  * @ghost is the block's ghost record when it has one (it is rewritten in
- * place, keeping its children), else NONE. */
+ * place, keeping its children), else KVS_NONE. */
 int cache_reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 		      uint32_t prev, uint32_t ghost, int host_only, uint32_t *idx_out)
 {
 	ns *sp = cache_ns(c, o->ns);
+	lease *l;
 	/* The record that holds the new block's place in the tree while a slot
 	 * is found: its parent gains a child now, so that the eviction making
 	 * room can neither take the parent as a leaf nor drop a ghost. With
@@ -386,9 +395,9 @@ int cache_reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 	 * down to that tier to make that room (it stays in the tree), so that
 	 * a chain published window by window passes through a host tier
 	 * smaller than itself (the pins of the open window alone must fit). */
-	uint32_t hold = ghost != NONE ? ghost : prev;
+	uint32_t hold = ghost != KVS_NONE ? ghost : prev;
 	int lower = cache_kids_on(c, KVS_TIER_HOST);
-	int hold_in_ram = hold != NONE && lower &&
+	int hold_in_ram = hold != KVS_NONE && lower &&
 			  (hold != prev || !cache_store_keeps(c, hold));
 	uint8_t above = host_only ? 0 : o->above;
 	uint64_t off = 0;
@@ -397,9 +406,9 @@ int cache_reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 	kvs_rec *r;
 	int rc;
 
-	if ((rc = cache_lease_room(&c->leases[s], 1)) < 0)
+	if ((rc = cache_lease_room(cache_lease(c, s), 1)) < 0)
 		return rc;
-	if (hold != NONE) {
+	if (hold != KVS_NONE) {
 		cache_rec(c, hold)->children++;
 		if (hold_in_ram)
 			cache_kids_add(c, KVS_TIER_HOST, hold, 1);
@@ -411,7 +420,7 @@ int cache_reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 		return rc;
 	}
 	r = cache_rec(c, idx);
-	if (ghost != NONE) {
+	if (ghost != KVS_NONE) {
 		r->children--; /* the hold; it keeps its real children */
 		if (hold_in_ram)
 			cache_kids_add(c, KVS_TIER_HOST, ghost, -1);
@@ -423,7 +432,7 @@ int cache_reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 		r->parent = prev; /* prev keeps the child counted above */
 		r->tier = KVS_TIER_HOST; /* counted in prev's host children */
 		c->in_tier[KVS_TIER_HOST]++;
-		if (lower && prev != NONE && !hold_in_ram) {
+		if (lower && prev != KVS_NONE && !hold_in_ram) {
 			/* Only now (prev may have moved down by now). */
 			cache_kids_add(c, KVS_TIER_HOST, prev, 1);
 			cache_sync_evictable(c, prev);
@@ -441,7 +450,8 @@ int cache_reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 		r->cls = (uint16_t)cls;
 		cache_note(c, above, KVS_TIER_NOTE_RESERVED, 1);
 	}
-	c->leases[s].recs[c->leases[s].n++] = idx;
+	l = cache_lease(c, s);
+	l->recs[l->n++] = idx;
 	c->pins++;
 	o->pins++;
 	sp->info.writing++;
@@ -449,10 +459,10 @@ int cache_reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 	return 0;
 }
 
-int kvs_cache_reserve(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
+int kvs_cache_reserve(kvs_cache *c, kvs_owner *o, const kvs_hash *hashes,
 		      uint32_t n, uint64_t *lease_out, kvs_block *out)
 {
-	uint32_t prev = NONE, s = NONE, fresh = 0, missing = 0;
+	uint32_t prev = KVS_NONE, s = KVS_NONE, fresh = 0, missing = 0;
 	uint8_t stop = 0; /* BUSY or FULL once the chain cannot continue */
 	int rc;
 
@@ -462,15 +472,15 @@ int kvs_cache_reserve(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 		return KVS_E_NOTATTACHED;
 	}
 	for (uint32_t i = 0; i < n; i++) {
-		kvs_hash h = cache_ns_key(o->ns, kvs_wire_hash_at(hashes, i));
+		kvs_hash h = cache_ns_key(o->ns, hashes[i]);
 		uint32_t idx;
 
 		out[i] = (kvs_block){ .status = stop };
 		if (stop)
 			continue;
 		idx = kvs_table_find(c->table, h);
-		if (idx != NONE && (cache_rec(c, idx)->ns != o->ns ||
-				    cache_rec(c, idx)->state != KVS_REC_GHOST)) {
+		if (idx != KVS_NONE && (cache_rec(c, idx)->ns != o->ns ||
+					cache_rec(c, idx)->state != KVS_REC_GHOST)) {
 			kvs_rec *r = cache_rec(c, idx);
 
 			if (r->ns == o->ns && r->state == KVS_REC_READY) {
@@ -488,13 +498,13 @@ int kvs_cache_reserve(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 		missing++;
 		if (cache_over_pin_limit(c, o, 1)) {
 			/* All or nothing: undo this request's NEW blocks. */
-			if (s != NONE) {
+			if (s != KVS_NONE) {
 				cache_end_write(c, s, 0);
 				c->stats->blocks_aborted -= fresh;
 			}
 			return KVS_E_LIMIT;
 		}
-		if (s == NONE && (rc = cache_lease_new(c, o, LEASE_WRITE, &s)) < 0) {
+		if (s == KVS_NONE && (rc = cache_lease_new(c, o, LEASE_WRITE, &s)) < 0) {
 			if (rc == KVS_E_LIMIT)
 				return rc; /* nothing reserved yet */
 			out[i].status = stop = KVS_BLOCK_FULL;
@@ -515,9 +525,9 @@ int kvs_cache_reserve(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
 		c->stats->blocks_reserve_full += out[i].status == KVS_BLOCK_FULL;
 	}
 	c->stats->blocks_reserved += fresh;
-	if (s != NONE && fresh == 0)
+	if (s != KVS_NONE && fresh == 0)
 		cache_lease_free(c, s);
-	else if (s != NONE)
+	else if (s != KVS_NONE)
 		*lease_out = cache_lease_id(c, s);
 	if (fresh == 0 && missing > 0 && stop == KVS_BLOCK_FULL) {
 		c->stats->errors_full++;
@@ -534,7 +544,7 @@ static int write_lease_end(kvs_cache *c, kvs_owner *o, uint64_t id, int commit)
 
 	if (rc < 0)
 		return rc;
-	if (c->leases[s].kind != LEASE_WRITE) {
+	if (cache_lease(c, s)->kind != LEASE_WRITE) {
 		c->stats->errors_lease++;
 		return KVS_E_LEASEKIND;
 	}
@@ -558,7 +568,7 @@ int kvs_cache_release(kvs_cache *c, kvs_owner *o, uint64_t id)
 
 	if (rc < 0)
 		return rc;
-	if (c->leases[s].kind == LEASE_WRITE)
+	if (cache_lease(c, s)->kind == LEASE_WRITE)
 		return (int)cache_end_write(c, s, 0);
 	return (int)cache_end_read(c, s);
 }

@@ -38,8 +38,8 @@ void kvs_cache_stats_fill(kvs_cache *c)
 		blocks += c->nss[i].info.blocks;
 		writing += c->nss[i].info.writing;
 	}
-	for (uint32_t i = 0; i < c->nleases; i++)
-		lease_bytes += c->leases[i].cap * sizeof(uint32_t);
+	for (uint32_t i = 0; i < kvs_pool_cap(&c->leases); i++)
+		lease_bytes += cache_lease(c, i)->cap * sizeof(uint32_t);
 	st->tier_host_bytes_total = (int64_t)bytes;
 	st->tier_host_bytes_resident = (int64_t)resident;
 	st->tier_host_bytes_used = (int64_t)ss.slot_bytes_used;
@@ -49,7 +49,7 @@ void kvs_cache_stats_fill(kvs_cache *c)
 	/* Committed blocks are in host RAM unless a slot tier has them. */
 	for (uint8_t t = 0; t < KVS_TIER_MAX; t++)
 		if (c->tpol[t])
-			blocks -= c->tier[t]->ops->blocks(c->tier[t]);
+			blocks -= c->tier[t]->ops->slot->blocks(c->tier[t]);
 	st->tier_host_blocks = (int64_t)blocks;
 	st->tier_host_blocks_writing = (int64_t)writing;
 	st->tier_host_utilization_permille =
@@ -62,7 +62,7 @@ void kvs_cache_stats_fill(kvs_cache *c)
 	st->table_ghosts = c->ghosts;
 	st->table_metadata_bytes =
 		(int64_t)(kvs_table_bytes(c->table) + lease_bytes +
-			  (uint64_t)c->nleases * sizeof(lease) +
+			  (uint64_t)kvs_pool_cap(&c->leases) * sizeof(lease) +
 			  (uint64_t)c->natime * sizeof(*c->atime));
 	for (uint8_t t = 0; t < KVS_TIER_MAX; t++)
 		st->table_metadata_bytes += (int64_t)c->nkids[t] * sizeof(uint32_t);
@@ -99,7 +99,7 @@ void cache_touch_atime(kvs_cache *c, uint32_t idx)
 	c->atime[idx] = cache_clock_s(c);
 }
 
-void cache_tell(kvs_cache *c, uint32_t kind, uint32_t idx)
+void cache_tell(kvs_cache *c, kvs_cache_event kind, uint32_t idx)
 {
 	if (c->on_event)
 		c->on_event(c->event_arg, kind, cache_rec(c, idx));
@@ -142,12 +142,12 @@ uint32_t kvs_cache_find(const kvs_cache *c, uint32_t ns_id, kvs_hash h)
 	for (uint32_t id = ns_id ? ns_id : 1; id <= c->nns; id++) {
 		uint32_t idx = kvs_table_find(c->table, cache_ns_key(id, h));
 
-		if (idx != NONE && cache_rec(c, idx)->ns == id)
+		if (idx != KVS_NONE && cache_rec(c, idx)->ns == id)
 			return idx;
 		if (ns_id)
 			break;
 	}
-	return NONE;
+	return KVS_NONE;
 }
 
 const kvs_ns_info *kvs_cache_ns_at(const kvs_cache *c, uint32_t id)
@@ -160,7 +160,7 @@ uint32_t kvs_cache_ns_count(const kvs_cache *c)
 	return c->nns;
 }
 
-int kvs_cache_free_rec(kvs_cache *c, uint32_t idx, uint32_t kind)
+int kvs_cache_free_rec(kvs_cache *c, uint32_t idx, kvs_cache_event kind)
 {
 	uint8_t freed;
 
@@ -168,7 +168,7 @@ int kvs_cache_free_rec(kvs_cache *c, uint32_t idx, uint32_t kind)
 }
 
 uint32_t kvs_cache_free_recs(kvs_cache *c, const uint32_t *idx, uint32_t n,
-			     uint32_t kind, uint8_t *freed)
+			     kvs_cache_event kind, uint8_t *freed)
 {
 	uint32_t v[KVS_CACHE_FREE_BATCH], pos[KVS_CACHE_FREE_BATCH], total = 0;
 	uint8_t kept[KVS_CACHE_FREE_BATCH];
@@ -200,7 +200,7 @@ uint32_t kvs_cache_free_recs(kvs_cache *c, const uint32_t *idx, uint32_t n,
 		for (uint32_t i = 0; i < m; i++)
 			freed[pos[i]] = !kept[i];
 	}
-	c->evict_kind = KVS_EVENT_EVICTED;
+	c->evict_kind = KVS_CACHE_EVENT_EVICTED;
 	return total;
 }
 

@@ -20,7 +20,8 @@
 static int reading(const kvs_cache *c, uint32_t idx)
 {
 	for (uint32_t i = 0; i < c->nstores; i++)
-		if (c->stores[i]->ops->reading(c->stores[i], idx))
+		if (c->stores[i]->ops->store->reading &&
+		    c->stores[i]->ops->store->reading(c->stores[i], idx))
 			return 1;
 	return 0;
 }
@@ -31,8 +32,8 @@ static uint64_t held(const kvs_cache *c)
 	uint64_t n = 0;
 
 	for (uint32_t i = 0; i < c->nstores; i++)
-		if (c->stores[i]->ops->host_held)
-			n += c->stores[i]->ops->host_held(c->stores[i]);
+		if (c->stores[i]->ops->store->host_held)
+			n += c->stores[i]->ops->store->host_held(c->stores[i]);
 	return n;
 }
 
@@ -73,12 +74,12 @@ static int check_rec(kvs_cache *c, uint32_t idx, uint32_t hi, uint32_t *children
 	       (!c->leaf_only || tiers_on(c))));
 	CHECK(r->state != KVS_REC_GHOST || r->tier == KVS_TIER_NONE);
 	CHECK(r->tier < KVS_TIER_MAX);
-	CHECK(cache_evictable(c, idx, r) == (r->pol != NONE));
+	CHECK(cache_evictable(c, idx, r) == (r->pol != KVS_NONE));
 	slotted[KVS_TIER_HOST] += r->tier == KVS_TIER_HOST || reading(c, idx);
 	if (r->tier != KVS_TIER_HOST && c->tpol[r->tier])
 		slotted[r->tier]++;
 	in_tier[r->tier]++;
-	if (r->parent != NONE) {
+	if (r->parent != KVS_NONE) {
 		CHECK(r->parent < hi);
 		CHECK(cache_rec(c, r->parent)->state != KVS_REC_FREE);
 		CHECK(cache_rec(c, r->parent)->ns == r->ns);
@@ -104,9 +105,9 @@ int kvs_cache_check(kvs_cache *c)
 		if (cache_kids_on(c, t) &&
 		    !(tkids[t] = calloc((size_t)hi + 1, sizeof(uint32_t))))
 			rc = -ENOMEM;
-	for (uint32_t s = 0; s < c->nleases; s++)
-		if (c->leases[s].kind != LEASE_FREE)
-			pins += c->leases[s].n;
+	for (uint32_t s = 0; s < kvs_pool_cap(&c->leases); s++)
+		if (kvs_pool_live_at(&c->leases, s))
+			pins += cache_lease(c, s)->n;
 	if (rc == 0 && pins != c->pins) {
 		kvs_err("cache invariant failed: pins %llu/%llu",
 			(unsigned long long)pins, (unsigned long long)c->pins);
@@ -134,7 +135,7 @@ int kvs_cache_check(kvs_cache *c)
 	CHECK(ss.slots_used == slotted[KVS_TIER_HOST] + held(c));
 	for (uint8_t t = 1; t < KVS_TIER_MAX; t++) {
 		CHECK(c->in_tier[t] == in_tier[t]);
-		CHECK(!c->tpol[t] || c->tier[t]->ops->slots_used(c->tier[t]) == slotted[t]);
+		CHECK(!c->tpol[t] || c->tier[t]->ops->slot->used(c->tier[t]) == slotted[t]);
 	}
 out:
 	free(children);

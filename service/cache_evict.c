@@ -6,7 +6,7 @@
 #include "kvs_cache_admin.h"
 #include "kvs_fastidx.h"
 #include "kvs_log.h"
-#include "kvshare.h" /* kvs_strerror */
+#include "kvs_types.h" /* kvs_strerror */
 
 #define HOST_BATCH KVS_FAST_BATCH /* host victims decided at once, at most */
 _Static_assert(KVS_CACHE_FREE_BATCH <= HOST_BATCH,
@@ -15,7 +15,7 @@ _Static_assert(KVS_CACHE_FREE_BATCH <= HOST_BATCH,
 static int slot_tier(const kvs_cache *c, uint8_t t)
 {
 	return t < KVS_TIER_MAX && c->tier[t] &&
-	       c->tier[t]->ops->kind == KVS_TIER_SLOTS;
+	       c->tier[t]->ops->slot;
 }
 
 /* A record is evictable when committed, unpinned, in a tier with a policy
@@ -52,9 +52,9 @@ void cache_sync_evictable(kvs_cache *c, uint32_t idx)
 	int want = cache_evictable(c, idx, cache_rec(c, idx));
 	kvs_rec *r = cache_rec(c, idx);
 
-	if (want && r->pol == NONE)
+	if (want && r->pol == KVS_NONE)
 		kvs_policy_add(cache_policy_of(c, idx), idx);
-	else if (!want && r->pol != NONE)
+	else if (!want && r->pol != KVS_NONE)
 		kvs_policy_del(cache_policy_of(c, idx), idx);
 }
 
@@ -63,7 +63,7 @@ void cache_free_slot(kvs_cache *c, uint32_t idx)
 	kvs_rec *r = cache_rec(c, idx);
 
 	if (slot_tier(c, r->tier))
-		c->tier[r->tier]->ops->slot_free(c->tier[r->tier], r->offset);
+		c->tier[r->tier]->ops->slot->free(c->tier[r->tier], r->offset);
 	else
 		kvs_slab_free(cache_ns_dom(c, r->ns)->slab, r->offset);
 }
@@ -94,9 +94,9 @@ void cache_set_tier(kvs_cache *c, uint32_t idx, uint8_t t)
 	c->in_tier[t] += t != KVS_TIER_NONE;
 	after = cache_policy_of(c, idx);
 	/* A record is in its tier's policy: leave the old one. */
-	if (before != after && r->pol != NONE)
+	if (before != after && r->pol != KVS_NONE)
 		kvs_policy_del(before, idx);
-	for (uint8_t k = 1; k < KVS_TIER_MAX && r->parent != NONE; k++) {
+	for (uint8_t k = 1; k < KVS_TIER_MAX && r->parent != KVS_NONE; k++) {
 		if (!cache_kids_on(c, k) || (old == k) == (t == k))
 			continue;
 		cache_kids_add(c, k, r->parent, t == k ? 1 : -1);
@@ -118,7 +118,7 @@ void cache_child_gone(kvs_cache *c, uint32_t p, uint8_t t)
 {
 	/* A ghost without children has no reason to stay: drop it, which may
 	 * in turn free its own ghost parent. */
-	while (p != NONE) {
+	while (p != KVS_NONE) {
 		kvs_rec *pr = cache_rec(c, p);
 		uint32_t up = pr->parent;
 
@@ -142,7 +142,7 @@ static void drop_record(kvs_cache *c, uint32_t idx)
 	uint32_t p = r->parent;
 	uint8_t t = r->tier;
 
-	if (r->pol != NONE)
+	if (r->pol != KVS_NONE)
 		kvs_policy_del(cache_policy_of(c, idx), idx);
 	c->in_tier[t] -= t != KVS_TIER_NONE;
 	kvs_table_remove(c->table, idx);
@@ -177,7 +177,7 @@ void cache_blk(const kvs_cache *c, uint32_t idx, kvs_tier_blk *b)
 			     .host_off = r->offset, .stamp = r->stamp,
 			     .hits = r->hits, .refs = r->refs, .tier = r->tier,
 			     .ready = r->state == KVS_REC_READY };
-	if (r->parent != NONE)
+	if (r->parent != KVS_NONE)
 		b->parent = cache_ns_key(r->ns, cache_rec(c, r->parent)->hash);
 }
 
@@ -198,7 +198,7 @@ int cache_store_keeps(kvs_cache *c, uint32_t idx)
 
 	evict_blk(c, idx, &b);
 	for (uint32_t i = 0; i < c->nstores; i++)
-		if (c->stores[i]->ops->keeps(c->stores[i], &b))
+		if (c->stores[i]->ops->store->keeps(c->stores[i], &b))
 			return 1;
 	return 0;
 }
@@ -212,7 +212,7 @@ static int demote_to_store(kvs_cache *c, uint32_t idx)
 	evict_blk(c, idx, &b);
 	for (uint32_t i = 0; i < c->nstores; i++) {
 		kvs_tier_mod *t = c->stores[i];
-		int holds = 0, kept = t->ops->demote(t, &b, &holds);
+		int holds = 0, kept = t->ops->store->demote(t, &b, &holds);
 
 		if (kept == KVS_TIER_REFUSED)
 			continue;
@@ -242,7 +242,7 @@ static void demote_to_host(kvs_cache *c, uint32_t idx)
 	int rc = cache_make_room(c, ns_id, KVS_TIER_HOST, &hoff);
 
 	if (rc == 0) {
-		rc = t->ops->copy_to_host(t, off, (uint8_t *)kvs_arena_base(d->arena) + hoff,
+		rc = t->ops->slot->copy_to_host(t, off, (uint8_t *)kvs_arena_base(d->arena) + hoff,
 					  bytes);
 		if (rc < 0) {
 			kvs_err("%s tier: demotion copy failed: %s", t->ops->name,
@@ -250,7 +250,7 @@ static void demote_to_host(kvs_cache *c, uint32_t idx)
 			kvs_slab_free(d->slab, hoff);
 		}
 	}
-	t->ops->slot_free(t, off);
+	t->ops->slot->free(t, off);
 	if (rc < 0) {
 		cache_note(c, from, KVS_TIER_NOTE_DROPPED, bytes);
 		c->stats->blocks_evicted++;
@@ -302,8 +302,8 @@ static int wait_held(kvs_cache *c)
 	for (uint32_t i = 0; i < c->nstores && freed == 0; i++) {
 		kvs_tier_mod *t = c->stores[i];
 
-		if (t->ops->host_held && t->ops->host_held(t) > 0)
-			freed += t->ops->wait_held(t);
+		if (t->ops->store->host_held && t->ops->store->host_held(t) > 0)
+			freed += t->ops->store->wait_held(t);
 	}
 	return freed;
 }
@@ -348,9 +348,9 @@ static uint32_t host_batch(kvs_cache *c, kvs_policy *pol, uint32_t cls,
 	while (n < want) {
 		uint32_t x = kvs_policy_victim(pol, cls);
 
-		if (x == NONE)
+		if (x == KVS_NONE)
 			x = kvs_policy_victim(pol, KVS_CLASS_ANY);
-		if (x == NONE)
+		if (x == KVS_NONE)
 			break;
 		cache_victim_take(c, pol, x);
 		v[n++] = x;
@@ -386,7 +386,7 @@ int cache_make_room(kvs_cache *c, uint32_t ns_id, uint8_t t, uint64_t *off)
 	for (int n = 0; n <= MAX_EVICTIONS_PER_SLOT;) {
 		uint32_t nv;
 
-		rc = tt ? tt->ops->slot_alloc(tt, cls, off)
+		rc = tt ? tt->ops->slot->alloc(tt, cls, off)
 			: kvs_slab_alloc(d->slab, cls, off);
 		if (rc != -ENOSPC)
 			return rc;
@@ -396,9 +396,9 @@ int cache_make_room(kvs_cache *c, uint32_t ns_id, uint8_t t, uint64_t *off)
 			kvs_fast_replay(c->fast);
 		if (tt) {
 			v[0] = kvs_policy_victim(pol, cls);
-			if (v[0] == NONE)
+			if (v[0] == KVS_NONE)
 				v[0] = kvs_policy_victim(pol, KVS_CLASS_ANY);
-			nv = v[0] != NONE;
+			nv = v[0] != KVS_NONE;
 			if (nv) /* a slot tier's victims move down unannounced */
 				cache_evict(c, v[0], 0);
 		} else {

@@ -1,12 +1,17 @@
 /*
  * cache_int.h - the cache's internals, shared by its files only:
- * cache.c (life cycle, attach, lookup, reserve, commit), cache_lease.c
- * (leases), cache_evict.c (tiers of a record, the leaf rule, eviction and
- * demotion, making room), cache_ns.c (trust domains and namespaces),
- * cache_tier.c (the tier interface's cache side: adding tiers, promotion,
- * the environment), cache_admin.c (operator primitives, stats) and
- * cache_check.c (the consistency check). No tier includes it: tiers see
- * kvs_tier.h only.
+ * cache.c (life cycle, attach, lookup, reserve, commit, the per-record
+ * arrays), cache_lease.c (leases), cache_promote.c (promotion jobs: reads
+ * back from store tiers, the chain probed and fetched from a shared tier,
+ * remote queries), cache_evict.c (tiers of a record, the leaf rule,
+ * eviction and demotion, making room), cache_ns.c (trust domains and
+ * namespaces), cache_tier.c (the tier interface's cache side: adding and
+ * closing tiers, the environment, owners that go away), cache_admin.c
+ * (operator primitives, events, stats) and cache_check.c (the consistency
+ * check). Leases and promotion jobs are elements of a kvs_pool each
+ * (storage/kvs_pool.h): their addresses never move. No tier includes it:
+ * tiers see kvs_tier.h only. Nor does any wire header reach it: the cache
+ * speaks kvs_hash and kvs_cache_event (layering.cache_no_wire).
  *
  * Thread: the daemon's loop thread only.
  */
@@ -21,11 +26,11 @@
 #include "kvs_cache_admin.h"
 #include "kvs_log.h"
 #include "kvs_policy.h"
+#include "kvs_pool.h"
 #include "kvs_slab.h"
 #include "kvs_table.h"
 #include "kvs_tier.h"
 
-#define NONE KVS_REC_NONE
 /* kvs_tier values the cache can hold a tier for (array bound). */
 #define KVS_TIER_MAX 8
 #define NO_CLASS UINT32_MAX
@@ -35,11 +40,12 @@
 
 enum lease_kind { LEASE_FREE = 0, LEASE_READ = 1, LEASE_WRITE = 2 };
 
+/* One lease, an element of kvs_cache.leases: its index is the slot, its id
+ * (kvs_pool_id) the lease id the client holds. */
 typedef struct lease {
-	uint32_t gen;
 	uint8_t kind;
 	kvs_owner *owner;
-	uint32_t prev, next; /* owner's list, or the free list (next) */
+	uint32_t prev, next; /* the owner's list */
 	uint32_t n, cap;
 	uint32_t *recs;
 } lease;
@@ -76,8 +82,8 @@ struct kvs_owner {
 	uint32_t leases;  /* head of the owner's lease list */
 	uint32_t nleases;
 	uint64_t pins;    /* entries of its leases */
-	uint32_t promo;   /* promotion in flight (cache_tier.c), or NONE */
-	uint32_t verify;  /* verify job in flight in vtier, or NONE */
+	uint32_t promo;   /* promotion in flight (cache_promote.c), or KVS_NONE */
+	uint32_t verify;  /* verify job in flight in vtier, or KVS_NONE */
 	kvs_tier_mod *vtier;
 	uint8_t above;    /* the slot tier it maps (enum kvs_tier), or 0 */
 	uint32_t uid;     /* the peer's uid: picks its domain (uid mode) */
@@ -94,10 +100,11 @@ struct kvs_owner {
 #define KVS_PROBE_WINDOW 64
 
 /* One lookup's promotion (cache_promote.c): reads from store tiers into
- * host slots, and blocks past the hits fetched from a shared tier. */
+ * host slots, and blocks past the hits fetched from a shared tier. An
+ * element of kvs_cache.promos: it stays put while the job runs. */
 typedef struct promo {
 	kvs_owner *owner; /* NULL once the connection is gone */
-	uint32_t lease, n, cap, pending, cut, next, ns;
+	uint32_t lease, n, cap, pending, cut, ns;
 	int waited;       /* the lookup answered -EINPROGRESS */
 	uint32_t *idx;    /* the lease's records, n of cap */
 	int *res;         /* per position: 0, or the read's error */
@@ -133,8 +140,8 @@ struct kvs_cache {
 	uint32_t gen;         /* slot generations handed out */
 	uint32_t max_leases;
 	uint32_t max_pinned;  /* per owner; 0: no limit */
-	lease *leases;
-	uint32_t nleases, free_lease, active_leases;
+	kvs_pool leases;      /* of lease; addresses never move */
+	uint32_t active_leases;
 	uint64_t pins;        /* sum of refs */
 	uint32_t ghosts;      /* GHOST records */
 	int leaf_only;        /* the policy evicts leaves only */
@@ -155,13 +162,12 @@ struct kvs_cache {
 	uint8_t kids_on[KVS_TIER_MAX];
 	uint32_t *kids[KVS_TIER_MAX];
 	uint32_t nkids[KVS_TIER_MAX];
-	promo *ps;            /* promotions in flight (cache_tier.c) */
-	uint32_t nps, free_ps;
+	kvs_pool promos;      /* of promo: promotions in flight */
 	struct kvs_fast *fast; /* the fast path's index and pins, or NULL */
 	/* operator's view (kvs_cache_admin.h, cache_admin.c) */
 	kvs_cache_event_fn on_event;
 	void *event_arg;
-	uint32_t evict_kind;  /* what an eviction tells on_event */
+	kvs_cache_event evict_kind; /* what an eviction tells on_event */
 	struct timespec born; /* atime counts seconds from here */
 	uint32_t *atime;      /* by record: last store or hit (not in kvs_rec,
 			       * which stays one cache line) */
@@ -171,6 +177,16 @@ struct kvs_cache {
 static inline kvs_rec *cache_rec(const kvs_cache *c, uint32_t idx)
 {
 	return kvs_table_rec(c->table, idx);
+}
+
+static inline lease *cache_lease(const kvs_cache *c, uint32_t s)
+{
+	return kvs_pool_at(&c->leases, s);
+}
+
+static inline promo *cache_promo(const kvs_cache *c, uint32_t ps)
+{
+	return kvs_pool_at(&c->promos, ps);
 }
 
 static inline ns *cache_ns(const kvs_cache *c, uint32_t ns_id)
@@ -234,7 +250,7 @@ int cache_store_keeps(kvs_cache *c, uint32_t idx);
 void cache_blk(const kvs_cache *c, uint32_t idx, kvs_tier_blk *b);
 
 /* cache.c: reserve one missing block after @prev into lease @s (@ghost:
- * its ghost record, or NONE); @host_only: not in the owner's slot tier. */
+ * its ghost record, or KVS_NONE); @host_only: not in the owner's slot tier. */
 int cache_reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 		      uint32_t prev, uint32_t ghost, int host_only, uint32_t *idx);
 
@@ -267,26 +283,27 @@ int cache_ns_create(kvs_cache *c, const kvs_ns_desc *desc, uint32_t d,
 int cache_ns_tier_class(kvs_cache *c, uint32_t ns_id, uint8_t t, uint32_t *cls);
 void cache_ns_free_all(kvs_cache *c);
 
-/* cache_tier.c */
 /* cache_promote.c: read lease @s pins a chain some of whose records are
  * in a store tier only (host slots, reads), and/or the lookup goes on past
- * its hits with @want[0..nwant) (block hashes on the wire), which a shared
+ * its hits with @want[0..nwant) (block hashes, copied), which a shared
  * tier is asked for, a window at a time (@clipped: the chain went on past
- * nwant, beyond the owner's pin room). Returns the hits (the chain cut at the first block
- * that could not be had) with *lease and @out filled, or -EINPROGRESS: the
- * owner's done callback answers later. */
+ * nwant, beyond the owner's pin room). Returns the hits (the chain cut at
+ * the first block that could not be had) with *lease and @out filled, or
+ * -EINPROGRESS: the owner's done callback answers later. */
 int cache_promote(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_block *out,
-		  const uint8_t *want, uint32_t nwant, int clipped,
+		  const kvs_hash *want, uint32_t nwant, int clipped,
 		  uint64_t *lease);
 /* cache_promote.c: the rest of a query's chain, @want[0..nwant) past its
  * @local hits, asked of the shared tier (kvs_cache_query). */
-int cache_query_remote(kvs_cache *c, kvs_owner *o, const uint8_t *want,
+int cache_query_remote(kvs_cache *c, kvs_owner *o, const kvs_hash *want,
 		       uint32_t nwant, uint32_t local);
 void cache_promo_arrays_free(promo *p);
-/* Keep the first @hits records of read lease @s (unpin the rest), fill
- * @out; returns the lease id, 0 (lease freed) when @hits is 0. */
+/* cache.c: keep the first @hits records of read lease @s (unpin the rest),
+ * fill @out; returns the lease id, 0 (lease freed) when @hits is 0. */
 uint64_t cache_lookup_finish(kvs_cache *c, uint32_t s, uint32_t hits,
 			     kvs_block *out);
+
+/* cache_tier.c */
 /* The store tier that can read @idx back now, or NULL. */
 kvs_tier_mod *cache_store_of(const kvs_cache *c, uint32_t idx);
 void cache_tiers_owner_gone(kvs_cache *c, kvs_owner *o);
@@ -300,6 +317,6 @@ void cache_host_stats(const kvs_cache *c, kvs_slab_stats *ss, uint64_t *bytes,
 		      uint64_t *resident);
 uint32_t cache_clock_s(const kvs_cache *c);
 void cache_touch_atime(kvs_cache *c, uint32_t idx);
-void cache_tell(kvs_cache *c, uint32_t kind, uint32_t idx);
+void cache_tell(kvs_cache *c, kvs_cache_event kind, uint32_t idx);
 
 #endif /* KVS_CACHE_INT_H */

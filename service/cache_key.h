@@ -10,9 +10,10 @@
 
 #include <stdint.h>
 
-#include "kvshare.h" /* kvs_hash */
+#include "kvs_types.h" /* kvs_hash */
 
-/* The table is keyed by (namespace, hash): see ns_key() in cache.c. The mix
+/* The table is keyed by (namespace, hash) (find_hits and kvs_cache_reserve
+ * in cache.c, the remote chain in cache_promote.c). The mix
  * is an xor, so it also turns a key back into the block's hash. */
 static inline kvs_hash cache_ns_key(uint32_t ns_id, kvs_hash h)
 {

@@ -8,7 +8,7 @@
 
 uint64_t cache_lease_id(const kvs_cache *c, uint32_t slot)
 {
-	return (uint64_t)c->leases[slot].gen << 32 | slot;
+	return kvs_pool_id(&c->leases, slot);
 }
 
 int cache_over_pin_limit(kvs_cache *c, kvs_owner *o, uint64_t more)
@@ -28,29 +28,16 @@ int cache_lease_new(kvs_cache *c, kvs_owner *o, uint8_t kind, uint32_t *out)
 		c->stats->errors_limit++;
 		return KVS_E_LIMIT;
 	}
-	if (c->free_lease == NONE) {
-		uint32_t n = c->nleases ? c->nleases * 2 : 64;
-		lease *nl = realloc(c->leases, (size_t)n * sizeof(*nl));
-
-		if (!nl)
-			return -ENOMEM;
-		for (uint32_t i = n; i-- > c->nleases;) {
-			nl[i] = (lease){ .gen = 1, .next = c->free_lease };
-			c->free_lease = i;
-		}
-		c->leases = nl;
-		c->nleases = n;
-	}
-	s = c->free_lease;
-	l = &c->leases[s];
-	c->free_lease = l->next;
+	if (kvs_pool_alloc(&c->leases, &s) < 0)
+		return -ENOMEM;
+	l = cache_lease(c, s);
 	l->kind = kind;
 	l->owner = o;
 	l->n = 0;
-	l->prev = NONE;
+	l->prev = KVS_NONE;
 	l->next = o->leases;
-	if (o->leases != NONE)
-		c->leases[o->leases].prev = s;
+	if (o->leases != KVS_NONE)
+		cache_lease(c, o->leases)->prev = s;
 	o->leases = s;
 	o->nleases++;
 	c->active_leases++;
@@ -77,15 +64,15 @@ int cache_lease_room(lease *l, uint32_t more)
 
 void cache_lease_free(kvs_cache *c, uint32_t s)
 {
-	lease *l = &c->leases[s];
+	lease *l = cache_lease(c, s);
 	kvs_owner *o = l->owner;
 
-	if (l->prev != NONE)
-		c->leases[l->prev].next = l->next;
+	if (l->prev != KVS_NONE)
+		cache_lease(c, l->prev)->next = l->next;
 	else
 		o->leases = l->next;
-	if (l->next != NONE)
-		c->leases[l->next].prev = l->prev;
+	if (l->next != KVS_NONE)
+		cache_lease(c, l->next)->prev = l->prev;
 	o->nleases--;
 	c->active_leases--;
 	l->kind = LEASE_FREE;
@@ -97,27 +84,23 @@ void cache_lease_free(kvs_cache *c, uint32_t s)
 		l->recs = NULL;
 		l->cap = 0;
 	}
-	if (++l->gen == 0)
-		l->gen = 1;
-	l->next = c->free_lease;
-	c->free_lease = s;
+	kvs_pool_free(&c->leases, s); /* its id is stale from now on */
 }
 
 int cache_lease_get(kvs_cache *c, kvs_owner *o, uint64_t id, uint32_t *out)
 {
-	uint32_t s = (uint32_t)id, gen = (uint32_t)(id >> 32);
+	uint32_t s;
 
 	if (!o->ns) {
 		/* No namespace, no leases: say so rather than "no such lease". */
 		c->stats->errors_notattached++;
 		return KVS_E_NOTATTACHED;
 	}
-	if (s >= c->nleases || c->leases[s].kind == LEASE_FREE ||
-	    c->leases[s].gen != gen) {
+	if (kvs_pool_find(&c->leases, id, &s) < 0) {
 		c->stats->errors_lease++;
 		return KVS_E_NOLEASE;
 	}
-	if (c->leases[s].owner != o) {
+	if (cache_lease(c, s)->owner != o) {
 		c->stats->errors_lease++;
 		return KVS_E_NOTOWNER;
 	}
@@ -142,7 +125,7 @@ void cache_unpin(kvs_cache *c, uint32_t idx)
 
 uint32_t cache_end_read(kvs_cache *c, uint32_t s)
 {
-	lease *l = &c->leases[s];
+	lease *l = cache_lease(c, s);
 	uint32_t n = l->n;
 
 	for (uint32_t i = 0; i < n; i++)
@@ -171,18 +154,18 @@ static void commit_one(kvs_cache *c, uint32_t idx)
 	if (r->tier == KVS_TIER_HOST && c->nstores > 0) {
 		cache_blk(c, idx, &b);
 		for (uint32_t i = 0; i < c->nstores; i++)
-			if (c->stores[i]->ops->committed)
-				c->stores[i]->ops->committed(c->stores[i], &b);
+			if (c->stores[i]->ops->store->committed)
+				c->stores[i]->ops->store->committed(c->stores[i], &b);
 	}
 	cache_note(c, cache_rec(c, idx)->tier, KVS_TIER_NOTE_COMMITTED, 1);
-	cache_tell(c, KVS_EVENT_STORED, idx);
+	cache_tell(c, KVS_CACHE_EVENT_STORED, idx);
 	r = cache_rec(c, idx);
 	kvs_fast_publish(c->fast, cache_ns_dom(c, r->ns)->arena_id, idx, r);
 }
 
 uint32_t cache_end_write(kvs_cache *c, uint32_t s, int commit)
 {
-	lease *l = &c->leases[s];
+	lease *l = cache_lease(c, s);
 	uint32_t n = l->n;
 
 	if (commit) {

@@ -165,8 +165,8 @@ static void ns_tell_tiers(kvs_cache *c, uint32_t id, const kvs_tier_mod *except)
 			  .dtype = s->info.dtype };
 
 	for (uint32_t i = 0; i < c->nstores; i++)
-		if (c->stores[i] != except && c->stores[i]->ops->ns_created)
-			c->stores[i]->ops->ns_created(c->stores[i], id, &d);
+		if (c->stores[i] != except && c->stores[i]->ops->store->ns_created)
+			c->stores[i]->ops->store->ns_created(c->stores[i], id, &d);
 }
 
 /* A namespace belongs to domain @d: its blocks live in that arena only. */
@@ -233,7 +233,7 @@ int cache_ns_tier_class(kvs_cache *c, uint32_t ns_id, uint8_t t, uint32_t *cls)
 	int rc;
 
 	if (s->tcls[t] == NO_CLASS) {
-		rc = tt->ops->slot_class(tt, s->info.block_bytes, &s->tcls[t]);
+		rc = tt->ops->slot->class_of(tt, s->info.block_bytes, &s->tcls[t]);
 		if (rc < 0) {
 			s->tcls[t] = NO_CLASS;
 			return rc == -ENOMEM ? rc : KVS_E_LAYOUT;
@@ -309,7 +309,7 @@ int kvs_cache_attach(kvs_cache *c, kvs_owner *o, const kvs_ns_desc *desc,
 	/* The slot tier (one at most: the GPU tier) serves owners that map it. */
 	o->above = 0;
 	for (uint8_t t = 1; t < KVS_TIER_MAX && maps_slots; t++)
-		if (c->tier[t] && c->tier[t]->ops->kind == KVS_TIER_SLOTS)
+		if (c->tier[t] && c->tier[t]->ops->slot)
 			o->above = t;
 	*ns_id = id;
 	*block_bytes = cache_ns(c, id)->info.block_bytes;

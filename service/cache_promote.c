@@ -19,21 +19,9 @@ static int promo_new(kvs_cache *c, uint32_t n, uint32_t *out)
 	promo *p;
 	uint32_t s;
 
-	if (c->free_ps == NONE) {
-		uint32_t m = c->nps ? c->nps * 2 : 16;
-		promo *np = realloc(c->ps, (size_t)m * sizeof(*np));
-
-		if (!np)
-			return -ENOMEM;
-		for (uint32_t i = m; i-- > c->nps;) {
-			np[i] = (promo){ .next = c->free_ps };
-			c->free_ps = i;
-		}
-		c->ps = np;
-		c->nps = m;
-	}
-	s = c->free_ps;
-	p = &c->ps[s];
+	if (kvs_pool_alloc(&c->promos, &s) < 0)
+		return -ENOMEM;
+	p = cache_promo(c, s);
 	p->idx = malloc((size_t)n * sizeof(*p->idx));
 	p->res = calloc(n, sizeof(*p->res));
 	p->from = calloc(n, sizeof(*p->from));
@@ -42,9 +30,10 @@ static int promo_new(kvs_cache *c, uint32_t n, uint32_t *out)
 	p->want = NULL;
 	if (!p->idx || !p->res || !p->from || !p->kind || !p->out) {
 		cache_promo_arrays_free(p);
+		*p = (promo){ 0 };
+		kvs_pool_free(&c->promos, s);
 		return -ENOMEM;
 	}
-	c->free_ps = p->next;
 	p->n = 0;
 	p->cap = n;
 	p->pending = 0;
@@ -64,29 +53,31 @@ void cache_promo_arrays_free(promo *p)
 
 static void promo_free(kvs_cache *c, uint32_t s)
 {
-	cache_promo_arrays_free(&c->ps[s]);
-	c->ps[s] = (promo){ .next = c->free_ps };
-	c->free_ps = s;
+	promo *p = cache_promo(c, s);
+
+	cache_promo_arrays_free(p);
+	*p = (promo){ 0 };
+	kvs_pool_free(&c->promos, s);
 }
 
-/* A job for owner @o with room for @n records, wanting the @nwant wire
- * hashes at @want; pending 1 (the caller's own, so that nothing finishes
+/* A job for owner @o with room for @n records, wanting the @nwant block
+ * hashes at @want (copied); pending 1 (the caller's own, so that nothing finishes
  * under it). Every other field is zero, as promo_free left it. */
-static int promo_start(kvs_cache *c, kvs_owner *o, uint32_t n, const uint8_t *want,
-		       uint32_t nwant, uint32_t *out)
+static int promo_start(kvs_cache *c, kvs_owner *o, uint32_t n,
+		       const kvs_hash *want, uint32_t nwant, uint32_t *out)
 {
 	int rc = promo_new(c, n, out);
 	promo *p;
 
 	if (rc < 0)
 		return rc;
-	p = &c->ps[*out];
+	p = cache_promo(c, *out);
 	if (nwant && !(p->want = malloc(nwant * sizeof(kvs_hash)))) {
 		promo_free(c, *out);
 		return -ENOMEM;
 	}
-	for (uint32_t j = 0; j < nwant; j++)
-		p->want[j] = kvs_wire_hash_at(want, j);
+	if (nwant)
+		memcpy(p->want, want, nwant * sizeof(kvs_hash));
 	p->owner = o;
 	p->ns = o->ns;
 	p->nwant = nwant;
@@ -122,7 +113,7 @@ static void fetched(kvs_cache *c, uint32_t idx, uint8_t from)
 	cache_touch_atime(c, idx);
 	kvs_policy_touch(cache_policy_of(c, idx), idx);
 	cache_sync_evictable(c, idx);
-	cache_tell(c, KVS_EVENT_STORED, idx);
+	cache_tell(c, KVS_CACHE_EVENT_STORED, idx);
 	r = cache_rec(c, idx);
 	kvs_fast_publish(c->fast, cache_ns_dom(c, r->ns)->arena_id, idx, r);
 }
@@ -135,7 +126,7 @@ static void drop_copy(kvs_cache *c, uint32_t idx, uint8_t from)
 	kvs_tier_blk b;
 
 	cache_blk(c, idx, &b);
-	t->ops->drop(t, &b);
+	t->ops->store->drop(t, &b);
 	if (cache_rec(c, idx)->tier == from) {
 		cache_set_tier(c, idx, KVS_TIER_NONE);
 		cache_forget(c, idx);
@@ -158,7 +149,7 @@ static void drop_fetch(kvs_cache *c, uint32_t idx)
 static int promo_finish(kvs_cache *c, uint32_t s, int answer, kvs_block *out,
 			uint64_t *lid)
 {
-	promo *p = &c->ps[s];
+	promo *p = cache_promo(c, s);
 	kvs_owner *o = p->owner;
 	uint32_t hits = p->cut, nfetch = 0;
 	int waited = p->waited;
@@ -167,7 +158,7 @@ static int promo_finish(kvs_cache *c, uint32_t s, int answer, kvs_block *out,
 	if (p->query) {
 		hits = p->qcount;
 		if (o)
-			o->promo = NONE;
+			o->promo = KVS_NONE;
 		promo_free(c, s);
 		if (answer && o && o->done)
 			o->done(o->done_arg, (int)hits, 0, NULL);
@@ -185,7 +176,7 @@ static int promo_finish(kvs_cache *c, uint32_t s, int answer, kvs_block *out,
 		}
 	if (o) {
 		*lid = cache_lookup_finish(c, p->lease, hits, out);
-		o->promo = NONE;
+		o->promo = KVS_NONE;
 	}
 	/* Unpinned now: a block that failed verification leaves its tier
 	 * and the table; its descendants become unreachable. */
@@ -211,17 +202,18 @@ static int promo_finish(kvs_cache *c, uint32_t s, int answer, kvs_block *out,
 /* One read or fetch of job @s is done. */
 static void one_done(kvs_cache *c, uint32_t s)
 {
+	promo *p = cache_promo(c, s);
 	uint64_t lid;
 
-	if (--c->ps[s].pending == 0)
-		promo_finish(c, s, 1, c->ps[s].out, &lid);
+	if (--p->pending == 0)
+		promo_finish(c, s, 1, p->out, &lid);
 }
 
 void kvs_tier_read_done(kvs_tier_mod *t, uint64_t cookie, int res)
 {
 	kvs_cache *c = t->cache;
 	uint32_t s = (uint32_t)(cookie >> 32), pos = (uint32_t)cookie;
-	promo *p = &c->ps[s];
+	promo *p = cache_promo(c, s);
 	uint32_t idx = p->idx[pos];
 
 	if (p->kind[pos] == POS_FETCH) {
@@ -244,7 +236,7 @@ void kvs_tier_read_done(kvs_tier_mod *t, uint64_t cookie, int res)
  * is cut here. */
 static int promote_one(kvs_cache *c, uint32_t ps, uint32_t i)
 {
-	promo *p = &c->ps[ps];
+	promo *p = cache_promo(c, ps);
 	uint32_t idx = p->idx[i];
 	kvs_tier_mod *t = cache_store_of(c, idx);
 	kvs_tier_blk b;
@@ -256,12 +248,11 @@ static int promote_one(kvs_cache *c, uint32_t ps, uint32_t i)
 	/* The chain so far is pinned: this eviction cannot take it. */
 	if (cache_make_room(c, cache_rec(c, idx)->ns, KVS_TIER_HOST, &off) < 0)
 		return -1;
-	p = &c->ps[ps];
 	cache_rec(c, idx)->offset = off;
 	p->kind[i] = POS_READ;
 	p->from[i] = t->ops->tier;
 	cache_blk(c, idx, &b);
-	rc = t->ops->read(t, &b, kvs_tier_host_ptr(t, off), (uint64_t)ps << 32 | i);
+	rc = t->ops->store->read(t, &b, kvs_tier_host_ptr(t, off), (uint64_t)ps << 32 | i);
 	if (rc == 0) {
 		promoted(c, idx, p->from[i]);
 		return 0;
@@ -280,7 +271,7 @@ static int promote_one(kvs_cache *c, uint32_t ps, uint32_t i)
 static void want_blk(const kvs_cache *c, const promo *p, uint32_t j,
 		     kvs_tier_blk *b)
 {
-	*b = (kvs_tier_blk){ .idx = NONE, .ns = p->ns, .hash = p->want[j],
+	*b = (kvs_tier_blk){ .idx = KVS_NONE, .ns = p->ns, .hash = p->want[j],
 			     .bytes = cache_ns(c, p->ns)->info.block_bytes };
 	if (j > 0)
 		b->parent = p->want[j - 1];
@@ -299,8 +290,8 @@ void kvs_tier_probe_done(kvs_tier_mod *t, uint64_t cookie, int count)
 {
 	kvs_cache *c = t->cache;
 	uint32_t s = (uint32_t)cookie & ~PROBE_BIT;
-	promo *p = &c->ps[s];
-	uint32_t prev = p->n ? p->idx[p->n - 1] : NONE;
+	promo *p = cache_promo(c, s);
+	uint32_t prev = p->n ? p->idx[p->n - 1] : KVS_NONE;
 	uint32_t from = p->wfrom, j;
 
 	if (p->query) {
@@ -322,8 +313,8 @@ void kvs_tier_probe_done(kvs_tier_mod *t, uint64_t cookie, int count)
 		int rc;
 
 		/* Made meanwhile by a writer here (BUSY or READY): stop. */
-		if (idx != NONE && (cache_rec(c, idx)->ns != p->ns ||
-				    cache_rec(c, idx)->state != KVS_REC_GHOST))
+		if (idx != KVS_NONE && (cache_rec(c, idx)->ns != p->ns ||
+					cache_rec(c, idx)->state != KVS_REC_GHOST))
 			break;
 		/* No room (the host tier's slots all pinned, the lease): the
 		 * chain is cut at the room there is. */
@@ -331,7 +322,6 @@ void kvs_tier_probe_done(kvs_tier_mod *t, uint64_t cookie, int count)
 			c->stats->blocks_lookup_room_cut++;
 			break;
 		}
-		p = &c->ps[s];
 		p->idx[pos] = idx;
 		p->kind[pos] = POS_FETCH;
 		p->from[pos] = t->ops->tier;
@@ -341,9 +331,8 @@ void kvs_tier_probe_done(kvs_tier_mod *t, uint64_t cookie, int count)
 		want_blk(c, p, j, &b);
 		b.idx = idx;
 		p->pending++; /* before: the fetch may complete at once */
-		rc = t->ops->fetch(t, &b, kvs_tier_host_ptr(t, cache_rec(c, idx)->offset),
+		rc = t->ops->store->fetch(t, &b, kvs_tier_host_ptr(t, cache_rec(c, idx)->offset),
 				   (uint64_t)s << 32 | pos);
-		p = &c->ps[s];
 		if (rc != 1) {
 			p->pending--;
 			break;
@@ -363,13 +352,13 @@ void kvs_tier_probe_done(kvs_tier_mod *t, uint64_t cookie, int count)
  * store tier that probes) whether it has the next window of blocks. */
 static void probe(kvs_cache *c, uint32_t ps)
 {
-	promo *p = &c->ps[ps];
+	promo *p = cache_promo(c, ps);
 	kvs_tier_blk b[KVS_PROBE_WINDOW];
 	kvs_tier_mod *t = NULL;
 	uint32_t from = p->probed, k;
 
 	for (uint32_t i = 0; i < c->nstores && !t; i++)
-		if (c->stores[i]->ops->probe)
+		if (c->stores[i]->ops->store->probe)
 			t = c->stores[i];
 	if (!t || from >= p->nwant || !p->owner)
 		return;
@@ -379,18 +368,17 @@ static void probe(kvs_cache *c, uint32_t ps)
 	p->wfrom = from;
 	p->probed = from + k;
 	p->pending++; /* before: the probe may answer at once */
-	if (t->ops->probe(t, b, k, (uint64_t)(ps | PROBE_BIT)) != 1) {
-		p = &c->ps[ps];
+	if (t->ops->store->probe(t, b, k, (uint64_t)(ps | PROBE_BIT)) != 1) {
 		p->pending--;
 		p->stop = 1;
 	}
 }
 
 int cache_promote(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_block *out,
-		  const uint8_t *want, uint32_t nwant, int clipped,
+		  const kvs_hash *want, uint32_t nwant, int clipped,
 		  uint64_t *lease_out)
 {
-	lease *l = &c->leases[s];
+	lease *l = cache_lease(c, s);
 	uint32_t n = l->n, ps;
 	promo *p;
 	int rc = promo_start(c, o, n + nwant, want, nwant, &ps);
@@ -399,27 +387,26 @@ int cache_promote(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_block *out,
 		cache_lookup_finish(c, s, 0, out);
 		return rc;
 	}
-	p = &c->ps[ps];
+	p = cache_promo(c, ps);
 	memcpy(p->idx, l->recs, (size_t)n * sizeof(uint32_t));
 	p->lease = s;
 	p->n = p->cut = n;
 	p->clipped = clipped;
 	for (uint32_t i = 0; i < n; i++) {
-		uint8_t t = cache_rec(c, c->ps[ps].idx[i])->tier;
+		uint8_t t = cache_rec(c, p->idx[i])->tier;
 
 		/* In RAM, or in the slot tier the owner maps: a hit as it is. */
 		if (t == KVS_TIER_HOST || c->tpol[t])
 			continue;
 		rc = promote_one(c, ps, i);
 		if (rc < 0) {
-			c->ps[ps].cut = i;
+			p->cut = i;
 			break;
 		}
-		c->ps[ps].pending += (uint32_t)rc;
+		p->pending += (uint32_t)rc;
 	}
-	if (c->ps[ps].cut == n)
+	if (p->cut == n)
 		probe(c, ps);
-	p = &c->ps[ps];
 	if (--p->pending > 0) {
 		p->waited = 1;
 		o->promo = ps;
@@ -430,7 +417,7 @@ int cache_promote(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_block *out,
 	return promo_finish(c, ps, 0, out, lease_out);
 }
 
-int cache_query_remote(kvs_cache *c, kvs_owner *o, const uint8_t *want,
+int cache_query_remote(kvs_cache *c, kvs_owner *o, const kvs_hash *want,
 		       uint32_t nwant, uint32_t local)
 {
 	uint32_t ps;
@@ -439,11 +426,10 @@ int cache_query_remote(kvs_cache *c, kvs_owner *o, const uint8_t *want,
 
 	if (rc < 0)
 		return rc;
-	p = &c->ps[ps];
+	p = cache_promo(c, ps);
 	p->query = 1;
 	p->qcount = local;
 	probe(c, ps);
-	p = &c->ps[ps];
 	if (--p->pending > 0) {
 		p->waited = 1;
 		o->promo = ps;
@@ -454,16 +440,15 @@ int cache_query_remote(kvs_cache *c, kvs_owner *o, const uint8_t *want,
 
 void kvs_cache_query_expire(kvs_cache *c, kvs_owner *o)
 {
-	uint32_t count;
+	promo *p;
 
-	if (o->promo == NONE || !c->ps[o->promo].query)
+	if (o->promo == KVS_NONE || !(p = cache_promo(c, o->promo))->query)
 		return;
 	/* The job lives on until its probe answers (at the latest at
 	 * --remote-timeout), unseen. */
-	count = c->ps[o->promo].qcount;
-	c->ps[o->promo].owner = NULL;
-	o->promo = NONE;
+	p->owner = NULL;
+	o->promo = KVS_NONE;
 	c->stats->blocks_query_bounded++;
 	if (o->done)
-		o->done(o->done_arg, (int)count, 0, NULL);
+		o->done(o->done_arg, (int)p->qcount, 0, NULL);
 }

@@ -7,7 +7,7 @@
 
 #include "cache_int.h"
 #include "kvs_log.h"
-#include "kvshare.h" /* kvs_strerror */
+#include "kvs_types.h" /* kvs_strerror */
 
 /* ---- adding and closing ----------------------------------------------- */
 
@@ -19,11 +19,59 @@ static int kids_on(kvs_cache *c, uint8_t t)
 			  kvs_table_capacity(c->table));
 }
 
+/* The first member of @o that kvs_tier.h requires and @o lacks (a pair
+ * named together: both or neither), or NULL when it has every one. */
+static const char *ops_missing(const kvs_tier_ops *o)
+{
+	const kvs_tier_slot_ops *sl = o->slot;
+	const kvs_tier_store_ops *st = o->store;
+	const struct {
+		const char *name;
+		int ok;
+	} need[] = {
+		{ "name", o->name != NULL },
+		{ "close", o->close != NULL },
+		{ "stats", o->stats != NULL },
+		{ "poll (event_fd needs it)", !o->event_fd || o->poll },
+		{ "slot or store (exactly one)", !sl != !st },
+		{ "slot->class_of", !sl || sl->class_of },
+		{ "slot->alloc", !sl || sl->alloc },
+		{ "slot->free", !sl || sl->free },
+		{ "slot->used", !sl || sl->used },
+		{ "slot->blocks", !sl || sl->blocks },
+		{ "slot->copy_to_host", !sl || sl->copy_to_host },
+		{ "slot->map", !sl || sl->map },
+		{ "store->rec_new", !st || st->rec_new },
+		{ "store->has", !st || st->has },
+		{ "store->keeps", !st || st->keeps },
+		{ "store->demote", !st || st->demote },
+		{ "store->read", !st || st->read },
+		{ "store->drop", !st || st->drop },
+		{ "store->probe + fetch", !st || !st->probe == !st->fetch },
+		{ "store->host_held + wait_held",
+		  !st || !st->host_held == !st->wait_held },
+		{ "store->verify + verify_cancel",
+		  !st || !st->verify == !st->verify_cancel },
+	};
+
+	for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++)
+		if (!need[i].ok)
+			return need[i].name;
+	return NULL;
+}
+
 int kvs_cache_tier_add(kvs_cache *c, kvs_tier_mod *t)
 {
 	const kvs_tier_ops *ops = t->ops;
+	const char *missing = ops_missing(ops);
 	int rc = 0;
 
+	if (missing) {
+		/* A tier written against the table, not a setting: a bug. */
+		kvs_err("%s tier: its operations do not have what kvs_tier.h "
+			"requires: %s", ops->name ? ops->name : "a", missing);
+		return -EINVAL;
+	}
 	if (ops->tier == KVS_TIER_NONE || ops->tier >= KVS_TIER_MAX ||
 	    ops->tier == KVS_TIER_HOST)
 		return -EINVAL;
@@ -38,21 +86,21 @@ int kvs_cache_tier_add(kvs_cache *c, kvs_tier_mod *t)
 	t->cache = c;
 	t->stats = c->stats;
 	c->tier[ops->tier] = t;
-	if (ops->kind == KVS_TIER_SLOTS) {
+	if (ops->slot) {
 		rc = kvs_policy_create(c->policy_name, c->table, &c->tpol[ops->tier]);
 		if (rc == 0)
 			rc = kids_on(c, ops->tier);
 	} else {
 		c->stores[c->nstores++] = t;
 		rc = kids_on(c, KVS_TIER_HOST);
-		if (rc == 0 && ops->restore)
-			rc = ops->restore(t);
+		if (rc == 0 && ops->store->restore)
+			rc = ops->store->restore(t);
 	}
 	if (rc < 0) {
 		/* Restore may have made namespaces and records: those stay
 		 * (in no tier they are ghosts-to-be); the tier is the
 		 * caller's again. */
-		if (ops->kind == KVS_TIER_STORE)
+		if (ops->store)
 			c->nstores--;
 		kvs_policy_destroy(c->tpol[ops->tier]);
 		c->tpol[ops->tier] = NULL;
@@ -76,9 +124,9 @@ int kvs_cache_tier_map(const kvs_cache *c, uint8_t tier, int *fd,
 {
 	kvs_tier_mod *t = kvs_cache_tier(c, tier);
 
-	if (!t || t->ops->kind != KVS_TIER_SLOTS)
+	if (!t || !t->ops->slot)
 		return -ENODEV;
-	t->ops->map(t, fd, bytes, kind, device);
+	t->ops->slot->map(t, fd, bytes, kind, device);
 	return 0;
 }
 
@@ -97,7 +145,7 @@ void cache_tiers_close(kvs_cache *c)
 	}
 	c->nstores = 0;
 	for (uint8_t t = 0; t < KVS_TIER_MAX; t++) {
-		if (c->tier[t] && c->tier[t]->ops->kind == KVS_TIER_SLOTS)
+		if (c->tier[t] && c->tier[t]->ops->slot)
 			c->tier[t]->ops->close(c->tier[t]);
 		c->tier[t] = NULL;
 		kvs_policy_destroy(c->tpol[t]);
@@ -105,10 +153,9 @@ void cache_tiers_close(kvs_cache *c)
 		free(c->kids[t]);
 		c->kids[t] = NULL;
 	}
-	for (uint32_t i = 0; i < c->nps; i++)
-		cache_promo_arrays_free(&c->ps[i]);
-	free(c->ps);
-	c->ps = NULL;
+	for (uint32_t i = 0; i < kvs_pool_cap(&c->promos); i++)
+		cache_promo_arrays_free(cache_promo(c, i)); /* free ones: NULLs */
+	kvs_pool_fini(&c->promos);
 }
 
 void cache_note(kvs_cache *c, uint8_t t, int what, uint64_t n)
@@ -120,7 +167,7 @@ void cache_note(kvs_cache *c, uint8_t t, int what, uint64_t n)
 kvs_tier_mod *cache_store_of(const kvs_cache *c, uint32_t idx)
 {
 	for (uint32_t i = 0; i < c->nstores; i++)
-		if (c->stores[i]->ops->has(c->stores[i], idx))
+		if (c->stores[i]->ops->store->has(c->stores[i], idx))
 			return c->stores[i];
 	return NULL;
 }
@@ -129,15 +176,15 @@ kvs_tier_mod *cache_store_of(const kvs_cache *c, uint32_t idx)
 
 void cache_tiers_owner_gone(kvs_cache *c, kvs_owner *o)
 {
-	if (o->promo != NONE) {
+	if (o->promo != KVS_NONE) {
 		/* Its lease ends with the owner; the reads finish without it. */
-		c->ps[o->promo].owner = NULL;
-		o->promo = NONE;
+		cache_promo(c, o->promo)->owner = NULL;
+		o->promo = KVS_NONE;
 	}
-	if (o->verify != NONE) {
+	if (o->verify != KVS_NONE) {
 		/* No more reads; those in flight finish without it. */
-		o->vtier->ops->verify_cancel(o->vtier, o->verify);
-		o->verify = NONE;
+		o->vtier->ops->store->verify_cancel(o->vtier, o->verify);
+		o->verify = KVS_NONE;
 	}
 }
 
@@ -146,7 +193,7 @@ static void verify_done(void *arg, const kvs_verify_result *res,
 {
 	kvs_owner *o = arg;
 
-	o->verify = NONE;
+	o->verify = KVS_NONE;
 	if (o->verify_fn)
 		o->verify_fn(o->verify_arg, res, fails);
 }
@@ -155,20 +202,20 @@ int kvs_cache_verify(kvs_cache *c, kvs_owner *o, uint32_t ns_id,
 		     uint32_t max_failed, kvs_cache_verify_fn fn, void *arg,
 		     kvs_verify_result *res)
 {
-	uint32_t job = NONE;
+	uint32_t job = KVS_NONE;
 	int rc;
 
 	*res = (kvs_verify_result){ 0 };
-	if (o->verify != NONE)
+	if (o->verify != KVS_NONE)
 		return -EBUSY;
 	for (uint32_t i = 0; i < c->nstores; i++) {
 		kvs_tier_mod *t = c->stores[i];
 
-		if (!t->ops->verify)
+		if (!t->ops->store->verify)
 			continue;
 		o->verify_fn = fn;
 		o->verify_arg = arg;
-		rc = t->ops->verify(t, ns_id, max_failed, verify_done, o, res, &job);
+		rc = t->ops->store->verify(t, ns_id, max_failed, verify_done, o, res, &job);
 		if (rc == -EINPROGRESS) {
 			o->verify = job;
 			o->vtier = t;
@@ -294,7 +341,7 @@ void kvs_tier_rec_link(kvs_tier_mod *t, uint32_t idx, kvs_hash parent)
 	if (!parent.lo && !parent.hi)
 		return;
 	p = kvs_table_find(c->table, cache_ns_key(r->ns, parent));
-	if (p == NONE || cache_rec(c, p)->ns != r->ns)
+	if (p == KVS_NONE || cache_rec(c, p)->ns != r->ns)
 		return;
 	r->parent = p;
 	cache_rec(c, p)->children++;

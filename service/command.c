@@ -114,6 +114,16 @@ static void on_query_bound(evutil_socket_t fd, short what, void *arg)
 	kvs_cache_query_expire(c->srv->cache, c->owner);
 }
 
+/* The request's hashes as the cache takes them (the decoder bounded the
+ * count by KVS_MAX_HASHES, the scratch's size). The cache reads them during
+ * the call only: a deferred lookup keeps its own copy. */
+static const kvs_hash *req_hashes(kvs_server *s, const kvs_wire_hashes *w)
+{
+	for (uint32_t i = 0; i < w->count; i++)
+		s->hashes[i] = kvs_wire_hash_at(w->hashes, i);
+	return s->hashes;
+}
+
 /* A query (KVS_LOOKUP_QUERY): a count, nothing pinned. One that asks the
  * cluster is deferred, with a timer that bounds it. */
 static int do_query(conn *c, const kvs_wire_hdr *h, const request *rq)
@@ -121,7 +131,7 @@ static int do_query(conn *c, const kvs_wire_hdr *h, const request *rq)
 	kvs_server *s = c->srv;
 	uint32_t ms = s->cfg.remote_query_timeout_ms;
 	struct timeval tv;
-	int rc = kvs_cache_query(s->cache, c->owner, rq->hashes.hashes,
+	int rc = kvs_cache_query(s->cache, c->owner, req_hashes(s, &rq->hashes),
 				 rq->hashes.count,
 				 !!(rq->hashes.flags & KVS_LOOKUP_REMOTE));
 
@@ -145,7 +155,7 @@ static int do_lookup(conn *c, const kvs_wire_hdr *h, const request *rq)
 
 	if (rq->hashes.flags & KVS_LOOKUP_QUERY)
 		return do_query(c, h, rq);
-	rc = kvs_cache_lookup(s->cache, c->owner, rq->hashes.hashes,
+	rc = kvs_cache_lookup(s->cache, c->owner, req_hashes(s, &rq->hashes),
 			      rq->hashes.count, &lease, s->blocks);
 
 	/* -EINPROGRESS: blocks are being read back from SSD, and
@@ -179,7 +189,7 @@ static int do_reserve(conn *c, const kvs_wire_hdr *h, const request *rq)
 {
 	kvs_server *s = c->srv;
 	uint64_t lease;
-	int rc = kvs_cache_reserve(s->cache, c->owner, rq->hashes.hashes,
+	int rc = kvs_cache_reserve(s->cache, c->owner, req_hashes(s, &rq->hashes),
 				   rq->hashes.count, &lease, s->blocks);
 
 	if (rc < 0)

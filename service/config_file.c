@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kvshare.h"
+#include "kvs_types.h" /* KVS_E_CONFIG */
 
 static char *trim(char *p, char *end)
 {

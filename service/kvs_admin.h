@@ -2,9 +2,12 @@
  * kvs_admin.h - the operator's requests: list, inspect, evict/flush,
  * pin/unpin, and the KV event stream (watch).
  *
- * server.c decodes an operator request, checks who may send it (its command
- * table: EVICT, PIN, UNPIN and VERIFY are for control connections only), hands
- * the request here and sends back what this writes; the work is done on the cache through kvs_cache_admin.h. Events
+ * command.c decodes an operator request, checks who may send it (its command
+ * table: EVICT, PIN, UNPIN and VERIFY are for control connections only),
+ * hands the request here and sends back what this writes (admin.c); the work
+ * is done on the cache through kvs_cache_admin.h, in the cache's own types:
+ * admin.c translates between them and the wire's (kvs_wire_admin.h), the
+ * cache's kvs_cache_event into the wire's KVS_EVENT_* among them. Events
  * (stored, evicted, flushed, pinned, unpinned) collect while a request runs
  * and go out, one EVENT message per subscriber, when kvs_admin_publish() is
  * called after it. A subscriber whose unsent output is over the watch buffer

@@ -5,7 +5,9 @@
  * it knows blocks, namespaces, leases and stats; the slot allocator knows
  * only offsets and the arena only bytes. Tiers other than host plug in
  * through kvs_tier.h (kvs_cache_tier_add). Its API speaks its own types
- * (kvs_ns_desc, kvs_verify_result), never the wire's.
+ * (kvs_hash arrays, kvs_ns_desc, kvs_verify_result, kvs_cache_event), never
+ * the wire's: command.c and admin.c translate (layering.cache_no_wire keeps
+ * every wire header out of the cache's includes).
  *
  * Rules it keeps:
  *  - Prefix closure: a block is linked to its parent (the chain one block
@@ -156,8 +158,8 @@ int kvs_cache_attach(kvs_cache *c, kvs_owner *o, const kvs_ns_desc *d,
 		     int maps_slots, uint32_t *ns_id, uint64_t *block_bytes);
 
 /*
- * kvs_cache_lookup - pin the longest present prefix of @hashes (@n of them,
- * 16 bytes each as on the wire). Fills out[0..hits) and *lease (0 if none).
+ * kvs_cache_lookup - pin the longest present prefix of @hashes (@n block
+ * hashes, read during the call only). Fills out[0..hits) and *lease (0 if none).
  * Returns hits. Errors: KVS_E_NOTATTACHED, KVS_E_LIMIT (the owner holds
  * max_leases leases, or the hits would take its pins past max_pinned:
  * nothing is pinned then), -ENOMEM.
@@ -166,11 +168,11 @@ int kvs_cache_attach(kvs_cache *c, kvs_owner *o, const kvs_ns_desc *d,
  * looking up with a store tier on), and @o must send no other request
  * until then.
  */
-int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
+int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const kvs_hash *hashes,
 		     uint32_t n, uint64_t *lease, kvs_block *out);
 
 /*
- * kvs_cache_query - how many leading blocks of @hashes (@n, as on the wire)
+ * kvs_cache_query - how many leading blocks of @hashes (@n, as for a lookup)
  * a lookup would find in this daemon's tiers (host, the owner's slot tier,
  * SSD), pinning, promoting and fetching nothing; with @remote, and a
  * shared tier on, also how far the chain goes on in it, asked in EXISTS
@@ -181,7 +183,7 @@ int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
  * from kvs_cache_query_expire(), whichever is first; @o must send no other
  * request until then.
  */
-int kvs_cache_query(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
+int kvs_cache_query(kvs_cache *c, kvs_owner *o, const kvs_hash *hashes,
 		    uint32_t n, int remote);
 
 /*
@@ -200,7 +202,7 @@ void kvs_cache_query_expire(kvs_cache *c, kvs_owner *o);
  * blocks would take the owner's pins past max_pinned: nothing is reserved
  * then).
  */
-int kvs_cache_reserve(kvs_cache *c, kvs_owner *o, const uint8_t *hashes,
+int kvs_cache_reserve(kvs_cache *c, kvs_owner *o, const kvs_hash *hashes,
 		      uint32_t n, uint64_t *lease, kvs_block *out);
 
 /* kvs_cache_commit - publish a write lease; returns blocks published.

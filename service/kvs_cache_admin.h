@@ -1,9 +1,10 @@
 /*
  * kvs_cache_admin.h - the operator's primitives over the cache: walk and find
- * records, free one, pin one, and hear about blocks as they are stored and
- * freed. admin.c builds list/inspect/evict/pin/watch on these; the cache
- * keeps its rules (prefix closure, pinned blocks stay) because every change
- * goes through it.
+ * records, free one, pin one, count a fast-path hit, and hear about blocks
+ * as they are stored and freed (implemented in cache_admin.c). admin.c
+ * builds list/inspect/evict/pin/watch on these, naming the cache's events
+ * (kvs_cache_event) on the wire itself; the cache keeps its rules (prefix
+ * closure, pinned blocks stay) because every change goes through it.
  *
  * Errors: 0 or a negative KVS_E_* / -errno.
  * Thread: the daemon's loop thread only.
@@ -15,11 +16,19 @@
 
 #include "kvs_cache.h"
 #include "kvs_table.h"
-#include "kvs_wire_admin.h"
 
-/* Called for KVS_EVENT_STORED (commit) and KVS_EVENT_EVICTED / FLUSHED
- * (before the record is freed). */
-typedef void (*kvs_cache_event_fn)(void *arg, uint32_t kind, const kvs_rec *r);
+/* What the event hook hears: the cache's own kinds (admin.c names them on
+ * the wire). */
+typedef enum kvs_cache_event {
+	KVS_CACHE_EVENT_STORED = 1,  /* committed (or fetched, as if committed) */
+	KVS_CACHE_EVENT_EVICTED = 2, /* freed to make room, or by the operator */
+	KVS_CACHE_EVENT_FLUSHED = 3, /* freed by the operator's flush */
+} kvs_cache_event;
+
+/* Called for STORED and for EVICTED / FLUSHED (before the record is
+ * freed). */
+typedef void (*kvs_cache_event_fn)(void *arg, kvs_cache_event kind,
+				   const kvs_rec *r);
 void kvs_cache_set_event_hook(kvs_cache *c, kvs_cache_event_fn fn, void *arg);
 
 /* kvs_cache_rec_span - records in use all have an index below this. O(n). */
@@ -43,10 +52,10 @@ uint32_t kvs_cache_ns_count(const kvs_cache *c);
 /*
  * kvs_cache_free_rec - free committed record @idx if the policy could evict
  * it now (unpinned; a leaf for a leaf-only policy), telling the event hook
- * @kind (KVS_EVENT_EVICTED or KVS_EVENT_FLUSHED).
+ * @kind (KVS_CACHE_EVENT_EVICTED or KVS_CACHE_EVENT_FLUSHED).
  * Returns 1 when freed, 0 when it must stay.
  */
-int kvs_cache_free_rec(kvs_cache *c, uint32_t idx, uint32_t kind);
+int kvs_cache_free_rec(kvs_cache *c, uint32_t idx, kvs_cache_event kind);
 
 /*
  * kvs_cache_free_recs - kvs_cache_free_rec() for the records @idx[0..n)
@@ -56,7 +65,7 @@ int kvs_cache_free_rec(kvs_cache *c, uint32_t idx, uint32_t kind);
  */
 #define KVS_CACHE_FREE_BATCH 1024u
 uint32_t kvs_cache_free_recs(kvs_cache *c, const uint32_t *idx, uint32_t n,
-			     uint32_t kind, uint8_t *freed);
+			     kvs_cache_event kind, uint8_t *freed);
 
 /*
  * kvs_cache_pin_rec - add (+1) or drop (-1) an operator pin on committed

@@ -19,9 +19,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kvshare.h"
+#include "kvs_types.h" /* kvs_hash, kvs_tier */
 
-#define KVS_REC_NONE UINT32_MAX
+/* No record (the policies' name for KVS_NONE). */
+#define KVS_REC_NONE KVS_NONE
 
 enum kvs_rec_state {
 	KVS_REC_FREE = 0,    /* unused record (on the free list) */

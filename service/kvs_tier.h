@@ -7,14 +7,15 @@
  * handed to the cache with kvs_cache_tier_add(); the cache knows it only
  * through that table, as it knows eviction policies through kvs_policy_ops.
  *
- * Two kinds of tier:
- *  - a slot tier (KVS_TIER_SLOTS: the GPU tier) sits above the host tier and
- *    holds bytes that clients map: the cache allocates its slots, keeps an
- *    eviction policy for it, and demotes its victims to the host tier;
- *  - a store tier (the SSD tier) sits below the host tier and holds copies:
- *    a block the host tier evicts goes to the first store tier that admits
- *    it, and a lookup that reaches a block held only there promotes it (a
- *    host slot, a read, the deferred reply).
+ * Two kinds of tier, one table of operations each (kvs_tier_slot_ops,
+ * kvs_tier_store_ops) beside the common one (kvs_tier_ops):
+ *  - a slot tier (the GPU tier) sits above the host tier and holds bytes
+ *    that clients map: the cache allocates its slots, keeps an eviction
+ *    policy for it, and demotes its victims to the host tier;
+ *  - a store tier (the SSD and remote tiers) sits below the host tier and
+ *    holds copies: a block the host tier evicts goes to the first store
+ *    tier that admits it, and a lookup that reaches a block held only there
+ *    promotes it (a host slot, a read, the deferred reply).
  *
  * What is the cache's, written once for every tier: the record's tier, the
  * child counts per tier and the leaf rule, one make-room loop per (domain,
@@ -41,12 +42,6 @@
 typedef struct kvs_cache kvs_cache;
 typedef struct kvs_tier_mod kvs_tier_mod;
 typedef struct kvs_tier_ops kvs_tier_ops;
-
-/* Where a tier sits. */
-enum kvs_tier_kind {
-	KVS_TIER_SLOTS = 1, /* above host: clients map its slots */
-	KVS_TIER_STORE = 2, /* below host: copies, promoted on a hit */
-};
 
 /* A namespace, as the cache and the tiers that persist it know it. */
 typedef struct kvs_ns_desc {
@@ -83,14 +78,14 @@ enum kvs_tier_note {
 	KVS_TIER_NOTE_PROMOTED,     /* a copy of it is in host RAM again */
 };
 
-/* Results of kvs_tier_ops.demote. */
+/* Results of kvs_tier_store_ops.demote. */
 enum kvs_tier_demote {
 	KVS_TIER_REFUSED = 0, /* not admitted: the cache drops the block */
 	KVS_TIER_KEPT = 1,    /* the tier has its copy */
 	KVS_TIER_WRITING = 2, /* its copy is being written (kvs_tier_stored) */
 };
 
-/* Verify results (kvs_tier_ops.verify), the cache's types. */
+/* Verify results (kvs_tier_store_ops.verify), the cache's types. */
 typedef struct kvs_verify_fail {
 	kvs_hash hash; /* the block's hash (not the table key) */
 	uint32_t ns;
@@ -107,33 +102,22 @@ typedef void (*kvs_verify_fn)(void *arg, const kvs_verify_result *res,
 			      const kvs_verify_fail *fails);
 
 /*
- * The operations. Required of every tier: kind, tier, name, close, stats.
- * A slot tier: slot_class, slot_alloc, slot_free, slots_used, blocks,
- * copy_to_host, map. A store tier: rec_new, has, keeps, demote, read, drop; optional:
- * committed (write-through), ns_created + restore (persistence), wait_held
- * + host_held (copies written straight from host slots), verify. Either:
- * event_fd + poll (completions), note (counters of generic events).
+ * The operations: one table every tier fills (name, tier, close, stats and
+ * its events), and exactly one of a slot table (a slot tier) and a store
+ * table (a store tier). Which members are required is checked by
+ * kvs_cache_tier_add() (it refuses a tier lacking one, naming it), so an
+ * unset optional member is the only NULL the cache ever tests for.
  */
-struct kvs_tier_ops {
-	const char *name; /* "gpu", "ssd": logs */
-	int kind;         /* kvs_tier_kind */
-	uint8_t tier;     /* the kvs_tier value of blocks held only here */
 
-	void (*close)(kvs_tier_mod *t); /* waits for its I/O, frees everything */
-	/* Readable when poll() has completions to reap; -1 if none. */
-	int (*event_fd)(const kvs_tier_mod *t);
-	void (*poll)(kvs_tier_mod *t);
-	void (*note)(kvs_tier_mod *t, int what, uint64_t n);
-	void (*stats)(kvs_tier_mod *t, kvs_counters *st);
-
-	/* -- slot tiers -- */
+/* A slot tier's operations: every member is required. */
+typedef struct kvs_tier_slot_ops {
 	/* The allocator class for blocks of @bytes. Errors: KVS_E_LAYOUT
 	 * (does not fit), -ENOMEM. */
-	int (*slot_class)(kvs_tier_mod *t, uint64_t bytes, uint32_t *cls);
+	int (*class_of)(kvs_tier_mod *t, uint64_t bytes, uint32_t *cls);
 	/* -ENOSPC: the cache evicts and asks again. */
-	int (*slot_alloc)(kvs_tier_mod *t, uint32_t cls, uint64_t *off);
-	void (*slot_free)(kvs_tier_mod *t, uint64_t off);
-	uint64_t (*slots_used)(const kvs_tier_mod *t);
+	int (*alloc)(kvs_tier_mod *t, uint32_t cls, uint64_t *off);
+	void (*free)(kvs_tier_mod *t, uint64_t off);
+	uint64_t (*used)(const kvs_tier_mod *t);
 	/* Committed blocks whose bytes are in it. */
 	uint64_t (*blocks)(const kvs_tier_mod *t);
 	/* Copy @bytes of the slot at @off to host memory @dst (demotion). */
@@ -142,8 +126,16 @@ struct kvs_tier_ops {
 	/* The arena clients map: its fd, size, engine kind and device. */
 	void (*map)(const kvs_tier_mod *t, int *fd, uint64_t *bytes,
 		    uint32_t *kind, uint32_t *device);
+} kvs_tier_slot_ops;
 
-	/* -- store tiers -- */
+/*
+ * A store tier's operations. Required: rec_new, has, keeps, demote, read,
+ * drop. Optional: committed (write-through), ns_created and restore
+ * (persistence), reading, and three pairs, both or neither: probe + fetch
+ * (a tier others write to), host_held + wait_held (copies written straight
+ * from host slots), verify + verify_cancel.
+ */
+typedef struct kvs_tier_store_ops {
 	/* Index @idx now names a new block: forget any state of it.
 	 * Errors: -ENOMEM (the cache does not insert the block). */
 	int (*rec_new)(kvs_tier_mod *t, uint32_t idx);
@@ -171,12 +163,13 @@ struct kvs_tier_ops {
 	 * first: answered by kvs_tier_probe_done(@cookie). Returns 1 (in
 	 * flight) or an error (none). Then fetch() reads one into a new record's host
 	 * slot @dst, as read() does (1 or an error; done with
-	 * kvs_tier_read_done). Optional, both or neither. */
+	 * kvs_tier_read_done). */
 	int (*probe)(kvs_tier_mod *t, const kvs_tier_blk *b, uint32_t n,
 		     uint64_t cookie);
 	int (*fetch)(kvs_tier_mod *t, const kvs_tier_blk *b, void *dst,
 		     uint64_t cookie);
-	/* Whether a read of @idx is in flight (it then fills a host slot). */
+	/* Whether a read of @idx is in flight (it then fills a host slot):
+	 * kvs_cache_check() counts those slots; unset, none is. */
 	int (*reading)(const kvs_tier_mod *t, uint32_t idx);
 	/* Forget the copy of @b (corrupt, or the block is gone). */
 	void (*drop)(kvs_tier_mod *t, const kvs_tier_blk *b);
@@ -197,6 +190,27 @@ struct kvs_tier_ops {
 		      uint32_t *job);
 	/* The asker of @job is gone: finish without answering. */
 	void (*verify_cancel)(kvs_tier_mod *t, uint32_t job);
+} kvs_tier_store_ops;
+
+/*
+ * What every tier has. Required: name, tier, close, stats, and one of slot
+ * (a slot tier, KVS_TIER_GPU) or store (a store tier). Optional: note, and
+ * poll, with event_fd when its completions wake the loop (event_fd needs
+ * poll; a poll without event_fd is called by whoever drives it).
+ */
+struct kvs_tier_ops {
+	const char *name; /* "gpu", "ssd": logs */
+	uint8_t tier;     /* the kvs_tier value of blocks held only here */
+
+	void (*close)(kvs_tier_mod *t); /* waits for its I/O, frees everything */
+	/* Readable when poll() has completions to reap; -1 if none. */
+	int (*event_fd)(const kvs_tier_mod *t);
+	void (*poll)(kvs_tier_mod *t);
+	void (*note)(kvs_tier_mod *t, int what, uint64_t n);
+	void (*stats)(kvs_tier_mod *t, kvs_counters *st);
+
+	const kvs_tier_slot_ops *slot;   /* above host: clients map its slots */
+	const kvs_tier_store_ops *store; /* below host: copies, promoted on a hit */
 };
 
 /* The common head of every tier's state (its struct starts with it). */
@@ -252,8 +266,9 @@ void kvs_tier_rec_link(kvs_tier_mod *t, uint32_t idx, kvs_hash parent);
  * the cache owns it (closed by kvs_cache_destroy); on failure it stays the
  * caller's (to close with its ops->close). A slot tier serves
  * owners that attach asking for it (kvs_cache_attach @maps_slots).
- * Errors: -EINVAL (its tier value is none or host), -EEXIST (that tier is
- * on), -ENODEV (per-uid domains: one tier
+ * Errors: -EINVAL (its tier value is none or host, or its ops lack a
+ * required member or have both tables or neither: logged, naming it),
+ * -EEXIST (that tier is on), -ENODEV (per-uid domains: one tier
  * shared by every domain would mix tenants), -ENOMEM, the restore's error
  * (what it restored stays in the cache: a daemon stops then).
  */

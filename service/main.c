@@ -5,7 +5,7 @@
 #include "kvs_config.h"
 #include "kvs_log.h"
 #include "kvs_server.h"
-#include "kvshare.h"
+#include "kvs_types.h" /* kvs_strerror */
 
 int main(int argc, char **argv)
 {

@@ -15,7 +15,7 @@
 #include <event2/util.h>
 
 #include "kvs_log.h"
-#include "kvshare.h"
+#include "kvs_types.h" /* KVS_E_CONFIG */
 
 /* An accept() that finds no fd pauses the listener this long: libevent's
  * listener is level-triggered, and without an error callback it logs and

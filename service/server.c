@@ -508,10 +508,11 @@ int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 	s->uid = geteuid();
 	s->fd_limit = nofile_raise();
 	clock_gettime(CLOCK_MONOTONIC, &s->started);
+	s->hashes = malloc(KVS_MAX_HASHES * sizeof(kvs_hash));
 	s->blocks = malloc(KVS_MAX_HASHES * sizeof(kvs_block));
 	s->reply = malloc(KVS_WIRE_MAX_PAYLOAD);
 	s->base = event_base_new();
-	if (!s->blocks || !s->reply || !s->base) {
+	if (!s->hashes || !s->blocks || !s->reply || !s->base) {
 		rc = -ENOMEM;
 		goto fail;
 	}
@@ -614,6 +615,7 @@ void kvs_server_destroy(kvs_server *s)
 	kvs_fast_destroy(s->fast);
 	if (s->base)
 		event_base_free(s->base);
+	free(s->hashes);
 	free(s->blocks);
 	free(s->reply);
 	free(s->uids);

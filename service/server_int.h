@@ -68,8 +68,9 @@ struct kvs_server {
 	struct uid_conns { uint32_t uid, n; } *uids;
 	uint32_t uids_mask;
 	uint32_t max_per_uid;
-	/* Scratch for one reply at a time: the loop handles one request at once. */
-	kvs_block *blocks;
+	/* Scratch for one request at a time: the loop handles one at once. */
+	kvs_hash *hashes;  /* its hashes, decoded (command.c) */
+	kvs_block *blocks; /* its reply's blocks */
 	uint8_t *reply;
 	/* Engines' counts (REPORT) per namespace, [ns id - 1], grown to the
 	 * highest id that reported (server_stats.c). */

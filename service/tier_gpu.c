@@ -10,7 +10,7 @@
 
 #include "kvs_gpu.h"
 #include "kvs_log.h"
-#include "kvshare.h" /* kvs_strerror */
+#include "kvs_types.h" /* kvs_strerror */
 #include "kvs_slab.h"
 
 typedef struct gpu_tier {
@@ -130,20 +130,23 @@ static void gpu_stats(kvs_tier_mod *t, kvs_counters *st)
 	st->tier_gpu_slots_used = (int64_t)ss.slots_used;
 }
 
+static const kvs_tier_slot_ops gpu_slot_ops = {
+	.class_of = gpu_slot_class,
+	.alloc = gpu_slot_alloc,
+	.free = gpu_slot_free,
+	.used = gpu_slots_used,
+	.blocks = gpu_blocks,
+	.copy_to_host = gpu_copy_to_host,
+	.map = gpu_map,
+};
+
 static const kvs_tier_ops gpu_ops = {
 	.name = "GPU",
-	.kind = KVS_TIER_SLOTS,
 	.tier = KVS_TIER_GPU,
 	.close = gpu_close,
 	.note = gpu_note,
 	.stats = gpu_stats,
-	.slot_class = gpu_slot_class,
-	.slot_alloc = gpu_slot_alloc,
-	.slot_free = gpu_slot_free,
-	.slots_used = gpu_slots_used,
-	.blocks = gpu_blocks,
-	.copy_to_host = gpu_copy_to_host,
-	.map = gpu_map,
+	.slot = &gpu_slot_ops,
 };
 
 static int open_on(gpu_tier *g, int kind, int device,

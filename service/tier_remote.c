@@ -16,7 +16,7 @@
 #include "kvs_nsfile.h"
 #include "kvs_remote.h"
 #include "kvs_remote_value.h"
-#include "kvshare.h" /* kvs_strerror */
+#include "kvs_types.h" /* kvs_strerror */
 
 static remote_tier *remote_of(const kvs_tier_mod *t)
 {
@@ -27,38 +27,21 @@ static remote_tier *remote_of(const kvs_tier_mod *t)
 
 int remote_job_new(remote_tier *t, uint8_t kind, uint32_t *out)
 {
-	if (t->free_job == UINT32_MAX) {
-		uint32_t n = t->njobs ? t->njobs * 2 : 64;
-		rjob **nj = realloc(t->jobs, (size_t)n * sizeof(*nj));
+	rjob *b;
 
-		if (!nj)
-			return -ENOMEM;
-		t->jobs = nj;
-		for (uint32_t i = n; i-- > t->njobs;) {
-			nj[i] = calloc(1, sizeof(rjob));
-			if (!nj[i]) {
-				for (uint32_t k = i + 1; k < n; k++)
-					free(nj[k]);
-				t->free_job = UINT32_MAX;
-				return -ENOMEM;
-			}
-			nj[i]->self = i;
-			nj[i]->next = t->free_job;
-			t->free_job = i;
-		}
-		t->njobs = n;
-	}
-	*out = t->free_job;
-	t->free_job = t->jobs[*out]->next;
-	t->jobs[*out]->kind = kind;
-	t->jobs[*out]->buf = NULL;
-	t->jobs[*out]->pinned = 0;
+	if (kvs_pool_alloc(&t->jobs, out) < 0)
+		return -ENOMEM;
+	b = remote_job(t, *out);
+	b->self = *out;
+	b->kind = kind;
+	b->buf = NULL;
+	b->pinned = 0;
 	return 0;
 }
 
 void remote_job_free(remote_tier *t, uint32_t j)
 {
-	rjob *b = t->jobs[j];
+	rjob *b = remote_job(t, j);
 
 	if (b->buf) {
 		remote_stage_put(t, b->buf, b->bytes);
@@ -71,8 +54,7 @@ void remote_job_free(remote_tier *t, uint32_t j)
 	b->pinned = 0;
 	b->buf = NULL;
 	b->kind = JOB_FREE;
-	b->next = t->free_job;
-	t->free_job = j;
+	kvs_pool_free(&t->jobs, j);
 }
 
 void remote_count_error(remote_tier *t, int res)
@@ -113,7 +95,7 @@ static int remote_probe(kvs_tier_mod *tt, const kvs_tier_blk *b, uint32_t n,
 		return -EINVAL;
 	if ((rc = remote_job_new(t, JOB_PROBE, &j)) < 0)
 		return rc;
-	p = t->jobs[j];
+	p = remote_job(t, j);
 	p->cookie = cookie;
 	p->n = n;
 	for (uint32_t i = 0; i < n; i++) {
@@ -134,7 +116,7 @@ static int remote_probe(kvs_tier_mod *tt, const kvs_tier_blk *b, uint32_t n,
 /* The EXISTS of a probe: the chain's present prefix. */
 static void probe_done(remote_tier *t, uint32_t j, const kvs_remote_cqe *q)
 {
-	rjob *p = t->jobs[j];
+	rjob *p = remote_job(t, j);
 	uint64_t cookie = p->cookie;
 	uint32_t k = 0;
 
@@ -162,7 +144,7 @@ static int remote_fetch(kvs_tier_mod *tt, const kvs_tier_blk *b, void *dst,
 
 	if ((rc = remote_job_new(t, JOB_FETCH, &j)) < 0)
 		return rc;
-	f = t->jobs[j];
+	f = remote_job(t, j);
 	f->cookie = cookie;
 	f->dst = dst;
 	f->idx = b->idx;
@@ -184,7 +166,7 @@ static int remote_fetch(kvs_tier_mod *tt, const kvs_tier_blk *b, void *dst,
  * READY in kvs_tier_read_done, and not before), else it is a miss. */
 static void fetch_end(remote_tier *t, uint32_t j, int res, const kvs_rval_info *got)
 {
-	rjob *f = t->jobs[j];
+	rjob *f = remote_job(t, j);
 	uint64_t cookie = f->cookie;
 
 	if (res == -EBADMSG || res == -EKEYREJECTED) {
@@ -211,7 +193,7 @@ static void fetch_done(remote_tier *t, uint32_t j, const kvs_remote_cqe *q)
 	static const kvs_rval_info none;
 
 	if (q->res == 0) {
-		t->jobs[j]->got = none;
+		remote_job(t, j)->got = none;
 		remote_work_submit(t, j);
 		return;
 	}
@@ -220,7 +202,7 @@ static void fetch_done(remote_tier *t, uint32_t j, const kvs_remote_cqe *q)
 
 void remote_fetch_verified(remote_tier *t, uint32_t j)
 {
-	fetch_end(t, j, t->jobs[j]->wres, &t->jobs[j]->got);
+	fetch_end(t, j, remote_job(t, j)->wres, &remote_job(t, j)->got);
 }
 
 static void on_done(void *arg, const kvs_remote_cqe *q)
@@ -228,7 +210,7 @@ static void on_done(void *arg, const kvs_remote_cqe *q)
 	remote_tier *t = arg;
 	uint32_t j = (uint32_t)q->cookie;
 
-	switch (t->jobs[j]->kind) {
+	switch (remote_job(t, j)->kind) {
 	case JOB_PROBE:
 		probe_done(t, j, q);
 		break;
@@ -371,12 +353,10 @@ static void remote_close(kvs_tier_mod *tt)
 
 	remote_work_stop(t); /* first: the workers read jobs' buffers */
 	kvs_remote_close(t->eng); /* pending requests dropped: buffers ours */
-	for (uint32_t i = 0; i < t->njobs; i++) {
-		if (t->jobs[i] && t->jobs[i]->kind != JOB_FREE)
-			free(t->jobs[i]->buf);
-		free(t->jobs[i]);
-	}
-	free(t->jobs);
+	for (uint32_t i = 0; i < kvs_pool_cap(&t->jobs); i++)
+		if (remote_job(t, i)->kind != JOB_FREE)
+			free(remote_job(t, i)->buf);
+	kvs_pool_fini(&t->jobs);
 	for (uint32_t i = 0; i < t->nspare; i++)
 		free(t->spare[i]);
 	free(t->ns_fp);
@@ -436,14 +416,7 @@ static void remote_drop(kvs_tier_mod *t, const kvs_tier_blk *b)
 	(void)b;
 }
 
-static const kvs_tier_ops remote_ops = {
-	.name = "remote",
-	.kind = KVS_TIER_STORE,
-	.tier = KVS_TIER_REMOTE,
-	.close = remote_close,
-	.event_fd = remote_event_fd,
-	.poll = remote_poll,
-	.stats = remote_stats,
+static const kvs_tier_store_ops remote_store_ops = {
 	.rec_new = remote_rec_new,
 	.has = remote_has,
 	.keeps = remote_keeps,
@@ -454,6 +427,16 @@ static const kvs_tier_ops remote_ops = {
 	.ns_created = remote_ns_created,
 	.probe = remote_probe,
 	.fetch = remote_fetch,
+};
+
+static const kvs_tier_ops remote_ops = {
+	.name = "remote",
+	.tier = KVS_TIER_REMOTE,
+	.close = remote_close,
+	.event_fd = remote_event_fd,
+	.poll = remote_poll,
+	.stats = remote_stats,
+	.store = &remote_store_ops,
 };
 
 /* ---- open ------------------------------------------------------------- */
@@ -517,8 +500,10 @@ int kvs_tier_remote_open(const kvs_tier_remote_config *cfg, kvs_tier_mod **out)
 	t->base.ops = &remote_ops;
 	t->write_through = cfg->write_through;
 	t->pin_share = cfg->pin_share;
-	t->free_job = UINT32_MAX;
-	rc = read_secret(cfg->secret_file, &t->mac);
+	/* Jobs by the 64 (the first array's size before the pool). */
+	rc = kvs_pool_init(&t->jobs, sizeof(rjob), 6, KVS_POOL_MAX);
+	if (rc == 0)
+		rc = read_secret(cfg->secret_file, &t->mac);
 	if (rc == 0)
 		rc = kvs_remote_create(&t->eng);
 	if (rc == 0)

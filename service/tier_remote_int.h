@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "kvs_pool.h"
 #include "kvs_remote.h"
 #include "kvs_remote_value.h"
 #include "kvs_stats.h"
@@ -41,7 +42,6 @@ enum job_kind { JOB_FREE = 0, JOB_PROBE, JOB_FETCH, JOB_CHECK, JOB_PUBLISH, JOB_
 
 typedef struct rjob {
 	uint8_t kind;
-	uint32_t next;        /* free list */
 	uint64_t cookie;      /* the cache's (probe, fetch) */
 	uint32_t n;           /* probe: keys asked */
 	int res[PROBE_MAX];   /* probe: per key */
@@ -55,7 +55,7 @@ typedef struct rjob {
 	uint32_t idx;         /* fetch, pinned publish: the record */
 	int pinned;
 	uint64_t bytes;
-	uint32_t self;        /* its index in jobs[] */
+	uint32_t self;        /* its index in jobs */
 	/* At the MAC workers (tier_remote_work.c) from remote_work_submit
 	 * until remote_work_poll completes it: meanwhile they read hdr, want,
 	 * dst (verify) or src (seal) and write hdr (seal), wres and got; the
@@ -93,9 +93,8 @@ typedef struct remote_tier {
 	int write_through;
 	uint64_t *ns_fp;      /* by namespace id - 1 */
 	uint32_t nns;
-	rjob **jobs;          /* each its own allocation: the engine holds
-			       * pointers into a job (header, results) */
-	uint32_t njobs, free_job;
+	kvs_pool jobs;        /* of rjob: they never move (the engine and the
+			       * MAC workers hold pointers into a job) */
 	uint64_t staged;
 	uint64_t pinned_bytes; /* of host slots pinned by publishes */
 	uint32_t pin_share;   /* pin_cap(): percent of the host tier */
@@ -119,6 +118,10 @@ typedef struct remote_tier {
 
 /* tier_remote.c */
 int remote_job_new(remote_tier *t, uint8_t kind, uint32_t *out);
+static inline rjob *remote_job(const remote_tier *t, uint32_t j)
+{
+	return kvs_pool_at(&t->jobs, j);
+}
 void remote_job_free(remote_tier *t, uint32_t j);
 /* A failed request, counted by kind. */
 void remote_count_error(remote_tier *t, int res);

@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 
 #include "kvs_log.h"
-#include "kvshare.h" /* kvs_strerror */
+#include "kvs_types.h" /* kvs_strerror */
 
 /* The AUTH file: "user password" or "password" on its first line. Warns
  * when others may read it. */

@@ -120,7 +120,7 @@ void remote_publish(remote_tier *t, const kvs_tier_blk *b, int pin)
 		t->own.tier_remote_skipped++;
 		return;
 	}
-	p = t->jobs[j];
+	p = remote_job(t, j);
 	p->bytes = b->bytes;
 	p->pinned = pin;
 	p->idx = b->idx;
@@ -156,7 +156,7 @@ void remote_publish(remote_tier *t, const kvs_tier_blk *b, int pin)
  * repair's SET. */
 void remote_sealed(remote_tier *t, uint32_t j)
 {
-	rjob *p = t->jobs[j];
+	rjob *p = remote_job(t, j);
 	struct iovec iov[2] = { { p->hdr, KVS_RVAL_HDR_BYTES },
 				{ (void *)p->src, p->bytes } };
 	int rc;
@@ -178,7 +178,7 @@ void remote_sealed(remote_tier *t, uint32_t j)
  * (a block already there costs no MAC). */
 void remote_check_done(remote_tier *t, uint32_t j, const kvs_remote_cqe *q)
 {
-	rjob *p = t->jobs[j];
+	rjob *p = remote_job(t, j);
 
 	if (q->res < 0) {
 		remote_count_error(t, q->res);
@@ -197,7 +197,7 @@ void remote_check_done(remote_tier *t, uint32_t j, const kvs_remote_cqe *q)
 /* The SET NX of a publish, or the SET of a repair. */
 void remote_publish_done(remote_tier *t, uint32_t j, const kvs_remote_cqe *q)
 {
-	rjob *p = t->jobs[j];
+	rjob *p = remote_job(t, j);
 
 	if (q->res == 0) {
 		t->own.tier_remote_published++;

@@ -118,7 +118,7 @@ void remote_work_stop(remote_tier *t)
 void remote_work_submit(remote_tier *t, uint32_t j)
 {
 	remote_work *w = &t->work;
-	rjob *p = t->jobs[j];
+	rjob *p = remote_job(t, j);
 
 	p->wnext = NULL;
 	w->queued++;

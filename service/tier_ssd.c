@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "kvs_log.h"
-#include "kvshare.h" /* kvs_strerror */
+#include "kvs_types.h" /* kvs_strerror */
 
 #define DEFAULT_SEGMENTS 4
 
@@ -185,29 +185,21 @@ static void ssd_close(kvs_tier_mod *tt)
 
 	kvs_ssd_close(t->ssd);
 	kvs_index_close(t->ix);
-	for (uint32_t i = 0; i < t->nws; i++)
-		free(t->ws[i].buf);
+	for (uint32_t i = 0; i < kvs_pool_cap(&t->ws); i++)
+		free(ssd_wslot(t, i)->buf);
 	for (uint32_t i = 0; i < t->npool; i++)
 		free(t->pool[i].p);
-	for (uint32_t i = 0; i < t->nvs; i++)
-		if (t->vs[i])
+	for (uint32_t i = 0; i < kvs_pool_cap(&t->vs); i++)
+		if (kvs_pool_live_at(&t->vs, i))
 			ssd_vjob_free(t, i);
-	free(t->vs);
-	free(t->ws);
-	free(t->rs);
+	kvs_pool_fini(&t->vs);
+	kvs_pool_fini(&t->ws);
+	kvs_pool_fini(&t->rs);
 	free(t->loc);
 	free(t);
 }
 
-static const kvs_tier_ops ssd_ops = {
-	.name = "SSD",
-	.kind = KVS_TIER_STORE,
-	.tier = KVS_TIER_SSD,
-	.close = ssd_close,
-	.event_fd = ssd_event_fd,
-	.poll = ssd_poll,
-	.note = ssd_note,
-	.stats = ssd_stats,
+static const kvs_tier_store_ops ssd_store_ops = {
 	.rec_new = ssd_rec_new,
 	.has = ssd_has,
 	.keeps = ssd_keeps,
@@ -222,6 +214,17 @@ static const kvs_tier_ops ssd_ops = {
 	.restore = ssd_restore,
 	.verify = ssd_verify,
 	.verify_cancel = ssd_verify_cancel,
+};
+
+static const kvs_tier_ops ssd_ops = {
+	.name = "SSD",
+	.tier = KVS_TIER_SSD,
+	.close = ssd_close,
+	.event_fd = ssd_event_fd,
+	.poll = ssd_poll,
+	.note = ssd_note,
+	.stats = ssd_stats,
+	.store = &ssd_store_ops,
 };
 
 /* ---- recycling -------------------------------------------------------- */
@@ -348,8 +351,15 @@ int kvs_tier_ssd_open(const kvs_tier_ssd_config *cfg, kvs_tier_mod **out)
 	t->admit_hit = cfg->admit_hit;
 	t->write_through = cfg->write_through;
 	t->enabled = 1;
-	t->free_ws = t->free_rs = NONE;
-	rc = open_store(t, cfg, bytes);
+	/* Slots by the 64, verify jobs by the 4 (the first arrays' sizes
+	 * before the pool). */
+	rc = kvs_pool_init(&t->ws, sizeof(wslot), 6, KVS_POOL_MAX);
+	if (rc == 0)
+		rc = kvs_pool_init(&t->rs, sizeof(rslot), 6, KVS_POOL_MAX);
+	if (rc == 0)
+		rc = kvs_pool_init(&t->vs, sizeof(vjob), 2, 1u << 30);
+	if (rc == 0)
+		rc = open_store(t, cfg, bytes);
 	snprintf(ixdir, sizeof(ixdir), "%s/index", cfg->dir);
 	if (rc == 0 && (rc = kvs_index_create(&t->ix)) == 0)
 		rc = kvs_index_set_mapsize(t->ix, kvs_index_mapsize_for(bytes, 64u << 10));

@@ -20,9 +20,9 @@
 #include "kvs_index.h"
 #include "kvs_ssd.h"
 #include "kvs_tier.h"
+#include "kvs_pool.h"
 #include "tier_ssd.h"
 
-#define NONE UINT32_MAX
 /* A demotion write goes straight from the block's slot, which stays
  * allocated (held by the write) until the write completes: the store may
  * DMA from it until then. Held slots are host-tier capacity that the
@@ -82,8 +82,7 @@ static inline void loc_clear(loc *l, uint32_t f)
 }
 
 typedef struct wslot {    /* one write in flight */
-	uint32_t idx;     /* record, NONE when the slot is free */
-	uint32_t next;    /* free list */
+	uint32_t idx;     /* record, KVS_NONE when the slot is free */
 	uint32_t ns;      /* the record's block, to catch a reused index */
 	kvs_hash hash;
 	kvs_hash parent;  /* for the index entry */
@@ -97,8 +96,7 @@ typedef struct wslot {    /* one write in flight */
 } wslot;
 
 typedef struct rslot {    /* one promotion read in flight */
-	uint32_t idx;     /* record, NONE when free */
-	uint32_t next;    /* free list */
+	uint32_t idx;     /* record, KVS_NONE when free */
 	uint64_t cookie;  /* the cache's */
 } rslot;
 
@@ -128,23 +126,31 @@ typedef struct ssd_tier {
 	int admit_hit, write_through, enabled;
 	loc *loc;         /* by record index */
 	uint32_t nloc;
-	wslot *ws;
-	uint32_t nws, free_ws, writes_inflight;
-	rslot *rs;
-	uint32_t nrs, free_rs;
+	kvs_pool ws;      /* of wslot, by the write's cookie */
+	uint32_t writes_inflight;
+	kvs_pool rs;      /* of rslot, by the read's cookie */
 	uint64_t staged;
 	uint64_t held, nheld; /* bytes and slots held by direct writes */
 	struct { void *p; uint64_t bytes; } pool[STAGE_POOL_MAX]; /* idle staging */
 	uint32_t npool;
 	uint64_t pool_bytes;
 	uint64_t blocks;  /* records with an SSD copy */
-	vjob **vs;        /* verify jobs by id, NULL when free */
-	uint32_t nvs;
+	kvs_pool vs;      /* of vjob, by id (a cookie's 30 bits) */
 } ssd_tier;
 
 static inline ssd_tier *ssd_of(const kvs_tier_mod *t)
 {
 	return (ssd_tier *)t;
+}
+
+static inline wslot *ssd_wslot(const ssd_tier *t, uint32_t w)
+{
+	return kvs_pool_at(&t->ws, w);
+}
+
+static inline vjob *ssd_vjob(const ssd_tier *t, uint32_t id)
+{
+	return kvs_pool_at(&t->vs, id);
 }
 
 /* The entry of @idx, or a zero one past the end (read-only use). */

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "kvs_log.h"
-#include "kvshare.h" /* kvs_strerror */
+#include "kvs_types.h" /* kvs_strerror */
 
 /* ---- promotion -------------------------------------------------------- */
 
@@ -40,26 +40,6 @@ static int read_from_write(ssd_tier *t, const kvs_tier_blk *b, void *dst)
 	return 0;
 }
 
-/* A free read slot. Errors: -ENOMEM. */
-static int rslot_get(ssd_tier *t, uint32_t *out)
-{
-	if (t->free_rs == NONE) {
-		uint32_t n = t->nrs ? t->nrs * 2 : 64;
-		rslot *nr = realloc(t->rs, (size_t)n * sizeof(*nr));
-
-		if (!nr)
-			return -ENOMEM;
-		for (uint32_t i = n; i-- > t->nrs;) {
-			nr[i] = (rslot){ .idx = NONE, .next = t->free_rs };
-			t->free_rs = i;
-		}
-		t->rs = nr;
-		t->nrs = n;
-	}
-	*out = t->free_rs;
-	return 0;
-}
-
 int ssd_read(kvs_tier_mod *tt, const kvs_tier_blk *b, void *dst, uint64_t cookie)
 {
 	ssd_tier *t = ssd_of(tt);
@@ -70,17 +50,18 @@ int ssd_read(kvs_tier_mod *tt, const kvs_tier_blk *b, void *dst, uint64_t cookie
 
 	if (loc_flags(ssd_loc(t, b->idx)) & LOC_WRITING)
 		return read_from_write(t, b, dst);
-	if (rslot_get(t, &r) < 0)
+	if (kvs_pool_alloc(&t->rs, &r) < 0)
 		return -EAGAIN; /* a miss; the copy is fine */
 	sl = ssd_loc_of(t, b->idx, b->bytes);
 	want = (kvs_ssd_blk){ .ns = b->ns, .len = sl.len, .hash = b->hash };
 	rc = kvs_ssd_read(t->ssd, &sl, &want, 0, dst, r);
 	if (rc < 0) {
+		kvs_pool_free(&t->rs, r);
 		tt->stats->tier_ssd_stale_blocks += rc == -ESTALE;
 		return rc == -EAGAIN ? -EIO : rc;
 	}
-	t->free_rs = t->rs[r].next;
-	t->rs[r] = (rslot){ .idx = b->idx, .cookie = cookie };
+	*(rslot *)kvs_pool_at(&t->rs, r) = (rslot){ .idx = b->idx,
+						     .cookie = cookie };
 	loc_set(&t->loc[b->idx], LOC_READING);
 	/* Straight into the slot where O_DIRECT can take it (the store reads
 	 * any other through a bounce buffer). */
@@ -94,12 +75,12 @@ int ssd_read(kvs_tier_mod *tt, const kvs_tier_blk *b, void *dst, uint64_t cookie
 void ssd_read_done(ssd_tier *t, const kvs_ssd_cqe *q)
 {
 	kvs_counters *st = t->base.stats;
-	rslot *r = &t->rs[q->cookie];
+	rslot *r = kvs_pool_at(&t->rs, (uint32_t)q->cookie);
 	uint64_t cookie = r->cookie;
 
 	loc_clear(&t->loc[r->idx], LOC_READING);
-	*r = (rslot){ .idx = NONE, .next = t->free_rs };
-	t->free_rs = (uint32_t)q->cookie;
+	*r = (rslot){ .idx = KVS_NONE };
+	kvs_pool_free(&t->rs, (uint32_t)q->cookie);
 	if (q->res == 0) {
 		st->tier_ssd_reads++;
 		st->tier_ssd_bytes_read += q->loc.len;
@@ -119,13 +100,13 @@ void ssd_read_done(ssd_tier *t, const kvs_ssd_cqe *q)
 
 void ssd_vjob_free(ssd_tier *t, uint32_t id)
 {
-	vjob *j = t->vs[id];
+	vjob *j = ssd_vjob(t, id);
 
 	for (uint32_t k = 0; k < VERIFY_BATCH; k++)
 		free(j->r[k].buf);
 	free(j->fails);
-	free(j);
-	t->vs[id] = NULL;
+	*j = (vjob){ 0 };
+	kvs_pool_free(&t->vs, id);
 }
 
 /* Submit the read of record @idx for job @j into read slot @k, if it is
@@ -133,7 +114,7 @@ void ssd_vjob_free(ssd_tier *t, uint32_t id)
  * for. Returns 1 (submitted), 0 (not eligible or skipped). */
 static int verify_one(ssd_tier *t, uint32_t id, uint32_t idx, uint32_t k)
 {
-	vjob *j = t->vs[id];
+	vjob *j = ssd_vjob(t, id);
 	const loc *l = ssd_loc(t, idx);
 	kvs_tier_blk b;
 	kvs_ssd_loc sl;
@@ -179,7 +160,7 @@ static int verify_one(ssd_tier *t, uint32_t id, uint32_t idx, uint32_t k)
 /* Submit reads until the batch is full or the records are all visited. */
 static void verify_fill(ssd_tier *t, uint32_t id)
 {
-	vjob *j = t->vs[id];
+	vjob *j = ssd_vjob(t, id);
 	uint32_t k = 0;
 
 	while (!j->gone && j->inflight < VERIFY_BATCH && j->cursor < t->nloc) {
@@ -192,7 +173,7 @@ static void verify_fill(ssd_tier *t, uint32_t id)
 /* Every read is done and nothing is left to submit. */
 static int verify_finished(ssd_tier *t, uint32_t id)
 {
-	vjob *j = t->vs[id];
+	vjob *j = ssd_vjob(t, id);
 
 	if (j->inflight > 0 || (!j->gone && j->cursor < t->nloc))
 		return 0;
@@ -237,7 +218,7 @@ void ssd_verify_done(ssd_tier *t, const kvs_ssd_cqe *q)
 {
 	uint32_t id = (uint32_t)(q->cookie >> 32) & 0x3fffffffu;
 	uint32_t k = (uint32_t)q->cookie;
-	vjob *j = t->vs[id];
+	vjob *j = ssd_vjob(t, id);
 	vread *v = &j->r[k];
 	const loc *l = ssd_loc(t, v->idx);
 	kvs_tier_blk b;
@@ -269,31 +250,10 @@ void ssd_verify_done(ssd_tier *t, const kvs_ssd_cqe *q)
 
 void ssd_verify_cancel(kvs_tier_mod *tt, uint32_t job)
 {
-	ssd_tier *t = ssd_of(tt);
+	vjob *j = kvs_pool_live_at(&ssd_of(tt)->vs, job);
 
-	if (job < t->nvs && t->vs[job])
-		t->vs[job]->gone = 1;
-}
-
-/* A free job id. Errors: -ENOMEM. */
-static int vjob_id(ssd_tier *t, uint32_t *out)
-{
-	uint32_t id = 0;
-
-	while (id < t->nvs && t->vs[id])
-		id++;
-	if (id == t->nvs) {
-		uint32_t n = t->nvs ? t->nvs * 2 : 4;
-		vjob **nv = realloc(t->vs, (size_t)n * sizeof(*nv));
-
-		if (!nv)
-			return -ENOMEM;
-		memset(nv + t->nvs, 0, (size_t)(n - t->nvs) * sizeof(*nv));
-		t->vs = nv;
-		t->nvs = n;
-	}
-	*out = id;
-	return 0;
+	if (j)
+		j->gone = 1;
 }
 
 int ssd_verify(kvs_tier_mod *tt, uint32_t ns, uint32_t max_failed,
@@ -305,11 +265,11 @@ int ssd_verify(kvs_tier_mod *tt, uint32_t ns, uint32_t max_failed,
 	vjob *j;
 
 	*res = (kvs_verify_result){ .has_tier = 1 };
-	if (vjob_id(t, &id) < 0)
+	if (kvs_pool_alloc(&t->vs, &id) < 0)
 		return -ENOMEM;
-	j = calloc(1, sizeof(*j));
-	if (!j || !(j->fails = calloc(max_failed ? max_failed : 1, sizeof(*j->fails)))) {
-		free(j);
+	j = ssd_vjob(t, id); /* zero: new, or as ssd_vjob_free left it */
+	if (!(j->fails = calloc(max_failed ? max_failed : 1, sizeof(*j->fails)))) {
+		kvs_pool_free(&t->vs, id);
 		return -ENOMEM;
 	}
 	j->fn = fn;
@@ -317,7 +277,6 @@ int ssd_verify(kvs_tier_mod *tt, uint32_t ns, uint32_t max_failed,
 	j->ns = ns;
 	j->max_failed = max_failed;
 	j->res.has_tier = 1;
-	t->vs[id] = j;
 	verify_fill(t, id);
 	if (j->inflight > 0) {
 		*job = id;

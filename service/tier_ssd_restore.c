@@ -11,7 +11,7 @@
 #include <time.h>
 
 #include "kvs_log.h"
-#include "kvshare.h" /* kvs_strerror */
+#include "kvs_types.h" /* kvs_strerror */
 #include "kvs_nsfile.h"
 
 /* Namespace ids are handed out in order of first attach; the index names

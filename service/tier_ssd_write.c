@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "kvs_log.h"
-#include "kvshare.h" /* kvs_strerror */
+#include "kvs_types.h" /* kvs_strerror */
 
 /* A 4 KiB-aligned staging buffer of @bytes (rounded up to 4 KiB). */
 static void *stage_get(ssd_tier *t, uint64_t bytes)
@@ -49,23 +49,14 @@ static uint64_t direct_max(const ssd_tier *t)
 	return m < MAX_STAGED_BYTES ? m : MAX_STAGED_BYTES;
 }
 
-/* A free write slot. Errors: -ENOMEM. */
+/* A free write slot, given back (kvs_pool_free) if the write is not
+ * submitted; of no record until then (the scans below see it). Errors:
+ * -ENOMEM. */
 static int wslot_get(ssd_tier *t, uint32_t *out)
 {
-	if (t->free_ws == NONE) {
-		uint32_t n = t->nws ? t->nws * 2 : 64;
-		wslot *nw = realloc(t->ws, (size_t)n * sizeof(*nw));
-
-		if (!nw)
-			return -ENOMEM;
-		for (uint32_t i = n; i-- > t->nws;) {
-			nw[i] = (wslot){ .idx = NONE, .next = t->free_ws };
-			t->free_ws = i;
-		}
-		t->ws = nw;
-		t->nws = n;
-	}
-	*out = t->free_ws;
+	if (kvs_pool_alloc(&t->ws, out) < 0)
+		return -ENOMEM;
+	*ssd_wslot(t, *out) = (wslot){ .idx = KVS_NONE };
 	return 0;
 }
 
@@ -97,8 +88,10 @@ static int write_block(ssd_tier *t, const kvs_tier_blk *b, int hold)
 		return rc;
 	if (!hold) {
 		buf = stage_get(t, bytes);
-		if (!buf)
+		if (!buf) {
+			kvs_pool_free(&t->ws, w);
 			return -ENOMEM;
+		}
 		memcpy(buf, slot, bytes);
 	}
 	sb.csum = kvs_ssd_checksum(hold ? slot : buf, bytes);
@@ -107,10 +100,10 @@ static int write_block(ssd_tier *t, const kvs_tier_blk *b, int hold)
 	rc = kvs_ssd_write(t->ssd, &sb, hold ? slot : buf, KVS_SSD_CSUM, w, &where);
 	if (rc < 0) {
 		stage_put(t, buf, bytes);
+		kvs_pool_free(&t->ws, w);
 		return rc;
 	}
-	t->free_ws = t->ws[w].next;
-	t->ws[w] = (wslot){ .idx = b->idx, .ns = b->ns, .hash = b->hash,
+	*ssd_wslot(t, w) = (wslot){ .idx = b->idx, .ns = b->ns, .hash = b->hash,
 			    .parent = b->parent, .stamp = b->stamp, .buf = buf,
 			    .held = hold ? b->host_off : 0, .bytes = bytes,
 			    .csum = sb.csum };
@@ -132,10 +125,12 @@ static int held_by_write(const ssd_tier *t, uint32_t idx, uint64_t off)
 {
 	if (!(loc_flags(ssd_loc(t, idx)) & LOC_WRITING) || t->nheld == 0)
 		return 0;
-	for (uint32_t w = 0; w < t->nws; w++)
-		if (t->ws[w].idx == idx && !t->ws[w].buf && !t->ws[w].released &&
-		    t->ws[w].held == off)
+	for (uint32_t i = 0; i < kvs_pool_cap(&t->ws); i++) {
+		const wslot *w = kvs_pool_live_at(&t->ws, i);
+
+		if (w && w->idx == idx && !w->buf && !w->released && w->held == off)
 			return 1;
+	}
 	return 0;
 }
 
@@ -243,7 +238,7 @@ static void write_ok(ssd_tier *t, const wslot *w, const kvs_ssd_cqe *q)
 static void on_release(void *arg, const kvs_ssd_cqe *q)
 {
 	ssd_tier *t = arg;
-	wslot *w = &t->ws[q->cookie];
+	wslot *w = ssd_wslot(t, (uint32_t)q->cookie);
 
 	if (w->buf || w->released)
 		return;
@@ -259,7 +254,7 @@ static void on_release(void *arg, const kvs_ssd_cqe *q)
 
 void ssd_write_done(ssd_tier *t, const kvs_ssd_cqe *q)
 {
-	wslot *w = &t->ws[q->cookie];
+	wslot *w = ssd_wslot(t, (uint32_t)q->cookie);
 	uint32_t idx = w->idx;
 
 	if (w->buf) {
@@ -281,10 +276,9 @@ void ssd_write_done(ssd_tier *t, const kvs_ssd_cqe *q)
 			kvs_tier_stored(&t->base, idx, 0);
 		}
 	}
-	w->idx = NONE;
+	w->idx = KVS_NONE;
 	w->buf = NULL;
-	w->next = t->free_ws;
-	t->free_ws = (uint32_t)q->cookie;
+	kvs_pool_free(&t->ws, (uint32_t)q->cookie);
 }
 
 uint64_t ssd_host_held(const kvs_tier_mod *tt)
@@ -313,9 +307,12 @@ int ssd_wait_held(kvs_tier_mod *tt)
 
 const wslot *ssd_write_of(const ssd_tier *t, const kvs_tier_blk *b)
 {
-	for (uint32_t w = 0; w < t->nws; w++)
-		if (t->ws[w].idx == b->idx && t->ws[w].ns == b->ns &&
-		    t->ws[w].hash.lo == b->hash.lo && t->ws[w].hash.hi == b->hash.hi)
-			return &t->ws[w];
+	for (uint32_t i = 0; i < kvs_pool_cap(&t->ws); i++) {
+		const wslot *w = kvs_pool_live_at(&t->ws, i);
+
+		if (w && w->idx == b->idx && w->ns == b->ns &&
+		    w->hash.lo == b->hash.lo && w->hash.hi == b->hash.hi)
+			return w;
+	}
 	return NULL;
 }

@@ -5,7 +5,7 @@
 
 #include "kvs_log.h"
 #include "kvs_remote.h" /* struct kvs_remote_tls */
-#include "kvshare.h" /* kvs_strerror */
+#include "kvs_types.h" /* kvs_strerror */
 #include "tier_gpu.h"
 #include "tier_remote.h"
 #include "tier_ssd.h"
@@ -83,7 +83,7 @@ static int open_gpu(const kvs_config *cfg, kvs_tier_mod **out)
 		*out = NULL;
 		return 0;
 	}
-	(*out)->ops->map(*out, &fd, &bytes, &kind, &device);
+	(*out)->ops->slot->map(*out, &fd, &bytes, &kind, &device);
 	kvs_info("GPU tier on: %s device %u, %" PRIu64 " MiB%s",
 		 kind == 2 ? "fake" : "CUDA", device, bytes >> 20,
 		 kind == 2 ? " (KVS_GPU_FAKE=1: host memory, tests only)" : "");

@@ -1,5 +1,6 @@
 /* slab.c - slot allocator over one arena (see kvs_slab.h). */
 #include "kvs_slab.h"
+#include "kvs_pool.h"
 #include "kvs_types.h"
 
 #include <errno.h>
@@ -7,7 +8,6 @@
 #include <string.h>
 
 #define SLAB_MAX_CLASSES 256
-#define SLAB_NONE UINT32_MAX
 #define SLAB_WASTE_PCT 2	/* tail waste a slab length aims under */
 #define SLAB_SEARCH_PAGES 64	/* lengths tried past the shortest */
 #define SHORT_WASTE_PCT 10	/* tail waste allowed to a short slab */
@@ -20,8 +20,8 @@ struct slab {
 	uint32_t npages;
 	uint32_t nslots;
 	uint32_t used;
-	uint32_t cls;		/* SLAB_NONE while the record is unused */
-	uint32_t prev, next;	/* class's partial list; next: unused records */
+	uint32_t cls;		/* KVS_NONE while the record is unused */
+	uint32_t prev, next;	/* the class's partial list */
 	uint32_t hint;		/* no bitmap word below it has a free slot */
 	/*
 	 * Slot bitmap, 1 = allocated; bits past nslots stay 1 so a scan needs
@@ -66,9 +66,7 @@ struct kvs_slab {
 	uint32_t bin[RUN_BINS];
 	uint64_t bin_mask[RUN_BINS / 64];
 
-	struct slab *slabs;	/* by id; realloc'd, so ids, not pointers */
-	uint32_t nrec;
-	uint32_t free_rec;
+	kvs_pool recs;		/* of struct slab, by id */
 	uint32_t nslabs;
 
 	struct slab_class cls[SLAB_MAX_CLASSES];
@@ -96,9 +94,9 @@ static void run_link(kvs_slab *s, uint32_t start, uint32_t len)
 
 	s->page_map[start] = PAGE_FREE | len;
 	s->page_map[start + len - 1] = PAGE_FREE | len;
-	s->run_prev[start] = SLAB_NONE;
+	s->run_prev[start] = KVS_NONE;
 	s->run_next[start] = s->bin[b];
-	if (s->bin[b] != SLAB_NONE)
+	if (s->bin[b] != KVS_NONE)
 		s->run_prev[s->bin[b]] = start;
 	s->bin[b] = start;
 	s->bin_mask[b / 64] |= 1ULL << (b % 64);
@@ -109,13 +107,13 @@ static void run_unlink(kvs_slab *s, uint32_t start, uint32_t len)
 	uint32_t b = len < RUN_BINS ? len : 0;
 	uint32_t prev = s->run_prev[start], next = s->run_next[start];
 
-	if (prev != SLAB_NONE)
+	if (prev != KVS_NONE)
 		s->run_next[prev] = next;
 	else
 		s->bin[b] = next;
-	if (next != SLAB_NONE)
+	if (next != KVS_NONE)
 		s->run_prev[next] = prev;
-	if (s->bin[b] == SLAB_NONE)
+	if (s->bin[b] == KVS_NONE)
 		s->bin_mask[b / 64] &= ~(1ULL << (b % 64));
 }
 
@@ -131,7 +129,7 @@ static uint32_t run_len(const kvs_slab *s, uint32_t page)
  */
 static uint32_t pages_take(kvs_slab *s, uint32_t n)
 {
-	uint32_t w, start = SLAB_NONE, len = 0, r, l;
+	uint32_t w, start = KVS_NONE, len = 0, r, l;
 	uint64_t m;
 
 	for (w = n / 64; n < RUN_BINS && w < RUN_BINS / 64; w++) {
@@ -144,17 +142,17 @@ static uint32_t pages_take(kvs_slab *s, uint32_t n)
 			break;
 		}
 	}
-	if (start == SLAB_NONE) {
+	if (start == KVS_NONE) {
 		/* a scan, but runs of RUN_BINS pages or more are few */
-		for (r = s->bin[0]; r != SLAB_NONE; r = s->run_next[r]) {
+		for (r = s->bin[0]; r != KVS_NONE; r = s->run_next[r]) {
 			l = run_len(s, r);
-			if (l >= n && (start == SLAB_NONE || l < len)) {
+			if (l >= n && (start == KVS_NONE || l < len)) {
 				start = r;
 				len = l;
 			}
 		}
-		if (start == SLAB_NONE)
-			return SLAB_NONE;
+		if (start == KVS_NONE)
+			return KVS_NONE;
 	}
 	run_unlink(s, start, len);
 	if (len > n)
@@ -185,63 +183,46 @@ static void pages_give(kvs_slab *s, uint32_t start, uint32_t n)
 
 /* ---- slabs ---- */
 
+static struct slab *slab_at(const kvs_slab *s, uint32_t id)
+{
+	return kvs_pool_at(&s->recs, id);
+}
+
 static void partial_add(kvs_slab *s, struct slab_class *c, uint32_t id)
 {
-	struct slab *sl = &s->slabs[id];
+	struct slab *sl = slab_at(s, id);
 
-	sl->prev = SLAB_NONE;
+	sl->prev = KVS_NONE;
 	sl->next = c->partial;
-	if (c->partial != SLAB_NONE)
-		s->slabs[c->partial].prev = id;
+	if (c->partial != KVS_NONE)
+		slab_at(s, c->partial)->prev = id;
 	c->partial = id;
 }
 
 static void partial_del(kvs_slab *s, struct slab_class *c, uint32_t id)
 {
-	struct slab *sl = &s->slabs[id];
+	struct slab *sl = slab_at(s, id);
 
-	if (sl->prev != SLAB_NONE)
-		s->slabs[sl->prev].next = sl->next;
+	if (sl->prev != KVS_NONE)
+		slab_at(s, sl->prev)->next = sl->next;
 	else
 		c->partial = sl->next;
-	if (sl->next != SLAB_NONE)
-		s->slabs[sl->next].prev = sl->prev;
+	if (sl->next != KVS_NONE)
+		slab_at(s, sl->next)->prev = sl->prev;
 }
 
 static int rec_get(kvs_slab *s, uint32_t *id)
 {
-	struct slab *n;
-	uint64_t cap;
-	uint32_t i;
-
-	if (s->free_rec == SLAB_NONE) {
-		/* a slab has a page at least: never more records than pages */
-		cap = s->nrec ? (uint64_t)s->nrec * 2 : 64;
-		if (cap > s->pages)
-			cap = s->pages;
-		if (cap <= s->nrec)
-			return -ENOMEM;
-		n = realloc(s->slabs, cap * sizeof(*n));
-		if (!n)
-			return -ENOMEM;
-		s->slabs = n;
-		for (i = (uint32_t)cap; i-- > s->nrec;) {
-			n[i].cls = SLAB_NONE;
-			n[i].next = s->free_rec;
-			s->free_rec = i;
-		}
-		s->nrec = (uint32_t)cap;
-	}
-	*id = s->free_rec;
-	s->free_rec = s->slabs[*id].next;
-	return 0;
+	/* a slab has a page at least: never more records than pages */
+	if (kvs_pool_count(&s->recs) >= s->pages)
+		return -ENOMEM;
+	return kvs_pool_alloc(&s->recs, id) < 0 ? -ENOMEM : 0;
 }
 
 static void rec_put(kvs_slab *s, uint32_t id)
 {
-	s->slabs[id].cls = SLAB_NONE;
-	s->slabs[id].next = s->free_rec;
-	s->free_rec = id;
+	slab_at(s, id)->cls = KVS_NONE;
+	kvs_pool_free(&s->recs, id);
 }
 
 static int slab_new(kvs_slab *s, uint32_t cid)
@@ -253,7 +234,7 @@ static int slab_new(kvs_slab *s, uint32_t cid)
 	int err;
 
 	first = pages_take(s, npages);
-	if (first == SLAB_NONE && c->short_npages) {
+	if (first == KVS_NONE && c->short_npages) {
 		/*
 		 * Runs shorter than the slab but longer than a short one are
 		 * otherwise lost until a neighbour frees: a little more tail
@@ -263,7 +244,7 @@ static int slab_new(kvs_slab *s, uint32_t cid)
 		nslots = c->short_nslots;
 		first = pages_take(s, npages);
 	}
-	if (first == SLAB_NONE)
+	if (first == KVS_NONE)
 		return -ENOSPC;
 	words = (nslots + 63) / 64;
 	if (words > 1 && !(bits = calloc(words, sizeof(*bits))))
@@ -278,7 +259,7 @@ static int slab_new(kvs_slab *s, uint32_t cid)
 	for (i = 0; i < npages; i++)
 		s->page_map[first + i] = id;
 
-	sl = &s->slabs[id];
+	sl = slab_at(s, id);
 	sl->first = first;
 	sl->npages = npages;
 	sl->nslots = nslots;
@@ -300,7 +281,7 @@ static int slab_new(kvs_slab *s, uint32_t cid)
 
 static void slab_release(kvs_slab *s, uint32_t id)
 {
-	struct slab *sl = &s->slabs[id];
+	struct slab *sl = slab_at(s, id);
 	struct slab_class *c = &s->cls[sl->cls];
 	uint32_t i;
 
@@ -332,6 +313,11 @@ int kvs_slab_create(uint64_t arena_bytes, uint32_t page_bytes, kvs_slab **out)
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
+	/* Records by the 64 (the first array's size before the pool). */
+	if (kvs_pool_init(&s->recs, sizeof(struct slab), 6, (uint32_t)pages) < 0) {
+		free(s);
+		return -EINVAL;
+	}
 	s->shift = (unsigned)__builtin_ctz(page_bytes);
 	s->pages = (uint32_t)pages;
 	s->page_map = malloc(pages * sizeof(*s->page_map));
@@ -344,10 +330,9 @@ int kvs_slab_create(uint64_t arena_bytes, uint32_t page_bytes, kvs_slab **out)
 	for (i = 0; i < s->pages; i++)
 		s->page_map[i] = PAGE_FREE;
 	for (i = 0; i < RUN_BINS; i++)
-		s->bin[i] = SLAB_NONE;
+		s->bin[i] = KVS_NONE;
 	run_link(s, 0, s->pages);
 	s->pages_free = s->pages;
-	s->free_rec = SLAB_NONE;
 	*out = s;
 	return 0;
 }
@@ -358,10 +343,13 @@ void kvs_slab_destroy(kvs_slab *s)
 
 	if (!s)
 		return;
-	for (i = 0; i < s->nrec; i++)
-		if (s->slabs[i].cls != SLAB_NONE && s->slabs[i].nslots > 64)
-			free(s->slabs[i].map.words);
-	free(s->slabs);
+	for (i = 0; i < kvs_pool_cap(&s->recs); i++) {
+		struct slab *sl = kvs_pool_live_at(&s->recs, i);
+
+		if (sl && sl->nslots > 64)
+			free(sl->map.words);
+	}
+	kvs_pool_fini(&s->recs);
 	free(s->run_prev);
 	free(s->run_next);
 	free(s->page_map);
@@ -388,7 +376,7 @@ static int class_layout(const kvs_slab *s, struct slab_class *c)
 	for (n = n0; n <= nmax; n++) {
 		bytes = page_off(s, (uint32_t)n);
 		slots = bytes / c->stride;
-		if (slots >= SLAB_NONE)
+		if (slots >= KVS_NONE)
 			break;
 		waste = bytes - slots * c->block;
 		ratio = (double)waste / (double)bytes;
@@ -430,7 +418,7 @@ int kvs_slab_class(kvs_slab *s, uint64_t block_bytes, uint32_t *class_id)
 	memset(c, 0, sizeof(*c));
 	c->block = block_bytes;
 	c->stride = (block_bytes + SLOT_ALIGN - 1) / SLOT_ALIGN * SLOT_ALIGN;
-	c->partial = SLAB_NONE;
+	c->partial = KVS_NONE;
 	err = class_layout(s, c);
 	if (err)
 		return err;
@@ -449,12 +437,12 @@ int kvs_slab_alloc(kvs_slab *s, uint32_t class_id, uint64_t *offset)
 	if (class_id >= s->nclasses)
 		return -EINVAL;
 	c = &s->cls[class_id];
-	if (c->partial == SLAB_NONE) {
+	if (c->partial == KVS_NONE) {
 		err = slab_new(s, class_id);
 		if (err)
 			return err;
 	}
-	sl = &s->slabs[c->partial];
+	sl = slab_at(s, c->partial);
 	bits = slab_bits(sl);
 	/* A partial slab has a zero bit at or past hint: the scan stops. */
 	for (w = sl->hint; bits[w] == ~0ULL; w++)
@@ -483,7 +471,7 @@ int kvs_slab_free(kvs_slab *s, uint64_t offset)
 	id = s->page_map[offset >> s->shift];
 	if (id & PAGE_FREE)
 		return -EINVAL;
-	sl = &s->slabs[id];
+	sl = slab_at(s, id);
 	c = &s->cls[sl->cls];
 	rel = offset - page_off(s, sl->first);
 	idx = rel / c->stride;

@@ -58,6 +58,17 @@ static inline unsigned long long kvs_test_seed(const char *name)
 	return kvs_seed;
 }
 
+/* kvs_test_rnd - the next of a splitmix64 sequence in *@state (seed it
+ * with kvs_test_seed()): the tests' one small random generator. */
+static inline uint64_t kvs_test_rnd(uint64_t *state)
+{
+	uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
 static inline int check_summary(const char *name)
 {
 	printf("%s: %d checks passed, %d failed\n", name,

@@ -13,7 +13,6 @@
 #include <stdlib.h>
 
 #include "kvs_cache.h"
-#include "kvs_wire.h"
 
 /* ---- through the cache ------------------------------------------------ */
 
@@ -24,7 +23,7 @@
 /* Request d's chain: block i is shared by the documents d >> (3 - i) groups
  * (8, 4, 2 of them for blocks 0, 1, 2), unique from block 3 on. */
 static uint32_t make_chain(uint32_t d, uint32_t n, const kvs_layout *l,
-			   uint8_t *wire, kvs_hash *h)
+			   kvs_hash *h)
 {
 	uint32_t toks[CMAXN * 16];
 
@@ -36,7 +35,6 @@ static uint32_t make_chain(uint32_t d, uint32_t n, const kvs_layout *l,
 	}
 	n = (uint32_t)kvs_hash_chain(kvs_hash_layout_seed(l), 16, toks, n * 16,
 				     h, CMAXN);
-	CHECK(kvs_wire_hashes_encode(h, n, 0, wire, 8 + 16 * CMAXN) > 0);
 	return n;
 }
 
@@ -49,7 +47,6 @@ static void policy_cache_run(const char *name, const char *policy,
 	kvs_layout l = { .model = "m", .layers = 1, .kv_heads = 1,
 			 .head_dim = CPAGE / 64, .block_tokens = 16,
 			 .tp_size = 1, .dtype = KVS_DTYPE_FP16 };
-	uint8_t wire[8 + 16 * CMAXN]; /* a count, then hashes */
 	kvs_hash h[CMAXN];
 	kvs_block b[CMAXN];
 	kvs_owner *o[2];
@@ -76,18 +73,16 @@ static void policy_cache_run(const char *name, const char *policy,
 		uint32_t len = 1 + (uint32_t)(rand() % CMAXN), k;
 
 		d = d * d / 64;
-		len = make_chain(d, len, &l, wire, h);
-		n = kvs_cache_lookup(c, o[0], wire + 8, len, &lease, b);
+		len = make_chain(d, len, &l, h);
+		n = kvs_cache_lookup(c, o[0], h, len, &lease, b);
 		CHECK(n >= 0);
 		k = n > 0 ? (uint32_t)n : 0;
 		hits += (int)k;
 		/* Closure: nothing after the first miss is cached. */
 		for (uint32_t j = k + 1; j < len; j++) {
-			uint8_t one[8 + 16];
 			uint64_t l2;
 
-			CHECK(kvs_wire_hashes_encode(&h[j], 1, 0, one, sizeof(one)) > 0);
-			CHECK_EQ(kvs_cache_lookup(c, o[1], one + 8, 1, &l2, b), 0);
+			CHECK_EQ(kvs_cache_lookup(c, o[1], &h[j], 1, &l2, b), 0);
 		}
 		/* Sometimes the read lease is kept a while, so that pinned
 		 * blocks sit in the way of evictions. */
@@ -100,7 +95,7 @@ static void policy_cache_run(const char *name, const char *policy,
 			CHECK(kvs_cache_release(c, o[0], held) >= 0);
 			held = 0;
 		}
-		n = kvs_cache_reserve(c, o[0], wire + 8, len, &lease, b);
+		n = kvs_cache_reserve(c, o[0], h, len, &lease, b);
 		CHECK(n >= 0 || n == KVS_E_FULL);
 		if (n > 0) {
 			if (rand() % 10 == 0)

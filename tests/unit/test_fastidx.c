@@ -131,7 +131,6 @@ static void test_pins(void)
 	kvs_owner *o;
 	kvs_block b[4];
 	kvs_hash h[4];
-	uint8_t wire[8 + 4 * 16];
 	uint64_t lease;
 	uint32_t ns = 0, idx[4];
 	kvs_fast_pins_hdr *ph;
@@ -155,8 +154,7 @@ static void test_pins(void)
 
 	for (int i = 0; i < 4; i++)
 		h[i] = (kvs_hash){ 0x1111u * (i + 1), 0x2222u * (i + 1) };
-	CHECK(kvs_wire_hashes_encode(h, 4, 0, wire, sizeof(wire)) > 0);
-	CHECK_EQ(kvs_cache_reserve(c, o, wire + 8, 4, &lease, b), 4);
+	CHECK_EQ(kvs_cache_reserve(c, o, h, 4, &lease, b), 4);
 	CHECK_EQ(ready(&v), 0); /* written, not committed: not visible */
 	CHECK_EQ(kvs_cache_commit(c, o, lease), 4);
 	CHECK_EQ(ready(&v), 4);
@@ -173,13 +171,13 @@ static void test_pins(void)
 	/* The leaf pinned, as a client pins it: an operator evict keeps it. */
 	pins[0] = kvs_fast_pin_key(b[3].offset, b[3].gen);
 	ph->used = 1;
-	CHECK_EQ(kvs_cache_free_rec(c, idx[3], KVS_EVENT_FLUSHED), 0);
+	CHECK_EQ(kvs_cache_free_rec(c, idx[3], KVS_CACHE_EVENT_FLUSHED), 0);
 	kvs_fast_stats_fill(f);
 	CHECK_EQ(stats.fast_held, 1);
 	CHECK_EQ(stats.fast_evict_skipped, 1);
 	CHECK(probe(&v, ns, h[3]) >= 0);
 	/* Held: not evictable, so not even asked again. */
-	CHECK_EQ(kvs_cache_free_rec(c, idx[3], KVS_EVENT_FLUSHED), 0);
+	CHECK_EQ(kvs_cache_free_rec(c, idx[3], KVS_CACHE_EVENT_FLUSHED), 0);
 	CHECK_EQ(stats.fast_evict_skipped, 1);
 	CHECK_EQ(kvs_fast_unhold(f), 0); /* still pinned */
 	/* A bogus `used` past the area is clamped, and junk pins match
@@ -189,7 +187,7 @@ static void test_pins(void)
 	CHECK_EQ(kvs_fast_unhold(f), 0);
 	pins[0] = 0; /* the release: a store */
 	CHECK_EQ(kvs_fast_unhold(f), 1);
-	CHECK_EQ(kvs_cache_free_rec(c, idx[3], KVS_EVENT_FLUSHED), 1);
+	CHECK_EQ(kvs_cache_free_rec(c, idx[3], KVS_CACHE_EVENT_FLUSHED), 1);
 	CHECK(probe(&v, ns, h[3]) < 0);
 	CHECK_EQ(ready(&v), 3);
 	kvs_fast_stats_fill(f);
@@ -344,7 +342,6 @@ static void test_contention(int batch)
 	kvs_cache *c = NULL;
 	kvs_owner *o;
 	kvs_block b;
-	uint8_t wire[8 + 16];
 	uint64_t lease;
 	duel x = { 0 };
 	pthread_t td, tc;
@@ -368,14 +365,12 @@ static void test_contention(int batch)
 		/* Committed first: at home, the client's block right after. */
 		kvs_hash other = same_home(x.ns, x.h);
 
-		CHECK(kvs_wire_hashes_encode(&other, 1, 0, wire, sizeof(wire)) > 0);
-		CHECK_EQ(kvs_cache_reserve(c, o, wire + 8, 1, &lease, &b), 1);
+		CHECK_EQ(kvs_cache_reserve(c, o, &other, 1, &lease, &b), 1);
 		CHECK_EQ(kvs_cache_commit(c, o, lease), 1);
 		x.idx2 = kvs_cache_find(c, x.ns, other);
 		x.rec2 = *kvs_cache_rec_at(c, x.idx2);
 	}
-	CHECK(kvs_wire_hashes_encode(&x.h, 1, 0, wire, sizeof(wire)) > 0);
-	CHECK_EQ(kvs_cache_reserve(c, o, wire + 8, 1, &lease, &b), 1);
+	CHECK_EQ(kvs_cache_reserve(c, o, &x.h, 1, &lease, &b), 1);
 	CHECK_EQ(kvs_cache_commit(c, o, lease), 1);
 	x.idx = kvs_cache_find(c, x.ns, x.h);
 	x.rec = *kvs_cache_rec_at(c, x.idx);

@@ -45,7 +45,6 @@ static void one_open(one *x)
 	kvs_cache_config cfg = { .host_bytes = 4u << 20, .page_bytes = 64u << 10,
 				 .policy = "leaf-lru", .max_leases = 64 };
 	kvs_hash h = { 0x0e0eu, 0x1f1fu };
-	uint8_t wire[8 + 16];
 	uint64_t lease;
 
 	memset(&stats, 0, sizeof(stats));
@@ -60,8 +59,7 @@ static void one_open(one *x)
 	CHECK(x->ph != MAP_FAILED);
 	close(x->g.pins_fd);
 	x->pins = (uint64_t *)((uint8_t *)x->ph + KVS_FAST_PINS_OFF);
-	CHECK(kvs_wire_hashes_encode(&h, 1, 0, wire, sizeof(wire)) > 0);
-	CHECK_EQ(kvs_cache_reserve(x->c, x->o, wire + 8, 1, &lease, &x->b), 1);
+	CHECK_EQ(kvs_cache_reserve(x->c, x->o, &h, 1, &lease, &x->b), 1);
 	CHECK_EQ(kvs_cache_commit(x->c, x->o, lease), 1);
 	x->idx = kvs_cache_find(x->c, x->ns, h);
 }
@@ -98,7 +96,7 @@ static void test_revoke(void)
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	CHECK_EQ(__atomic_load_n(&x.ph->revoked, __ATOMIC_RELAXED), 1);
 	/* In its grace the area's pins count: the block is kept. */
-	CHECK_EQ(kvs_cache_free_rec(x.c, x.idx, KVS_EVENT_FLUSHED), 0);
+	CHECK_EQ(kvs_cache_free_rec(x.c, x.idx, KVS_CACHE_EVENT_FLUSHED), 0);
 	kvs_fast_stats_fill(x.f);
 	CHECK_EQ(stats.fast_held, 1);
 	CHECK_EQ(stats.fast_clients, 0);
@@ -106,7 +104,7 @@ static void test_revoke(void)
 	/* After it, forgotten: the hold goes, the block may go. */
 	CHECK(reap_all(x.f, &ms));
 	CHECK_EQ(stats.fast_held, 0);
-	CHECK_EQ(kvs_cache_free_rec(x.c, x.idx, KVS_EVENT_FLUSHED), 1);
+	CHECK_EQ(kvs_cache_free_rec(x.c, x.idx, KVS_CACHE_EVENT_FLUSHED), 1);
 	CHECK_EQ(kvs_cache_check(x.c), 0);
 	one_close(&x, 1);
 }
@@ -371,7 +369,6 @@ static void test_scan_cost(int K, uint32_t N, int bench)
 	area *a;
 	uint64_t *keys = calloc(N, sizeof(uint64_t));
 	uint64_t w0, w_reserve, w_detach, P = (uint64_t)K * KVS_FAST_MAX_PINS;
-	uint8_t wire[8 + 16];
 	uint64_t lease;
 	uint32_t filled = 0;
 	kvs_block b;
@@ -383,8 +380,7 @@ static void test_scan_cost(int K, uint32_t N, int bench)
 	for (uint32_t i = 0; i < N; i++) {
 		kvs_hash h = { 0x5151u + i, 0x7373u * (i + 1) };
 
-		CHECK(kvs_wire_hashes_encode(&h, 1, 0, wire, sizeof(wire)) > 0);
-		if (kvs_cache_reserve(c, w, wire + 8, 1, &lease, &b) != 1 ||
+		if (kvs_cache_reserve(c, w, &h, 1, &lease, &b) != 1 ||
 		    stats.blocks_evicted > 0)
 			break;
 		CHECK_EQ(kvs_cache_commit(c, w, lease), 1);
@@ -405,8 +401,7 @@ static void test_scan_cost(int K, uint32_t N, int bench)
 	{
 		kvs_hash h = { 0xabcdu, 0xef01u };
 
-		CHECK(kvs_wire_hashes_encode(&h, 1, 0, wire, sizeof(wire)) > 0);
-		CHECK_EQ(kvs_cache_reserve(c, w, wire + 8, 1, &lease, &b), 1);
+		CHECK_EQ(kvs_cache_reserve(c, w, &h, 1, &lease, &b), 1);
 	}
 	t_reserve = ms_since(&t0);
 	w_reserve = work() - w0;
@@ -450,7 +445,6 @@ static void test_reserve_amortized(int K, uint32_t N, uint32_t M)
 	rig r;
 	area *a;
 	uint64_t w0, spent, P = (uint64_t)K * KVS_FAST_MAX_PINS, bound;
-	uint8_t wire[8 + 16];
 	uint64_t lease;
 	kvs_block b;
 
@@ -465,8 +459,7 @@ static void test_reserve_amortized(int K, uint32_t N, uint32_t M)
 	for (uint32_t i = 0; i < N + M; i++) {
 		kvs_hash h = { 0x9191u + i, 0x3737u * (i + 1) };
 
-		CHECK(kvs_wire_hashes_encode(&h, 1, 0, wire, sizeof(wire)) > 0);
-		if (kvs_cache_reserve(r.c, r.w, wire + 8, 1, &lease, &b) != 1)
+		if (kvs_cache_reserve(r.c, r.w, &h, 1, &lease, &b) != 1)
 			break;
 		CHECK_EQ(kvs_cache_commit(r.c, r.w, lease), 1);
 	}

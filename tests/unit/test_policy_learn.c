@@ -41,7 +41,6 @@
 #include "kvs_cache.h"
 #include "kvs_check.h"
 #include "kvs_log.h"
-#include "kvs_wire.h"
 #include "kvs_policy.h"
 #include "unit/policy_run.h"
 

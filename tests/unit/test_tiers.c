@@ -20,7 +20,6 @@
 #include "kvs_cache.h"
 #include "kvs_check.h"
 #include "kvs_log.h"
-#include "kvs_wire.h"
 #include "tier_gpu.h"
 #include "tier_ssd.h"
 
@@ -148,12 +147,16 @@ static void mem_close(kvs_tier_mod *t)
 	free(m);
 }
 
-static const kvs_tier_ops mem_ops = {
-	.name = "mem", .kind = KVS_TIER_STORE, .tier = MEM_TIER,
-	.close = mem_close, .note = mem_note, .stats = mem_stats,
+static const kvs_tier_store_ops mem_store_ops = {
 	.rec_new = mem_rec_new, .has = mem_has, .keeps = mem_keeps,
 	.demote = mem_demote, .read = mem_read, .reading = mem_reading,
 	.drop = mem_drop,
+};
+
+static const kvs_tier_ops mem_ops = {
+	.name = "mem", .tier = MEM_TIER,
+	.close = mem_close, .note = mem_note, .stats = mem_stats,
+	.store = &mem_store_ops,
 };
 
 /* ---- a shared tier: what two caches publish, both can fetch ------------ */
@@ -250,13 +253,17 @@ static int sh_has(const kvs_tier_mod *t, uint32_t idx) { (void)t; (void)idx; ret
 
 static void sh_close(kvs_tier_mod *t) { free(t); }
 
-static const kvs_tier_ops shared_ops = {
-	.name = "shared", .kind = KVS_TIER_STORE, .tier = SHARED_TIER,
-	.close = sh_close, .poll = sh_poll, .stats = mem_stats,
+static const kvs_tier_store_ops shared_store_ops = {
 	.rec_new = sh_rec_new, .has = sh_has, .keeps = mem_keeps,
 	.demote = sh_demote, .committed = sh_committed, .read = mem_read,
 	.reading = mem_reading, .drop = mem_drop, .probe = sh_probe,
 	.fetch = sh_fetch,
+};
+
+static const kvs_tier_ops shared_ops = {
+	.name = "shared", .tier = SHARED_TIER,
+	.close = sh_close, .poll = sh_poll, .stats = mem_stats,
+	.store = &shared_store_ops,
 };
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -288,31 +295,28 @@ static kvs_owner *attach(kvs_cache *c, uint32_t head_dim, uint32_t tokens)
 	return o;
 }
 
-/* Chain @k of @n blocks: hashes on the wire (count first). */
-static void chain(uint32_t k, uint32_t n, uint8_t *wire, size_t cap)
+/* Chain @k of @n blocks, its hashes in @h. */
+static void chain(uint32_t k, uint32_t n, kvs_hash *h)
 {
-	kvs_hash h[64];
-
 	/* Uniform, as real block hashes are (the table hashes the low word). */
 	for (uint32_t i = 0; i < n; i++) {
 		uint64_t x = ((uint64_t)k << 8 | i) * 0x9e3779b97f4a7c15ull;
 
 		h[i] = (kvs_hash){ .hi = 0x5157ull << 32 | k, .lo = x ^ (x >> 29) };
 	}
-	CHECK(kvs_wire_hashes_encode(h, n, 0, wire, cap) > 0);
 }
 
 /* Fill each new block with a pattern of (chain, position). */
 static int publish(kvs_cache *c, kvs_owner *o, uint32_t k, uint32_t n,
 		   uint8_t *base, uint64_t bytes)
 {
-	uint8_t wire[8 + 64 * 16];
+	kvs_hash hs[64];
 	kvs_block b[64];
 	uint64_t lease;
 	int fresh;
 
-	chain(k, n, wire, sizeof(wire));
-	fresh = kvs_cache_reserve(c, o, wire + 8, n, &lease, b);
+	chain(k, n, hs);
+	fresh = kvs_cache_reserve(c, o, hs, n, &lease, b);
 	if (fresh <= 0)
 		return fresh;
 	for (uint32_t i = 0; i < n; i++)
@@ -364,13 +368,13 @@ static void test_store_tier(void)
 	}
 	CHECK(m->demoted >= 40 * 4 - 16);
 	for (uint32_t k = 0; k < 40; k++) {
-		uint8_t wire[8 + 4 * 16];
+		kvs_hash hs[4];
 		kvs_block b[4];
 		uint64_t lease;
 		int hits;
 
-		chain(k, 4, wire, sizeof(wire));
-		hits = kvs_cache_lookup(c, o, wire + 8, 4, &lease, b);
+		chain(k, 4, hs);
+		hits = kvs_cache_lookup(c, o, hs, 4, &lease, b);
 		CHECK_EQ(hits, 4);
 		for (int i = 0; i < hits; i++) {
 			CHECK_EQ(b[i].tier, KVS_TIER_HOST);
@@ -408,7 +412,8 @@ static void test_child_lost_in_demotion(void)
 	kvs_cache *c = mk_cache(1u << 20, "leaf-lru");
 	mem_tier *m = calloc(1, sizeof(*m));
 	const uint64_t bytes = 64u << 10;
-	uint8_t wire[8 + 2 * 16], *base;
+	kvs_hash hs[2];
+	uint8_t *base;
 	kvs_block b[2];
 	uint64_t lease;
 	kvs_owner *o;
@@ -428,8 +433,8 @@ static void test_child_lost_in_demotion(void)
 	CHECK_EQ(publish(c, o, 100, 2, base, bytes), 2);
 	for (uint32_t k = 0; k < 10; k++)
 		CHECK_EQ(publish(c, o, 200 + k, 2, base, bytes), 2);
-	chain(100, 2, wire, sizeof(wire));
-	CHECK_EQ(kvs_cache_lookup(c, o, wire + 8, 1, &lease, b), 1);
+	chain(100, 2, hs);
+	CHECK_EQ(kvs_cache_lookup(c, o, hs, 1, &lease, b), 1);
 	CHECK(kvs_cache_release(c, o, lease) >= 0);
 	CHECK_EQ(kvs_cache_check(c), 0);
 	/* X goes down again, losing Y on the way. */
@@ -472,12 +477,12 @@ static void test_metadata(void)
 	unsetenv("KVS_GPU_FAKE");
 	o = attach(c, 16, 1); /* 1 x 1 x 1 x 16 x 2 x 2 = 64 bytes */
 	for (uint32_t k = 0; k < chains; k++) {
-		uint8_t wire[8 + 16 * 16];
+		kvs_hash hs[16];
 		kvs_block b[16];
 		uint64_t lease;
 
-		chain(k, len, wire, sizeof(wire));
-		if (kvs_cache_reserve(c, o, wire + 8, len, &lease, b) != (int)len ||
+		chain(k, len, hs);
+		if (kvs_cache_reserve(c, o, hs, len, &lease, b) != (int)len ||
 		    kvs_cache_commit(c, o, lease) != (int)len) {
 			CHECK(!"publish at scale");
 			break;
@@ -518,7 +523,8 @@ static void test_shared_tier(void)
 	kvs_cache *ca = mk_cache(4u << 20, "leaf-lru"), *cb;
 	shared_tier *ta = calloc(1, sizeof(*ta)), *tb = calloc(1, sizeof(*tb));
 	kvs_owner *oa, *ob;
-	uint8_t *base_a, *base_b, wire[8 + 8 * 16];
+	kvs_hash hs[8];
+	uint8_t *base_a, *base_b;
 	kvs_block b[8];
 	answer ans = { 0 };
 	uint64_t lease;
@@ -542,8 +548,8 @@ static void test_shared_tier(void)
 	CHECK_EQ(publish(ca, oa, 7, 6, base_a, bytes), 6);
 	CHECK_EQ(ta->published, 6);
 	/* B has none of them: the lookup waits for the shared tier. */
-	chain(7, 6, wire, sizeof(wire));
-	CHECK_EQ(kvs_cache_lookup(cb, ob, wire + 8, 6, &lease, b), -EINPROGRESS);
+	chain(7, 6, hs);
+	CHECK_EQ(kvs_cache_lookup(cb, ob, hs, 6, &lease, b), -EINPROGRESS);
 	kvs_cache_tier_poll(&tb->base); /* the probe: 6 */
 	kvs_cache_tier_poll(&tb->base); /* the fetches */
 	CHECK_EQ(ans.done, 1);
@@ -551,7 +557,7 @@ static void test_shared_tier(void)
 	CHECK_EQ(kvs_cache_check(cb), 0);
 	CHECK(kvs_cache_release(cb, ob, ans.lease) == 6);
 	/* Now local: no wait, same bytes. */
-	hits = kvs_cache_lookup(cb, ob, wire + 8, 6, &lease, b);
+	hits = kvs_cache_lookup(cb, ob, hs, 6, &lease, b);
 	CHECK_EQ(hits, 6);
 	for (int i = 0; i < hits; i++) {
 		CHECK_EQ(base_b[b[i].offset], (7 * 31 + (uint32_t)i) & 0xff);
@@ -561,10 +567,10 @@ static void test_shared_tier(void)
 		CHECK(kvs_cache_release(cb, ob, lease) >= 0);
 	/* A corrupt copy (block 2 of chain 8) cuts the chain there. */
 	CHECK_EQ(publish(ca, oa, 8, 4, base_a, bytes), 4);
-	chain(8, 4, wire, sizeof(wire));
-	shared.bad[shared_find(kvs_wire_hash_at(wire + 8, 2))] = 1;
+	chain(8, 4, hs);
+	shared.bad[shared_find(hs[2])] = 1;
 	ans = (answer){ 0 };
-	CHECK_EQ(kvs_cache_lookup(cb, ob, wire + 8, 4, &lease, b), -EINPROGRESS);
+	CHECK_EQ(kvs_cache_lookup(cb, ob, hs, 4, &lease, b), -EINPROGRESS);
 	kvs_cache_tier_poll(&tb->base);
 	kvs_cache_tier_poll(&tb->base);
 	CHECK_EQ(ans.done, 1);
@@ -572,9 +578,9 @@ static void test_shared_tier(void)
 	CHECK(ans.lease != 0 && kvs_cache_release(cb, ob, ans.lease) == 2);
 	CHECK_EQ(kvs_cache_check(cb), 0);
 	/* The owner goes away while its fetches are in flight. */
-	chain(9, 3, wire, sizeof(wire));
+	chain(9, 3, hs);
 	CHECK_EQ(publish(ca, oa, 9, 3, base_a, bytes), 3);
-	CHECK_EQ(kvs_cache_lookup(cb, ob, wire + 8, 3, &lease, b), -EINPROGRESS);
+	CHECK_EQ(kvs_cache_lookup(cb, ob, hs, 3, &lease, b), -EINPROGRESS);
 	kvs_cache_tier_poll(&tb->base); /* probe: fetches go out */
 	kvs_cache_owner_free(cb, ob);
 	kvs_cache_tier_poll(&tb->base);
@@ -626,6 +632,90 @@ static void test_restart_namespaces(void)
 	rm_dir(dir);
 }
 
+/* ---- a tier whose table lacks a required operation --------------------- */
+
+static int no_fd(const kvs_tier_mod *t) { (void)t; return -1; }
+static uint64_t held_zero(const kvs_tier_mod *t) { (void)t; return 0; }
+
+/* kvs_cache_tier_add() refuses @ops (-EINVAL) and the cache is as before:
+ * no tier at that value, no store tier, and the tier still the caller's. */
+static int refused(kvs_cache *c, kvs_tier_mod *t, const kvs_tier_ops *ops)
+{
+	int rc;
+
+	t->ops = ops;
+	t->cache = NULL;
+	rc = kvs_cache_tier_add(c, t);
+	return rc == -EINVAL && !kvs_cache_tier(c, ops->tier) &&
+	       !kvs_cache_has_stores(c) && t->cache == NULL;
+}
+
+/* Each member kvs_tier.h requires, taken out of a table that works: the
+ * tier is refused (the cache would call a NULL), then the whole table is
+ * taken. */
+static void test_ops_required(void)
+{
+	kvs_cache *c = mk_cache(4u << 20, "leaf-2q");
+	kvs_tier_gpu_config gc = { .device = -1, .bytes = 1u << 20, .page_bytes = PAGE };
+	mem_tier *m = calloc(1, sizeof(*m));
+	kvs_tier_mod *gpu = NULL;
+	kvs_tier_slot_ops sl;
+	kvs_tier_store_ops st;
+	kvs_tier_ops ops;
+	char why[256];
+
+	if (!c || !m) {
+		CHECK(!"setup");
+		return;
+	}
+#define WITHOUT(tbl, orig, member, ...)                                       \
+	do {                                                                  \
+		ops = mem_ops;                                                \
+		st = mem_store_ops;                                           \
+		ops.store = &st;                                              \
+		tbl = orig;                                                   \
+		tbl.member = NULL;                                            \
+		__VA_ARGS__;                                                  \
+		CHECK(refused(c, &m->base, &ops));                            \
+	} while (0)
+	WITHOUT(ops, mem_ops, name);
+	WITHOUT(ops, mem_ops, close);
+	WITHOUT(ops, mem_ops, stats);
+	WITHOUT(ops, mem_ops, poll, ops.event_fd = no_fd);
+	WITHOUT(ops, mem_ops, store);           /* neither table */
+	WITHOUT(st, mem_store_ops, rec_new);
+	WITHOUT(st, mem_store_ops, has);
+	WITHOUT(st, mem_store_ops, keeps);
+	WITHOUT(st, mem_store_ops, demote);
+	WITHOUT(st, mem_store_ops, read);
+	WITHOUT(st, mem_store_ops, drop);
+	WITHOUT(st, mem_store_ops, fetch, st.probe = sh_probe);
+	WITHOUT(st, mem_store_ops, wait_held, st.host_held = held_zero);
+
+	setenv("KVS_GPU_FAKE", "1", 1);
+	CHECK_EQ(kvs_tier_gpu_open(&gc, &gpu, why, sizeof(why)), 0);
+	unsetenv("KVS_GPU_FAKE");
+	if (gpu) {
+		const kvs_tier_ops *real = gpu->ops;
+
+		WITHOUT(sl, *real->slot, map, ops = *real; ops.slot = &sl);
+		WITHOUT(sl, *real->slot, alloc, ops = *real; ops.slot = &sl);
+		WITHOUT(sl, *real->slot, used, ops = *real; ops.slot = &sl);
+		/* both tables: a tier is above host or below it */
+		ops = *real;
+		ops.store = &mem_store_ops;
+		CHECK(refused(c, gpu, &ops));
+		gpu->ops = real;
+		CHECK_EQ(kvs_cache_tier_add(c, gpu), 0);
+	}
+#undef WITHOUT
+	m->base.ops = &mem_ops;
+	CHECK_EQ(kvs_cache_tier_add(c, &m->base), 0);
+	CHECK(kvs_cache_has_stores(c));
+	CHECK_EQ(kvs_cache_check(c), 0);
+	kvs_cache_destroy(c);
+}
+
 int main(void)
 {
 	kvs_log_set_level(KVS_LOG_WARN);
@@ -633,6 +723,7 @@ int main(void)
 	test_child_lost_in_demotion();
 	test_shared_tier();
 	test_restart_namespaces();
+	test_ops_required();
 	test_metadata();
 	return check_summary("test_tiers");
 }

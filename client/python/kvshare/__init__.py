@@ -25,6 +25,8 @@ from .client import (
     NEW,
     TIER_GPU,
     TIER_HOST,
+    TIER_NAMES,
+    TIER_REMOTE,
     TIER_SSD,
     Block,
     Client,
@@ -69,7 +71,8 @@ def hash_tokens(client: Client, tokens) -> "HASH_DTYPE":  # type: ignore[valid-t
 
 __all__ = [
     "BUSY", "DTYPES", "EXISTS", "FULL", "HASH_DTYPE", "HIT", "MAX_HASHES", "NEW",
-    "TIER_GPU", "TIER_HOST", "TIER_SSD", "Block", "Client", "Layout", "PagedCache",
+    "TIER_GPU", "TIER_HOST", "TIER_NAMES", "TIER_REMOTE", "TIER_SSD", "Block", "Client",
+    "Layout", "PagedCache",
     "ReadLease", "WriteLease", "default_socket_path", "dtype_code", "hash_tokens",
     "library_version", "strerror", "Error", "DisconnectedError", "FullError",
     "InvalidArgument", "LayoutError", "LeaseError", "LeaseReleased", "LimitError",

@@ -4,6 +4,11 @@ The library is found, in order, through $KVSHARE_LIB (a path), beside this
 package (a copy installed with it), then the dynamic loader's path
 (libkvshare.so.0: LD_LIBRARY_PATH, the ld.so cache). Its version must be the
 one this package was written for (same major, at least our minor).
+
+The structs' layouts and the version come from _abi, generated from the C
+headers by scripts/python_abi.py; the function signatures are declared here
+by hand (ctypes cannot read a prototype), and called through with those
+structs only.
 """
 
 from __future__ import annotations
@@ -25,55 +30,57 @@ from ctypes import (
     c_void_p,
 )
 
-VERSION_MAJOR = 0
-VERSION_MINOR = 3  # 2: kvs_kv_store / kvs_kv_load / kvs_version; 3: kvs_set_timeout
+from . import _abi
+
+# The version of client/kvshare.h this package was generated from: the
+# library must have its major and at least its minor.
+VERSION_MAJOR = _abi.KVSHARE_VERSION_MAJOR
+VERSION_MINOR = _abi.KVSHARE_VERSION_MINOR
+
+_CTYPES = {"u8": c_uint8, "u32": c_uint32, "u64": c_uint64, "i32": c_int32,
+           "i64": c_int64, "str": c_char_p}
+
+
+def _fields(struct: str) -> list:
+    """The ctypes _fields_ of a C struct, from _abi (the compiler's layout)."""
+    return [(name, _CTYPES[typ]) for name, _, _, typ in _abi.STRUCTS[struct][1]]
+
+
+def _check_layout(cls: type, struct: str) -> None:
+    """ctypes must place every field where the C compiler does: a platform
+    whose ctypes pads differently gets an ImportError, not corrupt calls."""
+    size, fields = _abi.STRUCTS[struct]
+    got = (ctypes.sizeof(cls), [(n, getattr(cls, n).offset, getattr(cls, n).size)
+                                for n, _, _, _ in fields])
+    want = (size, [(n, off, sz) for n, off, sz, _ in fields])
+    if got != want:
+        raise ImportError(f"kvshare: ctypes lays out {struct} as {got}, the C "
+                          f"compiler as {want}")
 
 
 class Hash(Structure):
-    _fields_ = [("lo", c_uint64), ("hi", c_uint64)]
+    _fields_ = _fields("kvs_hash")
 
 
 class CLayout(Structure):
-    _fields_ = [
-        ("model", c_char_p),
-        ("adapter", c_char_p),
-        ("salt", c_char_p),
-        ("layers", c_uint32),
-        ("kv_heads", c_uint32),
-        ("head_dim", c_uint32),
-        ("block_tokens", c_uint32),
-        ("tp_rank", c_uint32),
-        ("tp_size", c_uint32),
-        ("dtype", c_int),
-    ]
+    _fields_ = _fields("kvs_layout")
 
 
 class CBlock(Structure):
-    _fields_ = [
-        ("offset", c_uint64),
-        ("gen", c_uint32),
-        ("tier", c_uint8),
-        ("status", c_uint8),
-    ]
+    _fields_ = _fields("kvs_block")
 
 
 class CPagedCache(Structure):
-    _fields_ = [
-        ("num_pages", c_uint32),
-        ("page_tokens", c_uint32),
-        ("dtype", c_int),
-        ("on_device", c_uint32),
-        ("stride_kv", c_int64),
-        ("stride_page", c_int64),
-        ("stride_token", c_int64),
-        ("stride_head", c_int64),
-    ]
+    _fields_ = _fields("kvs_paged_cache")
 
 
 class CEngineReport(Structure):
-    _fields_ = [(name, c_uint64) for name in (
-        "hit_tokens", "loaded_blocks", "loaded_bytes", "load_us", "load_errors",
-        "published_blocks", "publish_us", "skipped_blocks")]
+    _fields_ = _fields("kvs_engine_report")
+
+
+for _cls, _struct in ((Hash, "kvs_hash"), (CLayout, "kvs_layout"), (CBlock, "kvs_block"),
+                      (CPagedCache, "kvs_paged_cache"), (CEngineReport, "kvs_engine_report")):
+    _check_layout(_cls, _struct)
 
 
 def _candidates() -> list[str]:

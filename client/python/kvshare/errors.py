@@ -9,28 +9,29 @@ from __future__ import annotations
 
 import errno as _errno
 
+from . import _abi
 from ._lib import lib
 
-# The KVS_E_* codes of kvs_types.h (included by kvshare.h).
-E_PROTO = -2001
-E_VERSION = -2002
-E_OPCODE = -2003
-E_TOOBIG = -2004
-E_TOOMANY = -2005
-E_LAYOUT = -2006
-E_ATTACHED = -2007
-E_NOTATTACHED = -2008
-E_NOLEASE = -2009
-E_NOTOWNER = -2010
-E_LEASEKIND = -2011
-E_FULL = -2012
-E_LIMIT = -2013
-E_DISCONNECTED = -2014
-E_NODAEMON = -2015
-E_DAEMON_RUNNING = -2016
-E_CONFIG = -2017
-E_INTERNAL = -2018
-E_PERM = -2019
+# The KVS_E_* codes of kvs_types.h (every one: test_abi.py checks).
+E_PROTO = _abi.KVS_E_PROTO
+E_VERSION = _abi.KVS_E_VERSION
+E_OPCODE = _abi.KVS_E_OPCODE
+E_TOOBIG = _abi.KVS_E_TOOBIG
+E_TOOMANY = _abi.KVS_E_TOOMANY
+E_LAYOUT = _abi.KVS_E_LAYOUT
+E_ATTACHED = _abi.KVS_E_ATTACHED
+E_NOTATTACHED = _abi.KVS_E_NOTATTACHED
+E_NOLEASE = _abi.KVS_E_NOLEASE
+E_NOTOWNER = _abi.KVS_E_NOTOWNER
+E_LEASEKIND = _abi.KVS_E_LEASEKIND
+E_FULL = _abi.KVS_E_FULL
+E_LIMIT = _abi.KVS_E_LIMIT
+E_DISCONNECTED = _abi.KVS_E_DISCONNECTED
+E_NODAEMON = _abi.KVS_E_NODAEMON
+E_DAEMON_RUNNING = _abi.KVS_E_DAEMON_RUNNING
+E_CONFIG = _abi.KVS_E_CONFIG
+E_INTERNAL = _abi.KVS_E_INTERNAL
+E_PERM = _abi.KVS_E_PERM
 
 
 class Error(Exception):
