@@ -181,11 +181,22 @@ void cache_blk(const kvs_cache *c, uint32_t idx, kvs_tier_blk *b)
 		b->parent = cache_ns_key(r->ns, cache_rec(c, r->parent)->hash);
 }
 
+/* Record @idx as the store tiers see it when it leaves the host tier. Their
+ * admission rule (--ssd-admit hit) asks for evidence of reuse, and the
+ * policy may hold more than the hits (leaf-learn: a block written again
+ * while its ghost remembered it): such a block counts as hit once. */
+static void evict_blk(kvs_cache *c, uint32_t idx, kvs_tier_blk *b)
+{
+	cache_blk(c, idx, b);
+	if (b->hits == 0 && kvs_policy_reused(cache_policy_of(c, idx), idx))
+		b->hits = 1;
+}
+
 int cache_store_keeps(kvs_cache *c, uint32_t idx)
 {
 	kvs_tier_blk b;
 
-	cache_blk(c, idx, &b);
+	evict_blk(c, idx, &b);
 	for (uint32_t i = 0; i < c->nstores; i++)
 		if (c->stores[i]->ops->store->keeps(c->stores[i], &b))
 			return 1;
@@ -198,7 +209,7 @@ static int demote_to_store(kvs_cache *c, uint32_t idx)
 {
 	kvs_tier_blk b;
 
-	cache_blk(c, idx, &b);
+	evict_blk(c, idx, &b);
 	for (uint32_t i = 0; i < c->nstores; i++) {
 		kvs_tier_mod *t = c->stores[i];
 		int holds = 0, kept = t->ops->store->demote(t, &b, &holds);

@@ -134,7 +134,8 @@ const struct setting config_settings[] = {
 	  FIELD(int, ssd_admit_hit), .choices = admit_choices, .def = "all",
 	  .why = "must be all or hit",
 	  .help = "blocks evicted from RAM that go to SSD: all, or hit\n"
-		  "(hit at least once) (default {})" },
+		  "(reused: hit at least once, or judged reused by the\n"
+		  "eviction policy) (default {})" },
 	{ .name = "ssd-write-through", .type = T_BOOL,
 	  FIELD(int, ssd_write_through), .def = "false",
 	  .why = "must be true or false",

@@ -8,7 +8,10 @@
  * can be asked for within one slot-allocator class (so that an eviction frees
  * a slot of the size that is needed) or across all classes.
  *
- * Policies: "leaf-2q" (the default: leaves in two LRU groups, blocks never
+ * Policies: "leaf-learn" (the default: leaves in two groups, blocks with no
+ * evidence of reuse first, a ghost history that keeps use counts, and an
+ * order among reused blocks that learns from which evictions it regretted,
+ * see policy_learn.c), "leaf-2q" (leaves in two LRU groups, blocks never
  * reused evicted before blocks that were, see policy_2q.c), "leaf-lru"
  * (least recently used among leaves),
  * "lru" (plain least recently used over all unpinned blocks, leaves or not:
@@ -37,6 +40,10 @@ typedef struct kvs_policy_ops {
 	void (*del)(void *state, uint32_t idx);
 	void (*touch)(void *state, uint32_t idx);
 	uint32_t (*victim)(void *state, uint32_t cls);
+	/* Optional: 1 if the policy holds evidence that @idx is reused beyond
+	 * its hits (leaf-learn: written again while its ghost remembered it).
+	 * Without it, a block is reused when a lookup hit it. */
+	int (*reused)(void *state, uint32_t idx);
 } kvs_policy_ops;
 
 typedef struct kvs_policy kvs_policy;
@@ -60,6 +67,13 @@ void kvs_policy_touch(kvs_policy *p, uint32_t idx);
 /* The next victim among evictable records of class @cls (or KVS_CLASS_ANY),
  * or KVS_REC_NONE. The record stays in the set until kvs_policy_del(). */
 uint32_t kvs_policy_victim(kvs_policy *p, uint32_t cls);
+
+/* kvs_policy_reused - 1 if record @idx (a member or not) has evidence of
+ * reuse: a lookup hit it, or the policy knows more (kvs_policy_ops.reused).
+ * The store tiers' admission rule (--ssd-admit hit) asks this through
+ * cache_evict.c, so that what the policy judged seen once stays off SSD and
+ * what it judged reused goes there. */
+int kvs_policy_reused(const kvs_policy *p, uint32_t idx);
 
 /* kvs_policy_name_at - the name of policy @i (from 0), NULL past the last. */
 const char *kvs_policy_name_at(unsigned i);

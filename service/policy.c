@@ -6,16 +6,18 @@
 #include <string.h>
 
 extern const kvs_policy_ops kvs_policy_leaf_lru, kvs_policy_lru,
-	kvs_policy_leaf_2q;
+	kvs_policy_leaf_2q, kvs_policy_leaf_learn;
 
 /* The first is the default. */
 static const kvs_policy_ops *const policies[] = {
-	&kvs_policy_leaf_2q, &kvs_policy_leaf_lru, &kvs_policy_lru, NULL
+	&kvs_policy_leaf_learn, &kvs_policy_leaf_2q, &kvs_policy_leaf_lru,
+	&kvs_policy_lru, NULL
 };
 
 struct kvs_policy {
 	const kvs_policy_ops *ops;
 	void *state;
+	kvs_table *table;
 };
 
 int kvs_policy_create(const char *name, kvs_table *t, kvs_policy **out)
@@ -30,6 +32,7 @@ int kvs_policy_create(const char *name, kvs_table *t, kvs_policy **out)
 		if (!p)
 			return -ENOMEM;
 		p->ops = policies[i];
+		p->table = t;
 		rc = p->ops->create(t, &p->state);
 		if (rc < 0) {
 			free(p);
@@ -58,6 +61,13 @@ void kvs_policy_touch(kvs_policy *p, uint32_t idx) { p->ops->touch(p->state, idx
 uint32_t kvs_policy_victim(kvs_policy *p, uint32_t cls)
 {
 	return p->ops->victim(p->state, cls);
+}
+
+int kvs_policy_reused(const kvs_policy *p, uint32_t idx)
+{
+	if (p->ops->reused)
+		return p->ops->reused(p->state, idx);
+	return kvs_table_rec(p->table, idx)->hits > 0;
 }
 
 const char *kvs_policy_name_at(unsigned i)

@@ -52,6 +52,7 @@
 #include <stdlib.h>
 
 #include "kvs_policy.h"
+#include "policy_seg.h"
 
 #define SMALL_PCT 10      /* probation window, % of cached records */
 #define GHOST_FACTOR 2    /* ghost entries per cached record */
@@ -64,129 +65,16 @@
 
 enum { PROB = 0, PROT = 1 };
 
-typedef struct q2_heap {
-	uint32_t *idx;
-	uint32_t n, cap;
-} q2_heap;
-
 typedef struct q2 {
 	kvs_table *t;
 	uint64_t clock;      /* touches: the access order */
-	uint64_t admitted;   /* records first seen */
-	uint64_t *ring;      /* clock of admission i at [i % ring_cap] */
-	uint64_t ring_cap;
-	uint64_t ring_lo;    /* oldest admission the ring still holds */
-	q2_heap *heaps;      /* [cls * 2 + segment] */
-	uint32_t nclasses;
+	seg_ring ring;       /* admissions and their clocks */
+	seg_heaps hs;        /* [cls * 2 + segment] */
 	uint32_t *ghost;     /* fingerprints, 0 = empty */
 	uint8_t *gnext;      /* per bucket: the way to overwrite next */
 	uint64_t gbuckets;
 	uint64_t gbasis;     /* record count the ghost was sized for */
 } q2;
-
-/* ---- heaps ------------------------------------------------------------ */
-
-static inline uint64_t key(const q2 *q, uint32_t idx)
-{
-	return kvs_table_rec(q->t, idx)->stamp & CLOCK_MASK;
-}
-
-static inline void set(q2 *q, q2_heap *h, uint32_t pos, uint32_t idx)
-{
-	h->idx[pos] = idx;
-	kvs_table_rec(q->t, idx)->pol = pos;
-}
-
-static void sift_up(q2 *q, q2_heap *h, uint32_t pos)
-{
-	uint32_t idx = h->idx[pos];
-	uint64_t k = key(q, idx);
-
-	while (pos > 0) {
-		uint32_t up = (pos - 1) / 2;
-
-		if (key(q, h->idx[up]) <= k)
-			break;
-		set(q, h, pos, h->idx[up]);
-		pos = up;
-	}
-	set(q, h, pos, idx);
-}
-
-static void sift_down(q2 *q, q2_heap *h, uint32_t pos)
-{
-	uint32_t idx = h->idx[pos];
-	uint64_t k = key(q, idx);
-
-	for (;;) {
-		uint32_t c = 2 * pos + 1;
-
-		if (c >= h->n)
-			break;
-		if (c + 1 < h->n && key(q, h->idx[c + 1]) < key(q, h->idx[c]))
-			c++;
-		if (key(q, h->idx[c]) >= k)
-			break;
-		set(q, h, pos, h->idx[c]);
-		pos = c;
-	}
-	set(q, h, pos, idx);
-}
-
-static q2_heap *heap_of(q2 *q, uint32_t cls, int seg)
-{
-	if (cls >= q->nclasses) {
-		uint32_t n = cls + 1;
-		q2_heap *nh = realloc(q->heaps, (size_t)n * 2 * sizeof(*nh));
-
-		if (!nh)
-			return NULL;
-		for (uint32_t i = q->nclasses * 2; i < n * 2; i++)
-			nh[i] = (q2_heap){ 0 };
-		q->heaps = nh;
-		q->nclasses = n;
-	}
-	return &q->heaps[cls * 2 + seg];
-}
-
-static int heap_push(q2 *q, q2_heap *h, uint32_t idx)
-{
-	if (h->n == h->cap) {
-		uint32_t cap = h->cap ? h->cap * 2 : 256;
-		uint32_t *ni = realloc(h->idx, (size_t)cap * sizeof(uint32_t));
-
-		if (!ni)
-			return -ENOMEM;
-		h->idx = ni;
-		h->cap = cap;
-	}
-	h->n++;
-	set(q, h, h->n - 1, idx);
-	sift_up(q, h, h->n - 1);
-	return 0;
-}
-
-static void heap_remove(q2 *q, q2_heap *h, uint32_t pos)
-{
-	uint32_t last = h->idx[--h->n];
-
-	if (pos == h->n)
-		return;
-	set(q, h, pos, last);
-	sift_up(q, h, pos);
-	sift_down(q, h, kvs_table_rec(q->t, last)->pol);
-}
-
-/* The heap that holds member @r, or NULL if it is not one. */
-static q2_heap *member_heap(q2 *q, uint32_t idx, const kvs_rec *r)
-{
-	q2_heap *h;
-
-	if (r->pol == KVS_REC_NONE || r->cls >= q->nclasses)
-		return NULL;
-	h = &q->heaps[r->cls * 2 + (r->stamp & F_PROT ? PROT : PROB)];
-	return r->pol < h->n && h->idx[r->pol] == idx ? h : NULL;
-}
 
 /* ---- ghost history ---------------------------------------------------- */
 
@@ -270,32 +158,8 @@ static int ghost_take(q2 *q, kvs_hash h)
 	return 0;
 }
 
-/* ---- admission ages --------------------------------------------------- */
+/* ---- admission ages (policy_seg.c) ---------------------------------- */
 
-/* Make the ring hold at least @n admissions, keeping those it has. Without
- * memory it stays as it is (ages it cannot see count as old). */
-static void ring_reach(q2 *q, uint64_t n)
-{
-	uint64_t cap = n * 2, from;
-	uint64_t *nr;
-
-	if (n <= q->ring_cap)
-		return;
-	nr = malloc(cap * sizeof(*nr));
-	if (!nr)
-		return;
-	from = q->admitted > q->ring_cap ? q->admitted - q->ring_cap : 0;
-	if (from < q->ring_lo)
-		from = q->ring_lo;
-	for (uint64_t i = from; i < q->admitted; i++)
-		nr[i % cap] = q->ring[i % q->ring_cap];
-	free(q->ring);
-	q->ring = nr;
-	q->ring_cap = cap;
-	q->ring_lo = from;
-}
-
-/* The probation window: admissions a block may age before it goes. */
 static uint64_t window(const q2 *q)
 {
 	return (uint64_t)kvs_table_count(q->t) * SMALL_PCT / 100;
@@ -303,27 +167,7 @@ static uint64_t window(const q2 *q)
 
 static void admit(q2 *q, uint64_t stamp)
 {
-	ring_reach(q, window(q) + 1);
-	if (q->ring_cap) {
-		q->ring[q->admitted % q->ring_cap] = stamp;
-		if (q->admitted + 1 > q->ring_cap + q->ring_lo)
-			q->ring_lo = q->admitted + 1 - q->ring_cap;
-	}
-	q->admitted++;
-}
-
-/* 1 if more than @w admissions came after access clock @stamp. */
-static int older_than(q2 *q, uint64_t stamp, uint64_t w)
-{
-	uint64_t i;
-
-	if (q->admitted <= w)
-		return 0;
-	ring_reach(q, w + 1);
-	i = q->admitted - 1 - w; /* the (w+1)-th most recent admission */
-	if (i < q->ring_lo || q->admitted - i > q->ring_cap)
-		return 1; /* beyond what the ring remembers */
-	return q->ring[i % q->ring_cap] > stamp;
+	seg_ring_admit(&q->ring, stamp, window(q) + 1);
 }
 
 /* ---- the policy ------------------------------------------------------- */
@@ -340,6 +184,7 @@ static int q2_create(kvs_table *t, void **state)
 	if (!q)
 		return -ENOMEM;
 	q->t = t;
+	q->hs = (seg_heaps){ .t = t, .key_mask = CLOCK_MASK, .seg_bit = F_PROT };
 	*state = q;
 	return 0;
 }
@@ -348,12 +193,10 @@ static void q2_destroy(void *state)
 {
 	q2 *q = state;
 
-	for (uint32_t i = 0; i < q->nclasses * 2; i++)
-		free(q->heaps[i].idx);
-	free(q->heaps);
+	seg_heaps_free(&q->hs);
 	free(q->ghost);
 	free(q->gnext);
-	free(q->ring);
+	seg_ring_free(&q->ring);
 	free(q);
 }
 
@@ -362,10 +205,10 @@ static void q2_add(void *state, uint32_t idx)
 	q2 *q = state;
 	kvs_rec *r = kvs_table_rec(q->t, idx);
 	int seg = is_protected(r) ? PROT : PROB;
-	q2_heap *h = heap_of(q, r->cls, seg);
+	seg_heap *h = seg_heap_of(&q->hs, r->cls, seg);
 
 	r->stamp = (r->stamp & ~F_PROT) | (seg == PROT ? F_PROT : 0);
-	if (!h || heap_push(q, h, idx) < 0)
+	if (!h || seg_heap_push(&q->hs, h, idx) < 0)
 		/* Out of memory: the record stays unevictable; still correct,
 		 * only less of the cache can be reclaimed. */
 		r->pol = KVS_REC_NONE;
@@ -375,11 +218,11 @@ static void q2_del(void *state, uint32_t idx)
 {
 	q2 *q = state;
 	kvs_rec *r = kvs_table_rec(q->t, idx);
-	q2_heap *h = member_heap(q, idx, r);
+	seg_heap *h = seg_heap_member(&q->hs, idx, r);
 
 	if (!h)
 		return;
-	heap_remove(q, h, r->pol);
+	seg_heap_remove(&q->hs, h, r->pol);
 	r->pol = KVS_REC_NONE;
 	/* Still evictable as it leaves the set: it is being evicted. */
 	if (r->state == KVS_REC_READY && r->refs == 0 && r->children == 0)
@@ -390,7 +233,7 @@ static void q2_touch(void *state, uint32_t idx)
 {
 	q2 *q = state;
 	kvs_rec *r = kvs_table_rec(q->t, idx);
-	q2_heap *h = member_heap(q, idx, r);
+	seg_heap *h = seg_heap_member(&q->hs, idx, r);
 	uint64_t flags;
 
 	if (r->stamp == 0) {
@@ -406,45 +249,22 @@ static void q2_touch(void *state, uint32_t idx)
 		return;
 	if ((is_protected(r) ? F_PROT : 0) != (r->stamp & F_PROT)) {
 		/* It earned protection while in the set: move it. */
-		heap_remove(q, h, r->pol);
+		seg_heap_remove(&q->hs, h, r->pol);
 		r->pol = KVS_REC_NONE;
 		q2_add(q, idx);
 		return;
 	}
-	sift_down(q, h, r->pol);
-}
-
-/* The oldest leaf of segment @seg in class @cls, or across all classes. */
-static uint32_t oldest(const q2 *q, uint32_t cls, int seg)
-{
-	uint32_t best = KVS_REC_NONE;
-
-	if (cls != KVS_CLASS_ANY) {
-		const q2_heap *h;
-
-		if (cls >= q->nclasses)
-			return KVS_REC_NONE;
-		h = &q->heaps[cls * 2 + seg];
-		return h->n ? h->idx[0] : KVS_REC_NONE;
-	}
-	for (uint32_t c = 0; c < q->nclasses; c++) {
-		const q2_heap *h = &q->heaps[c * 2 + seg];
-
-		if (h->n && (best == KVS_REC_NONE ||
-			     key(q, h->idx[0]) < key(q, best)))
-			best = h->idx[0];
-	}
-	return best;
+	seg_heap_fix(&q->hs, h, r->pol);
 }
 
 static uint32_t q2_victim(void *state, uint32_t cls)
 {
 	q2 *q = state;
-	uint32_t prob = oldest(q, cls, PROB), prot = oldest(q, cls, PROT);
+	uint32_t prob = seg_heap_least(&q->hs, cls, PROB), prot = seg_heap_least(&q->hs, cls, PROT);
 
 	if (prob == KVS_REC_NONE || prot == KVS_REC_NONE)
 		return prob != KVS_REC_NONE ? prob : prot;
-	return older_than(q, key(q, prob), window(q)) ? prob : prot;
+	return seg_ring_older(&q->ring, seg_key(&q->hs, prob), window(q)) ? prob : prot;
 }
 
 const kvs_policy_ops kvs_policy_leaf_2q = {

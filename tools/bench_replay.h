@@ -7,8 +7,12 @@
  *
  * It starts a kvshared (the one beside kvsbench, or --daemon) in a fresh
  * temp directory, sized to hold exactly floor(C / block_tokens) blocks, and
- * counts hit tokens as the reference model of shared/traces/SOURCES.md does;
- * it prints, last, "hit_ratio: X". docs/benchmarks.md has the numbers.
+ * counts hit tokens as the reference model of shared/traces/SOURCES.md does.
+ * Beside the daemon's number it prints the offline models of the same trace
+ * and capacity (replay_models.h: LRU, Belady with bypass, S3-FIFO, ARC) and
+ * the daemon's share of the optimum ("of_optimum"); an --policy lru run fails
+ * unless the daemon's hit tokens equal the offline LRU's. It prints, last,
+ * "hit_ratio: X". docs/benchmarks.md has the numbers.
  */
 #ifndef KVS_BENCH_REPLAY_H
 #define KVS_BENCH_REPLAY_H

@@ -118,7 +118,7 @@ int main(void)
 	CHECK_EQ(parse(&cfg, "--allow-gid", "0,12"), 0);
 	CHECK_EQ(cfg.n_allow_gid, 2);
 
-	CHECK(strcmp(cfg.policy, "leaf-2q") == 0); /* the default */
+	CHECK(strcmp(cfg.policy, "leaf-learn") == 0); /* the default */
 	CHECK_EQ(parse(&cfg, "--eviction-policy", "lru"), 0);
 	CHECK(strcmp(cfg.policy, "lru") == 0);
 

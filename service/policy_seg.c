@@ -1,0 +1,205 @@
+/* policy_seg.c - heaps and the admission ring of the two-segment policies
+ * (see policy_seg.h). */
+#include "policy_seg.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "kvs_policy.h"
+
+uint64_t seg_key(const seg_heaps *s, uint32_t idx)
+{
+	return kvs_table_rec(s->t, idx)->stamp & s->key_mask;
+}
+
+static inline void set(seg_heaps *s, seg_heap *h, uint32_t pos, uint32_t idx)
+{
+	h->idx[pos] = idx;
+	kvs_table_rec(s->t, idx)->pol = pos;
+}
+
+static void sift_up(seg_heaps *s, seg_heap *h, uint32_t pos)
+{
+	uint32_t idx = h->idx[pos];
+	uint64_t k = seg_key(s, idx);
+
+	while (pos > 0) {
+		uint32_t up = (pos - 1) / 2;
+
+		if (seg_key(s, h->idx[up]) <= k)
+			break;
+		set(s, h, pos, h->idx[up]);
+		pos = up;
+	}
+	set(s, h, pos, idx);
+}
+
+static void sift_down(seg_heaps *s, seg_heap *h, uint32_t pos)
+{
+	uint32_t idx = h->idx[pos];
+	uint64_t k = seg_key(s, idx);
+
+	for (;;) {
+		uint32_t c = 2 * pos + 1;
+
+		if (c >= h->n)
+			break;
+		if (c + 1 < h->n &&
+		    seg_key(s, h->idx[c + 1]) < seg_key(s, h->idx[c]))
+			c++;
+		if (seg_key(s, h->idx[c]) >= k)
+			break;
+		set(s, h, pos, h->idx[c]);
+		pos = c;
+	}
+	set(s, h, pos, idx);
+}
+
+seg_heap *seg_heap_of(seg_heaps *s, uint32_t cls, int seg)
+{
+	if (cls >= s->nclasses) {
+		uint32_t n = cls + 1;
+		seg_heap *nh = realloc(s->h, (size_t)n * 2 * sizeof(*nh));
+
+		if (!nh)
+			return NULL;
+		for (uint32_t i = s->nclasses * 2; i < n * 2; i++)
+			nh[i] = (seg_heap){ 0 };
+		s->h = nh;
+		s->nclasses = n;
+	}
+	return &s->h[cls * 2 + seg];
+}
+
+int seg_heap_push(seg_heaps *s, seg_heap *h, uint32_t idx)
+{
+	if (h->n == h->cap) {
+		uint32_t cap = h->cap ? h->cap * 2 : 256;
+		uint32_t *ni = realloc(h->idx, (size_t)cap * sizeof(uint32_t));
+
+		if (!ni)
+			return -ENOMEM;
+		h->idx = ni;
+		h->cap = cap;
+	}
+	h->n++;
+	set(s, h, h->n - 1, idx);
+	sift_up(s, h, h->n - 1);
+	return 0;
+}
+
+void seg_heap_remove(seg_heaps *s, seg_heap *h, uint32_t pos)
+{
+	uint32_t last = h->idx[--h->n];
+
+	if (pos == h->n)
+		return;
+	set(s, h, pos, last);
+	sift_up(s, h, pos);
+	sift_down(s, h, kvs_table_rec(s->t, last)->pol);
+}
+
+void seg_heap_fix(seg_heaps *s, seg_heap *h, uint32_t pos)
+{
+	uint32_t idx = h->idx[pos];
+
+	sift_up(s, h, pos);
+	sift_down(s, h, kvs_table_rec(s->t, idx)->pol);
+}
+
+seg_heap *seg_heap_member(seg_heaps *s, uint32_t idx, const kvs_rec *r)
+{
+	seg_heap *h;
+
+	if (r->pol == KVS_REC_NONE || r->cls >= s->nclasses)
+		return NULL;
+	h = &s->h[r->cls * 2 + (r->stamp & s->seg_bit ? 1 : 0)];
+	return r->pol < h->n && h->idx[r->pol] == idx ? h : NULL;
+}
+
+uint32_t seg_heap_least(const seg_heaps *s, uint32_t cls, int seg)
+{
+	uint32_t best = KVS_REC_NONE;
+
+	if (cls != KVS_CLASS_ANY) {
+		const seg_heap *h;
+
+		if (cls >= s->nclasses)
+			return KVS_REC_NONE;
+		h = &s->h[cls * 2 + seg];
+		return h->n ? h->idx[0] : KVS_REC_NONE;
+	}
+	for (uint32_t c = 0; c < s->nclasses; c++) {
+		const seg_heap *h = &s->h[c * 2 + seg];
+
+		if (h->n && (best == KVS_REC_NONE ||
+			     seg_key(s, h->idx[0]) < seg_key(s, best)))
+			best = h->idx[0];
+	}
+	return best;
+}
+
+void seg_heaps_free(seg_heaps *s)
+{
+	for (uint32_t i = 0; i < s->nclasses * 2; i++)
+		free(s->h[i].idx);
+	free(s->h);
+	s->h = NULL;
+	s->nclasses = 0;
+}
+
+/* ---- admission ages --------------------------------------------------- */
+
+/* Make the ring hold at least @n admissions, keeping those it has. Without
+ * memory it stays as it is. */
+static void ring_reach(seg_ring *a, uint64_t n)
+{
+	uint64_t cap = n * 2, from;
+	uint64_t *nr;
+
+	if (n <= a->cap)
+		return;
+	nr = malloc(cap * sizeof(*nr));
+	if (!nr)
+		return;
+	from = a->admitted > a->cap ? a->admitted - a->cap : 0;
+	if (from < a->lo)
+		from = a->lo;
+	for (uint64_t i = from; i < a->admitted; i++)
+		nr[i % cap] = a->ring[i % a->cap];
+	free(a->ring);
+	a->ring = nr;
+	a->cap = cap;
+	a->lo = from;
+}
+
+void seg_ring_admit(seg_ring *a, uint64_t stamp, uint64_t keep)
+{
+	ring_reach(a, keep);
+	if (a->cap) {
+		a->ring[a->admitted % a->cap] = stamp;
+		if (a->admitted + 1 > a->cap + a->lo)
+			a->lo = a->admitted + 1 - a->cap;
+	}
+	a->admitted++;
+}
+
+int seg_ring_older(seg_ring *a, uint64_t stamp, uint64_t w)
+{
+	uint64_t i;
+
+	if (a->admitted <= w)
+		return 0;
+	ring_reach(a, w + 1);
+	i = a->admitted - 1 - w; /* the (w+1)-th most recent admission */
+	if (i < a->lo || a->admitted - i > a->cap)
+		return 1; /* beyond what the ring remembers */
+	return a->ring[i % a->cap] > stamp;
+}
+
+void seg_ring_free(seg_ring *a)
+{
+	free(a->ring);
+	a->ring = NULL;
+	a->cap = 0;
+}
