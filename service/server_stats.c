@@ -13,6 +13,7 @@
 
 #include "kvs_cache_admin.h"
 #include "kvs_log.h"
+#include "kvs_tiers.h"
 
 /* Namespaces whose engine counts are rendered one by one: STATS must fit
  * one reply and a scrape stay small, while a daemon may hold thousands of
@@ -60,6 +61,19 @@ static void stats_refresh(kvs_server *s)
 	s->stats.clients_connected = s->nconns; /* served, not refusing */
 	kvs_cache_stats_fill(s->cache);
 	kvs_fast_stats_fill(s->fast);
+}
+
+/* Every section, in the order of the stats text: the server's head
+ * (server .. tier_host), the tiers', the server's tail (leases .. errors). */
+static void sections(kvs_server *s, int prometheus, FILE *f)
+{
+	kvs_stats_part parts[KVS_TIERS_SECTIONS + 2];
+	uint32_t n = 0;
+
+	parts[n++] = (kvs_stats_part){ &kvs_stats_head, &s->stats };
+	n += kvs_tiers_stats(s->cache, parts + n);
+	parts[n++] = (kvs_stats_part){ &kvs_stats_tail, &s->stats };
+	kvs_stats_render(parts, n, prometheus, f);
 }
 
 static void latency_lines(kvs_server *s, FILE *f)
@@ -268,7 +282,7 @@ void server_render_prometheus(FILE *f, void *arg)
 
 	stats_refresh(s);
 	n = engines_shown(s, ids);
-	kvs_stats_print_prometheus(&s->stats, f);
+	sections(s, 1, f);
 	fprintf(f, "# HELP kvshare_namespace_blocks committed blocks per namespace\n"
 		   "# TYPE kvshare_namespace_blocks gauge\n"
 		   "# HELP kvshare_namespace_block_bytes bytes of one block\n"
@@ -300,7 +314,7 @@ int server_stats_text(kvs_server *s, char **text, size_t *len)
 	f = open_memstream(text, len);
 	if (!f)
 		return -ENOMEM;
-	kvs_stats_print(&s->stats, f);
+	sections(s, 0, f);
 	latency_lines(s, f);
 	kvs_cache_ns_foreach(s->cache, ns_line, f);
 	engines_lines(s, ids, n, f);

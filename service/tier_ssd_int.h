@@ -120,6 +120,7 @@ typedef struct vjob {     /* one verify */
 
 typedef struct ssd_tier {
 	kvs_tier_mod base;    /* first: the cache's handle */
+	kvs_tier_ssd_stats counts; /* its section, tier_ssd.* (base.counters) */
 	kvs_ssd *ssd;
 	kvs_index *ix;
 	char dir[256];

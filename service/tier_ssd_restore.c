@@ -129,8 +129,8 @@ static int warm_load(ssd_tier *t)
 	/* Signed: the nanosecond part of the difference may be negative. */
 	ms = (uint64_t)(((int64_t)(t1.tv_sec - t0.tv_sec) * 1000000000 +
 			 (t1.tv_nsec - t0.tv_nsec)) / 1000000);
-	t->base.stats->tier_ssd_restart_blocks = (int64_t)ld.n;
-	t->base.stats->tier_ssd_restart_ms = (int64_t)ms;
+	t->counts.restart_blocks = (int64_t)ld.n;
+	t->counts.restart_ms = (int64_t)ms;
 	kvs_info("SSD tier: loaded %" PRIu64 " indexed blocks in %" PRIu64
 		 " ms (%" PRIu64 " stale entries dropped)", ld.n, ms, ld.dropped);
 	return 0;
