@@ -5,12 +5,14 @@
  * A stats section is a list of int64 values with a descriptor
  * (kvs_stats_section: each value's section, name, kind and help, and its
  * offset in the struct that holds it). The server's own sections (server,
- * clients, ops, fast, engines, blocks, tier_host, then leases .. errors)
- * are the X(section, name, kind, help) lines below: a field of kvs_counters
- * each, incremented where they happen. Each tier owns its section (its
- * X-list, its counters struct, its descriptor: tier_ssd.h, tier_remote.h,
- * tier_gpu.h; kvs_tier_ops.stats_section), and kvs_tiers_stats() lists
- * them in the order they are rendered, between tier_host and leases.
+ * clients, ops; engines, blocks, tier_host; leases .. errors) are the
+ * X(section, name, kind, help) lines below: a field of kvs_counters each,
+ * incremented where they happen. The fast path owns its section (fast.*,
+ * kvs_fastidx.h: kvs_fast_section, between ops and engines), and each tier
+ * its own (its X-list, its counters struct, its descriptor: tier_ssd.h,
+ * tier_remote.h, tier_gpu.h; kvs_tier_ops.stats_section), which
+ * kvs_tiers_stats() lists in the order they are rendered, between
+ * tier_host and leases. server_stats.c puts the list together.
  *
  * kvs_stats_render() writes a list of sections as the STATS text
  * ("section.name value") or as Prometheus text (kvshare_<section>_<name>,
@@ -60,28 +62,10 @@
 	X(ops, watch, COUNTER, "event subscriptions")                         \
 	X(ops, verify, COUNTER, "operator verify requests")                   \
 	X(ops, report, COUNTER, "engine counter reports (kvs_report)")         \
-	X(ops, fastattach, COUNTER, "fast path attach requests")              \
-	X(fast, clients, GAUGE, "connections with a fast-path pin area")      \
-	X(fast, revoked, GAUGE, "pin areas of closed connections, in their grace")\
-	X(fast, indexes, GAUGE, "fast-path indexes (a memfd each, one per trust domain, made at its first fast attach)")\
-	X(fast, entries, GAUGE, "host blocks in the fast-path indexes")       \
-	X(fast, held, GAUGE, "blocks kept now for fast-path pins")            \
-	X(fast, unpublished, COUNTER, "host blocks left out of a full index") \
-	X(fast, evict_skipped, COUNTER, "evictions skipped: fast-path pinned")\
-	X(fast, attach_refused, COUNTER, "fast attaches refused: the domain's pins at their bound")\
-	X(fast, snapshots, COUNTER, "looks at a domain's fast-path pins (one per eviction batch)")\
-	X(fast, pin_reads, COUNTER, "fast-path pins read by those looks")     \
-	X(fast, pin_probes, COUNTER, "hash-set probes of those looks (inserts and queries)")\
-	X(fast, replayed, COUNTER, "fast-path hits replayed into the eviction order (checked by the daemon)")\
-	X(fast, lookups, COUNTER, "lookups answered by the fast path (client-reported)")\
-	X(fast, hit_blocks, COUNTER, "blocks hit by the fast path (client-reported)")\
-	X(fast, miss_blocks, COUNTER, "blocks the fast path found absent (client-reported)")\
-	X(fast, fallback_miss, COUNTER, "fast lookups sent to the socket: index miss (client-reported)")\
-	X(fast, fallback_busy, COUNTER, "... : entry being written or moved (client-reported)")\
-	X(fast, fallback_pins, COUNTER, "... : pin area or fast leases full (client-reported)")\
-	X(fast, fallback_other, COUNTER, "... : too many hashes or index unusable (client-reported)")\
-	X(fast, pins_live, GAUGE, "fast-path pins held now (client-reported)")\
-	X(fast, leases_live, GAUGE, "fast-path leases held now (client-reported)")\
+	X(ops, fastattach, COUNTER, "fast path attach requests")
+
+/* The fast path's section (kvs_fastidx.h) is rendered here, then: */
+#define KVS_STATS_MID(X)                                                      \
 	X(engines, hit_tokens, COUNTER, "tokens engines' schedulers were told are cached")\
 	X(engines, loaded_blocks, COUNTER, "blocks engines copied into their caches")\
 	X(engines, loaded_bytes, COUNTER, "bytes engines copied into their caches")\
@@ -141,7 +125,7 @@
 	X(errors, full, COUNTER, "reserves refused: cache full")              \
 	X(errors, limit, COUNTER, "per-client limits reached")
 
-#define KVS_STATS_FIELDS(X) KVS_STATS_HEAD(X) KVS_STATS_TAIL(X)
+#define KVS_STATS_FIELDS(X) KVS_STATS_HEAD(X) KVS_STATS_MID(X) KVS_STATS_TAIL(X)
 
 typedef struct kvs_counters {
 #define KVS_STATS_X(sec, name, kind, help) int64_t sec##_##name;
@@ -191,8 +175,9 @@ typedef struct kvs_stats_part {
 		sizeof(var##_stats) / sizeof(var##_stats[0]), var##_stats      \
 	}
 
-/* The server's sections, on a kvs_counters: before the tiers, and after. */
-extern const kvs_stats_section kvs_stats_head, kvs_stats_tail;
+/* The server's sections, on a kvs_counters: server .. ops, engines ..
+ * tier_host, leases .. errors (the fast path's and the tiers' between). */
+extern const kvs_stats_section kvs_stats_head, kvs_stats_mid, kvs_stats_tail;
 
 /* Values of a section whose owner is off: zeros, for sections of at most
  * KVS_STATS_ZERO_MAX values (checked by test_stats). */

@@ -13,7 +13,6 @@
 
 #include "kvs_cache_admin.h"
 #include "kvs_log.h"
-#include "kvs_tiers.h"
 
 /* Namespaces whose engine counts are rendered one by one: STATS must fit
  * one reply and a scrape stay small, while a daemon may hold thousands of
@@ -63,16 +62,27 @@ static void stats_refresh(kvs_server *s)
 	kvs_fast_stats_fill(s->fast);
 }
 
-/* Every section, in the order of the stats text: the server's head
- * (server .. tier_host), the tiers', the server's tail (leases .. errors). */
-static void sections(kvs_server *s, int prometheus, FILE *f)
+uint32_t server_stats_parts(const kvs_counters *st, const kvs_fast *fast,
+			    const kvs_cache *c,
+			    kvs_stats_part out[SERVER_STATS_PARTS])
 {
-	kvs_stats_part parts[KVS_TIERS_SECTIONS + 2];
+	const kvs_fast_stats *fs = kvs_fast_counters(fast);
 	uint32_t n = 0;
 
-	parts[n++] = (kvs_stats_part){ &kvs_stats_head, &s->stats };
-	n += kvs_tiers_stats(s->cache, parts + n);
-	parts[n++] = (kvs_stats_part){ &kvs_stats_tail, &s->stats };
+	out[n++] = (kvs_stats_part){ &kvs_stats_head, st };
+	out[n++] = (kvs_stats_part){ &kvs_fast_section,
+				     fs ? (const void *)fs : kvs_stats_zeros };
+	out[n++] = (kvs_stats_part){ &kvs_stats_mid, st };
+	n += kvs_tiers_stats(c, out + n);
+	out[n++] = (kvs_stats_part){ &kvs_stats_tail, st };
+	return n;
+}
+
+static void sections(kvs_server *s, int prometheus, FILE *f)
+{
+	kvs_stats_part parts[SERVER_STATS_PARTS];
+	uint32_t n = server_stats_parts(&s->stats, s->fast, s->cache, parts);
+
 	kvs_stats_render(parts, n, prometheus, f);
 }
 

@@ -15,10 +15,12 @@
 
 #include "kvs_cache.h"
 #include "kvs_check.h"
+#include "kvs_fastidx.h"
 #include "kvs_tiers.h"
+#include "server_int.h" /* server_stats_parts */
 #include "tier_gpu.h"
 
-#define NPARTS (KVS_TIERS_SECTIONS + 2)
+#define NPARTS SERVER_STATS_PARTS
 #define MAXSTATS 512
 
 static kvs_counters stats;
@@ -182,6 +184,17 @@ static void check_prometheus(const char *text)
 	CHECK(p && *p == '\0');
 }
 
+/* Distinct values in a section's own struct: a line that reads another
+ * field, or zeros, shows. */
+static void fill(const kvs_stats_section *sec, const void *vals, int64_t base)
+{
+	for (uint32_t i = 0; i < sec->n; i++) {
+		int64_t x = base + i;
+
+		memcpy((char *)vals + sec->stats[i].off, &x, sizeof(x));
+	}
+}
+
 int main(void)
 {
 	kvs_cache_config cfg = { .host_bytes = 4u << 20, .page_bytes = 64u << 10,
@@ -190,6 +203,7 @@ int main(void)
 				   .page_bytes = 64u << 10 };
 	kvs_stats_part parts[NPARTS];
 	kvs_tier_mod *gpu = NULL;
+	kvs_fast *fast = NULL;
 	kvs_cache *c = NULL;
 	char why[256], *text;
 	int64_t v = 1;
@@ -209,26 +223,28 @@ int main(void)
 	CHECK(gpu != NULL);
 	if (gpu) {
 		CHECK_EQ(kvs_cache_tier_add(c, gpu), 0);
-		for (uint32_t i = 0; i < gpu->ops->stats_section->n; i++) {
-			int64_t x = 1000 + i;
-
-			memcpy((char *)gpu->counters +
-				       gpu->ops->stats_section->stats[i].off,
-			       &x, sizeof(x));
-		}
+		fill(gpu->ops->stats_section, gpu->counters, 1000);
 	}
 
-	parts[n++] = (kvs_stats_part){ &kvs_stats_head, &stats };
-	CHECK_EQ(kvs_tiers_stats(c, parts + n), KVS_TIERS_SECTIONS);
-	n += KVS_TIERS_SECTIONS;
-	parts[n++] = (kvs_stats_part){ &kvs_stats_tail, &stats };
+	/* No fast path: its section is zeros. */
+	n = server_stats_parts(&stats, NULL, c, parts);
+	CHECK_EQ(n, NPARTS);
+	CHECK(parts[1].sec == &kvs_fast_section && parts[1].vals == kvs_stats_zeros);
+	CHECK_EQ(kvs_fast_create(c, &stats, 1024, 64, 1, &fast), 0);
+	if (fast)
+		fill(&kvs_fast_section, kvs_fast_counters(fast), 2000);
+	n = server_stats_parts(&stats, fast, c, parts);
 	/* The order of the text, older than the sections. */
-	CHECK(!strcmp(parts[1].sec->name, "tier_ssd"));
-	CHECK(!strcmp(parts[2].sec->name, "tier_remote"));
-	CHECK(!strcmp(parts[3].sec->name, "tier_gpu"));
-	CHECK(parts[1].vals == kvs_stats_zeros && parts[2].vals == kvs_stats_zeros);
-	CHECK(gpu && parts[3].vals == gpu->counters);
-	for (uint32_t i = 1; i <= KVS_TIERS_SECTIONS; i++)
+	CHECK(parts[0].sec == &kvs_stats_head && parts[2].sec == &kvs_stats_mid);
+	CHECK(!strcmp(parts[1].sec->name, "fast"));
+	CHECK(fast && parts[1].vals == (const void *)kvs_fast_counters(fast));
+	CHECK(!strcmp(parts[3].sec->name, "tier_ssd"));
+	CHECK(!strcmp(parts[4].sec->name, "tier_remote"));
+	CHECK(!strcmp(parts[5].sec->name, "tier_gpu"));
+	CHECK(parts[3].vals == kvs_stats_zeros && parts[4].vals == kvs_stats_zeros);
+	CHECK(gpu && parts[5].vals == gpu->counters);
+	CHECK(parts[6].sec == &kvs_stats_tail);
+	for (uint32_t i = 3; i < 3 + KVS_TIERS_SECTIONS; i++)
 		CHECK_EQ(parts[i].sec->tier != 0, 1);
 
 	expect(parts, n);
@@ -247,5 +263,6 @@ int main(void)
 	free(text);
 
 	kvs_cache_destroy(c);
+	kvs_fast_destroy(fast);
 	return check_summary("test_stats");
 }
