@@ -131,7 +131,8 @@ typedef struct kvs_tier_slot_ops {
 /*
  * A store tier's operations. Required: rec_new, has, keeps, demote, read,
  * drop. Optional: committed (write-through), ns_created and restore
- * (persistence), reading, and three pairs, both or neither: probe + fetch
+ * (persistence), find (a restore that goes on in the background), reading,
+ * and three pairs, both or neither: probe + fetch
  * (a tier others write to), host_held + wait_held (copies written straight
  * from host slots), verify + verify_cancel.
  */
@@ -182,6 +183,12 @@ typedef struct kvs_tier_store_ops {
 	 * that survived, blocking, before serving. */
 	void (*ns_created)(kvs_tier_mod *t, uint32_t id, const kvs_ns_desc *d);
 	int (*restore)(kvs_tier_mod *t);
+	/* A restore that goes on after start (the SSD tier loads its index
+	 * in slices from poll): the block (@ns, @hash), which the cache has no
+	 * record of, restored now if the tier holds it (a lookup or reserve
+	 * must not miss what the load has not come to yet): 0 with *idx, or
+	 * -ENOENT (not held, or the restore is over), -ENOMEM. Optional. */
+	int (*find)(kvs_tier_mod *t, uint32_t ns, kvs_hash hash, uint32_t *idx);
 	/* Read back and check every copy (of namespace @ns, 0: all):
 	 * 0 with *res filled (nothing to read), or -EINPROGRESS: @fn(@arg)
 	 * answers from poll(); *job names it for verify_cancel(). */
