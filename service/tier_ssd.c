@@ -224,6 +224,9 @@ static void ssd_poll(kvs_tier_mod *tt)
 	rc = kvs_index_flush(t->ix);
 	if (rc < 0)
 		kvs_err("SSD tier: index flush failed: %s", kvs_strerror(rc));
+	/* After the flush: a slice reads committed state, which then holds
+	 * what the table said so far (deletes of dropped copies, puts of new
+	 * ones), so it never sees an entry the table has moved past. */
 	ssd_load_step(t);
 }
 

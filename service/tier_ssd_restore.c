@@ -207,10 +207,6 @@ void ssd_load_step(ssd_tier *t)
 
 	if (!ld->on)
 		return;
-	/* The walk reads committed state: what the loop queued (deletes of
-	 * dropped copies, puts of new ones) goes in first, so that a slice
-	 * never sees an entry the table has moved past. */
-	kvs_index_flush(t->ix);
 	if (!ld->pos.done)
 		rc = kvs_index_walk(t->ix, &ld->pos, ld->slice, walk_one, t);
 	/* A link is one table probe, a fraction of an entry's load. */
