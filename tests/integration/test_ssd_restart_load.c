@@ -2,16 +2,17 @@
  * test_ssd_restart_load - a restart that serves while the index loads
  * (docs/ssd.md "Warm restart"): kill -9 a daemon with a few thousand blocks
  * indexed on SSD, restart it with the load slowed down (test knobs
- * KVS_SSD_LOAD_SLICE=1 entries per slice, KVS_SSD_LOAD_PAUSE_US=1000 after
- * each: seconds for the whole index) and use it during the load.
+ * KVS_SSD_LOAD_SLICE=1 entry per slice, KVS_SSD_LOAD_PAUSE_US=1000 after
+ * each: about 4 s for the whole index) and use it during the load. Each
+ * phase checks by a count that it ran during the load (index_loading still
+ * 1 when its clients are done), never by a clock.
  *
  * 4 KiB blocks, a 1 MiB host tier, 32 MiB of SSD in 1 MiB segments (~4000
  * records). Before the kill: 800 chains of 4 published, 300 more (the
  * oldest segments recycled), then chains 0-49 published again (their
  * blocks rewritten in newer segments, under newer generations), and one
- * segment's superblock zeroed (recycled behind the index's back: its
- * entries name a generation the store no longer has, and the store writes
- * new blocks there first).
+ * segment's superblock zeroed at the kill (recycled behind the index's
+ * back: its entries name a generation the store no longer has).
  *  load:   right after READY the load is in progress (tier_ssd.index_loading
  *          1, fewer blocks loaded than indexed); 8 clients look up every
  *          chain at once: every hit's bytes are right, nothing is dropped
@@ -28,6 +29,12 @@
  *          bytes everywhere, no corrupt read, and every SSD copy indexed
  *          (tier_ssd.index_entries == tier_ssd.blocks: the load never
  *          deleted the entry of a block the table had).
+ *  stale:  kill -9, segment 20's superblock zeroed, slow restart: 250 new
+ *          chains published first (the store writes them into segment 20,
+ *          over the records its stale entries name), then 8 readers look
+ *          up everything, still during the load: no corrupt read (an entry
+ *          loaded without its generation checked would be read there and
+ *          fail the record's header), no wrong byte.
  */
 #include "harness.h"
 #include "harness_child.h"
