@@ -180,7 +180,8 @@ typedef struct kvs_tier_store_ops {
 	int (*wait_held)(kvs_tier_mod *t);
 	/* Namespace @id was created (persist it); restore at start: the
 	 * namespaces (kvs_tier_ns_restore) and blocks (kvs_tier_rec_restore)
-	 * that survived, blocking, before serving. */
+	 * that survived, before serving; the blocks may go on being restored
+	 * from poll after that (with find below). */
 	void (*ns_created)(kvs_tier_mod *t, uint32_t id, const kvs_ns_desc *d);
 	int (*restore)(kvs_tier_mod *t);
 	/* A restore that goes on after start (the SSD tier loads its index
