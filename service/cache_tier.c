@@ -346,17 +346,18 @@ uint32_t cache_find(kvs_cache *c, uint32_t ns_id, kvs_hash hash)
 	return idx;
 }
 
-void kvs_tier_rec_link(kvs_tier_mod *t, uint32_t idx, kvs_hash parent)
+int kvs_tier_rec_link(kvs_tier_mod *t, uint32_t idx, kvs_hash parent)
 {
 	kvs_cache *c = t->cache;
 	kvs_rec *r = cache_rec(c, idx);
 	uint32_t p;
 
 	if (!parent.lo && !parent.hi)
-		return;
+		return 0;
 	p = kvs_table_find(c->table, cache_ns_key(r->ns, parent));
 	if (p == KVS_NONE || cache_rec(c, p)->ns != r->ns)
-		return;
+		return 0;
 	r->parent = p;
 	cache_rec(c, p)->children++;
+	return 1;
 }

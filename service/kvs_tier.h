@@ -258,13 +258,15 @@ void kvs_tier_read_done(kvs_tier_mod *t, uint64_t cookie, int res);
 void kvs_tier_probe_done(kvs_tier_mod *t, uint64_t cookie, int count);
 /* Restore: namespace @d with the next id (ids come back in the order they
  * were created); a block of namespace @ns held only in this tier, READY,
- * with its access stamp; then its parent link, once every block is in.
+ * with its access stamp; then its parent link, once its parent is in:
+ * rec_link returns 1 when linked, 0 when the table has no such parent (yet)
+ * or @parent is zero. Call it once per block that links.
  * Errors: KVS_E_LAYOUT, -EEXIST, -EINVAL (bytes differ from the
  * namespace's), -ENOMEM. */
 int kvs_tier_ns_restore(kvs_tier_mod *t, const kvs_ns_desc *d, uint32_t *id);
 int kvs_tier_rec_restore(kvs_tier_mod *t, uint32_t ns, kvs_hash hash,
 			 uint64_t bytes, uint64_t stamp, uint32_t *idx);
-void kvs_tier_rec_link(kvs_tier_mod *t, uint32_t idx, kvs_hash parent);
+int kvs_tier_rec_link(kvs_tier_mod *t, uint32_t idx, kvs_hash parent);
 
 /* ---- the cache's side -------------------------------------------------- */
 

@@ -90,7 +90,6 @@ static int load_put(ssd_tier *t, const kvs_index_key *k, const kvs_index_val *v,
 		    uint32_t *out)
 {
 	ssd_load *ld = &t->ld;
-	kvs_tier_blk pb;
 	uint32_t idx;
 	int rc = -EINVAL;
 
@@ -113,14 +112,10 @@ static int load_put(ssd_tier *t, const kvs_index_key *k, const kvs_index_val *v,
 			     .word = (uint32_t)(v->off >> 12) << LOC_FLAG_BITS | LOC_SSD };
 	t->blocks++;
 	ld->loaded++;
-	if (v->parent.lo || v->parent.hi) {
-		kvs_tier_rec_link(&t->base, idx, v->parent);
-		if (kvs_tier_rec(&t->base, idx, &pb) == 0 && !pb.parent.lo &&
-		    !pb.parent.hi)
-			ld->pend[ld->n++] = (ssd_pend){ .idx = idx, .ns = k->ns,
-							.hash = k->hash,
-							.parent = v->parent };
-	}
+	if ((v->parent.lo || v->parent.hi) &&
+	    !kvs_tier_rec_link(&t->base, idx, v->parent))
+		ld->pend[ld->n++] = (ssd_pend){ .idx = idx, .ns = k->ns,
+						.hash = k->hash, .parent = v->parent };
 	if (out)
 		*out = idx;
 	return 0;
