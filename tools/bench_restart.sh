@@ -15,6 +15,11 @@
 # after the index and segment files were dropped from the page cache
 # (POSIX_FADV_DONTNEED through dd; cold), the others find them cached
 # (warm). Every start must load all BLOCKS blocks, or the script fails.
+#
+# SLICES="4096 16777216" in the environment runs every rep once per value of
+# KVS_SSD_LOAD_SLICE (entries per slice of the background load), in turn:
+# 16777216 loads a 1M index in one slice, as the daemon did before READY
+# when it loaded the whole index first (the same work, to compare).
 set -euo pipefail
 
 build=${1:-build}
@@ -49,10 +54,12 @@ drop_cache() {
 
 now_ns() { date +%s%N; }
 
-printf '%-5s %-6s %10s %10s %8s\n' rep cache ready_ms loaded_ms load_ms
+read -r -a slices <<<"${SLICES:-4096}"
+printf '%-5s %-6s %9s %10s %10s %8s\n' rep cache slice ready_ms loaded_ms load_ms
 for ((r = 1; r <= reps; r++)); do
+for slice in "${slices[@]}"; do
 	cache=warm
-	if ((r == 1)); then
+	if ((r == 1)) && [[ $slice == "${slices[0]}" ]]; then
 		sync
 		drop_cache
 		cache=cold
@@ -60,6 +67,7 @@ for ((r = 1; r <= reps; r++)); do
 	rm -f "$work/ready" "$work/kvshared.log"
 	mkfifo "$work/ready"
 	t0=$(now_ns)
+	KVS_SSD_LOAD_SLICE=$slice \
 	"$kvshared" --socket "$work/kvshared.sock" --ready-fd 3 --host-size 64M \
 		--ssd-dir "$work/ssd" "${flags[@]}" --log-level info \
 		3>"$work/ready" >"$work/kvshared.log" 2>&1 &
@@ -84,7 +92,7 @@ for ((r = 1; r <= reps; r++)); do
 	t2=$(date -d "$(cut -d' ' -f1 <<<"$logline")" +%s%N)
 	loaded=$(sed -E 's/.*fully loaded: ([0-9]+) blocks.*/\1/' <<<"$logline")
 	ms=$(sed -E 's/.* blocks in ([0-9]+) ms.*/\1/' <<<"$logline")
-	printf '%-5s %-6s %10.1f %10.1f %8s\n' "$r" "$cache" \
+	printf '%-5s %-6s %9s %10.1f %10.1f %8s\n' "$r" "$cache" "$slice" \
 		"$(awk -v a="$t0" -v b="$t1" 'BEGIN { print (b - a) / 1e6 }')" \
 		"$(awk -v a="$t0" -v b="$t2" 'BEGIN { print (b - a) / 1e6 }')" "$ms"
 	kill -TERM "$pid"
@@ -94,4 +102,5 @@ for ((r = 1; r <= reps; r++)); do
 		echo "bench_restart.sh: loaded $loaded of $blocks blocks" >&2
 		exit 1
 	fi
+done
 done
