@@ -232,8 +232,8 @@ void kvs_index_stats_get(kvs_index *ix, kvs_index_stats *out);
 
 /* ---- record encoding (pure functions, for the index and its tests) ---- */
 
-/* (KVS_INDEX_KEY_BYTES and KVS_INDEX_VAL_BYTES are defined at the top.) */
-
+/* KVS_INDEX_KEY_BYTES and KVS_INDEX_VAL_BYTES: at the top (the walk's
+ * position holds a key). */
 
 /* kvs_index_key_encode / kvs_index_val_encode - the stored bytes of a key
  * (KVS_INDEX_KEY_BYTES) or a value (KVS_INDEX_VAL_BYTES) into @buf. */
