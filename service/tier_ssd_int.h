@@ -134,6 +134,7 @@ typedef struct ssd_load {
 	uint32_t slice;       /* entries per slice */
 	uint32_t pause_us;    /* test knob: a pause after each slice */
 	uint64_t loaded, dropped, faults;
+	uint64_t slice_max_us; /* the longest slice (the load's stall) */
 	ssd_pend *pend;       /* links to make once the walk is done */
 	uint64_t n, cap, linked;
 	struct timespec t0;

@@ -170,8 +170,8 @@ static void load_end(ssd_tier *t, int err)
 	else
 		kvs_info("SSD tier: index fully loaded: %" PRIu64 " blocks in %"
 			 PRIu64 " ms (%" PRIu64 " stale entries dropped, %" PRIu64
-			 " loaded early by lookups)", ld->loaded, ms, ld->dropped,
-			 ld->faults);
+			 " loaded early by lookups, longest slice %" PRIu64 " us)",
+			 ld->loaded, ms, ld->dropped, ld->faults, ld->slice_max_us);
 }
 
 /*
@@ -195,18 +195,32 @@ static void link_some(ssd_tier *t, uint64_t max)
 	}
 }
 
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
 void ssd_load_step(ssd_tier *t)
 {
 	ssd_load *ld = &t->ld;
+	uint64_t t0, us;
 	int64_t rc = 0;
 
 	if (!ld->on)
 		return;
+	t0 = now_us();
 	if (!ld->pos.done)
 		rc = kvs_index_walk(t->ix, &ld->pos, ld->slice, walk_one, t);
 	/* A link is one table probe, a fraction of an entry's load. */
 	if (rc >= 0 && ld->pos.done)
 		link_some(t, ld->slice * 4);
+	/* How long a request may wait behind the load: logged at the end. */
+	us = now_us() - t0;
+	if (us > ld->slice_max_us)
+		ld->slice_max_us = us;
 	if (rc < 0) {
 		load_end(t, (int)rc);
 		return;

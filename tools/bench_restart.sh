@@ -11,7 +11,8 @@
 # serves from then on: the index loads in the background, docs/ssd.md
 # "Warm restart"), and loaded_ms, to the log line
 # "SSD tier: index fully loaded: N blocks in T ms" (its timestamp; T, the
-# load's own time from its start, is printed too). The first start runs
+# load's own time from its start, is printed too, and stall_us, the longest
+# slice: the most a request waited behind the load). The first start runs
 # after the index and segment files were dropped from the page cache
 # (POSIX_FADV_DONTNEED through dd; cold), the others find them cached
 # (warm). Every start must load all BLOCKS blocks, or the script fails.
@@ -55,7 +56,7 @@ drop_cache() {
 now_ns() { date +%s%N; }
 
 read -r -a slices <<<"${SLICES:-4096}"
-printf '%-5s %-6s %9s %10s %10s %8s\n' rep cache slice ready_ms loaded_ms load_ms
+printf '%-5s %-6s %9s %10s %10s %8s %9s\n' rep cache slice ready_ms loaded_ms load_ms stall_us
 for ((r = 1; r <= reps; r++)); do
 for slice in "${slices[@]}"; do
 	cache=warm
@@ -92,9 +93,10 @@ for slice in "${slices[@]}"; do
 	t2=$(date -d "$(cut -d' ' -f1 <<<"$logline")" +%s%N)
 	loaded=$(sed -E 's/.*fully loaded: ([0-9]+) blocks.*/\1/' <<<"$logline")
 	ms=$(sed -E 's/.* blocks in ([0-9]+) ms.*/\1/' <<<"$logline")
-	printf '%-5s %-6s %9s %10.1f %10.1f %8s\n' "$r" "$cache" "$slice" \
+	stall=$(sed -E 's/.*longest slice ([0-9]+) us.*/\1/' <<<"$logline")
+	printf '%-5s %-6s %9s %10.1f %10.1f %8s %9s\n' "$r" "$cache" "$slice" \
 		"$(awk -v a="$t0" -v b="$t1" 'BEGIN { print (b - a) / 1e6 }')" \
-		"$(awk -v a="$t0" -v b="$t2" 'BEGIN { print (b - a) / 1e6 }')" "$ms"
+		"$(awk -v a="$t0" -v b="$t2" 'BEGIN { print (b - a) / 1e6 }')" "$ms" "$stall"
 	kill -TERM "$pid"
 	wait "$pid" || { echo "bench_restart.sh: kvshared exited $?" >&2; exit 1; }
 	pid=
