@@ -121,7 +121,7 @@ typedef struct vjob {     /* one verify */
 } vjob;
 
 /* The background load of the index at start (tier_ssd_restore.c). */
-#define LOAD_SLICE 4096 /* entries per slice: ~2-3 ms of the loop */
+#define LOAD_SLICE 4096 /* entries per slice: 2-3 ms of the loop */
 
 typedef struct ssd_pend { /* a block loaded before its parent */
 	uint32_t idx, ns;
