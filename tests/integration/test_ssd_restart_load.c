@@ -157,11 +157,11 @@ static void publish(kvs_client *c, uint32_t a, uint32_t b)
 }
 
 /*
- * Whether @n segments were recycled, or demotion was turned off because the
- * store found no segment it could recycle (ENOSPC with the disk not full:
- * issue 25 item 3, another change's; a restart turns demotion on again).
- * Recycling is this test's setting, not what it checks: the checks of the
- * load hold either way, and say which it was.
+ * Whether @n segments were recycled, or demotion is off (an error; before
+ * issue 25 item 3 also a store that found no segment it could recycle, in
+ * about 1 run in 4 here; a restart turns demotion on again). Recycling is
+ * this test's setting, not what it checks: the checks of the load hold
+ * either way, and the log says which it was.
  */
 static bool recycled_or_off(int64_t n, const char *what)
 {
