@@ -137,8 +137,11 @@
 	X(tier_ssd, read_lat_avg_us, GAUGE, "average SSD read latency")       \
 	X(tier_ssd, read_lat_p99_us, GAUGE, "p99 SSD read latency")           \
 	X(tier_ssd, index_entries, GAUGE, "entries committed in the index")   \
-	X(tier_ssd, restart_blocks, GAUGE, "blocks loaded from the index at start")\
-	X(tier_ssd, restart_ms, GAUGE, "time to load the index at start, ms") \
+	X(tier_ssd, restart_blocks, GAUGE, "blocks loaded from the index at start, once fully loaded")\
+	X(tier_ssd, restart_ms, GAUGE, "time to load the whole index at start (in the background), ms")\
+	X(tier_ssd, index_loading, GAUGE, "1 while the index loads in the background")\
+	X(tier_ssd, index_loaded, GAUGE, "blocks loaded from the index since start")\
+	X(tier_ssd, index_faults, COUNTER, "blocks a lookup loaded from the index before the background load came to them")\
 	X(tier_remote, enabled, GAUGE, "1 when the remote tier is on")        \
 	X(tier_remote, cluster, GAUGE, "1 a Redis Cluster, 0 one plain node") \
 	X(tier_remote, authenticated, GAUGE, "1 values signed with --remote-secret-file")\

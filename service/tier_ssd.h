@@ -32,7 +32,8 @@ typedef struct kvs_tier_ssd_config {
 /*
  * kvs_tier_ssd_open - open the segment store and its index under
  * cfg->dir, ready for kvs_cache_tier_add() (which restores the namespaces
- * and loads every valid indexed block as an SSD-only hit: warm restart).
+ * and starts loading every valid indexed block as an SSD-only hit, in
+ * slices from the tier's poll: warm restart, docs/ssd.md).
  * Blocking; call before serving.
  * Errors: -ENOENT, -ENOTDIR, -EACCES, -EROFS (dir), -EBUSY (another daemon
  * has it), -ENOSPC, -EINVAL (sizes), -ENOMEM, other -errno. Logs why.
