@@ -217,8 +217,7 @@ static uint32_t find_hits(kvs_cache *c, kvs_owner *o, const kvs_hash *hashes,
 	/* Blocks of another namespace (another salt) are never matched: a
 	 * tenant cannot probe another's prefixes through the table. */
 	for (; hits < n; hits++) {
-		uint32_t idx = kvs_table_find(c->table,
-					      cache_ns_key(o->ns, hashes[hits]));
+		uint32_t idx = cache_find(c, o->ns, hashes[hits]);
 		uint8_t t;
 
 		if (idx == KVS_NONE || cache_rec(c, idx)->ns != o->ns ||
@@ -478,7 +477,7 @@ int kvs_cache_reserve(kvs_cache *c, kvs_owner *o, const kvs_hash *hashes,
 		out[i] = (kvs_block){ .status = stop };
 		if (stop)
 			continue;
-		idx = kvs_table_find(c->table, h);
+		idx = cache_find(c, o->ns, hashes[i]);
 		if (idx != KVS_NONE && (cache_rec(c, idx)->ns != o->ns ||
 					cache_rec(c, idx)->state != KVS_REC_GHOST)) {
 			kvs_rec *r = cache_rec(c, idx);

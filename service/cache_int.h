@@ -306,6 +306,10 @@ uint64_t cache_lookup_finish(kvs_cache *c, uint32_t s, uint32_t hits,
 /* cache_tier.c */
 /* The store tier that can read @idx back now, or NULL. */
 kvs_tier_mod *cache_store_of(const kvs_cache *c, uint32_t idx);
+/* The record of (@ns_id, @hash), asking the store tiers that restore in the
+ * background (store->find) when the table has none; KVS_NONE if nobody
+ * has it. */
+uint32_t cache_find(kvs_cache *c, uint32_t ns_id, kvs_hash hash);
 void cache_tiers_owner_gone(kvs_cache *c, kvs_owner *o);
 void cache_tiers_close(kvs_cache *c);
 void cache_note(kvs_cache *c, uint8_t t, int what, uint64_t n);

@@ -337,17 +337,32 @@ int kvs_tier_rec_restore(kvs_tier_mod *t, uint32_t ns_id, kvs_hash hash,
 	return 0;
 }
 
-void kvs_tier_rec_link(kvs_tier_mod *t, uint32_t idx, kvs_hash parent)
+uint32_t cache_find(kvs_cache *c, uint32_t ns_id, kvs_hash hash)
+{
+	uint32_t idx = kvs_table_find(c->table, cache_ns_key(ns_id, hash));
+
+	for (uint32_t i = 0; idx == KVS_NONE && i < c->nstores; i++) {
+		kvs_tier_mod *t = c->stores[i];
+		const kvs_tier_store_ops *so = t->ops->store;
+
+		if (so->find && so->find(t, ns_id, hash, &idx) < 0)
+			idx = KVS_NONE;
+	}
+	return idx;
+}
+
+int kvs_tier_rec_link(kvs_tier_mod *t, uint32_t idx, kvs_hash parent)
 {
 	kvs_cache *c = t->cache;
 	kvs_rec *r = cache_rec(c, idx);
 	uint32_t p;
 
 	if (!parent.lo && !parent.hi)
-		return;
+		return 0;
 	p = kvs_table_find(c->table, cache_ns_key(r->ns, parent));
 	if (p == KVS_NONE || cache_rec(c, p)->ns != r->ns)
-		return;
+		return 0;
 	r->parent = p;
 	cache_rec(c, p)->children++;
+	return 1;
 }

@@ -132,7 +132,8 @@ typedef struct kvs_tier_slot_ops {
 /*
  * A store tier's operations. Required: rec_new, has, keeps, demote, read,
  * drop. Optional: committed (write-through), ns_created and restore
- * (persistence), reading, and three pairs, both or neither: probe + fetch
+ * (persistence), find (a restore that goes on in the background), reading,
+ * and three pairs, both or neither: probe + fetch
  * (a tier others write to), host_held + wait_held (copies written straight
  * from host slots), verify + verify_cancel.
  */
@@ -180,9 +181,16 @@ typedef struct kvs_tier_store_ops {
 	int (*wait_held)(kvs_tier_mod *t);
 	/* Namespace @id was created (persist it); restore at start: the
 	 * namespaces (kvs_tier_ns_restore) and blocks (kvs_tier_rec_restore)
-	 * that survived, blocking, before serving. */
+	 * that survived, before serving; the blocks may go on being restored
+	 * from poll after that (with find below). */
 	void (*ns_created)(kvs_tier_mod *t, uint32_t id, const kvs_ns_desc *d);
 	int (*restore)(kvs_tier_mod *t);
+	/* A restore that goes on after start (the SSD tier loads its index
+	 * in slices from poll): the block (@ns, @hash), which the cache has no
+	 * record of, restored now if the tier holds it (a lookup or reserve
+	 * must not miss what the load has not come to yet): 0 with *idx, or
+	 * -ENOENT (not held, or the restore is over), -ENOMEM. Optional. */
+	int (*find)(kvs_tier_mod *t, uint32_t ns, kvs_hash hash, uint32_t *idx);
 	/* Read back and check every copy (of namespace @ns, 0: all):
 	 * 0 with *res filled (nothing to read), or -EINPROGRESS: @fn(@arg)
 	 * answers from poll(); *job names it for verify_cancel(). */
@@ -257,13 +265,15 @@ void kvs_tier_read_done(kvs_tier_mod *t, uint64_t cookie, int res);
 void kvs_tier_probe_done(kvs_tier_mod *t, uint64_t cookie, int count);
 /* Restore: namespace @d with the next id (ids come back in the order they
  * were created); a block of namespace @ns held only in this tier, READY,
- * with its access stamp; then its parent link, once every block is in.
+ * with its access stamp; then its parent link, once its parent is in:
+ * rec_link returns 1 when linked, 0 when the table has no such parent (yet)
+ * or @parent is zero. Call it once per block that links.
  * Errors: KVS_E_LAYOUT, -EEXIST, -EINVAL (bytes differ from the
  * namespace's), -ENOMEM. */
 int kvs_tier_ns_restore(kvs_tier_mod *t, const kvs_ns_desc *d, uint32_t *id);
 int kvs_tier_rec_restore(kvs_tier_mod *t, uint32_t ns, kvs_hash hash,
 			 uint64_t bytes, uint64_t stamp, uint32_t *idx);
-void kvs_tier_rec_link(kvs_tier_mod *t, uint32_t idx, kvs_hash parent);
+int kvs_tier_rec_link(kvs_tier_mod *t, uint32_t idx, kvs_hash parent);
 
 /* ---- the cache's side -------------------------------------------------- */
 

@@ -189,6 +189,8 @@ static void ssd_stats(kvs_tier_mod *tt, kvs_counters *st)
 	t->counts.read_lat_avg_us = (int64_t)ss.read_lat_avg_us;
 	t->counts.read_lat_p99_us = (int64_t)ss.read_lat_p99_us;
 	t->counts.index_entries = (int64_t)is.entries;
+	t->counts.index_loading = t->ld.on;
+	t->counts.index_loaded = (int64_t)t->ld.loaded;
 	st->table_metadata_bytes += (int64_t)t->nloc * (int64_t)sizeof(loc);
 }
 
@@ -210,7 +212,8 @@ static int ssd_event_fd(const kvs_tier_mod *tt)
 }
 
 /* Reap completions (finishing demotions, promotions and verifies), then
- * commit the index batch: one transaction per loop turn with changes. */
+ * commit the index batch: one transaction per loop turn with changes; and
+ * while the index loads, one slice of it. */
 static void ssd_poll(kvs_tier_mod *tt)
 {
 	ssd_tier *t = ssd_of(tt);
@@ -221,6 +224,10 @@ static void ssd_poll(kvs_tier_mod *tt)
 	rc = kvs_index_flush(t->ix);
 	if (rc < 0)
 		kvs_err("SSD tier: index flush failed: %s", kvs_strerror(rc));
+	/* After the flush: a slice reads committed state, which then holds
+	 * what the table said so far (deletes of dropped copies, puts of new
+	 * ones), so it never sees an entry the table has moved past. */
+	ssd_load_step(t);
 }
 
 /* I/O in flight is waited for and discarded. */
@@ -241,6 +248,7 @@ static void ssd_close(kvs_tier_mod *tt)
 	kvs_pool_fini(&t->ws);
 	kvs_pool_fini(&t->rs);
 	free(t->loc);
+	free(t->ld.pend);
 	free(t);
 }
 
@@ -262,6 +270,7 @@ static const kvs_tier_store_ops ssd_store_ops = {
 	.wait_held = ssd_wait_held,
 	.ns_created = ssd_ns_created,
 	.restore = ssd_restore,
+	.find = ssd_find,
 	.verify = ssd_verify,
 	.verify_cancel = ssd_verify_cancel,
 };

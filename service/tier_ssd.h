@@ -56,8 +56,11 @@
 	X(read_lat_avg_us, GAUGE, "average SSD read latency")                 \
 	X(read_lat_p99_us, GAUGE, "p99 SSD read latency")                     \
 	X(index_entries, GAUGE, "entries committed in the index")             \
-	X(restart_blocks, GAUGE, "blocks loaded from the index at start")     \
-	X(restart_ms, GAUGE, "time to load the index at start, ms")
+	X(restart_blocks, GAUGE, "blocks loaded from the index at start, once fully loaded")\
+	X(restart_ms, GAUGE, "time to load the whole index at start (in the background), ms")\
+	X(index_loading, GAUGE, "1 while the index loads in the background")  \
+	X(index_loaded, GAUGE, "blocks loaded from the index since start")    \
+	X(index_faults, COUNTER, "blocks a lookup loaded from the index before the background load came to them")
 
 typedef struct kvs_tier_ssd_stats {
 	KVS_TIER_SSD_STATS(KVS_STAT_FIELD)
@@ -79,7 +82,8 @@ typedef struct kvs_tier_ssd_config {
 /*
  * kvs_tier_ssd_open - open the segment store and its index under
  * cfg->dir, ready for kvs_cache_tier_add() (which restores the namespaces
- * and loads every valid indexed block as an SSD-only hit: warm restart).
+ * and starts loading every valid indexed block as an SSD-only hit, in
+ * slices from the tier's poll: warm restart, docs/ssd.md).
  * Blocking; call before serving.
  * Errors: -ENOENT, -ENOTDIR, -EACCES, -EROFS (dir), -EBUSY (another daemon
  * has it), -ENOSPC, -EINVAL (sizes), -ENOMEM, other -errno. Logs why.

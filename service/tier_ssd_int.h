@@ -3,7 +3,7 @@
  * tier_ssd.c (open, close, the ops table, recycling, stats, completions),
  * tier_ssd_write.c (demotion and write-through), tier_ssd_read.c
  * (promotion reads and verify) and tier_ssd_restore.c (namespaces file and
- * warm restart).
+ * warm restart: the index loads in slices on the loop after READY).
  *
  * Per record index the tier keeps one 8-byte entry (loc): the segment and
  * 4 KiB offset of the block's SSD copy and what I/O it has in flight. The
@@ -16,6 +16,8 @@
  */
 #ifndef KVS_TIER_SSD_INT_H
 #define KVS_TIER_SSD_INT_H
+
+#include <time.h>
 
 #include "kvs_index.h"
 #include "kvs_log.h" /* kvs_ratelimit */
@@ -118,6 +120,26 @@ typedef struct vjob {     /* one verify */
 	vread r[VERIFY_BATCH];
 } vjob;
 
+/* The background load of the index at start (tier_ssd_restore.c). */
+#define LOAD_SLICE 4096 /* entries per slice: 2-3 ms of the loop */
+
+typedef struct ssd_pend { /* a block loaded before its parent */
+	uint32_t idx, ns;
+	kvs_hash hash, parent;
+} ssd_pend;
+
+typedef struct ssd_load {
+	int on;               /* loading: slices run from poll */
+	kvs_index_pos pos;    /* the walk's next entry */
+	uint32_t slice;       /* entries per slice */
+	uint32_t pause_us;    /* test knob: a pause after each slice */
+	uint64_t loaded, dropped, faults;
+	uint64_t slice_max_us; /* the longest slice (the load's stall) */
+	ssd_pend *pend;       /* links to make once the walk is done */
+	uint64_t n, cap, linked;
+	struct timespec t0;
+} ssd_load;
+
 typedef struct ssd_tier {
 	kvs_tier_mod base;    /* first: the cache's handle */
 	kvs_tier_ssd_stats counts; /* its section, tier_ssd.* (base.counters) */
@@ -150,6 +172,7 @@ typedef struct ssd_tier {
 	 * for good); retry_s the last wait, doubled by each failed try. */
 	uint64_t retry_at;
 	uint32_t retry_first_s, retry_s;
+	ssd_load ld;
 } ssd_tier;
 
 static inline ssd_tier *ssd_of(const kvs_tier_mod *t)
@@ -214,6 +237,11 @@ void ssd_vjob_free(ssd_tier *t, uint32_t id);
 
 /* tier_ssd_restore.c */
 void ssd_ns_created(kvs_tier_mod *tt, uint32_t id, const kvs_ns_desc *d);
+/* Restore the namespaces and start loading the index: the blocks come in
+ * slices (ssd_load_step, from poll, which it keeps readable until done). */
 int ssd_restore(kvs_tier_mod *tt);
+void ssd_load_step(ssd_tier *t);
+/* While loading: load the entry of (@ns, @hash) now, if it is valid. */
+int ssd_find(kvs_tier_mod *tt, uint32_t ns, kvs_hash hash, uint32_t *idx);
 
 #endif /* KVS_TIER_SSD_INT_H */

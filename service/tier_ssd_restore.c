@@ -1,6 +1,7 @@
 /* tier_ssd_restore.c - what makes the SSD tier survive a restart: the
- * namespaces file (storage/nsfile.c) and the warm load of the index (see
- * tier_ssd_int.h, docs/ssd.md "Index"). */
+ * namespaces file (storage/nsfile.c) and the warm load of the index, in
+ * the background after READY (see tier_ssd_int.h, docs/ssd.md "Warm
+ * restart"). */
 #define _GNU_SOURCE
 #include "tier_ssd_int.h"
 
@@ -56,94 +57,227 @@ static int ns_restore_one(void *arg, const kvs_nsfile_ns *f)
 	return kvs_tier_ns_restore(&t->base, &d, &id) < 0;
 }
 
-typedef struct load {
-	ssd_tier *t;
-	uint32_t *recs;
-	kvs_hash *parents;
-	uint64_t n, cap, dropped;
-} load;
+/* Whether index entry @v can name a copy now: its segment is in use under
+ * the same generation (a recycled segment has a newer one: the bytes there
+ * are another block's), and its offset fits a loc. */
+static int entry_ok(const ssd_tier *t, const kvs_index_val *v)
+{
+	return v->gen != 0 && kvs_ssd_segment_gen(t->ssd, v->seg) == v->gen &&
+	       !(v->off & 4095) && (v->off >> 12) <= LOC_MAX_OFF4K;
+}
 
-static int load_room(load *ld)
+static int pend_room(ssd_load *ld)
 {
 	uint64_t cap = ld->cap ? ld->cap * 2 : 4096;
-	uint32_t *nr = realloc(ld->recs, cap * sizeof(*nr));
-	kvs_hash *np = nr ? realloc(ld->parents, cap * sizeof(*np)) : NULL;
+	ssd_pend *np = realloc(ld->pend, cap * sizeof(*np));
 
-	if (nr)
-		ld->recs = nr;
-	if (!nr || !np)
+	if (!np)
 		return -ENOMEM;
-	ld->parents = np;
+	ld->pend = np;
 	ld->cap = cap;
 	return 0;
 }
 
-static int load_one(void *arg, const kvs_index_key *k, const kvs_index_val *v)
+/*
+ * load_put - entry (@k, @v) becomes an SSD-only READY record, linked to its
+ * parent if the table has it, else remembered for the link pass at the
+ * end. A key the table has already is skipped: the table is the live truth
+ * (a block written, demoted or loaded by a lookup since the start), newer
+ * than any entry read here. A stale entry is deleted from the index.
+ * Returns 0, 1 (skipped or stale) or -ENOMEM.
+ */
+static int load_put(ssd_tier *t, const kvs_index_key *k, const kvs_index_val *v,
+		    uint32_t *out)
 {
-	load *ld = arg;
-	ssd_tier *t = ld->t;
+	ssd_load *ld = &t->ld;
 	uint32_t idx;
 	int rc = -EINVAL;
 
-	if (ld->n == ld->cap && load_room(ld) < 0)
+	if ((v->parent.lo || v->parent.hi) && ld->n == ld->cap && pend_room(ld) < 0)
 		return -ENOMEM;
-	if (v->gen != 0 && kvs_ssd_segment_gen(t->ssd, v->seg) == v->gen &&
-	    !(v->off & 4095) && (v->off >> 12) <= LOC_MAX_OFF4K)
+	if (entry_ok(t, v))
 		rc = kvs_tier_rec_restore(&t->base, k->ns, k->hash, v->len,
 					  v->atime, &idx);
 	if (rc == -ENOMEM)
 		return rc;
+	if (rc == -EEXIST)
+		return 1;
 	if (rc < 0) {
-		/* Stale, of no known namespace, or a duplicate. */
+		/* Stale, or of no known namespace. */
 		kvs_index_del(t->ix, k);
 		ld->dropped++;
-		return 0;
+		return 1;
 	}
 	t->loc[idx] = (loc){ .seg = v->seg,
 			     .word = (uint32_t)(v->off >> 12) << LOC_FLAG_BITS | LOC_SSD };
 	t->blocks++;
-	ld->recs[ld->n] = idx;
-	ld->parents[ld->n++] = v->parent;
+	ld->loaded++;
+	if ((v->parent.lo || v->parent.hi) &&
+	    !kvs_tier_rec_link(&t->base, idx, v->parent))
+		ld->pend[ld->n++] = (ssd_pend){ .idx = idx, .ns = k->ns,
+						.hash = k->hash, .parent = v->parent };
+	if (out)
+		*out = idx;
 	return 0;
 }
 
-/* Every valid index entry becomes an SSD-only READY record, linked to its
- * parent when the parent was loaded too. No data is read. */
-static int warm_load(ssd_tier *t)
+static int walk_one(void *arg, const kvs_index_key *k, const kvs_index_val *v)
 {
-	struct timespec t0, t1;
-	load ld = { .t = t };
-	int64_t rc;
-	uint64_t ms;
+	int rc = load_put(arg, k, v, NULL);
 
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	rc = kvs_index_iter(t->ix, load_one, &ld);
-	for (uint64_t i = 0; rc >= 0 && i < ld.n; i++)
-		kvs_tier_rec_link(&t->base, ld.recs[i], ld.parents[i]);
-	free(ld.recs);
-	free(ld.parents);
-	if (rc < 0)
-		return (int)rc;
-	kvs_index_flush(t->ix);
+	return rc < 0 ? rc : 0;
+}
+
+/* The knobs of a test that needs the load to take a while (docs/ssd.md):
+ * entries per slice, and a pause after each. */
+static uint32_t env_u32(const char *name, uint32_t dflt, uint32_t max)
+{
+	const char *v = getenv(name);
+	char *end;
+	unsigned long x;
+
+	if (!v || !*v)
+		return dflt;
+	x = strtoul(v, &end, 10);
+	return *end || x > max ? dflt : (uint32_t)x;
+}
+
+static uint64_t ms_since(const struct timespec *t0)
+{
+	struct timespec t1;
+
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	/* Signed: the nanosecond part of the difference may be negative. */
-	ms = (uint64_t)(((int64_t)(t1.tv_sec - t0.tv_sec) * 1000000000 +
-			 (t1.tv_nsec - t0.tv_nsec)) / 1000000);
-	t->counts.restart_blocks = (int64_t)ld.n;
+	return (uint64_t)(((int64_t)(t1.tv_sec - t0->tv_sec) * 1000000000 +
+			   (t1.tv_nsec - t0->tv_nsec)) / 1000000);
+}
+
+static void load_end(ssd_tier *t, int err)
+{
+	ssd_load *ld = &t->ld;
+	uint64_t ms = ms_since(&ld->t0);
+
+	free(ld->pend);
+	ld->pend = NULL;
+	ld->n = ld->cap = 0;
+	ld->on = 0;
+	t->counts.restart_blocks = (int64_t)ld->loaded;
 	t->counts.restart_ms = (int64_t)ms;
-	kvs_info("SSD tier: loaded %" PRIu64 " indexed blocks in %" PRIu64
-		 " ms (%" PRIu64 " stale entries dropped)", ld.n, ms, ld.dropped);
+	if (err < 0)
+		kvs_err("SSD tier: loading the index failed after %" PRIu64
+			" blocks: %s (the rest are misses)", ld->loaded,
+			kvs_strerror(err));
+	else
+		kvs_info("SSD tier: index fully loaded: %" PRIu64 " blocks in %"
+			 PRIu64 " ms (%" PRIu64 " stale entries dropped, %" PRIu64
+			 " loaded early by lookups, longest slice %" PRIu64 " us)",
+			 ld->loaded, ms, ld->dropped, ld->faults, ld->slice_max_us);
+}
+
+/*
+ * The link pass: blocks loaded before their parent get their link now that
+ * every parent that will come is in. A pending record may have gone (its
+ * copy dropped) and its index been reused; only the same block, still
+ * unlinked, is linked.
+ */
+static void link_some(ssd_tier *t, uint64_t max)
+{
+	ssd_load *ld = &t->ld;
+	kvs_tier_blk b;
+
+	for (; max && ld->linked < ld->n; max--) {
+		const ssd_pend *p = &ld->pend[ld->linked++];
+
+		if (kvs_tier_rec(&t->base, p->idx, &b) == 0 && b.ns == p->ns &&
+		    b.hash.lo == p->hash.lo && b.hash.hi == p->hash.hi &&
+		    !b.parent.lo && !b.parent.hi)
+			kvs_tier_rec_link(&t->base, p->idx, p->parent);
+	}
+}
+
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+void ssd_load_step(ssd_tier *t)
+{
+	ssd_load *ld = &t->ld;
+	uint64_t t0, us;
+	int64_t rc = 0;
+
+	if (!ld->on)
+		return;
+	t0 = now_us();
+	if (!ld->pos.done)
+		rc = kvs_index_walk(t->ix, &ld->pos, ld->slice, walk_one, t);
+	/* A link is one table probe, a fraction of an entry's load. */
+	if (rc >= 0 && ld->pos.done)
+		link_some(t, ld->slice * 4);
+	/* How long a request may wait behind the load: logged at the end. */
+	us = now_us() - t0;
+	if (us > ld->slice_max_us)
+		ld->slice_max_us = us;
+	if (rc < 0) {
+		load_end(t, (int)rc);
+		return;
+	}
+	if (ld->pos.done && ld->linked == ld->n) {
+		kvs_index_flush(t->ix);
+		load_end(t, 0);
+		return;
+	}
+	if (ld->pause_us)
+		nanosleep(&(struct timespec){ 0, (long)ld->pause_us * 1000 }, NULL);
+	kvs_ssd_kick(t->ssd);
+}
+
+int ssd_find(kvs_tier_mod *tt, uint32_t ns, kvs_hash hash, uint32_t *idx)
+{
+	ssd_tier *t = ssd_of(tt);
+	kvs_index_key k = { .ns = ns, .hash = hash };
+	kvs_index_val v;
+	int rc;
+
+	/* Once the walk is done every entry that could load has. */
+	if (!t->ld.on || t->ld.pos.done)
+		return -ENOENT;
+	/* As in a slice: the index as the table left it. */
+	if (kvs_index_pending(t->ix))
+		kvs_index_flush(t->ix);
+	if (kvs_index_get(t->ix, &k, &v) < 0)
+		return -ENOENT;
+	rc = load_put(t, &k, &v, idx);
+	if (rc != 0)
+		return rc < 0 ? rc : -ENOENT;
+	t->ld.faults++;
+	ssd_of(tt)->counts.index_faults++;
 	return 0;
 }
 
+/* The namespaces now (few, and a lookup needs them), the blocks in the
+ * background: the daemon serves while they load. */
 int ssd_restore(kvs_tier_mod *tt)
 {
 	ssd_tier *t = ssd_of(tt);
+	ssd_load *ld = &t->ld;
 	int rc = kvs_nsfile_load(t->dir, ns_restore_one, t);
 
-	if (rc >= 0)
-		rc = warm_load(t);
-	if (rc < 0)
+	if (rc < 0) {
 		kvs_err("SSD tier: warm restart failed: %s", kvs_strerror(rc));
-	return rc < 0 ? rc : 0;
+		return rc;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &ld->t0);
+	ld->slice = env_u32("KVS_SSD_LOAD_SLICE", LOAD_SLICE, 1u << 24);
+	ld->pause_us = env_u32("KVS_SSD_LOAD_PAUSE_US", 0, 100000);
+	if (!ld->slice)
+		ld->slice = LOAD_SLICE;
+	ld->on = 1;
+	kvs_info("SSD tier: loading %" PRIu64 " index entries in the background",
+		 kvs_index_count(t->ix));
+	kvs_ssd_kick(t->ssd);
+	return 0;
 }

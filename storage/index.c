@@ -539,6 +539,54 @@ int64_t kvs_index_iter(kvs_index *ix, kvs_index_iter_fn fn, void *arg)
 	return rc == MDB_NOTFOUND ? n : map_err(rc);
 }
 
+int64_t kvs_index_walk(kvs_index *ix, kvs_index_pos *pos, uint64_t max,
+		       kvs_index_iter_fn fn, void *arg)
+{
+	MDB_val k = { pos->len, pos->key }, d;
+	kvs_index_key key;
+	kvs_index_val val;
+	MDB_cursor *cur;
+	MDB_txn *txn;
+	int64_t n = 0;
+	int rc, stop = 0;
+
+	if (!ix->opened)
+		return -EBADF;
+	if (pos->done)
+		return 0;
+	rc = mdb_txn_begin(ix->env, NULL, MDB_RDONLY, &txn);
+	if (rc)
+		return map_err(rc);
+	rc = mdb_cursor_open(txn, ix->blocks, &cur);
+	if (rc) {
+		mdb_txn_abort(txn);
+		return map_err(rc);
+	}
+	rc = mdb_cursor_get(cur, &k, &d, pos->len ? MDB_SET_RANGE : MDB_FIRST);
+	for (; rc == 0 && (uint64_t)n < max && !stop;
+	     rc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) {
+		n++;
+		if (kvs_index_key_decode(k.mv_data, k.mv_size, &key) < 0 ||
+		    kvs_index_val_decode(d.mv_data, d.mv_size, &val) < 0)
+			continue;
+		stop = fn(arg, &key, &val);
+	}
+	/* rc == 0: the cursor is on the next entry, where the walk goes on. */
+	if (rc == 0 && k.mv_size <= sizeof(pos->key)) {
+		memcpy(pos->key, k.mv_data, k.mv_size);
+		pos->len = (uint32_t)k.mv_size;
+	}
+	mdb_cursor_close(cur);
+	mdb_txn_abort(txn);
+	if (stop)
+		return stop;
+	if (rc == MDB_NOTFOUND) {
+		pos->done = 1;
+		return n;
+	}
+	return rc ? map_err(rc) : n;
+}
+
 uint64_t kvs_index_count(kvs_index *ix)
 {
 	MDB_txn *txn;

@@ -68,6 +68,12 @@
 
 typedef struct kvs_index kvs_index;
 
+#define KVS_INDEX_KEY_BYTES 20u
+#define KVS_INDEX_VAL_BYTES 56u
+/* LMDB's longest key (its default MDB_MAXKEYSIZE): a key of another size
+ * is not ours, but a walk must still step over it. */
+#define KVS_INDEX_KEY_BYTES_MAX 511u
+
 typedef struct kvs_index_key {
 	uint32_t ns;
 	kvs_hash hash;
@@ -193,6 +199,31 @@ typedef int (*kvs_index_iter_fn)(void *arg, const kvs_index_key *key,
  */
 int64_t kvs_index_iter(kvs_index *ix, kvs_index_iter_fn fn, void *arg);
 
+/*
+ * kvs_index_pos - where a walk (kvs_index_walk) goes on: the key of the
+ * next entry to visit; zeroed: the first entry. Plain bytes, so a walk can
+ * be resumed in a later read transaction (each sees the committed state of
+ * its own time: entries put or deleted behind the position are not seen).
+ */
+typedef struct kvs_index_pos {
+	uint8_t key[KVS_INDEX_KEY_BYTES_MAX];
+	uint32_t len; /* 0: from the first entry */
+	int done;     /* the walk passed the last entry */
+} kvs_index_pos;
+
+/*
+ * kvs_index_walk - visit at most @max committed entries, in key order, from
+ * *@pos on, in one read transaction (a slice of a warm load that runs
+ * between other work: the daemon's background restore). @fn is called for
+ * every entry that decodes (others are skipped, counted as visited); it
+ * returns 0 to go on or a negative error, which stops the walk and is
+ * returned. *@pos is moved past what was visited, and pos->done set once
+ * the last entry was passed. The callback may queue puts and deletes.
+ * Returns the entries visited (0 with pos->done: nothing left), or -errno.
+ */
+int64_t kvs_index_walk(kvs_index *ix, kvs_index_pos *pos, uint64_t max,
+		       kvs_index_iter_fn fn, void *arg);
+
 /* kvs_index_count - committed entries (0 on error or before open). */
 uint64_t kvs_index_count(kvs_index *ix);
 
@@ -201,8 +232,8 @@ void kvs_index_stats_get(kvs_index *ix, kvs_index_stats *out);
 
 /* ---- record encoding (pure functions, for the index and its tests) ---- */
 
-#define KVS_INDEX_KEY_BYTES 20u
-#define KVS_INDEX_VAL_BYTES 56u
+/* KVS_INDEX_KEY_BYTES and KVS_INDEX_VAL_BYTES: at the top (the walk's
+ * position holds a key). */
 
 /* kvs_index_key_encode / kvs_index_val_encode - the stored bytes of a key
  * (KVS_INDEX_KEY_BYTES) or a value (KVS_INDEX_VAL_BYTES) into @buf. */

@@ -284,6 +284,15 @@ int kvs_ssd_read(kvs_ssd *s, const kvs_ssd_loc *loc, const kvs_ssd_blk *expect,
 int kvs_ssd_reap(kvs_ssd *s, kvs_ssd_reap_fn cb, void *arg);
 
 /*
+ * kvs_ssd_kick - make kvs_ssd_event_fd() readable once more (the next reap
+ * resets it), so that an owner polling it comes back for work of its own
+ * that goes on in slices: the daemon's background load of its index. The
+ * reap that follows may deliver nothing.
+ * Thread: the store's.
+ */
+void kvs_ssd_kick(kvs_ssd *s);
+
+/*
  * kvs_ssd_release_fn - write @c->cookie has finished with its payload: the
  * caller may reuse the buffer now. @c is the write's completion as the reap
  * will deliver it (res final: 0 means the block is on disk and may be

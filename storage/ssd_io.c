@@ -337,3 +337,9 @@ int kvs_ssd_reap(kvs_ssd *s, kvs_ssd_reap_fn cb, void *arg)
 	}
 	return n;
 }
+
+void kvs_ssd_kick(kvs_ssd *s)
+{
+	if (s->efd >= 0)
+		eventfd_write(s->efd, 1); /* EAGAIN: saturated, so readable */
+}

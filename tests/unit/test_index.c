@@ -440,6 +440,100 @@ static void t_scale(const char *name, uint64_t total, uint64_t batch)
 	free(l.v);
 }
 
+typedef struct walked {
+	uint8_t *seen; /* by entry number */
+	uint64_t calls;
+} walked;
+
+static int walk_mark(void *arg, const kvs_index_key *k, const kvs_index_val *v)
+{
+	walked *w = arg;
+
+	w->calls++;
+	w->seen[v->atime / 3]++; /* val_of(i).atime = 3i */
+	(void)k;
+	return 0;
+}
+
+/* kvs_index_walk: slices in separate read transactions visit every entry
+ * once, see an entry put ahead of the position and not one deleted ahead
+ * of it, and end with pos.done. */
+static void t_walk(void)
+{
+	enum { N = 1000, SLICE = 64, LATE = N + 1 };
+	char d[4200];
+	kvs_index_pos pos = { 0 };
+	walked w = { .seen = calloc(LATE + 1, 1) };
+	kvs_index_key k;
+	kvs_index_val v;
+	kvs_index *ix;
+	int64_t n, total = 0;
+	int rc, slices = 0, dup = 0, missing = 0;
+
+	path(d, sizeof(d), "walk");
+	ix = open_ix(d, 0, &rc);
+	CHECK(ix != NULL);
+	if (!ix || !w.seen)
+		return;
+	for (uint64_t i = 0; i < N; i++) {
+		k = key_of(i);
+		v = val_of(i, 1);
+		kvs_index_put(ix, &k, &v);
+	}
+	CHECK_EQ(kvs_index_flush(ix), N);
+	n = kvs_index_walk(ix, &pos, SLICE, walk_mark, &w);
+	CHECK_EQ(n, SLICE);
+	CHECK(!pos.done && pos.len == KVS_INDEX_KEY_BYTES);
+	total += n;
+	/* Between slices: one entry ahead of the position goes, one comes.
+	 * Key order is byte order of the encoding: the one at the position
+	 * is the next the walk visits, so delete a later one. */
+	{
+		/* ns 4 sorts after every key_of() (ns 1-3, first byte) */
+		kvs_index_key at, late = { .ns = 4, .hash = key_of(LATE).hash };
+		uint64_t gone = N;
+
+		CHECK_EQ(kvs_index_key_decode(pos.key, pos.len, &at), 0);
+		for (uint64_t i = 0; i < N && gone == N; i++) {
+			uint8_t a[KVS_INDEX_KEY_BYTES], b[KVS_INDEX_KEY_BYTES];
+
+			k = key_of(i);
+			kvs_index_key_encode(a, &k);
+			kvs_index_key_encode(b, &at);
+			if (memcmp(a, b, sizeof(a)) > 0)
+				gone = i;
+		}
+		k = key_of(gone);
+		kvs_index_del(ix, &k);
+		v = val_of(LATE, 1);
+		kvs_index_put(ix, &late, &v);
+		CHECK_EQ(kvs_index_flush(ix), 2);
+		w.seen[gone] = 0xff - 1; /* must stay unvisited: 0xfe */
+		while ((n = kvs_index_walk(ix, &pos, SLICE, walk_mark, &w)) > 0) {
+			total += n;
+			slices++;
+		}
+		CHECK_EQ(n, 0);
+		CHECK(pos.done);
+		CHECK_EQ(w.seen[gone], 0xfe);
+		w.seen[gone] = 1;
+	}
+	for (uint64_t i = 0; i <= LATE; i++) {
+		if (i == N)
+			continue; /* no such entry */
+		dup += w.seen[i] > 1;
+		missing += w.seen[i] == 0;
+	}
+	CHECK_EQ(dup, 0);
+	CHECK_EQ(missing, 0);
+	CHECK_EQ(total, N);     /* N - 1 old + 1 late */
+	CHECK_EQ(w.calls, N);
+	CHECK(slices >= N / SLICE - 1);
+	CHECK_EQ(kvs_index_walk(ix, &pos, SLICE, walk_mark, &w), 0);
+	kvs_index_close(ix);
+	free(w.seen);
+}
+
 /* The stored encoding alone: round trip, sizes, impossible values. */
 static void t_codec(void)
 {
@@ -494,6 +588,7 @@ int main(void)
 	t_kill();
 	t_grow();
 	t_segment();
+	t_walk();
 	t_scale("iter-100k", 100000, 100000);
 	t_scale("load-1M", 1000000, 100000);
 	nftw(base, rm_one, 16, FTW_DEPTH | FTW_PHYS);

@@ -741,6 +741,113 @@ static void test_ops_required(void)
 	kvs_cache_destroy(c);
 }
 
+/* The SSD tier's own section, tier_ssd.* (refreshed by kvs_cache_stats_fill). */
+static const kvs_tier_ssd_stats *ssd_counts(const kvs_tier_mod *ssd)
+{
+	return ssd->counters;
+}
+
+/* Run @ssd's completions and slices until no write is in flight. */
+static void ssd_settle(kvs_cache *c, kvs_tier_mod *ssd)
+{
+	for (int i = 0; i < 10000; i++) {
+		kvs_cache_tier_poll(ssd);
+		kvs_cache_stats_fill(c);
+		if (ssd_counts(ssd)->writes_inflight == 0)
+			return;
+		usleep(1000);
+	}
+	CHECK(!"SSD writes did not complete");
+}
+
+/* Records of @t's cache that are not linked to a parent. */
+static uint32_t unlinked(kvs_tier_mod *t)
+{
+	uint32_t n = 0;
+	kvs_tier_blk b;
+
+	for (uint32_t i = 0; i < kvs_tier_rec_span(t); i++)
+		n += kvs_tier_rec(t, i, &b) == 0 && !b.parent.lo && !b.parent.hi;
+	return n;
+}
+
+/* The index loads in slices after the tier is added (a restart that
+ * serves at once): while it loads, a query finds every indexed chain whole
+ * (blocks not loaded yet come from the index), the cache's invariants hold
+ * after every slice, and once it is done every block but the first of its
+ * chain is linked to its parent, whatever order the two were loaded in. */
+static void test_restart_background(void)
+{
+	enum { CHAINS = 48, LEN = 6 };
+	const uint64_t bytes = 4096;
+	const char *tmp = getenv("TMPDIR");
+	char dir[256];
+	kvs_tier_ssd_config sc = { .dir = dir, .segment_bytes = 1u << 20,
+				   .bytes = 8u << 20, .write_through = 1 };
+	kvs_cache *c = mk_cache(4u << 20, "leaf-lru");
+	kvs_tier_mod *ssd = NULL;
+	kvs_owner *o;
+	uint8_t *base;
+	kvs_hash hs[LEN];
+	int slices = 0, whole = 0;
+
+	snprintf(dir, sizeof(dir), "%s/kvs-test-tiers-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!c || !mkdtemp(dir)) {
+		CHECK(!"setup");
+		return;
+	}
+	CHECK_EQ(kvs_tier_ssd_open(&sc, &ssd), 0);
+	CHECK_EQ(kvs_cache_tier_add(c, ssd), 0);
+	o = attach(c, 1024, 1); /* 1 x 1 x 1 x 1024 x 2 x 2 = 4 KiB */
+	base = mmap(NULL, kvs_cache_arena_bytes(c), PROT_READ | PROT_WRITE,
+		    MAP_SHARED, kvs_cache_arena_fd(c), 0);
+	if (base == MAP_FAILED) {
+		CHECK(!"mmap of the host arena");
+		return;
+	}
+	for (uint32_t k = 0; k < CHAINS; k++)
+		CHECK_EQ(publish(c, o, k, LEN, base, bytes), LEN);
+	ssd_settle(c, ssd);
+	CHECK_EQ(ssd_counts(ssd)->index_entries, CHAINS * LEN);
+	kvs_cache_owner_free(c, o);
+	munmap(base, kvs_cache_arena_bytes(c));
+	kvs_cache_destroy(c);
+
+	setenv("KVS_SSD_LOAD_SLICE", "3", 1);
+	c = mk_cache(4u << 20, "leaf-lru");
+	CHECK_EQ(kvs_tier_ssd_open(&sc, &ssd), 0);
+	CHECK_EQ(kvs_cache_tier_add(c, ssd), 0);
+	unsetenv("KVS_SSD_LOAD_SLICE");
+	kvs_cache_stats_fill(c);
+	CHECK_EQ(ssd_counts(ssd)->index_loading, 1);
+	CHECK_EQ(ssd_counts(ssd)->index_loaded, 0);
+	o = attach(c, 1024, 1);
+	for (uint32_t k = 0; ssd_counts(ssd)->index_loading; k++) {
+		if (k < CHAINS) {
+			chain(k, LEN, hs);
+			whole += kvs_cache_query(c, o, hs, LEN, 0) == LEN;
+		}
+		kvs_cache_tier_poll(ssd);
+		slices++;
+		CHECK_EQ(kvs_cache_check(c), 0);
+		kvs_cache_stats_fill(c);
+		if (slices > 100000)
+			break;
+	}
+	CHECK_EQ(ssd_counts(ssd)->index_loading, 0);
+	CHECK_EQ(whole, CHAINS);
+	CHECK(ssd_counts(ssd)->index_faults > 0);
+	CHECK_EQ(ssd_counts(ssd)->restart_blocks, CHAINS * LEN);
+	CHECK_EQ(ssd_counts(ssd)->index_loaded, CHAINS * LEN);
+	CHECK_EQ(unlinked(ssd), CHAINS);
+	CHECK_EQ(kvs_cache_check(c), 0);
+	printf("test_tiers: background load: %d polls, %lld blocks loaded by "
+	       "queries first\n", slices, (long long)ssd_counts(ssd)->index_faults);
+	kvs_cache_owner_free(c, o);
+	kvs_cache_destroy(c);
+	rm_dir(dir);
+}
+
 int main(void)
 {
 	kvs_log_set_level(KVS_LOG_WARN);
@@ -749,6 +856,7 @@ int main(void)
 	test_shared_tier();
 	test_restart_namespaces();
 	test_ops_required();
+	test_restart_background();
 	test_metadata();
 	return check_summary("test_tiers");
 }
