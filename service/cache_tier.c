@@ -32,7 +32,7 @@ static const char *ops_missing(const kvs_tier_ops *o)
 		{ "name", o->name != NULL },
 		{ "close", o->close != NULL },
 		{ "stats", o->stats != NULL },
-		{ "stats_section (of its tier, at most KVS_STATS_ZERO_MAX values)",
+		{ "stats_section (its tier's, <= KVS_STATS_ZERO_MAX values)",
 		  o->stats_section && o->stats_section->tier == o->tier &&
 		  o->stats_section->n <= KVS_STATS_ZERO_MAX },
 		{ "poll (event_fd needs it)", !o->event_fd || o->poll },

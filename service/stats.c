@@ -7,8 +7,9 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The server's sections: their X lines carry the section, so the head's
- * the middle's and the tail's entries are made here rather than by KVS_STAT_DESC. */
+/* The server's sections: their X lines carry the section, so the entries
+ * of the head, the middle and the tail are made here, not by
+ * KVS_STAT_DESC. */
 #define SERVER_DESC(sec, name, kind, help)                                    \
 	{ #sec, #name, help, KVS_STAT_##kind,                                  \
 	  (uint32_t)offsetof(kvs_counters, sec##_##name) },

@@ -114,7 +114,7 @@ typedef struct remote_tier {
 	int attaching;        /* started before the cluster answered */
 	uint64_t forged_logged; /* the key id of the last forged value logged */
 	remote_work work;
-	kvs_tier_remote_stats counts; /* its section, tier_remote.* (base.counters) */
+	kvs_tier_remote_stats counts; /* tier_remote.* (base.counters) */
 } remote_tier;
 
 /* tier_remote.c */

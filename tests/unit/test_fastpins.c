@@ -148,13 +148,15 @@ static void test_counters(void)
 	CHECK_EQ(stats.blocks_lookup_miss, 0);
 	CHECK_EQ(stats.leases_active, x.g.pin_cap);
 	CHECK_EQ(stats.leases_pinned_blocks, x.g.pin_cap);
-	CHECK_EQ(kvs_fast_counters(x.f)->hit_blocks, (int64_t)KVS_FAST_CLIENT_MAX);
+	CHECK_EQ(kvs_fast_counters(x.f)->hit_blocks,
+		 (int64_t)KVS_FAST_CLIENT_MAX);
 	CHECK_EQ(kvs_fast_counters(x.f)->lookups, (int64_t)KVS_FAST_CLIENT_MAX);
 	CHECK_EQ(kvs_fast_counters(x.f)->pins_live, x.g.pin_cap);
 	/* Back to small: the counter does not go back. */
 	x.ph->counters[KVS_FAST_CTR_hit_blocks] = 5;
 	kvs_fast_stats_fill(x.f);
-	CHECK_EQ(kvs_fast_counters(x.f)->hit_blocks, (int64_t)KVS_FAST_CLIENT_MAX);
+	CHECK_EQ(kvs_fast_counters(x.f)->hit_blocks,
+		 (int64_t)KVS_FAST_CLIENT_MAX);
 	CHECK_EQ(stats.blocks_lookup_hit, 0);
 	/* Closed: what it reported stays counted, no more. */
 	kvs_fast_detach(x.f, x.fc);
@@ -268,7 +270,9 @@ static void area_close(kvs_cache *c, area *a)
 
 static uint64_t work(const kvs_fast *f)
 {
-	return (uint64_t)kvs_fast_counters(f)->pin_reads + (uint64_t)kvs_fast_counters(f)->pin_probes;
+	const kvs_fast_stats *fs = kvs_fast_counters(f);
+
+	return (uint64_t)fs->pin_reads + (uint64_t)fs->pin_probes;
 }
 
 static int lg(uint64_t n)
@@ -406,7 +410,8 @@ static void test_scan_cost(int K, uint32_t N, int bench)
 	t_reserve = ms_since(&t0);
 	w_reserve = work(r.f) - w0;
 	CHECK_EQ(stats.blocks_evicted, 1);
-	CHECK_EQ(kvs_fast_counters(f)->held, 0); /* a gauge: filled by stats_fill */
+	/* a gauge: filled by stats_fill */
+	CHECK_EQ(kvs_fast_counters(f)->held, 0);
 	kvs_fast_stats_fill(f);
 	CHECK_EQ(kvs_fast_counters(f)->held, filled - 1);
 	CHECK(w_reserve <= 4 * (P + N) * (uint64_t)(lg(N) + 2));
@@ -468,7 +473,8 @@ static void test_reserve_amortized(int K, uint32_t N, uint32_t M)
 	printf("test_fastpins: %d areas of junk pins, %u reserves past a full "
 	       "tier: %lld evicted, %lld looks, read+probed %llu (bound %llu, "
 	       "one look per eviction: about %llu)\n", K, M,
-	       (long long)stats.blocks_evicted, (long long)kvs_fast_counters(r.f)->snapshots,
+	       (long long)stats.blocks_evicted,
+	       (long long)kvs_fast_counters(r.f)->snapshots,
 	       (unsigned long long)spent, (unsigned long long)bound,
 	       (unsigned long long)((uint64_t)stats.blocks_evicted * 2 * P));
 	CHECK(stats.blocks_evicted >= M);

@@ -63,7 +63,8 @@ static void expect(const kvs_stats_part *parts, uint32_t n)
 				       sec_of(&parts[i], &s->stats[j])) <
 			      (int)sizeof(w->sec));
 			CHECK(snprintf(w->name, sizeof(w->name), "%s",
-				       s->stats[j].name) < (int)sizeof(w->name));
+				       s->stats[j].name) <
+			      (int)sizeof(w->name));
 			w->st = &s->stats[j];
 			w->v = value_at(parts[i].vals, &s->stats[j]);
 			CHECK(s->stats[j].off % sizeof(int64_t) == 0);
@@ -114,8 +115,8 @@ static void check_text(const char *text)
 		if (!nl)
 			break;
 		snprintf(line, sizeof(line), "%.*s", (int)(nl - p), p);
-		CHECK(sscanf(line, "%63[a-z_].%63[a-z0-9_] %lld%n", sec, name, &v,
-			     &used) == 3);
+		CHECK(sscanf(line, "%63[a-z_].%63[a-z0-9_] %lld%n", sec, name,
+			     &v, &used) == 3);
 		CHECK_EQ(used, (int)strlen(line));
 		CHECK(k < nwants);
 		if (k < nwants) {
