@@ -202,9 +202,9 @@ typedef struct kvs_tier_store_ops {
 } kvs_tier_store_ops;
 
 /*
- * What every tier has. Required: name, tier, close, stats, stats_section,
- * and one of slot
- * (a slot tier, KVS_TIER_GPU) or store (a store tier). Optional: note, and
+ * What every tier has. Required: name, tier, close, stats, stats_section
+ * (and kvs_tier_mod.counters set), and one of slot (a slot tier,
+ * KVS_TIER_GPU) or store (a store tier). Optional: note, and
  * poll, with event_fd when its completions wake the loop (event_fd needs
  * poll; a poll without event_fd is called by whoever drives it).
  */

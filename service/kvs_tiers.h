@@ -4,7 +4,7 @@
  * their stats sections. Adding a tier adds its files (a kvs_tier_ops
  * implementation, kvs_tier.h), one line in that table and one in the list.
  *
- * Thread: the daemon's loop thread only, before serving.
+ * Thread: the daemon's loop thread only (kvs_tiers_open before serving).
  */
 #ifndef KVS_TIERS_H
 #define KVS_TIERS_H
