@@ -42,7 +42,7 @@ kvs_hash kvs_cache_rec_hash(const kvs_rec *r);
 uint64_t kvs_cache_rec_age_s(const kvs_cache *c, uint32_t idx);
 
 /* kvs_cache_find - the record of block @h in namespace @ns (0: the first
- * namespace that has it), or KVS_REC_NONE. */
+ * namespace that has it), or KVS_NONE. */
 uint32_t kvs_cache_find(const kvs_cache *c, uint32_t ns, kvs_hash h);
 
 /* kvs_cache_ns_at - namespace @id (1..count), or NULL. */

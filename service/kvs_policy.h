@@ -65,7 +65,7 @@ void kvs_policy_del(kvs_policy *p, uint32_t idx);
 /* Record @idx was accessed (looked up, committed); evictable or not. */
 void kvs_policy_touch(kvs_policy *p, uint32_t idx);
 /* The next victim among evictable records of class @cls (or KVS_CLASS_ANY),
- * or KVS_REC_NONE. The record stays in the set until kvs_policy_del(). */
+ * or KVS_NONE. The record stays in the set until kvs_policy_del(). */
 uint32_t kvs_policy_victim(kvs_policy *p, uint32_t cls);
 
 /* kvs_policy_reused - 1 if record @idx (a member or not) has evidence of

@@ -21,9 +21,6 @@
 
 #include "kvs_types.h" /* kvs_hash, kvs_tier */
 
-/* No record (the policies' name for KVS_NONE). */
-#define KVS_REC_NONE KVS_NONE
-
 enum kvs_rec_state {
 	KVS_REC_FREE = 0,    /* unused record (on the free list) */
 	KVS_REC_WRITING = 1, /* reserved: slot allocated, not yet committed */
@@ -54,12 +51,12 @@ typedef struct kvs_table kvs_table;
 int kvs_table_create(kvs_table **out);
 void kvs_table_destroy(kvs_table *t);
 
-/* kvs_table_find - the record of @h, or KVS_REC_NONE. */
+/* kvs_table_find - the record of @h, or KVS_NONE. */
 uint32_t kvs_table_find(const kvs_table *t, kvs_hash h);
 
 /*
  * kvs_table_insert - a new record for @h (which must not be present), zeroed
- * but for hash, parent = pol = KVS_REC_NONE and state = WRITING; sets *idx.
+ * but for hash, parent = pol = KVS_NONE and state = WRITING; sets *idx.
  * Errors: -EEXIST, -ENOMEM (the table is unchanged).
  * Invalidates pointers from kvs_table_rec().
  */

@@ -211,7 +211,7 @@ static void q2_add(void *state, uint32_t idx)
 	if (!h || seg_heap_push(&q->hs, h, idx) < 0)
 		/* Out of memory: the record stays unevictable; still correct,
 		 * only less of the cache can be reclaimed. */
-		r->pol = KVS_REC_NONE;
+		r->pol = KVS_NONE;
 }
 
 static void q2_del(void *state, uint32_t idx)
@@ -223,7 +223,7 @@ static void q2_del(void *state, uint32_t idx)
 	if (!h)
 		return;
 	seg_heap_remove(&q->hs, h, r->pol);
-	r->pol = KVS_REC_NONE;
+	r->pol = KVS_NONE;
 	/* Still evictable as it leaves the set: it is being evicted. */
 	if (r->state == KVS_REC_READY && r->refs == 0 && r->children == 0)
 		ghost_put(q, r->hash);
@@ -250,7 +250,7 @@ static void q2_touch(void *state, uint32_t idx)
 	if ((is_protected(r) ? F_PROT : 0) != (r->stamp & F_PROT)) {
 		/* It earned protection while in the set: move it. */
 		seg_heap_remove(&q->hs, h, r->pol);
-		r->pol = KVS_REC_NONE;
+		r->pol = KVS_NONE;
 		q2_add(q, idx);
 		return;
 	}
@@ -262,8 +262,8 @@ static uint32_t q2_victim(void *state, uint32_t cls)
 	q2 *q = state;
 	uint32_t prob = seg_heap_least(&q->hs, cls, PROB), prot = seg_heap_least(&q->hs, cls, PROT);
 
-	if (prob == KVS_REC_NONE || prot == KVS_REC_NONE)
-		return prob != KVS_REC_NONE ? prob : prot;
+	if (prob == KVS_NONE || prot == KVS_NONE)
+		return prob != KVS_NONE ? prob : prot;
 	return seg_ring_older(&q->ring, seg_key(&q->hs, prob), window(q)) ? prob : prot;
 }
 

@@ -333,7 +333,7 @@ static void l_add(void *state, uint32_t idx)
 	if (!h || seg_heap_push(&q->hs, h, idx) < 0)
 		/* Out of memory: the record stays unevictable; still correct,
 		 * only less of the cache can be reclaimed. */
-		r->pol = KVS_REC_NONE;
+		r->pol = KVS_NONE;
 }
 
 static void l_del(void *state, uint32_t idx)
@@ -345,7 +345,7 @@ static void l_del(void *state, uint32_t idx)
 	if (!h)
 		return;
 	seg_heap_remove(&q->hs, h, r->pol);
-	r->pol = KVS_REC_NONE;
+	r->pol = KVS_NONE;
 	/* Still evictable as it leaves the set: it is being evicted. */
 	if (r->state == KVS_REC_READY && r->refs == 0 && r->children == 0)
 		ghost_put(q, r->hash, uses(r));
@@ -375,7 +375,7 @@ static void l_touch(void *state, uint32_t idx)
 	if ((now ? F_PROT : 0) != (r->stamp & F_PROT)) {
 		/* It earned protection while in the set: move it. */
 		seg_heap_remove(&q->hs, h, r->pol);
-		r->pol = KVS_REC_NONE;
+		r->pol = KVS_NONE;
 		l_add(q, idx);
 		return;
 	}
@@ -389,8 +389,8 @@ static uint32_t l_victim(void *state, uint32_t cls)
 	lrn *q = state;
 	uint32_t prob = seg_heap_least(&q->hs, cls, PROB), prot = seg_heap_least(&q->hs, cls, PROT);
 
-	if (prob == KVS_REC_NONE || prot == KVS_REC_NONE)
-		return prob != KVS_REC_NONE ? prob : prot;
+	if (prob == KVS_NONE || prot == KVS_NONE)
+		return prob != KVS_NONE ? prob : prot;
 	return seg_ring_older(&q->ring, seg_key(&q->hs, prob), window(q)) ? prob : prot;
 }
 

@@ -174,18 +174,18 @@ static void lru_touch(void *state, uint32_t idx)
 static uint32_t lru_victim(void *state, uint32_t cls)
 {
 	lru *l = state;
-	uint32_t best = KVS_REC_NONE;
+	uint32_t best = KVS_NONE;
 
 	if (cls != KVS_CLASS_ANY)
 		return cls < l->nheaps && l->heaps[cls].n ? l->heaps[cls].idx[0]
-							  : KVS_REC_NONE;
+							  : KVS_NONE;
 	for (uint32_t c = 0; c < l->nheaps; c++) {
 		uint32_t top;
 
 		if (!l->heaps[c].n)
 			continue;
 		top = l->heaps[c].idx[0];
-		if (best == KVS_REC_NONE || key(l, top) < key(l, best))
+		if (best == KVS_NONE || key(l, top) < key(l, best))
 			best = top;
 	}
 	return best;

@@ -111,7 +111,7 @@ seg_heap *seg_heap_member(seg_heaps *s, uint32_t idx, const kvs_rec *r)
 {
 	seg_heap *h;
 
-	if (r->pol == KVS_REC_NONE || r->cls >= s->nclasses)
+	if (r->pol == KVS_NONE || r->cls >= s->nclasses)
 		return NULL;
 	h = &s->h[r->cls * 2 + (r->stamp & s->seg_bit ? 1 : 0)];
 	return r->pol < h->n && h->idx[r->pol] == idx ? h : NULL;
@@ -119,20 +119,20 @@ seg_heap *seg_heap_member(seg_heaps *s, uint32_t idx, const kvs_rec *r)
 
 uint32_t seg_heap_least(const seg_heaps *s, uint32_t cls, int seg)
 {
-	uint32_t best = KVS_REC_NONE;
+	uint32_t best = KVS_NONE;
 
 	if (cls != KVS_CLASS_ANY) {
 		const seg_heap *h;
 
 		if (cls >= s->nclasses)
-			return KVS_REC_NONE;
+			return KVS_NONE;
 		h = &s->h[cls * 2 + seg];
-		return h->n ? h->idx[0] : KVS_REC_NONE;
+		return h->n ? h->idx[0] : KVS_NONE;
 	}
 	for (uint32_t c = 0; c < s->nclasses; c++) {
 		const seg_heap *h = &s->h[c * 2 + seg];
 
-		if (h->n && (best == KVS_REC_NONE ||
+		if (h->n && (best == KVS_NONE ||
 			     seg_key(s, h->idx[0]) < seg_key(s, best)))
 			best = h->idx[0];
 	}

@@ -45,7 +45,7 @@ void seg_heap_fix(seg_heaps *s, seg_heap *h, uint32_t pos);
 /* The heap that holds member @idx (record @r), or NULL if it is none's. */
 seg_heap *seg_heap_member(seg_heaps *s, uint32_t idx, const kvs_rec *r);
 /* The least key of segment @seg in class @cls (or across all classes:
- * KVS_CLASS_ANY), or KVS_REC_NONE. */
+ * KVS_CLASS_ANY), or KVS_NONE. */
 uint32_t seg_heap_least(const seg_heaps *s, uint32_t cls, int seg);
 uint64_t seg_key(const seg_heaps *s, uint32_t idx);
 void seg_heaps_free(seg_heaps *s);

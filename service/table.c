@@ -10,7 +10,7 @@ struct kvs_table {
 	uint32_t nrecs;    /* records allocated in the array */
 	uint32_t used;     /* records in use */
 	uint32_t free_head; /* free list through rec.parent */
-	uint32_t *slots;   /* index: record number or KVS_REC_NONE */
+	uint32_t *slots;   /* index: record number or KVS_NONE */
 	uint32_t mask;     /* index capacity - 1 (a power of two) */
 };
 
@@ -40,7 +40,7 @@ int kvs_table_create(kvs_table **out)
 	}
 	memset(t->slots, 0xff, INITIAL_SLOTS * sizeof(uint32_t));
 	t->mask = INITIAL_SLOTS - 1;
-	t->free_head = KVS_REC_NONE;
+	t->free_head = KVS_NONE;
 	*out = t;
 	return 0;
 }
@@ -59,8 +59,8 @@ uint32_t kvs_table_find(const kvs_table *t, kvs_hash h)
 	for (uint32_t i = home(t, h);; i = (i + 1) & t->mask) {
 		uint32_t r = t->slots[i];
 
-		if (r == KVS_REC_NONE)
-			return KVS_REC_NONE;
+		if (r == KVS_NONE)
+			return KVS_NONE;
 		if (hash_eq(t->recs[r].hash, h))
 			return r;
 	}
@@ -70,7 +70,7 @@ static void place(kvs_table *t, uint32_t r)
 {
 	uint32_t i = home(t, t->recs[r].hash);
 
-	while (t->slots[i] != KVS_REC_NONE)
+	while (t->slots[i] != KVS_NONE)
 		i = (i + 1) & t->mask;
 	t->slots[i] = r;
 }
@@ -90,7 +90,7 @@ static int grow_index(kvs_table *t)
 	t->slots = ns;
 	t->mask = ncap - 1;
 	for (uint32_t i = 0; i < oldcap; i++)
-		if (old[i] != KVS_REC_NONE)
+		if (old[i] != KVS_NONE)
 			place(t, old[i]);
 	free(old);
 	return 0;
@@ -103,7 +103,7 @@ static int grow_recs(kvs_table *t)
 	uint32_t n = t->nrecs < 1024 ? 1024 : t->nrecs + t->nrecs / 4;
 	kvs_rec *nr;
 
-	if (n <= t->nrecs || n >= KVS_REC_NONE)
+	if (n <= t->nrecs || n >= KVS_NONE)
 		return -ENOMEM;
 	nr = realloc(t->recs, (size_t)n * sizeof(kvs_rec));
 	if (!nr)
@@ -124,19 +124,19 @@ int kvs_table_insert(kvs_table *t, kvs_hash h, uint32_t *idx)
 	uint32_t r;
 	int rc;
 
-	if (kvs_table_find(t, h) != KVS_REC_NONE)
+	if (kvs_table_find(t, h) != KVS_NONE)
 		return -EEXIST;
 	if ((uint64_t)(t->used + 1) * 2 > (uint64_t)t->mask + 1 &&
 	    (rc = grow_index(t)) < 0)
 		return rc;
-	if (t->free_head == KVS_REC_NONE && (rc = grow_recs(t)) < 0)
+	if (t->free_head == KVS_NONE && (rc = grow_recs(t)) < 0)
 		return rc;
 	r = t->free_head;
 	t->free_head = t->recs[r].parent;
 	memset(&t->recs[r], 0, sizeof(kvs_rec));
 	t->recs[r].hash = h;
-	t->recs[r].parent = KVS_REC_NONE;
-	t->recs[r].pol = KVS_REC_NONE;
+	t->recs[r].parent = KVS_NONE;
+	t->recs[r].pol = KVS_NONE;
 	t->recs[r].state = KVS_REC_WRITING;
 	t->used++;
 	place(t, r);
@@ -155,7 +155,7 @@ void kvs_table_remove(kvs_table *t, uint32_t r)
 	for (uint32_t j = (i + 1) & t->mask;; j = (j + 1) & t->mask) {
 		uint32_t s = t->slots[j], k;
 
-		if (s == KVS_REC_NONE)
+		if (s == KVS_NONE)
 			break;
 		k = home(t, t->recs[s].hash);
 		/* Move s into the hole i unless its home lies cyclically in (i, j]. */
@@ -164,7 +164,7 @@ void kvs_table_remove(kvs_table *t, uint32_t r)
 			i = j;
 		}
 	}
-	t->slots[i] = KVS_REC_NONE;
+	t->slots[i] = KVS_NONE;
 	t->recs[r].state = KVS_REC_FREE;
 	t->recs[r].parent = t->free_head;
 	t->free_head = r;

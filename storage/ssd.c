@@ -30,7 +30,7 @@ int kvs_ssd_create(kvs_ssd **out)
 	s->seg_bytes = 256ULL << 20;
 	s->qd = 32;
 	s->dfd = s->efd = -1;
-	s->active = NONE;
+	s->active = KVS_NONE;
 	*out = s;
 	return 0;
 }
@@ -185,7 +185,7 @@ int kvs_ssd_open(kvs_ssd *s, const char *dir)
 
 	if (s->opened)
 		return -EBUSY;
-	if (!dir || nseg < 2 || nseg >= NONE)
+	if (!dir || nseg < 2 || nseg >= KVS_NONE)
 		return -EINVAL;
 	s->dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (s->dfd < 0)

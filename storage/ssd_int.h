@@ -20,7 +20,6 @@
 
 #define SECT 4096u            /* alignment of every record, buffer and I/O */
 #define MAX_TRIES 16          /* short or -EAGAIN reissues before -EIO */
-#define NONE UINT32_MAX
 #define LAT_SUB 8             /* histogram sub-buckets per power of two */
 #define LAT_BUCKETS (LAT_SUB * 40)
 

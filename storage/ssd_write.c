@@ -25,29 +25,29 @@ static int cmp_gen(const void *a, const void *b, void *arg)
  * next write tries again (the caller drops what it cannot write meanwhile). */
 static int seg_next(kvs_ssd *s)
 {
-	uint32_t i, n = 0, pick = NONE;
+	uint32_t i, n = 0, pick = KVS_NONE;
 	struct seg *g;
 	struct op *o;
 
-	if (s->active != NONE)
+	if (s->active != KVS_NONE)
 		s->segs[s->active].state = SEG_SEALED;
-	s->active = NONE;
-	for (i = 0; i < s->nseg && pick == NONE; i++)
+	s->active = KVS_NONE;
+	for (i = 0; i < s->nseg && pick == KVS_NONE; i++)
 		if (s->segs[i].state == SEG_FREE)
 			pick = i;
-	if (pick == NONE) {
+	if (pick == KVS_NONE) {
 		for (i = 0; i < s->nseg; i++)
 			if (s->segs[i].state == SEG_SEALED && !s->segs[i].inflight)
 				s->cand[n++] = i;
 		qsort_r(s->cand, n, sizeof(*s->cand), cmp_gen, s->segs);
-		for (i = 0; i < n && pick == NONE; i++) {
+		for (i = 0; i < n && pick == KVS_NONE; i++) {
 			g = &s->segs[s->cand[i]];
 			if (!s->recycle || s->recycle(s->recycle_arg, s->cand[i], g->gen) == 0)
 				pick = s->cand[i];
 			else
 				s->st.recycle_vetoed++;
 		}
-		if (pick == NONE)
+		if (pick == KVS_NONE)
 			return -EBUSY;
 		s->st.recycled++;
 	}
@@ -84,7 +84,7 @@ int kvs_ssd_write(kvs_ssd *s, const kvs_ssd_blk *b, const void *payload,
 		return -EBADF;
 	if (b->len == 0 || !payload || rec > s->seg_bytes - SECT)
 		return -EINVAL;
-	if (s->active == NONE || s->segs[s->active].fill + rec > s->seg_bytes)
+	if (s->active == KVS_NONE || s->segs[s->active].fill + rec > s->seg_bytes)
 		rc = seg_next(s);
 	if (rc < 0) {
 		s->st.no_segment++;

@@ -37,7 +37,7 @@ static uint32_t model_victim(const int *in, const uint32_t *idx, uint32_t cls,
 			best = i;
 	}
 	*pos = best;
-	return best < 0 ? KVS_REC_NONE : idx[best];
+	return best < 0 ? KVS_NONE : idx[best];
 }
 
 int main(void)
@@ -92,7 +92,7 @@ int main(void)
 			CHECK_EQ(v, want);
 			break;
 		}
-		if (v == KVS_REC_NONE) {
+		if (v == KVS_NONE) {
 			CHECK_EQ(n, members);
 			break;
 		}

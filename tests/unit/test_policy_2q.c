@@ -107,7 +107,7 @@ static uint32_t model_victim(uint32_t cls)
 	if (best[0] < 0 || best[1] < 0) {
 		int b = best[0] >= 0 ? best[0] : best[1];
 
-		return b >= 0 ? m[b].idx : KVS_REC_NONE;
+		return b >= 0 ? m[b].idx : KVS_NONE;
 	}
 	window = (uint64_t)kvs_table_count(t) * 10 / 100;
 	age = admissions - m[best[0]].adm;
@@ -118,7 +118,7 @@ static uint32_t model_victim(uint32_t cls)
 static void check_membership(void)
 {
 	for (int i = 0; i < N; i++)
-		CHECK_EQ(rec(i)->pol != KVS_REC_NONE, m[i].in);
+		CHECK_EQ(rec(i)->pol != KVS_NONE, m[i].in);
 }
 
 /* A ghost match protects: B, evicted and written again, is chosen over the
@@ -214,7 +214,7 @@ int main(void)
 				break;
 			v = kvs_policy_victim(p, cls);
 			CHECK_EQ(v, model_victim(cls));
-			if (v == KVS_REC_NONE)
+			if (v == KVS_NONE)
 				break;
 			for (j = 0; j < N && m[j].idx != v; j++)
 				;
@@ -269,7 +269,7 @@ int main(void)
 		int j;
 
 		CHECK_EQ(v, model_victim(KVS_CLASS_ANY));
-		if (v == KVS_REC_NONE)
+		if (v == KVS_NONE)
 			break;
 		for (j = 0; j < N && m[j].idx != v; j++)
 			;

@@ -219,7 +219,7 @@ static uint32_t model_victim(uint32_t cls)
 	if (best[0] < 0 || best[1] < 0) {
 		int b = best[0] >= 0 ? best[0] : best[1];
 
-		return b >= 0 ? m[b].idx : KVS_REC_NONE;
+		return b >= 0 ? m[b].idx : KVS_NONE;
 	}
 	window = (uint64_t)((double)kvs_table_count(t) * win);
 	age = admissions - m[best[0]].adm;
@@ -247,8 +247,8 @@ static void check_victim(uint32_t cls)
 
 	if (v == w)
 		return;
-	a = v == KVS_REC_NONE ? -1 : slot_of(v);
-	b = w == KVS_REC_NONE ? -1 : slot_of(w);
+	a = v == KVS_NONE ? -1 : slot_of(v);
+	b = w == KVS_NONE ? -1 : slot_of(w);
 	CHECK(a >= 0 && b >= 0 && m[a].in && prot(a) == prot(b) &&
 	      m[a].key == m[b].key);
 }
@@ -256,7 +256,7 @@ static void check_victim(uint32_t cls)
 static void check_membership(void)
 {
 	for (int i = 0; i < N; i++)
-		CHECK_EQ(rec(i)->pol != KVS_REC_NONE, m[i].in);
+		CHECK_EQ(rec(i)->pol != KVS_NONE, m[i].in);
 }
 
 /* A ghost match protects, with its uses: B (2 hits), evicted and written
@@ -333,8 +333,8 @@ static void learning_case(int frequent_return)
 		int i, back;
 
 		v = kvs_policy_victim(lp, KVS_CLASS_ANY);
-		CHECK(v != KVS_REC_NONE);
-		if (v == KVS_REC_NONE)
+		CHECK(v != KVS_NONE);
+		if (v == KVS_NONE)
 			break;
 		for (i = 0; i < L && idx[i] != v; i++)
 			;
@@ -441,12 +441,12 @@ static void window_case(int far)
 		kvs_hash h;
 
 		v = kvs_policy_victim(lp, KVS_CLASS_ANY);
-		CHECK(v != KVS_REC_NONE);
+		CHECK(v != KVS_NONE);
 		/* Near returns grow the window until the probation blocks
 		 * are all inside it: then the protected one is the victim. */
 		if (v == pidx)
 			CHECK(!far);
-		if (v == KVS_REC_NONE || v == pidx)
+		if (v == KVS_NONE || v == pidx)
 			break;
 		h = kvs_table_rec(lt, v)->hash;
 		kvs_policy_del(lp, v); /* evictable as it leaves: an eviction */
@@ -540,7 +540,7 @@ int main(void)
 				break;
 			v = kvs_policy_victim(p, cls);
 			check_victim(cls);
-			if (v == KVS_REC_NONE)
+			if (v == KVS_NONE)
 				break;
 			j = slot_of(v);
 			CHECK(j >= 0);
@@ -591,7 +591,7 @@ int main(void)
 		int j;
 
 		check_victim(KVS_CLASS_ANY);
-		if (v == KVS_REC_NONE)
+		if (v == KVS_NONE)
 			break;
 		j = slot_of(v);
 		CHECK(j >= 0 && m[j].in);

@@ -39,21 +39,21 @@ static void test_model(int clustered, uint32_t n_keys, uint32_t steps)
 
 	CHECK(kvs_table_create(&t) == 0);
 	for (uint32_t i = 0; i < n_keys; i++)
-		where[i] = KVS_REC_NONE;
+		where[i] = KVS_NONE;
 	for (uint32_t s = 0; s < steps; s++) {
 		uint32_t k = (uint32_t)(rnd() % n_keys), idx;
 
-		if (where[k] == KVS_REC_NONE) {
+		if (where[k] == KVS_NONE) {
 			CHECK(kvs_table_insert(t, key(k, clustered), &idx) == 0);
 			CHECK(kvs_table_rec(t, idx)->state == KVS_REC_WRITING);
-			CHECK(kvs_table_rec(t, idx)->parent == KVS_REC_NONE);
+			CHECK(kvs_table_rec(t, idx)->parent == KVS_NONE);
 			where[k] = idx;
 			present++;
 		} else if (rnd() % 3 == 0) {
 			CHECK(kvs_table_insert(t, key(k, clustered), &idx) == -EEXIST);
 		} else {
 			kvs_table_remove(t, where[k]);
-			where[k] = KVS_REC_NONE;
+			where[k] = KVS_NONE;
 			present--;
 		}
 		if (s % 97 == 0) {
@@ -91,7 +91,7 @@ static void test_scale(void)
 	CHECK(sizeof(kvs_rec) <= 64);
 	CHECK(per <= 96.0);
 	for (uint32_t i = 0; i < n; i += 7)
-		CHECK(kvs_table_find(t, key(i, 0)) != KVS_REC_NONE);
+		CHECK(kvs_table_find(t, key(i, 0)) != KVS_NONE);
 	kvs_table_destroy(t);
 }
 
