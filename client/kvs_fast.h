@@ -79,12 +79,18 @@ typedef struct kvs_fast_entry {
 
 /* What a client counts about its own fast path; the daemon shows them in its
  * `fast.*` stats as client-reported (untrusted numbers: never added to the
- * daemon's own counters, and capped per client). */
+ * daemon's own counters, and capped per client). X(name, kind, help), as
+ * its stats section (service/kvs_fastidx.h) lists them. */
 #define KVS_FAST_COUNTERS(X)                                                  \
-	X(lookups) X(hit_blocks) X(miss_blocks) X(fallback_miss)              \
-	X(fallback_busy) X(fallback_pins) X(fallback_other)
+	X(lookups, COUNTER, "lookups answered by the fast path (client-reported)")\
+	X(hit_blocks, COUNTER, "blocks hit by the fast path (client-reported)")\
+	X(miss_blocks, COUNTER, "blocks the fast path found absent (client-reported)")\
+	X(fallback_miss, COUNTER, "fast lookups sent to the socket: index miss (client-reported)")\
+	X(fallback_busy, COUNTER, "... : entry being written or moved (client-reported)")\
+	X(fallback_pins, COUNTER, "... : pin area or fast leases full (client-reported)")\
+	X(fallback_other, COUNTER, "... : too many hashes or index unusable (client-reported)")
 enum {
-#define KVS_FAST_CTR_ENUM(n) KVS_FAST_CTR_##n,
+#define KVS_FAST_CTR_ENUM(n, kind, help) KVS_FAST_CTR_##n,
 	KVS_FAST_COUNTERS(KVS_FAST_CTR_ENUM)
 #undef KVS_FAST_CTR_ENUM
 	KVS_FAST_NCOUNTERS

@@ -32,6 +32,9 @@ static const char *ops_missing(const kvs_tier_ops *o)
 		{ "name", o->name != NULL },
 		{ "close", o->close != NULL },
 		{ "stats", o->stats != NULL },
+		{ "stats_section (its tier's, <= KVS_STATS_ZERO_MAX values)",
+		  o->stats_section && o->stats_section->tier == o->tier &&
+		  o->stats_section->n <= KVS_STATS_ZERO_MAX },
 		{ "poll (event_fd needs it)", !o->event_fd || o->poll },
 		{ "slot or store (exactly one)", !sl != !st },
 		{ "slot->class_of", !sl || sl->class_of },
@@ -66,6 +69,9 @@ int kvs_cache_tier_add(kvs_cache *c, kvs_tier_mod *t)
 	const char *missing = ops_missing(ops);
 	int rc = 0;
 
+	if (!missing && !t->counters)
+		missing = "counters (its section's values, in kvs_tier_mod)";
+
 	if (missing) {
 		/* A tier written against the table, not a setting: a bug. */
 		kvs_err("%s tier: its operations do not have what kvs_tier.h "
@@ -84,7 +90,6 @@ int kvs_cache_tier_add(kvs_cache *c, kvs_tier_mod *t)
 		return -ENODEV;
 	}
 	t->cache = c;
-	t->stats = c->stats;
 	c->tier[ops->tier] = t;
 	if (ops->slot) {
 		rc = kvs_policy_create(c->policy_name, c->table, &c->tpol[ops->tier]);

@@ -250,7 +250,7 @@ void kvs_fast_publish(kvs_fast *f, uint64_t arena_id, uint32_t idx,
 		/* No room within the probe bound: lookups of it go the
 		 * socket way, and a miss is no longer proof of absence. */
 		d->missing++;
-		f->st->fast_unpublished++;
+		f->counts.unpublished++;
 		fast_set_complete(f, d);
 		return;
 	}
@@ -398,7 +398,7 @@ int kvs_fast_attach(kvs_fast *f, kvs_owner *o, kvs_fast_client **pfc,
 	if (cap > f->pin_cap)
 		cap = f->pin_cap;
 	if (cap < KVS_FAST_MIN_PINS) {
-		f->st->fast_attach_refused++;
+		f->counts.attach_refused++;
 		return KVS_E_LIMIT;
 	}
 	fc = calloc(1, sizeof(*fc));
@@ -454,7 +454,7 @@ static uint32_t drain(kvs_fast *f, kvs_fast_client *fc, uint32_t max)
 		if (r && r->tier == KVS_TIER_HOST && r->offset == d->e[pos].offset &&
 		    r->gen == d->e[pos].gen) {
 			kvs_cache_touch_rec(f->cache, d->recs[pos]);
-			f->st->fast_replayed++;
+			f->counts.replayed++;
 		}
 	}
 	return n;
@@ -551,20 +551,31 @@ void kvs_fast_stats_fill(kvs_fast *f)
 			leases += l > fc->cap ? fc->cap : l;
 		}
 	}
-#define FILL(n) st->fast_##n = 0; add_sat(&st->fast_##n, sum[KVS_FAST_CTR_##n]);
+#define FILL(n, kind, help)                                                   \
+	f->counts.n = 0;                                                       \
+	add_sat(&f->counts.n, sum[KVS_FAST_CTR_##n]);
 	KVS_FAST_COUNTERS(FILL)
 #undef FILL
 	for (uint32_t i = 0; i < f->ndoms; i++)
 		entries += f->doms[i]->used;
-	st->fast_clients = f->nclients;
-	st->fast_revoked = f->nall - f->nclients;
-	st->fast_indexes = 0;
+	f->counts.clients = f->nclients;
+	f->counts.revoked = f->nall - f->nclients;
+	f->counts.indexes = 0;
 	for (uint32_t i = 0; i < f->ndoms; i++)
-		st->fast_indexes += f->doms[i]->fd >= 0;
-	st->fast_entries = entries;
-	st->fast_held = f->nheld;
-	st->fast_pins_live = pins;
-	st->fast_leases_live = leases;
+		f->counts.indexes += f->doms[i]->fd >= 0;
+	f->counts.entries = entries;
+	f->counts.held = f->nheld;
+	f->counts.pins_live = pins;
+	f->counts.leases_live = leases;
 	st->leases_pinned_blocks += pins;
 	st->leases_active += leases;
 }
+
+const kvs_fast_stats *kvs_fast_counters(const kvs_fast *f)
+{
+	return f ? &f->counts : NULL;
+}
+
+#define KVS_STAT_TYPE kvs_fast_stats
+KVS_STATS_SECTION_DEFINE(kvs_fast_section, "fast", 0, KVS_FAST_STATS);
+#undef KVS_STAT_TYPE

@@ -14,6 +14,30 @@
 #include "kvs_fast.h"
 #include "kvs_fastidx.h"
 
+/* The fast path's stats section, fast.*: X(name, kind, help) lines
+ * (kvs_stats.h), the clients' own counters (KVS_FAST_COUNTERS,
+ * client/kvs_fast.h) among them; kvs_fast.counts holds the values. */
+#define KVS_FAST_STATS(X)                                                     \
+	X(clients, GAUGE, "connections with a fast-path pin area")            \
+	X(revoked, GAUGE, "pin areas of closed connections, in their grace")  \
+	X(indexes, GAUGE, "fast-path indexes (a memfd each, one per trust domain, made at its first fast attach)")\
+	X(entries, GAUGE, "host blocks in the fast-path indexes")             \
+	X(held, GAUGE, "blocks kept now for fast-path pins")                  \
+	X(unpublished, COUNTER, "host blocks left out of a full index")       \
+	X(evict_skipped, COUNTER, "evictions skipped: fast-path pinned")      \
+	X(attach_refused, COUNTER, "fast attaches refused: the domain's pins at their bound")\
+	X(snapshots, COUNTER, "looks at a domain's fast-path pins (one per eviction batch)")\
+	X(pin_reads, COUNTER, "fast-path pins read by those looks")           \
+	X(pin_probes, COUNTER, "hash-set probes of those looks (inserts and queries)")\
+	X(replayed, COUNTER, "fast-path hits replayed into the eviction order (checked by the daemon)")\
+	KVS_FAST_COUNTERS(X)                                                  \
+	X(pins_live, GAUGE, "fast-path pins held now (client-reported)")      \
+	X(leases_live, GAUGE, "fast-path leases held now (client-reported)")
+
+struct kvs_fast_stats {
+	KVS_FAST_STATS(KVS_STAT_FIELD)
+};
+
 #define LD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
 #define ST(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
 #define ST_REL(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
@@ -59,7 +83,8 @@ typedef struct fast_held {
 
 struct kvs_fast {
 	kvs_cache *cache;
-	kvs_counters *st;
+	kvs_counters *st;             /* the server's: leases.* */
+	kvs_fast_stats counts;        /* its section, fast.* */
 	uint32_t entries, pin_cap;
 	int complete_ok;
 	fdom **doms;

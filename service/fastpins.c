@@ -57,7 +57,7 @@ static uint32_t slot_of(const kvs_fast *f, uint64_t key)
 static void set_add(kvs_fast *f, uint64_t key)
 {
 	for (uint32_t i = slot_of(f, key);; i = (i + 1) & f->set_mask) {
-		f->st->fast_pin_probes++;
+		f->counts.pin_probes++;
 		if (f->set[i] == key)
 			return;
 		if (f->set[i] == 0) {
@@ -73,7 +73,7 @@ static int set_has(kvs_fast *f, uint64_t key)
 	if (key == 0 || f->set_n == 0)
 		return 0; /* 0 is no pin (kvs_fast.h), whatever fills an area */
 	for (uint32_t i = slot_of(f, key);; i = (i + 1) & f->set_mask) {
-		f->st->fast_pin_probes++;
+		f->counts.pin_probes++;
 		if (f->set[i] == key)
 			return 1;
 		if (f->set[i] == 0)
@@ -92,7 +92,7 @@ static int snapshot(kvs_fast *f, fdom *d)
 	size_t total = 0, want = 64;
 	int bits = 6;
 
-	f->st->fast_snapshots++;
+	f->counts.snapshots++;
 	f->set_n = 0;
 	for (kvs_fast_client *fc = d->clients; fc; fc = fc->next) {
 		uint32_t n = LD(&fc->hdr->used);
@@ -122,7 +122,7 @@ static int snapshot(kvs_fast *f, fdom *d)
 		for (uint32_t k = 0; k < fc->snap_n; k++) {
 			uint64_t p = LD(&fc->pins[k]);
 
-			f->st->fast_pin_reads++;
+			f->counts.pin_reads++;
 			if (p)
 				set_add(f, p);
 		}
@@ -151,7 +151,7 @@ static int hold_one(kvs_fast *f, fdom *d, uint32_t idx, uint64_t key)
 	f->held[f->nheld++] = (fast_held){ idx, key, d };
 	d->nheld++;
 	kvs_cache_pin_rec(f->cache, idx, 1);
-	f->st->fast_evict_skipped++;
+	f->counts.evict_skipped++;
 	return 1;
 }
 

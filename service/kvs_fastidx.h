@@ -40,6 +40,11 @@
 #include "kvs_stats.h"
 #include "kvs_table.h"
 
+/* Its stats section, fast.*: the values kvs_fast_counters() returns, as
+ * kvs_fast_section describes them (the X-list: fastidx_int.h). */
+typedef struct kvs_fast_stats kvs_fast_stats;
+extern const kvs_stats_section kvs_fast_section;
+
 typedef struct kvs_fast kvs_fast;
 typedef struct kvs_fast_client kvs_fast_client;
 
@@ -142,7 +147,11 @@ uint32_t kvs_fast_replay(kvs_fast *f);
  * anything reports hit counts). */
 void kvs_fast_tick(kvs_fast *f);
 
-/* kvs_fast_stats_fill - the fast.* counters and gauges into the stats. */
+/* kvs_fast_stats_fill - refresh the fast.* gauges and the clients'
+ * counters; add the clients' leases and pins to leases.*. @f may be NULL. */
 void kvs_fast_stats_fill(kvs_fast *f);
+/* kvs_fast_counters - its section's values (kvs_fast_section); NULL when
+ * @f is. */
+const kvs_fast_stats *kvs_fast_counters(const kvs_fast *f);
 
 #endif /* KVS_FASTIDX_H */

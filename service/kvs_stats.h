@@ -1,20 +1,34 @@
 /*
- * kvs_stats.h - the daemon's counters, declared once.
+ * kvs_stats.h - the daemon's counters: the server's own sections, declared
+ * once, and the one renderer of every section.
  *
- * Each X(section, name, kind, help) line makes a field of kvs_counters, its line
- * in the stats text ("section.name value"), and (later) its Prometheus metric.
- * kind is COUNTER (only grows) or GAUGE (is set). Gauges are refreshed by
- * kvs_stats_render() from the modules that own them.
+ * A stats section is a list of int64 values with a descriptor
+ * (kvs_stats_section: each value's section, name, kind and help, and its
+ * offset in the struct that holds it). The server's own sections (server,
+ * clients, ops; engines, blocks, tier_host; leases .. errors) are the
+ * X(section, name, kind, help) lines below: a field of kvs_counters each,
+ * incremented where they happen. The fast path owns its section (fast.*,
+ * kvs_fastidx.h: kvs_fast_section, between ops and engines), and each tier
+ * its own (its X-list, its counters struct, its descriptor: tier_ssd.h,
+ * tier_remote.h, tier_gpu.h; kvs_tier_ops.stats_section), which
+ * kvs_tiers_stats() lists in the order they are rendered, between
+ * tier_host and leases. server_stats.c puts the list together.
+ *
+ * kvs_stats_render() writes a list of sections as the STATS text
+ * ("section.name value") or as Prometheus text (kvshare_<section>_<name>,
+ * counters with a _total suffix). kind is COUNTER (only grows) or GAUGE
+ * (is set: refreshed from the modules that own it before rendering).
+ * Adding a counter is one X line in its section's list.
  *
  * Thread: the daemon's loop thread only.
  */
 #ifndef KVS_STATS_H
 #define KVS_STATS_H
 
-#include <stddef.h>
+#include <stddef.h> /* offsetof */
 #include <stdint.h>
 
-#define KVS_STATS_FIELDS(X)                                                   \
+#define KVS_STATS_HEAD(X)                                                     \
 	X(server, uptime_seconds, GAUGE, "seconds since the daemon started")  \
 	X(server, pid, GAUGE, "daemon process id")                            \
 	X(server, rss_anon_bytes, GAUGE, "daemon private resident memory")    \
@@ -48,28 +62,10 @@
 	X(ops, watch, COUNTER, "event subscriptions")                         \
 	X(ops, verify, COUNTER, "operator verify requests")                   \
 	X(ops, report, COUNTER, "engine counter reports (kvs_report)")         \
-	X(ops, fastattach, COUNTER, "fast path attach requests")              \
-	X(fast, clients, GAUGE, "connections with a fast-path pin area")      \
-	X(fast, revoked, GAUGE, "pin areas of closed connections, in their grace")\
-	X(fast, indexes, GAUGE, "fast-path indexes (a memfd each, one per trust domain, made at its first fast attach)")\
-	X(fast, entries, GAUGE, "host blocks in the fast-path indexes")       \
-	X(fast, held, GAUGE, "blocks kept now for fast-path pins")            \
-	X(fast, unpublished, COUNTER, "host blocks left out of a full index") \
-	X(fast, evict_skipped, COUNTER, "evictions skipped: fast-path pinned")\
-	X(fast, attach_refused, COUNTER, "fast attaches refused: the domain's pins at their bound")\
-	X(fast, snapshots, COUNTER, "looks at a domain's fast-path pins (one per eviction batch)")\
-	X(fast, pin_reads, COUNTER, "fast-path pins read by those looks")     \
-	X(fast, pin_probes, COUNTER, "hash-set probes of those looks (inserts and queries)")\
-	X(fast, replayed, COUNTER, "fast-path hits replayed into the eviction order (checked by the daemon)")\
-	X(fast, lookups, COUNTER, "lookups answered by the fast path (client-reported)")\
-	X(fast, hit_blocks, COUNTER, "blocks hit by the fast path (client-reported)")\
-	X(fast, miss_blocks, COUNTER, "blocks the fast path found absent (client-reported)")\
-	X(fast, fallback_miss, COUNTER, "fast lookups sent to the socket: index miss (client-reported)")\
-	X(fast, fallback_busy, COUNTER, "... : entry being written or moved (client-reported)")\
-	X(fast, fallback_pins, COUNTER, "... : pin area or fast leases full (client-reported)")\
-	X(fast, fallback_other, COUNTER, "... : too many hashes or index unusable (client-reported)")\
-	X(fast, pins_live, GAUGE, "fast-path pins held now (client-reported)")\
-	X(fast, leases_live, GAUGE, "fast-path leases held now (client-reported)")\
+	X(ops, fastattach, COUNTER, "fast path attach requests")
+
+/* The fast path's section (kvs_fastidx.h) is rendered here, then: */
+#define KVS_STATS_MID(X)                                                      \
 	X(engines, hit_tokens, COUNTER, "tokens engines' schedulers were told are cached")\
 	X(engines, loaded_blocks, COUNTER, "blocks engines copied into their caches")\
 	X(engines, loaded_bytes, COUNTER, "bytes engines copied into their caches")\
@@ -100,92 +96,10 @@
 	X(tier_host, slots_used, GAUGE, "allocated slots (blocks+writing)")   \
 	X(tier_host, blocks, GAUGE, "committed blocks in the host tier")      \
 	X(tier_host, blocks_writing, GAUGE, "reserved, uncommitted blocks")   \
-	X(tier_host, utilization_permille, GAUGE, "slot bytes / slab bytes")  \
-	X(tier_ssd, enabled, GAUGE, "1 when demotion to SSD is on")            \
-	X(tier_ssd, bytes_total, GAUGE, "SSD tier bytes (segment files)")     \
-	X(tier_ssd, bytes_used, GAUGE, "bytes of used segments")              \
-	X(tier_ssd, bytes_free, GAUGE, "bytes of free segments and tails")    \
-	X(tier_ssd, blocks, GAUGE, "blocks with an SSD copy")                 \
-	X(tier_ssd, blocks_ssd_only, GAUGE, "blocks only on SSD")             \
-	X(tier_ssd, writes_inflight, GAUGE, "demotion writes not completed")  \
-	X(tier_ssd, writes, COUNTER, "blocks written to SSD")                 \
-	X(tier_ssd, writes_direct, COUNTER, "SSD writes submitted from the arena slot")\
-	X(tier_ssd, writes_staged, COUNTER, "SSD writes submitted from a staging copy")\
-	X(tier_ssd, held_waits, COUNTER, "allocations that waited for a slot held by a demotion write")\
-	X(tier_ssd, reads_direct, COUNTER, "promotion reads submitted straight into the slot")\
-	X(tier_ssd, reads_bounced, COUNTER, "promotion reads submitted through a bounce buffer")\
-	X(tier_ssd, bytes_written, COUNTER, "payload bytes written to SSD")   \
-	X(tier_ssd, reads, COUNTER, "blocks read from SSD and verified")      \
-	X(tier_ssd, bytes_read, COUNTER, "payload bytes read and verified")   \
-	X(tier_ssd, demotions, COUNTER, "blocks evicted from RAM kept on SSD")\
-	X(tier_ssd, promotions, COUNTER, "blocks read back into RAM by lookups")\
-	X(tier_ssd, lookup_hits, COUNTER, "lookup hits served after promotion")\
-	X(tier_ssd, admission_rejected, COUNTER, "evicted blocks not admitted")\
-	X(tier_ssd, corrupt_blocks, COUNTER, "reads failing verification: dropped")\
-	X(tier_ssd, verify_runs, COUNTER, "verify requests finished")         \
-	X(tier_ssd, verified_blocks, COUNTER, "blocks read back by verify")   \
-	X(tier_ssd, stale_blocks, COUNTER, "blocks of recycled segments dropped")\
-	X(tier_ssd, recycled_segments, COUNTER, "segments recycled")          \
-	X(tier_ssd, recycle_forced, COUNTER, "segments recycled with pinned blocks in RAM (their copies dropped)")\
-	X(tier_ssd, stalls, COUNTER, "episodes with no segment to write (demotion stays on)")\
-	X(tier_ssd, stall_drops, COUNTER, "SSD writes dropped in stalls")      \
-	X(tier_ssd, stall_ms, COUNTER, "time in stalls, ms (ended episodes)")  \
-	X(tier_ssd, io_errors, COUNTER, "I/O errors and ENOSPC (demotion off for a while)")\
-	X(tier_ssd, error_retries, COUNTER, "times demotion was tried again after an error")\
-	X(tier_ssd, write_lat_avg_us, GAUGE, "average SSD write latency")     \
-	X(tier_ssd, write_lat_p99_us, GAUGE, "p99 SSD write latency")         \
-	X(tier_ssd, read_lat_avg_us, GAUGE, "average SSD read latency")       \
-	X(tier_ssd, read_lat_p99_us, GAUGE, "p99 SSD read latency")           \
-	X(tier_ssd, index_entries, GAUGE, "entries committed in the index")   \
-	X(tier_ssd, restart_blocks, GAUGE, "blocks loaded from the index at start, once fully loaded")\
-	X(tier_ssd, restart_ms, GAUGE, "time to load the whole index at start (in the background), ms")\
-	X(tier_ssd, index_loading, GAUGE, "1 while the index loads in the background")\
-	X(tier_ssd, index_loaded, GAUGE, "blocks loaded from the index since start")\
-	X(tier_ssd, index_faults, COUNTER, "blocks a lookup loaded from the index before the background load came to them")\
-	X(tier_remote, enabled, GAUGE, "1 when the remote tier is on")        \
-	X(tier_remote, cluster, GAUGE, "1 a Redis Cluster, 0 one plain node") \
-	X(tier_remote, authenticated, GAUGE, "1 values signed with --remote-secret-file")\
-	X(tier_remote, attached, GAUGE, "1 once the cluster answered, 0 while it does not (lookups local)")\
-	X(tier_remote, maps_refused, COUNTER, "slot maps refused: malformed, or too many nodes")\
-	X(tier_remote, errors_proto, COUNTER, "replies that did not fit their command: connection closed")\
-	X(tier_remote, nodes, GAUGE, "nodes known")                           \
-	X(tier_remote, nodes_down, GAUGE, "nodes failing now (misses for their slots)")\
-	X(tier_remote, probes, COUNTER, "EXISTS windows (64 keys at most) past lookups' hits")\
-	X(tier_remote, probe_keys, COUNTER, "blocks asked about by those lookups")\
-	X(tier_remote, hits, COUNTER, "blocks fetched and verified")          \
-	X(tier_remote, misses, COUNTER, "blocks asked about and not there")   \
-	X(tier_remote, corrupt, COUNTER, "values whose header is not the block's: misses")\
-	X(tier_remote, forged, COUNTER, "values failing their MAC: misses")    \
-	X(tier_remote, repaired, COUNTER, "values that failed here, replaced by a publish")\
-	X(tier_remote, bytes_in, COUNTER, "payload bytes fetched")            \
-	X(tier_remote, published, COUNTER, "blocks stored (SET NX, or a repair's SET)")\
-	X(tier_remote, existed, COUNTER, "blocks not sent: already there")    \
-	X(tier_remote, bytes_out, COUNTER, "payload bytes stored")            \
-	X(tier_remote, skipped, COUNTER, "publishes dropped: staging full")   \
-	X(tier_remote, pin_capped, COUNTER, "commits sent from a copy: pin cap reached")\
-	X(tier_remote, pinned_bytes, GAUGE, "host bytes pinned by publishes now")\
-	X(tier_remote, macs, COUNTER, "values sealed or verified off the loop (MAC workers)")\
-	X(tier_remote, mac_queued, GAUGE, "values at the MAC workers now")     \
-	X(tier_remote, errors_timeout, COUNTER, "requests past --remote-timeout")\
-	X(tier_remote, errors_down, COUNTER, "requests to a node down or lost")\
-	X(tier_remote, errors_clusterdown, COUNTER, "requests refused: CLUSTERDOWN")\
-	X(tier_remote, errors_other, COUNTER, "other failed requests")        \
-	X(tier_remote, inflight_bytes, GAUGE, "value bytes on the wire now")  \
-	X(tier_remote, lat_p50_us, GAUGE, "median request latency (bucket bound)")\
-	X(tier_remote, lat_p99_us, GAUGE, "p99 request latency (bucket bound)")\
-	X(tier_gpu, enabled, GAUGE, "1 when the GPU tier is on")              \
-	X(tier_gpu, engine, GAUGE, "1 CUDA, 2 the fake device (tests)")       \
-	X(tier_gpu, device, GAUGE, "device ordinal of the GPU arena")         \
-	X(tier_gpu, bytes_total, GAUGE, "GPU arena bytes")                    \
-	X(tier_gpu, bytes_used, GAUGE, "bytes of allocated GPU slots")        \
-	X(tier_gpu, slots_used, GAUGE, "allocated GPU slots (blocks+writing)")\
-	X(tier_gpu, blocks, GAUGE, "committed blocks in the GPU tier")        \
-	X(tier_gpu, reserved, COUNTER, "slots handed out in the GPU tier")    \
-	X(tier_gpu, reserve_fallbacks, COUNTER, "GPU reserves served by host")\
-	X(tier_gpu, demotions, COUNTER, "blocks moved from GPU to host")      \
-	X(tier_gpu, demoted_bytes, COUNTER, "bytes copied GPU -> host")       \
-	X(tier_gpu, demote_dropped, COUNTER, "GPU evictions with no host slot")\
-	X(tier_gpu, lookup_hits, COUNTER, "lookup hits in the GPU tier")      \
+	X(tier_host, utilization_permille, GAUGE, "slot bytes / slab bytes")
+
+/* The tiers' sections (kvs_tiers_stats) are rendered here, then: */
+#define KVS_STATS_TAIL(X)                                                     \
 	X(leases, active, GAUGE, "leases held now")                           \
 	X(leases, pinned_blocks, GAUGE, "pins held now")                      \
 	X(pins, blocks, GAUGE, "blocks pinned by operators")                  \
@@ -211,25 +125,74 @@
 	X(errors, full, COUNTER, "reserves refused: cache full")              \
 	X(errors, limit, COUNTER, "per-client limits reached")
 
+#define KVS_STATS_FIELDS(X) KVS_STATS_HEAD(X) KVS_STATS_MID(X) KVS_STATS_TAIL(X)
+
 typedef struct kvs_counters {
 #define KVS_STATS_X(sec, name, kind, help) int64_t sec##_##name;
 	KVS_STATS_FIELDS(KVS_STATS_X)
 #undef KVS_STATS_X
 } kvs_counters;
 
+enum kvs_stat_kind { KVS_STAT_GAUGE = 0, KVS_STAT_COUNTER = 1 };
+
+/* One value of a section: an int64_t at @off in the section's struct;
+ * @sec is its section's name, or NULL for the section's own name. */
+typedef struct kvs_stat {
+	const char *sec, *name, *help;
+	uint32_t kind; /* enum kvs_stat_kind */
+	uint32_t off;
+} kvs_stat;
+
+/* A section's descriptor; @tier is the kvs_tier value of the tier that
+ * owns it (0: the server's). */
+typedef struct kvs_stats_section {
+	const char *name;
+	uint8_t tier;
+	uint32_t n;
+	const kvs_stat *stats;
+} kvs_stats_section;
+
+/* A section with its values, as rendered. */
+typedef struct kvs_stats_part {
+	const kvs_stats_section *sec;
+	const void *vals;
+} kvs_stats_part;
+
+/* For a section's X(name, kind, help) list: its struct's field, and the
+ * section's definition (where KVS_STAT_TYPE names that struct):
+ *	#define KVS_STAT_TYPE my_stats
+ *	KVS_STATS_SECTION_DEFINE(my_section, "mine", KVS_TIER_X, MY_STATS);
+ *	#undef KVS_STAT_TYPE
+ * Its entries' sec is NULL: they are rendered under the section's name. */
+#define KVS_STAT_FIELD(name, kind, help) int64_t name;
+#define KVS_STAT_DESC(name, kind, help)                                       \
+	{ NULL, #name, help, KVS_STAT_##kind,                                  \
+	  (uint32_t)offsetof(KVS_STAT_TYPE, name) },
+#define KVS_STATS_SECTION_DEFINE(var, secname, tierval, LIST)                 \
+	static const kvs_stat var##_stats[] = { LIST(KVS_STAT_DESC) };        \
+	const kvs_stats_section var = {                                        \
+		secname, tierval,                                              \
+		sizeof(var##_stats) / sizeof(var##_stats[0]), var##_stats      \
+	}
+
+/* The server's sections, on a kvs_counters: server .. ops, engines ..
+ * tier_host, leases .. errors (the fast path's and the tiers' between). */
+extern const kvs_stats_section kvs_stats_head, kvs_stats_mid, kvs_stats_tail;
+
+/* Values of a section whose owner is off: zeros, for sections of at most
+ * KVS_STATS_ZERO_MAX values (checked by test_stats). */
+#define KVS_STATS_ZERO_MAX 64
+extern const int64_t kvs_stats_zeros[KVS_STATS_ZERO_MAX];
+
 /*
- * kvs_stats_print - every counter as "section.name value" lines, in the
- * order of KVS_STATS_FIELDS. Callers add their own lines after it
- * (namespaces). Thread: the loop thread.
+ * kvs_stats_render - the @n sections of @parts, in order, as the STATS
+ * text (@prometheus 0: "section.name value" lines) or as Prometheus text
+ * (1: HELP, TYPE and the sample per value). Callers add their own lines
+ * after it (latencies, namespaces). Thread: the loop thread.
  */
 #include <stdio.h>
-void kvs_stats_print(const kvs_counters *s, FILE *f);
-
-/* kvs_stats_print_prometheus - the same counters in Prometheus text format:
- * kvshare_<section>_<name>, counters with a _total suffix. */
-#define KVS_STATS_IS_COUNTER_COUNTER 1
-#define KVS_STATS_IS_COUNTER_GAUGE 0
-void kvs_stats_print_prometheus(const kvs_counters *s, FILE *f);
+void kvs_stats_render(const kvs_stats_part *parts, uint32_t n, int prometheus,
+		      FILE *f);
 
 /* kvs_hist_print_prometheus - a latency histogram as a Prometheus histogram
  * in seconds; @labels is "key=\"value\"" (no braces). */

@@ -21,7 +21,8 @@
  * child counts per tier and the leaf rule, one make-room loop per (domain,
  * tier), promotion jobs and deferred replies, demotion to the next tier
  * that admits a block. What is the tier's: where its copies are, staging,
- * its indexes, recycling, restore at start, verify, its own counters.
+ * its indexes, recycling, restore at start, verify, its own counters (its
+ * stats section: ops->stats_section describes kvs_tier_mod.counters).
  *
  * A tier keeps per-block state indexed by the record index (rec_new says
  * when an index is handed to a new block). It reads a block's facts through
@@ -201,8 +202,9 @@ typedef struct kvs_tier_store_ops {
 } kvs_tier_store_ops;
 
 /*
- * What every tier has. Required: name, tier, close, stats, and one of slot
- * (a slot tier, KVS_TIER_GPU) or store (a store tier). Optional: note, and
+ * What every tier has. Required: name, tier, close, stats, stats_section
+ * (and kvs_tier_mod.counters set), and one of slot (a slot tier,
+ * KVS_TIER_GPU) or store (a store tier). Optional: note, and
  * poll, with event_fd when its completions wake the loop (event_fd needs
  * poll; a poll without event_fd is called by whoever drives it).
  */
@@ -215,7 +217,12 @@ struct kvs_tier_ops {
 	int (*event_fd)(const kvs_tier_mod *t);
 	void (*poll)(kvs_tier_mod *t);
 	void (*note)(kvs_tier_mod *t, int what, uint64_t n);
+	/* Refresh the gauges of its section (t->counters) before a render;
+	 * add its per-record memory to st->table_metadata_bytes. */
 	void (*stats)(kvs_tier_mod *t, kvs_counters *st);
+	/* Its stats section (kvs_stats.h), its tier value in ->tier; listed
+	 * for rendering, on or off, by kvs_tiers_stats(). */
+	const kvs_stats_section *stats_section;
 
 	const kvs_tier_slot_ops *slot;   /* above host: clients map its slots */
 	const kvs_tier_store_ops *store; /* below host: copies, promoted on a hit */
@@ -225,7 +232,7 @@ struct kvs_tier_ops {
 struct kvs_tier_mod {
 	const kvs_tier_ops *ops;
 	kvs_cache *cache;     /* set by kvs_cache_tier_add */
-	kvs_counters *stats;  /* the daemon's counters, likewise */
+	const void *counters; /* its section's values (set by the tier) */
 };
 
 /* ---- the environment: what a tier may ask of the cache ---------------- */

@@ -26,6 +26,7 @@
 #include "kvs_metrics.h"
 #include "kvs_server.h"
 #include "kvs_stats.h"
+#include "kvs_tiers.h"
 #include "kvs_wire.h"
 
 /* Stop reading a client whose replies pile up past this; resume once sent. */
@@ -179,6 +180,15 @@ int server_stats_text(kvs_server *s, char **text, size_t *len);
  * wrap an operator's counter. Without memory for the namespace's counts only
  * the totals grow. */
 void server_engines_add(kvs_server *s, uint32_t ns, const kvs_engine_report *r);
+/* server_stats_parts - every stats section in the order of the stats text,
+ * with its values: the server's head (server .. ops, on @st), the fast
+ * path's (@fast; zeros when NULL), the server's middle (engines ..
+ * tier_host), the tiers' (kvs_tiers_stats), the server's tail (leases ..
+ * errors). Returns how many (SERVER_STATS_PARTS). */
+#define SERVER_STATS_PARTS (KVS_TIERS_SECTIONS + 4)
+uint32_t server_stats_parts(const kvs_counters *st, const kvs_fast *fast,
+			    const kvs_cache *c,
+			    kvs_stats_part out[SERVER_STATS_PARTS]);
 /* server_render_prometheus - kvs_metrics' render callback (@arg: the server). */
 void server_render_prometheus(FILE *f, void *arg);
 

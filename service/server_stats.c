@@ -62,6 +62,30 @@ static void stats_refresh(kvs_server *s)
 	kvs_fast_stats_fill(s->fast);
 }
 
+uint32_t server_stats_parts(const kvs_counters *st, const kvs_fast *fast,
+			    const kvs_cache *c,
+			    kvs_stats_part out[SERVER_STATS_PARTS])
+{
+	const kvs_fast_stats *fs = kvs_fast_counters(fast);
+	uint32_t n = 0;
+
+	out[n++] = (kvs_stats_part){ &kvs_stats_head, st };
+	out[n++] = (kvs_stats_part){ &kvs_fast_section,
+				     fs ? (const void *)fs : kvs_stats_zeros };
+	out[n++] = (kvs_stats_part){ &kvs_stats_mid, st };
+	n += kvs_tiers_stats(c, out + n);
+	out[n++] = (kvs_stats_part){ &kvs_stats_tail, st };
+	return n;
+}
+
+static void sections(kvs_server *s, int prometheus, FILE *f)
+{
+	kvs_stats_part parts[SERVER_STATS_PARTS];
+	uint32_t n = server_stats_parts(&s->stats, s->fast, s->cache, parts);
+
+	kvs_stats_render(parts, n, prometheus, f);
+}
+
 static void latency_lines(kvs_server *s, FILE *f)
 {
 	for (uint32_t op = 1; op < KVS_OP__COUNT; op++) {
@@ -268,7 +292,7 @@ void server_render_prometheus(FILE *f, void *arg)
 
 	stats_refresh(s);
 	n = engines_shown(s, ids);
-	kvs_stats_print_prometheus(&s->stats, f);
+	sections(s, 1, f);
 	fprintf(f, "# HELP kvshare_namespace_blocks committed blocks per namespace\n"
 		   "# TYPE kvshare_namespace_blocks gauge\n"
 		   "# HELP kvshare_namespace_block_bytes bytes of one block\n"
@@ -300,7 +324,7 @@ int server_stats_text(kvs_server *s, char **text, size_t *len)
 	f = open_memstream(text, len);
 	if (!f)
 		return -ENOMEM;
-	kvs_stats_print(&s->stats, f);
+	sections(s, 0, f);
 	latency_lines(s, f);
 	kvs_cache_ns_foreach(s->cache, ns_line, f);
 	engines_lines(s, ids, n, f);

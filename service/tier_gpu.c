@@ -19,6 +19,7 @@ typedef struct gpu_tier {
 	kvs_gpu_arena *arena;
 	kvs_slab *slab;
 	uint64_t blocks; /* committed blocks here (tier_gpu.blocks) */
+	kvs_tier_gpu_stats counts; /* its section, tier_gpu.* (base.counters) */
 } gpu_tier;
 
 static gpu_tier *gpu_of(const kvs_tier_mod *t)
@@ -87,30 +88,30 @@ static uint64_t gpu_blocks(const kvs_tier_mod *t)
 
 static void gpu_note(kvs_tier_mod *t, int what, uint64_t n)
 {
-	kvs_counters *st = t->stats;
 	gpu_tier *g = gpu_of(t);
+	kvs_tier_gpu_stats *st = &g->counts;
 
 	switch (what) {
 	case KVS_TIER_NOTE_RESERVED:
-		st->tier_gpu_reserved++;
+		st->reserved++;
 		break;
 	case KVS_TIER_NOTE_RESERVE_FALLBACK:
-		st->tier_gpu_reserve_fallbacks++;
+		st->reserve_fallbacks++;
 		break;
 	case KVS_TIER_NOTE_COMMITTED:
 		g->blocks++;
 		break;
 	case KVS_TIER_NOTE_LOOKUP_HIT:
-		st->tier_gpu_lookup_hits += (int64_t)n;
+		st->lookup_hits += (int64_t)n;
 		break;
 	case KVS_TIER_NOTE_DEMOTED:
 		g->blocks--;
-		st->tier_gpu_demotions++;
-		st->tier_gpu_demoted_bytes += (int64_t)n;
+		st->demotions++;
+		st->demoted_bytes += (int64_t)n;
 		break;
 	case KVS_TIER_NOTE_DROPPED:
 		g->blocks--;
-		st->tier_gpu_demote_dropped++;
+		st->demote_dropped++;
 		break;
 	}
 }
@@ -118,17 +119,23 @@ static void gpu_note(kvs_tier_mod *t, int what, uint64_t n)
 static void gpu_stats(kvs_tier_mod *t, kvs_counters *st)
 {
 	gpu_tier *g = gpu_of(t);
+	kvs_tier_gpu_stats *c = &g->counts;
 	kvs_slab_stats ss;
 
 	kvs_slab_stats_get(g->slab, &ss);
-	st->tier_gpu_enabled = 1;
-	st->tier_gpu_blocks = (int64_t)g->blocks;
-	st->tier_gpu_engine = kvs_gpu_kind(g->eng);
-	st->tier_gpu_device = kvs_gpu_device(g->eng);
-	st->tier_gpu_bytes_total = (int64_t)kvs_gpu_arena_bytes(g->arena);
-	st->tier_gpu_bytes_used = (int64_t)ss.slot_bytes_used;
-	st->tier_gpu_slots_used = (int64_t)ss.slots_used;
+	c->enabled = 1;
+	c->blocks = (int64_t)g->blocks;
+	c->engine = kvs_gpu_kind(g->eng);
+	c->device = kvs_gpu_device(g->eng);
+	c->bytes_total = (int64_t)kvs_gpu_arena_bytes(g->arena);
+	c->bytes_used = (int64_t)ss.slot_bytes_used;
+	c->slots_used = (int64_t)ss.slots_used;
 }
+
+#define KVS_STAT_TYPE kvs_tier_gpu_stats
+KVS_STATS_SECTION_DEFINE(kvs_tier_gpu_section, "tier_gpu", KVS_TIER_GPU,
+			 KVS_TIER_GPU_STATS);
+#undef KVS_STAT_TYPE
 
 static const kvs_tier_slot_ops gpu_slot_ops = {
 	.class_of = gpu_slot_class,
@@ -146,6 +153,7 @@ static const kvs_tier_ops gpu_ops = {
 	.close = gpu_close,
 	.note = gpu_note,
 	.stats = gpu_stats,
+	.stats_section = &kvs_tier_gpu_section,
 	.slot = &gpu_slot_ops,
 };
 
@@ -181,6 +189,7 @@ int kvs_tier_gpu_open(const kvs_tier_gpu_config *cfg, kvs_tier_mod **out,
 	if (!g)
 		return -ENOMEM;
 	g->base.ops = &gpu_ops;
+	g->base.counters = &g->counts;
 	if (cfg->device >= 0) {
 		rc = open_on(g, kind, cfg->device, cfg, why, why_len);
 	} else if (kind == KVS_GPU_FAKE) {

@@ -16,6 +16,28 @@
 
 #include "kvs_tier.h"
 
+/* Its stats section (tier_gpu.*): X(name, kind, help) lines (kvs_stats.h),
+ * the tier's kvs_tier_gpu_stats, described by kvs_tier_gpu_section. */
+#define KVS_TIER_GPU_STATS(X)                                                 \
+	X(enabled, GAUGE, "1 when the GPU tier is on")                        \
+	X(engine, GAUGE, "1 CUDA, 2 the fake device (tests)")                 \
+	X(device, GAUGE, "device ordinal of the GPU arena")                   \
+	X(bytes_total, GAUGE, "GPU arena bytes")                              \
+	X(bytes_used, GAUGE, "bytes of allocated GPU slots")                  \
+	X(slots_used, GAUGE, "allocated GPU slots (blocks+writing)")          \
+	X(blocks, GAUGE, "committed blocks in the GPU tier")                  \
+	X(reserved, COUNTER, "slots handed out in the GPU tier")              \
+	X(reserve_fallbacks, COUNTER, "GPU reserves served by host")          \
+	X(demotions, COUNTER, "blocks moved from GPU to host")                \
+	X(demoted_bytes, COUNTER, "bytes copied GPU -> host")                 \
+	X(demote_dropped, COUNTER, "GPU evictions with no host slot")         \
+	X(lookup_hits, COUNTER, "lookup hits in the GPU tier")
+
+typedef struct kvs_tier_gpu_stats {
+	KVS_TIER_GPU_STATS(KVS_STAT_FIELD)
+} kvs_tier_gpu_stats;
+extern const kvs_stats_section kvs_tier_gpu_section;
+
 typedef struct kvs_tier_gpu_config {
 	int device;          /* ordinal, or -1: the first usable device */
 	uint64_t bytes;      /* rounded up to the device's granularity */

@@ -59,19 +59,19 @@ void remote_job_free(remote_tier *t, uint32_t j)
 
 void remote_count_error(remote_tier *t, int res)
 {
-	kvs_counters *st = &t->own;
+	kvs_tier_remote_stats *st = &t->counts;
 
 	if (res == -ENOENT)
-		st->tier_remote_misses++;
+		st->misses++;
 	else if (res == -ETIMEDOUT)
-		st->tier_remote_errors_timeout++;
+		st->errors_timeout++;
 	else if (res == -ENETDOWN)
-		st->tier_remote_errors_clusterdown++;
+		st->errors_clusterdown++;
 	else if (res == -ECONNREFUSED || res == -ECONNRESET || res == -EPIPE ||
 		 res == -EHOSTUNREACH || res == -ENETUNREACH || res == -ENOTCONN)
-		st->tier_remote_errors_down++;
+		st->errors_down++;
 	else
-		st->tier_remote_errors_other++;
+		st->errors_other++;
 }
 
 uint64_t remote_fingerprint(const remote_tier *t, uint32_t ns)
@@ -108,8 +108,8 @@ static int remote_probe(kvs_tier_mod *tt, const kvs_tier_blk *b, uint32_t n,
 		remote_job_free(t, j);
 		return rc;
 	}
-	t->own.tier_remote_probes++;
-	t->own.tier_remote_probe_keys += n;
+	t->counts.probes++;
+	t->counts.probe_keys += n;
 	return 1;
 }
 
@@ -127,7 +127,7 @@ static void probe_done(remote_tier *t, uint32_t j, const kvs_remote_cqe *q)
 	else if (k < p->n && p->res[k] < 0)
 		remote_count_error(t, p->res[k]); /* the chain stops at a failed key */
 	else
-		t->own.tier_remote_misses += k < p->n; /* where the chain stops */
+		t->counts.misses += k < p->n; /* where the chain stops */
 	remote_job_free(t, j);
 	kvs_tier_probe_done(&t->base, cookie, (int)k);
 }
@@ -174,8 +174,8 @@ static void fetch_end(remote_tier *t, uint32_t j, int res, const kvs_rval_info *
 	} else if (res == 0) {
 		if (f->idx / 8 < t->nfetched)
 			t->fetched[f->idx / 8] |= (uint8_t)(1u << (f->idx % 8));
-		t->own.tier_remote_hits++;
-		t->own.tier_remote_bytes_in += f->bytes;
+		t->counts.hits++;
+		t->counts.bytes_in += f->bytes;
 		t->corrupt_logged = 0;
 		t->forged_logged = 0;
 	} else {
@@ -237,7 +237,7 @@ static int remote_demote(kvs_tier_mod *tt, const kvs_tier_blk *b, int *holds)
 	 * may keep the block too, and without one it leaves this daemon. */
 	*holds = 0;
 	if (b->idx / 8 < t->nfetched && (t->fetched[b->idx / 8] >> (b->idx % 8) & 1))
-		t->own.tier_remote_existed++; /* it came from there */
+		t->counts.existed++; /* it came from there */
 	else if (!t->write_through)
 		remote_publish(t, b, 0);
 	return KVS_TIER_REFUSED;
@@ -296,42 +296,23 @@ static uint64_t lat_bound(const kvs_remote_stats *rs, double q)
 static void remote_stats(kvs_tier_mod *tt, kvs_counters *st)
 {
 	remote_tier *t = remote_of(tt);
+	kvs_tier_remote_stats *c = &t->counts;
 	kvs_remote_stats rs;
 
-#define COPY(f) st->tier_remote_##f = t->own.tier_remote_##f
-	COPY(probes);
-	COPY(probe_keys);
-	COPY(hits);
-	COPY(misses);
-	COPY(corrupt);
-	COPY(forged);
-	COPY(repaired);
-	COPY(pin_capped);
-	COPY(bytes_in);
-	COPY(published);
-	COPY(existed);
-	COPY(bytes_out);
-	COPY(skipped);
-	COPY(errors_timeout);
-	COPY(errors_down);
-	COPY(errors_clusterdown);
-	COPY(errors_other);
-#undef COPY
 	kvs_remote_get_stats(t->eng, &rs);
-	st->tier_remote_enabled = 1;
-	st->tier_remote_authenticated = kvs_rval_mac_id(t->mac) != 0;
-	st->tier_remote_pinned_bytes = (int64_t)t->pinned_bytes;
-	st->tier_remote_macs = t->own.tier_remote_macs;
-	st->tier_remote_mac_queued = (int64_t)t->work.queued;
-	st->tier_remote_cluster = kvs_remote_is_cluster(t->eng);
-	st->tier_remote_attached = (int64_t)rs.attached;
-	st->tier_remote_maps_refused = rs.maps_refused;
-	st->tier_remote_errors_proto = rs.err_proto;
-	st->tier_remote_nodes = (int64_t)rs.nodes;
-	st->tier_remote_nodes_down = (int64_t)rs.nodes_down;
-	st->tier_remote_inflight_bytes = (int64_t)rs.inflight_bytes;
-	st->tier_remote_lat_p50_us = (int64_t)lat_bound(&rs, 0.5);
-	st->tier_remote_lat_p99_us = (int64_t)lat_bound(&rs, 0.99);
+	c->enabled = 1;
+	c->authenticated = kvs_rval_mac_id(t->mac) != 0;
+	c->pinned_bytes = (int64_t)t->pinned_bytes;
+	c->mac_queued = (int64_t)t->work.queued;
+	c->cluster = kvs_remote_is_cluster(t->eng);
+	c->attached = (int64_t)rs.attached;
+	c->maps_refused = rs.maps_refused;
+	c->errors_proto = rs.err_proto;
+	c->nodes = (int64_t)rs.nodes;
+	c->nodes_down = (int64_t)rs.nodes_down;
+	c->inflight_bytes = (int64_t)rs.inflight_bytes;
+	c->lat_p50_us = (int64_t)lat_bound(&rs, 0.5);
+	c->lat_p99_us = (int64_t)lat_bound(&rs, 0.99);
 }
 
 static int remote_event_fd(const kvs_tier_mod *tt)
@@ -416,6 +397,11 @@ static void remote_drop(kvs_tier_mod *t, const kvs_tier_blk *b)
 	(void)b;
 }
 
+#define KVS_STAT_TYPE kvs_tier_remote_stats
+KVS_STATS_SECTION_DEFINE(kvs_tier_remote_section, "tier_remote",
+			 KVS_TIER_REMOTE, KVS_TIER_REMOTE_STATS);
+#undef KVS_STAT_TYPE
+
 static const kvs_tier_store_ops remote_store_ops = {
 	.rec_new = remote_rec_new,
 	.has = remote_has,
@@ -436,6 +422,7 @@ static const kvs_tier_ops remote_ops = {
 	.event_fd = remote_event_fd,
 	.poll = remote_poll,
 	.stats = remote_stats,
+	.stats_section = &kvs_tier_remote_section,
 	.store = &remote_store_ops,
 };
 
@@ -498,6 +485,7 @@ int kvs_tier_remote_open(const kvs_tier_remote_config *cfg, kvs_tier_mod **out)
 	if (!t)
 		return -ENOMEM;
 	t->base.ops = &remote_ops;
+	t->base.counters = &t->counts;
 	t->write_through = cfg->write_through;
 	t->pin_share = cfg->pin_share;
 	/* Jobs by the 64 (the first array's size before the pool). */

@@ -22,6 +22,46 @@
 
 #include "kvs_tier.h"
 
+/* Its stats section (tier_remote.*): X(name, kind, help) lines (kvs_stats.h),
+ * the tier's kvs_tier_remote_stats, described by kvs_tier_remote_section. */
+#define KVS_TIER_REMOTE_STATS(X)                                              \
+	X(enabled, GAUGE, "1 when the remote tier is on")                     \
+	X(cluster, GAUGE, "1 a Redis Cluster, 0 one plain node")              \
+	X(authenticated, GAUGE, "1 values signed with --remote-secret-file")  \
+	X(attached, GAUGE, "1 once the cluster answered, 0 while it does not (lookups local)") \
+	X(maps_refused, COUNTER, "slot maps refused: malformed, or too many nodes") \
+	X(errors_proto, COUNTER, "replies that did not fit their command: connection closed") \
+	X(nodes, GAUGE, "nodes known")                                        \
+	X(nodes_down, GAUGE, "nodes failing now (misses for their slots)")    \
+	X(probes, COUNTER, "EXISTS windows (64 keys at most) past lookups' hits") \
+	X(probe_keys, COUNTER, "blocks asked about by those lookups")         \
+	X(hits, COUNTER, "blocks fetched and verified")                       \
+	X(misses, COUNTER, "blocks asked about and not there")                \
+	X(corrupt, COUNTER, "values whose header is not the block's: misses") \
+	X(forged, COUNTER, "values failing their MAC: misses")                \
+	X(repaired, COUNTER, "values that failed here, replaced by a publish") \
+	X(bytes_in, COUNTER, "payload bytes fetched")                         \
+	X(published, COUNTER, "blocks stored (SET NX, or a repair's SET)")    \
+	X(existed, COUNTER, "blocks not sent: already there")                 \
+	X(bytes_out, COUNTER, "payload bytes stored")                         \
+	X(skipped, COUNTER, "publishes dropped: staging full")                \
+	X(pin_capped, COUNTER, "commits sent from a copy: pin cap reached")   \
+	X(pinned_bytes, GAUGE, "host bytes pinned by publishes now")          \
+	X(macs, COUNTER, "values sealed or verified off the loop (MAC workers)") \
+	X(mac_queued, GAUGE, "values at the MAC workers now")                 \
+	X(errors_timeout, COUNTER, "requests past --remote-timeout")          \
+	X(errors_down, COUNTER, "requests to a node down or lost")            \
+	X(errors_clusterdown, COUNTER, "requests refused: CLUSTERDOWN")       \
+	X(errors_other, COUNTER, "other failed requests")                     \
+	X(inflight_bytes, GAUGE, "value bytes on the wire now")               \
+	X(lat_p50_us, GAUGE, "median request latency (bucket bound)")         \
+	X(lat_p99_us, GAUGE, "p99 request latency (bucket bound)")
+
+typedef struct kvs_tier_remote_stats {
+	KVS_TIER_REMOTE_STATS(KVS_STAT_FIELD)
+} kvs_tier_remote_stats;
+extern const kvs_stats_section kvs_tier_remote_section;
+
 typedef struct kvs_tier_remote_config {
 	const char *seeds;      /* "HOST:PORT[,HOST:PORT...]" */
 	const char *auth_file;  /* "user password" or "password", or NULL */

@@ -21,6 +21,7 @@
 #include "kvs_remote_value.h"
 #include "kvs_stats.h"
 #include "kvs_tier.h"
+#include "tier_remote.h"
 
 /* Blocks being published are copied first (their slot may be evicted and
  * reused before the SET completes); past this many bytes of copies in
@@ -113,7 +114,7 @@ typedef struct remote_tier {
 	int attaching;        /* started before the cluster answered */
 	uint64_t forged_logged; /* the key id of the last forged value logged */
 	remote_work work;
-	kvs_counters own;     /* tier_remote.* counted here, copied in stats */
+	kvs_tier_remote_stats counts; /* tier_remote.* (base.counters) */
 } remote_tier;
 
 /* tier_remote.c */

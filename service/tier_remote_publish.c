@@ -61,14 +61,14 @@ void remote_rejected(remote_tier *t, const rjob *f, int res, const kvs_rval_info
 	s->fp = f->want.ns_fp;
 	s->hash = f->want.hash;
 	if (res != -EKEYREJECTED) {
-		t->own.tier_remote_corrupt++;
+		t->counts.corrupt++;
 		if (!t->corrupt_logged)
 			kvs_warn("remote tier: a value failed its header check: not "
 				 "served (tier_remote.corrupt counts them)");
 		t->corrupt_logged = 1;
 		return;
 	}
-	t->own.tier_remote_forged++;
+	t->counts.forged++;
 	/* one line per signer: a daemon with another secret shows as one key
 	 * id, over and over; bytes changed after signing show as ours */
 	if (t->forged_logged != got->key_id + 1)
@@ -117,7 +117,7 @@ void remote_publish(remote_tier *t, const kvs_tier_blk *b, int pin)
 	}
 	if ((!pin && t->staged + b->bytes > MAX_STAGED_BYTES) ||
 	    remote_job_new(t, JOB_CHECK, &j) < 0) {
-		t->own.tier_remote_skipped++;
+		t->counts.skipped++;
 		return;
 	}
 	p = remote_job(t, j);
@@ -133,13 +133,13 @@ void remote_publish(remote_tier *t, const kvs_tier_blk *b, int pin)
 		p->buf = stage_get(t, b->bytes);
 		if (!p->buf) {
 			remote_job_free(t, j);
-			t->own.tier_remote_skipped++;
+			t->counts.skipped++;
 			return;
 		}
 		t->staged += b->bytes;
 		memcpy(p->buf, slot, b->bytes);
 		p->src = p->buf;
-		t->own.tier_remote_pin_capped += capped;
+		t->counts.pin_capped += capped;
 	}
 	kvs_rval_key(p->keys[0], info.ns_fp, b->hash);
 	if (suspect_has(t, info.ns_fp, b->hash)) {
@@ -163,7 +163,7 @@ void remote_sealed(remote_tier *t, uint32_t j)
 
 	if (p->wres < 0) {
 		remote_job_free(t, j);
-		t->own.tier_remote_skipped++;
+		t->counts.skipped++;
 		return;
 	}
 	if (p->kind == JOB_REPAIR)
@@ -186,7 +186,7 @@ void remote_check_done(remote_tier *t, uint32_t j, const kvs_remote_cqe *q)
 		return;
 	}
 	if (p->res[0] == 1) {
-		t->own.tier_remote_existed++;
+		t->counts.existed++;
 		remote_job_free(t, j);
 		return;
 	}
@@ -200,15 +200,15 @@ void remote_publish_done(remote_tier *t, uint32_t j, const kvs_remote_cqe *q)
 	rjob *p = remote_job(t, j);
 
 	if (q->res == 0) {
-		t->own.tier_remote_published++;
-		t->own.tier_remote_bytes_out += p->bytes;
+		t->counts.published++;
+		t->counts.bytes_out += p->bytes;
 		if (p->kind == JOB_REPAIR) {
-			t->own.tier_remote_repaired++;
+			t->counts.repaired++;
 			if (suspect_has(t, p->want.ns_fp, p->want.hash))
 				*suspect_slot(t, p->want.hash) = (struct suspect){ 0 };
 		}
 	} else if (q->res == -EEXIST) {
-		t->own.tier_remote_existed++;
+		t->counts.existed++;
 	} else {
 		remote_count_error(t, q->res);
 	}

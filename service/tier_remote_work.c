@@ -148,7 +148,7 @@ int remote_work_poll(remote_tier *t)
 	for (; p; p = next, n++) {
 		next = p->wnext; /* p may be freed and reused by its completion */
 		w->queued--;
-		t->own.tier_remote_macs++;
+		t->counts.macs++;
 		if (p->kind == JOB_FETCH)
 			remote_fetch_verified(t, p->self);
 		else

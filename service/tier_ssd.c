@@ -50,7 +50,7 @@ kvs_index_key ssd_key_of(const kvs_tier_blk *b)
  * with each try that fails (one failed write each, and one log line). */
 void ssd_disable(ssd_tier *t, int err, const char *what)
 {
-	t->base.stats->tier_ssd_io_errors++;
+	t->counts.io_errors++;
 	if (!t->enabled)
 		return; /* the other writes in flight at the fault */
 	t->enabled = 0;
@@ -79,7 +79,7 @@ int ssd_enabled(ssd_tier *t)
 		return 0;
 	t->enabled = 1;
 	t->retry_at = 0;
-	t->base.stats->tier_ssd_error_retries++;
+	t->counts.error_retries++;
 	kvs_warn("SSD tier: trying demotion again (off %u s after an error)",
 		 t->retry_s);
 	return 1;
@@ -159,12 +159,12 @@ static void ssd_drop_op(kvs_tier_mod *tt, const kvs_tier_blk *b)
 
 static void ssd_note(kvs_tier_mod *tt, int what, uint64_t n)
 {
-	kvs_counters *st = tt->stats;
+	kvs_tier_ssd_stats *st = &ssd_of(tt)->counts;
 
 	if (what == KVS_TIER_NOTE_PROMOTED)
-		st->tier_ssd_promotions += (int64_t)n;
+		st->promotions += (int64_t)n;
 	else if (what == KVS_TIER_NOTE_LOOKUP_HIT)
-		st->tier_ssd_lookup_hits += (int64_t)n;
+		st->lookup_hits += (int64_t)n;
 }
 
 static void ssd_stats(kvs_tier_mod *tt, kvs_counters *st)
@@ -177,20 +177,20 @@ static void ssd_stats(kvs_tier_mod *tt, kvs_counters *st)
 	kvs_ssd_stats_get(t->ssd, &ss);
 	kvs_index_stats_get(t->ix, &is);
 	total = (uint64_t)kvs_ssd_segments(t->ssd) * t->seg_bytes;
-	st->tier_ssd_bytes_total = (int64_t)total;
-	st->tier_ssd_bytes_free = (int64_t)(total - ss.bytes_used);
-	st->tier_ssd_enabled = t->enabled;
-	st->tier_ssd_bytes_used = (int64_t)ss.bytes_used;
-	st->tier_ssd_blocks = (int64_t)t->blocks;
-	st->tier_ssd_blocks_ssd_only = (int64_t)kvs_tier_only_here(tt);
-	st->tier_ssd_writes_inflight = t->writes_inflight;
-	st->tier_ssd_write_lat_avg_us = (int64_t)ss.write_lat_avg_us;
-	st->tier_ssd_write_lat_p99_us = (int64_t)ss.write_lat_p99_us;
-	st->tier_ssd_read_lat_avg_us = (int64_t)ss.read_lat_avg_us;
-	st->tier_ssd_read_lat_p99_us = (int64_t)ss.read_lat_p99_us;
-	st->tier_ssd_index_entries = (int64_t)is.entries;
-	st->tier_ssd_index_loading = t->ld.on;
-	st->tier_ssd_index_loaded = (int64_t)t->ld.loaded;
+	t->counts.bytes_total = (int64_t)total;
+	t->counts.bytes_free = (int64_t)(total - ss.bytes_used);
+	t->counts.enabled = t->enabled;
+	t->counts.bytes_used = (int64_t)ss.bytes_used;
+	t->counts.blocks = (int64_t)t->blocks;
+	t->counts.blocks_ssd_only = (int64_t)kvs_tier_only_here(tt);
+	t->counts.writes_inflight = t->writes_inflight;
+	t->counts.write_lat_avg_us = (int64_t)ss.write_lat_avg_us;
+	t->counts.write_lat_p99_us = (int64_t)ss.write_lat_p99_us;
+	t->counts.read_lat_avg_us = (int64_t)ss.read_lat_avg_us;
+	t->counts.read_lat_p99_us = (int64_t)ss.read_lat_p99_us;
+	t->counts.index_entries = (int64_t)is.entries;
+	t->counts.index_loading = t->ld.on;
+	t->counts.index_loaded = (int64_t)t->ld.loaded;
 	st->table_metadata_bytes += (int64_t)t->nloc * (int64_t)sizeof(loc);
 }
 
@@ -252,6 +252,11 @@ static void ssd_close(kvs_tier_mod *tt)
 	free(t);
 }
 
+#define KVS_STAT_TYPE kvs_tier_ssd_stats
+KVS_STATS_SECTION_DEFINE(kvs_tier_ssd_section, "tier_ssd", KVS_TIER_SSD,
+			 KVS_TIER_SSD_STATS);
+#undef KVS_STAT_TYPE
+
 static const kvs_tier_store_ops ssd_store_ops = {
 	.rec_new = ssd_rec_new,
 	.has = ssd_has,
@@ -278,6 +283,7 @@ static const kvs_tier_ops ssd_ops = {
 	.poll = ssd_poll,
 	.note = ssd_note,
 	.stats = ssd_stats,
+	.stats_section = &kvs_tier_ssd_section,
 	.store = &ssd_store_ops,
 };
 
@@ -322,11 +328,11 @@ static int on_recycle(void *arg, uint32_t seg, uint64_t gen)
 		}
 	}
 	kvs_index_del_segment(t->ix, seg);
-	t->base.stats->tier_ssd_recycled_segments++;
+	t->counts.recycled_segments++;
 	/* Such a segment was kept before: with many readers every segment
 	 * held a pinned block and none could be recycled (docs/ssd.md). */
-	t->base.stats->tier_ssd_recycle_forced += pinned > 0;
-	t->base.stats->tier_ssd_stale_blocks += (int64_t)n;
+	t->counts.recycle_forced += pinned > 0;
+	t->counts.stale_blocks += (int64_t)n;
 	kvs_debug("SSD tier: segment %u recycled, %" PRIu64 " blocks dropped", seg, n);
 	return 0;
 }
@@ -414,6 +420,7 @@ int kvs_tier_ssd_open(const kvs_tier_ssd_config *cfg, kvs_tier_mod **out)
 	if (!t)
 		return -ENOMEM;
 	t->base.ops = &ssd_ops;
+	t->base.counters = &t->counts;
 	strcpy(t->dir, cfg->dir);
 	t->seg_bytes = cfg->segment_bytes;
 	t->admit_hit = cfg->admit_hit;

@@ -17,6 +17,56 @@
 
 #include "kvs_tier.h"
 
+/* Its stats section (tier_ssd.*): X(name, kind, help) lines (kvs_stats.h),
+ * the tier's kvs_tier_ssd_stats, described by kvs_tier_ssd_section. */
+#define KVS_TIER_SSD_STATS(X)                                                 \
+	X(enabled, GAUGE, "1 when demotion to SSD is on")                     \
+	X(bytes_total, GAUGE, "SSD tier bytes (segment files)")               \
+	X(bytes_used, GAUGE, "bytes of used segments")                        \
+	X(bytes_free, GAUGE, "bytes of free segments and tails")              \
+	X(blocks, GAUGE, "blocks with an SSD copy")                           \
+	X(blocks_ssd_only, GAUGE, "blocks only on SSD")                       \
+	X(writes_inflight, GAUGE, "demotion writes not completed")            \
+	X(writes, COUNTER, "blocks written to SSD")                           \
+	X(writes_direct, COUNTER, "SSD writes submitted from the arena slot") \
+	X(writes_staged, COUNTER, "SSD writes submitted from a staging copy") \
+	X(held_waits, COUNTER, "allocations that waited for a slot held by a demotion write") \
+	X(reads_direct, COUNTER, "promotion reads submitted straight into the slot") \
+	X(reads_bounced, COUNTER, "promotion reads submitted through a bounce buffer") \
+	X(bytes_written, COUNTER, "payload bytes written to SSD")             \
+	X(reads, COUNTER, "blocks read from SSD and verified")                \
+	X(bytes_read, COUNTER, "payload bytes read and verified")             \
+	X(demotions, COUNTER, "blocks evicted from RAM kept on SSD")          \
+	X(promotions, COUNTER, "blocks read back into RAM by lookups")        \
+	X(lookup_hits, COUNTER, "lookup hits served after promotion")         \
+	X(admission_rejected, COUNTER, "evicted blocks not admitted")         \
+	X(corrupt_blocks, COUNTER, "reads failing verification: dropped")     \
+	X(verify_runs, COUNTER, "verify requests finished")                   \
+	X(verified_blocks, COUNTER, "blocks read back by verify")             \
+	X(stale_blocks, COUNTER, "blocks of recycled segments dropped")       \
+	X(recycled_segments, COUNTER, "segments recycled")                    \
+	X(recycle_forced, COUNTER, "segments recycled with pinned blocks in RAM (their copies dropped)") \
+	X(stalls, COUNTER, "episodes with no segment to write (demotion stays on)") \
+	X(stall_drops, COUNTER, "SSD writes dropped in stalls")               \
+	X(stall_ms, COUNTER, "time in stalls, ms (ended episodes)")           \
+	X(io_errors, COUNTER, "I/O errors and ENOSPC (demotion off for a while)") \
+	X(error_retries, COUNTER, "times demotion was tried again after an error") \
+	X(write_lat_avg_us, GAUGE, "average SSD write latency")               \
+	X(write_lat_p99_us, GAUGE, "p99 SSD write latency")                   \
+	X(read_lat_avg_us, GAUGE, "average SSD read latency")                 \
+	X(read_lat_p99_us, GAUGE, "p99 SSD read latency")                     \
+	X(index_entries, GAUGE, "entries committed in the index")             \
+	X(restart_blocks, GAUGE, "blocks loaded from the index at start, once fully loaded")\
+	X(restart_ms, GAUGE, "time to load the whole index at start (in the background), ms")\
+	X(index_loading, GAUGE, "1 while the index loads in the background")  \
+	X(index_loaded, GAUGE, "blocks loaded from the index since start")    \
+	X(index_faults, COUNTER, "blocks a lookup loaded from the index before the background load came to them")
+
+typedef struct kvs_tier_ssd_stats {
+	KVS_TIER_SSD_STATS(KVS_STAT_FIELD)
+} kvs_tier_ssd_stats;
+extern const kvs_stats_section kvs_tier_ssd_section;
+
 typedef struct kvs_tier_ssd_config {
 	const char *dir;        /* existing, writable directory */
 	uint64_t bytes;         /* tier size; 0: 4 segments */

@@ -142,6 +142,7 @@ typedef struct ssd_load {
 
 typedef struct ssd_tier {
 	kvs_tier_mod base;    /* first: the cache's handle */
+	kvs_tier_ssd_stats counts; /* its section, tier_ssd.* (base.counters) */
 	kvs_ssd *ssd;
 	kvs_index *ix;
 	char dir[256];

@@ -31,7 +31,7 @@ static int read_from_write(ssd_tier *t, const kvs_tier_blk *b, void *dst)
 		 * committed block): a miss, and its SSD copy will fail its
 		 * read too. */
 		if (w) {
-			t->base.stats->tier_ssd_corrupt_blocks++;
+			t->counts.corrupt_blocks++;
 			kvs_warn("SSD tier: a block being demoted changed after "
 				 "commit: not served");
 		}
@@ -57,7 +57,7 @@ int ssd_read(kvs_tier_mod *tt, const kvs_tier_blk *b, void *dst, uint64_t cookie
 	rc = kvs_ssd_read(t->ssd, &sl, &want, 0, dst, r);
 	if (rc < 0) {
 		kvs_pool_free(&t->rs, r);
-		tt->stats->tier_ssd_stale_blocks += rc == -ESTALE;
+		ssd_of(tt)->counts.stale_blocks += rc == -ESTALE;
 		return rc == -EAGAIN ? -EIO : rc;
 	}
 	*(rslot *)kvs_pool_at(&t->rs, r) = (rslot){ .idx = b->idx,
@@ -66,15 +66,15 @@ int ssd_read(kvs_tier_mod *tt, const kvs_tier_blk *b, void *dst, uint64_t cookie
 	/* Straight into the slot where O_DIRECT can take it (the store reads
 	 * any other through a bounce buffer). */
 	if (((uintptr_t)dst & 4095) == 0 && (sl.len & 4095) == 0)
-		tt->stats->tier_ssd_reads_direct++;
+		ssd_of(tt)->counts.reads_direct++;
 	else
-		tt->stats->tier_ssd_reads_bounced++;
+		ssd_of(tt)->counts.reads_bounced++;
 	return 1;
 }
 
 void ssd_read_done(ssd_tier *t, const kvs_ssd_cqe *q)
 {
-	kvs_counters *st = t->base.stats;
+	kvs_tier_ssd_stats *st = &t->counts;
 	rslot *r = kvs_pool_at(&t->rs, (uint32_t)q->cookie);
 	uint64_t cookie = r->cookie;
 
@@ -82,14 +82,14 @@ void ssd_read_done(ssd_tier *t, const kvs_ssd_cqe *q)
 	*r = (rslot){ .idx = KVS_NONE };
 	kvs_pool_free(&t->rs, (uint32_t)q->cookie);
 	if (q->res == 0) {
-		st->tier_ssd_reads++;
-		st->tier_ssd_bytes_read += q->loc.len;
+		st->reads++;
+		st->bytes_read += q->loc.len;
 	} else if (q->res == -EBADMSG) {
-		st->tier_ssd_corrupt_blocks++;
+		st->corrupt_blocks++;
 		kvs_warn("SSD tier: block in segment %u at %" PRIu64
 			 " failed verification: dropped", q->loc.seg, q->loc.off);
 	} else if (q->res == -ESTALE) {
-		st->tier_ssd_stale_blocks++;
+		st->stale_blocks++;
 	} else {
 		ssd_disable(t, q->res, "read");
 	}
@@ -177,7 +177,7 @@ static int verify_finished(ssd_tier *t, uint32_t id)
 
 	if (j->inflight > 0 || (!j->gone && j->cursor < t->nloc))
 		return 0;
-	t->base.stats->tier_ssd_verify_runs++;
+	t->counts.verify_runs++;
 	kvs_info("SSD tier: verify%s: %" PRIu64 " blocks checked, %" PRIu64
 		 " ok, %" PRIu64 " failed (dropped), %" PRIu64 " skipped",
 		 j->gone ? " (client gone)" : "", j->res.checked, j->res.ok,
@@ -190,20 +190,20 @@ static int verify_finished(ssd_tier *t, uint32_t id)
 static void verify_failed(ssd_tier *t, vjob *j, const vread *v,
 			  const kvs_tier_blk *b, const kvs_ssd_cqe *q)
 {
-	kvs_counters *st = t->base.stats;
+	kvs_tier_ssd_stats *st = &t->counts;
 
 	j->res.checked++;
 	j->res.failed++;
-	st->tier_ssd_verified_blocks++;
+	st->verified_blocks++;
 	if (j->res.count < j->max_failed)
 		j->fails[j->res.count++] = (kvs_verify_fail){
 			.hash = b->hash, .ns = b->ns, .error = q->res };
 	if (q->res == -EBADMSG) {
-		st->tier_ssd_corrupt_blocks++;
+		st->corrupt_blocks++;
 		kvs_warn("SSD tier: verify: block in segment %u at %" PRIu64
 			 " failed verification: dropped", q->loc.seg, q->loc.off);
 	} else if (q->res == -ESTALE) {
-		st->tier_ssd_stale_blocks++;
+		st->stale_blocks++;
 	} else {
 		ssd_disable(t, q->res, "verify read");
 	}
@@ -236,7 +236,7 @@ void ssd_verify_done(ssd_tier *t, const kvs_ssd_cqe *q)
 	} else if (q->res == 0) {
 		j->res.checked++;
 		j->res.ok++;
-		t->base.stats->tier_ssd_verified_blocks++;
+		t->counts.verified_blocks++;
 	} else {
 		verify_failed(t, j, v, &b, q);
 	}

@@ -161,8 +161,8 @@ static void load_end(ssd_tier *t, int err)
 	ld->pend = NULL;
 	ld->n = ld->cap = 0;
 	ld->on = 0;
-	t->base.stats->tier_ssd_restart_blocks = (int64_t)ld->loaded;
-	t->base.stats->tier_ssd_restart_ms = (int64_t)ms;
+	t->counts.restart_blocks = (int64_t)ld->loaded;
+	t->counts.restart_ms = (int64_t)ms;
 	if (err < 0)
 		kvs_err("SSD tier: loading the index failed after %" PRIu64
 			" blocks: %s (the rest are misses)", ld->loaded,
@@ -254,7 +254,7 @@ int ssd_find(kvs_tier_mod *tt, uint32_t ns, kvs_hash hash, uint32_t *idx)
 	if (rc != 0)
 		return rc < 0 ? rc : -ENOENT;
 	t->ld.faults++;
-	tt->stats->tier_ssd_index_faults++;
+	ssd_of(tt)->counts.index_faults++;
 	return 0;
 }
 

@@ -93,7 +93,7 @@ static void stall_begin(ssd_tier *t)
 		return;
 	t->stall_since = now ? now : 1;
 	t->stall_drops = 0;
-	t->base.stats->tier_ssd_stalls++;
+	t->counts.stalls++;
 	t->stall_logged = kvs_ratelimit_ok(&t->rl_stall, now, STALL_LOG_MS, &held);
 	if (t->stall_logged)
 		kvs_warn("SSD tier: no segment can be recycled now (all %u being "
@@ -111,7 +111,7 @@ static void stall_end(ssd_tier *t)
 	if (!t->stall_since)
 		return;
 	ms = ssd_now_ms() - t->stall_since;
-	t->base.stats->tier_ssd_stall_ms += (int64_t)ms;
+	t->counts.stall_ms += (int64_t)ms;
 	if (t->stall_logged)
 		kvs_warn("SSD tier: demoting again after %" PRIu64 " ms without a "
 			 "segment, %" PRIu64 " writes dropped", ms, t->stall_drops);
@@ -122,7 +122,7 @@ static void stall_end(ssd_tier *t)
 static void stall_drop(ssd_tier *t)
 {
 	t->stall_drops++;
-	t->base.stats->tier_ssd_stall_drops++;
+	t->counts.stall_drops++;
 }
 
 /* Write @b's block to SSD. @hold: the slot may stay allocated until the
@@ -182,10 +182,10 @@ static int write_block(ssd_tier *t, const kvs_tier_blk *b, int hold)
 	if (hold) {
 		t->held += bytes;
 		t->nheld++;
-		t->base.stats->tier_ssd_writes_direct++;
+		t->counts.writes_direct++;
 	} else {
 		t->staged += bytes;
-		t->base.stats->tier_ssd_writes_staged++;
+		t->counts.writes_staged++;
 	}
 	return 0;
 }
@@ -207,19 +207,19 @@ static int held_by_write(const ssd_tier *t, uint32_t idx, uint64_t off)
 int ssd_demote(kvs_tier_mod *tt, const kvs_tier_blk *b, int *holds)
 {
 	ssd_tier *t = ssd_of(tt);
-	kvs_counters *st = tt->stats;
+	kvs_tier_ssd_stats *st = &ssd_of(tt)->counts;
 	int rc;
 
 	if (!(loc_flags(ssd_loc(t, b->idx)) & (LOC_SSD | LOC_WRITING))) {
 		if (!ssd_enabled(t))
 			return KVS_TIER_REFUSED;
 		if (t->admit_hit && b->hits == 0) {
-			st->tier_ssd_admission_rejected++;
+			st->admission_rejected++;
 			return KVS_TIER_REFUSED;
 		}
 		rc = write_block(t, b, 1);
 		if (rc == -EAGAIN) {
-			st->tier_ssd_admission_rejected++;
+			st->admission_rejected++;
 			return KVS_TIER_REFUSED;
 		}
 		if (rc == -EBUSY) {
@@ -235,7 +235,7 @@ int ssd_demote(kvs_tier_mod *tt, const kvs_tier_blk *b, int *holds)
 	/* On SSD already (promoted, written through) or on its way there. A
 	 * slot that the write reads from is freed by the write's completion. */
 	*holds = held_by_write(t, b->idx, b->host_off);
-	st->tier_ssd_demotions++;
+	st->demotions++;
 	return (loc_flags(&t->loc[b->idx]) & LOC_SSD) ? KVS_TIER_KEPT
 						      : KVS_TIER_WRITING;
 }
@@ -301,8 +301,8 @@ static void write_ok(ssd_tier *t, const wslot *w, const kvs_ssd_cqe *q)
 	if (t->enabled)
 		t->retry_s = 0; /* well again: the next error waits the least */
 	kvs_index_put(t->ix, &k, &v);
-	t->base.stats->tier_ssd_writes++;
-	t->base.stats->tier_ssd_bytes_written += q->loc.len;
+	t->counts.writes++;
+	t->counts.bytes_written += q->loc.len;
 	kvs_tier_stored(&t->base, w->idx, 1);
 }
 
@@ -379,7 +379,7 @@ int ssd_wait_held(kvs_tier_mod *tt)
 	if (rc < 0)
 		kvs_err("SSD tier: waiting for a demotion write failed: %s",
 			kvs_strerror(rc));
-	tt->stats->tier_ssd_held_waits++;
+	ssd_of(tt)->counts.held_waits++;
 	return (int)(before - t->nheld);
 }
 

@@ -128,3 +128,22 @@ int kvs_tiers_open(const kvs_config *cfg, kvs_cache *c)
 	}
 	return 0;
 }
+
+/* The order of the stats text, which predates the open order above. */
+static const kvs_stats_section *const sections[KVS_TIERS_SECTIONS] = {
+	&kvs_tier_ssd_section,
+	&kvs_tier_remote_section,
+	&kvs_tier_gpu_section,
+};
+
+uint32_t kvs_tiers_stats(const kvs_cache *c,
+			 kvs_stats_part out[KVS_TIERS_SECTIONS])
+{
+	for (uint32_t i = 0; i < KVS_TIERS_SECTIONS; i++) {
+		const kvs_tier_mod *t = kvs_cache_tier(c, sections[i]->tier);
+
+		out[i].sec = sections[i];
+		out[i].vals = t ? t->counters : kvs_stats_zeros;
+	}
+	return KVS_TIERS_SECTIONS;
+}

@@ -518,6 +518,7 @@ static void test_gpu_random(unsigned seed)
 	kvs_layout l = layout("gpu", NULL, 256); /* 256 KiB blocks */
 	kvs_tier_gpu_config gc = { .device = -1, .bytes = 4u << 20, .page_bytes = PAGE };
 	kvs_tier_mod *gt = NULL;
+	const kvs_tier_gpu_stats *gs;
 	uint32_t kind, device;
 	int fd;
 	kvs_cache *c = mk_cache(16u << 20, 64);
@@ -569,9 +570,10 @@ static void test_gpu_random(unsigned seed)
 			break;
 		}
 	}
-	CHECK(stats.tier_gpu_demotions > 0);
-	CHECK(stats.tier_gpu_reserved > 0);
-	CHECK_EQ(stats.tier_gpu_demote_dropped, 0);
+	gs = gt->counters; /* the tier's own section, tier_gpu.* */
+	CHECK(gs->demotions > 0);
+	CHECK(gs->reserved > 0);
+	CHECK_EQ(gs->demote_dropped, 0);
 	kvs_cache_owner_free(c, g);
 	kvs_cache_owner_free(c, o);
 	CHECK_EQ(kvs_cache_check(c), 0);

@@ -64,7 +64,7 @@ static void test_mechanics(unsigned seed)
 	CHECK(v.hdr->flags & KVS_FAST_COMPLETE);
 	srand(seed);
 	for (int i = 0; i < NREC; i++) {
-		uint64_t before = (uint64_t)stats.fast_unpublished;
+		uint64_t before = (uint64_t)kvs_fast_counters(f)->unpublished;
 
 		hs[i] = (kvs_hash){ ((uint64_t)rand() << 32) ^ (uint64_t)rand(),
 				    ((uint64_t)rand() << 32) ^ (uint64_t)rand() };
@@ -73,15 +73,15 @@ static void test_mechanics(unsigned seed)
 				     .ns = ns, .tier = KVS_TIER_HOST,
 				     .state = KVS_REC_READY };
 		kvs_fast_publish(f, g.arena_id, (uint32_t)i, &recs[i]);
-		in[i] = (uint64_t)stats.fast_unpublished == before;
+		in[i] = (uint64_t)kvs_fast_counters(f)->unpublished == before;
 		published += in[i];
 		order[i] = i;
 	}
 	printf("test_fastidx: %u of %d published into 1024 entries\n",
 	       published, NREC);
 	CHECK_EQ(ready(&v), published);
-	CHECK_EQ(published + stats.fast_unpublished, NREC);
-	CHECK(stats.fast_unpublished > 0);
+	CHECK_EQ(published + kvs_fast_counters(f)->unpublished, NREC);
+	CHECK(kvs_fast_counters(f)->unpublished > 0);
 	CHECK(!(v.hdr->flags & KVS_FAST_COMPLETE));
 	for (int i = 0; i < NREC; i++) {
 		int64_t at = probe(&v, ns, hs[i]);
@@ -173,12 +173,12 @@ static void test_pins(void)
 	ph->used = 1;
 	CHECK_EQ(kvs_cache_free_rec(c, idx[3], KVS_CACHE_EVENT_FLUSHED), 0);
 	kvs_fast_stats_fill(f);
-	CHECK_EQ(stats.fast_held, 1);
-	CHECK_EQ(stats.fast_evict_skipped, 1);
+	CHECK_EQ(kvs_fast_counters(f)->held, 1);
+	CHECK_EQ(kvs_fast_counters(f)->evict_skipped, 1);
 	CHECK(probe(&v, ns, h[3]) >= 0);
 	/* Held: not evictable, so not even asked again. */
 	CHECK_EQ(kvs_cache_free_rec(c, idx[3], KVS_CACHE_EVENT_FLUSHED), 0);
-	CHECK_EQ(stats.fast_evict_skipped, 1);
+	CHECK_EQ(kvs_fast_counters(f)->evict_skipped, 1);
 	CHECK_EQ(kvs_fast_unhold(f), 0); /* still pinned */
 	/* A bogus `used` past the area is clamped, and junk pins match
 	 * nothing: the block stays only for its real pin. */
@@ -191,7 +191,7 @@ static void test_pins(void)
 	CHECK(probe(&v, ns, h[3]) < 0);
 	CHECK_EQ(ready(&v), 3);
 	kvs_fast_stats_fill(f);
-	CHECK_EQ(stats.fast_held, 0);
+	CHECK_EQ(kvs_fast_counters(f)->held, 0);
 	CHECK_EQ(kvs_cache_check(c), 0);
 
 	/* The connection closes: its area is revoked for the client. */

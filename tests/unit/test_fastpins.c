@@ -98,12 +98,12 @@ static void test_revoke(void)
 	/* In its grace the area's pins count: the block is kept. */
 	CHECK_EQ(kvs_cache_free_rec(x.c, x.idx, KVS_CACHE_EVENT_FLUSHED), 0);
 	kvs_fast_stats_fill(x.f);
-	CHECK_EQ(stats.fast_held, 1);
-	CHECK_EQ(stats.fast_clients, 0);
-	CHECK_EQ(stats.fast_revoked, 1);
+	CHECK_EQ(kvs_fast_counters(x.f)->held, 1);
+	CHECK_EQ(kvs_fast_counters(x.f)->clients, 0);
+	CHECK_EQ(kvs_fast_counters(x.f)->revoked, 1);
 	/* After it, forgotten: the hold goes, the block may go. */
 	CHECK(reap_all(x.f, &ms));
-	CHECK_EQ(stats.fast_held, 0);
+	CHECK_EQ(kvs_fast_counters(x.f)->held, 0);
 	CHECK_EQ(kvs_cache_free_rec(x.c, x.idx, KVS_CACHE_EVENT_FLUSHED), 1);
 	CHECK_EQ(kvs_cache_check(x.c), 0);
 	one_close(&x, 1);
@@ -127,7 +127,7 @@ static void test_key0(void)
 	__atomic_store_n(&x.ph->used, 8u, __ATOMIC_RELAXED);
 	CHECK_EQ(kvs_fast_hold(x.f, x.g.arena_id, x.idx, &r), 0);
 	kvs_fast_stats_fill(x.f);
-	CHECK_EQ(stats.fast_held, 0);
+	CHECK_EQ(kvs_fast_counters(x.f)->held, 0);
 	one_close(&x, 0);
 }
 
@@ -148,19 +148,21 @@ static void test_counters(void)
 	CHECK_EQ(stats.blocks_lookup_miss, 0);
 	CHECK_EQ(stats.leases_active, x.g.pin_cap);
 	CHECK_EQ(stats.leases_pinned_blocks, x.g.pin_cap);
-	CHECK_EQ(stats.fast_hit_blocks, (int64_t)KVS_FAST_CLIENT_MAX);
-	CHECK_EQ(stats.fast_lookups, (int64_t)KVS_FAST_CLIENT_MAX);
-	CHECK_EQ(stats.fast_pins_live, x.g.pin_cap);
+	CHECK_EQ(kvs_fast_counters(x.f)->hit_blocks,
+		 (int64_t)KVS_FAST_CLIENT_MAX);
+	CHECK_EQ(kvs_fast_counters(x.f)->lookups, (int64_t)KVS_FAST_CLIENT_MAX);
+	CHECK_EQ(kvs_fast_counters(x.f)->pins_live, x.g.pin_cap);
 	/* Back to small: the counter does not go back. */
 	x.ph->counters[KVS_FAST_CTR_hit_blocks] = 5;
 	kvs_fast_stats_fill(x.f);
-	CHECK_EQ(stats.fast_hit_blocks, (int64_t)KVS_FAST_CLIENT_MAX);
+	CHECK_EQ(kvs_fast_counters(x.f)->hit_blocks,
+		 (int64_t)KVS_FAST_CLIENT_MAX);
 	CHECK_EQ(stats.blocks_lookup_hit, 0);
 	/* Closed: what it reported stays counted, no more. */
 	kvs_fast_detach(x.f, x.fc);
 	x.ph->counters[KVS_FAST_CTR_lookups] = 1;
 	kvs_fast_stats_fill(x.f);
-	CHECK_EQ(stats.fast_lookups, (int64_t)KVS_FAST_CLIENT_MAX);
+	CHECK_EQ(kvs_fast_counters(x.f)->lookups, (int64_t)KVS_FAST_CLIENT_MAX);
 	one_close(&x, 1);
 }
 
@@ -266,9 +268,11 @@ static void area_close(kvs_cache *c, area *a)
 	kvs_cache_owner_free(c, a->o);
 }
 
-static uint64_t work(void)
+static uint64_t work(const kvs_fast *f)
 {
-	return (uint64_t)stats.fast_pin_reads + (uint64_t)stats.fast_pin_probes;
+	const kvs_fast_stats *fs = kvs_fast_counters(f);
+
+	return (uint64_t)fs->pin_reads + (uint64_t)fs->pin_probes;
 }
 
 static int lg(uint64_t n)
@@ -300,7 +304,7 @@ static int reap_all(kvs_fast *f, double *ms)
 		clock_gettime(CLOCK_MONOTONIC, &t);
 		kvs_fast_stats_fill(f);
 		*ms = ms_since(&t);
-		if (stats.fast_revoked == 0)
+		if (kvs_fast_counters(f)->revoked == 0)
 			return 1;
 		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
 	}
@@ -396,7 +400,7 @@ static void test_scan_cost(int K, uint32_t N, int bench)
 		a[k].ph->used = KVS_FAST_MAX_PINS;
 	}
 
-	w0 = work();
+	w0 = work(r.f);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	{
 		kvs_hash h = { 0xabcdu, 0xef01u };
@@ -404,20 +408,21 @@ static void test_scan_cost(int K, uint32_t N, int bench)
 		CHECK_EQ(kvs_cache_reserve(c, w, &h, 1, &lease, &b), 1);
 	}
 	t_reserve = ms_since(&t0);
-	w_reserve = work() - w0;
+	w_reserve = work(r.f) - w0;
 	CHECK_EQ(stats.blocks_evicted, 1);
-	CHECK_EQ(stats.fast_held, 0); /* a gauge: filled by stats_fill */
+	/* a gauge: filled by stats_fill */
+	CHECK_EQ(kvs_fast_counters(f)->held, 0);
 	kvs_fast_stats_fill(f);
-	CHECK_EQ(stats.fast_held, filled - 1);
+	CHECK_EQ(kvs_fast_counters(f)->held, filled - 1);
 	CHECK(w_reserve <= 4 * (P + N) * (uint64_t)(lg(N) + 2));
 
 	/* The pinning connection closes: after its grace, one snapshot of
 	 * the other areas answers for all N - 1 holds. */
-	w0 = work();
+	w0 = work(r.f);
 	kvs_fast_detach(f, a[0].fc);
 	CHECK(reap_all(f, &t_detach));
-	w_detach = work() - w0;
-	CHECK_EQ(stats.fast_held, 0);
+	w_detach = work(r.f) - w0;
+	CHECK_EQ(kvs_fast_counters(f)->held, 0);
 	CHECK(w_detach <= 4 * (P + N));
 	printf("test_fastpins: %d full pin areas (%llu pins), %u blocks held: "
 	       "reserve read+probed %llu (bound %llu), disconnect %llu (bound %llu)\n",
@@ -455,7 +460,7 @@ static void test_reserve_amortized(int K, uint32_t N, uint32_t M)
 			a[k].pins[p] = (uint64_t)(k + 1) << 48 | (uint64_t)p << 8 | 1;
 		a[k].ph->used = KVS_FAST_MAX_PINS;
 	}
-	w0 = work();
+	w0 = work(r.f);
 	for (uint32_t i = 0; i < N + M; i++) {
 		kvs_hash h = { 0x9191u + i, 0x3737u * (i + 1) };
 
@@ -463,12 +468,13 @@ static void test_reserve_amortized(int K, uint32_t N, uint32_t M)
 			break;
 		CHECK_EQ(kvs_cache_commit(r.c, r.w, lease), 1);
 	}
-	spent = work() - w0;
+	spent = work(r.f) - w0;
 	bound = 4 * (2 * P + (uint64_t)M * KVS_FAST_PINS_PER_VICTIM);
 	printf("test_fastpins: %d areas of junk pins, %u reserves past a full "
 	       "tier: %lld evicted, %lld looks, read+probed %llu (bound %llu, "
 	       "one look per eviction: about %llu)\n", K, M,
-	       (long long)stats.blocks_evicted, (long long)stats.fast_snapshots,
+	       (long long)stats.blocks_evicted,
+	       (long long)kvs_fast_counters(r.f)->snapshots,
 	       (unsigned long long)spent, (unsigned long long)bound,
 	       (unsigned long long)((uint64_t)stats.blocks_evicted * 2 * P));
 	CHECK(stats.blocks_evicted >= M);

@@ -153,10 +153,18 @@ static const kvs_tier_store_ops mem_store_ops = {
 	.drop = mem_drop,
 };
 
+/* Its stats section: values of mem_tier itself (base.counters = the tier). */
+#define MEM_STATS(X)                                                          \
+	X(demoted, COUNTER, "blocks the mem tier kept")                       \
+	X(lookup_hits, COUNTER, "lookup hits in the mem tier")
+#define KVS_STAT_TYPE mem_tier
+KVS_STATS_SECTION_DEFINE(mem_section, "tier_mem", MEM_TIER, MEM_STATS);
+#undef KVS_STAT_TYPE
+
 static const kvs_tier_ops mem_ops = {
 	.name = "mem", .tier = MEM_TIER,
 	.close = mem_close, .note = mem_note, .stats = mem_stats,
-	.store = &mem_store_ops,
+	.stats_section = &mem_section, .store = &mem_store_ops,
 };
 
 /* ---- a shared tier: what two caches publish, both can fetch ------------ */
@@ -260,10 +268,16 @@ static const kvs_tier_store_ops shared_store_ops = {
 	.fetch = sh_fetch,
 };
 
+#define SHARED_STATS(X) X(published, COUNTER, "blocks the shared tier stored")
+#define KVS_STAT_TYPE shared_tier
+KVS_STATS_SECTION_DEFINE(shared_section, "tier_shared", SHARED_TIER,
+			 SHARED_STATS);
+#undef KVS_STAT_TYPE
+
 static const kvs_tier_ops shared_ops = {
 	.name = "shared", .tier = SHARED_TIER,
 	.close = sh_close, .poll = sh_poll, .stats = mem_stats,
-	.store = &shared_store_ops,
+	.stats_section = &shared_section, .store = &shared_store_ops,
 };
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -351,6 +365,7 @@ static void test_store_tier(void)
 	if (!c || !m)
 		return;
 	m->base.ops = &mem_ops;
+	m->base.counters = m;
 	CHECK_EQ(kvs_cache_tier_add(c, &m->base), 0);
 	CHECK(kvs_cache_tier(c, MEM_TIER) == &m->base);
 	CHECK_EQ(kvs_cache_tier_add(c, &m->base), -EEXIST);
@@ -421,6 +436,7 @@ static void test_child_lost_in_demotion(void)
 	if (!c || !m)
 		return;
 	m->base.ops = &mem_ops;
+	m->base.counters = m;
 	CHECK_EQ(kvs_cache_tier_add(c, &m->base), 0);
 	o = attach(c, 1024, 16);
 	base = mmap(NULL, kvs_cache_arena_bytes(c), PROT_READ | PROT_WRITE,
@@ -532,6 +548,8 @@ static void test_shared_tier(void)
 
 	cb = mk_cache(4u << 20, "leaf-lru");
 	ta->base.ops = tb->base.ops = &shared_ops;
+	ta->base.counters = ta;
+	tb->base.counters = tb;
 	CHECK_EQ(kvs_cache_tier_add(ca, &ta->base), 0);
 	CHECK_EQ(kvs_cache_tier_add(cb, &tb->base), 0);
 	oa = attach(ca, 1024, 16);
@@ -668,6 +686,7 @@ static void test_ops_required(void)
 		CHECK(!"setup");
 		return;
 	}
+	m->base.counters = m; /* refused for the member taken out, only */
 #define WITHOUT(tbl, orig, member, ...)                                       \
 	do {                                                                  \
 		ops = mem_ops;                                                \
@@ -681,6 +700,8 @@ static void test_ops_required(void)
 	WITHOUT(ops, mem_ops, name);
 	WITHOUT(ops, mem_ops, close);
 	WITHOUT(ops, mem_ops, stats);
+	WITHOUT(ops, mem_ops, stats_section);
+	WITHOUT(ops, mem_ops, stats_section, ops.stats_section = &shared_section);
 	WITHOUT(ops, mem_ops, poll, ops.event_fd = no_fd);
 	WITHOUT(ops, mem_ops, store);           /* neither table */
 	WITHOUT(st, mem_store_ops, rec_new);
@@ -709,11 +730,21 @@ static void test_ops_required(void)
 		CHECK_EQ(kvs_cache_tier_add(c, gpu), 0);
 	}
 #undef WITHOUT
+	/* a section with no values to render */
+	m->base.counters = NULL;
+	CHECK(refused(c, &m->base, &mem_ops));
 	m->base.ops = &mem_ops;
+	m->base.counters = m;
 	CHECK_EQ(kvs_cache_tier_add(c, &m->base), 0);
 	CHECK(kvs_cache_has_stores(c));
 	CHECK_EQ(kvs_cache_check(c), 0);
 	kvs_cache_destroy(c);
+}
+
+/* The SSD tier's own section, tier_ssd.* (refreshed by kvs_cache_stats_fill). */
+static const kvs_tier_ssd_stats *ssd_counts(const kvs_tier_mod *ssd)
+{
+	return ssd->counters;
 }
 
 /* Run @ssd's completions and slices until no write is in flight. */
@@ -722,7 +753,7 @@ static void ssd_settle(kvs_cache *c, kvs_tier_mod *ssd)
 	for (int i = 0; i < 10000; i++) {
 		kvs_cache_tier_poll(ssd);
 		kvs_cache_stats_fill(c);
-		if (stats.tier_ssd_writes_inflight == 0)
+		if (ssd_counts(ssd)->writes_inflight == 0)
 			return;
 		usleep(1000);
 	}
@@ -777,7 +808,7 @@ static void test_restart_background(void)
 	for (uint32_t k = 0; k < CHAINS; k++)
 		CHECK_EQ(publish(c, o, k, LEN, base, bytes), LEN);
 	ssd_settle(c, ssd);
-	CHECK_EQ(stats.tier_ssd_index_entries, CHAINS * LEN);
+	CHECK_EQ(ssd_counts(ssd)->index_entries, CHAINS * LEN);
 	kvs_cache_owner_free(c, o);
 	munmap(base, kvs_cache_arena_bytes(c));
 	kvs_cache_destroy(c);
@@ -788,10 +819,10 @@ static void test_restart_background(void)
 	CHECK_EQ(kvs_cache_tier_add(c, ssd), 0);
 	unsetenv("KVS_SSD_LOAD_SLICE");
 	kvs_cache_stats_fill(c);
-	CHECK_EQ(stats.tier_ssd_index_loading, 1);
-	CHECK_EQ(stats.tier_ssd_index_loaded, 0);
+	CHECK_EQ(ssd_counts(ssd)->index_loading, 1);
+	CHECK_EQ(ssd_counts(ssd)->index_loaded, 0);
 	o = attach(c, 1024, 1);
-	for (uint32_t k = 0; stats.tier_ssd_index_loading; k++) {
+	for (uint32_t k = 0; ssd_counts(ssd)->index_loading; k++) {
 		if (k < CHAINS) {
 			chain(k, LEN, hs);
 			whole += kvs_cache_query(c, o, hs, LEN, 0) == LEN;
@@ -803,15 +834,15 @@ static void test_restart_background(void)
 		if (slices > 100000)
 			break;
 	}
-	CHECK_EQ(stats.tier_ssd_index_loading, 0);
+	CHECK_EQ(ssd_counts(ssd)->index_loading, 0);
 	CHECK_EQ(whole, CHAINS);
-	CHECK(stats.tier_ssd_index_faults > 0);
-	CHECK_EQ(stats.tier_ssd_restart_blocks, CHAINS * LEN);
-	CHECK_EQ(stats.tier_ssd_index_loaded, CHAINS * LEN);
+	CHECK(ssd_counts(ssd)->index_faults > 0);
+	CHECK_EQ(ssd_counts(ssd)->restart_blocks, CHAINS * LEN);
+	CHECK_EQ(ssd_counts(ssd)->index_loaded, CHAINS * LEN);
 	CHECK_EQ(unlinked(ssd), CHAINS);
 	CHECK_EQ(kvs_cache_check(c), 0);
 	printf("test_tiers: background load: %d polls, %lld blocks loaded by "
-	       "queries first\n", slices, (long long)stats.tier_ssd_index_faults);
+	       "queries first\n", slices, (long long)ssd_counts(ssd)->index_faults);
 	kvs_cache_owner_free(c, o);
 	kvs_cache_destroy(c);
 	rm_dir(dir);
