@@ -45,6 +45,11 @@ class Peer:
         env = dict(os.environ)
         pkg = os.path.dirname(os.path.dirname(os.path.abspath(kvshare.__file__)))
         env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg, env.get("PYTHONPATH")) if p)
+        # SGLang's page keys come from a C++ extension torch builds at first
+        # use with ninja: the venv's (tests/sglang/requirements.txt), which
+        # is on PATH only where the venv was activated.
+        env["PATH"] = os.pathsep.join(p for p in (os.path.dirname(sys.executable),
+                                                  env.get("PATH")) if p)
         self.name = name
         self.err_path = os.path.join(log_dir, f"{name}.stderr")
         self.err = open(self.err_path, "w")
