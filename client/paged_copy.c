@@ -1,6 +1,6 @@
 /*
- * paged_copy.c - kvs_kv_store() and kvs_kv_load(): one layer of blocks between an
- * engine's paged cache and the tiers' arenas, through the kernels' C twin
+ * paged_copy.c - kvs_kv_store() and kvs_kv_load(): one layer of blocks
+ * between an engine's paged cache and the tiers' arenas, through the kernels' C twin
  * (host memory) or their CUDA ops (device memory). The daemon is not asked:
  * the blocks come from a lookup or reserve the caller made. And
  * kvs_report(): an engine's counts of what it did with them, for the

@@ -12,9 +12,11 @@
 
 #include "kvs_types.h" /* kvs_hash */
 
-/* The table is keyed by (namespace, hash) (find_hits and kvs_cache_reserve
- * in cache.c, the remote chain in cache_promote.c). The mix
- * is an xor, so it also turns a key back into the block's hash. */
+/* The table is keyed by (namespace, hash): a lookup and a reserve
+ * (cache.c), the chain probed in a shared tier (cache_promote.c), the key a
+ * store tier is given and the parent's (cache_evict.c), a block restored at
+ * start (cache_tier.c), inspect and pin (cache_admin.c). The mix is an xor,
+ * so it also turns a key back into the block's hash. */
 static inline kvs_hash cache_ns_key(uint32_t ns_id, kvs_hash h)
 {
 	h.lo ^= (uint64_t)ns_id * 0x9e3779b97f4a7c15ull;

@@ -32,8 +32,8 @@
  * Errors: 0 or a count, or a negative KVS_E_* / -errno, as everywhere.
  * Thread: the daemon's loop thread only.
  */
-#ifndef KVS_TIER_H
-#define KVS_TIER_H
+#ifndef KVS_TIER_OPS_H
+#define KVS_TIER_OPS_H
 
 #include <stdint.h>
 
@@ -301,4 +301,4 @@ int kvs_cache_tier_map(const kvs_cache *c, uint8_t tier, int *fd,
 /* kvs_cache_tier_poll - reap @t's completions (event_fd readable). */
 void kvs_cache_tier_poll(kvs_tier_mod *t);
 
-#endif /* KVS_TIER_H */
+#endif /* KVS_TIER_OPS_H */

@@ -6,8 +6,8 @@
  *
  * Thread: the daemon's loop thread only (kvs_tiers_open before serving).
  */
-#ifndef KVS_TIERS_H
-#define KVS_TIERS_H
+#ifndef KVS_TIERS_TABLE_H
+#define KVS_TIERS_TABLE_H
 
 #include "kvs_cache.h"
 #include "kvs_config.h"
@@ -30,4 +30,4 @@ int kvs_tiers_open(const kvs_config *cfg, kvs_cache *c);
 uint32_t kvs_tiers_stats(const kvs_cache *c,
 			 kvs_stats_part out[KVS_TIERS_SECTIONS]);
 
-#endif /* KVS_TIERS_H */
+#endif /* KVS_TIERS_TABLE_H */

@@ -1,6 +1,7 @@
 /*
- * kvs_remote_cluster_slots.h - Redis Cluster key slots and the slot map: CRC16 of a
- * key (with hash tags, as Redis defines them) and the decoder of a
+ * kvs_remote_cluster_slots.h - Redis Cluster's hash slots (not arena
+ * slots) and the slot map: CRC16 of a key (with hash tags, as Redis
+ * defines them) and the decoder of a
  * `CLUSTER SLOTS` reply into ranges of slots owned by a master.
  *
  * Pure functions: no sockets, no allocation. The remote engine
@@ -12,8 +13,8 @@
  * than the caller's array holds).
  * Thread: reentrant.
  */
-#ifndef KVS_REMOTE_SLOTS_H
-#define KVS_REMOTE_SLOTS_H
+#ifndef KVS_REMOTE_CLUSTER_SLOTS_H
+#define KVS_REMOTE_CLUSTER_SLOTS_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -52,4 +53,4 @@ typedef struct kvs_slot_range {
 int kvs_slot_map_decode(const kvs_resp_parser *p, const kvs_resp_val *v,
 			kvs_slot_range *out, size_t max, size_t *n);
 
-#endif /* KVS_REMOTE_SLOTS_H */
+#endif /* KVS_REMOTE_CLUSTER_SLOTS_H */

@@ -1,10 +1,10 @@
 /*
- * bench_remote - the remote engine's throughput (storage/remote/kvs_remote.h) for
- * large values, beside redis-benchmark's GET/SET of values of the same size
- * against the same cluster. Not a test: a tool for docs/benchmarks.md
- * until `kvsbench remote` measures the tier through the daemon. It lives in
- * tests/ because tools/ may only see the public client API (as
- * tools/dev/kvs_ssd_fill.c).
+ * kvs-remote-bench - the remote engine's throughput
+ * (storage/remote/kvs_remote.h) for large values, beside redis-benchmark's
+ * GET/SET of values of the same size against the same cluster. Not a test:
+ * a tool for docs/benchmarks.md until `kvsbench remote` measures the tier
+ * through the daemon. It lives in tools/dev/ because kvsctl and kvsbench
+ * may only see the public client API (as tools/dev/kvs_ssd_fill.c).
  *
  *   kvs-remote-bench [--seeds HOST:PORT,...] [--size BYTES] [--keys N]
  *                    [--window N] [--pool N] [--reps N] [--tls]
