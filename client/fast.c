@@ -1,6 +1,6 @@
 /*
  * fast.c - hits without a round trip, the client's side (kvs_fast.h for the
- * layout, service/fastidx.c for the daemon's side and the whole ordering
+ * layout, service/cache/fastidx.c for the daemon's side and the whole ordering
  * argument, docs/architecture.md for both).
  *
  * A lookup probes the domain's index (read-only, seqlock per entry), stores
@@ -398,7 +398,7 @@ int kvs__fast_lookup(kvs_client *c, const kvs_hash *hashes, size_t n,
 	/* Pins before the re-check; the daemon marks before it scans. And
 	 * `revoked` again: the daemon stores it, fences, and counts the
 	 * area's pins for a grace period after, so pins validated here
-	 * while it still reads 0 are counted (service/fastpins.c). */
+	 * while it still reads 0 are counted (service/cache/fastpins.c). */
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	for (uint32_t i = 0; i <= hits; i++) {
 		if (i == hits ? LD(&f->ph->revoked) != 0

@@ -1,6 +1,11 @@
 /*
- * kvs_client_int.h - what client.c lends the rest of libkvshare (admin.c);
- * hidden by the version script, not part of the API.
+ * kvs_client_int.h - libkvshare's internals, shared by its files only: the
+ * client struct (client.c, transport.c, fast.c) and what each file lends
+ * the others, in one section per file: transport.c (the socket, deadlines,
+ * round trips), fast.c (hits without a round trip) and client.c (one
+ * request, the layout, the arenas' mappings: admin.c, paged_copy.c and
+ * regions.c use only these). Hidden by the version script, not part of
+ * the API.
  */
 #ifndef KVS_CLIENT_INT_H
 #define KVS_CLIENT_INT_H
@@ -113,6 +118,8 @@ int kvs__fast_lookup(kvs_client *c, const kvs_hash *hashes, size_t n,
 /* A fast lease's end: 1 and *rc set when @lease is one (or looks like one),
  * 0 for a daemon lease. @commit: COMMIT or ABORT (a read lease: LEASEKIND). */
 int kvs__fast_release(kvs_client *c, kvs_lease lease, int commit, int *rc);
+
+/* ---- client.c ---- */
 
 /* One round trip: @len bytes of @req as the payload of @op. On success
  * *reply points at the reply payload (*rlen bytes), valid until the next call

@@ -2,8 +2,8 @@
  * kvs_fast.h - the fast path's shared memory: the per-domain index of
  * committed host blocks (written by kvshared only, read by clients) and the
  * per-connection pin area (written by its client only, read by kvshared).
- * Shared by libkvshare (client/fast.c) and the daemon (service/fastidx.c,
- * service/fastpins.c),
+ * Shared by libkvshare (client/fast.c) and the daemon (service/cache/fastidx.c,
+ * service/cache/fastpins.c),
  * like kvs_wire.h; docs/architecture.md ("Hits without a round trip")
  * argues the protocol, docs/protocol.md describes FASTATTACH.
  *
@@ -80,7 +80,7 @@ typedef struct kvs_fast_entry {
 /* What a client counts about its own fast path; the daemon shows them in its
  * `fast.*` stats as client-reported (untrusted numbers: never added to the
  * daemon's own counters, and capped per client). X(name, kind, help), as
- * its stats section (service/kvs_fastidx.h) lists them. */
+ * its stats section (service/cache/kvs_fastidx.h) lists them. */
 #define KVS_FAST_COUNTERS(X)                                                  \
 	X(lookups, COUNTER, "lookups answered by the fast path (client-reported)")\
 	X(hit_blocks, COUNTER, "blocks hit by the fast path (client-reported)")\

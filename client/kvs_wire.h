@@ -31,7 +31,7 @@
 
 /* Every opcode once: X(NAME, number, "name"). The enum and
  * kvs_wire_opcode_name() are made from this list; what the daemon does with
- * each is its command table (service/command.c). */
+ * each is its command table (service/server/command.c). */
 #define KVS_WIRE_OPCODES(X)                                                   \
 	X(HELLO, 1, "hello")                                                  \
 	X(LOOKUP, 2, "lookup")                                                \

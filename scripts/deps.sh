@@ -27,12 +27,12 @@ PACKAGES=(
 	python3-venv  # scripts/python_env.sh: the venv of the Python and vLLM tests
 	python3-dev   # Python.h: torch compiles C++ in vLLM's TP=2 workers (tests/vllm/test_vllm_tp.py)
 	procps        # ps, pgrep: tests and scripts inspect processes
-	openssl       # tests: the TLS cluster's certificates (tests/redis_cluster.c)
+	openssl       # tests: the TLS cluster's certificates (tests/support/redis_cluster.c)
 	redis-server  # runtime only: kvsbench ops/data compare against it (not built against)
 	fio           # benchmark only: kvsbench ssd runs it beside the SSD tier (n/a without it)
 	clang         # tests/fuzz/run.sh: libFuzzer targets
 	libclang-rt-14-dev # libFuzzer and the sanitizer runtimes for clang
-	valgrind      # tests/valgrind.sh: memcheck of the daemon
+	valgrind      # tests/stress/valgrind.sh: memcheck of the daemon
 	tmux          # tests/integration/test_top.sh: kvsctl top in a pseudo-terminal
 )
 

@@ -53,14 +53,14 @@ step_python() {
 
 step_valgrind() {
 	export BUILD_DIR
-	tests/valgrind.sh
+	tests/stress/valgrind.sh
 }
 
 # 64 clients for SOAK_SECONDS (20) with kills and eviction, then no leaked
-# lease, pin, slot or fd, flat RSS and no corrupt byte (tests/soak.sh).
+# lease, pin, slot or fd, flat RSS and no corrupt byte (tests/stress/soak.sh).
 step_soak() {
 	export BUILD_DIR
-	tests/soak.sh "${SOAK_SECONDS:-20}"
+	tests/stress/soak.sh "${SOAK_SECONDS:-20}"
 }
 
 step_fuzz() {
@@ -72,8 +72,8 @@ STEPS=(
 	"step_build|build ($BUILD_DIR, -Werror)"
 	"step_ctest|unit and integration tests (ctest)"
 	"step_asan|the tests under ASan+UBSan ($ASAN_BUILD_DIR)"
-	"step_valgrind|valgrind memcheck of kvshared (tests/valgrind.sh)"
-	"step_soak|soak: 64 clients for ${SOAK_SECONDS:-20}s (tests/soak.sh)"
+	"step_valgrind|valgrind memcheck of kvshared (tests/stress/valgrind.sh)"
+	"step_soak|soak: 64 clients for ${SOAK_SECONDS:-20}s (tests/stress/soak.sh)"
 	"step_fuzz|fuzz each target ${FUZZ_SECONDS:-30}s (tests/fuzz/run.sh)"
 	"step_python|Python package and vLLM end to end (pytest client/python/tests tests/vllm)"
 )

@@ -1,6 +1,6 @@
 /*
  * fuzz_config - libFuzzer target for the daemon's configuration parsers
- * (service/config.c).
+ * (service/config/config.c).
  *
  * The input is used three ways:
  *  - up to its first NUL byte, as a size for kvs_parse_size();

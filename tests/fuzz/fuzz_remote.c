@@ -1,7 +1,7 @@
 /*
  * fuzz_remote - libFuzzer target for the remote engine's decoders: the
- * RESP2 reply parser (storage/resp.c), the CLUSTER SLOTS decoder
- * (storage/remote_slots.c) and the value header (storage/remote_value.c).
+ * RESP2 reply parser (storage/remote/resp.c), the CLUSTER SLOTS decoder
+ * (storage/remote/remote_cluster_slots.c) and the value header (storage/remote/remote_value.c).
  *
  * The input is a stream of replies as a node would send them. It is parsed
  * three ways: whole, split into chunks whose sizes come from the input's
@@ -30,7 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kvs_remote_slots.h"
+#include "kvs_remote_cluster_slots.h"
 #include "kvs_remote_value.h"
 #include "kvs_resp.h"
 

@@ -1,7 +1,7 @@
 /*
  * fuzz_ssd - libFuzzer target for the SSD tier's on-disk decoders: the record
- * header and the segment superblock (storage/ssd_format.c, kvs_ssd.h), and the
- * LMDB index's keys and values (storage/index.c, kvs_index.h).
+ * header and the segment superblock (storage/ssd/ssd_format.c, kvs_ssd.h), and the
+ * LMDB index's keys and values (storage/ssd/index.c, kvs_index.h).
  *
  * Each input is read as every one of them: a record header (the first
  * KVS_SSD_HDR_BYTES), a superblock (the first KVS_SSD_SB_BYTES), an index

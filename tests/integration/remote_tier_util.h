@@ -3,7 +3,7 @@
  * (test_remote_*.c here): a private Redis Cluster or the test skipped, the
  * namespace fingerprint and key of a block and the node that owns it,
  * waits on tier_remote.* stats.
- * Links tests/redis_cluster.c and storage/ (the key and slot functions).
+ * Links tests/support/redis_cluster.c and storage/ (the key and slot functions).
  */
 #ifndef TH_REMOTE_TIER_UTIL_H
 #define TH_REMOTE_TIER_UTIL_H
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kvs_remote_slots.h"
+#include "kvs_remote_cluster_slots.h"
 #include "kvs_remote_value.h"
 #include "redis_cluster.h"
 

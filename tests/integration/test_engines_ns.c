@@ -24,7 +24,7 @@
 #include "kvshare_admin.h"
 
 #define BT 16
-#define SHOWN 64 /* ENGINES_NS_SHOWN of service/server_stats.c */
+#define SHOWN 64 /* ENGINES_NS_SHOWN of service/server/server_stats.c */
 #define EXTRA 70 /* namespaces added for the bound */
 
 static th_daemon d;

@@ -1,7 +1,7 @@
 /*
  * test_remote_tier_tls - the remote tier over TLS, on a 3-master cluster
  * that listens with TLS only and requires client certificates (mutual TLS;
- * tests/redis_cluster.c makes the CA and the certificates):
+ * tests/support/redis_cluster.c makes the CA and the certificates):
  *  share:     two daemons with --remote-tls, --remote-tls-ca and a client
  *             certificate share a chain: A publishes at commit, B's lookup
  *             fetches it, bytes verified;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # cache_wire.sh - the cache speaks its own types (docs/architecture.md,
-# "Dependency rules"): no file of the cache (service/cache*.c, cache*.h,
+# "Dependency rules"): no file of the cache (service/cache/cache*.c, cache*.h,
 # kvs_cache*.h) includes a wire header, directly or through another header;
 # command.c and admin.c translate at the edge.
 #
@@ -14,7 +14,7 @@ cc=$1
 shift
 fail=0 n=0
 
-for f in service/cache*.c service/cache*.h service/kvs_cache*.h; do
+for f in service/cache/cache*.c service/cache/cache*.h service/cache/kvs_cache*.h; do
 	n=$((n + 1))
 	if ! deps=$("$cc" -std=gnu11 -MM "$@" -x c "$f" 2>&1); then
 		echo "cache_wire.sh: $f does not preprocess: $deps" >&2

@@ -15,7 +15,7 @@
 
 #include "kvs_check.h"
 #include "kvs_remote.h"
-#include "kvs_remote_slots.h"
+#include "kvs_remote_cluster_slots.h"
 #include "redis_cluster.h"
 
 #define RU_MAX 4096

@@ -31,7 +31,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "kvs_remote_slots.h"
+#include "kvs_remote_cluster_slots.h"
 #include "kvs_resp.h"
 
 enum { SN_MAP_SELF, SN_MAP_16K, SN_MAP_CTL };

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_cluster_cli - kvs-redis-cluster (tests/redis_cluster_main.c), the
+# test_cluster_cli - kvs-redis-cluster (tests/support/redis_cluster_main.c), the
 # cluster helper for shell tests: it starts, says where, obeys kill/restart,
 # and leaves nothing behind when its stdin closes.
 set -euo pipefail

@@ -1,6 +1,6 @@
 /*
  * test_remote_tls - the remote engine over TLS, against real Redis with TLS
- * only (tests/redis_cluster.c's TLS mode, certificates made by the test):
+ * only (tests/support/redis_cluster.c's TLS mode, certificates made by the test):
  *  1. a plain-text engine on a TLS port fails open at once (well before its
  *     connect timeout) with a line that names the cause;
  *  2. a CA that signed nothing here, and a server name the certificate does

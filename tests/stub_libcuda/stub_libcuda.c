@@ -1,6 +1,6 @@
 /*
  * stub_libcuda.c - a stand-in for libcuda.so.1 that implements, on host
- * memory, the driver entry points storage/gpu.c resolves. For tests only:
+ * memory, the driver entry points storage/gpu/gpu.c resolves. For tests only:
  * with KVS_CUDA_DRIVER=<this library> the *CUDA* engine's code (loading,
  * device checks, cuMemCreate/export/import/reserve/map/set-access/unmap/
  * release, copies) runs on a machine with no GPU, and the daemon's

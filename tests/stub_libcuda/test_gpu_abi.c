@@ -1,5 +1,5 @@
 /*
- * test_gpu_abi.c - storage/kvs_gpu_driver.h against the toolkit's <cuda.h>:
+ * test_gpu_abi.c - storage/gpu/kvs_gpu_driver.h against the toolkit's <cuda.h>:
  * every type, struct layout and constant the engine declares itself must
  * match what the driver expects. Compile-time checks; built only where CMake
  * found <cuda.h>. Nothing here calls or links libcuda.

@@ -1,6 +1,6 @@
 /*
  * policy_run.h - a leaf-only eviction policy driving a real cache
- * (service/cache.c), for the policy tests (test_policy_2q,
+ * (service/cache/cache.c), for the policy tests (test_policy_2q,
  * test_policy_learn): requests that share prefixes, with evictions, pins
  * held a while and aborts; every cache invariant holds after each step
  * (kvs_cache_check: a pinned block stays, a parent never goes before its

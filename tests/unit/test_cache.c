@@ -1,5 +1,5 @@
 /*
- * test_cache - blocks, namespaces, leases and eviction (service/cache.c)
+ * test_cache - blocks, namespaces, leases and eviction (service/cache/cache.c)
  * without a socket: reserve/commit/lookup semantics, namespace isolation,
  * leaf-first LRU eviction, pins, aborts, lease errors and limits, and a
  * randomized run of several owners checked against every invariant and

@@ -1,5 +1,5 @@
 /*
- * test_fastidx - the fast path's index and pin areas (service/fastidx.c)
+ * test_fastidx - the fast path's index and pin areas (service/cache/fastidx.c)
  * over a real cache, read the way a client reads them (client/kvs_fast.h):
  *
  *  - mechanics: records published into a small index up to 88% load, some

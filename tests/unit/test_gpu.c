@@ -1,5 +1,5 @@
 /*
- * test_gpu.c - the GPU arena engine (storage/gpu.c) alone.
+ * test_gpu.c - the GPU arena engine (storage/gpu/gpu.c) alone.
  *
  *  1. The driver loader's failure paths: no library (-ENODEV, "not found"),
  *     a library without the entry points (-ENODEV, "has no cuInit"), and,

@@ -1,5 +1,5 @@
 /*
- * test_index.c - the SSD tier's LMDB index (storage/index.c) alone.
+ * test_index.c - the SSD tier's LMDB index (storage/ssd/index.c) alone.
  *
  * Runs in a mkdtemp directory under $TMPDIR or /var/tmp. Prints the time to
  * iterate 100k entries and to load 1M entries (the warm-restart cost), cold

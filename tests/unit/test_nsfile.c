@@ -1,5 +1,5 @@
 /*
- * test_nsfile - the SSD tier's namespaces file (storage/nsfile.c): an
+ * test_nsfile - the SSD tier's namespaces file (storage/ssd/nsfile.c): an
  * entry is byte for byte the HELLO payload of protocol version 1 that
  * files were written with before the codec existed (so they load as they
  * are); round trips; a torn or bad entry ends the list and is trimmed;

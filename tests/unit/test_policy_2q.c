@@ -1,5 +1,5 @@
 /*
- * test_policy_2q - the "leaf-2q" eviction policy (service/policy_2q.c)
+ * test_policy_2q - the "leaf-2q" eviction policy (service/cache/policy_2q.c)
  * against a model: random admissions, add/del, touches, lookups (hits) and
  * evictions over several slot classes. The model knows the rule and nothing
  * of heaps or stamps:
@@ -13,7 +13,7 @@
  *   segment has one; per class, or across classes;
  * - pol != NONE exactly for members.
  *
- * Then the policy drives a real cache (service/cache.c) through requests
+ * Then the policy drives a real cache (service/cache/cache.c) through requests
  * that share prefixes, with evictions, pins and aborts: every cache
  * invariant holds after each step (kvs_cache_check), and prefix closure
  * too: no block of a chain is present after its first missing one.

@@ -28,7 +28,7 @@
  * Then what it learns, seen in what it does: blocks with 3 uses that come
  * back after their eviction (where blocks with 1 never do) outlive younger
  * blocks with 1 use; the other way round, the order stays least recently
- * used. Then the policy drives a real cache (service/cache.c) through
+ * used. Then the policy drives a real cache (service/cache/cache.c) through
  * requests that share prefixes, with evictions, pins and aborts: every
  * cache invariant holds after each step (kvs_cache_check: pinned blocks
  * stay, a parent never goes before its children), and prefix closure too.

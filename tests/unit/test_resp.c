@@ -1,5 +1,5 @@
 /*
- * test_resp - the RESP2 parser and encoders (storage/resp.c): every reply
+ * test_resp - the RESP2 parser and encoders (storage/remote/resp.c): every reply
  * type, input split at every byte, expected bulks into caller buffers (and
  * read "directly"), limits and malformed input, the encoders' bytes.
  */

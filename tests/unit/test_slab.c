@@ -1,5 +1,5 @@
 /*
- * test_slab.c - the slot allocator (storage/slab.c) alone.
+ * test_slab.c - the slot allocator (storage/host/slab.c) alone.
  *
  * Random parts are seeded from the clock; the seed is printed, and
  * KVS_TEST_SEED=<n> replays a run. Exit: 0 pass, 1 fail.

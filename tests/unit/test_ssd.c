@@ -1,5 +1,5 @@
 /*
- * test_ssd.c - the SSD segment store (storage/ssd*.c) alone.
+ * test_ssd.c - the SSD segment store (storage/ssd/ssd*.c) alone.
  *
  * Runs in a mkdtemp directory under $TMPDIR or /var/tmp. Parts that need a
  * capability the machine lacks (O_DIRECT on that filesystem, io_uring,

@@ -1,5 +1,5 @@
 /*
- * test_stats - the stats sections (service/kvs_stats.h) and their one
+ * test_stats - the stats sections (service/base/kvs_stats.h) and their one
  * renderer: every section the daemon renders (the server's head and tail,
  * every tier's through kvs_tiers_stats, on or off) has names unique across
  * the daemon and fits the zeros of an off tier; every line of the STATS
@@ -16,7 +16,7 @@
 #include "kvs_cache.h"
 #include "kvs_check.h"
 #include "kvs_fastidx.h"
-#include "kvs_tiers.h"
+#include "kvs_tiers_table.h"
 #include "server_int.h" /* server_stats_parts */
 #include "tier_gpu.h"
 

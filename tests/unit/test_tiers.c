@@ -1,5 +1,5 @@
 /*
- * test_tiers - the tier interface (service/kvs_tier.h) from outside: a
+ * test_tiers - the tier interface (service/cache/kvs_tier_ops.h) from outside: a
  * store tier written here, in this file, with no change to the cache (a
  * copy in malloc'd memory per block) takes the host tier's evictions and
  * gives them back on lookups, bit exact, with every invariant holding; a
@@ -668,7 +668,7 @@ static int refused(kvs_cache *c, kvs_tier_mod *t, const kvs_tier_ops *ops)
 	       !kvs_cache_has_stores(c) && t->cache == NULL;
 }
 
-/* Each member kvs_tier.h requires, taken out of a table that works: the
+/* Each member kvs_tier_ops.h requires, taken out of a table that works: the
  * tier is refused (the cache would call a NULL), then the whole table is
  * taken. */
 static void test_ops_required(void)

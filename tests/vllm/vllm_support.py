@@ -1,4 +1,4 @@
-"""What the vLLM tests (and tools/bench_serve.py) share: where the build is,
+"""What the vLLM tests (and tools/dev/bench_serve.py) share: where the build is,
 the tiny model's shape, a real kvshared on a socket, vLLM's OpenAI server as
 docs/vllm.md starts it, the connectors' stats files, and deadlines.
 

@@ -1,0 +1,326 @@
+/*
+ * cache_int.h - the cache's internals, shared by its files only:
+ * cache.c (life cycle, attach, lookup, reserve, commit, the per-record
+ * arrays), cache_lease.c (leases), cache_promote.c (promotion jobs: reads
+ * back from store tiers, the chain probed and fetched from a shared tier,
+ * remote queries), cache_evict.c (tiers of a record, the leaf rule,
+ * eviction and demotion, making room), cache_ns.c (trust domains and
+ * namespaces), cache_tier.c (the tier interface's cache side: adding and
+ * closing tiers, the environment, owners that go away), cache_admin.c
+ * (operator primitives, events, stats) and cache_check.c (the consistency
+ * check). Leases and promotion jobs are elements of a kvs_pool each
+ * (storage/host/kvs_pool.h): their addresses never move. No tier includes it:
+ * tiers see kvs_tier_ops.h only. Nor does any wire header reach it: the cache
+ * speaks kvs_hash and kvs_cache_event (layering.cache_no_wire).
+ *
+ * Thread: the daemon's loop thread only.
+ */
+#ifndef KVS_CACHE_INT_H
+#define KVS_CACHE_INT_H
+
+#include <time.h>
+
+#include "cache_key.h" /* cache_ns_key */
+#include "kvs_arena.h"
+#include "kvs_cache.h"
+#include "kvs_cache_admin.h"
+#include "kvs_log.h"
+#include "kvs_policy.h"
+#include "kvs_pool.h"
+#include "kvs_slab.h"
+#include "kvs_table.h"
+#include "kvs_tier_ops.h"
+
+/* kvs_tier values the cache can hold a tier for (array bound). */
+#define KVS_TIER_MAX 8
+#define NO_CLASS UINT32_MAX
+/* An eviction loop that frees other classes' slots hoping to empty a whole
+ * slab gives up after this many victims rather than flush the cache. */
+#define MAX_EVICTIONS_PER_SLOT 4096
+
+enum lease_kind { LEASE_FREE = 0, LEASE_READ = 1, LEASE_WRITE = 2 };
+
+/* One lease, an element of kvs_cache.leases: its index is the slot, its id
+ * (kvs_pool_id) the lease id the client holds. */
+typedef struct lease {
+	uint8_t kind;
+	kvs_owner *owner;
+	uint32_t prev, next; /* the owner's list */
+	uint32_t n, cap;
+	uint32_t *recs;
+} lease;
+
+typedef struct ns {
+	kvs_ns_info info;
+	char *model, *adapter, *salt;
+	uint32_t salt_len;
+	uint32_t cls;     /* slot class in its domain's allocator */
+	uint32_t dom;     /* trust domain: index in kvs_cache.doms */
+	uint32_t tcls[KVS_TIER_MAX]; /* class in each slot tier, or NO_CLASS */
+	uint32_t creator; /* the uid whose attach made it (charged == 1) */
+	int charged;      /* 0: restored by a tier, no uid's */
+} ns;
+
+/* A trust domain (DESIGN.md: "an arena is a trust domain"): one host arena
+ * (memfd), its slot allocator and the eviction policy that orders its
+ * evictable host records. Every client that maps the arena can read and
+ * write all of it, so clients that must not see each other's KV are put in
+ * different domains. With --tenant-arenas off there is one (index 0) for
+ * everybody; with uid, one per peer uid, made on its first attach.
+ * A record's domain is its namespace's: kvs_rec needs no field for it. */
+typedef struct dom {
+	uint32_t uid;       /* the peer uid it serves (uid mode) */
+	uint32_t clients;   /* owners attached in it */
+	kvs_arena *arena;
+	kvs_slab *slab;
+	kvs_policy *policy; /* host-tier records of this domain only */
+	uint64_t arena_id;
+} dom;
+
+struct kvs_owner {
+	uint32_t ns;      /* 0: not attached */
+	uint32_t leases;  /* head of the owner's lease list */
+	uint32_t nleases;
+	uint64_t pins;    /* entries of its leases */
+	uint32_t promo;   /* promotion in flight (cache_promote.c), or KVS_NONE */
+	uint32_t verify;  /* verify job in flight in vtier, or KVS_NONE */
+	kvs_tier_mod *vtier;
+	uint8_t above;    /* the slot tier it maps (enum kvs_tier), or 0 */
+	uint32_t uid;     /* the peer's uid: picks its domain (uid mode) */
+	kvs_cache_done_fn done; /* deferred lookup replies */
+	void *done_arg;
+	kvs_cache_verify_fn verify_fn; /* deferred verify replies */
+	void *verify_arg;
+};
+
+/* A lookup asks a shared tier (the remote tier) about the blocks past its
+ * hits in windows of this many: one window's probe in flight at a time,
+ * sent as soon as the window before it was found whole, so that it
+ * overlaps that window's fetches. */
+#define KVS_PROBE_WINDOW 64
+
+/* One lookup's promotion (cache_promote.c): reads from store tiers into
+ * host slots, and blocks past the hits fetched from a shared tier. An
+ * element of kvs_cache.promos: it stays put while the job runs. */
+typedef struct promo {
+	kvs_owner *owner; /* NULL once the connection is gone */
+	uint32_t lease, n, cap, pending, cut, ns;
+	int waited;       /* the lookup answered -EINPROGRESS */
+	uint32_t *idx;    /* the lease's records, n of cap */
+	int *res;         /* per position: 0, or the read's error */
+	uint8_t *from;    /* per position: the store tier read (enum kvs_tier) */
+	uint8_t *kind;    /* per position: in host, read, fetched */
+	kvs_hash *want;   /* the chain past the hits (block hashes), nwant */
+	uint32_t nwant;
+	uint32_t probed;  /* want[0..probed) asked about (windows sent) */
+	uint32_t wfrom;   /* the first block of the window asked last */
+	int stop;         /* the chain was cut: no further window */
+	int clipped;      /* nwant was cut to the owner's pin room */
+	int query;        /* a query (kvs_cache_query): no lease, no records */
+	uint32_t qcount;  /* a query's count so far: local, then windows */
+	kvs_block *out;
+} promo;
+
+struct kvs_cache {
+	kvs_counters *stats;
+	/* Domain 0's, with --tenant-arenas off (the only mode tiers other
+	 * than host run in); NULL in uid mode, where every use goes through
+	 * the record's domain. */
+	kvs_arena *arena;
+	kvs_slab *slab;
+	kvs_policy *policy;
+	uint64_t arena_id;
+	kvs_table *table;
+	dom *doms;            /* maxdoms entries, ndoms in use; never moves */
+	uint32_t ndoms, maxdoms;
+	int by_uid;           /* --tenant-arenas uid */
+	uint64_t dom_bytes;   /* host bytes of each domain's arena */
+	uint32_t page_bytes;
+	char policy_name[32];
+	uint32_t gen;         /* slot generations handed out */
+	uint32_t max_leases;
+	uint32_t max_pinned;  /* per owner; 0: no limit */
+	kvs_pool leases;      /* of lease; addresses never move */
+	uint32_t active_leases;
+	uint64_t pins;        /* sum of refs */
+	uint32_t ghosts;      /* GHOST records */
+	int leaf_only;        /* the policy evicts leaves only */
+	ns *nss;              /* namespace id i+1 is nss[i] */
+	uint32_t nns;
+	uint32_t max_ns_per_uid; /* 0: no limit */
+	kvs_ratelimit rl_ns;  /* its refusals' log line */
+	/* Tiers other than host (kvs_tier_ops.h), by kvs_tier value; stores[]
+	 * lists the store tiers top down (demotion tries them in order). */
+	kvs_tier_mod *tier[KVS_TIER_MAX];
+	kvs_tier_mod *stores[KVS_TIER_MAX];
+	uint32_t nstores;
+	kvs_policy *tpol[KVS_TIER_MAX]; /* each slot tier's policy */
+	uint64_t in_tier[KVS_TIER_MAX];  /* records by r->tier (NONE: 0) */
+	/* Children in tier t of each record (kids[t][idx]), kept for the
+	 * tiers whose leaf rule counts only their own children: a slot tier,
+	 * and the host tier once a store tier is on. */
+	uint8_t kids_on[KVS_TIER_MAX];
+	uint32_t *kids[KVS_TIER_MAX];
+	uint32_t nkids[KVS_TIER_MAX];
+	kvs_pool promos;      /* of promo: promotions in flight */
+	struct kvs_fast *fast; /* the fast path's index and pins, or NULL */
+	/* operator's view (kvs_cache_admin.h, cache_admin.c) */
+	kvs_cache_event_fn on_event;
+	void *event_arg;
+	kvs_cache_event evict_kind; /* what an eviction tells on_event */
+	struct timespec born; /* atime counts seconds from here */
+	uint32_t *atime;      /* by record: last store or hit (not in kvs_rec,
+			       * which stays one cache line) */
+	uint32_t natime;
+};
+
+static inline kvs_rec *cache_rec(const kvs_cache *c, uint32_t idx)
+{
+	return kvs_table_rec(c->table, idx);
+}
+
+static inline lease *cache_lease(const kvs_cache *c, uint32_t s)
+{
+	return kvs_pool_at(&c->leases, s);
+}
+
+static inline promo *cache_promo(const kvs_cache *c, uint32_t ps)
+{
+	return kvs_pool_at(&c->promos, ps);
+}
+
+static inline ns *cache_ns(const kvs_cache *c, uint32_t ns_id)
+{
+	return &c->nss[ns_id - 1];
+}
+
+static inline dom *cache_ns_dom(const kvs_cache *c, uint32_t ns_id)
+{
+	return &c->doms[c->nss[ns_id - 1].dom];
+}
+
+/* Whether kids[t] is kept (see struct kvs_cache). */
+static inline int cache_kids_on(const kvs_cache *c, uint8_t t)
+{
+	return t < KVS_TIER_MAX && c->kids_on[t];
+}
+
+/* cache_grow - grow the per-record array *@arr of @elem-byte entries
+ * (*@cap of them) to @n entries, new ones zeroed: sized as the table's
+ * records (kvs_table_capacity), it has their slack, a quarter at most.
+ * Errors: -ENOMEM (unchanged). */
+int cache_grow(void **arr, uint32_t *cap, size_t elem, uint32_t n);
+/* cache_rec_room - record @idx was inserted: room for it in every kept
+ * per-record array, and store tiers told (rec_new). Errors: -ENOMEM. */
+int cache_rec_room(kvs_cache *c, uint32_t idx);
+
+/* cache_evict.c */
+int cache_evictable(const kvs_cache *c, uint32_t idx, const kvs_rec *r);
+kvs_policy *cache_policy_of(const kvs_cache *c, uint32_t idx);
+void cache_sync_evictable(kvs_cache *c, uint32_t idx);
+uint32_t cache_kids(const kvs_cache *c, uint8_t t, uint32_t idx);
+void cache_kids_add(kvs_cache *c, uint8_t t, uint32_t idx, int delta);
+void cache_set_tier(kvs_cache *c, uint32_t idx, uint8_t tier);
+/* Record @p lost a child that was in tier @t (0: none). */
+void cache_child_gone(kvs_cache *c, uint32_t p, uint8_t t);
+/* A record lost its bytes in every tier: drop it, or keep it as a ghost
+ * while it has children. Its slot, if any, is already freed. */
+void cache_forget(kvs_cache *c, uint32_t idx);
+/* Record @idx leaves its tier (the policy's victim, or the operator's). */
+void cache_evict(kvs_cache *c, uint32_t idx, int tell_it);
+/* Host victims in batches (the fast path looks at its clients' pins once
+ * per batch, service/cache/fastpins.c). cache_victim_take: @x leaves policy @pol
+ * (as an eviction, as far as the policy knows) and takes one pin of ours,
+ * so that the policy names the next one and a repeat is not taken twice.
+ * cache_evict_batch: decide @v[0..n) (at most KVS_FAST_BATCH, all of the
+ * domain of arena @arena_id, each taken): a victim a client pins is held
+ * by the fast path and goes back to its policy (kept[i] = 1 when @kept is
+ * not NULL), the others are evicted. Returns how many were evicted. */
+void cache_victim_take(kvs_cache *c, kvs_policy *pol, uint32_t x);
+uint32_t cache_evict_batch(kvs_cache *c, uint64_t arena_id, const uint32_t *v,
+			   uint32_t n, uint8_t *kept);
+/* A free slot for a block of namespace @ns_id in tier @t (host: in its
+ * domain's arena), evicting that tier's victims as needed. */
+int cache_make_room(kvs_cache *c, uint32_t ns_id, uint8_t t, uint64_t *off);
+/* Give back record @idx's slot, in the arena of its tier. */
+void cache_free_slot(kvs_cache *c, uint32_t idx);
+/* Whether a store tier would keep @idx if the host tier evicted it. */
+int cache_store_keeps(kvs_cache *c, uint32_t idx);
+/* The facts of @idx a tier is told (kvs_tier_blk). */
+void cache_blk(const kvs_cache *c, uint32_t idx, kvs_tier_blk *b);
+
+/* cache.c: reserve one missing block after @prev into lease @s (@ghost:
+ * its ghost record, or KVS_NONE); @host_only: not in the owner's slot tier. */
+int cache_reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
+		      uint32_t prev, uint32_t ghost, int host_only, uint32_t *idx);
+
+/* cache_lease.c */
+uint64_t cache_lease_id(const kvs_cache *c, uint32_t s);
+int cache_lease_new(kvs_cache *c, kvs_owner *o, uint8_t kind, uint32_t *out);
+int cache_lease_room(lease *l, uint32_t more);
+void cache_lease_free(kvs_cache *c, uint32_t s);
+int cache_lease_get(kvs_cache *c, kvs_owner *o, uint64_t id, uint32_t *out);
+uint32_t cache_end_read(kvs_cache *c, uint32_t s);
+/* Drop one pin of @idx (a record whose bytes are gone from every tier is
+ * forgotten once unpinned). */
+void cache_unpin(kvs_cache *c, uint32_t idx);
+uint32_t cache_end_write(kvs_cache *c, uint32_t s, int commit);
+/* Whether @more pins would take @o past --max-pinned-blocks (counted). */
+int cache_over_pin_limit(kvs_cache *c, kvs_owner *o, uint64_t more);
+
+/* cache_ns.c */
+int cache_dom_create(kvs_cache *c, uint32_t uid, uint32_t *out);
+void cache_dom_destroy(dom *d);
+int cache_dom_of_owner(kvs_cache *c, const kvs_owner *o, uint32_t *out);
+int cache_ns_check(const kvs_ns_desc *d, uint64_t *bytes);
+uint32_t cache_ns_find(const kvs_cache *c, uint32_t d, const kvs_ns_desc *desc);
+/* A new namespace in domain @d; @from: the tier restoring it (not told
+ * of it again), or NULL. */
+int cache_ns_create(kvs_cache *c, const kvs_ns_desc *desc, uint32_t d,
+		    const kvs_tier_mod *from, uint32_t *id);
+/* The class of namespace @ns_id's blocks in slot tier @t (made on first
+ * use). Errors: KVS_E_LAYOUT, -ENOMEM. */
+int cache_ns_tier_class(kvs_cache *c, uint32_t ns_id, uint8_t t, uint32_t *cls);
+void cache_ns_free_all(kvs_cache *c);
+
+/* cache_promote.c: read lease @s pins a chain some of whose records are
+ * in a store tier only (host slots, reads), and/or the lookup goes on past
+ * its hits with @want[0..nwant) (block hashes, copied), which a shared
+ * tier is asked for, a window at a time (@clipped: the chain went on past
+ * nwant, beyond the owner's pin room). Returns the hits (the chain cut at
+ * the first block that could not be had) with *lease and @out filled, or
+ * -EINPROGRESS: the owner's done callback answers later. */
+int cache_promote(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_block *out,
+		  const kvs_hash *want, uint32_t nwant, int clipped,
+		  uint64_t *lease);
+/* cache_promote.c: the rest of a query's chain, @want[0..nwant) past its
+ * @local hits, asked of the shared tier (kvs_cache_query). */
+int cache_query_remote(kvs_cache *c, kvs_owner *o, const kvs_hash *want,
+		       uint32_t nwant, uint32_t local);
+void cache_promo_arrays_free(promo *p);
+/* cache.c: keep the first @hits records of read lease @s (unpin the rest),
+ * fill @out; returns the lease id, 0 (lease freed) when @hits is 0. */
+uint64_t cache_lookup_finish(kvs_cache *c, uint32_t s, uint32_t hits,
+			     kvs_block *out);
+
+/* cache_tier.c */
+/* The store tier that can read @idx back now, or NULL. */
+kvs_tier_mod *cache_store_of(const kvs_cache *c, uint32_t idx);
+/* The record of (@ns_id, @hash), asking the store tiers that restore in the
+ * background (store->find) when the table has none; KVS_NONE if nobody
+ * has it. */
+uint32_t cache_find(kvs_cache *c, uint32_t ns_id, kvs_hash hash);
+void cache_tiers_owner_gone(kvs_cache *c, kvs_owner *o);
+void cache_tiers_close(kvs_cache *c);
+void cache_note(kvs_cache *c, uint8_t t, int what, uint64_t n);
+
+/* cache_admin.c */
+/* The slot allocators of every domain, summed; *bytes, *resident: their
+ * arenas'. */
+void cache_host_stats(const kvs_cache *c, kvs_slab_stats *ss, uint64_t *bytes,
+		      uint64_t *resident);
+uint32_t cache_clock_s(const kvs_cache *c);
+void cache_touch_atime(kvs_cache *c, uint32_t idx);
+void cache_tell(kvs_cache *c, kvs_cache_event kind, uint32_t idx);
+
+#endif /* KVS_CACHE_INT_H */

@@ -1,0 +1,195 @@
+/*
+ * server_int.h - the server's internals, shared by its files only:
+ * server.c (listening, peer checks, life cycle), conn.c (connections: read,
+ * write, timeouts), command.c (the command table and the handlers) and
+ * server_stats.c (stats text and Prometheus rendering). Nothing else
+ * includes it.
+ *
+ * Thread: the daemon's loop thread only.
+ */
+#ifndef KVS_SERVER_INT_H
+#define KVS_SERVER_INT_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+
+#include "kvs_admin.h"
+#include "kvs_cache.h"
+#include "kvs_fastidx.h"
+#include "kvs_hist.h"
+#include "kvs_log.h"
+#include "kvs_metrics.h"
+#include "kvs_server.h"
+#include "kvs_stats.h"
+#include "kvs_tiers_table.h"
+#include "kvs_wire.h"
+
+/* Stop reading a client whose replies pile up past this; resume once sent. */
+#define OUT_HIGH (1u << 20)
+
+typedef struct conn conn;
+
+/* Tiers whose completions the loop polls: at most one per kvs_tier value. */
+#define KVS_SERVER_TIERS 8
+
+struct kvs_server {
+	kvs_config cfg;
+	struct event_base *base;
+	struct event *listen_ev, *sigint_ev, *sigterm_ev;
+	struct event *tier_ev[KVS_SERVER_TIERS]; /* tiers' event fds */
+	int listen_fd;
+	kvs_cache *cache;
+	kvs_fast *fast;   /* the fast path (fastidx.c, fastpins.c) */
+	struct event *fast_ev; /* its heartbeat, every KVS_FAST_HEARTBEAT_MS */
+	kvs_admin *admin; /* operator requests and events (admin.c) */
+	kvs_counters stats;
+	kvs_hist latency[KVS_OP__COUNT]; /* by opcode */
+	kvs_metrics *metrics;
+	struct timespec started;
+	conn *conns; /* doubly linked: served and refusing connections */
+	uint32_t nconns;    /* served */
+	uint32_t nrefusing; /* waiting for their first message to be refused */
+	uint64_t next_id;   /* connection ids, for the log */
+	uid_t uid;          /* the daemon's own: always allowed */
+	/* File descriptors (server.c): RLIMIT_NOFILE after the raise at
+	 * start, and the listener's pause while accept() finds none. */
+	uint64_t fd_limit;
+	struct event *accept_ev;    /* re-arms the listener after a pause */
+	uint32_t accept_backoff_ms; /* the pause now; 0: accepting */
+	uint64_t accept_pauses;     /* pauses of this episode */
+	kvs_ratelimit rl_accept, rl_refuse; /* their log lines */
+	/* Served connections per peer uid (--max-clients-per-uid): open
+	 * addressing on uid, n 0 an empty slot; mask + 1 slots, at least
+	 * twice --max-clients. */
+	struct uid_conns { uint32_t uid, n; } *uids;
+	uint32_t uids_mask;
+	uint32_t max_per_uid;
+	/* Scratch for one request at a time: the loop handles one at once. */
+	kvs_hash *hashes;  /* its hashes, decoded (command.c) */
+	kvs_block *blocks; /* its reply's blocks */
+	uint8_t *reply;
+	/* Engines' counts (REPORT) per namespace, [ns id - 1], grown to the
+	 * highest id that reported (server_stats.c). */
+	kvs_engine_report *ns_engines;
+	uint32_t nns_engines;
+};
+
+struct conn {
+	kvs_server *srv;
+	conn *prev, *next;
+	int fd;
+	struct event *rev, *wev;
+	uint8_t *in;
+	size_t in_off, in_len, in_cap; /* unread bytes are in[in_off, in_len) */
+	struct evbuffer *out;
+	int pending_fd;  /* fd to attach to the first byte of out, or -1 */
+	int pending_fd2; /* a second one with it (the GPU arena), or -1 */
+	int pending_own2; /* pending_fd2 is ours: closed once sent (or at close) */
+	int closing;     /* close once out is flushed */
+	int reading;     /* rev is armed */
+	int waiting;     /* a lookup's or verify's answer is deferred (SSD
+			  * reads): no other request is handled until it is
+			  * sent */
+	kvs_wire_hdr wait_hdr; /* that request's header */
+	kvs_owner *owner;
+	kvs_fast_client *fast; /* its pin area, after FASTATTACH */
+	kvs_admin_sub *sub; /* watching events, or NULL */
+	uint32_t ns;
+	uint64_t id;
+	uint32_t uid;    /* the peer's (SO_PEERCRED), UINT32_MAX unknown */
+	int refuse;      /* 0, or the status that answers its first message */
+	struct event *tev;   /* --client-timeout */
+	struct event *qev;   /* a query's bound (command.c), made on first use */
+	/* Monotonic ms since which the connection has held an incomplete
+	 * message (partial_msgs: messages handled by then), and since which its
+	 * replies have been over OUT_HIGH with none of them read; 0: not. */
+	uint64_t partial_since, unread_since, timer_since;
+	uint64_t msgs, partial_msgs;
+};
+
+
+static inline uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t now_ms(void)
+{
+	return now_ns() / 1000000u;
+}
+
+/* ---- conn.c ---- */
+
+/* conn_open - a connection on @fd (accepted) for a peer of @uid, linked into
+ * the server and armed; @refuse: 0, or the status its first message is
+ * answered with. Returns NULL when out of memory (@fd is the caller's). */
+conn *conn_open(kvs_server *s, int fd, int refuse, uint32_t uid);
+/* conn_close - free @c; @why: logged at info level when not NULL. */
+void conn_close(conn *c, const char *why);
+/* conn_process - handle every complete message read. Returns -1 when the
+ * connection was closed (c is gone), else 0. */
+int conn_process(conn *c);
+/* conn_reply - queue a reply to @req: @status, and @payload when 0. */
+void conn_reply(conn *c, const kvs_wire_hdr *req, int status,
+		const uint8_t *payload, size_t len);
+/* conn_reply_error - conn_reply() an error, counted and logged (debug). */
+void conn_reply_error(conn *c, const kvs_wire_hdr *req, int err);
+
+/* ---- server.c ---- */
+
+/* server_conn_gone - a served (not refused) connection of @uid closed: one
+ * fewer for --max-clients-per-uid. */
+void server_conn_gone(kvs_server *s, uint32_t uid);
+
+/* ---- command.c ---- */
+
+/* Command flags, from the command table. */
+#define CMD_OPERATOR 0x1u   /* an attached (worker) connection gets -EPERM */
+#define CMD_ATTACHED 0x2u   /* a connection not attached gets
+			     * KVS_E_NOTATTACHED (counted) */
+#define CMD_DEFERRABLE 0x4u /* may answer later: -EINPROGRESS holds the
+			     * connection's other requests until it does */
+#define CMD_SENDS_FD 0x8u   /* its reply may carry fds: it waits until the
+			     * replies before it are sent */
+
+/* command_dispatch - handle one complete request (header @h, payload @p). */
+void command_dispatch(conn *c, const kvs_wire_hdr *h, const uint8_t *p);
+/* command_flags - CMD_* of @opcode; 0 for an opcode the daemon does not serve. */
+unsigned command_flags(uint32_t opcode);
+/* command_lookup_done - kvs_cache_done_fn of every connection's owner: a
+ * deferred lookup is answered. */
+void command_lookup_done(void *arg, int rc, uint64_t lease, const kvs_block *out);
+
+/* ---- server_stats.c ---- */
+
+/* server_stats_text - the STATS reply: counters, latencies, namespaces, as
+ * "name value" lines in a malloc'ed *text. Errors: -ENOMEM.
+ * Ownership: the caller frees *text. */
+int server_stats_text(kvs_server *s, char **text, size_t *len);
+/* server_engines_add - an engine's REPORT @r: added to the "engines"
+ * totals and, from a connection attached to namespace @ns (0: none), to
+ * that namespace's counts; saturating at INT64_MAX, so that a client cannot
+ * wrap an operator's counter. Without memory for the namespace's counts only
+ * the totals grow. */
+void server_engines_add(kvs_server *s, uint32_t ns, const kvs_engine_report *r);
+/* server_stats_parts - every stats section in the order of the stats text,
+ * with its values: the server's head (server .. ops, on @st), the fast
+ * path's (@fast; zeros when NULL), the server's middle (engines ..
+ * tier_host), the tiers' (kvs_tiers_stats), the server's tail (leases ..
+ * errors). Returns how many (SERVER_STATS_PARTS). */
+#define SERVER_STATS_PARTS (KVS_TIERS_SECTIONS + 4)
+uint32_t server_stats_parts(const kvs_counters *st, const kvs_fast *fast,
+			    const kvs_cache *c,
+			    kvs_stats_part out[SERVER_STATS_PARTS]);
+/* server_render_prometheus - kvs_metrics' render callback (@arg: the server). */
+void server_render_prometheus(FILE *f, void *arg);
+
+#endif /* KVS_SERVER_INT_H */

@@ -1,0 +1,283 @@
+/* tier_ssd_restore.c - what makes the SSD tier survive a restart: the
+ * namespaces file (storage/ssd/nsfile.c) and the warm load of the index, in
+ * the background after READY (see tier_ssd_int.h, docs/ssd.md "Warm
+ * restart"). */
+#define _GNU_SOURCE
+#include "tier_ssd_int.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kvs_log.h"
+#include "kvs_types.h" /* kvs_strerror */
+#include "kvs_nsfile.h"
+
+/* Namespace ids are handed out in order of first attach; the index names
+ * blocks by id, so the ids are persisted in that order. */
+void ssd_ns_created(kvs_tier_mod *tt, uint32_t id, const kvs_ns_desc *d)
+{
+	ssd_tier *t = ssd_of(tt);
+	kvs_nsfile_ns ns = {
+		.model = d->model, .adapter = d->adapter, .salt = d->salt,
+		.model_len = (uint32_t)strlen(d->model),
+		.adapter_len = (uint32_t)strlen(d->adapter),
+		.salt_len = d->salt_len, .layers = d->layers,
+		.kv_heads = d->kv_heads, .head_dim = d->head_dim,
+		.block_tokens = d->block_tokens, .tp_rank = d->tp_rank,
+		.tp_size = d->tp_size, .dtype = d->dtype };
+	int rc = kvs_nsfile_append(t->dir, &ns);
+
+	if (rc == -EINVAL)
+		kvs_warn("SSD tier: namespace %u cannot be persisted: its blocks "
+			 "will not survive a restart", id);
+	else if (rc < 0)
+		kvs_err("SSD tier: cannot persist namespace %u in %s/%s: %s", id,
+			t->dir, KVS_NSFILE_NAME, kvs_strerror(rc));
+}
+
+/* One entry of the namespaces file: the next namespace id. */
+static int ns_restore_one(void *arg, const kvs_nsfile_ns *f)
+{
+	ssd_tier *t = arg;
+	char model[KVS_NSFILE_STR_MAX + 1], adapter[KVS_NSFILE_STR_MAX + 1];
+	kvs_ns_desc d = { .model = model, .adapter = adapter, .salt = f->salt,
+			  .salt_len = f->salt_len, .layers = f->layers,
+			  .kv_heads = f->kv_heads, .head_dim = f->head_dim,
+			  .block_tokens = f->block_tokens, .tp_rank = f->tp_rank,
+			  .tp_size = f->tp_size, .dtype = f->dtype };
+	uint32_t id;
+
+	memcpy(model, f->model, f->model_len);
+	model[f->model_len] = '\0';
+	memcpy(adapter, f->adapter, f->adapter_len);
+	adapter[f->adapter_len] = '\0';
+	return kvs_tier_ns_restore(&t->base, &d, &id) < 0;
+}
+
+/* Whether index entry @v can name a copy now: its segment is in use under
+ * the same generation (a recycled segment has a newer one: the bytes there
+ * are another block's), and its offset fits a loc. */
+static int entry_ok(const ssd_tier *t, const kvs_index_val *v)
+{
+	return v->gen != 0 && kvs_ssd_segment_gen(t->ssd, v->seg) == v->gen &&
+	       !(v->off & 4095) && (v->off >> 12) <= LOC_MAX_OFF4K;
+}
+
+static int pend_room(ssd_load *ld)
+{
+	uint64_t cap = ld->cap ? ld->cap * 2 : 4096;
+	ssd_pend *np = realloc(ld->pend, cap * sizeof(*np));
+
+	if (!np)
+		return -ENOMEM;
+	ld->pend = np;
+	ld->cap = cap;
+	return 0;
+}
+
+/*
+ * load_put - entry (@k, @v) becomes an SSD-only READY record, linked to its
+ * parent if the table has it, else remembered for the link pass at the
+ * end. A key the table has already is skipped: the table is the live truth
+ * (a block written, demoted or loaded by a lookup since the start), newer
+ * than any entry read here. A stale entry is deleted from the index.
+ * Returns 0, 1 (skipped or stale) or -ENOMEM.
+ */
+static int load_put(ssd_tier *t, const kvs_index_key *k, const kvs_index_val *v,
+		    uint32_t *out)
+{
+	ssd_load *ld = &t->ld;
+	uint32_t idx;
+	int rc = -EINVAL;
+
+	if ((v->parent.lo || v->parent.hi) && ld->n == ld->cap && pend_room(ld) < 0)
+		return -ENOMEM;
+	if (entry_ok(t, v))
+		rc = kvs_tier_rec_restore(&t->base, k->ns, k->hash, v->len,
+					  v->atime, &idx);
+	if (rc == -ENOMEM)
+		return rc;
+	if (rc == -EEXIST)
+		return 1;
+	if (rc < 0) {
+		/* Stale, or of no known namespace. */
+		kvs_index_del(t->ix, k);
+		ld->dropped++;
+		return 1;
+	}
+	t->loc[idx] = (loc){ .seg = v->seg,
+			     .word = (uint32_t)(v->off >> 12) << LOC_FLAG_BITS | LOC_SSD };
+	t->blocks++;
+	ld->loaded++;
+	if ((v->parent.lo || v->parent.hi) &&
+	    !kvs_tier_rec_link(&t->base, idx, v->parent))
+		ld->pend[ld->n++] = (ssd_pend){ .idx = idx, .ns = k->ns,
+						.hash = k->hash, .parent = v->parent };
+	if (out)
+		*out = idx;
+	return 0;
+}
+
+static int walk_one(void *arg, const kvs_index_key *k, const kvs_index_val *v)
+{
+	int rc = load_put(arg, k, v, NULL);
+
+	return rc < 0 ? rc : 0;
+}
+
+/* The knobs of a test that needs the load to take a while (docs/ssd.md):
+ * entries per slice, and a pause after each. */
+static uint32_t env_u32(const char *name, uint32_t dflt, uint32_t max)
+{
+	const char *v = getenv(name);
+	char *end;
+	unsigned long x;
+
+	if (!v || !*v)
+		return dflt;
+	x = strtoul(v, &end, 10);
+	return *end || x > max ? dflt : (uint32_t)x;
+}
+
+static uint64_t ms_since(const struct timespec *t0)
+{
+	struct timespec t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	/* Signed: the nanosecond part of the difference may be negative. */
+	return (uint64_t)(((int64_t)(t1.tv_sec - t0->tv_sec) * 1000000000 +
+			   (t1.tv_nsec - t0->tv_nsec)) / 1000000);
+}
+
+static void load_end(ssd_tier *t, int err)
+{
+	ssd_load *ld = &t->ld;
+	uint64_t ms = ms_since(&ld->t0);
+
+	free(ld->pend);
+	ld->pend = NULL;
+	ld->n = ld->cap = 0;
+	ld->on = 0;
+	t->counts.restart_blocks = (int64_t)ld->loaded;
+	t->counts.restart_ms = (int64_t)ms;
+	if (err < 0)
+		kvs_err("SSD tier: loading the index failed after %" PRIu64
+			" blocks: %s (the rest are misses)", ld->loaded,
+			kvs_strerror(err));
+	else
+		kvs_info("SSD tier: index fully loaded: %" PRIu64 " blocks in %"
+			 PRIu64 " ms (%" PRIu64 " stale entries dropped, %" PRIu64
+			 " loaded early by lookups, longest slice %" PRIu64 " us)",
+			 ld->loaded, ms, ld->dropped, ld->faults, ld->slice_max_us);
+}
+
+/*
+ * The link pass: blocks loaded before their parent get their link now that
+ * every parent that will come is in. A pending record may have gone (its
+ * copy dropped) and its index been reused; only the same block, still
+ * unlinked, is linked.
+ */
+static void link_some(ssd_tier *t, uint64_t max)
+{
+	ssd_load *ld = &t->ld;
+	kvs_tier_blk b;
+
+	for (; max && ld->linked < ld->n; max--) {
+		const ssd_pend *p = &ld->pend[ld->linked++];
+
+		if (kvs_tier_rec(&t->base, p->idx, &b) == 0 && b.ns == p->ns &&
+		    b.hash.lo == p->hash.lo && b.hash.hi == p->hash.hi &&
+		    !b.parent.lo && !b.parent.hi)
+			kvs_tier_rec_link(&t->base, p->idx, p->parent);
+	}
+}
+
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+void ssd_load_step(ssd_tier *t)
+{
+	ssd_load *ld = &t->ld;
+	uint64_t t0, us;
+	int64_t rc = 0;
+
+	if (!ld->on)
+		return;
+	t0 = now_us();
+	if (!ld->pos.done)
+		rc = kvs_index_walk(t->ix, &ld->pos, ld->slice, walk_one, t);
+	/* A link is one table probe, a fraction of an entry's load. */
+	if (rc >= 0 && ld->pos.done)
+		link_some(t, ld->slice * 4);
+	/* How long a request may wait behind the load: logged at the end. */
+	us = now_us() - t0;
+	if (us > ld->slice_max_us)
+		ld->slice_max_us = us;
+	if (rc < 0) {
+		load_end(t, (int)rc);
+		return;
+	}
+	if (ld->pos.done && ld->linked == ld->n) {
+		kvs_index_flush(t->ix);
+		load_end(t, 0);
+		return;
+	}
+	if (ld->pause_us)
+		nanosleep(&(struct timespec){ 0, (long)ld->pause_us * 1000 }, NULL);
+	kvs_ssd_kick(t->ssd);
+}
+
+int ssd_find(kvs_tier_mod *tt, uint32_t ns, kvs_hash hash, uint32_t *idx)
+{
+	ssd_tier *t = ssd_of(tt);
+	kvs_index_key k = { .ns = ns, .hash = hash };
+	kvs_index_val v;
+	int rc;
+
+	/* Once the walk is done every entry that could load has. */
+	if (!t->ld.on || t->ld.pos.done)
+		return -ENOENT;
+	/* As in a slice: the index as the table left it. */
+	if (kvs_index_pending(t->ix))
+		kvs_index_flush(t->ix);
+	if (kvs_index_get(t->ix, &k, &v) < 0)
+		return -ENOENT;
+	rc = load_put(t, &k, &v, idx);
+	if (rc != 0)
+		return rc < 0 ? rc : -ENOENT;
+	t->ld.faults++;
+	ssd_of(tt)->counts.index_faults++;
+	return 0;
+}
+
+/* The namespaces now (few, and a lookup needs them), the blocks in the
+ * background: the daemon serves while they load. */
+int ssd_restore(kvs_tier_mod *tt)
+{
+	ssd_tier *t = ssd_of(tt);
+	ssd_load *ld = &t->ld;
+	int rc = kvs_nsfile_load(t->dir, ns_restore_one, t);
+
+	if (rc < 0) {
+		kvs_err("SSD tier: warm restart failed: %s", kvs_strerror(rc));
+		return rc;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &ld->t0);
+	ld->slice = env_u32("KVS_SSD_LOAD_SLICE", LOAD_SLICE, 1u << 24);
+	ld->pause_us = env_u32("KVS_SSD_LOAD_PAUSE_US", 0, 100000);
+	if (!ld->slice)
+		ld->slice = LOAD_SLICE;
+	ld->on = 1;
+	kvs_info("SSD tier: loading %" PRIu64 " index entries in the background",
+		 kvs_index_count(t->ix));
+	kvs_ssd_kick(t->ssd);
+	return 0;
+}
