@@ -543,7 +543,9 @@ int kvs_cache_reserve_after(kvs_cache *c, kvs_owner *o, const kvs_hash *hashes,
 	*lease_out = 0;
 	if (!o->ns || n == 0)
 		return kvs_cache_reserve(c, o, hashes, n, lease_out, out);
-	idx = kvs_table_find(c->table, cache_ns_key(o->ns, hashes[0]));
+	/* Through the store tiers too: a parent the SSD tier's background
+	 * load has not reached yet is a parent (docs/ssd.md, Warm restart). */
+	idx = cache_find(c, o->ns, hashes[0]);
 	if (idx != KVS_NONE && cache_rec(c, idx)->ns == o->ns &&
 	    cache_rec(c, idx)->state == KVS_REC_READY)
 		return kvs_cache_reserve(c, o, hashes, n, lease_out, out);

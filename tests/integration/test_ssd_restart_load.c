@@ -22,7 +22,9 @@
  *          were done (a count, not a clock). Once fully loaded (the log line,
  *          index_loading 0) the same lookups hit exactly as often as during
  *          the load: a block on SSD is a hit whether loaded yet or not.
- *  write:  kill -9 and a slow restart again; during the load a writer
+ *  write:  kill -9 and a slow restart again; first, 8 kvs_reserve_after()
+ *          of a child of a chain's last block (on SSD, not loaded yet)
+ *          link to it (EXISTS, NEW; never NOPARENT); then during the load a writer
  *          publishes 20 chains that were fully on SSD (every block must be
  *          answered EXISTS: the index's copy, not a second one) and 250 new
  *          chains (demotions recycle segments whose entries are not loaded
@@ -296,6 +298,44 @@ static void t_load(void)
 		indexed - th_stat_get(&d, "tier_ssd.restart_blocks"), indexed, after);
 }
 
+/* SGLang's batches during the load: a kvs_reserve_after() whose parent is
+ * the last block of a chain on SSD that the load has not reached yet links
+ * to it (EXISTS, then NEW), never NOPARENT. Right after the restart, from
+ * the last chains back (the load has barely begun). */
+static void reserve_after_unloaded(void)
+{
+	int noparent = 0, tried = 0, faults0;
+	kvs_client *c;
+
+	faults0 = (int)th_stat_get(&d, "tier_ssd.index_faults");
+	if (!CHECK_EQ(kvs_connect(d.socket, &L, &c), 0))
+		return;
+	for (uint32_t i = CHAINS; i-- > 0 && tried < 8;) {
+		kvs_hash h[LEN], two[2];
+		kvs_block b[2];
+		kvs_lease lease = 0;
+
+		if (chain_hits[i] != LEN)
+			continue;
+		tried++;
+		chain(i, h);
+		two[0] = h[LEN - 1];
+		two[1] = (kvs_hash){ .lo = 0x5a61a77e00000000ull + i, .hi = i + 1 };
+		if (!CHECK_GE(kvs_reserve_after(c, two, 2, &lease, b), 0))
+			continue;
+		noparent += b[0].status == KVS_BLOCK_NOPARENT;
+		CHECK_EQ(b[0].status, KVS_BLOCK_EXISTS);
+		CHECK_EQ(b[1].status, KVS_BLOCK_NEW);
+		if (lease)
+			CHECK_GE(kvs_abort(c, lease), 0);
+	}
+	kvs_close(c);
+	CHECK_EQ(tried, 8);
+	CHECK_EQ(noparent, 0);
+	CHECK_GT(th_stat_get(&d, "tier_ssd.index_faults"), faults0);
+	CHECK_EQ(th_stat_get(&d, "tier_ssd.index_loading"), 1);
+}
+
 static void t_write(void)
 {
 	th_child w, r[READERS / 2];
@@ -310,6 +350,7 @@ static void t_write(void)
 		full += chain_hits[i] == LEN;
 	CHECK_GE(full, REPUB);
 	slow_restart("write", -1);
+	reserve_after_unloaded();
 	corrupt0 = th_stat_get(&d, "tier_ssd.corrupt_blocks");
 	faults0 = th_stat_get(&d, "tier_ssd.index_faults");
 	th_spawn(&w, writer, &j);
