@@ -8,89 +8,19 @@
  * leaves and an eviction would scan whole chains to find a leaf. Instead the
  * evictable set (leaves only) is a binary min-heap on the last-access stamp,
  * one heap per slot class: add, del and touch are O(log n), victim is O(1)
- * for one class and O(classes) across all.
+ * for one class and O(classes) across all. The heaps are the two-segment
+ * policies' (policy_seg.c) with one segment used: the whole stamp is the key.
  */
 #include <errno.h>
 #include <stdlib.h>
 
 #include "kvs_policy.h"
-
-typedef struct lru_heap {
-	uint32_t *idx;
-	uint32_t n, cap;
-} lru_heap;
+#include "policy_seg.h"
 
 typedef struct lru {
-	kvs_table *t;
+	seg_heaps hs;
 	uint64_t clock;
-	lru_heap *heaps; /* by class */
-	uint32_t nheaps;
 } lru;
-
-#define NOT_IN_HEAP UINT32_MAX
-
-static inline uint64_t key(const lru *l, uint32_t idx)
-{
-	return kvs_table_rec(l->t, idx)->stamp;
-}
-
-static inline void set(lru *l, lru_heap *h, uint32_t pos, uint32_t idx)
-{
-	h->idx[pos] = idx;
-	kvs_table_rec(l->t, idx)->pol = pos;
-}
-
-static void sift_up(lru *l, lru_heap *h, uint32_t pos)
-{
-	uint32_t idx = h->idx[pos];
-	uint64_t k = key(l, idx);
-
-	while (pos > 0) {
-		uint32_t up = (pos - 1) / 2;
-
-		if (key(l, h->idx[up]) <= k)
-			break;
-		set(l, h, pos, h->idx[up]);
-		pos = up;
-	}
-	set(l, h, pos, idx);
-}
-
-static void sift_down(lru *l, lru_heap *h, uint32_t pos)
-{
-	uint32_t idx = h->idx[pos];
-	uint64_t k = key(l, idx);
-
-	for (;;) {
-		uint32_t c = 2 * pos + 1;
-
-		if (c >= h->n)
-			break;
-		if (c + 1 < h->n && key(l, h->idx[c + 1]) < key(l, h->idx[c]))
-			c++;
-		if (key(l, h->idx[c]) >= k)
-			break;
-		set(l, h, pos, h->idx[c]);
-		pos = c;
-	}
-	set(l, h, pos, idx);
-}
-
-static lru_heap *heap_of(lru *l, uint32_t cls)
-{
-	if (cls >= l->nheaps) {
-		uint32_t n = cls + 1;
-		lru_heap *nh = realloc(l->heaps, n * sizeof(*nh));
-
-		if (!nh)
-			return NULL;
-		for (uint32_t i = l->nheaps; i < n; i++)
-			nh[i] = (lru_heap){ 0 };
-		l->heaps = nh;
-		l->nheaps = n;
-	}
-	return &l->heaps[cls];
-}
 
 static int lru_create(kvs_table *t, void **state)
 {
@@ -98,7 +28,7 @@ static int lru_create(kvs_table *t, void **state)
 
 	if (!l)
 		return -ENOMEM;
-	l->t = t;
+	l->hs = (seg_heaps){ .t = t, .key_mask = UINT64_MAX, .seg_bit = 0 };
 	*state = l;
 	return 0;
 }
@@ -107,88 +37,53 @@ static void lru_destroy(void *state)
 {
 	lru *l = state;
 
-	for (uint32_t i = 0; i < l->nheaps; i++)
-		free(l->heaps[i].idx);
-	free(l->heaps);
+	seg_heaps_free(&l->hs);
 	free(l);
 }
 
 static void lru_add(void *state, uint32_t idx)
 {
 	lru *l = state;
-	lru_heap *h = heap_of(l, kvs_table_rec(l->t, idx)->cls);
+	kvs_rec *r = kvs_table_rec(l->hs.t, idx);
+	seg_heap *h = seg_heap_of(&l->hs, r->cls, 0);
 
-	if (!h)
-		goto oom;
-	if (h->n == h->cap) {
-		uint32_t cap = h->cap ? h->cap * 2 : 256;
-		uint32_t *ni = realloc(h->idx, cap * sizeof(uint32_t));
-
-		if (!ni)
-			goto oom;
-		h->idx = ni;
-		h->cap = cap;
-	}
-	h->n++;
-	set(l, h, h->n - 1, idx);
-	sift_up(l, h, h->n - 1);
-	return;
-oom:
-	/* Out of memory: the record simply stays unevictable; it is still
-	 * correct, only less of the cache can be reclaimed. */
-	kvs_table_rec(l->t, idx)->pol = NOT_IN_HEAP;
+	if (!h || seg_heap_push(&l->hs, h, idx) < 0)
+		/* Out of memory: the record simply stays unevictable; it is
+		 * still correct, only less of the cache can be reclaimed. */
+		r->pol = KVS_NONE;
 }
 
 static void lru_del(void *state, uint32_t idx)
 {
 	lru *l = state;
-	kvs_rec *r = kvs_table_rec(l->t, idx);
-	lru_heap *h;
-	uint32_t pos = r->pol, last;
+	kvs_rec *r = kvs_table_rec(l->hs.t, idx);
+	seg_heap *h = seg_heap_member(&l->hs, idx, r);
 
-	if (pos == NOT_IN_HEAP || r->cls >= l->nheaps)
+	if (!h)
 		return;
-	h = &l->heaps[r->cls];
-	r->pol = NOT_IN_HEAP;
-	last = h->idx[--h->n];
-	if (pos == h->n)
-		return;
-	set(l, h, pos, last);
-	sift_up(l, h, pos);
-	sift_down(l, h, kvs_table_rec(l->t, last)->pol);
+	seg_heap_remove(&l->hs, h, r->pol);
+	r->pol = KVS_NONE;
 }
 
 static void lru_touch(void *state, uint32_t idx)
 {
 	lru *l = state;
-	kvs_rec *r = kvs_table_rec(l->t, idx);
+	kvs_rec *r = kvs_table_rec(l->hs.t, idx);
+	seg_heap *h;
 
 	r->stamp = ++l->clock;
-	/* A pinned or non-leaf record is not in a heap; only reorder members.
-	 * Membership is tracked by pol, which add/del keep exact. */
-	if (r->pol != NOT_IN_HEAP && r->cls < l->nheaps &&
-	    r->pol < l->heaps[r->cls].n && l->heaps[r->cls].idx[r->pol] == idx)
-		sift_down(l, &l->heaps[r->cls], r->pol);
+	/* A pinned or non-leaf record is not in a heap; only reorder members
+	 * (membership is tracked by pol, which add/del keep exact). */
+	h = seg_heap_member(&l->hs, idx, r);
+	if (h)
+		seg_heap_fix(&l->hs, h, r->pol);
 }
 
 static uint32_t lru_victim(void *state, uint32_t cls)
 {
 	lru *l = state;
-	uint32_t best = KVS_NONE;
 
-	if (cls != KVS_CLASS_ANY)
-		return cls < l->nheaps && l->heaps[cls].n ? l->heaps[cls].idx[0]
-							  : KVS_NONE;
-	for (uint32_t c = 0; c < l->nheaps; c++) {
-		uint32_t top;
-
-		if (!l->heaps[c].n)
-			continue;
-		top = l->heaps[c].idx[0];
-		if (best == KVS_NONE || key(l, top) < key(l, best))
-			best = top;
-	}
-	return best;
+	return seg_heap_least(&l->hs, cls, 0);
 }
 
 const kvs_policy_ops kvs_policy_leaf_lru = {
