@@ -557,7 +557,7 @@ static int decode_verify(const uint8_t *p, size_t n, request *rq)
 
 /* The flags (CMD_*, server_int.h) are checked by command_dispatch() once
  * the payload decodes (a malformed request is KVS_E_PROTO whoever sends
- * it): operator-only, control-only, needs-attach, then a worker's request
+ * it): control-only, operator-only, needs-attach, then a worker's request
  * kept to its domain (scope_request). */
 typedef struct command {
 	int (*decode)(const uint8_t *p, size_t n, request *rq);
@@ -625,11 +625,11 @@ void command_dispatch(conn *c, const kvs_wire_hdr *h, const uint8_t *p)
 			st->errors_toomany++;
 		else if (rc == KVS_E_PROTO)
 			st->errors_proto++;
+	} else if ((cmd->flags & CMD_CONTROL) && c->ns) {
+		rc = -EPERM;
 	} else if ((cmd->flags & CMD_OPERATOR) && !peer_operator(c)) {
 		st->errors_perm++;
 		rc = KVS_E_PERM;
-	} else if ((cmd->flags & CMD_CONTROL) && c->ns) {
-		rc = -EPERM;
 	} else if ((cmd->flags & CMD_ATTACHED) && !c->ns) {
 		/* No namespace, no blocks nor leases: say so. */
 		st->errors_notattached++;
