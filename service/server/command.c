@@ -344,8 +344,8 @@ static int scope_request(const conn *c, uint32_t opcode, request *rq)
 		return scope_block(c, &d, &rq->evict.ns, rq->evict.hash);
 	case KVS_OP_WATCH:
 		return d.all ? KVS_E_PERM : 0;
-	default:
-		return 0;
+	default: /* a scoped command not scoped here stays an operator's */
+		return KVS_E_PERM;
 	}
 }
 
