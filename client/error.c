@@ -22,7 +22,7 @@ static const char *const kvs_errors[] = {
 	[KVS_E_BASE - (KVS_E_DAEMON_RUNNING)] = "another daemon is serving this socket",
 	[KVS_E_BASE - (KVS_E_CONFIG)] = "bad configuration value",
 	[KVS_E_BASE - (KVS_E_INTERNAL)] = "internal error",
-	[KVS_E_BASE - (KVS_E_PERM)] = "not allowed to use this daemon (uid/gid)",
+	[KVS_E_BASE - (KVS_E_PERM)] = "not allowed for this uid/gid (--allow-uid, --admin-uid)",
 };
 
 const char *kvs_strerror(int err)

@@ -12,6 +12,13 @@
  *  - Operator verbs want a control-only connection (kvs_connect with a NULL
  *    layout). An attached (worker) connection sees only its own namespace in
  *    list and inspect, and gets -EPERM from evict, flush, pin and unpin.
+ *  - They want an operator, too: a process of the daemon's uid, root, or a
+ *    uid of kvshared --admin-uid. Any other uid is kept to its own domain
+ *    (with --tenant-arenas uid its uid's namespaces: list, inspect, watch
+ *    and evict see those only, another uid's namespace is KVS_E_PERM) and
+ *    gets KVS_E_PERM from evict/flush of KVS_SCOPE_ALL, pin, unpin, verify
+ *    and, with one shared arena, watch (docs/reliability.md, "Operators
+ *    and workers").
  *  - Operator pins belong to the daemon, not to the connection: they stay
  *    until kvs_unpin() or a daemon restart. The daemon bounds them to a share
  *    of the host tier (kvshared --max-pinned-share) and answers KVS_E_LIMIT
@@ -81,7 +88,8 @@ typedef struct kvs_ns_summary {
  * @out: set to an array of the returned count; free() it.
  * Returns the number of namespaces.
  * Errors: -ENOENT (no namespace @ns), -EINVAL, -EPERM (another namespace
- *         from an attached connection), KVS_E_DISCONNECTED, -ENOMEM.
+ *         from an attached connection), KVS_E_PERM (another uid's namespace
+ *         for a worker), KVS_E_DISCONNECTED, -ENOMEM.
  * Thread: the client's.
  */
 int kvs_list(kvs_client *c, uint32_t ns, uint32_t top, kvs_ns_summary **out);
@@ -114,7 +122,8 @@ typedef struct kvs_block_info {
  * kvs_inspect - one block by hash.
  * @ns: its namespace, or 0 for whichever has it (a control-only connection
  *      may look into every namespace; an attached one only into its own).
- * Errors: -ENOENT (not cached), -EPERM, KVS_E_DISCONNECTED.
+ * Errors: -ENOENT (not cached, or not in the caller's domain), -EPERM,
+ *         KVS_E_PERM (another uid's namespace), KVS_E_DISCONNECTED.
  * Thread: the client's.
  */
 int kvs_inspect(kvs_client *c, uint32_t ns, kvs_hash hash, kvs_block_info *out);
@@ -139,7 +148,8 @@ typedef struct kvs_evict_result {
  * @flush: 0 evict (events say "evicted"; a lower tier would keep the block
  *         once there is one), 1 flush (gone from every tier; "flushed").
  * Errors: -ENOENT (no such namespace or block), -EPERM (attached
- *         connection), -EINVAL, KVS_E_DISCONNECTED.
+ *         connection), KVS_E_PERM (not an operator: scope all, or another
+ *         uid's namespace), -EINVAL, KVS_E_DISCONNECTED.
  * Thread: the client's.
  */
 int kvs_evict(kvs_client *c, kvs_evict_scope scope, uint32_t ns,
@@ -153,7 +163,8 @@ int kvs_evict(kvs_client *c, kvs_evict_scope scope, uint32_t ns,
  * cached, all or none; returns how many blocks of the chain are pinned now.
  * Unpin returns how many blocks it unpinned.
  * Errors: KVS_E_LIMIT (pin: over --max-pinned-share), -ENOENT (no namespace
- *         @ns), -EPERM, KVS_E_TOOMANY, KVS_E_DISCONNECTED.
+ *         @ns), -EPERM, KVS_E_PERM (not an operator), KVS_E_TOOMANY,
+ *         KVS_E_DISCONNECTED.
  * Thread: the client's.
  */
 int kvs_pin(kvs_client *c, uint32_t ns, const kvs_hash *hashes, size_t n);
@@ -199,7 +210,8 @@ typedef struct kvs_verify_result {
  *            when none.
  * Returns 0. A daemon without an SSD tier answers 0 with ssd_tier 0.
  * Errors: -ENOENT (no namespace @ns), -EPERM (attached connection),
- *         -EINVAL, -EBUSY, KVS_E_DISCONNECTED, -ENOMEM.
+ *         KVS_E_PERM (not an operator), -EINVAL, -EBUSY, KVS_E_DISCONNECTED,
+ *         -ENOMEM.
  * Thread: the client's.
  */
 int kvs_verify(kvs_client *c, uint32_t ns, uint32_t max_failed,
@@ -230,7 +242,8 @@ typedef struct kvs_watch kvs_watch;
  * now on. Opening it (connect, HELLO, WATCH) has the default deadline of
  * kvs_connect(); waiting for events is kvs_watch_next()'s @timeout_ms.
  * @socket_path: as kvs_connect().
- * Errors: as kvs_connect(), -ENOMEM.
+ * Errors: as kvs_connect(), KVS_E_PERM (not an operator, with one shared
+ *         arena: a worker's watch would be every namespace's), -ENOMEM.
  * Ownership: *out until kvs_watch_close().
  */
 int kvs_watch_open(const char *socket_path, kvs_watch **out);

@@ -123,7 +123,8 @@
 	X(errors, notattached, COUNTER, "operations before attach")           \
 	X(errors, lease, COUNTER, "unknown, foreign or wrong-kind leases")    \
 	X(errors, full, COUNTER, "reserves refused: cache full")              \
-	X(errors, limit, COUNTER, "per-client limits reached")
+	X(errors, limit, COUNTER, "per-client limits reached")                \
+	X(errors, perm, COUNTER, "operator requests refused to a worker's uid")
 
 #define KVS_STATS_FIELDS(X) KVS_STATS_HEAD(X) KVS_STATS_MID(X) KVS_STATS_TAIL(X)
 

@@ -109,6 +109,13 @@ const struct setting config_settings[] = {
 	  .unset = "none",
 	  .help = "serve peers whose primary or supplementary group\n"
 		  "is listed (numbers or group names)" },
+	{ .name = "admin-uid", .arg = "LIST", .type = T_UIDS,
+	  FIELD(uint32_t, admin_uid[0]), .n_off = offsetof(kvs_config, n_admin_uid),
+	  .unset = "none",
+	  .help = "operators besides the daemon's own uid and root\n"
+		  "(numbers or user names): always served, they list,\n"
+		  "inspect, evict, pin and watch every namespace;\n"
+		  "other peers only their own domain's" },
 	{ .name = "eviction-policy", .arg = "P", .type = T_POLICY,
 	  STRFIELD(policy), .why = "unknown policy",
 	  .help = "how blocks leave a full tier: {list} (default {})" },

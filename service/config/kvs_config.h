@@ -21,7 +21,8 @@
 #include "kvs_log.h"
 
 #define KVS_SOCKET_PATH_MAX 108 /* sizeof(sun_path) */
-#define KVS_ALLOW_MAX 64        /* entries of --allow-uid, of --allow-gid */
+#define KVS_ALLOW_MAX 64        /* entries of --allow-uid, --allow-gid,
+				 * --admin-uid */
 #define KVS_GPU_AUTO (-1) /* --gpu auto: the tier on when a device is usable */
 #define KVS_GPU_OFF (-2)
 
@@ -45,6 +46,11 @@ typedef struct kvs_config {
 	uint32_t n_allow_uid, n_allow_gid;
 	uint32_t allow_uid[KVS_ALLOW_MAX];
 	uint32_t allow_gid[KVS_ALLOW_MAX];
+	/* Operators besides the daemon's own uid and root: they see and
+	 * touch every namespace (LIST, INSPECT, EVICT, PIN, WATCH, VERIFY);
+	 * every other peer only its own domain's. */
+	uint32_t n_admin_uid;
+	uint32_t admin_uid[KVS_ALLOW_MAX];
 	char policy[32];        /* eviction policy name */
 	char metrics_addr[128]; /* "HOST:PORT" of /metrics, "" when off */
 	char ssd_dir[256];      /* SSD tier directory, "" when off */

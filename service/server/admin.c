@@ -11,6 +11,7 @@
 
 struct kvs_admin_sub {
 	kvs_admin_sub *next;
+	kvs_admin_domain dom; /* the namespaces whose events it gets */
 	struct evbuffer *out;
 	uint64_t req_id;
 	uint64_t dropped; /* not yet told to the subscriber */
@@ -59,53 +60,70 @@ static void on_cache_event(void *arg, kvs_cache_event kind, const kvs_rec *r)
 	add_event(arg, wire_event[kind], r);
 }
 
+/* The events of @s's domain among the pending ones, encoded after the
+ * EVENT header's 16 bytes at @p; returns how many. */
+static uint32_t events_encode(const kvs_admin *a, const kvs_admin_sub *s,
+			      uint8_t *p)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < a->npending; i++)
+		if (kvs_admin_domain_has(a, &s->dom, a->pending[i].ns))
+			kvs_wire_event_encode(&a->pending[i],
+					      p + 16 + (size_t)n++ * KVS_WIRE_EVENT_SIZE,
+					      KVS_WIRE_EVENT_SIZE);
+	return n;
+}
+
 void kvs_admin_publish(kvs_admin *a)
 {
-	size_t len = 16 + (size_t)a->npending * KVS_WIRE_EVENT_SIZE;
 	uint8_t *msg;
 
 	if (a->npending == 0)
 		return;
-	msg = malloc(KVS_WIRE_HDR_SIZE + len);
+	msg = malloc(KVS_WIRE_HDR_SIZE + 16 +
+		     (size_t)a->npending * KVS_WIRE_EVENT_SIZE);
 	for (kvs_admin_sub *s = a->subs; s; s = s->next) {
+		uint8_t *p = msg + KVS_WIRE_HDR_SIZE;
+		uint32_t n = msg ? events_encode(a, s, p) : a->npending;
+		size_t len = 16 + (size_t)n * KVS_WIRE_EVENT_SIZE;
 		kvs_wire_hdr h = { .magic = KVS_WIRE_MAGIC,
 				   .version = KVS_WIRE_VERSION,
 				   .opcode = KVS_OP_EVENT, .len = (uint32_t)len,
 				   .req_id = s->req_id };
-		uint8_t *p = msg + KVS_WIRE_HDR_SIZE;
 
+		if (n == 0)
+			continue;
 		if (!msg || evbuffer_get_length(s->out) + KVS_WIRE_HDR_SIZE + len >
 				    a->cfg.watch_buffer) {
-			s->dropped += a->npending;
-			a->stats->events_dropped += a->npending;
+			s->dropped += n;
+			a->stats->events_dropped += n;
 			continue;
 		}
 		kvs_wire_hdr_encode(&h, msg);
-		kvs_wire_events_hdr_encode(a->npending, s->dropped, p, 16);
-		for (uint32_t i = 0; i < a->npending; i++)
-			kvs_wire_event_encode(&a->pending[i],
-					      p + 16 + (size_t)i * KVS_WIRE_EVENT_SIZE,
-					      KVS_WIRE_EVENT_SIZE);
+		kvs_wire_events_hdr_encode(n, s->dropped, p, 16);
 		if (evbuffer_add(s->out, msg, KVS_WIRE_HDR_SIZE + len) < 0) {
-			s->dropped += a->npending;
-			a->stats->events_dropped += a->npending;
+			s->dropped += n;
+			a->stats->events_dropped += n;
 			continue;
 		}
 		s->dropped = 0;
-		a->stats->events_published += a->npending;
+		a->stats->events_published += n;
 		s->wake(s->arg);
 	}
 	free(msg);
 	a->npending = 0;
 }
 
-int kvs_admin_subscribe(kvs_admin *a, struct evbuffer *out, uint64_t req_id,
+int kvs_admin_subscribe(kvs_admin *a, const kvs_admin_domain *dom,
+			struct evbuffer *out, uint64_t req_id,
 			void (*wake)(void *arg), void *arg, kvs_admin_sub **sub)
 {
 	kvs_admin_sub *s = calloc(1, sizeof(*s));
 
 	if (!s)
 		return -ENOMEM;
+	s->dom = *dom;
 	s->out = out;
 	s->req_id = req_id;
 	s->wake = wake;
@@ -165,6 +183,36 @@ void kvs_admin_destroy(kvs_admin *a)
 static int is_pinned(const kvs_admin *a, uint32_t idx)
 {
 	return idx < a->npinned_cap && a->pinned[idx];
+}
+
+/* ---- domains ---------------------------------------------------------- */
+
+int kvs_admin_domain_has(const kvs_admin *a, const kvs_admin_domain *d,
+			 uint32_t ns)
+{
+	const kvs_ns_info *ni;
+
+	if (d->all)
+		return 1;
+	ni = kvs_cache_ns_at(a->cache, ns);
+	return ni && ni->tenant && ni->uid == d->uid;
+}
+
+uint32_t kvs_admin_domain_find(const kvs_admin *a, const kvs_admin_domain *d,
+			       kvs_hash h)
+{
+	const kvs_cache *c = a->cache;
+	uint32_t idx;
+
+	if (d->all) {
+		idx = kvs_cache_find(c, 0, h);
+		return idx == KVS_NONE ? 0 : kvs_cache_rec_at(c, idx)->ns;
+	}
+	for (uint32_t id = 1; id <= kvs_cache_ns_count(c); id++)
+		if (kvs_admin_domain_has(a, d, id) &&
+		    kvs_cache_find(c, id, h) != KVS_NONE)
+			return id;
+	return 0;
 }
 
 /* ---- trees ------------------------------------------------------------ */
@@ -303,8 +351,9 @@ static void ns_wire_fill(const kvs_ns_info *ni, uint32_t id, kvs_wire_ns *w)
 	w->adapter_len = (uint16_t)strlen(ni->adapter);
 }
 
-int kvs_admin_list(kvs_admin *a, uint32_t conn_ns, const kvs_wire_list_req *rq,
-		   uint8_t *out, size_t cap, size_t *len)
+int kvs_admin_list(kvs_admin *a, uint32_t conn_ns, const kvs_admin_domain *dom,
+		   const kvs_wire_list_req *rq, uint8_t *out, size_t cap,
+		   size_t *len)
 {
 	kvs_cache *c = a->cache;
 	kvs_wire_list_req req = *rq;
@@ -337,6 +386,8 @@ int kvs_admin_list(kvs_admin *a, uint32_t conn_ns, const kvs_wire_list_req *rq,
 	for (uint32_t id = req.ns ? req.ns : 1; id <= (req.ns ? req.ns : nns); id++) {
 		kvs_wire_ns *w = &sums[id].w;
 
+		if (!kvs_admin_domain_has(a, dom, id))
+			continue;
 		ns_wire_fill(kvs_cache_ns_at(c, id), id, w);
 		rc = kvs_wire_ns_encode(w, sums[id].top, out + off, cap - off);
 		if (rc < 0)

@@ -275,6 +275,80 @@ static int do_stats(conn *c, const kvs_wire_hdr *h, const request *rq)
 	return 0;
 }
 
+/* ---- who may do what -------------------------------------------------- */
+
+/* Whether @c's peer is an operator: the daemon's own uid, root, or a uid of
+ * --admin-uid. Everyone else is a worker, kept to its domain. */
+static int peer_operator(const conn *c)
+{
+	const kvs_config *cfg = &c->srv->cfg;
+
+	if (c->uid == 0 || c->uid == (uint32_t)c->srv->uid)
+		return 1;
+	for (uint32_t i = 0; i < cfg->n_admin_uid; i++)
+		if (cfg->admin_uid[i] == c->uid)
+			return 1;
+	return 0;
+}
+
+/* The namespaces @c's peer may see and touch: an operator's are all, and
+ * so are a worker's while every uid shares one arena (one trust domain);
+ * under --tenant-arenas uid a worker's are its uid's. */
+static kvs_admin_domain peer_domain(const conn *c)
+{
+	return (kvs_admin_domain){
+		.all = !c->srv->cfg.tenant_arenas || peer_operator(c),
+		.uid = c->uid };
+}
+
+/* A block request's namespace *@ns in domain @d: another domain's is
+ * KVS_E_PERM; 0 ("any") becomes the first of @d's that holds @h, unless
+ * the connection is attached (then it is its own namespace, admin.c). */
+static int scope_block(const conn *c, const kvs_admin_domain *d, uint32_t *ns,
+		       kvs_hash h)
+{
+	kvs_admin *a = c->srv->admin;
+
+	if (*ns)
+		return kvs_admin_domain_has(a, d, *ns) ? 0 : KVS_E_PERM;
+	if (!c->ns && !d->all && !(*ns = kvs_admin_domain_find(a, d, h)))
+		return -ENOENT;
+	return 0;
+}
+
+/* A CMD_SCOPED request @rq (@opcode's) kept to its sender's domain: an
+ * operator's passes; a worker's names no namespace of another domain
+ * (KVS_E_PERM), its "any namespace" means any of its own, and what reaches
+ * every namespace (EVICT or FLUSH of scope all, WATCH of a domain that is
+ * the whole pool) is refused: that is an operator's. */
+static int scope_request(const conn *c, uint32_t opcode, request *rq)
+{
+	kvs_admin_domain d;
+
+	if (peer_operator(c))
+		return 0;
+	d = peer_domain(c);
+	switch (opcode) {
+	case KVS_OP_LIST:
+		return !rq->list.ns ||
+		       kvs_admin_domain_has(c->srv->admin, &d, rq->list.ns)
+			       ? 0 : KVS_E_PERM;
+	case KVS_OP_INSPECT:
+		return scope_block(c, &d, &rq->inspect.ns, rq->inspect.hash);
+	case KVS_OP_EVICT:
+		if (rq->evict.scope == KVS_EVICT_ALL)
+			return KVS_E_PERM;
+		if (rq->evict.scope == KVS_EVICT_NAMESPACE)
+			return kvs_admin_domain_has(c->srv->admin, &d, rq->evict.ns)
+				       ? 0 : KVS_E_PERM;
+		return scope_block(c, &d, &rq->evict.ns, rq->evict.hash);
+	case KVS_OP_WATCH:
+		return d.all ? KVS_E_PERM : 0;
+	default: /* a scoped command not scoped here stays an operator's */
+		return KVS_E_PERM;
+	}
+}
+
 /* Operator requests: admin.c does the work, these send the answer. */
 static int reply_admin(conn *c, const kvs_wire_hdr *h, int rc, size_t len)
 {
@@ -286,11 +360,12 @@ static int reply_admin(conn *c, const kvs_wire_hdr *h, int rc, size_t len)
 
 static int do_list(conn *c, const kvs_wire_hdr *h, const request *rq)
 {
+	kvs_admin_domain dom = peer_domain(c);
 	size_t len = 0;
 	int rc;
 
 	kvs_fast_tick(c->srv->fast); /* hit counts: the fast path's too */
-	rc = kvs_admin_list(c->srv->admin, c->ns, &rq->list, c->srv->reply,
+	rc = kvs_admin_list(c->srv->admin, c->ns, &dom, &rq->list, c->srv->reply,
 			    KVS_WIRE_MAX_PAYLOAD, &len);
 
 	return reply_admin(c, h, rc, len);
@@ -348,9 +423,10 @@ static void conn_wake(void *arg)
 /* WATCH: the reply (empty) comes first, then EVENT messages with its id. */
 static int do_watch(conn *c, const kvs_wire_hdr *h, const request *rq)
 {
+	kvs_admin_domain dom = peer_domain(c);
 	int rc = c->sub ? -EALREADY
-			: kvs_admin_subscribe(c->srv->admin, c->out, h->req_id,
-					      conn_wake, c, &c->sub);
+			: kvs_admin_subscribe(c->srv->admin, &dom, c->out,
+					      h->req_id, conn_wake, c, &c->sub);
 
 	if (rc < 0)
 		return rc;
@@ -481,7 +557,8 @@ static int decode_verify(const uint8_t *p, size_t n, request *rq)
 
 /* The flags (CMD_*, server_int.h) are checked by command_dispatch() once
  * the payload decodes (a malformed request is KVS_E_PROTO whoever sends
- * it): operator-only, then needs-attach. */
+ * it): control-only, operator-only, needs-attach, then a worker's request
+ * kept to its domain (scope_request). */
 typedef struct command {
 	int (*decode)(const uint8_t *p, size_t n, request *rq);
 	int (*handle)(conn *c, const kvs_wire_hdr *h, const request *rq);
@@ -502,13 +579,14 @@ static const command commands[KVS_OP__COUNT] = {
 	CMD(ABORT, abort, lease, CMD_ATTACHED),
 	CMD(RELEASE, release, lease, CMD_ATTACHED),
 	CMD(STATS, stats, none, 0),
-	CMD(LIST, list, list, 0),       /* a worker: its own namespace */
-	CMD(INSPECT, inspect, inspect, 0),
-	CMD(EVICT, evict, evict, CMD_OPERATOR),
-	CMD(PIN, pin, pin, CMD_OPERATOR),
-	CMD(UNPIN, unpin, pin, CMD_OPERATOR),
-	CMD(WATCH, watch, none, 0),
-	CMD(VERIFY, verify, verify, CMD_OPERATOR | CMD_DEFERRABLE), /* it drops blocks */
+	CMD(LIST, list, list, CMD_SCOPED), /* attached: its own namespace */
+	CMD(INSPECT, inspect, inspect, CMD_SCOPED),
+	CMD(EVICT, evict, evict, CMD_CONTROL | CMD_SCOPED),
+	CMD(PIN, pin, pin, CMD_CONTROL | CMD_OPERATOR), /* the daemon's pins */
+	CMD(UNPIN, unpin, pin, CMD_CONTROL | CMD_OPERATOR),
+	CMD(WATCH, watch, none, CMD_SCOPED),
+	CMD(VERIFY, verify, verify, /* it reads the tier, drops blocks */
+	    CMD_CONTROL | CMD_OPERATOR | CMD_DEFERRABLE),
 	CMD(REPORT, report, report, 0),
 	CMD(FASTATTACH, fastattach, fast, CMD_ATTACHED | CMD_SENDS_FD),
 };
@@ -547,12 +625,18 @@ void command_dispatch(conn *c, const kvs_wire_hdr *h, const uint8_t *p)
 			st->errors_toomany++;
 		else if (rc == KVS_E_PROTO)
 			st->errors_proto++;
-	} else if ((cmd->flags & CMD_OPERATOR) && c->ns) {
+	} else if ((cmd->flags & CMD_CONTROL) && c->ns) {
 		rc = -EPERM;
+	} else if ((cmd->flags & CMD_OPERATOR) && !peer_operator(c)) {
+		st->errors_perm++;
+		rc = KVS_E_PERM;
 	} else if ((cmd->flags & CMD_ATTACHED) && !c->ns) {
 		/* No namespace, no blocks nor leases: say so. */
 		st->errors_notattached++;
 		rc = KVS_E_NOTATTACHED;
+	} else if ((cmd->flags & CMD_SCOPED) &&
+		   (rc = scope_request(c, h->opcode, &rq)) < 0) {
+		st->errors_perm += rc == KVS_E_PERM;
 	} else {
 		rc = cmd->handle(c, h, &rq);
 	}

@@ -65,6 +65,9 @@ static int peer_allowed(const kvs_server *s, int fd, const struct ucred *cr)
 	for (uint32_t i = 0; i < cfg->n_allow_uid; i++)
 		if (cfg->allow_uid[i] == (uint32_t)cr->uid)
 			return 1;
+	for (uint32_t i = 0; i < cfg->n_admin_uid; i++) /* operators */
+		if (cfg->admin_uid[i] == (uint32_t)cr->uid)
+			return 1;
 	for (uint32_t i = 0; i < cfg->n_allow_gid; i++)
 		if (cfg->allow_gid[i] == (uint32_t)cr->gid)
 			return 1;

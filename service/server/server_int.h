@@ -152,13 +152,17 @@ void server_conn_gone(kvs_server *s, uint32_t uid);
 /* ---- command.c ---- */
 
 /* Command flags, from the command table. */
-#define CMD_OPERATOR 0x1u   /* an attached (worker) connection gets -EPERM */
+#define CMD_CONTROL 0x1u    /* an attached (worker) connection gets -EPERM */
 #define CMD_ATTACHED 0x2u   /* a connection not attached gets
 			     * KVS_E_NOTATTACHED (counted) */
 #define CMD_DEFERRABLE 0x4u /* may answer later: -EINPROGRESS holds the
 			     * connection's other requests until it does */
 #define CMD_SENDS_FD 0x8u   /* its reply may carry fds: it waits until the
 			     * replies before it are sent */
+#define CMD_OPERATOR 0x10u  /* a peer that is not an operator (the daemon's
+			     * uid, root, --admin-uid) gets KVS_E_PERM */
+#define CMD_SCOPED 0x20u    /* a worker's is kept to its domain, or refused
+			     * with KVS_E_PERM (command.c, scope_request) */
 
 /* command_dispatch - handle one complete request (header @h, payload @p). */
 void command_dispatch(conn *c, const kvs_wire_hdr *h, const uint8_t *p);

@@ -88,6 +88,10 @@ static void check_print(const kvs_config *cfg, const char *from)
 	    memcmp(again.allow_gid, cfg->allow_gid,
 		   cfg->n_allow_gid * sizeof(uint32_t)) != 0)
 		differs(from, "allow-gid");
+	if (again.n_admin_uid != cfg->n_admin_uid ||
+	    memcmp(again.admin_uid, cfg->admin_uid,
+		   cfg->n_admin_uid * sizeof(uint32_t)) != 0)
+		differs(from, "admin-uid");
 }
 
 /* getopt keeps state between calls that optind = 1 does not clear (the

@@ -117,6 +117,10 @@ int main(void)
 	}
 	CHECK_EQ(parse(&cfg, "--allow-gid", "0,12"), 0);
 	CHECK_EQ(cfg.n_allow_gid, 2);
+	CHECK_EQ(parse(&cfg, "--admin-uid", "1001,root"), 0);
+	CHECK_EQ(cfg.n_admin_uid, 2);
+	CHECK_EQ(cfg.admin_uid[0], 1001);
+	CHECK_EQ(cfg.admin_uid[1], 0);
 
 	CHECK(strcmp(cfg.policy, "leaf-learn") == 0); /* the default */
 	CHECK_EQ(parse(&cfg, "--eviction-policy", "lru"), 0);
@@ -142,6 +146,7 @@ int main(void)
 	CHECK_EQ(parse(&cfg, "--allow-uid", "4294967295"), KVS_E_CONFIG);
 	CHECK_EQ(parse(&cfg, "--allow-uid", "no-such-user-kvs"), KVS_E_CONFIG);
 	CHECK_EQ(parse(&cfg, "--allow-gid", "no-such-group-kvs"), KVS_E_CONFIG);
+	CHECK_EQ(parse(&cfg, "--admin-uid", "no-such-user-kvs"), KVS_E_CONFIG);
 	CHECK_EQ(cfg.n_allow_uid, 0); /* a refused list sets nothing */
 	CHECK_EQ(parse(&cfg, "--bogus", NULL), KVS_E_CONFIG);
 	CHECK_EQ(parse(&cfg, "--socket", NULL), KVS_E_CONFIG);
@@ -177,6 +182,7 @@ int main(void)
 				   "host-size = 128M\r\n  eviction-policy=lru  \n\n"
 				   "max-clients = 7\nsocket-mode = 0660\n"
 				   "allow-uid = 0,65534\nallow-gid = 5\n"
+				   "admin-uid = 1001\n"
 				   "client-timeout = 3\nmax-pinned-blocks = 9\n";
 		char *printed = NULL;
 		size_t plen = 0;
@@ -191,6 +197,8 @@ int main(void)
 		CHECK_EQ(cfg.socket_mode, 0660);
 		CHECK_EQ(cfg.n_allow_uid, 2);
 		CHECK_EQ(cfg.allow_gid[0], 5);
+		CHECK_EQ(cfg.n_admin_uid, 1);
+		CHECK_EQ(cfg.admin_uid[0], 1001);
 		CHECK_EQ(cfg.client_timeout, 3);
 		CHECK_EQ(cfg.max_pinned_blocks, 9);
 		/* --print-config's output is a config file giving the same. */

@@ -65,7 +65,8 @@ class LimitError(Error):
 
 
 class PermissionDenied(Error):
-    """The daemon does not serve this process (KVS_E_PERM, -EACCES)."""
+    """The daemon does not serve this process, or this request of it: not an
+    operator, or another tenant's namespace (KVS_E_PERM, -EACCES)."""
 
 
 class LeaseError(Error):
