@@ -209,6 +209,35 @@ def missing_module(out):
     return None
 
 
+def scratch_env(scratch, src, build, kind):
+    """The blocks' environment: HOME, XDG_RUNTIME_DIR (the default socket's
+    folder) and TMPDIR in scratch, the guards and the build first on PATH."""
+    env = dict(os.environ)
+    for d in ("home", "run", "tmp"):
+        os.mkdir(os.path.join(scratch, d), 0o700)
+    shims = guard_shims(scratch)
+    env.update(HOME=os.path.join(scratch, "home"),
+               XDG_RUNTIME_DIR=os.path.join(scratch, "run"),
+               TMPDIR=os.path.join(scratch, "tmp"),
+               PIP_REQUIRE_VIRTUALENV="true",
+               PATH=os.pathsep.join((shims, build, env.get("PATH", ""))))
+    for k in ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "KVSHARE_LIB"):
+        env.pop(k, None)
+    if kind == "python":
+        env.update(PYTHONPATH=os.path.join(src, "client", "python"),
+                   KVSHARE_LIB=os.path.join(build, "libkvshare.so"))
+    return env
+
+
+def report_failures(failures):
+    for b, why, out, log in failures:
+        print(f"\nFAIL {b.where} ({b.lang}, {why}); the block:")
+        print("".join("  | " + l + "\n" for l in b.text.rstrip("\n").split("\n")), end="")
+        print("its output:")
+        print("".join("  > " + l + "\n" for l in last_lines(out)), end="")
+        print("kvshared's last lines:\n" + log)
+
+
 def run_blocks(args, blocks):
     src = os.path.abspath(args.source)
     build = os.path.abspath(args.build)
@@ -222,20 +251,7 @@ def run_blocks(args, blocks):
         skip_all = f"{python} is absent (scripts/python_env.sh makes it)"
 
     scratch = tempfile.mkdtemp(prefix="kvsdocs-")
-    env = dict(os.environ)
-    for d in ("home", "run", "tmp"):
-        os.mkdir(os.path.join(scratch, d), 0o700)
-    shims = guard_shims(scratch)
-    env.update(HOME=os.path.join(scratch, "home"),
-               XDG_RUNTIME_DIR=os.path.join(scratch, "run"),
-               TMPDIR=os.path.join(scratch, "tmp"),
-               PIP_REQUIRE_VIRTUALENV="true",
-               PATH=os.pathsep.join((shims, build, env.get("PATH", ""))))
-    for k in ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "KVSHARE_LIB"):
-        env.pop(k, None)
-    if args.kind == "python":
-        env.update(PYTHONPATH=os.path.join(src, "client", "python"),
-                   KVSHARE_LIB=os.path.join(build, "libkvshare.so"))
+    env = scratch_env(scratch, src, build, args.kind)
     daemon = Daemon(build, env, scratch)
     try:
         for b in todo:
@@ -272,14 +288,7 @@ def run_blocks(args, blocks):
         daemon.stop()
         shutil.rmtree(scratch, ignore_errors=True)
 
-    for b, why, out, log in failures:
-        print(f"\nFAIL {b.where} ({b.lang}, {why}); the block:", file=sys.stderr)
-        print("".join("  | " + l + "\n" for l in b.text.rstrip("\n").split("\n")),
-              end="", file=sys.stderr)
-        print("its output:", file=sys.stderr)
-        print("".join("  > " + l + "\n" for l in last_lines(out)),
-              end="", file=sys.stderr)
-        print("kvshared's last lines:\n" + log, file=sys.stderr)
+    report_failures(failures)
     ran = counts["passed"] + counts["failed"]
     print(f"docs ({args.kind}): {ran} blocks ran, {counts['passed']} passed, "
           f"{counts['failed']} failed; {counts['excerpt']} excerpts; "
@@ -395,7 +404,7 @@ def check_flags(args, files, blocks):
                     seen += 1
                     bad += [f"{path}:{n}: {e}" for e in unknown_flags(prog, words, table)]
     for e in bad:
-        print(f"FAIL {e}", file=sys.stderr)
+        print(f"FAIL {e}")
     print(f"docs (flags): {seen} invocations of {', '.join(PROGRAMS)} checked, "
           f"{len(bad)} options not in their --help")
     return 1 if bad else 0
@@ -409,6 +418,7 @@ def main():
     ap.add_argument("--timeout", type=float, default=30, help="seconds a block may run")
     ap.add_argument("files", nargs="*", help="Markdown files, relative to --source")
     args = ap.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)
     files = doc_files(os.path.abspath(args.source), args.files)
     blocks = [b for f in files for b in read_blocks(args.source, f)]
     if args.kind == "flags":
