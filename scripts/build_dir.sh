@@ -19,6 +19,10 @@ kvs_build_dir_foreign() {
 	build=$(cd "$1" && pwd -P) || return 1
 	home=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$cache")
 	dir=$(sed -n 's/^CMAKE_CACHEFILE_DIR:INTERNAL=//p' "$cache")
+	# CMake may record a path through a symbolic link: compare where both
+	# lead (a recorded folder that is gone leads nowhere).
+	[[ -n $home ]] && home=$(cd "$home" 2>/dev/null && pwd -P || echo "$home")
+	[[ -n $dir ]] && dir=$(cd "$dir" 2>/dev/null && pwd -P || echo "$dir")
 	if [[ $home != "$src" ]]; then
 		printf 'it was configured for the source folder %s, not %s\n' \
 			"${home:-(none)}" "$src"

@@ -37,6 +37,13 @@ check "this tree's cache: not foreign" eval '! kvs_build_dir_foreign "$tmp/t/src
 # a relative build folder and source folder, as build.sh passes them
 check "this tree's cache, relative paths: not foreign" \
 	eval '! (cd "$tmp/t/src" && kvs_build_dir_foreign b1 .)'
+# paths through symbolic links, as CMake may record them, lead here
+ln -s "$tmp/t/src" "$tmp/t/srclink"
+fake_cache "$tmp/t/src/b4" "$tmp/t/srclink" "$tmp/t/srclink/b4"
+check "this tree's cache through a link: not foreign" \
+	eval '! kvs_build_dir_foreign "$tmp/t/src/b4" "$tmp/t/src"'
+check "a build folder given through a link: not foreign" \
+	eval '! kvs_build_dir_foreign "$tmp/t/srclink/b4" "$tmp/t/srclink"'
 fake_cache "$tmp/t/src/b2" "$tmp/t/other" "$tmp/t/src/b2"
 why=$(kvs_build_dir_foreign "$tmp/t/src/b2" "$tmp/t/src")
 check "another source folder: foreign" [ $? -eq 0 ]
