@@ -14,6 +14,16 @@ BUILD_DIR=${BUILD_DIR:-build}
 
 scripts/deps.sh
 
+# A build folder made for another tree (copied with it, or another
+# checkout's): configuring it here fails and its Makefiles build the other
+# tree. Start it again for this one.
+. scripts/build_dir.sh
+if why=$(kvs_build_dir_foreign "$BUILD_DIR" .); then
+	echo "build.sh: $BUILD_DIR belongs to another tree ($why):" \
+		"removing its CMake files and configuring it for this tree" >&2
+	kvs_build_dir_reset "$BUILD_DIR"
+fi
+
 # Configure when the folder is new or was configured with other arguments;
 # otherwise the build step alone reruns CMake if a CMakeLists.txt changed.
 # Configure's chatter is shown only when it fails.
