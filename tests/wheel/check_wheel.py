@@ -16,6 +16,7 @@ without vLLM. Prints one "ok ..." line per check; the first failure raises.
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import os
 import re
 import shutil
@@ -38,6 +39,9 @@ def check_environment() -> str:
     lib = sys.modules["kvshare._lib"].lib  # (kvshare._lib is the CDLL itself)
     pkg = os.path.dirname(kvshare.__file__)
     assert pkg.startswith(sys.prefix), f"kvshare from {pkg}, not the venv {sys.prefix}"
+    # One version: the wheel's is the package's (and CMake's, checked when built).
+    dist = importlib.metadata.version("kvshare")
+    assert dist == kvshare.__version__, f"wheel {dist}, package {kvshare.__version__}"
     want = os.path.join(pkg, "libkvshare.so.0")
     assert lib._name == want, f"loaded {lib._name}, not {want}"
     ok(f"kvshare {kvshare.__version__} loads its own {want} "
