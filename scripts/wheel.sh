@@ -35,8 +35,12 @@ say() { echo "wheel.sh: $*" >&2; }
 # Why a tools install failed: the index out of reach is a skip, anything else
 # a failure (with the log's tail).
 install_failed() {
-	if ! timeout 60 python3 -m pip download --no-deps --quiet -d "$out/probe" \
-		pip >/dev/null 2>&1; then
+	local probe=$out/probe ok=0
+
+	timeout 60 python3 -m pip download --no-deps --quiet -d "$probe" pip \
+		>/dev/null 2>&1 && ok=1
+	rm -rf "$probe"
+	if ((!ok)); then
 		say "SKIP: the Python package index cannot be reached, and $tools is not ready: $1"
 		exit 77
 	fi
