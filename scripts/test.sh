@@ -37,7 +37,7 @@ step_asan() {
 
 # A step script's exit status 77 is a skip (it printed why): the step is
 # counted as skipped, not passed (SKIPPABLE lists the steps that may skip).
-SKIPPABLE=" step_valgrind step_soak step_fuzz step_python "
+SKIPPABLE=" step_valgrind step_soak step_fuzz step_python step_wheel "
 
 # The Python package's tests against a real kvshared, and the vLLM end-to-end
 # test (real engines, a tiny random model): in the venv scripts/python_env.sh
@@ -53,6 +53,13 @@ step_python() {
 	# while the venv does not exist yet; 77: every block was skipped).
 	KVS_DOCS_PYTHON=$py python3 tests/docs/run_docs.py --kind python --source . \
 		--build "$BUILD_DIR" || (($? == 77))
+}
+
+# The wheel as a user installs it: built (scripts/wheel.sh, its own Release
+# build in build-wheel/), repaired, installed into a new venv and run
+# (tests/wheel/check.sh; a skip when the package index is out of reach).
+step_wheel() {
+	tests/wheel/check.sh
 }
 
 step_valgrind() {
@@ -80,6 +87,7 @@ STEPS=(
 	"step_soak|soak: 64 clients for ${SOAK_SECONDS:-20}s (tests/stress/soak.sh)"
 	"step_fuzz|fuzz each target ${FUZZ_SECONDS:-30}s (tests/fuzz/run.sh)"
 	"step_python|Python package and vLLM end to end (pytest client/python/tests tests/vllm)"
+	"step_wheel|the wheel: build, pip install into a new venv, run (tests/wheel/check.sh)"
 )
 
 n=${#STEPS[@]}
