@@ -51,6 +51,7 @@
 #endif
 
 static void stamp(fdom *d);
+static void add_sat(int64_t *to, uint64_t v);
 
 int kvs_fast_create(kvs_cache *cache, kvs_counters *stats, uint32_t entries,
 		    uint32_t pin_cap, int complete_ok, kvs_fast **out)
@@ -442,7 +443,8 @@ uint32_t fast_drain(kvs_fast *f, kvs_fast_client *fc, uint32_t max)
 	uint32_t n = 0;
 
 	if (head - fc->tail > KVS_FAST_TOUCHES) {
-		f->counts.touches_lost += head - fc->tail - KVS_FAST_TOUCHES;
+		/* head is the client's word: saturate, never overflow. */
+		add_sat(&f->counts.touches_lost, head - fc->tail - KVS_FAST_TOUCHES);
 		fc->tail = head - KVS_FAST_TOUCHES;
 	}
 	for (; fc->tail != head && n < max; fc->tail++, n++) {

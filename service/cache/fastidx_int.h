@@ -31,7 +31,7 @@
 	X(pin_probes, COUNTER, "hash-set probes of those looks (inserts and queries)")\
 	X(replayed, COUNTER, "fast-path hits replayed into the eviction order (checked by the daemon; counted in blocks.lookup_hit)")\
 	X(touches_stale, COUNTER, "fast-path touches that named no entry's publication any more (or junk): not counted as hits")\
-	X(touches_lost, COUNTER, "fast-path touches a client overwrote before they were replayed (its ring lapped): hits not counted")\
+	X(touches_lost, COUNTER, "fast-path touches a client overwrote before they were replayed (its ring lapped, as its ring position says): hits not counted")\
 	KVS_FAST_COUNTERS(X)                                                  \
 	X(pins_live, GAUGE, "fast-path pins held now (client-reported)")      \
 	X(leases_live, GAUGE, "fast-path leases held now (client-reported)")
