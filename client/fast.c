@@ -375,11 +375,13 @@ int kvs__fast_lookup(kvs_client *c, const kvs_hash *hashes, size_t n,
 	}
 	if (probe_chain(c, f, hashes, n, blocks, &hits) < 0)
 		return 0;
-	count(f, KVS_FAST_CTR_miss_blocks, n - hits);
+	/* Misses are counted only when this path answers: a lookup that
+	 * goes on to the socket is counted there (blocks.lookup_miss). */
 	if (hits == 0) {
 		*lease = 0;
 		*rc = 0;
 		count(f, KVS_FAST_CTR_lookups, 1);
+		count(f, KVS_FAST_CTR_miss_blocks, n);
 		return 1;
 	}
 	for (uint32_t s = 0; s < FAST_LEASES && slot == FAST_LEASES; s++)
@@ -423,6 +425,7 @@ int kvs__fast_lookup(kvs_client *c, const kvs_hash *hashes, size_t n,
 	*rc = (int)hits;
 	count(f, KVS_FAST_CTR_lookups, 1);
 	count(f, KVS_FAST_CTR_hit_blocks, hits);
+	count(f, KVS_FAST_CTR_miss_blocks, n - hits);
 	return 1;
 }
 

@@ -68,7 +68,8 @@ typedef struct kvs_ns_summary {
 	uint64_t block_bytes;
 	uint64_t blocks;      /* committed, in the host tier */
 	uint64_t writing;     /* reserved, not committed */
-	uint64_t hits;        /* lookup hits on the blocks cached now */
+	uint64_t hits;        /* blocks found by its lookups, every path (its
+			       * share of blocks.lookup_hit) */
 	uint64_t pinned;      /* blocks pinned by operators */
 	uint32_t roots;       /* prefix trees (first blocks) */
 	uint32_t longest;     /* blocks in the longest cached chain */

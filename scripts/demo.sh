@@ -1,24 +1,28 @@
 #!/usr/bin/env bash
 # demo.sh - start kvshared and show workers sharing a prompt prefix through it.
 #
-#   scripts/demo.sh [--keep]
+#   scripts/demo.sh [--stats] [--keep]
 #
 # Builds (installing missing Debian packages), starts a private daemon on a
 # socket in a fresh temporary directory, runs four real worker processes
-# (kvsbench share) that share a 4096-token prefix, prints the daemon's stats
-# and a summary, and stops the daemon.
+# (kvsbench share) that share a 4096-token prefix, sums up from the daemon's
+# own counters what was shared and reused, and stops the daemon.
+#   --stats  print every counter of the daemon (kvsctl stats) too
 #   --keep   leave the daemon running in the foreground afterwards (its log
 #            follows on the terminal); Ctrl-C stops it.
+# KVS_DEMO_BUILD=0 skips the build and uses what is in $BUILD_DIR (the tests).
 set -euo pipefail
 
 usage() {
-	sed -n '3,11s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+	sed -n '3,13s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
 }
 
 keep=0
+show_stats=0
 for arg in "$@"; do
 	case $arg in
 	--keep) keep=1 ;;
+	--stats) show_stats=1 ;;
 	-h | --help)
 		usage
 		exit 0
@@ -36,8 +40,10 @@ BUILD_DIR=${BUILD_DIR:-build}
 READY_TIMEOUT=${KVS_READY_TIMEOUT:-30}
 STOP_TIMEOUT=10
 
-echo "demo.sh: building (scripts/build.sh) ..."
-scripts/build.sh >/dev/null
+if [[ ${KVS_DEMO_BUILD:-1} != 0 ]]; then
+	echo "demo.sh: building (scripts/build.sh) ..."
+	scripts/build.sh >/dev/null
+fi
 
 tmp=$(mktemp -d -t kvshare-demo.XXXXXX)
 sock=$tmp/kvshared.sock
@@ -100,34 +106,50 @@ echo "kvshared (pid $daemon_pid) is serving $sock"
 
 echo
 echo "== 4 workers share a 4096-token prefix (kvsbench share) =="
-"$BUILD_DIR/kvsbench" --socket "$sock" share --workers 4 \
+# The table shows each worker's view; its last line (JSON, for scripts) is
+# kept for the check below.
+bench=$("$BUILD_DIR/kvsbench" --socket "$sock" share --workers 4 \
 	--prefix-tokens 4096 --suffix-tokens 512 --layers 8 --kv-heads 8 \
-	--head-dim 128 --block-tokens 16 ||
+	--head-dim 128 --block-tokens 16) ||
 	show_log_and_die "kvsbench share failed"
+printf '%s\n' "$bench" | grep -v '^{'
 
-echo
-echo "== kvsctl stats =="
-stats=$("$BUILD_DIR/kvsctl" --socket "$sock" stats) ||
-	show_log_and_die "kvsctl stats failed"
-printf '%s\n' "$stats"
+if ((show_stats)); then
+	echo
+	echo "== kvsctl stats =="
+	"$BUILD_DIR/kvsctl" --socket "$sock" stats ||
+		show_log_and_die "kvsctl stats failed"
+fi
 
-# The summary reads the same counters as JSON, the format meant for scripts.
+# The summary reads the daemon's counters as JSON, the format meant for
+# scripts, and checks them against what the workers counted themselves.
 stats_json=$("$BUILD_DIR/kvsctl" --socket "$sock" stats --json) ||
 	show_log_and_die "kvsctl stats --json failed"
 echo
-echo "== summary =="
-python3 -c '
+echo "== what was shared and reused, as the daemon counted it =="
+python3 - "$stats_json" "$(printf '%s\n' "$bench" | grep '^{' | tail -n 1)" <<'PY' ||
 import json, sys
-s = json.loads(sys.argv[1])
-b = s["blocks"]
-block_bytes = s.get("namespace", {}).get("1.block_bytes", 0)  # kvsbench made one
-hits, misses, ratio = b["lookup_hit"], b["lookup_miss"], s["derived"]["hit_ratio"]
-reused = hits * block_bytes
-print(f"hits:         {hits} of {hits + misses} blocks looked up (hit ratio {ratio:.2f})")
-print(f"bytes reused: {reused} ({reused / 2**20:.1f} MiB of KV loaded from the cache")
-print(f"              instead of recomputed; {block_bytes} bytes per block)")
-print("published:    %d blocks, each written once" % b["committed"])
-' "$stats_json"
+s, w = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+b, ns = s["blocks"], s["namespace"]
+bb = ns["1.block_bytes"]  # kvsbench made one namespace
+hit, miss = b["lookup_hit"], b["lookup_miss"]
+fast, sock = s["fast"]["lookups"], s["ops"]["lookup"]
+print(f"published:  {b['committed']} blocks, each written once ({b['committed'] * bb / 2**20:.1f} "
+      f"MiB); {b['reserve_exists']} were cached already, not written again")
+print(f"reused:     {hit} blocks, {hit * bb / 2**20:.1f} MiB of KV loaded from the cache "
+      "instead of recomputed")
+print(f"hit ratio:  {s['derived']['hit_ratio']:.2f} ({hit} of {hit + miss} blocks looked up)")
+print(f"lookups:    {fast} answered on the fast path (shared memory, no request), "
+      f"{sock} over the socket")
+print(f"counters:   blocks.lookup_hit {hit}, blocks.lookup_miss {miss}, "
+      f"blocks.committed {b['committed']}, blocks.reserve_exists {b['reserve_exists']}")
+if (hit, miss) != (w["hit_blocks"], w["miss_blocks"]):
+    sys.exit(f"demo.sh: the daemon counted {hit} hits and {miss} misses, "
+             f"the workers {w['hit_blocks']} and {w['miss_blocks']}")
+print("            (the same hits and misses as the workers' table above)")
+PY
+	show_log_and_die "the daemon's counters disagree with the workers'"
+((show_stats)) || echo "every counter: scripts/demo.sh --stats, or kvsctl stats"
 
 if ((keep)); then
 	echo

@@ -48,7 +48,7 @@
 	X(clients, timeout_unread, COUNTER, "closed: replies left unread")    \
 	X(clients, disconnected, COUNTER, "connections closed")               \
 	X(ops, hello, COUNTER, "hello requests")                              \
-	X(ops, lookup, COUNTER, "lookup requests")                            \
+	X(ops, lookup, COUNTER, "lookup requests over the socket (the fast path's: fast.lookups)")\
 	X(ops, reserve, COUNTER, "reserve requests")                          \
 	X(ops, commit, COUNTER, "commit requests")                            \
 	X(ops, abort, COUNTER, "abort requests")                              \
@@ -76,8 +76,8 @@
 	X(engines, skipped_blocks, COUNTER, "blocks engines did not publish (busy, full)")\
 	X(engines, namespaces, GAUGE, "namespaces engines reported from (their counts: namespace.ID.engines.*)")\
 	X(engines, namespaces_omitted, GAUGE, "of those, not rendered per namespace (past the 64 with most hit tokens)")\
-	X(blocks, lookup_hit, COUNTER, "blocks found by lookups")             \
-	X(blocks, lookup_miss, COUNTER, "blocks asked for and not found")     \
+	X(blocks, lookup_hit, COUNTER, "blocks found by lookups, every path (socket, fast path, promotion)")\
+	X(blocks, lookup_miss, COUNTER, "blocks asked for and not found, every path (the fast path's as its clients report them)")\
 	X(blocks, query_asked, COUNTER, "blocks asked about by queries (lookups that pin and fetch nothing)")\
 	X(blocks, query_bounded, COUNTER, "queries answered at --remote-query-timeout, before the cluster")\
 	X(blocks, lookup_room_cut, COUNTER, "lookups cut where a shared tier held more than their room (pins, host slots)")\

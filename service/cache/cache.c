@@ -169,6 +169,11 @@ void kvs_cache_owner_set_uid(kvs_owner *o, uint32_t uid)
 	o->uid = uid;
 }
 
+uint32_t kvs_cache_owner_ns(const kvs_owner *o)
+{
+	return o->ns;
+}
+
 void kvs_cache_owner_set_done(kvs_owner *o, kvs_cache_done_fn fn, void *arg)
 {
 	o->done = fn;
@@ -279,7 +284,7 @@ int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const kvs_hash *hashes,
 			clipped = 1;
 		}
 	}
-	c->stats->blocks_lookup_miss += n - hits - want;
+	cache_count_lookup(c, o->ns, 0, n - hits - want);
 	if (hits == 0 && want == 0)
 		return 0;
 	if ((rc = cache_lease_new(c, o, LEASE_READ, &s)) < 0)
@@ -338,7 +343,7 @@ uint64_t cache_lookup_finish(kvs_cache *c, uint32_t s, uint32_t hits,
 		cache_unpin(c, l->recs[i]);
 	c->pins -= l->n - hits;
 	l->owner->pins -= l->n - hits;
-	c->stats->blocks_lookup_miss += l->n - hits;
+	cache_count_lookup(c, l->owner->ns, hits, l->n - hits);
 	l->n = hits;
 	if (hits == 0) {
 		cache_lease_free(c, s);
@@ -346,7 +351,6 @@ uint64_t cache_lookup_finish(kvs_cache *c, uint32_t s, uint32_t hits,
 	}
 	for (uint32_t i = 0; i < hits; i++)
 		out[i] = located(cache_rec(c, l->recs[i]), KVS_BLOCK_HIT);
-	c->stats->blocks_lookup_hit += hits;
 	return cache_lease_id(c, s);
 }
 

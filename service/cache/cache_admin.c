@@ -204,15 +204,24 @@ uint32_t kvs_cache_free_recs(kvs_cache *c, const uint32_t *idx, uint32_t n,
 	return total;
 }
 
-void kvs_cache_touch_rec(kvs_cache *c, uint32_t idx)
+int kvs_cache_touch_rec(kvs_cache *c, uint32_t idx)
 {
 	kvs_rec *r = cache_rec(c, idx);
 
 	if (r->state != KVS_REC_READY)
-		return;
+		return 0;
 	r->hits++;
+	cache_count_lookup(c, r->ns, 1, 0);
 	cache_touch_atime(c, idx);
 	kvs_policy_touch(cache_policy_of(c, idx), idx);
+	return 1;
+}
+
+void kvs_cache_count_miss(kvs_cache *c, uint32_t ns_id, uint64_t n)
+{
+	int64_t room = INT64_MAX - c->stats->blocks_lookup_miss;
+
+	cache_count_lookup(c, ns_id, 0, n > (uint64_t)room ? (uint64_t)room : n);
 }
 
 void kvs_cache_set_fast(kvs_cache *c, struct kvs_fast *f)

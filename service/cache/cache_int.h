@@ -194,6 +194,20 @@ static inline ns *cache_ns(const kvs_cache *c, uint32_t ns_id)
 	return &c->nss[ns_id - 1];
 }
 
+/* cache_count_lookup - @hit blocks found and @miss not, by a lookup of
+ * namespace @ns_id (0: none), whatever path served it: blocks.lookup_* and
+ * the namespace's share. The one place a lookup's blocks are counted. */
+static inline void cache_count_lookup(kvs_cache *c, uint32_t ns_id,
+				      uint64_t hit, uint64_t miss)
+{
+	c->stats->blocks_lookup_hit += (int64_t)hit;
+	c->stats->blocks_lookup_miss += (int64_t)miss;
+	if (ns_id >= 1 && ns_id <= c->nns) {
+		c->nss[ns_id - 1].info.lookup_hit += hit;
+		c->nss[ns_id - 1].info.lookup_miss += miss;
+	}
+}
+
 static inline dom *cache_ns_dom(const kvs_cache *c, uint32_t ns_id)
 {
 	return &c->doms[c->nss[ns_id - 1].dom];

@@ -168,7 +168,7 @@ static int promo_finish(kvs_cache *c, uint32_t s, int answer, kvs_block *out,
 	 * a record, below, as the lease ends). */
 	for (uint32_t i = 0; i < p->n; i++)
 		nfetch += p->kind[i] == POS_FETCH;
-	c->stats->blocks_lookup_miss += p->nwant - nfetch;
+	cache_count_lookup(c, p->ns, 0, p->nwant - nfetch);
 	for (uint32_t i = 0; i < p->cut; i++)
 		if (p->res[i] < 0) {
 			hits = i;

@@ -50,8 +50,8 @@
 #define F_SEAL_FUTURE_WRITE 0x0010
 #endif
 
-static uint32_t drain(kvs_fast *f, kvs_fast_client *fc, uint32_t max);
 static void stamp(fdom *d);
+static void add_sat(int64_t *to, uint64_t v);
 
 int kvs_fast_create(kvs_cache *cache, kvs_counters *stats, uint32_t entries,
 		    uint32_t pin_cap, int complete_ok, kvs_fast **out)
@@ -414,6 +414,7 @@ int kvs_fast_attach(kvs_fast *f, kvs_owner *o, kvs_fast_client **pfc,
 		return rc;
 	}
 	fc->d = d;
+	fc->ns = kvs_cache_owner_ns(o);
 	fc->next = d->clients;
 	if (d->clients)
 		d->clients->prev = fc;
@@ -429,33 +430,37 @@ int kvs_fast_attach(kvs_fast *f, kvs_owner *o, kvs_fast_client **pfc,
 }
 
 /* Replay at most @max of a client's touches: what a LOOKUP request does to
- * its hits at once (hit count, last access, the policy's order). A touch
- * names an entry and (the low half of) the sequence of its publication;
- * one that does not match any more (moved, evicted, or junk: the client
- * writes them) is skipped. A client that laps the ring loses its oldest
- * touches, nothing else. Returns the touches read. */
-static uint32_t drain(kvs_fast *f, kvs_fast_client *fc, uint32_t max)
+ * its hits at once (hit count, last access, the policy's order, and
+ * blocks.lookup_hit). A touch names an entry and (the low half of) the
+ * sequence of its publication; one that does not match any more (moved,
+ * evicted, or junk: the client writes them) is skipped (touches_stale). A
+ * client that laps the ring loses its oldest touches, nothing else
+ * (touches_lost: hits that were not counted). Returns the touches read. */
+uint32_t fast_drain(kvs_fast *f, kvs_fast_client *fc, uint32_t max)
 {
 	const fdom *d = fc->d;
 	uint32_t head = __atomic_load_n(&fc->hdr->touch_head, __ATOMIC_ACQUIRE);
 	uint32_t n = 0;
 
-	if (head - fc->tail > KVS_FAST_TOUCHES)
+	if (head - fc->tail > KVS_FAST_TOUCHES) {
+		/* head is the client's word: saturate, never overflow. */
+		add_sat(&f->counts.touches_lost, head - fc->tail - KVS_FAST_TOUCHES);
 		fc->tail = head - KVS_FAST_TOUCHES;
+	}
 	for (; fc->tail != head && n < max; fc->tail++, n++) {
 		uint64_t t = LD(&fc->touch[fc->tail % KVS_FAST_TOUCHES]);
 		uint32_t pos = (uint32_t)(t >> 32), seq = (uint32_t)t;
-		const kvs_rec *r;
+		const kvs_rec *r = NULL;
 
-		if (pos > d->mask || (uint32_t)d->e[pos].seq != seq ||
-		    d->e[pos].state != KVS_FAST_READY)
-			continue;
-		r = kvs_cache_rec_at(f->cache, d->recs[pos]);
+		if (pos <= d->mask && (uint32_t)d->e[pos].seq == seq &&
+		    d->e[pos].state == KVS_FAST_READY)
+			r = kvs_cache_rec_at(f->cache, d->recs[pos]);
 		if (r && r->tier == KVS_TIER_HOST && r->offset == d->e[pos].offset &&
-		    r->gen == d->e[pos].gen) {
-			kvs_cache_touch_rec(f->cache, d->recs[pos]);
+		    r->gen == d->e[pos].gen &&
+		    kvs_cache_touch_rec(f->cache, d->recs[pos]))
 			f->counts.replayed++;
-		}
+		else
+			f->counts.touches_stale++;
 	}
 	return n;
 }
@@ -474,7 +479,7 @@ uint32_t kvs_fast_replay(kvs_fast *f)
 	if (share < KVS_FAST_REPLAY_SHARE)
 		share = KVS_FAST_REPLAY_SHARE;
 	for (; k < f->nall && left > 0; k++) {
-		uint32_t r = drain(f, f->all[(f->rr + k) % f->nall],
+		uint32_t r = fast_drain(f, f->all[(f->rr + k) % f->nall],
 				   share < left ? share : left);
 
 		left -= r;
@@ -507,21 +512,28 @@ static void add_sat(int64_t *to, uint64_t v)
 
 /* A live client's own counts, as we keep them: each monotone and capped at
  * KVS_FAST_CLIENT_MAX, so that no client can move a counter back or fill
- * it (a revoked area's counts were read at its revocation). */
-void fast_seen_update(kvs_fast_client *fc)
+ * it (a revoked area's counts were read at its revocation). What its
+ * miss_blocks grew by goes to blocks.lookup_miss (and its namespace's):
+ * a fast-path miss is known only as the client reports it, and a false
+ * report can only make its own namespace's ratio look worse. */
+void fast_seen_update(kvs_fast *f, kvs_fast_client *fc)
 {
 	for (int k = 0; k < KVS_FAST_NCOUNTERS && !fc->revoked_ms; k++) {
 		uint64_t v = LD(&fc->hdr->counters[k]);
 
 		if (v > KVS_FAST_CLIENT_MAX)
 			v = KVS_FAST_CLIENT_MAX;
-		if (v > fc->seen[k])
-			fc->seen[k] = v;
+		if (v <= fc->seen[k])
+			continue;
+		if (k == KVS_FAST_CTR_miss_blocks)
+			kvs_cache_count_miss(f->cache, fc->ns, v - fc->seen[k]);
+		fc->seen[k] = v;
 	}
 }
 
-/* The clients' counts go to `fast.*` (client-reported) only: nothing of
- * them reaches the daemon's own counters (blocks.lookup_*). The leases and
+/* The clients' counts go to `fast.*` (client-reported), and their misses
+ * to blocks.lookup_miss (fast_seen_update); their hits reach blocks.* only
+ * as replayed touches, which the daemon checks. The leases and
  * pins they hold are held too: the gauges leases.active and
  * leases.pinned_blocks count them as the clients say, at most each area's
  * cap (and fast.leases_live, fast.pins_live show that share). */
@@ -539,7 +551,7 @@ void kvs_fast_stats_fill(kvs_fast *f)
 	for (uint32_t i = 0; i < f->nall; i++) {
 		kvs_fast_client *fc = f->all[i];
 
-		fast_seen_update(fc);
+		fast_seen_update(f, fc);
 		for (int k = 0; k < KVS_FAST_NCOUNTERS; k++)
 			sum[k] = fc->seen[k] > UINT64_MAX - sum[k]
 					 ? UINT64_MAX : sum[k] + fc->seen[k];

@@ -29,7 +29,9 @@
 	X(snapshots, COUNTER, "looks at a domain's fast-path pins (one per eviction batch)")\
 	X(pin_reads, COUNTER, "fast-path pins read by those looks")           \
 	X(pin_probes, COUNTER, "hash-set probes of those looks (inserts and queries)")\
-	X(replayed, COUNTER, "fast-path hits replayed into the eviction order (checked by the daemon)")\
+	X(replayed, COUNTER, "fast-path hits replayed into the eviction order (checked by the daemon; counted in blocks.lookup_hit)")\
+	X(touches_stale, COUNTER, "fast-path touches that named no entry's publication any more (or junk): not counted as hits")\
+	X(touches_lost, COUNTER, "fast-path touches a client overwrote before they were replayed (its ring lapped, as its ring position says): hits not counted")\
 	KVS_FAST_COUNTERS(X)                                                  \
 	X(pins_live, GAUGE, "fast-path pins held now (client-reported)")      \
 	X(leases_live, GAUGE, "fast-path leases held now (client-reported)")
@@ -70,6 +72,7 @@ struct kvs_fast_client {
 	const uint64_t *pins;
 	uint32_t cap;           /* ours, not the area's */
 	uint32_t tail;          /* touches replayed */
+	uint32_t ns;            /* its connection's namespace (misses) */
 	uint32_t snap_n;        /* pins read by the current snapshot */
 	uint64_t revoked_ms;    /* 0: live; else when it was revoked */
 	uint64_t seen[KVS_FAST_NCOUNTERS]; /* its counters, capped, monotone */
@@ -107,7 +110,8 @@ fdom *fast_dom_get(kvs_fast *f, uint64_t id);
 int64_t fast_find(const fdom *d, uint32_t ns, kvs_hash h, int64_t *empty);
 void fast_delete_at(fdom *d, uint32_t i);
 uint64_t fast_now_ms(void);
-void fast_seen_update(kvs_fast_client *fc);
+void fast_seen_update(kvs_fast *f, kvs_fast_client *fc);
+uint32_t fast_drain(kvs_fast *f, kvs_fast_client *fc, uint32_t max);
 
 /* fastpins.c: let go of the revoked areas whose grace is over. */
 void fast_reap(kvs_fast *f);

@@ -315,7 +315,11 @@ void fast_client_free(kvs_fast_client *fc)
 
 static void forget(kvs_fast *f, kvs_fast_client *fc)
 {
-	kvs_fast_client *last = f->all[--f->nall];
+	kvs_fast_client *last;
+
+	/* Its hits not replayed yet still count (one ring at most). */
+	fast_drain(f, fc, KVS_FAST_TOUCHES);
+	last = f->all[--f->nall];
 
 	last->at = fc->at;
 	f->all[fc->at] = last;
@@ -346,7 +350,7 @@ void kvs_fast_detach(kvs_fast *f, kvs_fast_client *fc)
 {
 	if (!f || !fc || fc->revoked_ms)
 		return;
-	fast_seen_update(fc); /* its last counts; none believed after this */
+	fast_seen_update(f, fc); /* its last counts; none believed after this */
 	ST(&fc->hdr->revoked, 1u);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	fc->revoked_ms = fast_now_ms();

@@ -68,6 +68,9 @@ typedef struct kvs_ns_info {
 	uint32_t clients;
 	int tenant;       /* in a per-uid arena (--tenant-arenas uid) */
 	uint32_t uid;     /* tenant: the uid owning that arena; else 0 */
+	/* Its share of blocks.lookup_hit / lookup_miss (every path), since
+	 * it was made. */
+	uint64_t lookup_hit, lookup_miss;
 } kvs_ns_info;
 
 /*
@@ -137,6 +140,8 @@ int kvs_cache_verify(kvs_cache *c, kvs_owner *o, uint32_t ns,
 /* kvs_cache_owner_set_uid - the peer's uid (SO_PEERCRED), which picks
  * @o's trust domain when the cache has per-uid domains; before attach. */
 void kvs_cache_owner_set_uid(kvs_owner *o, uint32_t uid);
+/* kvs_cache_owner_ns - the namespace @o attached to, 0 before attach. */
+uint32_t kvs_cache_owner_ns(const kvs_owner *o);
 
 /* kvs_cache_owner_free - end every lease of @o (pins dropped, uncommitted
  * slots freed) and free it. @o may be NULL. */

@@ -75,8 +75,15 @@ uint32_t kvs_cache_free_recs(kvs_cache *c, const uint32_t *idx, uint32_t n,
 void kvs_cache_pin_rec(kvs_cache *c, uint32_t idx, int delta);
 
 /* kvs_cache_touch_rec - committed record @idx was hit by a lookup that did
- * not come through the cache (the fast path): count the hit, refresh its
- * access time and its place in the eviction order. */
-void kvs_cache_touch_rec(kvs_cache *c, uint32_t idx);
+ * not come through the cache (the fast path): count the hit (in
+ * blocks.lookup_hit and its namespace's, as LOOKUP counts its own), refresh
+ * its access time and its place in the eviction order. Returns 1, or 0 when
+ * the record is not committed (nothing counted). */
+int kvs_cache_touch_rec(kvs_cache *c, uint32_t idx);
+
+/* kvs_cache_count_miss - @n blocks of namespace @ns_id that a lookup outside
+ * the cache (the fast path) found absent: blocks.lookup_miss and the
+ * namespace's (saturating). */
+void kvs_cache_count_miss(kvs_cache *c, uint32_t ns_id, uint64_t n);
 
 #endif /* KVS_CACHE_ADMIN_H */

@@ -97,6 +97,17 @@ int kvs_config_defaults(kvs_config *cfg);
 int kvs_config_parse_args(kvs_config *cfg, int argc, char **argv);
 
 /*
+ * kvs_config_memory_check - --host-size against the machine's memory, as the
+ * text of /proc/meminfo @meminfo says (NULL: read it). Returns 0 (it fits, or
+ * the memory is not known); 1: more than MemAvailable, a warning, in @why;
+ * KVS_E_CONFIG: more than MemTotal + SwapTotal, refused, why in @why (@cap
+ * bytes). The arena is filled lazily, so neither is seen until blocks are
+ * written: the daemon says so at start (docs/operations.md, "Sizing").
+ */
+int kvs_config_memory_check(const kvs_config *cfg, const char *meminfo,
+			    char *why, size_t cap);
+
+/*
  * kvs_parse_size - "123", "64K", "1.5G", "2GiB" -> bytes (binary units).
  * Errors: -EINVAL (syntax, zero), -ERANGE (overflow).
  */

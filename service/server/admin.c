@@ -313,7 +313,6 @@ static void ns_sums_fill(kvs_admin *a, const kvs_wire_list_req *rq,
 			s->w.longest = depth[i];
 		if (r->state != KVS_REC_READY)
 			continue;
-		s->w.hits += r->hits;
 		s->w.pinned += is_pinned(a, i);
 		if (r->children == 0) {
 			kvs_wire_prefix px = {
@@ -345,6 +344,7 @@ static void ns_wire_fill(const kvs_ns_info *ni, uint32_t id, kvs_wire_ns *w)
 	w->block_bytes = ni->block_bytes;
 	w->blocks = ni->blocks;
 	w->writing = ni->writing;
+	w->hits = ni->lookup_hit; /* every path's, as blocks.lookup_hit */
 	w->model = ni->model;
 	w->model_len = (uint16_t)strlen(ni->model);
 	w->adapter = ni->adapter;

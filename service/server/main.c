@@ -11,7 +11,8 @@ int main(int argc, char **argv)
 {
 	kvs_config cfg;
 	kvs_server *srv = NULL;
-	int rc;
+	char why[256];
+	int rc, mem;
 
 	rc = kvs_config_defaults(&cfg);
 	if (rc < 0) {
@@ -24,9 +25,16 @@ int main(int argc, char **argv)
 		return 0;
 	if (rc < 0)
 		return 2;
+	mem = kvs_config_memory_check(&cfg, NULL, why, sizeof(why));
+	if (mem < 0) {
+		fprintf(stderr, "kvshared: --host-size: %s\n", why);
+		return 2;
+	}
 	kvs_log_set_level(cfg.log_level);
 	if (kvs_log_start() < 0)
 		fprintf(stderr, "kvshared: no log thread: logging directly\n");
+	if (mem > 0)
+		kvs_warn("--host-size: %s", why);
 	/* A client that vanishes mid-reply must cost an EPIPE, not the daemon. */
 	signal(SIGPIPE, SIG_IGN);
 	rc = kvs_server_create(&cfg, &srv);

@@ -44,6 +44,8 @@ static void ns_line(const kvs_ns_info *ns, void *arg)
 	fprintf(f, "namespace.%u.writing %" PRIu64 "\n", ns->id, ns->writing);
 	fprintf(f, "namespace.%u.block_bytes %" PRIu64 "\n", ns->id, ns->block_bytes);
 	fprintf(f, "namespace.%u.clients %u\n", ns->id, ns->clients);
+	fprintf(f, "namespace.%u.lookup_hit %" PRIu64 "\n", ns->id, ns->lookup_hit);
+	fprintf(f, "namespace.%u.lookup_miss %" PRIu64 "\n", ns->id, ns->lookup_miss);
 }
 
 /* Refresh every gauge before rendering. */
@@ -178,6 +180,26 @@ static void ns_prometheus(const kvs_ns_info *ns, void *arg)
 		ns->id, model, ns->clients);
 }
 
+/* One family each, its samples together: blocks.lookup_hit and _miss
+ * split by namespace. */
+static void ns_lookup_hit(const kvs_ns_info *ns, void *arg)
+{
+	char model[2 * KVS_NAME_MAX + 5];
+
+	label_escape(ns->model, model, sizeof(model));
+	fprintf(arg, "kvshare_namespace_lookup_hit_total{ns=\"%u\",model=\"%s\"} %"
+		PRIu64 "\n", ns->id, model, ns->lookup_hit);
+}
+
+static void ns_lookup_miss(const kvs_ns_info *ns, void *arg)
+{
+	char model[2 * KVS_NAME_MAX + 5];
+
+	label_escape(ns->model, model, sizeof(model));
+	fprintf(arg, "kvshare_namespace_lookup_miss_total{ns=\"%u\",model=\"%s\"} %"
+		PRIu64 "\n", ns->id, model, ns->lookup_miss);
+}
+
 /* ---- engines per namespace ---- */
 
 static int64_t sat_add(int64_t to, uint64_t d)
@@ -300,6 +322,14 @@ void server_render_prometheus(FILE *f, void *arg)
 		   "# HELP kvshare_namespace_clients attached connections\n"
 		   "# TYPE kvshare_namespace_clients gauge\n");
 	kvs_cache_ns_foreach(s->cache, ns_prometheus, f);
+	fprintf(f, "# HELP kvshare_namespace_lookup_hit_total blocks found by lookups, "
+		   "per namespace (every path)\n"
+		   "# TYPE kvshare_namespace_lookup_hit_total counter\n");
+	kvs_cache_ns_foreach(s->cache, ns_lookup_hit, f);
+	fprintf(f, "# HELP kvshare_namespace_lookup_miss_total blocks asked for and "
+		   "not found, per namespace (every path)\n"
+		   "# TYPE kvshare_namespace_lookup_miss_total counter\n");
+	kvs_cache_ns_foreach(s->cache, ns_lookup_miss, f);
 	engines_prometheus(s, ids, n, f);
 	fprintf(f, "# HELP kvshare_request_duration_seconds time to handle a request\n"
 		   "# TYPE kvshare_request_duration_seconds histogram\n");

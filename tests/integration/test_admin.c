@@ -276,9 +276,12 @@ static void cli(void)
 		    ctl, d.socket, hx[1]), 0);
 	CHECK_RC(th_probe(w, h, 3), 1);
 	/* errors: exit 1 and the message; usage: exit 2; --help: 0 */
-	CHECK_RC(sh("%s --socket %s inspect %s 2>&1 >/dev/null | grep -q "
-		    "'^kvsctl: inspect failed: '",
-		    ctl, d.socket, hx[2]), 0);
+	CHECK_RC(sh("%s --socket %s inspect %s 2>&1 >/dev/null | grep -qx "
+		    "'kvsctl: inspect failed: block %s is not cached (in any namespace)'",
+		    ctl, d.socket, hx[2], hx[2]), 0);
+	CHECK_RC(sh("%s --socket %s inspect --namespace 1 %s 2>&1 >/dev/null | grep -qx "
+		    "'kvsctl: inspect failed: block %s is not cached (in namespace 1)'",
+		    ctl, d.socket, hx[2], hx[2]), 0);
 	CHECK_RC(sh("%s --socket %s inspect %s >/dev/null 2>&1", ctl, d.socket,
 		    hx[2]), 1);
 	CHECK_RC(sh("%s --socket %s/nothing.sock ls >/dev/null 2>&1", ctl, d.dir), 1);

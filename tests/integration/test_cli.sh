@@ -90,6 +90,10 @@ usage_error --host-size abc
 usage_error --host-size 0
 usage_error --host-size -5M
 usage_error --host-size
+# More than RAM + swap (1000 TiB: no machine this runs on has that much): refused.
+usage_error --host-size 1000T
+check "kvshared --host-size 1000T says it is more than the machine's memory" \
+	grep -q "^kvshared: --host-size: 1024000.0 GiB is more than this machine's memory (RAM" "$tmp/usage.err"
 usage_error --page-size 1000
 usage_error --log-level loud
 usage_error --max-clients 0

@@ -19,6 +19,34 @@ static int parse(kvs_config *cfg, const char *a1, const char *a2)
 	return kvs_config_parse_args(cfg, a2 ? 3 : 2, argv);
 }
 
+/* --host-size against /proc/meminfo: past RAM + swap refused, past what is
+ * available a warning, and a meminfo without MemTotal says nothing. */
+static void memory_checks(void)
+{
+	static const char mi[] = "MemTotal:        8388608 kB\n"
+				 "MemFree:         1048576 kB\n"
+				 "MemAvailable:    4194304 kB\n"
+				 "SwapTotal:       2097152 kB\n";
+	kvs_config cfg;
+	char why[256] = "";
+
+	CHECK(kvs_config_defaults(&cfg) == 0);
+	cfg.host_bytes = 4ull << 30; /* exactly what is available */
+	CHECK_EQ(kvs_config_memory_check(&cfg, mi, why, sizeof(why)), 0);
+	cfg.host_bytes += 4096;
+	CHECK_EQ(kvs_config_memory_check(&cfg, mi, why, sizeof(why)), 1);
+	CHECK(strstr(why, "available now (4.0 GiB of 8.0 GiB RAM, 2.0 GiB swap)") != NULL);
+	cfg.host_bytes = 10ull << 30; /* RAM + swap: still a warning */
+	CHECK_EQ(kvs_config_memory_check(&cfg, mi, why, sizeof(why)), 1);
+	cfg.host_bytes += 4096;
+	CHECK_EQ(kvs_config_memory_check(&cfg, mi, why, sizeof(why)), KVS_E_CONFIG);
+	CHECK(strstr(why, "more than this machine's memory (RAM 8.0 GiB + swap 2.0 GiB)") != NULL);
+	CHECK_EQ(kvs_config_memory_check(&cfg, "MemFree: 1 kB\n", why, sizeof(why)), 0);
+	/* The machine's own: a quarter of what is free fits. */
+	CHECK(kvs_config_defaults(&cfg) == 0);
+	CHECK_EQ(kvs_config_memory_check(&cfg, NULL, why, sizeof(why)), 0);
+}
+
 int main(void)
 {
 	kvs_config cfg;
@@ -58,6 +86,7 @@ int main(void)
 	CHECK_EQ(cfg.tenant_arenas, 0);
 	CHECK_EQ(cfg.max_tenants, 8);
 	CHECK(cfg.ssd_dir[0] == '\0' && cfg.metrics_addr[0] == '\0');
+	memory_checks();
 	/* kvs_config_set: by key; actions are not settings; a refusal keeps
 	 * the old value. */
 	CHECK(kvs_config_set(&cfg, "max-tenants", "3") == NULL);

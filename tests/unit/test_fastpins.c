@@ -6,8 +6,8 @@
  *    keeps its block for the grace, and no longer after it (test_revoke);
  *  - a pin key of 0 (a generation wrap at offset 0) is never matched by
  *    empty pins (test_key0);
- *  - client-written counters stay in fast.*, capped and monotone, never in
- *    blocks.lookup_* (test_counters);
+ *  - client-written counters stay in fast.*, capped and monotone; only the
+ *    misses reach blocks.lookup_miss, never the hits (test_counters);
  *  - forged grants are refused by the client's checks (test_grant_checks);
  *  - a victim shifted back by its neighbour's deletion stays marked going
  *    (test_batch_shift);
@@ -16,7 +16,9 @@
  *    disconnect O(pins + N), not O(pins x N) (test_scan_cost); areas full
  *    of junk cost at most 256 pins per eviction, amortized
  *    (test_reserve_amortized); touches replayed per call are bounded over
- *    all clients and go round (test_replay_budget).
+ *    all clients and go round (test_replay_budget);
+ *  - a replayed touch is one hit in blocks.lookup_hit, junk and lapped
+ *    touches are counted apart (test_touches).
  *
  * test_fastpins --bench K N prints the wall times of test_scan_cost.
  */
@@ -132,8 +134,9 @@ static void test_key0(void)
 }
 
 /* A client's counters are its own words: shown as fast.* (client-reported),
- * capped per client, never moved back, never added to blocks.lookup_*; the
- * leases and pins it says it holds count at most its area's cap. */
+ * capped per client, never moved back; only its misses reach
+ * blocks.lookup_miss (and its namespace's), never its hits; the leases and
+ * pins it says it holds count at most its area's cap. */
 static void test_counters(void)
 {
 	one x;
@@ -145,7 +148,9 @@ static void test_counters(void)
 	x.ph->leases_live = UINT32_MAX;
 	kvs_fast_stats_fill(x.f);
 	CHECK_EQ(stats.blocks_lookup_hit, 0);
-	CHECK_EQ(stats.blocks_lookup_miss, 0);
+	CHECK_EQ(stats.blocks_lookup_miss, (int64_t)KVS_FAST_CLIENT_MAX);
+	CHECK_EQ(kvs_cache_ns_at(x.c, x.ns)->lookup_miss, KVS_FAST_CLIENT_MAX);
+	CHECK_EQ(kvs_cache_ns_at(x.c, x.ns)->lookup_hit, 0);
 	CHECK_EQ(stats.leases_active, x.g.pin_cap);
 	CHECK_EQ(stats.leases_pinned_blocks, x.g.pin_cap);
 	CHECK_EQ(kvs_fast_counters(x.f)->hit_blocks,
@@ -154,16 +159,59 @@ static void test_counters(void)
 	CHECK_EQ(kvs_fast_counters(x.f)->pins_live, x.g.pin_cap);
 	/* Back to small: the counter does not go back. */
 	x.ph->counters[KVS_FAST_CTR_hit_blocks] = 5;
+	x.ph->counters[KVS_FAST_CTR_miss_blocks] = 5;
 	kvs_fast_stats_fill(x.f);
 	CHECK_EQ(kvs_fast_counters(x.f)->hit_blocks,
 		 (int64_t)KVS_FAST_CLIENT_MAX);
 	CHECK_EQ(stats.blocks_lookup_hit, 0);
+	CHECK_EQ(stats.blocks_lookup_miss, (int64_t)KVS_FAST_CLIENT_MAX);
 	/* Closed: what it reported stays counted, no more. */
 	kvs_fast_detach(x.f, x.fc);
 	x.ph->counters[KVS_FAST_CTR_lookups] = 1;
 	kvs_fast_stats_fill(x.f);
 	CHECK_EQ(kvs_fast_counters(x.f)->lookups, (int64_t)KVS_FAST_CLIENT_MAX);
 	one_close(&x, 1);
+}
+
+/* A fast-path hit is a touch the daemon checks: each one that names the
+ * entry's publication is one hit in blocks.lookup_hit and its namespace's
+ * (once: a second replay reads nothing), junk is touches_stale, and what a
+ * client overwrote before it was read (its ring lapped) is touches_lost. */
+static void test_touches(void)
+{
+	kvs_hash h = { 0x0e0eu, 0x1f1fu };
+	uint64_t *ring;
+	int64_t pos;
+	view v;
+	one x;
+
+	one_open(&x);
+	v = map_index(&x.g);
+	pos = probe(&v, x.ns, h);
+	CHECK(pos >= 0);
+	ring = (uint64_t *)((uint8_t *)x.ph + KVS_FAST_PINS_HDR_SIZE);
+	for (int i = 0; i < 3; i++)
+		ring[i] = (uint64_t)pos << 32 | (uint32_t)v.e[pos].seq;
+	ring[3] = (uint64_t)pos << 32 | (uint32_t)(v.e[pos].seq + 2);
+	__atomic_store_n(&x.ph->touch_head, 4u, __ATOMIC_RELEASE);
+	kvs_fast_replay(x.f);
+	kvs_fast_replay(x.f);
+	CHECK_EQ(kvs_fast_counters(x.f)->replayed, 3);
+	CHECK_EQ(kvs_fast_counters(x.f)->touches_stale, 1);
+	CHECK_EQ(stats.blocks_lookup_hit, 3);
+	CHECK_EQ(kvs_cache_ns_at(x.c, x.ns)->lookup_hit, 3);
+	CHECK_EQ(kvs_cache_rec_at(x.c, x.idx)->hits, 3);
+	/* 100 touches more than the ring holds since: the oldest 100 lost. */
+	for (uint32_t i = 0; i < KVS_FAST_TOUCHES; i++)
+		ring[i] = (uint64_t)UINT32_MAX << 32;
+	__atomic_store_n(&x.ph->touch_head, 4u + KVS_FAST_TOUCHES + 100,
+			 __ATOMIC_RELEASE);
+	kvs_fast_replay(x.f);
+	CHECK_EQ(kvs_fast_counters(x.f)->touches_lost, 100);
+	CHECK_EQ(kvs_fast_counters(x.f)->touches_stale, 1 + KVS_FAST_TOUCHES);
+	CHECK_EQ(stats.blocks_lookup_hit, 3);
+	munmap((void *)v.hdr, v.bytes);
+	one_close(&x, 0);
 }
 
 /* What a client believes of a grant (kvs_fast.h), forged every way. */
@@ -546,6 +594,7 @@ int main(int argc, char **argv)
 	test_revoke();
 	test_key0();
 	test_counters();
+	test_touches();
 	test_grant_checks();
 	test_batch_shift();
 	test_scan_cost(4, 2048, 0);

@@ -157,17 +157,12 @@ static int64_t stat_or_0(const char *text, const char *name)
 	return kvs_stats_value(text, name, &v) < 0 || v < 0 ? 0 : v;
 }
 
-/* Blocks hit / blocks asked for, socket and fast path together. The fast
- * path's hits are those the daemon replayed (each checked against its
- * index); its misses are only known as the clients report them (capped per
- * client), which is good enough for a ratio an operator reads, and never
- * added to a daemon counter. */
+/* Blocks hit / blocks asked for: the daemon's blocks.lookup_* count every
+ * path (socket, fast path, promotion). */
 static double hit_ratio(const char *text)
 {
-	double hit = (double)stat_or_0(text, "blocks.lookup_hit") +
-		     (double)stat_or_0(text, "fast.replayed");
-	double miss = (double)stat_or_0(text, "blocks.lookup_miss") +
-		      (double)stat_or_0(text, "fast.miss_blocks");
+	double hit = (double)stat_or_0(text, "blocks.lookup_hit");
+	double miss = (double)stat_or_0(text, "blocks.lookup_miss");
 
 	return hit + miss > 0 ? hit / (hit + miss) : 0.0;
 }

@@ -261,6 +261,15 @@ int kvsctl_inspect(const char *sock, int argc, char **argv)
 		return kvsctl_fail("connect", rc);
 	rc = kvs_inspect(c, ns, h, &bi);
 	kvs_close(c);
+	if (rc == -ENOENT) {
+		char where[32] = "in any namespace";
+
+		if (ns)
+			snprintf(where, sizeof(where), "in namespace %u", ns);
+		fprintf(stderr, "kvsctl: inspect failed: block %s is not cached (%s)\n",
+			argv[optind], where);
+		return 1;
+	}
 	if (rc < 0)
 		return kvsctl_fail("inspect", rc);
 	kvs_hash_format(bi.hash, hx);

@@ -50,7 +50,7 @@ static void on_winch(int sig)
 struct sample {
 	double t;      /* monotonic seconds */
 	int64_t ops;   /* sum of ops.* */
-	int64_t lookup, reserve, commit;
+	int64_t lookup, fast_lookup, reserve, commit;
 	int64_t hit, miss;
 	int64_t connected, attached, leases, pins;
 	int64_t host_total, host_used, host_blocks;
@@ -101,6 +101,7 @@ static int take_sample(kvs_client *c, struct sample *s)
 		.t = now_s(),
 		.ops = ops_sum(text),
 		.lookup = val(text, "ops.lookup"),
+		.fast_lookup = val(text, "fast.lookups"),
 		.reserve = val(text, "ops.reserve"),
 		.commit = val(text, "ops.commit"),
 		.hit = val(text, "blocks.lookup_hit"),
@@ -197,8 +198,9 @@ static void frame(FILE *f, int tty, int cols, int rows, const char *sock,
 	EOL(f, tty), line++;
 	/* Each refresh is one STATS and one LIST of ours: not counted. */
 	if (prev)
-		fprintf(f, "ops/s      %10.1f   lookup %.1f  reserve %.1f  commit %.1f",
+		fprintf(f, "ops/s      %10.1f   lookup %.1f  fast lookup %.1f  reserve %.1f  commit %.1f",
 			rate(s->ops - 2, prev->ops, dt), rate(s->lookup, prev->lookup, dt),
+			rate(s->fast_lookup, prev->fast_lookup, dt),
 			rate(s->reserve, prev->reserve, dt),
 			rate(s->commit, prev->commit, dt));
 	else
