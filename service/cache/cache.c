@@ -431,6 +431,7 @@ int cache_reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 		r->parent = prev; /* prev keeps the child counted above */
 		r->tier = KVS_TIER_HOST; /* counted in prev's host children */
 		c->in_tier[KVS_TIER_HOST]++;
+		sp->recs++;
 		if (lower && prev != KVS_NONE && !hold_in_ram) {
 			/* Only now (prev may have moved down by now). */
 			cache_kids_add(c, KVS_TIER_HOST, prev, 1);

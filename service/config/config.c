@@ -76,7 +76,8 @@ const struct setting config_settings[] = {
 	  FIELD(uint32_t, max_ns_per_uid), .min = 1, .def = "256",
 	  .why = "must be a number >= 1",
 	  .help = "namespaces (layouts x salts) one peer uid may\n"
-		  "create; one more is refused (default {})" },
+		  "have; past it an idle one is reclaimed, else\n"
+		  "one more is refused (default {})" },
 	{ .name = "max-leases", .arg = "N", .type = T_U32,
 	  FIELD(uint32_t, max_leases), .min = 1, .def = "4096",
 	  .why = "must be a number >= 1",

@@ -337,6 +337,8 @@ int kvs_admin_list(kvs_admin *a, uint32_t conn_ns, const kvs_wire_list_req *rq,
 	for (uint32_t id = req.ns ? req.ns : 1; id <= (req.ns ? req.ns : nns); id++) {
 		kvs_wire_ns *w = &sums[id].w;
 
+		if (!kvs_cache_ns_at(c, id))
+			continue; /* a free id (reclaimed) */
 		ns_wire_fill(kvs_cache_ns_at(c, id), id, w);
 		rc = kvs_wire_ns_encode(w, sums[id].top, out + off, cap - off);
 		if (rc < 0)
