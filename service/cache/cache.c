@@ -68,6 +68,7 @@ int kvs_cache_create(const kvs_cache_config *cfg, kvs_counters *stats,
 	c->max_leases = cfg->max_leases;
 	c->max_pinned = cfg->max_pinned;
 	c->max_ns_per_uid = cfg->max_ns_per_uid;
+	c->max_sizes_per_uid = cfg->max_sizes_per_uid;
 	c->evict_kind = KVS_CACHE_EVENT_EVICTED;
 	c->page_bytes = cfg->page_bytes;
 	c->by_uid = cfg->max_tenants > 0;

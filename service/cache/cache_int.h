@@ -152,6 +152,7 @@ struct kvs_cache {
 	ns *nss;              /* namespace id i+1 is nss[i] (gone: free) */
 	uint32_t nns;
 	uint32_t max_ns_per_uid; /* 0: no limit */
+	uint32_t max_sizes_per_uid; /* block sizes; 0: no limit */
 	uint64_t ns_born;     /* namespaces made so far */
 	kvs_ratelimit rl_ns;  /* its refusals' log line */
 	/* Tiers other than host (kvs_tier_ops.h), by kvs_tier value; stores[]

@@ -149,6 +149,69 @@ static int ns_room_for(kvs_cache *c, uint32_t uid)
 	return 0;
 }
 
+/* Distinct block sizes of @uid's namespaces in domain @d (at most @cap
+ * counted); *has: whether @bytes is one of them. */
+static uint32_t ns_sizes_of(const kvs_cache *c, uint32_t uid, uint32_t d,
+			    uint64_t bytes, uint32_t cap, int *has)
+{
+	uint64_t seen[KVS_SLAB_MAX_CLASSES];
+	uint32_t n = 0, k;
+
+	*has = 0;
+	for (uint32_t i = 0; i < c->nns && n < cap; i++) {
+		const ns *s = &c->nss[i];
+
+		if (s->gone || !s->charged || s->creator != uid || s->dom != d)
+			continue;
+		*has |= s->info.block_bytes == bytes;
+		for (k = 0; k < n && seen[k] != s->info.block_bytes; k++)
+			;
+		if (k == n)
+			seen[n++] = s->info.block_bytes;
+	}
+	return n;
+}
+
+/* A namespace refused for its block size: counted; whether to log it
+ * (once a second, *held the lines not logged since). */
+static int sizes_refused(kvs_cache *c, uint64_t *held)
+{
+	struct timespec ts;
+
+	c->stats->namespaces_refused_sizes++;
+	c->stats->errors_limit++;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return kvs_ratelimit_ok(&c->rl_ns, (uint64_t)ts.tv_sec * 1000u +
+					   (uint64_t)ts.tv_nsec / 1000000u,
+				1000, held);
+}
+
+/* Whether @uid's namespaces in domain @d may have block size @bytes
+ * (--max-block-sizes-per-uid): one they have is free; at the budget, its
+ * idle namespaces are reclaimed, oldest first, while that helps. Counted
+ * and logged (once a second) when they may not. */
+static int ns_sizes_room(kvs_cache *c, uint32_t uid, uint32_t d, uint64_t bytes)
+{
+	uint32_t max = c->max_sizes_per_uid, n;
+	uint64_t held;
+	int has;
+
+	if (!max)
+		return 1;
+	do {
+		n = ns_sizes_of(c, uid, d, bytes, max, &has);
+		if (has || n < max)
+			return 1;
+	} while (ns_reclaim(c, uid));
+	if (sizes_refused(c, &held))
+		kvs_warn("refusing a namespace of %llu-byte blocks for uid %u: "
+			 "its namespaces have %u block sizes "
+			 "(--max-block-sizes-per-uid; %" PRIu64 " refusals not "
+			 "logged since the last line)",
+			 (unsigned long long)bytes, uid, n, held);
+	return 0;
+}
+
 /* The id of domain @d's namespace for @desc, or 0. */
 uint32_t cache_ns_find(const kvs_cache *c, uint32_t d, const kvs_ns_desc *desc)
 {
@@ -178,9 +241,12 @@ static void ns_tell_tiers(kvs_cache *c, uint32_t id, const kvs_tier_mod *except)
 			c->stores[i]->ops->store->ns_created(c->stores[i], id, &d);
 }
 
-/* Give up namespace @s's layout: its id is free again (a hole). */
-static void ns_release(ns *s)
+/* Give up namespace @s's layout: its id is free again (a hole), and its
+ * slot class if no other namespace holds it. */
+static void ns_release(kvs_cache *c, ns *s)
 {
+	if (!s->gone)
+		kvs_slab_class_put(c->doms[s->dom].slab, s->cls);
 	free(s->model);
 	free(s->adapter);
 	free(s->salt);
@@ -216,7 +282,7 @@ static int ns_slot(kvs_cache *c, uint32_t at, uint32_t *id)
 		}
 	}
 	if (!c->nss[want - 1].gone)
-		ns_release(&c->nss[want - 1]);
+		ns_release(c, &c->nss[want - 1]);
 	*id = want;
 	return 0;
 }
@@ -232,7 +298,11 @@ static int ns_fill(kvs_cache *c, uint32_t id, const kvs_ns_desc *desc,
 	s->adapter = strdup(desc->adapter);
 	s->salt = malloc(desc->salt_len + 1u);
 	if (!s->model || !s->adapter || !s->salt) {
-		ns_release(s);
+		free(s->model);
+		free(s->adapter);
+		free(s->salt);
+		memset(s, 0, sizeof(*s));
+		s->gone = 1;
 		return -ENOMEM;
 	}
 	if (desc->salt_len)
@@ -260,18 +330,29 @@ static int ns_fill(kvs_cache *c, uint32_t id, const kvs_ns_desc *desc,
 int cache_ns_create(kvs_cache *c, const kvs_ns_desc *desc, uint32_t d,
 		    const kvs_tier_mod *from, uint32_t at, uint32_t *id)
 {
-	uint64_t bytes;
+	uint64_t bytes, held;
 	uint32_t cls;
 	int rc = cache_ns_check(desc, &bytes);
 
 	if (rc < 0)
 		return rc;
 	rc = kvs_slab_class(c->doms[d].slab, bytes, &cls);
+	if (rc == -ENOSPC) {
+		if (sizes_refused(c, &held))
+			kvs_warn("refusing a namespace of %llu-byte blocks: the "
+				 "host tier serves %u block sizes already (%"
+				 PRIu64 " refusals not logged since the last "
+				 "line)", (unsigned long long)bytes,
+				 KVS_SLAB_MAX_CLASSES, held);
+		return KVS_E_LIMIT;
+	}
 	if (rc < 0)
 		return rc == -ENOMEM ? rc : KVS_E_LAYOUT;
 	if ((rc = ns_slot(c, at, id)) < 0 ||
-	    (rc = ns_fill(c, *id, desc, d, cls, bytes)) < 0)
+	    (rc = ns_fill(c, *id, desc, d, cls, bytes)) < 0) {
+		kvs_slab_class_put(c->doms[d].slab, cls);
 		return rc;
+	}
 	ns_tell_tiers(c, *id, from);
 	kvs_info("namespace %u: model '%s'%s%s, %u layers x %u kv heads x %u dim, "
 		 "%u tokens/block, tp %u/%u, %llu bytes/block",
@@ -369,7 +450,7 @@ static int ns_reclaim(kvs_cache *c, uint32_t uid)
 		return 0;
 	kvs_debug("namespace %u of uid %u reclaimed (no client, no block)",
 		  empty->info.id, uid);
-	ns_release(empty);
+	ns_release(c, empty);
 	c->stats->namespaces_reclaimed++;
 	return 1;
 }
@@ -438,7 +519,9 @@ int kvs_cache_attach(kvs_cache *c, kvs_owner *o, const kvs_ns_desc *desc,
 	if (!id) {
 		/* One namespace per distinct salt: an API user that picks
 		 * salts must not make them without bound. */
-		if (!ns_room_for(c, o->uid))
+		if (!ns_room_for(c, o->uid) ||
+		    (cache_ns_check(desc, &bytes) == 0 &&
+		     !ns_sizes_room(c, o->uid, d, bytes)))
 			return KVS_E_LIMIT;
 		rc = cache_ns_create(c, desc, d, NULL, 0, &id);
 		if (rc < 0) {
