@@ -387,8 +387,8 @@ static int ns_idle(const kvs_cache *c, const ns *s, uint32_t id, uint32_t uid)
  * ns_drain - free every block of namespace @id, when they are few
  * (NS_DRAIN_MAX), all committed, unpinned and in host RAM only (no store
  * tier: an eviction there is a demotion, which keeps the block). Leaves
- * first, a pass per level. O(records) for the scan. Returns whether none
- * is left.
+ * first, a pass per level, until a pass frees none. O(records) for the
+ * scan. Returns whether none is left.
  */
 static int ns_drain(kvs_cache *c, uint32_t id)
 {
@@ -414,6 +414,8 @@ static int ns_drain(kvs_cache *c, uint32_t id)
 		for (uint32_t k = 0; k < n; k++)
 			if (!freed[k])
 				v[m++] = v[k];
+		if (m == n)
+			break; /* held (a fast-path pin): it stays */
 	}
 	return s->recs == 0;
 }
