@@ -109,6 +109,8 @@
 	X(events, dropped, COUNTER, "events dropped: a subscriber's buffer was full") \
 	X(namespaces, count, GAUGE, "namespaces known")                       \
 	X(namespaces, refused, COUNTER, "attaches refused: --max-namespaces-per-uid")\
+	X(namespaces, refused_sizes, COUNTER, "attaches refused: --max-block-sizes-per-uid, or 256 block sizes in the host tier")\
+	X(namespaces, reclaimed, COUNTER, "namespaces given up: no client, no block (their uid was at its cap)")\
 	X(tenants, domains, GAUGE, "host arenas made, one per uid (--tenant-arenas uid; 0: off)") \
 	X(table, records, GAUGE, "block records in use")                      \
 	X(table, ghosts, GAUGE, "records of evicted parents kept for children")\

@@ -68,6 +68,7 @@ int kvs_cache_create(const kvs_cache_config *cfg, kvs_counters *stats,
 	c->max_leases = cfg->max_leases;
 	c->max_pinned = cfg->max_pinned;
 	c->max_ns_per_uid = cfg->max_ns_per_uid;
+	c->max_sizes_per_uid = cfg->max_sizes_per_uid;
 	c->evict_kind = KVS_CACHE_EVENT_EVICTED;
 	c->page_bytes = cfg->page_bytes;
 	c->by_uid = cfg->max_tenants > 0;
@@ -435,6 +436,7 @@ int cache_reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 		r->parent = prev; /* prev keeps the child counted above */
 		r->tier = KVS_TIER_HOST; /* counted in prev's host children */
 		c->in_tier[KVS_TIER_HOST]++;
+		sp->recs++;
 		if (lower && prev != KVS_NONE && !hold_in_ram) {
 			/* Only now (prev may have moved down by now). */
 			cache_kids_add(c, KVS_TIER_HOST, prev, 1);

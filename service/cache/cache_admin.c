@@ -56,7 +56,9 @@ void kvs_cache_stats_fill(kvs_cache *c)
 		ss.slab_bytes ? (int64_t)(ss.slot_bytes_used * 1000 / ss.slab_bytes) : 0;
 	st->leases_active = c->active_leases;
 	st->leases_pinned_blocks = (int64_t)c->pins;
-	st->namespaces_count = c->nns;
+	st->namespaces_count = 0;
+	for (uint32_t i = 0; i < c->nns; i++)
+		st->namespaces_count += !c->nss[i].gone;
 	st->tenants_domains = c->by_uid ? c->ndoms : 0;
 	st->table_records = kvs_table_count(c->table);
 	st->table_ghosts = c->ghosts;
@@ -76,7 +78,8 @@ void kvs_cache_ns_foreach(const kvs_cache *c,
 			  void (*fn)(const kvs_ns_info *ns, void *arg), void *arg)
 {
 	for (uint32_t i = 0; i < c->nns; i++)
-		fn(&c->nss[i].info, arg);
+		if (!c->nss[i].gone)
+			fn(&c->nss[i].info, arg);
 }
 
 /* ---- operator primitives (kvs_cache_admin.h) -------------------------- */
@@ -152,7 +155,8 @@ uint32_t kvs_cache_find(const kvs_cache *c, uint32_t ns_id, kvs_hash h)
 
 const kvs_ns_info *kvs_cache_ns_at(const kvs_cache *c, uint32_t id)
 {
-	return id >= 1 && id <= c->nns ? &c->nss[id - 1].info : NULL;
+	return id >= 1 && id <= c->nns && !c->nss[id - 1].gone ?
+	       &c->nss[id - 1].info : NULL;
 }
 
 uint32_t kvs_cache_ns_count(const kvs_cache *c)

@@ -64,7 +64,7 @@ static int check_rec(kvs_cache *c, uint32_t idx, uint32_t hi, uint32_t *children
 	int rc = 0;
 
 	CHECK(kvs_table_find(c->table, r->hash) == idx);
-	CHECK(r->ns >= 1 && r->ns <= c->nns);
+	CHECK(r->ns >= 1 && r->ns <= c->nns && !c->nss[r->ns - 1].gone);
 	CHECK(c->nss[r->ns - 1].dom < c->ndoms);
 	CHECK(r->state != KVS_REC_WRITING || r->refs >= 1);
 	/* A leaf-only policy makes ghosts only when a tier other than host
@@ -88,6 +88,28 @@ static int check_rec(kvs_cache *c, uint32_t idx, uint32_t hi, uint32_t *children
 			tkids[r->tier][r->parent]++;
 	}
 out:
+	return rc;
+}
+
+/* Each namespace's record count (what reclaim goes by) is its records. */
+static int check_ns_recs(const kvs_cache *c, uint32_t hi)
+{
+	uint64_t *n = calloc((size_t)c->nns + 1, sizeof(*n));
+	int rc = n ? 0 : -ENOMEM;
+
+	for (uint32_t idx = 0; idx < hi && n; idx++)
+		if (cache_rec(c, idx)->state != KVS_REC_FREE)
+			n[cache_rec(c, idx)->ns]++;
+	for (uint32_t i = 0; i < c->nns && rc == 0; i++) {
+		if (c->nss[i].recs != n[i + 1] || (c->nss[i].gone && n[i + 1])) {
+			kvs_err("cache invariant failed: namespace %u has %llu "
+				"records, counted %llu", i + 1,
+				(unsigned long long)n[i + 1],
+				(unsigned long long)c->nss[i].recs);
+			rc = KVS_E_INTERNAL;
+		}
+	}
+	free(n);
 	return rc;
 }
 
@@ -127,7 +149,7 @@ int kvs_cache_check(kvs_cache *c)
 		for (uint8_t t = 0; t < KVS_TIER_MAX; t++)
 			CHECK(!tkids[t] || cache_kids(c, t, idx) == tkids[t][idx]);
 	}
-	if (rc < 0)
+	if (rc < 0 || (rc = check_ns_recs(c, hi)) < 0)
 		goto out;
 	idx = 0;
 	cache_host_stats(c, &ss, &bytes, &resident);

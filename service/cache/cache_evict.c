@@ -130,6 +130,7 @@ void cache_child_gone(kvs_cache *c, uint32_t p, uint8_t t)
 			return;
 		}
 		c->ghosts--;
+		cache_ns(c, pr->ns)->recs--;
 		kvs_table_remove(c->table, p);
 		p = up;
 	}
@@ -145,6 +146,7 @@ static void drop_record(kvs_cache *c, uint32_t idx)
 	if (r->pol != KVS_NONE)
 		kvs_policy_del(cache_policy_of(c, idx), idx);
 	c->in_tier[t] -= t != KVS_TIER_NONE;
+	cache_ns(c, r->ns)->recs--;
 	kvs_table_remove(c->table, idx);
 	cache_child_gone(c, p, t);
 }

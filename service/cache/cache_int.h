@@ -59,6 +59,10 @@ typedef struct ns {
 	uint32_t tcls[KVS_TIER_MAX]; /* class in each slot tier, or NO_CLASS */
 	uint32_t creator; /* the uid whose attach made it (charged == 1) */
 	int charged;      /* 0: restored by a tier, no uid's */
+	int gone;         /* a free id: never given (the namespaces file
+			   * skipped it) or reclaimed (cache_ns.c) */
+	uint64_t recs;    /* its table records: any tier, ghosts too */
+	uint64_t born;    /* creation order (kvs_cache.ns_born) */
 } ns;
 
 /* A trust domain (DESIGN.md: "an arena is a trust domain"): one host arena
@@ -145,9 +149,11 @@ struct kvs_cache {
 	uint64_t pins;        /* sum of refs */
 	uint32_t ghosts;      /* GHOST records */
 	int leaf_only;        /* the policy evicts leaves only */
-	ns *nss;              /* namespace id i+1 is nss[i] */
+	ns *nss;              /* namespace id i+1 is nss[i] (gone: free) */
 	uint32_t nns;
 	uint32_t max_ns_per_uid; /* 0: no limit */
+	uint32_t max_sizes_per_uid; /* block sizes; 0: no limit */
+	uint64_t ns_born;     /* namespaces made so far */
 	kvs_ratelimit rl_ns;  /* its refusals' log line */
 	/* Tiers other than host (kvs_tier_ops.h), by kvs_tier value; stores[]
 	 * lists the store tiers top down (demotion tries them in order). */
@@ -288,10 +294,11 @@ void cache_dom_destroy(dom *d);
 int cache_dom_of_owner(kvs_cache *c, const kvs_owner *o, uint32_t *out);
 int cache_ns_check(const kvs_ns_desc *d, uint64_t *bytes);
 uint32_t cache_ns_find(const kvs_cache *c, uint32_t d, const kvs_ns_desc *desc);
-/* A new namespace in domain @d; @from: the tier restoring it (not told
- * of it again), or NULL. */
+/* A new namespace in domain @d, with id @at (0: a free one, see ns_slot
+ * in cache_ns.c); @from: the tier restoring it (not told of it again), or
+ * NULL. */
 int cache_ns_create(kvs_cache *c, const kvs_ns_desc *desc, uint32_t d,
-		    const kvs_tier_mod *from, uint32_t *id);
+		    const kvs_tier_mod *from, uint32_t at, uint32_t *id);
 /* The class of namespace @ns_id's blocks in slot tier @t (made on first
  * use). Errors: KVS_E_LAYOUT, -ENOMEM. */
 int cache_ns_tier_class(kvs_cache *c, uint32_t ns_id, uint8_t t, uint32_t *cls);

@@ -114,7 +114,14 @@ int cache_ns_check(const kvs_ns_desc *d, uint64_t *bytes)
 	return *bytes ? 0 : KVS_E_LAYOUT;
 }
 
-/* Whether @uid may create one more namespace (--max-namespaces-per-uid).
+/* A namespace with at most this many blocks, none in use, may have them
+ * freed to be reclaimed (ns_drain). */
+#define NS_DRAIN_MAX 64
+
+static int ns_reclaim(kvs_cache *c, uint32_t uid);
+
+/* Whether @uid may create one more namespace (--max-namespaces-per-uid):
+ * at its cap, its oldest namespace that nothing uses is reclaimed.
  * O(namespaces), as cache_ns_find() that precedes it; the cap keeps both
  * short. Counted and logged (once a second) when it may not. */
 static int ns_room_for(kvs_cache *c, uint32_t uid)
@@ -126,8 +133,9 @@ static int ns_room_for(kvs_cache *c, uint32_t uid)
 	if (!c->max_ns_per_uid)
 		return 1;
 	for (uint32_t i = 0; i < c->nns; i++)
-		n += c->nss[i].charged && c->nss[i].creator == uid;
-	if (n < c->max_ns_per_uid)
+		n += !c->nss[i].gone && c->nss[i].charged &&
+		     c->nss[i].creator == uid;
+	if (n < c->max_ns_per_uid || ns_reclaim(c, uid))
 		return 1;
 	c->stats->namespaces_refused++;
 	c->stats->errors_limit++;
@@ -141,11 +149,75 @@ static int ns_room_for(kvs_cache *c, uint32_t uid)
 	return 0;
 }
 
+/* Distinct block sizes of @uid's namespaces in domain @d (at most @cap
+ * counted); *has: whether @bytes is one of them. */
+static uint32_t ns_sizes_of(const kvs_cache *c, uint32_t uid, uint32_t d,
+			    uint64_t bytes, uint32_t cap, int *has)
+{
+	uint64_t seen[KVS_SLAB_MAX_CLASSES];
+	uint32_t n = 0, k;
+
+	*has = 0;
+	for (uint32_t i = 0; i < c->nns && n < cap; i++) {
+		const ns *s = &c->nss[i];
+
+		if (s->gone || !s->charged || s->creator != uid || s->dom != d)
+			continue;
+		*has |= s->info.block_bytes == bytes;
+		for (k = 0; k < n && seen[k] != s->info.block_bytes; k++)
+			;
+		if (k == n)
+			seen[n++] = s->info.block_bytes;
+	}
+	return n;
+}
+
+/* A namespace refused for its block size: counted; whether to log it
+ * (once a second, *held the lines not logged since). */
+static int sizes_refused(kvs_cache *c, uint64_t *held)
+{
+	struct timespec ts;
+
+	c->stats->namespaces_refused_sizes++;
+	c->stats->errors_limit++;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return kvs_ratelimit_ok(&c->rl_ns, (uint64_t)ts.tv_sec * 1000u +
+					   (uint64_t)ts.tv_nsec / 1000000u,
+				1000, held);
+}
+
+/* Whether @uid's namespaces in domain @d may have block size @bytes
+ * (--max-block-sizes-per-uid): one they have is free; at the budget, its
+ * idle namespaces are reclaimed, oldest first, while that helps. Counted
+ * and logged (once a second) when they may not. */
+static int ns_sizes_room(kvs_cache *c, uint32_t uid, uint32_t d, uint64_t bytes)
+{
+	uint32_t max = c->max_sizes_per_uid, n;
+	uint64_t held;
+	int has;
+
+	if (!max)
+		return 1;
+	do {
+		n = ns_sizes_of(c, uid, d, bytes, max, &has);
+		if (has || n < max)
+			return 1;
+	} while (ns_reclaim(c, uid));
+	if (sizes_refused(c, &held))
+		kvs_warn("refusing a namespace of %llu-byte blocks for uid %u: "
+			 "its namespaces have %u block sizes "
+			 "(--max-block-sizes-per-uid; %" PRIu64 " refusals not "
+			 "logged since the last line)",
+			 (unsigned long long)bytes, uid, n, held);
+	return 0;
+}
+
 /* The id of domain @d's namespace for @desc, or 0. */
 uint32_t cache_ns_find(const kvs_cache *c, uint32_t d, const kvs_ns_desc *desc)
 {
 	for (uint32_t i = 0; i < c->nns; i++)
-		if (c->nss[i].dom == d && ns_matches(&c->nss[i], desc))
+		if (!c->nss[i].gone && c->nss[i].dom == d &&
+		    ns_matches(&c->nss[i], desc))
 			return i + 1;
 	return 0;
 }
@@ -169,25 +241,58 @@ static void ns_tell_tiers(kvs_cache *c, uint32_t id, const kvs_tier_mod *except)
 			c->stores[i]->ops->store->ns_created(c->stores[i], id, &d);
 }
 
-/* A namespace belongs to domain @d: its blocks live in that arena only. */
-int cache_ns_create(kvs_cache *c, const kvs_ns_desc *desc, uint32_t d,
-		    const kvs_tier_mod *from, uint32_t *id)
+/* Give up namespace @s's layout: its id is free again (a hole), and its
+ * slot class if no other namespace holds it. */
+static void ns_release(kvs_cache *c, ns *s)
 {
-	uint64_t bytes;
-	uint32_t cls;
-	ns *nn, *s;
-	int rc = cache_ns_check(desc, &bytes);
+	if (!s->gone)
+		kvs_slab_class_put(c->doms[s->dom].slab, s->cls);
+	free(s->model);
+	free(s->adapter);
+	free(s->salt);
+	memset(s, 0, sizeof(*s));
+	s->gone = 1;
+}
 
-	if (rc < 0)
-		return rc;
-	rc = kvs_slab_class(c->doms[d].slab, bytes, &cls);
-	if (rc < 0)
-		return rc == -ENOMEM ? rc : KVS_E_LAYOUT;
-	nn = realloc(c->nss, (size_t)(c->nns + 1) * sizeof(*nn));
-	if (!nn)
-		return -ENOMEM;
-	c->nss = nn;
-	s = &c->nss[c->nns];
+/*
+ * The slot of namespace id @at (0: the first free id, else a new one at
+ * the end). Ids up to @at that do not exist yet are made free (the
+ * namespaces file skipped them); @at in use is given up (a later entry of
+ * the id in that file: the id was given to another layout, and no block
+ * of the first is left).
+ */
+static int ns_slot(kvs_cache *c, uint32_t at, uint32_t *id)
+{
+	uint32_t want = at;
+	ns *nn;
+
+	for (uint32_t i = 0; !want && i < c->nns; i++)
+		if (c->nss[i].gone)
+			want = i + 1;
+	if (!want)
+		want = c->nns + 1;
+	if (want > c->nns) {
+		nn = realloc(c->nss, (size_t)want * sizeof(*nn));
+		if (!nn)
+			return -ENOMEM;
+		c->nss = nn;
+		for (; c->nns < want; c->nns++) {
+			memset(&nn[c->nns], 0, sizeof(*nn));
+			nn[c->nns].gone = 1;
+		}
+	}
+	if (!c->nss[want - 1].gone)
+		ns_release(c, &c->nss[want - 1]);
+	*id = want;
+	return 0;
+}
+
+/* Namespace @id (a free slot) becomes @desc's, in domain @d. */
+static int ns_fill(kvs_cache *c, uint32_t id, const kvs_ns_desc *desc,
+		   uint32_t d, uint32_t cls, uint64_t bytes)
+{
+	ns *s = cache_ns(c, id);
+
 	memset(s, 0, sizeof(*s));
 	s->model = strdup(desc->model);
 	s->adapter = strdup(desc->adapter);
@@ -196,6 +301,8 @@ int cache_ns_create(kvs_cache *c, const kvs_ns_desc *desc, uint32_t d,
 		free(s->model);
 		free(s->adapter);
 		free(s->salt);
+		memset(s, 0, sizeof(*s));
+		s->gone = 1;
 		return -ENOMEM;
 	}
 	if (desc->salt_len)
@@ -204,10 +311,11 @@ int cache_ns_create(kvs_cache *c, const kvs_ns_desc *desc, uint32_t d,
 	s->salt_len = desc->salt_len;
 	s->cls = cls;
 	s->dom = d;
+	s->born = ++c->ns_born;
 	for (uint32_t t = 0; t < KVS_TIER_MAX; t++)
 		s->tcls[t] = NO_CLASS;
 	s->info = (kvs_ns_info){
-		.id = c->nns + 1, .model = s->model, .adapter = s->adapter,
+		.id = id, .model = s->model, .adapter = s->adapter,
 		.salted = desc->salt_len > 0, .layers = desc->layers,
 		.kv_heads = desc->kv_heads, .head_dim = desc->head_dim,
 		.block_tokens = desc->block_tokens, .tp_rank = desc->tp_rank,
@@ -215,15 +323,138 @@ int cache_ns_create(kvs_cache *c, const kvs_ns_desc *desc, uint32_t d,
 		.block_bytes = bytes, .tenant = c->by_uid,
 		.uid = c->by_uid ? c->doms[d].uid : 0,
 	};
-	c->nns++;
-	*id = s->info.id;
+	return 0;
+}
+
+/* A namespace belongs to domain @d: its blocks live in that arena only. */
+int cache_ns_create(kvs_cache *c, const kvs_ns_desc *desc, uint32_t d,
+		    const kvs_tier_mod *from, uint32_t at, uint32_t *id)
+{
+	uint64_t bytes, held;
+	uint32_t cls;
+	int rc = cache_ns_check(desc, &bytes);
+
+	if (rc < 0)
+		return rc;
+	rc = kvs_slab_class(c->doms[d].slab, bytes, &cls);
+	if (rc == -ENOSPC) {
+		if (sizes_refused(c, &held))
+			kvs_warn("refusing a namespace of %llu-byte blocks: the "
+				 "host tier serves %u block sizes already (%"
+				 PRIu64 " refusals not logged since the last "
+				 "line)", (unsigned long long)bytes,
+				 KVS_SLAB_MAX_CLASSES, held);
+		return KVS_E_LIMIT;
+	}
+	if (rc < 0)
+		return rc == -ENOMEM ? rc : KVS_E_LAYOUT;
+	if ((rc = ns_slot(c, at, id)) < 0 ||
+	    (rc = ns_fill(c, *id, desc, d, cls, bytes)) < 0) {
+		kvs_slab_class_put(c->doms[d].slab, cls);
+		return rc;
+	}
 	ns_tell_tiers(c, *id, from);
 	kvs_info("namespace %u: model '%s'%s%s, %u layers x %u kv heads x %u dim, "
 		 "%u tokens/block, tp %u/%u, %llu bytes/block",
-		 *id, s->model, *s->adapter ? " adapter " : "", s->adapter,
-		 desc->layers, desc->kv_heads, desc->head_dim, desc->block_tokens,
-		 desc->tp_rank, desc->tp_size, (unsigned long long)bytes);
+		 *id, desc->model, *desc->adapter ? " adapter " : "",
+		 desc->adapter, desc->layers, desc->kv_heads, desc->head_dim,
+		 desc->block_tokens, desc->tp_rank, desc->tp_size,
+		 (unsigned long long)bytes);
 	return 0;
+}
+
+/* Whether a promotion in flight (its client may be gone) is of @id. */
+static int ns_promoting(const kvs_cache *c, uint32_t id)
+{
+	for (uint32_t i = 0; i < kvs_pool_cap(&c->promos); i++) {
+		const promo *p = kvs_pool_live_at(&c->promos, i);
+
+		if (p && p->ns == id)
+			return 1;
+	}
+	return 0;
+}
+
+/* Whether namespace @s (of id @id) may be reclaimed for its creator @uid:
+ * made by an attach of @uid, no client, no promotion in flight. */
+static int ns_idle(const kvs_cache *c, const ns *s, uint32_t id, uint32_t uid)
+{
+	return !s->gone && s->charged && s->creator == uid && !s->info.clients &&
+	       !ns_promoting(c, id);
+}
+
+/*
+ * ns_drain - free every block of namespace @id, when they are few
+ * (NS_DRAIN_MAX), all committed, unpinned and in host RAM only (no store
+ * tier: an eviction there is a demotion, which keeps the block). Leaves
+ * first, a pass per level, until a pass frees none. O(records) for the
+ * scan. Returns whether none is left.
+ */
+static int ns_drain(kvs_cache *c, uint32_t id)
+{
+	uint32_t v[NS_DRAIN_MAX], n = 0, span = kvs_cache_rec_span(c), m;
+	uint8_t freed[NS_DRAIN_MAX];
+	ns *s = cache_ns(c, id);
+
+	if (c->nstores || s->recs > NS_DRAIN_MAX)
+		return 0;
+	for (uint32_t i = 0; i < span; i++) {
+		const kvs_rec *r = cache_rec(c, i);
+
+		if (r->state == KVS_REC_FREE || r->ns != id ||
+		    r->state == KVS_REC_GHOST)
+			continue; /* a ghost goes with its last child */
+		if (r->state != KVS_REC_READY || r->refs || r->tier != KVS_TIER_HOST)
+			return 0;
+		v[n++] = i;
+	}
+	for (uint32_t pass = 0; n && pass < NS_DRAIN_MAX; pass++, n = m) {
+		kvs_cache_free_recs(c, v, n, KVS_CACHE_EVENT_EVICTED, freed);
+		m = 0;
+		for (uint32_t k = 0; k < n; k++)
+			if (!freed[k])
+				v[m++] = v[k];
+		if (m == n)
+			break; /* held (a fast-path pin): it stays */
+	}
+	return s->recs == 0;
+}
+
+/*
+ * ns_reclaim - give up @uid's oldest namespace that nothing uses: no
+ * client, no record in any tier (ghosts included), no promotion in flight;
+ * failing that, its oldest idle one whose few blocks can all be freed
+ * (ns_drain: one-block namespaces of random salts). Its id is free for the
+ * next namespace: nothing keyed by it is left here, and a store tier is
+ * told the new layout of the id before it keeps a block of it (the SSD
+ * tier files it first, tier_ssd_restore.c). Only namespaces an attach made
+ * are reclaimed; those a tier restored stay. Returns 1 when one was given
+ * up.
+ */
+static int ns_reclaim(kvs_cache *c, uint32_t uid)
+{
+	ns *empty = NULL, *few = NULL;
+
+	for (uint32_t i = 0; i < c->nns; i++) {
+		ns *s = &c->nss[i];
+
+		if (!ns_idle(c, s, i + 1, uid))
+			continue;
+		if (!s->recs && (!empty || s->born < empty->born))
+			empty = s;
+		else if (s->recs && s->recs <= NS_DRAIN_MAX &&
+			 (!few || s->born < few->born))
+			few = s;
+	}
+	if (!empty && few && ns_drain(c, few->info.id))
+		empty = few;
+	if (!empty)
+		return 0;
+	kvs_debug("namespace %u of uid %u reclaimed (no client, no block)",
+		  empty->info.id, uid);
+	ns_release(c, empty);
+	c->stats->namespaces_reclaimed++;
+	return 1;
 }
 
 int cache_ns_tier_class(kvs_cache *c, uint32_t ns_id, uint8_t t, uint32_t *cls)
@@ -290,9 +521,11 @@ int kvs_cache_attach(kvs_cache *c, kvs_owner *o, const kvs_ns_desc *desc,
 	if (!id) {
 		/* One namespace per distinct salt: an API user that picks
 		 * salts must not make them without bound. */
-		if (!ns_room_for(c, o->uid))
+		if (!ns_room_for(c, o->uid) ||
+		    (cache_ns_check(desc, &bytes) == 0 &&
+		     !ns_sizes_room(c, o->uid, d, bytes)))
 			return KVS_E_LIMIT;
-		rc = cache_ns_create(c, desc, d, NULL, &id);
+		rc = cache_ns_create(c, desc, d, NULL, 0, &id);
 		if (rc < 0) {
 			if (rc == KVS_E_LAYOUT)
 				c->stats->errors_layout++;

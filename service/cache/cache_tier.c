@@ -303,12 +303,14 @@ void kvs_tier_lost(kvs_tier_mod *t, uint32_t idx)
 	}
 }
 
-int kvs_tier_ns_restore(kvs_tier_mod *t, const kvs_ns_desc *d, uint32_t *id)
+int kvs_tier_ns_restore(kvs_tier_mod *t, const kvs_ns_desc *d, uint32_t id)
 {
+	uint32_t got;
+
 	/* Domain 0 only; the restoring tier has it already (telling it
 	 * again appended every namespace to the SSD tier's file at each
 	 * start, doubling it). */
-	return cache_ns_create(t->cache, d, 0, t, id);
+	return id ? cache_ns_create(t->cache, d, 0, t, id, &got) : -EINVAL;
 }
 
 int kvs_tier_rec_restore(kvs_tier_mod *t, uint32_t ns_id, kvs_hash hash,
@@ -319,7 +321,7 @@ int kvs_tier_rec_restore(kvs_tier_mod *t, uint32_t ns_id, kvs_hash hash,
 	kvs_rec *r;
 	int rc;
 
-	if (ns_id == 0 || ns_id > c->nns ||
+	if (ns_id == 0 || ns_id > c->nns || cache_ns(c, ns_id)->gone ||
 	    bytes != cache_ns(c, ns_id)->info.block_bytes)
 		return -EINVAL;
 	rc = kvs_table_insert(c->table, cache_ns_key(ns_id, hash), &idx);
@@ -330,11 +332,20 @@ int kvs_tier_rec_restore(kvs_tier_mod *t, uint32_t ns_id, kvs_hash hash,
 	r = cache_rec(c, idx);
 	r->state = KVS_REC_READY;
 	r->ns = ns_id;
+	cache_ns(c, ns_id)->recs++;
 	r->cls = (uint16_t)cache_ns(c, ns_id)->cls;
 	r->stamp = stamp;
 	cache_set_tier(c, idx, t->ops->tier);
 	*out = idx;
 	return 0;
+}
+
+int kvs_tier_rec_has(const kvs_tier_mod *t, uint32_t ns_id, kvs_hash hash)
+{
+	const kvs_cache *c = t->cache;
+	uint32_t idx = kvs_table_find(c->table, cache_ns_key(ns_id, hash));
+
+	return idx != KVS_NONE && cache_rec(c, idx)->ns == ns_id;
 }
 
 uint32_t cache_find(kvs_cache *c, uint32_t ns_id, kvs_hash hash)

@@ -53,6 +53,10 @@ typedef struct kvs_cache_config {
 	/* Namespaces one peer uid may create (an attach that would make one
 	 * more gets KVS_E_LIMIT); 0: no limit. */
 	uint32_t max_ns_per_uid;
+	/* Distinct block sizes one peer uid's namespaces may have in its
+	 * domain's allocator (each takes a slot class, of 256 shared by the
+	 * domain); 0: no limit. */
+	uint32_t max_sizes_per_uid;
 } kvs_cache_config;
 
 /* A namespace as kvs_cache_ns_foreach() shows it. */
@@ -156,8 +160,10 @@ void kvs_cache_owner_free(kvs_cache *c, kvs_owner *o);
  * Errors: KVS_E_LAYOUT (a zero or out-of-range field, a block that does not
  * fit the arena), KVS_E_ATTACHED (already bound to another namespace),
  * KVS_E_LIMIT (the owner's uid has no domain and max_tenants exist, or
- * the namespace is new and the uid made max_ns_per_uid of them already:
- * counted in namespaces.refused), -ENOMEM.
+ * the namespace is new and the uid has max_ns_per_uid of them, none
+ * reclaimable: counted in namespaces.refused; or its block size would be
+ * one more than max_sizes_per_uid for the uid, or one more than the 256
+ * the domain serves: namespaces.refused_sizes), -ENOMEM.
  */
 int kvs_cache_attach(kvs_cache *c, kvs_owner *o, const kvs_ns_desc *d,
 		     int maps_slots, uint32_t *ns_id, uint64_t *block_bytes);

@@ -45,7 +45,8 @@ uint64_t kvs_cache_rec_age_s(const kvs_cache *c, uint32_t idx);
  * namespace that has it), or KVS_NONE. */
 uint32_t kvs_cache_find(const kvs_cache *c, uint32_t ns, kvs_hash h);
 
-/* kvs_cache_ns_at - namespace @id (1..count), or NULL. */
+/* kvs_cache_ns_at - namespace @id (1..count), or NULL (none, or a free
+ * id: never given, or reclaimed). kvs_cache_ns_count is the highest id. */
 const kvs_ns_info *kvs_cache_ns_at(const kvs_cache *c, uint32_t id);
 uint32_t kvs_cache_ns_count(const kvs_cache *c);
 

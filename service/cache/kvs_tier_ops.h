@@ -263,17 +263,19 @@ void kvs_tier_read_done(kvs_tier_mod *t, uint64_t cookie, int res);
 /* A probe finished: the tier holds the first @count blocks it was asked
  * about (0, or an error: none). */
 void kvs_tier_probe_done(kvs_tier_mod *t, uint64_t cookie, int count);
-/* Restore: namespace @d with the next id (ids come back in the order they
- * were created); a block of namespace @ns held only in this tier, READY,
+/* Restore: namespace @d with id @id (the one it had: a later restore of
+ * the same id replaces the layout, ids not restored stay free); a block of namespace @ns held only in this tier, READY,
  * with its access stamp; then its parent link, once its parent is in:
  * rec_link returns 1 when linked, 0 when the table has no such parent (yet)
  * or @parent is zero. Call it once per block that links.
  * Errors: KVS_E_LAYOUT, -EEXIST, -EINVAL (bytes differ from the
  * namespace's), -ENOMEM. */
-int kvs_tier_ns_restore(kvs_tier_mod *t, const kvs_ns_desc *d, uint32_t *id);
+int kvs_tier_ns_restore(kvs_tier_mod *t, const kvs_ns_desc *d, uint32_t id);
 int kvs_tier_rec_restore(kvs_tier_mod *t, uint32_t ns, kvs_hash hash,
 			 uint64_t bytes, uint64_t stamp, uint32_t *idx);
 int kvs_tier_rec_link(kvs_tier_mod *t, uint32_t idx, kvs_hash parent);
+/* Whether the table has a record of block @hash of namespace @ns. */
+int kvs_tier_rec_has(const kvs_tier_mod *t, uint32_t ns, kvs_hash hash);
 
 /* ---- the cache's side -------------------------------------------------- */
 

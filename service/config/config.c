@@ -76,7 +76,14 @@ const struct setting config_settings[] = {
 	  FIELD(uint32_t, max_ns_per_uid), .min = 1, .def = "256",
 	  .why = "must be a number >= 1",
 	  .help = "namespaces (layouts x salts) one peer uid may\n"
-		  "create; one more is refused (default {})" },
+		  "have; past it an idle one is reclaimed, else\n"
+		  "one more is refused (default {})" },
+	{ .name = "max-block-sizes-per-uid", .arg = "N", .type = T_U32,
+	  FIELD(uint32_t, max_sizes_per_uid), .min = 1, .max = 256,
+	  .def = "16", .why = "must be a number from 1 to 256",
+	  .help = "distinct block sizes one peer uid's namespaces\n"
+		  "may have at once (the host tier serves 256);\n"
+		  "one more is refused (default {})" },
 	{ .name = "max-leases", .arg = "N", .type = T_U32,
 	  FIELD(uint32_t, max_leases), .min = 1, .def = "4096",
 	  .why = "must be a number >= 1",

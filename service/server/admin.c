@@ -386,6 +386,8 @@ int kvs_admin_list(kvs_admin *a, uint32_t conn_ns, const kvs_admin_domain *dom,
 	for (uint32_t id = req.ns ? req.ns : 1; id <= (req.ns ? req.ns : nns); id++) {
 		kvs_wire_ns *w = &sums[id].w;
 
+		if (!kvs_cache_ns_at(c, id))
+			continue; /* a free id (reclaimed) */
 		if (!kvs_admin_domain_has(a, dom, id))
 			continue;
 		ns_wire_fill(kvs_cache_ns_at(c, id), id, w);

@@ -249,6 +249,7 @@ static void ssd_close(kvs_tier_mod *tt)
 	kvs_pool_fini(&t->rs);
 	free(t->loc);
 	free(t->ld.pend);
+	ssd_ns_free(t);
 	free(t);
 }
 

@@ -40,6 +40,8 @@
 	X(promotions, COUNTER, "blocks read back into RAM by lookups")        \
 	X(lookup_hits, COUNTER, "lookup hits served after promotion")         \
 	X(admission_rejected, COUNTER, "evicted blocks not admitted")         \
+	X(ns_unfiled, COUNTER, "blocks not written: their namespace is not in the namespaces file yet") \
+	X(ns_file_errors, COUNTER, "appends to the namespaces file that failed (tried again 1 s later)") \
 	X(corrupt_blocks, COUNTER, "reads failing verification: dropped")     \
 	X(verify_runs, COUNTER, "verify requests finished")                   \
 	X(verified_blocks, COUNTER, "blocks read back by verify")             \

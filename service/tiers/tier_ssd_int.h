@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "kvs_index.h"
+#include "kvs_nsfile.h"
 #include "kvs_log.h" /* kvs_ratelimit */
 #include "kvs_ssd.h"
 #include "kvs_tier_ops.h"
@@ -120,6 +121,10 @@ typedef struct vjob {     /* one verify */
 	vread r[VERIFY_BATCH];
 } vjob;
 
+/* A namespace whose append to the namespaces file failed is tried again
+ * no sooner. */
+#define NS_RETRY_MS 1000
+
 /* The background load of the index at start (tier_ssd_restore.c). */
 #define LOAD_SLICE 4096 /* entries per slice: 2-3 ms of the loop */
 
@@ -139,6 +144,24 @@ typedef struct ssd_load {
 	uint64_t n, cap, linked;
 	struct timespec t0;
 } ssd_load;
+
+/* What the tier knows of a namespace id (tier_ssd_restore.c). A block
+ * goes to SSD only once its namespace's entry is in the namespaces file:
+ * a restart must give it its id back, or its blocks are lost. */
+enum {
+	NSF_NONE = 0, /* not told of it: no block of it is written */
+	NSF_PENDING,  /* told, not in the file yet (filed at its first block) */
+	NSF_FILED,    /* in the file, filed since the start */
+	NSF_RESTORED, /* in the file at the start: the index may hold its blocks */
+	NSF_NEVER,    /* cannot be encoded: never on SSD */
+};
+
+typedef struct ssd_ns {
+	int state;
+	kvs_nsfile_ns entry; /* NSF_PENDING: what to file (strings in buf) */
+	uint8_t *buf;
+	uint64_t retry_at;   /* ms (ssd_now_ms): its next append, after one failed */
+} ssd_ns;
 
 typedef struct ssd_tier {
 	kvs_tier_mod base;    /* first: the cache's handle */
@@ -173,6 +196,9 @@ typedef struct ssd_tier {
 	uint64_t retry_at;
 	uint32_t retry_first_s, retry_s;
 	ssd_load ld;
+	ssd_ns *nsv;      /* by namespace id - 1 */
+	uint32_t nnsv;
+	kvs_ratelimit rl_ns;
 } ssd_tier;
 
 static inline ssd_tier *ssd_of(const kvs_tier_mod *t)
@@ -237,6 +263,11 @@ void ssd_vjob_free(ssd_tier *t, uint32_t id);
 
 /* tier_ssd_restore.c */
 void ssd_ns_created(kvs_tier_mod *tt, uint32_t id, const kvs_ns_desc *d);
+/* Whether blocks of namespace @id may go to SSD: its entry is in the
+ * namespaces file, appended now if it was not (a failed append is tried
+ * again at a later block, NS_RETRY_MS apart; refusals are counted). */
+int ssd_ns_filed(ssd_tier *t, uint32_t id);
+void ssd_ns_free(ssd_tier *t);
 /* Restore the namespaces and start loading the index: the blocks come in
  * slices (ssd_load_step, from poll, which it keeps readable until done). */
 int ssd_restore(kvs_tier_mod *tt);

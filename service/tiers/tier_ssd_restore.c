@@ -15,30 +15,119 @@
 #include "kvs_types.h" /* kvs_strerror */
 #include "kvs_nsfile.h"
 
-/* Namespace ids are handed out in order of first attach; the index names
- * blocks by id, so the ids are persisted in that order. */
+/* The entry of namespace @id, made if the array is short (NULL: no
+ * memory). */
+static ssd_ns *ns_of(ssd_tier *t, uint32_t id)
+{
+	ssd_ns *nv;
+
+	if (id == 0)
+		return NULL;
+	if (id > t->nnsv) {
+		nv = realloc(t->nsv, (size_t)id * sizeof(*nv));
+		if (!nv)
+			return NULL;
+		memset(nv + t->nnsv, 0, (size_t)(id - t->nnsv) * sizeof(*nv));
+		t->nsv = nv;
+		t->nnsv = id;
+	}
+	return &t->nsv[id - 1];
+}
+
+static void ns_set(ssd_ns *n, int state)
+{
+	free(n->buf);
+	n->buf = NULL;
+	n->state = state;
+}
+
+void ssd_ns_free(ssd_tier *t)
+{
+	for (uint32_t i = 0; i < t->nnsv; i++)
+		free(t->nsv[i].buf);
+	free(t->nsv);
+	t->nsv = NULL;
+	t->nnsv = 0;
+}
+
+/* A namespace (new, or a new layout for a reclaimed id): kept to be filed
+ * at its first block (a namespace that never has one costs the file
+ * nothing). Its entry carries the id: a missing entry shifts no other. */
 void ssd_ns_created(kvs_tier_mod *tt, uint32_t id, const kvs_ns_desc *d)
 {
 	ssd_tier *t = ssd_of(tt);
-	kvs_nsfile_ns ns = {
-		.model = d->model, .adapter = d->adapter, .salt = d->salt,
-		.model_len = (uint32_t)strlen(d->model),
-		.adapter_len = (uint32_t)strlen(d->adapter),
-		.salt_len = d->salt_len, .layers = d->layers,
-		.kv_heads = d->kv_heads, .head_dim = d->head_dim,
-		.block_tokens = d->block_tokens, .tp_rank = d->tp_rank,
-		.tp_size = d->tp_size, .dtype = d->dtype };
-	int rc = kvs_nsfile_append(t->dir, &ns);
+	size_t ml = strlen(d->model), al = strlen(d->adapter);
+	ssd_ns *n = ns_of(t, id);
+	uint8_t *buf;
 
-	if (rc == -EINVAL)
+	if (!n)
+		return; /* NSF_NONE: its blocks are not written */
+	ns_set(n, NSF_NEVER);
+	if (ml > KVS_NSFILE_STR_MAX || al > KVS_NSFILE_STR_MAX ||
+	    d->salt_len > KVS_NSFILE_STR_MAX) {
 		kvs_warn("SSD tier: namespace %u cannot be persisted: its blocks "
-			 "will not survive a restart", id);
-	else if (rc < 0)
-		kvs_err("SSD tier: cannot persist namespace %u in %s/%s: %s", id,
-			t->dir, KVS_NSFILE_NAME, kvs_strerror(rc));
+			 "are not written to SSD", id);
+		return;
+	}
+	buf = malloc(ml + al + d->salt_len + 1);
+	if (!buf)
+		return;
+	memcpy(buf, d->model, ml);
+	memcpy(buf + ml, d->adapter, al);
+	if (d->salt_len)
+		memcpy(buf + ml + al, d->salt, d->salt_len);
+	n->buf = buf;
+	n->state = NSF_PENDING;
+	n->entry = (kvs_nsfile_ns){
+		.model = (const char *)buf, .adapter = (const char *)buf + ml,
+		.salt = buf + ml + al, .model_len = (uint32_t)ml,
+		.adapter_len = (uint32_t)al, .salt_len = d->salt_len,
+		.layers = d->layers, .kv_heads = d->kv_heads,
+		.head_dim = d->head_dim, .block_tokens = d->block_tokens,
+		.tp_rank = d->tp_rank, .tp_size = d->tp_size, .dtype = d->dtype,
+		.id = id };
 }
 
-/* One entry of the namespaces file: the next namespace id. */
+/* Append @n's entry; on failure, not again for NS_RETRY_MS. */
+static int ns_file(ssd_tier *t, ssd_ns *n, uint32_t id)
+{
+	uint64_t now = ssd_now_ms(), held;
+	int rc;
+
+	if (now < n->retry_at)
+		return -EAGAIN;
+	rc = kvs_nsfile_append(t->dir, &n->entry);
+	if (rc == 0) {
+		ns_set(n, NSF_FILED);
+		return 0;
+	}
+	if (rc == -EINVAL)
+		ns_set(n, NSF_NEVER);
+	n->retry_at = now + NS_RETRY_MS;
+	t->counts.ns_file_errors++;
+	if (kvs_ratelimit_ok(&t->rl_ns, now, 1000, &held))
+		kvs_err("SSD tier: cannot persist namespace %u in %s/%s: %s (its "
+			"blocks stay in RAM until it is; %" PRIu64 " such lines "
+			"not logged)", id, t->dir, KVS_NSFILE_NAME,
+			kvs_strerror(rc), held);
+	return rc;
+}
+
+int ssd_ns_filed(ssd_tier *t, uint32_t id)
+{
+	ssd_ns *n = id && id <= t->nnsv ? &t->nsv[id - 1] : NULL;
+
+	if (n && (n->state == NSF_FILED || n->state == NSF_RESTORED))
+		return 1;
+	if (n && n->state == NSF_PENDING && ns_file(t, n, id) == 0)
+		return 1;
+	t->counts.ns_unfiled++;
+	return 0;
+}
+
+/* One entry of the namespaces file: the namespace gets its id back. One
+ * that cannot (its layout no longer fits, no memory) stays out: its blocks
+ * are dropped from the index as the load comes to them. */
 static int ns_restore_one(void *arg, const kvs_nsfile_ns *f)
 {
 	ssd_tier *t = arg;
@@ -48,13 +137,23 @@ static int ns_restore_one(void *arg, const kvs_nsfile_ns *f)
 			  .kv_heads = f->kv_heads, .head_dim = f->head_dim,
 			  .block_tokens = f->block_tokens, .tp_rank = f->tp_rank,
 			  .tp_size = f->tp_size, .dtype = f->dtype };
-	uint32_t id;
+	ssd_ns *n = ns_of(t, f->id);
+	int rc = -ENOMEM;
 
 	memcpy(model, f->model, f->model_len);
 	model[f->model_len] = '\0';
 	memcpy(adapter, f->adapter, f->adapter_len);
 	adapter[f->adapter_len] = '\0';
-	return kvs_tier_ns_restore(&t->base, &d, &id) < 0;
+	/* Every entry is read on (one that stopped the load would cut the
+	 * file there). */
+	if (n)
+		rc = kvs_tier_ns_restore(&t->base, &d, f->id);
+	if (n)
+		ns_set(n, rc < 0 ? NSF_NONE : NSF_RESTORED);
+	if (rc < 0)
+		kvs_warn("SSD tier: namespace %u of %s/%s not restored: %s", f->id,
+			 t->dir, KVS_NSFILE_NAME, kvs_strerror(rc));
+	return 0;
 }
 
 /* Whether index entry @v can name a copy now: its segment is in use under
@@ -64,6 +163,11 @@ static int entry_ok(const ssd_tier *t, const kvs_index_val *v)
 {
 	return v->gen != 0 && kvs_ssd_segment_gen(t->ssd, v->seg) == v->gen &&
 	       !(v->off & 4095) && (v->off >> 12) <= LOC_MAX_OFF4K;
+}
+
+static int restored(const ssd_tier *t, uint32_t id)
+{
+	return id && id <= t->nnsv && t->nsv[id - 1].state == NSF_RESTORED;
 }
 
 static int pend_room(ssd_load *ld)
@@ -95,7 +199,13 @@ static int load_put(ssd_tier *t, const kvs_index_key *k, const kvs_index_val *v,
 
 	if ((v->parent.lo || v->parent.hi) && ld->n == ld->cap && pend_room(ld) < 0)
 		return -ENOMEM;
-	if (entry_ok(t, v))
+	/* Only namespaces the file gave back had blocks in the index before
+	 * the start: an entry of another id is this run's (the table has its
+	 * block), or of a namespace gone (its id may be given to another
+	 * layout since: it must not take its blocks). */
+	if (!restored(t, k->ns))
+		rc = kvs_tier_rec_has(&t->base, k->ns, k->hash) ? -EEXIST : -EINVAL;
+	else if (entry_ok(t, v))
 		rc = kvs_tier_rec_restore(&t->base, k->ns, k->hash, v->len,
 					  v->atime, &idx);
 	if (rc == -ENOMEM)
@@ -265,7 +375,6 @@ int ssd_restore(kvs_tier_mod *tt)
 	ssd_tier *t = ssd_of(tt);
 	ssd_load *ld = &t->ld;
 	int rc = kvs_nsfile_load(t->dir, ns_restore_one, t);
-
 	if (rc < 0) {
 		kvs_err("SSD tier: warm restart failed: %s", kvs_strerror(rc));
 		return rc;

@@ -217,6 +217,8 @@ int ssd_demote(kvs_tier_mod *tt, const kvs_tier_blk *b, int *holds)
 			st->admission_rejected++;
 			return KVS_TIER_REFUSED;
 		}
+		if (!ssd_ns_filed(t, b->ns))
+			return KVS_TIER_REFUSED;
 		rc = write_block(t, b, 1);
 		if (rc == -EAGAIN) {
 			st->admission_rejected++;
@@ -254,7 +256,7 @@ void ssd_committed(kvs_tier_mod *tt, const kvs_tier_blk *b)
 	ssd_tier *t = ssd_of(tt);
 	int rc;
 
-	if (!t->write_through || !ssd_enabled(t))
+	if (!t->write_through || !ssd_enabled(t) || !ssd_ns_filed(t, b->ns))
 		return;
 	rc = write_block(t, b, 0);
 	if (rc == -EBUSY)

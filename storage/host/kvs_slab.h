@@ -43,6 +43,8 @@
 
 typedef struct kvs_slab kvs_slab;
 
+#define KVS_SLAB_MAX_CLASSES 256 /* block sizes served at once */
+
 typedef struct kvs_slab_stats {
 	uint64_t arena_bytes;  /* usable bytes (pages * page_bytes) */
 	uint64_t page_bytes;
@@ -51,7 +53,7 @@ typedef struct kvs_slab_stats {
 	uint64_t slots_used;   /* allocated slots, all classes */
 	uint64_t slot_bytes_used; /* sum of block bytes of allocated slots */
 	uint64_t slab_bytes;   /* pages owned by slabs, in bytes */
-	uint32_t classes;
+	uint32_t classes;      /* in use (held or with a slab) */
 	uint32_t slabs;
 } kvs_slab_stats;
 
@@ -69,11 +71,15 @@ void kvs_slab_destroy(kvs_slab *s);
 
 /*
  * kvs_slab_class - the class id that serves @block_bytes, created on first
- * use (ids are small integers from 0, stable for the allocator's life).
+ * use (ids are small integers from 0), and a reference to it: the class
+ * and its id stay while a reference is held or a slab of it is in use.
+ * kvs_slab_class_put - give a reference back; a class with none left and
+ * no slab is freed, and its id may serve another block size.
  * Errors: KVS_E_LAYOUT when block_bytes is 0 or no slab of it fits the arena;
- * -ENOMEM; -ENOSPC when the class table (256 classes) is full.
+ * -ENOMEM; -ENOSPC when the class table (256 classes in use) is full.
  */
 int kvs_slab_class(kvs_slab *s, uint64_t block_bytes, uint32_t *class_id);
+void kvs_slab_class_put(kvs_slab *s, uint32_t class_id);
 
 /*
  * kvs_slab_alloc - a free slot of @class_id; sets *offset (a multiple of 64,

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SLAB_MAX_CLASSES 256
+#define SLAB_MAX_CLASSES KVS_SLAB_MAX_CLASSES
 #define SLAB_WASTE_PCT 2	/* tail waste a slab length aims under */
 #define SLAB_SEARCH_PAGES 64	/* lengths tried past the shortest */
 #define SHORT_WASTE_PCT 10	/* tail waste allowed to a short slab */
@@ -43,6 +43,7 @@ struct slab_class {
 	uint32_t short_nslots;
 	uint32_t partial;	/* slabs with a free slot, most recent first */
 	uint32_t nslabs;
+	uint32_t refs;		/* kvs_slab_class() calls not put back */
 };
 
 struct kvs_slab {
@@ -70,7 +71,8 @@ struct kvs_slab {
 	uint32_t nslabs;
 
 	struct slab_class cls[SLAB_MAX_CLASSES];
-	uint32_t nclasses;
+	uint32_t nclasses;	/* ids in use or freed (block 0) */
+	uint32_t nlive;		/* classes with a block size */
 
 	uint64_t slots_used;
 	uint64_t slot_bytes_used;
@@ -279,6 +281,16 @@ static int slab_new(kvs_slab *s, uint32_t cid)
 	return 0;
 }
 
+/* A class nobody holds and with no slab is free again (block 0): its id
+ * may serve another block size. */
+static void class_gone_if_unused(kvs_slab *s, struct slab_class *c)
+{
+	if (c->refs || c->nslabs || !c->block)
+		return;
+	c->block = 0;
+	s->nlive--;
+}
+
 static void slab_release(kvs_slab *s, uint32_t id)
 {
 	struct slab *sl = slab_at(s, id);
@@ -294,6 +306,7 @@ static void slab_release(kvs_slab *s, uint32_t id)
 	c->nslabs--;
 	s->nslabs--;
 	rec_put(s, id);
+	class_gone_if_unused(s, c);
 }
 
 /* ---- public ---- */
@@ -401,29 +414,50 @@ static int class_layout(const kvs_slab *s, struct slab_class *c)
 int kvs_slab_class(kvs_slab *s, uint64_t block_bytes, uint32_t *class_id)
 {
 	struct slab_class *c;
-	uint32_t i;
+	uint32_t i, slot = s->nclasses;
 	int err;
 
 	if (block_bytes == 0 || block_bytes > page_off(s, s->pages))
 		return KVS_E_LAYOUT;
 	for (i = 0; i < s->nclasses; i++) {
 		if (s->cls[i].block == block_bytes) {
+			s->cls[i].refs++;
 			*class_id = i;
 			return 0;
 		}
+		if (!s->cls[i].block && slot == s->nclasses)
+			slot = i;
 	}
-	if (s->nclasses == SLAB_MAX_CLASSES)
+	if (slot == SLAB_MAX_CLASSES)
 		return -ENOSPC;
-	c = &s->cls[s->nclasses];
+	c = &s->cls[slot];
 	memset(c, 0, sizeof(*c));
 	c->block = block_bytes;
 	c->stride = (block_bytes + SLOT_ALIGN - 1) / SLOT_ALIGN * SLOT_ALIGN;
 	c->partial = KVS_NONE;
 	err = class_layout(s, c);
-	if (err)
+	if (err) {
+		c->block = 0;
 		return err;
-	*class_id = s->nclasses++;
+	}
+	c->refs = 1;
+	s->nlive++;
+	if (slot == s->nclasses)
+		s->nclasses++;
+	*class_id = slot;
 	return 0;
+}
+
+void kvs_slab_class_put(kvs_slab *s, uint32_t class_id)
+{
+	struct slab_class *c;
+
+	if (class_id >= s->nclasses || !s->cls[class_id].block ||
+	    !s->cls[class_id].refs)
+		return;
+	c = &s->cls[class_id];
+	c->refs--;
+	class_gone_if_unused(s, c);
 }
 
 int kvs_slab_alloc(kvs_slab *s, uint32_t class_id, uint64_t *offset)
@@ -434,7 +468,7 @@ int kvs_slab_alloc(kvs_slab *s, uint32_t class_id, uint64_t *offset)
 	uint64_t *bits;
 	int err;
 
-	if (class_id >= s->nclasses)
+	if (class_id >= s->nclasses || !s->cls[class_id].block)
 		return -EINVAL;
 	c = &s->cls[class_id];
 	if (c->partial == KVS_NONE) {
@@ -515,6 +549,6 @@ void kvs_slab_stats_get(const kvs_slab *s, kvs_slab_stats *out)
 	out->slots_used = s->slots_used;
 	out->slot_bytes_used = s->slot_bytes_used;
 	out->slab_bytes = page_off(s, s->pages - s->pages_free);
-	out->classes = s->nclasses;
+	out->classes = s->nlive;
 	out->slabs = s->nslabs;
 }

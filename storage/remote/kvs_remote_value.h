@@ -85,8 +85,9 @@ uint64_t kvs_rval_mac_id(const kvs_rval_mac *m);
 void kvs_rval_mac_free(kvs_rval_mac *m);
 
 /* kvs_rval_ns_fp - the fingerprint of namespace @ns: XXH3-64 of its
- * namespaces-file entry (layout and salt, the same bytes on every machine),
- * never 0 (0 means "none"); 0 when it cannot be encoded. */
+ * namespaces-file entry without its id (layout and salt, the same bytes on
+ * every machine; @ns->id is ignored), never 0 (0 means "none"); 0 when it
+ * cannot be encoded. */
 uint64_t kvs_rval_ns_fp(const kvs_nsfile_ns *ns);
 
 /* kvs_rval_key - the key of block @hash of namespace @ns_fp into

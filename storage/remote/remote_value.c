@@ -90,8 +90,13 @@ void kvs_rval_mac_free(kvs_rval_mac *m)
 uint64_t kvs_rval_ns_fp(const kvs_nsfile_ns *ns)
 {
 	uint8_t buf[KVS_NSFILE_ENTRY_MAX];
-	int n = kvs_nsfile_encode(ns, buf, sizeof(buf));
+	kvs_nsfile_ns layout = *ns;
+	int n;
 
+	/* The layout only, as the old format encodes it: the id is this
+	 * daemon's name for it, not the same on every machine. */
+	layout.id = 0;
+	n = kvs_nsfile_encode(&layout, buf, sizeof(buf));
 	/* the entry without its length word; | 1: never 0 */
 	return n > 4 ? (XXH3_64bits(buf + 4, (size_t)n - 4) | 1) : 0;
 }

@@ -12,10 +12,14 @@
 #include "kvs_le.h"
 
 #define FIXED 40
+/* An entry of the current format: its id follows the fixed part. */
+#define WITH_ID 4
 
 int kvs_nsfile_encode(const kvs_nsfile_ns *ns, uint8_t *buf, size_t cap)
 {
-	size_t body = FIXED + (size_t)ns->model_len + ns->adapter_len + ns->salt_len;
+	size_t idb = ns->id ? WITH_ID : 0;
+	size_t body = FIXED + idb + (size_t)ns->model_len + ns->adapter_len +
+		      ns->salt_len;
 	uint8_t *p = buf + 4;
 
 	if (ns->model_len > KVS_NSFILE_STR_MAX || ns->adapter_len > KVS_NSFILE_STR_MAX ||
@@ -29,7 +33,7 @@ int kvs_nsfile_encode(const kvs_nsfile_ns *ns, uint8_t *buf, size_t cap)
 	if (cap < 4 + body)
 		return -ENOBUFS;
 	put32(buf, (uint32_t)body);
-	put32(p, 0);
+	put32(p, ns->id ? KVS_NSFILE_F_ID : 0);
 	put32(p + 4, ns->layers);
 	put32(p + 8, ns->kv_heads);
 	put32(p + 12, ns->head_dim);
@@ -41,7 +45,9 @@ int kvs_nsfile_encode(const kvs_nsfile_ns *ns, uint8_t *buf, size_t cap)
 	put16(p + 34, (uint16_t)ns->adapter_len);
 	put16(p + 36, (uint16_t)ns->salt_len);
 	put16(p + 38, 0);
-	p += FIXED;
+	if (ns->id)
+		put32(p + FIXED, ns->id);
+	p += FIXED + idb;
 	memcpy(p, ns->model, ns->model_len);
 	memcpy(p + ns->model_len, ns->adapter, ns->adapter_len);
 	if (ns->salt_len)
@@ -51,7 +57,7 @@ int kvs_nsfile_encode(const kvs_nsfile_ns *ns, uint8_t *buf, size_t cap)
 
 int kvs_nsfile_decode(const uint8_t *p, size_t n, kvs_nsfile_ns *o)
 {
-	uint32_t len;
+	uint32_t len, flags, idb;
 
 	if (n < 4)
 		return -EAGAIN;
@@ -61,19 +67,24 @@ int kvs_nsfile_decode(const uint8_t *p, size_t n, kvs_nsfile_ns *o)
 	if (n < 4 + (size_t)len)
 		return -EAGAIN;
 	p += 4;
+	flags = get32(p);
+	idb = flags == KVS_NSFILE_F_ID ? WITH_ID : 0;
+	if ((flags != 0 && flags != KVS_NSFILE_F_ID) || len < FIXED + idb)
+		return -EBADMSG;
 	*o = (kvs_nsfile_ns){
 		.layers = get32(p + 4), .kv_heads = get32(p + 8),
 		.head_dim = get32(p + 12), .block_tokens = get32(p + 16),
 		.tp_rank = get32(p + 20), .tp_size = get32(p + 24),
 		.dtype = get32(p + 28), .model_len = get16(p + 32),
 		.adapter_len = get16(p + 34), .salt_len = get16(p + 36),
+		.id = idb ? get32(p + FIXED) : 0,
 	};
-	if (get32(p) != 0 || get16(p + 38) != 0 ||
-	    len != FIXED + o->model_len + o->adapter_len + o->salt_len ||
+	if (get16(p + 38) != 0 || (idb && o->id == 0) ||
+	    len != FIXED + idb + o->model_len + o->adapter_len + o->salt_len ||
 	    o->model_len > KVS_NSFILE_STR_MAX || o->adapter_len > KVS_NSFILE_STR_MAX ||
 	    o->salt_len > KVS_NSFILE_STR_MAX)
 		return -EBADMSG;
-	o->model = (const char *)p + FIXED;
+	o->model = (const char *)p + FIXED + idb;
 	o->adapter = o->model + o->model_len;
 	o->salt = (const uint8_t *)o->adapter + o->adapter_len;
 	/* Names are C strings where they are used: no NUL inside. */
@@ -135,6 +146,7 @@ int kvs_nsfile_load(const char *dir,
 	char path[4096];
 	uint8_t *buf;
 	size_t size, at = 0;
+	uint32_t last = 0;
 	int rc, count = 0;
 
 	if (snprintf(path, sizeof(path), "%s/" KVS_NSFILE_NAME, dir) >= (int)sizeof(path))
@@ -145,7 +157,13 @@ int kvs_nsfile_load(const char *dir,
 		kvs_nsfile_ns ns;
 		int n = kvs_nsfile_decode(buf + at, size - at, &ns);
 
-		if (n < 0 || fn(arg, &ns) != 0)
+		if (n < 0)
+			break;
+		/* An entry of the old format: the id after the one before. */
+		if (!ns.id)
+			ns.id = last + 1;
+		last = ns.id;
+		if (fn(arg, &ns) != 0)
 			break;
 		at += (size_t)n;
 		count++;

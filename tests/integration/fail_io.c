@@ -1,11 +1,11 @@
 /*
- * fail_io.c - an LD_PRELOAD shim for test_ssd_fail_io: makes positional
- * reads or writes on the files whose path starts with a prefix fail with an
- * error after the first N of them.
+ * fail_io.c - an LD_PRELOAD shim for test_ssd_fail_io and test_ssd_ns_file:
+ * makes reads or writes on the files whose path starts with a prefix fail
+ * with an error after the first N of them.
  *
  *   FAIL_IO_PATH   path prefix of the files to fail (e.g. DIR/seg-); unset:
  *                  the shim does nothing
- *   FAIL_IO_OPS    "w" (pwrite, pwritev), "r" (pread, preadv) or "rw"
+ *   FAIL_IO_OPS    "w" (write, pwrite, pwritev), "r" (pread, preadv) or "rw"
  *   FAIL_IO_AFTER  matching calls let through before failing (default 0)
  *   FAIL_IO_COUNT  calls that fail, after which all pass again (a passing
  *                  fault); unset: every one from then on
@@ -85,6 +85,14 @@ static int should_fail(int fd, int write, const char *fn)
 }
 
 #define NEXT(name) ((__typeof__(&name))dlsym(RTLD_NEXT, #name))
+
+ssize_t write(int fd, const void *buf, size_t n)
+{
+	/* The log (stderr) is never a file of the prefix: no recursion. */
+	if (fd > 2 && should_fail(fd, 1, "write"))
+		return -1;
+	return NEXT(write)(fd, buf, n);
+}
 
 ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 {

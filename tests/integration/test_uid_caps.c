@@ -5,9 +5,11 @@
  *
  *  - --max-namespaces-per-uid 4: attaches with 4 distinct salts make 4
  *    namespaces; a 5th salt is refused (KVS_E_LIMIT, namespaces.refused,
- *    errors.limit, one log line), as is a 5th after the first 4 clients
- *    left (namespaces stay until the daemon stops); a salt it already has
- *    still attaches, and a client attached before is served all along;
+ *    errors.limit, one log line); once clients left, their namespaces
+ *    are reclaimed for new salts, oldest first (namespaces.reclaimed), one
+ *    with a client never, and past those the next is refused; a salt it
+ *    has still attaches, and a client attached before is served all
+ *    along;
  *    as root, another uid (nobody) still makes its own namespace;
  *  - --max-clients 8 --max-clients-per-uid 3: the stats client and two
  *    workers are this uid's 3; a 4th connection is refused (KVS_E_LIMIT,
@@ -94,7 +96,7 @@ static int connect_as_nobody(th_daemon *d, kvs_layout *l, bool *served)
 static void namespaces(bool root)
 {
 	static th_daemon d;
-	kvs_client *keep, *c[NS_CAP], *x = NULL;
+	kvs_client *keep, *c[NS_CAP + 2] = { 0 }, *x = NULL;
 	kvs_layout l;
 	bool served;
 
@@ -116,23 +118,31 @@ static void namespaces(bool root)
 	CHECK_EQ(th_stat_get(&d, "namespaces.count"), NS_CAP);
 	CHECK(th_log_contains(&d, "refusing a new namespace for uid"));
 	th_round_trip(keep, &L, 1, 2);
-	/* Namespaces outlive their clients: still 4 of this uid's. */
-	for (int i = 1; i < NS_CAP; i++)
+	for (int i = 2; i < NS_CAP; i++)
 		kvs_close(c[i]);
-	CHECK(th_wait_stat(&d, "clients.connected", 2, TH_WAIT_MS));
-	l = salted(NS_CAP + 1);
-	CHECK_RC(kvs_connect(d.socket, &l, &x), KVS_E_LIMIT);
+	CHECK(th_wait_stat(&d, "clients.connected", 3, TH_WAIT_MS));
+	/* At the cap, a namespace with no client (and no block, or few it
+	 * can free) comes back, the oldest first (salt 2, then 3); one with a
+	 * client stays (salt 1): a third new salt is refused. */
+	for (int i = 0; i < 3; i++) {
+		l = salted(NS_CAP + 1 + i);
+		CHECK_RC(kvs_connect(d.socket, &l, &c[2 + i]), i < 2 ? 0 : KVS_E_LIMIT);
+	}
+	CHECK_EQ(th_stat_get(&d, "namespaces.reclaimed"), 2);
 	CHECK_EQ(th_stat_get(&d, "namespaces.refused"), 2);
+	CHECK_EQ(th_stat_get(&d, "namespaces.count"), NS_CAP);
 	/* A salt it has attaches. */
-	l = salted(2);
+	l = salted(1);
 	CHECK_RC(kvs_connect(d.socket, &l, &x), 0);
 	if (x)
-		th_round_trip(x, &L, 2, 2);
+		th_round_trip(x, &l, 11, 2);
 	kvs_close(x);
+	for (int i = 1; i < 4; i++)
+		kvs_close(c[i]);
 	th_round_trip(keep, &L, 3, 2);
 	if (root) {
 		/* Another uid's namespaces are its own count. */
-		l = salted(NS_CAP + 2);
+		l = salted(NS_CAP + 4);
 		CHECK_RC(connect_as_nobody(&d, &l, &served), 0);
 		CHECK(served);
 		CHECK_EQ(th_stat_get(&d, "namespaces.count"), NS_CAP + 1);

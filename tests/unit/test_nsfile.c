@@ -3,7 +3,9 @@
  * entry is byte for byte the HELLO payload of protocol version 1 that
  * files were written with before the codec existed (so they load as they
  * are); round trips; a torn or bad entry ends the list and is trimmed;
- * names with a NUL are refused.
+ * names with a NUL are refused; entries carry their namespace id, and a
+ * file of the old format (no ids: positional) or of both loads with the
+ * ids the old daemon gave (a missing entry shifts no id after it).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -27,6 +29,18 @@ static kvs_nsfile_ns of_layout(const kvs_layout *l)
 		.layers = l->layers, .kv_heads = l->kv_heads,
 		.head_dim = l->head_dim, .block_tokens = l->block_tokens,
 		.tp_rank = l->tp_rank, .tp_size = l->tp_size, .dtype = l->dtype };
+}
+
+static uint32_t ids[8];
+
+static int ids_fn(void *arg, const kvs_nsfile_ns *ns)
+{
+	int *n = arg;
+
+	if (*n < 8)
+		ids[*n] = ns->id;
+	(*n)++;
+	return 0;
 }
 
 static int count_fn(void *arg, const kvs_nsfile_ns *ns)
@@ -72,7 +86,28 @@ int main(void)
 	CHECK_EQ(kvs_nsfile_encode(&ns, a, sizeof(a)), -EINVAL);
 	ns = of_layout(&ls[0]);
 	n = kvs_nsfile_encode(&ns, a, sizeof(a));
-	a[4] = 1; /* flags must be 0 */
+	a[4] = 2; /* flags: 0 or KVS_NSFILE_F_ID */
+	CHECK_EQ(kvs_nsfile_decode(a, (size_t)n, &ns), -EBADMSG);
+	a[4] = 1; /* says it has an id, but is no longer */
+	CHECK_EQ(kvs_nsfile_decode(a, (size_t)n, &ns), -EBADMSG);
+	/* With its id: 4 bytes more, the same layout. */
+	ns = of_layout(&ls[1]);
+	ns.id = 7;
+	n = kvs_nsfile_encode(&ns, a, sizeof(a));
+	m = kvs_nsfile_encode(&(kvs_nsfile_ns){ .id = 0, .model = ns.model,
+		.model_len = ns.model_len, .adapter = ns.adapter,
+		.adapter_len = ns.adapter_len, .salt = ns.salt,
+		.salt_len = ns.salt_len, .layers = ns.layers,
+		.kv_heads = ns.kv_heads, .head_dim = ns.head_dim,
+		.block_tokens = ns.block_tokens, .tp_rank = ns.tp_rank,
+		.tp_size = ns.tp_size, .dtype = ns.dtype }, b, sizeof(b));
+	CHECK_EQ(n, m + 4);
+	memset(&ns, 0, sizeof(ns));
+	CHECK_EQ(kvs_nsfile_decode(a, (size_t)n, &ns), n);
+	CHECK(ns.id == 7 && ns.salt_len == 8 && memcmp(ns.salt, "tenant-b", 8) == 0);
+	CHECK(ns.adapter_len == 6 && memcmp(ns.adapter, "lora-7", 6) == 0);
+	a[4 + 40] = 0; /* id 0 with the flag */
+	a[4 + 41] = a[4 + 42] = a[4 + 43] = 0;
 	CHECK_EQ(kvs_nsfile_decode(a, (size_t)n, &ns), -EBADMSG);
 
 	/* A file: two entries, then a torn third, which the load trims. */
@@ -98,6 +133,16 @@ int main(void)
 	CHECK(stat(path, &st) == 0 && st.st_size == whole); /* trimmed */
 	count = 0;
 	CHECK_EQ(kvs_nsfile_load(dir, count_fn, &count), 2);
+	/* The old format, then an entry with id 5 (ids 3 and 4 never
+	 * written), then an old one again: 1, 2, 5, 6. */
+	ns = of_layout(&ls[0]);
+	ns.id = 5;
+	CHECK_EQ(kvs_nsfile_append(dir, &ns), 0);
+	ns.id = 0;
+	CHECK_EQ(kvs_nsfile_append(dir, &ns), 0);
+	count = 0;
+	CHECK_EQ(kvs_nsfile_load(dir, ids_fn, &count), 4);
+	CHECK(ids[0] == 1 && ids[1] == 2 && ids[2] == 5 && ids[3] == 6);
 	unlink(path);
 	rmdir(dir);
 	return check_summary("test_nsfile");

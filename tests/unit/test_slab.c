@@ -157,6 +157,43 @@ static void test_classes(void)
 	kvs_slab_destroy(s);
 }
 
+/* A class nobody holds and with no slab is freed; its id serves the next
+ * new size. One with a slab in use stays until that slab is empty. */
+static void test_class_put(void)
+{
+	uint32_t a, b, id, i;
+	uint64_t off;
+	kvs_slab_stats st;
+	kvs_slab *s;
+	int err = 0;
+
+	printf("class: freed when nobody holds it and it has no slab\n");
+	CHECK(kvs_slab_create(64 * MiB, 65536, &s) == 0, "create");
+	CHECK(kvs_slab_class(s, 40 * KiB, &a) == 0, "class a");
+	CHECK(kvs_slab_class(s, 40 * KiB, &id) == 0 && id == a, "a again");
+	CHECK(kvs_slab_class(s, 8 * KiB, &b) == 0 && b != a, "class b");
+	kvs_slab_class_put(s, a);
+	CHECK(kvs_slab_class_bytes(s, a) == 40 * KiB, "a held once more");
+	CHECK(kvs_slab_alloc(s, a, &off) == 0, "a slot of a");
+	kvs_slab_class_put(s, a);
+	CHECK(kvs_slab_class_bytes(s, a) == 40 * KiB, "a has a slab");
+	CHECK(kvs_slab_free(s, off) == 0, "free it");
+	CHECK(kvs_slab_class_bytes(s, a) == 0, "a is gone");
+	CHECK(kvs_slab_alloc(s, a, &off) == -EINVAL, "alloc of a gone class");
+	kvs_slab_class_put(s, a); /* no-op */
+	kvs_slab_stats_get(s, &st);
+	CHECK(st.classes == 1, "1 class left (%u)", st.classes);
+	CHECK(kvs_slab_class(s, 12 * KiB, &id) == 0 && id == a, "a's id reused");
+	/* The table full, a size freed makes room for another. */
+	for (i = 0; i < 254 && !err; i++)
+		err = kvs_slab_class(s, 100 + i, &id);
+	CHECK(err == 0, "256 classes (err %d)", err);
+	CHECK(kvs_slab_class(s, 99999, &id) == -ENOSPC, "257th class");
+	kvs_slab_class_put(s, b);
+	CHECK(kvs_slab_class(s, 99999, &id) == 0 && id == b, "b's id reused");
+	kvs_slab_destroy(s);
+}
+
 /*
  * One class on a small arena: fill to -ENOSPC with a real byte map, then
  * errors on free leave everything as it was, then the pages come back.
@@ -579,6 +616,7 @@ int main(void)
 
 	test_create();
 	test_classes();
+	test_class_put();
 	test_fill_one(4 * MiB, 4096, 4096);
 	test_fill_one(4 * MiB, 4096, 100);
 	test_fill_one(16 * MiB + 12345, 65536, 40 * KiB);

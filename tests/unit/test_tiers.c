@@ -614,13 +614,32 @@ static void test_shared_tier(void)
 		free(shared.bytes[i]);
 }
 
+static void ssd_settle(kvs_cache *c, kvs_tier_mod *ssd);
+
+/* One block of 64 KiB (head_dim 1024, 16 tokens), to SSD. */
+static void publish_one(kvs_cache *c, kvs_tier_mod *ssd, kvs_owner *o)
+{
+	uint8_t *base = mmap(NULL, kvs_cache_arena_bytes(c), PROT_READ | PROT_WRITE,
+			     MAP_SHARED, kvs_cache_arena_fd(c), 0);
+
+	if (base == MAP_FAILED) {
+		CHECK(!"mmap of the host arena");
+		return;
+	}
+	CHECK_EQ(publish(c, o, 1, 1, base, 1024u * 16 * 2 * 2), 1);
+	ssd_settle(c, ssd);
+	munmap(base, kvs_cache_arena_bytes(c));
+}
+
 /* A restart restores each namespace once: the namespaces file keeps its
- * size over restarts (it used to double at each). */
+ * size over restarts (it used to double at each). Its entry is written at
+ * its first block on SSD (a write-through commit here), not before. */
 static void test_restart_namespaces(void)
 {
 	const char *tmp = getenv("TMPDIR");
 	char dir[256], path[300];
-	kvs_tier_ssd_config sc = { .dir = dir, .segment_bytes = 1u << 20 };
+	kvs_tier_ssd_config sc = { .dir = dir, .segment_bytes = 1u << 20,
+				   .write_through = 1 };
 	struct stat st;
 	off_t first = 0;
 
@@ -640,6 +659,9 @@ static void test_restart_namespaces(void)
 		o = attach(c, 1024, 16);
 		kvs_cache_stats_fill(c);
 		CHECK_EQ(stats.namespaces_count, 1);
+		CHECK(run > 0 || stat(path, &st) < 0); /* no block yet */
+		if (run == 0)
+			publish_one(c, ssd, o);
 		CHECK(stat(path, &st) == 0);
 		if (run == 0)
 			first = st.st_size;

@@ -96,7 +96,7 @@ static int write_ns(const char *dir)
 			     .kv_heads = layout.kv_heads, .head_dim = layout.head_dim,
 			     .block_tokens = layout.block_tokens,
 			     .tp_rank = layout.tp_rank, .tp_size = layout.tp_size,
-			     .dtype = layout.dtype };
+			     .dtype = layout.dtype, .id = NS_ID };
 
 	return kvs_nsfile_append(dir, &ns);
 }
