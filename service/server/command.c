@@ -287,11 +287,13 @@ static int reply_admin(conn *c, const kvs_wire_hdr *h, int rc, size_t len)
 static int do_list(conn *c, const kvs_wire_hdr *h, const request *rq)
 {
 	size_t len = 0;
+	uint32_t visited;
 	int rc;
 
 	kvs_fast_tick(c->srv->fast); /* hit counts: the fast path's too */
 	rc = kvs_admin_list(c->srv->admin, c->ns, &rq->list, c->srv->reply,
-			    KVS_WIRE_MAX_PAYLOAD, &len);
+			    KVS_WIRE_MAX_PAYLOAD, &len, &visited);
+	c->srv->req_work += visited / TURN_WORK_RECORDS;
 
 	return reply_admin(c, h, rc, len);
 }

@@ -62,7 +62,7 @@ static void short_refused(const char *what, int rc)
 static void check_list_req(const uint8_t *p, size_t n)
 {
 	kvs_wire_list_req r;
-	uint8_t out[8];
+	uint8_t out[16];
 
 	if (kvs_wire_list_req_decode(p, n, &r) != 0)
 		return;
