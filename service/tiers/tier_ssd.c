@@ -193,6 +193,7 @@ static void ssd_stats(kvs_tier_mod *tt, kvs_counters *st)
 	t->counts.index_entries = (int64_t)is.entries;
 	t->counts.index_loading = t->ld.on;
 	t->counts.index_loaded = (int64_t)t->ld.loaded;
+	t->counts.index_rereads = (int64_t)t->ld.rewinds;
 	st->table_metadata_bytes += (int64_t)t->nloc * (int64_t)sizeof(loc);
 }
 
