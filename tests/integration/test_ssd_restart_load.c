@@ -435,7 +435,10 @@ static void t_stale(void)
 	written0 = th_stat_get(&d, "tier_ssd.writes");
 	CHECK_EQ(th_run_child(writer, &j, LOAD_MS), 0);
 	/* Segment 20, the only free one, is full (127 records of 8 KiB): its
-	 * stale entries' offsets hold new blocks now. */
+	 * stale entries' offsets hold new blocks now, once the demotion writes
+	 * in flight are done (the loop does not wait for the load's pauses:
+	 * the reader thread takes them). */
+	CHECK(th_wait_stat(&d, "tier_ssd.writes_inflight", 0, LOAD_MS));
 	CHECK_GE(th_stat_get(&d, "tier_ssd.writes") - written0, 127);
 	for (int i = 0; i < READERS; i++) {
 		p[i] = (part){ (uint32_t)i, READERS };
