@@ -23,78 +23,160 @@ SAME(KVS_EV_FLUSHED, KVS_EVENT_FLUSHED);
 _Static_assert(KVS_LIST_TOP_MAX == KVS_WIRE_LIST_TOP_MAX, "top");
 _Static_assert(KVS_VERIFY_FAILED_MAX == KVS_WIRE_VERIFY_FAILED_MAX, "failed");
 
-int kvs_list(kvs_client *c, uint32_t ns, uint32_t top, kvs_ns_summary **out)
+/* Ranked as the daemon ranks them: hits, then root_hits, then depth. */
+static int prefix_before(const kvs_prefix_info *x, const kvs_prefix_info *y)
+{
+	if (x->hits != y->hits)
+		return x->hits > y->hits;
+	if (x->root_hits != y->root_hits)
+		return x->root_hits > y->root_hits;
+	return x->depth > y->depth;
+}
+
+static void top_merge(kvs_ns_summary *s, uint32_t top, const kvs_prefix_info *p)
+{
+	uint32_t i;
+
+	if (s->ntop == top && (top == 0 || !prefix_before(p, &s->top[top - 1])))
+		return;
+	i = s->ntop < top ? s->ntop++ : top - 1;
+	while (i > 0 && prefix_before(p, &s->top[i - 1])) {
+		s->top[i] = s->top[i - 1];
+		i--;
+	}
+	s->top[i] = *p;
+}
+
+/* One page's entry @w into @s: the namespace as it is now, the sums over
+ * the records of the pages so far. */
+static void ns_merge(kvs_ns_summary *s, const kvs_wire_ns *w, uint32_t top)
+{
+	s->id = w->id;
+	memcpy(s->model, w->model, w->model_len);
+	s->model[w->model_len] = '\0';
+	memcpy(s->adapter, w->adapter, w->adapter_len);
+	s->adapter[w->adapter_len] = '\0';
+	s->salted = !!(w->flags & KVS_WIRE_NS_SALTED);
+	s->tenant = !!(w->flags & KVS_WIRE_NS_TENANT);
+	s->uid = w->uid;
+	s->layers = w->layers;
+	s->kv_heads = w->kv_heads;
+	s->head_dim = w->head_dim;
+	s->block_tokens = w->block_tokens;
+	s->tp_rank = w->tp_rank;
+	s->tp_size = w->tp_size;
+	s->dtype = (kvs_dtype)w->dtype;
+	s->clients = w->clients;
+	s->block_bytes = w->block_bytes;
+	s->blocks = w->blocks;
+	s->writing = w->writing;
+	s->hits = w->hits; /* the namespace's lookup hits: every page says it */
+	s->pinned += w->pinned;
+	s->roots += w->roots;
+	if (w->longest > s->longest)
+		s->longest = w->longest;
+	for (uint32_t j = 0; j < w->ntop; j++) {
+		kvs_wire_prefix px = kvs_wire_prefix_at(w->top, j);
+		kvs_prefix_info pi = {
+			.hash = px.hash, .hits = px.hits,
+			.root_hits = px.root_hits, .depth = px.depth,
+			.pinned = !!(px.flags & KVS_WIRE_PREFIX_PINNED),
+		};
+
+		top_merge(s, top, &pi);
+	}
+}
+
+/* One reply's entries merged into *v (*n of them, by id: a namespace made
+ * between two pages joins). Returns 0, KVS_E_PROTO or -ENOMEM. */
+static int list_merge(const uint8_t *p, uint32_t rlen, size_t off,
+		      uint32_t count, uint32_t top, kvs_ns_summary **v,
+		      uint32_t *n)
+{
+	if (count > rlen / KVS_WIRE_NS_FIXED)
+		return KVS_E_PROTO;
+	for (uint32_t i = 0; i < count; i++) {
+		kvs_wire_ns w;
+		size_t used;
+		uint32_t k = 0;
+
+		if (kvs_wire_ns_decode(p + off, rlen - off, &w, &used) < 0 ||
+		    w.ntop > top)
+			return KVS_E_PROTO;
+		off += used;
+		while (k < *n && (*v)[k].id != w.id)
+			k++;
+		if (k == *n) {
+			kvs_ns_summary *nv = realloc(*v, (*n + 1) * sizeof(**v));
+
+			if (!nv)
+				return -ENOMEM;
+			*v = nv;
+			memset(&nv[k], 0, sizeof(nv[k]));
+			(*n)++;
+		}
+		ns_merge(&(*v)[k], &w, top);
+	}
+	return off == rlen ? 0 : KVS_E_PROTO;
+}
+
+/* A daemon older than paging: the whole list in one reply. */
+static int list_whole(kvs_client *c, uint32_t ns, uint32_t top,
+		      kvs_ns_summary **v, uint32_t *n)
 {
 	kvs_wire_list_req req = { .ns = ns, .top = top };
-	uint8_t b[8];
+	uint8_t b[16];
 	const uint8_t *p;
 	uint32_t rlen, count;
-	kvs_ns_summary *v;
-	size_t off = 8;
+	int rc;
+
+	kvs_wire_list_req_encode(&req, b, sizeof(b));
+	if ((rc = kvs__rpc(c, KVS_OP_LIST, b, 8, &p, &rlen)) < 0)
+		return rc;
+	if ((rc = kvs_wire_list_hdr_decode(p, rlen, &count)) < 0)
+		return rc;
+	return list_merge(p, rlen, 8, count, top, v, n);
+}
+
+int kvs_list(kvs_client *c, uint32_t ns, uint32_t top, kvs_ns_summary **out)
+{
+	kvs_wire_list_req req = { .ns = ns, .top = top, .paged = 1 };
+	kvs_ns_summary *v = NULL;
+	uint64_t prev = 0; /* the cursor of the page asked last */
+	uint32_t n = 0;
 	int rc;
 
 	if (!out || top > KVS_LIST_TOP_MAX)
 		return -EINVAL;
 	*out = NULL;
-	kvs_wire_list_req_encode(&req, b, sizeof(b));
-	if ((rc = kvs__rpc(c, KVS_OP_LIST, b, sizeof(b), &p, &rlen)) < 0)
-		return rc;
-	if ((rc = kvs_wire_list_hdr_decode(p, rlen, &count)) < 0)
-		return rc;
-	if (count > rlen / KVS_WIRE_NS_FIXED)
-		return KVS_E_PROTO;
-	v = calloc(count ? count : 1, sizeof(*v));
-	if (!v)
-		return -ENOMEM;
-	for (uint32_t i = 0; i < count; i++) {
-		kvs_wire_ns w;
-		kvs_ns_summary *s = &v[i];
-		size_t used;
+	do {
+		uint8_t b[16];
+		const uint8_t *p;
+		uint32_t rlen, count;
 
-		rc = kvs_wire_ns_decode(p + off, rlen - off, &w, &used);
-		if (rc < 0 || w.ntop > top) {
-			free(v);
-			return KVS_E_PROTO;
+		kvs_wire_list_req_encode(&req, b, sizeof(b));
+		rc = kvs__rpc(c, KVS_OP_LIST, b, sizeof(b), &p, &rlen);
+		if (rc == KVS_E_PROTO && req.cursor == 0) {
+			rc = list_whole(c, ns, top, &v, &n);
+			break;
 		}
-		off += used;
-		s->id = w.id;
-		memcpy(s->model, w.model, w.model_len);
-		memcpy(s->adapter, w.adapter, w.adapter_len);
-		s->salted = !!(w.flags & KVS_WIRE_NS_SALTED);
-		s->tenant = !!(w.flags & KVS_WIRE_NS_TENANT);
-		s->uid = w.uid;
-		s->layers = w.layers;
-		s->kv_heads = w.kv_heads;
-		s->head_dim = w.head_dim;
-		s->block_tokens = w.block_tokens;
-		s->tp_rank = w.tp_rank;
-		s->tp_size = w.tp_size;
-		s->dtype = (kvs_dtype)w.dtype;
-		s->clients = w.clients;
-		s->block_bytes = w.block_bytes;
-		s->blocks = w.blocks;
-		s->writing = w.writing;
-		s->hits = w.hits;
-		s->pinned = w.pinned;
-		s->roots = w.roots;
-		s->longest = w.longest;
-		s->ntop = w.ntop;
-		for (uint32_t j = 0; j < w.ntop; j++) {
-			kvs_wire_prefix px = kvs_wire_prefix_at(w.top, j);
-
-			s->top[j] = (kvs_prefix_info){
-				.hash = px.hash, .hits = px.hits,
-				.root_hits = px.root_hits, .depth = px.depth,
-				.pinned = !!(px.flags & KVS_WIRE_PREFIX_PINNED),
-			};
-		}
-	}
-	if (off != rlen) {
+		if (rc == 0)
+			rc = kvs_wire_list_page_decode(p, rlen, &count, &req.cursor);
+		/* Each page starts past the one before: the walk ends. */
+		if (rc == 0 && req.cursor && req.cursor <= prev)
+			rc = KVS_E_PROTO;
+		if (rc == 0)
+			rc = list_merge(p, rlen, 16, count, top, &v, &n);
+		prev = req.cursor;
+	} while (rc == 0 && req.cursor);
+	if (rc < 0) {
 		free(v);
-		return KVS_E_PROTO;
+		return rc;
 	}
-	*out = v;
-	return (int)count;
+	*out = v ? v : calloc(1, sizeof(*v));
+	if (!*out)
+		return -ENOMEM;
+	return (int)n;
 }
 
 int kvs_inspect(kvs_client *c, uint32_t ns, kvs_hash hash, kvs_block_info *out)

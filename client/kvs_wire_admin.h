@@ -28,11 +28,16 @@
 #define KVS_WIRE_VERIFY_FAIL_SIZE 24
 #define KVS_WIRE_VERIFY_FAILED_MAX 4096 /* failures listed in one reply */
 
-/* LIST request: which namespace (0: all) and how many top prefixes. */
+/* LIST request: which namespace (0: all) and how many top prefixes; paged
+ * (16 bytes on the wire, else 8): one page of the records, from @cursor
+ * (0 to start, then the reply's next). */
 typedef struct kvs_wire_list_req {
 	uint32_t ns;
 	uint32_t top; /* 0..KVS_WIRE_LIST_TOP_MAX */
+	uint32_t paged;
+	uint64_t cursor;
 } kvs_wire_list_req;
+#define KVS_WIRE_LIST_PAGED 0x1u /* a paged reply's header flag */
 
 /* One most-hit prefix: named by its leaf-most block. */
 typedef struct kvs_wire_prefix {
@@ -156,6 +161,10 @@ typedef struct kvs_wire_verify_reply {
 int kvs_wire_list_req_encode(const kvs_wire_list_req *r, uint8_t *buf, size_t cap);
 /* The LIST reply is u32 count, u32 zero, then count namespace entries. */
 int kvs_wire_list_hdr_encode(uint32_t count, uint8_t *buf, size_t cap);
+/* A paged LIST reply's header: u32 count, u32 KVS_WIRE_LIST_PAGED, u64 next
+ * (the cursor of the next page, 0 after the last); 16 bytes. */
+int kvs_wire_list_page_encode(uint32_t count, uint64_t next, uint8_t *buf,
+			      size_t cap);
 int kvs_wire_ns_encode(const kvs_wire_ns *e, const kvs_wire_prefix *top,
 		       uint8_t *buf, size_t cap);
 int kvs_wire_inspect_req_encode(const kvs_wire_inspect_req *r, uint8_t *buf,
@@ -182,6 +191,9 @@ int kvs_wire_verify_reply_encode(const kvs_wire_verify_reply *r,
  * (truncated, trailing bytes, a field out of range). */
 int kvs_wire_list_req_decode(const uint8_t *p, size_t n, kvs_wire_list_req *o);
 int kvs_wire_list_hdr_decode(const uint8_t *p, size_t n, uint32_t *count);
+/* From the front of @n bytes (16 are used). */
+int kvs_wire_list_page_decode(const uint8_t *p, size_t n, uint32_t *count,
+			      uint64_t *next);
 int kvs_wire_ns_decode(const uint8_t *p, size_t n, kvs_wire_ns *o, size_t *used);
 int kvs_wire_inspect_req_decode(const uint8_t *p, size_t n,
 				kvs_wire_inspect_req *o);

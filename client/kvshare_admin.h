@@ -87,6 +87,10 @@ typedef struct kvs_ns_summary {
  * @top: most-hit prefixes wanted per namespace (0..KVS_LIST_TOP_MAX), ranked
  *       by the hits of their leaf-most block, then of their first block.
  * @out: set to an array of the returned count; free() it.
+ * The daemon answers a page of its records at a time (docs/protocol.md,
+ * LIST): this follows the cursor to the last page and sums the pages, so
+ * the counts are not one snapshot (blocks stored or freed meanwhile may be
+ * counted or missed). A daemon older than paging is asked in one request.
  * Returns the number of namespaces.
  * Errors: -ENOENT (no namespace @ns), -EINVAL, -EPERM (another namespace
  *         from an attached connection), KVS_E_PERM (another uid's namespace

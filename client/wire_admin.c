@@ -11,20 +11,48 @@ int kvs_wire_list_req_encode(const kvs_wire_list_req *r, uint8_t *buf, size_t ca
 {
 	if (r->top > KVS_WIRE_LIST_TOP_MAX)
 		return -EINVAL;
-	if (cap < 8)
+	if (r->paged > 1)
+		return -EINVAL;
+	if (cap < (r->paged ? 16u : 8u))
 		return -ENOBUFS;
 	put32(buf, r->ns);
 	put32(buf + 4, r->top);
-	return 8;
+	if (!r->paged)
+		return 8;
+	put64(buf + 8, r->cursor);
+	return 16;
 }
 
 int kvs_wire_list_req_decode(const uint8_t *p, size_t n, kvs_wire_list_req *o)
 {
-	if (n != 8)
+	if (n != 8 && n != 16)
 		return KVS_E_PROTO;
 	o->ns = get32(p);
 	o->top = get32(p + 4);
+	o->paged = n == 16;
+	o->cursor = o->paged ? get64(p + 8) : 0;
 	return o->top > KVS_WIRE_LIST_TOP_MAX ? KVS_E_PROTO : 0;
+}
+
+int kvs_wire_list_page_encode(uint32_t count, uint64_t next, uint8_t *buf,
+			      size_t cap)
+{
+	if (cap < 16)
+		return -ENOBUFS;
+	put32(buf, count);
+	put32(buf + 4, KVS_WIRE_LIST_PAGED);
+	put64(buf + 8, next);
+	return 16;
+}
+
+int kvs_wire_list_page_decode(const uint8_t *p, size_t n, uint32_t *count,
+			      uint64_t *next)
+{
+	if (n < 16 || get32(p + 4) != KVS_WIRE_LIST_PAGED)
+		return KVS_E_PROTO;
+	*count = get32(p);
+	*next = get64(p + 8);
+	return 0;
 }
 
 int kvs_wire_list_hdr_encode(uint32_t count, uint8_t *buf, size_t cap)

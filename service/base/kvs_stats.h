@@ -35,6 +35,8 @@
 	X(server, log_dropped, GAUGE, "log lines dropped: stderr not keeping up")\
 	X(server, metrics_port, GAUGE, "TCP port of /metrics, 0 when off")    \
 	X(server, fd_limit, GAUGE, "file descriptors the daemon may open (RLIMIT_NOFILE)")\
+	X(server, loop_turn_max_work, GAUGE, "most work units one connection's requests took in one turn of the loop (docs/reliability.md)")\
+	X(server, loop_yields, COUNTER, "turns a connection gave up with complete requests still queued")\
 	X(clients, connected, GAUGE, "connections open now")                  \
 	X(clients, attached, GAUGE, "connections attached to a namespace")    \
 	X(clients, accepted, COUNTER, "connections accepted")                 \

@@ -30,7 +30,11 @@ int cache_grow(void **arr, uint32_t *cap, size_t elem, uint32_t n)
 int cache_rec_room(kvs_cache *c, uint32_t idx)
 {
 	uint32_t n = kvs_table_capacity(c->table);
-	int rc = 0;
+	int rc = cache_grow((void **)&c->chain, &c->nchain, sizeof(*c->chain), n);
+
+	if (rc < 0)
+		return rc;
+	cache_chain_link(c, idx, KVS_NONE);
 
 	for (uint8_t t = 0; t < KVS_TIER_MAX && rc == 0; t++) {
 		if (!cache_kids_on(c, t))
@@ -117,6 +121,7 @@ void kvs_cache_destroy(kvs_cache *c)
 	kvs_pool_fini(&c->leases);
 	cache_ns_free_all(c);
 	free(c->atime);
+	free(c->chain);
 	for (uint32_t i = 0; i < c->ndoms; i++)
 		cache_dom_destroy(&c->doms[i]);
 	free(c->doms);
@@ -434,6 +439,7 @@ int cache_reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 		r = cache_rec(c, idx);
 	} else {
 		r->parent = prev; /* prev keeps the child counted above */
+		cache_chain_link(c, idx, prev);
 		r->tier = KVS_TIER_HOST; /* counted in prev's host children */
 		c->in_tier[KVS_TIER_HOST]++;
 		sp->recs++;

@@ -65,7 +65,8 @@ void kvs_cache_stats_fill(kvs_cache *c)
 	st->table_metadata_bytes =
 		(int64_t)(kvs_table_bytes(c->table) + lease_bytes +
 			  (uint64_t)kvs_pool_cap(&c->leases) * sizeof(lease) +
-			  (uint64_t)c->natime * sizeof(*c->atime));
+			  (uint64_t)c->natime * sizeof(*c->atime) +
+			  (uint64_t)c->nchain * sizeof(*c->chain));
 	for (uint8_t t = 0; t < KVS_TIER_MAX; t++)
 		st->table_metadata_bytes += (int64_t)c->nkids[t] * sizeof(uint32_t);
 	/* Tiers last: they add their per-record state to the metadata. */
@@ -123,6 +124,11 @@ uint32_t kvs_cache_rec_span(const kvs_cache *c)
 	return hi;
 }
 
+uint32_t kvs_cache_rec_end(const kvs_cache *c)
+{
+	return kvs_table_capacity(c->table);
+}
+
 const kvs_rec *kvs_cache_rec_at(const kvs_cache *c, uint32_t idx)
 {
 	return cache_rec(c, idx);
@@ -131,6 +137,29 @@ const kvs_rec *kvs_cache_rec_at(const kvs_cache *c, uint32_t idx)
 kvs_hash kvs_cache_rec_hash(const kvs_rec *r)
 {
 	return cache_ns_key(r->ns, r->hash); /* the mix is its own inverse */
+}
+
+void kvs_cache_rec_chain(kvs_cache *c, uint32_t idx, uint32_t *depth,
+			 uint32_t *root)
+{
+	struct cache_chain *ch = c->chain;
+	uint32_t d = ch[idx].depth, r = ch[idx].root;
+
+	while (ch[r].root != r) {
+		d += ch[r].depth - 1;
+		r = ch[r].root;
+	}
+	/* Point the records on the way at the root, so the next ask is one
+	 * step (each such step was a link made after the children's). */
+	for (uint32_t q = idx, qd = d; ch[q].root != r;) {
+		uint32_t next = ch[q].root, nd = qd - ch[q].depth + 1;
+
+		ch[q] = (struct cache_chain){ qd, r };
+		q = next;
+		qd = nd;
+	}
+	*depth = d;
+	*root = r;
 }
 
 uint64_t kvs_cache_rec_age_s(const kvs_cache *c, uint32_t idx)

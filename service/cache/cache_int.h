@@ -178,11 +178,30 @@ struct kvs_cache {
 	uint32_t *atime;      /* by record: last store or hit (not in kvs_rec,
 			       * which stays one cache line) */
 	uint32_t natime;
+	/* By record: where it hangs, set when it is linked (a parent outlives
+	 * its children, as a ghost if need be), so that the operator's LIST
+	 * and INSPECT know depth and root without walking the chain: @root
+	 * is an ancestor (itself for a record without a parent) and @depth
+	 * counts the blocks from @root down to it. A record linked after its
+	 * children were (the SSD tier's warm load) was their root: they
+	 * reach the true root through it (kvs_cache_rec_chain, which then
+	 * points them at it). */
+	struct cache_chain { uint32_t depth, root; } *chain;
+	uint32_t nchain;
 };
 
 static inline kvs_rec *cache_rec(const kvs_cache *c, uint32_t idx)
 {
 	return kvs_table_rec(c->table, idx);
+}
+
+/* Record @idx was linked under @parent (KVS_NONE: it has none). */
+static inline void cache_chain_link(kvs_cache *c, uint32_t idx, uint32_t parent)
+{
+	c->chain[idx] = parent == KVS_NONE ?
+		(struct cache_chain){ 1, idx } :
+		(struct cache_chain){ c->chain[parent].depth + 1,
+				      c->chain[parent].root };
 }
 
 static inline lease *cache_lease(const kvs_cache *c, uint32_t s)

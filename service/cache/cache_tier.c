@@ -374,6 +374,7 @@ int kvs_tier_rec_link(kvs_tier_mod *t, uint32_t idx, kvs_hash parent)
 	if (p == KVS_NONE || cache_rec(c, p)->ns != r->ns)
 		return 0;
 	r->parent = p;
+	cache_chain_link(c, idx, p);
 	cache_rec(c, p)->children++;
 	return 1;
 }

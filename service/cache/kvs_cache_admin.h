@@ -33,11 +33,20 @@ void kvs_cache_set_event_hook(kvs_cache *c, kvs_cache_event_fn fn, void *arg);
 
 /* kvs_cache_rec_span - records in use all have an index below this. O(n). */
 uint32_t kvs_cache_rec_span(const kvs_cache *c);
+/* kvs_cache_rec_end - every record has an index below this (the table's
+ * capacity; FREE ones too). O(1). */
+uint32_t kvs_cache_rec_end(const kvs_cache *c);
 /* kvs_cache_rec_at - record @idx (check its state: FREE is unused). Valid
  * until the next change to the cache. */
 const kvs_rec *kvs_cache_rec_at(const kvs_cache *c, uint32_t idx);
 /* kvs_cache_rec_hash - the block hash a client names record @r by. */
 kvs_hash kvs_cache_rec_hash(const kvs_rec *r);
+/* kvs_cache_rec_chain - the blocks from the first of record @idx's chain
+ * down to it (*depth, 1 for a record without a parent) and the record of
+ * that first block (*root). O(1) but after a warm load linked records out
+ * of order: then once per record so linked above it (amortized O(1)). */
+void kvs_cache_rec_chain(kvs_cache *c, uint32_t idx, uint32_t *depth,
+			 uint32_t *root);
 /* kvs_cache_rec_age_s - seconds since record @idx was last stored or hit. */
 uint64_t kvs_cache_rec_age_s(const kvs_cache *c, uint32_t idx);
 

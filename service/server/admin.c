@@ -243,16 +243,6 @@ static void tree_fill(const kvs_cache *c, uint32_t span, uint32_t *val,
 	}
 }
 
-static uint32_t depth_step(void *arg, uint32_t idx, uint32_t parent_val)
-{
-	return parent_val + 1;
-}
-
-static uint32_t root_step(void *arg, uint32_t idx, uint32_t parent_val)
-{
-	return parent_val ? parent_val : idx + 1; /* the root's index + 1 */
-}
-
 /* For a prefix: 1 in the subtree of *(uint32_t *)arg, 2 outside. */
 static uint32_t under_step(void *arg, uint32_t idx, uint32_t parent_val)
 {
@@ -292,33 +282,34 @@ static void top_add(ns_sum *s, uint32_t max, const kvs_wire_prefix *p)
 }
 
 /* ns_sums_fill - each namespace's roots, longest chain, hits, pins and top
- * prefixes (leaves by hits) into sums[ns], for @rq->ns only when set;
- * @depth and @root: tree_fill()'s depth and root index + 1 of each record. */
+ * prefixes (leaves by hits) among records [@lo, @hi) into sums[ns], for
+ * @rq->ns only when set. */
 static void ns_sums_fill(kvs_admin *a, const kvs_wire_list_req *rq,
-			 uint32_t span, const uint32_t *depth,
-			 const uint32_t *root, ns_sum *sums)
+			 uint32_t lo, uint32_t hi, ns_sum *sums)
 {
 	kvs_cache *c = a->cache;
 
-	for (uint32_t i = 0; i < span; i++) {
+	for (uint32_t i = lo; i < hi; i++) {
 		const kvs_rec *r = kvs_cache_rec_at(c, i);
+		uint32_t depth, root;
 		ns_sum *s;
 
 		if (r->state == KVS_REC_FREE || (rq->ns && r->ns != rq->ns))
 			continue;
 		s = &sums[r->ns];
+		kvs_cache_rec_chain(c, i, &depth, &root);
 		if (r->parent == KVS_NONE)
 			s->w.roots++;
-		if (depth[i] > s->w.longest)
-			s->w.longest = depth[i];
+		if (depth > s->w.longest)
+			s->w.longest = depth;
 		if (r->state != KVS_REC_READY)
 			continue;
 		s->w.pinned += is_pinned(a, i);
 		if (r->children == 0) {
 			kvs_wire_prefix px = {
 				.hash = kvs_cache_rec_hash(r), .hits = r->hits,
-				.root_hits = kvs_cache_rec_at(c, root[i] - 1)->hits,
-				.depth = depth[i],
+				.root_hits = kvs_cache_rec_at(c, root)->hits,
+				.depth = depth,
 				.flags = is_pinned(a, i) ? KVS_WIRE_PREFIX_PINNED : 0,
 			};
 			top_add(s, rq->top, &px);
@@ -353,16 +344,17 @@ static void ns_wire_fill(const kvs_ns_info *ni, uint32_t id, kvs_wire_ns *w)
 
 int kvs_admin_list(kvs_admin *a, uint32_t conn_ns, const kvs_admin_domain *dom,
 		   const kvs_wire_list_req *rq, uint8_t *out, size_t cap,
-		   size_t *len)
+		   size_t *len, uint32_t *visited)
 {
 	kvs_cache *c = a->cache;
 	kvs_wire_list_req req = *rq;
-	uint32_t nns = kvs_cache_ns_count(c), span, count = 0;
-	uint32_t *depth = NULL, *root = NULL, *path = NULL;
+	uint32_t nns = kvs_cache_ns_count(c), count = 0;
+	uint32_t end = kvs_cache_rec_end(c), lo, hi;
 	ns_sum *sums;
 	size_t off;
-	int rc;
+	int rc = 0;
 
+	*visited = 0;
 	if (conn_ns && req.ns != conn_ns) {
 		if (req.ns)
 			return -EPERM;
@@ -370,19 +362,16 @@ int kvs_admin_list(kvs_admin *a, uint32_t conn_ns, const kvs_admin_domain *dom,
 	}
 	if (req.ns > nns)
 		return -ENOENT;
-	span = kvs_cache_rec_span(c);
-	sums = calloc((size_t)nns + 1, sizeof(*sums));
-	depth = calloc((size_t)span + 1, sizeof(uint32_t));
-	root = calloc((size_t)span + 1, sizeof(uint32_t));
-	path = malloc(((size_t)span + 1) * sizeof(uint32_t));
-	if (!sums || !depth || !root || !path) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	tree_fill(c, span, depth, path, depth_step, NULL);
-	tree_fill(c, span, root, path, root_step, NULL);
-	ns_sums_fill(a, &req, span, depth, root, sums);
-	off = 8;
+	/* The form without a cursor is answered whole while that is a page. */
+	if (!req.paged && end > KVS_ADMIN_LIST_PAGE)
+		return KVS_E_TOOMANY;
+	lo = req.cursor < end ? (uint32_t)req.cursor : end;
+	hi = end - lo > KVS_ADMIN_LIST_PAGE ? lo + KVS_ADMIN_LIST_PAGE : end;
+	if (!(sums = calloc((size_t)nns + 1, sizeof(*sums))))
+		return -ENOMEM;
+	ns_sums_fill(a, &req, lo, hi, sums);
+	*visited = hi - lo;
+	off = req.paged ? 16 : 8;
 	for (uint32_t id = req.ns ? req.ns : 1; id <= (req.ns ? req.ns : nns); id++) {
 		kvs_wire_ns *w = &sums[id].w;
 
@@ -397,14 +386,14 @@ int kvs_admin_list(kvs_admin *a, uint32_t conn_ns, const kvs_admin_domain *dom,
 		off += (size_t)rc;
 		count++;
 	}
-	kvs_wire_list_hdr_encode(count, out, cap);
+	if (req.paged)
+		kvs_wire_list_page_encode(count, hi < end ? hi : 0, out, cap);
+	else
+		kvs_wire_list_hdr_encode(count, out, cap);
 	*len = off;
 	rc = 0;
 out:
 	free(sums);
-	free(depth);
-	free(root);
-	free(path);
 	return rc;
 }
 
@@ -418,7 +407,7 @@ int kvs_admin_inspect(kvs_admin *a, uint32_t conn_ns,
 	kvs_wire_inspect_req req = *rq;
 	kvs_wire_block_info bi = { 0 };
 	const kvs_rec *r;
-	uint32_t idx;
+	uint32_t idx, root;
 	int rc;
 
 	if (conn_ns && req.ns && req.ns != conn_ns)
@@ -438,13 +427,10 @@ int kvs_admin_inspect(kvs_admin *a, uint32_t conn_ns,
 	bi.children = r->children;
 	bi.hits = r->hits;
 	bi.age_s = kvs_cache_rec_age_s(c, idx);
-	bi.depth = 1;
+	kvs_cache_rec_chain(c, idx, &bi.depth, &root);
 	if (r->parent != KVS_NONE) {
 		bi.flags |= KVS_WIRE_INFO_PARENT;
 		bi.parent = kvs_cache_rec_hash(kvs_cache_rec_at(c, r->parent));
-		for (uint32_t q = r->parent; q != KVS_NONE;
-		     q = kvs_cache_rec_at(c, q)->parent)
-			bi.depth++;
 	}
 	rc = kvs_wire_block_info_encode(&bi, out, cap);
 	if (rc < 0)

@@ -362,11 +362,13 @@ static int do_list(conn *c, const kvs_wire_hdr *h, const request *rq)
 {
 	kvs_admin_domain dom = peer_domain(c);
 	size_t len = 0;
+	uint32_t visited;
 	int rc;
 
 	kvs_fast_tick(c->srv->fast); /* hit counts: the fast path's too */
 	rc = kvs_admin_list(c->srv->admin, c->ns, &dom, &rq->list, c->srv->reply,
-			    KVS_WIRE_MAX_PAYLOAD, &len);
+			    KVS_WIRE_MAX_PAYLOAD, &len, &visited);
+	c->srv->req_work += visited / TURN_WORK_RECORDS;
 
 	return reply_admin(c, h, rc, len);
 }

@@ -180,7 +180,8 @@ static int conn_flush(conn *c)
  * cannot make the daemon buffer without bound. */
 static void conn_arm(conn *c)
 {
-	int want = !c->closing && evbuffer_get_length(c->out) < OUT_HIGH;
+	int want = !c->closing && !c->yielded &&
+		   evbuffer_get_length(c->out) < OUT_HIGH;
 
 	if (want && !c->reading)
 		event_add(c->rev, NULL);
@@ -246,16 +247,69 @@ static void conn_refuse(conn *c, const kvs_wire_hdr *h)
 	c->closing = 1;
 }
 
-/* Handle every complete message in the input buffer. Returns -1 when the
- * connection was closed (c is gone), else 0. */
-int conn_process(conn *c)
+/* Without a trusted length there is no next message: close (c is gone). */
+static void conn_bad_magic(conn *c, const kvs_wire_hdr *h)
 {
 	kvs_counters *st = &c->srv->stats;
+
+	st->errors_proto++;
+	st->errors_total++;
+	kvs_warn("client %" PRIu64 ": bad message magic %08x: disconnecting",
+		 c->id, h->magic);
+	conn_close(c, NULL);
+}
+
+/* A message from a refused peer, or one over the length limit (@rc
+ * KVS_E_TOOBIG): answered, and the connection closes once that is sent;
+ * @avail: the bytes in from its header on. */
+static void conn_not_served(conn *c, const kvs_wire_hdr *h, int rc,
+			    size_t avail)
+{
+	if (c->refuse) {
+		if (rc == KVS_E_TOOBIG || avail >= KVS_WIRE_HDR_SIZE + (size_t)h->len)
+			conn_refuse(c, h);
+		return;
+	}
+	c->srv->stats.errors_toobig++;
+	kvs_warn("client %" PRIu64 ": message of %u bytes over the %u limit: "
+		 "disconnecting", c->id, h->len, KVS_WIRE_MAX_PAYLOAD);
+	conn_reply_error(c, h, rc);
+	c->closing = 1;
+}
+
+/* The turn is over with complete requests left: the loop's next turn
+ * (after it polls every other connection) goes on with them. Reading
+ * pauses meanwhile (conn_arm), so a connection has one turn a turn. */
+static void conn_yield(conn *c)
+{
+	static const struct timeval now = { 0, 0 };
+
+	c->yielded = 1;
+	c->srv->stats.server_loop_yields++;
+	evtimer_add(c->yev, &now);
+}
+
+static void on_yield(evutil_socket_t fd, short what, void *arg)
+{
+	conn *c = arg;
+
+	c->yielded = 0;
+	conn_process(c);
+}
+
+/* Handle the complete messages in the input buffer, up to a turn's work
+ * (TURN_WORK). Returns -1 when the connection was closed (c is gone),
+ * else 0. */
+int conn_process(conn *c)
+{
+	kvs_server *s = c->srv;
+	kvs_counters *st = &s->stats;
+	uint32_t work = 0;
 	int stalled;
 
 	do {
 		stalled = 0;
-		while (!c->closing && !c->waiting &&
+		while (!c->closing && !c->waiting && !c->yielded &&
 		       evbuffer_get_length(c->out) < OUT_HIGH) {
 			const uint8_t *p = c->in + c->in_off;
 			size_t avail = c->in_len - c->in_off;
@@ -265,27 +319,11 @@ int conn_process(conn *c)
 			if (rc == -EAGAIN)
 				break;
 			if (rc == KVS_E_PROTO) {
-				/* Without a trusted length there is no next message. */
-				st->errors_proto++;
-				st->errors_total++;
-				kvs_warn("client %" PRIu64 ": bad message magic %08x: "
-					 "disconnecting", c->id, h.magic);
-				conn_close(c, NULL);
+				conn_bad_magic(c, &h);
 				return -1;
 			}
-			if (c->refuse) {
-				if (rc == KVS_E_TOOBIG ||
-				    avail >= KVS_WIRE_HDR_SIZE + (size_t)h.len)
-					conn_refuse(c, &h);
-				break;
-			}
-			if (rc == KVS_E_TOOBIG) {
-				st->errors_toobig++;
-				kvs_warn("client %" PRIu64 ": message of %u bytes over the "
-					 "%u limit: disconnecting", c->id, h.len,
-					 KVS_WIRE_MAX_PAYLOAD);
-				conn_reply_error(c, &h, rc);
-				c->closing = 1;
+			if (c->refuse || rc == KVS_E_TOOBIG) {
+				conn_not_served(c, &h, rc, avail);
 				break;
 			}
 			if (avail < KVS_WIRE_HDR_SIZE + (size_t)h.len)
@@ -297,6 +335,11 @@ int conn_process(conn *c)
 				stalled = 1;
 				break;
 			}
+			if (work >= TURN_WORK) {
+				conn_yield(c);
+				break;
+			}
+			s->req_work = 1 + h.len / TURN_WORK_BYTES;
 			if (rc == KVS_E_VERSION) {
 				st->errors_version++;
 				conn_reply_error(c, &h, rc);
@@ -305,6 +348,9 @@ int conn_process(conn *c)
 			}
 			c->in_off += KVS_WIRE_HDR_SIZE + (size_t)h.len;
 			c->msgs++;
+			work += s->req_work;
+			if (work > (uint64_t)st->server_loop_turn_max_work)
+				st->server_loop_turn_max_work = work;
 			if (c->pending_fd >= 0) {
 				stalled = 1; /* send the fd before more replies queue */
 				break;
@@ -428,6 +474,7 @@ void conn_close(conn *c, const char *why)
 	event_free(c->rev);
 	event_free(c->wev);
 	event_free(c->tev);
+	event_free(c->yev);
 	if (c->qev)
 		event_free(c->qev);
 	evbuffer_free(c->out);
@@ -476,7 +523,8 @@ conn *conn_open(kvs_server *s, int fd, int refuse, uint32_t uid)
 	c->rev = event_new(s->base, fd, EV_READ | EV_PERSIST, on_read, c);
 	c->wev = event_new(s->base, fd, EV_WRITE | EV_PERSIST, on_write, c);
 	c->tev = evtimer_new(s->base, on_timer, c);
-	if (!c->owner || !c->out || !c->rev || !c->wev || !c->tev) {
+	c->yev = evtimer_new(s->base, on_yield, c);
+	if (!c->owner || !c->out || !c->rev || !c->wev || !c->tev || !c->yev) {
 		kvs_cache_owner_free(s->cache, c->owner);
 		if (c->out)
 			evbuffer_free(c->out);
@@ -486,6 +534,8 @@ conn *conn_open(kvs_server *s, int fd, int refuse, uint32_t uid)
 			event_free(c->wev);
 		if (c->tev)
 			event_free(c->tev);
+		if (c->yev)
+			event_free(c->yev);
 		free(c);
 		return NULL;
 	}

@@ -80,9 +80,13 @@ uint32_t kvs_admin_domain_find(const kvs_admin *a, const kvs_admin_domain *d,
  * Errors: -ENOENT (no such block or namespace), -EPERM, KVS_E_LIMIT (pins
  * over the share), KVS_E_TOOMANY, -ENOBUFS, -ENOMEM.
  */
+/* LIST visits at most KVS_ADMIN_LIST_PAGE records a request (*visited: how
+ * many it did): a paged request one page from its cursor, the form without
+ * a cursor all of them while there are no more (KVS_E_TOOMANY past that). */
+#define KVS_ADMIN_LIST_PAGE 16384u
 int kvs_admin_list(kvs_admin *a, uint32_t conn_ns, const kvs_admin_domain *dom,
 		   const kvs_wire_list_req *req, uint8_t *out, size_t cap,
-		   size_t *len);
+		   size_t *len, uint32_t *visited);
 int kvs_admin_inspect(kvs_admin *a, uint32_t conn_ns,
 		      const kvs_wire_inspect_req *req, uint8_t *out, size_t cap,
 		      size_t *len);

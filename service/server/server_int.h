@@ -32,6 +32,17 @@
 /* Stop reading a client whose replies pile up past this; resume once sent. */
 #define OUT_HIGH (1u << 20)
 
+/* A connection's turn of the loop: it handles its pipelined requests until
+ * their work reaches TURN_WORK units, then yields to the other connections
+ * and goes on in the loop's next turn (conn.c). A request is one unit, one
+ * more per TURN_WORK_BYTES of its payload, and a LIST one more per
+ * TURN_WORK_RECORDS records it visits (command.c). The first request of a
+ * turn is always handled, so a turn is at most TURN_WORK - 1 units plus one
+ * request (docs/reliability.md, "Hostile clients"). */
+#define TURN_WORK 64u
+#define TURN_WORK_BYTES (16u << 10)
+#define TURN_WORK_RECORDS 1024u
+
 typedef struct conn conn;
 
 /* Tiers whose completions the loop polls: at most one per kvs_tier value. */
@@ -73,6 +84,7 @@ struct kvs_server {
 	kvs_hash *hashes;  /* its hashes, decoded (command.c) */
 	kvs_block *blocks; /* its reply's blocks */
 	uint8_t *reply;
+	uint32_t req_work; /* the work units of the request being handled */
 	/* Engines' counts (REPORT) per namespace, [ns id - 1], grown to the
 	 * highest id that reported (server_stats.c). */
 	kvs_engine_report *ns_engines;
@@ -105,6 +117,9 @@ struct conn {
 	int refuse;      /* 0, or the status that answers its first message */
 	struct event *tev;   /* --client-timeout */
 	struct event *qev;   /* a query's bound (command.c), made on first use */
+	struct event *yev;   /* its next turn, after it yielded */
+	int yielded;         /* its turn is over, yev pending: no request is
+			      * handled until yev fires */
 	/* Monotonic ms since which the connection has held an incomplete
 	 * message (partial_msgs: messages handled by then), and since which its
 	 * replies have been over OUT_HIGH with none of them read; 0: not. */

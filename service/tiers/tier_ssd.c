@@ -91,8 +91,10 @@ static int copy_gone(ssd_tier *t, uint32_t idx, const kvs_index_key *k)
 {
 	if (!(loc_flags(ssd_loc(t, idx)) & LOC_SSD))
 		return 0;
-	if (k)
+	if (k) {
 		kvs_index_del(t->ix, k);
+		t->ld.drops++; /* a batch read before may hold it */
+	}
 	loc_clear(&t->loc[idx], LOC_SSD);
 	t->blocks--;
 	return 1;
@@ -191,6 +193,7 @@ static void ssd_stats(kvs_tier_mod *tt, kvs_counters *st)
 	t->counts.index_entries = (int64_t)is.entries;
 	t->counts.index_loading = t->ld.on;
 	t->counts.index_loaded = (int64_t)t->ld.loaded;
+	t->counts.index_rereads = (int64_t)t->ld.rewinds;
 	st->table_metadata_bytes += (int64_t)t->nloc * (int64_t)sizeof(loc);
 }
 
@@ -235,6 +238,7 @@ static void ssd_close(kvs_tier_mod *tt)
 {
 	ssd_tier *t = ssd_of(tt);
 
+	ssd_load_stop(t); /* it reads the index and kicks the store */
 	kvs_ssd_close(t->ssd);
 	kvs_index_close(t->ix);
 	for (uint32_t i = 0; i < kvs_pool_cap(&t->ws); i++)

@@ -62,7 +62,8 @@
 	X(restart_ms, GAUGE, "time to load the whole index at start (in the background), ms")\
 	X(index_loading, GAUGE, "1 while the index loads in the background")  \
 	X(index_loaded, GAUGE, "blocks loaded from the index since start")    \
-	X(index_faults, COUNTER, "blocks a lookup loaded from the index before the background load came to them")
+	X(index_faults, COUNTER, "blocks a lookup loaded from the index before the background load came to them")\
+	X(index_rereads, GAUGE, "batches of the background load read again: older than a copy dropped since")
 
 typedef struct kvs_tier_ssd_stats {
 	KVS_TIER_SSD_STATS(KVS_STAT_FIELD)

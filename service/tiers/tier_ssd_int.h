@@ -17,6 +17,7 @@
 #ifndef KVS_TIER_SSD_INT_H
 #define KVS_TIER_SSD_INT_H
 
+#include <pthread.h>
 #include <time.h>
 
 #include "kvs_index.h"
@@ -125,8 +126,27 @@ typedef struct vjob {     /* one verify */
  * no sooner. */
 #define NS_RETRY_MS 1000
 
-/* The background load of the index at start (tier_ssd_restore.c). */
-#define LOAD_SLICE 4096 /* entries per slice: 2-3 ms of the loop */
+/* The background load of the index at start (tier_ssd_restore.c): a
+ * reader thread walks LMDB (page faults and all) into batches of entries,
+ * the loop applies one batch a turn (memory only). */
+#define LOAD_SLICE 1024 /* entries per slice: about 2 ms of the loop */
+#define LOAD_SLICE_MAX 65536u
+#define LOAD_BATCHES 2  /* read ahead of the loop */
+#define LOAD_REWINDS 4  /* stale batches in a row before the loop walks */
+
+typedef struct ssd_entry {
+	kvs_index_key k;
+	kvs_index_val v;
+} ssd_entry;
+
+typedef struct ssd_batch {
+	kvs_index_pos from; /* where its walk began */
+	uint64_t seq;       /* the loop's drops flushed when it was read */
+	uint32_t n;
+	int done;           /* the walk passed the last entry */
+	int err;            /* the walk's error, or 0 */
+	ssd_entry *e;       /* slice entries */
+} ssd_batch;
 
 typedef struct ssd_pend { /* a block loaded before its parent */
 	uint32_t idx, ns;
@@ -140,9 +160,27 @@ typedef struct ssd_load {
 	uint32_t pause_us;    /* test knob: a pause after each slice */
 	uint64_t loaded, dropped, faults;
 	uint64_t slice_max_us; /* the longest slice (the load's stall) */
+	uint64_t slice_max_majflt; /* most page faults from disk in one */
+	uint64_t slice_max_cpu_us; /* most CPU time of the loop in one */
 	ssd_pend *pend;       /* links to make once the walk is done */
 	uint64_t n, cap, linked;
 	struct timespec t0;
+	/* The reader thread; without it (it could not start, or batches kept
+	 * going stale) the loop walks @pos itself. The loop owns the rest but
+	 * for what @mu guards. */
+	int reader_on, walked; /* walked: the last batch is applied */
+	pthread_t reader;
+	uint64_t drops;       /* index entries the loop deleted meanwhile */
+	uint32_t stale;       /* batches in a row found stale */
+	uint64_t rewinds;
+	pthread_mutex_t mu;   /* guards from here on */
+	pthread_cond_t cv;
+	ssd_batch b[LOAD_BATCHES];
+	uint32_t head, nready; /* ready batches: b[head], b[head + 1] .. */
+	kvs_index_pos next;   /* where the reader goes on */
+	uint64_t epoch;       /* a rewind voids the batch being read */
+	uint64_t flushed;     /* drops committed to the index */
+	int stop;
 } ssd_load;
 
 /* What the tier knows of a namespace id (tier_ssd_restore.c). A block
@@ -272,6 +310,9 @@ void ssd_ns_free(ssd_tier *t);
  * slices (ssd_load_step, from poll, which it keeps readable until done). */
 int ssd_restore(kvs_tier_mod *tt);
 void ssd_load_step(ssd_tier *t);
+/* Stop the load's reader thread, if it runs (the load ends, or the tier
+ * closes). */
+void ssd_load_stop(ssd_tier *t);
 /* While loading: load the entry of (@ns, @hash) now, if it is valid. */
 int ssd_find(kvs_tier_mod *tt, uint32_t ns, kvs_hash hash, uint32_t *idx);
 

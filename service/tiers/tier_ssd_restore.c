@@ -7,8 +7,10 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "kvs_log.h"
@@ -239,7 +241,8 @@ static int walk_one(void *arg, const kvs_index_key *k, const kvs_index_val *v)
 }
 
 /* The knobs of a test that needs the load to take a while (docs/ssd.md):
- * entries per slice, and a pause after each. */
+ * entries per slice, a pause after each, and whether a reader thread reads
+ * the index (0: the loop walks it itself). */
 static uint32_t env_u32(const char *name, uint32_t dflt, uint32_t max)
 {
 	const char *v = getenv(name);
@@ -267,6 +270,7 @@ static void load_end(ssd_tier *t, int err)
 	ssd_load *ld = &t->ld;
 	uint64_t ms = ms_since(&ld->t0);
 
+	ssd_load_stop(t);
 	free(ld->pend);
 	ld->pend = NULL;
 	ld->n = ld->cap = 0;
@@ -280,8 +284,12 @@ static void load_end(ssd_tier *t, int err)
 	else
 		kvs_info("SSD tier: index fully loaded: %" PRIu64 " blocks in %"
 			 PRIu64 " ms (%" PRIu64 " stale entries dropped, %" PRIu64
-			 " loaded early by lookups, longest slice %" PRIu64 " us)",
-			 ld->loaded, ms, ld->dropped, ld->faults, ld->slice_max_us);
+			 " loaded early by lookups, longest slice %" PRIu64 " us, "
+			 "at most %" PRIu64 " us of CPU and %" PRIu64 " page faults "
+			 "from disk in a slice, %" PRIu64 " batches read again)",
+			 ld->loaded, ms, ld->dropped, ld->faults,
+			 ld->slice_max_us, ld->slice_max_cpu_us,
+			 ld->slice_max_majflt, ld->rewinds);
 }
 
 /*
@@ -305,6 +313,23 @@ static void link_some(ssd_tier *t, uint64_t max)
 	}
 }
 
+/* CPU time of the calling thread, microseconds. */
+static uint64_t cpu_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+/* Page faults that read from disk, of the calling thread so far. */
+static uint64_t majflt_now(void)
+{
+	struct rusage ru;
+
+	return getrusage(RUSAGE_THREAD, &ru) == 0 ? (uint64_t)ru.ru_majflt : 0;
+}
+
 static uint64_t now_us(void)
 {
 	struct timespec ts;
@@ -313,36 +338,199 @@ static uint64_t now_us(void)
 	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
+/* ---- the reader thread ------------------------------------------------ */
+
+static int collect_one(void *arg, const kvs_index_key *k, const kvs_index_val *v)
+{
+	ssd_batch *b = arg;
+
+	b->e[b->n++] = (ssd_entry){ *k, *v };
+	return 0;
+}
+
+/* Walk the index into the free batches, ahead of the loop, which finds
+ * them ready without a page fault of its own. A batch holds the committed
+ * state of its read: one that the loop finds older than a delete it made
+ * (a dropped copy) is read again (load_take). */
+static void *load_reader(void *arg)
+{
+	ssd_tier *t = arg;
+	ssd_load *ld = &t->ld;
+
+	pthread_mutex_lock(&ld->mu);
+	for (;;) {
+		ssd_batch *b;
+		kvs_index_pos pos;
+		uint64_t epoch;
+		int64_t rc;
+
+		while (!ld->stop && (ld->nready == LOAD_BATCHES || ld->next.done))
+			pthread_cond_wait(&ld->cv, &ld->mu);
+		if (ld->stop)
+			break;
+		b = &ld->b[(ld->head + ld->nready) % LOAD_BATCHES];
+		epoch = ld->epoch;
+		pos = b->from = ld->next;
+		b->seq = ld->flushed; /* before the transaction: it has those */
+		b->n = 0;
+		pthread_mutex_unlock(&ld->mu);
+		rc = kvs_index_walk(t->ix, &pos, ld->slice, collect_one, b);
+		if (ld->pause_us)
+			nanosleep(&(struct timespec){ 0, (long)ld->pause_us * 1000 },
+				  NULL);
+		pthread_mutex_lock(&ld->mu);
+		if (epoch != ld->epoch)
+			continue; /* rewound meanwhile: void */
+		b->err = rc < 0 ? (int)rc : 0;
+		b->done = pos.done || rc < 0;
+		ld->next = pos;
+		ld->next.done = b->done;
+		ld->nready++;
+		kvs_ssd_kick(t->ssd); /* eventfd_write: any thread */
+	}
+	pthread_mutex_unlock(&ld->mu);
+	return NULL;
+}
+
+static void load_reader_start(ssd_tier *t)
+{
+	ssd_load *ld = &t->ld;
+	int i;
+
+	for (i = 0; i < LOAD_BATCHES; i++)
+		if (!(ld->b[i].e = malloc(ld->slice * sizeof(ssd_entry))))
+			break;
+	if (i < LOAD_BATCHES || pthread_mutex_init(&ld->mu, NULL)) {
+		while (i-- > 0)
+			free(ld->b[i].e);
+		return;
+	}
+	pthread_cond_init(&ld->cv, NULL);
+	ld->next = ld->pos;
+	ld->reader_on = pthread_create(&ld->reader, NULL, load_reader, t) == 0;
+	if (!ld->reader_on)
+		ssd_load_stop(t);
+}
+
+void ssd_load_stop(ssd_tier *t)
+{
+	ssd_load *ld = &t->ld;
+
+	if (ld->reader_on) {
+		pthread_mutex_lock(&ld->mu);
+		ld->stop = 1;
+		pthread_cond_broadcast(&ld->cv);
+		pthread_mutex_unlock(&ld->mu);
+		pthread_join(ld->reader, NULL);
+		ld->reader_on = 0;
+	} else if (!ld->b[0].e) {
+		return; /* never started, or stopped */
+	}
+	pthread_cond_destroy(&ld->cv);
+	pthread_mutex_destroy(&ld->mu);
+	for (int i = 0; i < LOAD_BATCHES; i++) {
+		free(ld->b[i].e);
+		ld->b[i].e = NULL;
+	}
+}
+
+/*
+ * The next ready batch, or NULL. One older than a delete the loop made
+ * since (ld->drops past its seq) may name a copy the table dropped: it is
+ * read again from where it began; after LOAD_REWINDS in a row the reader
+ * stops and the loop walks on from there itself, each slice right after a
+ * flush (the old way: always current).
+ */
+static ssd_batch *load_take(ssd_tier *t)
+{
+	ssd_load *ld = &t->ld;
+	ssd_batch *b = NULL;
+
+	pthread_mutex_lock(&ld->mu);
+	if (!kvs_index_pending(t->ix))
+		ld->flushed = ld->drops;
+	if (ld->nready > 0 && ld->b[ld->head].seq < ld->drops) {
+		ld->pos = ld->b[ld->head].from;
+		ld->next = ld->pos;
+		ld->nready = 0;
+		ld->epoch++;
+		ld->rewinds++;
+		ld->stale++;
+		pthread_cond_broadcast(&ld->cv);
+	} else if (ld->nready > 0) {
+		b = &ld->b[ld->head];
+		ld->stale = 0;
+	}
+	pthread_mutex_unlock(&ld->mu);
+	if (ld->stale >= LOAD_REWINDS)
+		ssd_load_stop(t); /* ld->pos: where the stale one began */
+	return b;
+}
+
+/* Apply batch @b (memory only), then hand its buffer back. */
+static int64_t load_apply(ssd_tier *t, ssd_batch *b)
+{
+	ssd_load *ld = &t->ld;
+	int64_t rc = b->err;
+
+	for (uint32_t i = 0; i < b->n && rc >= 0; i++) {
+		int r = load_put(t, &b->e[i].k, &b->e[i].v, NULL);
+
+		if (r < 0)
+			rc = r;
+	}
+	ld->walked = b->done;
+	pthread_mutex_lock(&ld->mu);
+	ld->head = (ld->head + 1) % LOAD_BATCHES;
+	ld->nready--;
+	pthread_cond_broadcast(&ld->cv);
+	pthread_mutex_unlock(&ld->mu);
+	return rc;
+}
+
+/* ---- the loop's side --------------------------------------------------- */
+
 void ssd_load_step(ssd_tier *t)
 {
 	ssd_load *ld = &t->ld;
-	uint64_t t0, us;
+	ssd_batch *b = NULL;
+	uint64_t t0, us, f0, c0;
 	int64_t rc = 0;
 
 	if (!ld->on)
 		return;
 	t0 = now_us();
-	if (!ld->pos.done)
-		rc = kvs_index_walk(t->ix, &ld->pos, ld->slice, walk_one, t);
-	/* A link is one table probe, a fraction of an entry's load. */
-	if (rc >= 0 && ld->pos.done)
+	c0 = cpu_us();
+	f0 = majflt_now();
+	if (ld->walked)
 		link_some(t, ld->slice * 4);
+	else if (ld->reader_on && (b = load_take(t)) != NULL)
+		rc = load_apply(t, b);
+	else if (!ld->reader_on && (rc = kvs_index_walk(t->ix, &ld->pos, ld->slice,
+							 walk_one, t)) >= 0)
+		ld->walked = ld->pos.done;
 	/* How long a request may wait behind the load: logged at the end. */
 	us = now_us() - t0;
 	if (us > ld->slice_max_us)
 		ld->slice_max_us = us;
+	if (majflt_now() - f0 > ld->slice_max_majflt)
+		ld->slice_max_majflt = majflt_now() - f0;
+	if (cpu_us() - c0 > ld->slice_max_cpu_us)
+		ld->slice_max_cpu_us = cpu_us() - c0;
 	if (rc < 0) {
 		load_end(t, (int)rc);
 		return;
 	}
-	if (ld->pos.done && ld->linked == ld->n) {
+	if (ld->walked && ld->linked == ld->n) {
 		kvs_index_flush(t->ix);
 		load_end(t, 0);
 		return;
 	}
-	if (ld->pause_us)
+	if (!ld->reader_on && ld->pause_us)
 		nanosleep(&(struct timespec){ 0, (long)ld->pause_us * 1000 }, NULL);
-	kvs_ssd_kick(t->ssd);
+	/* Again next turn, unless the reader kicks once a batch is ready. */
+	if (ld->walked || !ld->reader_on || b)
+		kvs_ssd_kick(t->ssd);
 }
 
 int ssd_find(kvs_tier_mod *tt, uint32_t ns, kvs_hash hash, uint32_t *idx)
@@ -353,7 +541,7 @@ int ssd_find(kvs_tier_mod *tt, uint32_t ns, kvs_hash hash, uint32_t *idx)
 	int rc;
 
 	/* Once the walk is done every entry that could load has. */
-	if (!t->ld.on || t->ld.pos.done)
+	if (!t->ld.on || t->ld.walked)
 		return -ENOENT;
 	/* As in a slice: the index as the table left it. */
 	if (kvs_index_pending(t->ix))
@@ -380,13 +568,15 @@ int ssd_restore(kvs_tier_mod *tt)
 		return rc;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &ld->t0);
-	ld->slice = env_u32("KVS_SSD_LOAD_SLICE", LOAD_SLICE, 1u << 24);
+	ld->slice = env_u32("KVS_SSD_LOAD_SLICE", LOAD_SLICE, LOAD_SLICE_MAX);
 	ld->pause_us = env_u32("KVS_SSD_LOAD_PAUSE_US", 0, 100000);
 	if (!ld->slice)
 		ld->slice = LOAD_SLICE;
 	ld->on = 1;
-	kvs_info("SSD tier: loading %" PRIu64 " index entries in the background",
-		 kvs_index_count(t->ix));
+	if (env_u32("KVS_SSD_LOAD_THREAD", 1, 1))
+		load_reader_start(t);
+	kvs_info("SSD tier: loading %" PRIu64 " index entries in the background%s",
+		 kvs_index_count(t->ix), ld->reader_on ? " (a reader thread)" : "");
 	kvs_ssd_kick(t->ssd);
 	return 0;
 }

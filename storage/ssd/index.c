@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <lmdb.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -38,6 +39,9 @@ struct kvs_index {
 	uint8_t *scratch; /* keys of a segment being deleted */
 	size_t scratch_cap;
 	kvs_index_stats st;
+	/* A walk may run on another thread (kvs_index_walk): it holds this
+	 * shared, growing the map exclusive (no transaction may be open). */
+	pthread_rwlock_t grow;
 };
 
 static int map_err(int rc)
@@ -121,6 +125,10 @@ int kvs_index_create(kvs_index **out)
 
 	if (!ix)
 		return -ENOMEM;
+	if (pthread_rwlock_init(&ix->grow, NULL)) {
+		free(ix);
+		return -ENOMEM;
+	}
 	ix->mapsize = 64 * MiB;
 	*out = ix;
 	return 0;
@@ -242,6 +250,7 @@ void kvs_index_close(kvs_index *ix)
 	}
 	free(ix->q);
 	free(ix->scratch);
+	pthread_rwlock_destroy(&ix->grow);
 	free(ix);
 }
 
@@ -446,7 +455,9 @@ int kvs_index_flush(kvs_index *ix)
 			/* Nothing of the failed txn stays; a bigger map, same ops.
 			 * No txn is open now, as mdb_env_set_mapsize requires. */
 			mdb_env_info(ix->env, &info);
+			pthread_rwlock_wrlock(&ix->grow);
 			rc = mdb_env_set_mapsize(ix->env, info.me_mapsize * 2);
+			pthread_rwlock_unlock(&ix->grow);
 			if (rc)
 				break;
 			ix->st.map_grows++;
@@ -554,12 +565,16 @@ int64_t kvs_index_walk(kvs_index *ix, kvs_index_pos *pos, uint64_t max,
 		return -EBADF;
 	if (pos->done)
 		return 0;
+	pthread_rwlock_rdlock(&ix->grow);
 	rc = mdb_txn_begin(ix->env, NULL, MDB_RDONLY, &txn);
-	if (rc)
+	if (rc) {
+		pthread_rwlock_unlock(&ix->grow);
 		return map_err(rc);
+	}
 	rc = mdb_cursor_open(txn, ix->blocks, &cur);
 	if (rc) {
 		mdb_txn_abort(txn);
+		pthread_rwlock_unlock(&ix->grow);
 		return map_err(rc);
 	}
 	rc = mdb_cursor_get(cur, &k, &d, pos->len ? MDB_SET_RANGE : MDB_FIRST);
@@ -578,6 +593,7 @@ int64_t kvs_index_walk(kvs_index *ix, kvs_index_pos *pos, uint64_t max,
 	}
 	mdb_cursor_close(cur);
 	mdb_txn_abort(txn);
+	pthread_rwlock_unlock(&ix->grow);
 	if (stop)
 		return stop;
 	if (rc == MDB_NOTFOUND) {

@@ -220,6 +220,10 @@ typedef struct kvs_index_pos {
  * returned. *@pos is moved past what was visited, and pos->done set once
  * the last entry was passed. The callback may queue puts and deletes.
  * Returns the entries visited (0 with pos->done: nothing left), or -errno.
+ * Thread: the one exception to the owner thread: one other thread may
+ * walk while the owner uses the index (its own read transaction,
+ * MDB_NOTLS; its callback must then not touch the index); a flush that
+ * grows the map waits for the walk's transaction to end.
  */
 int64_t kvs_index_walk(kvs_index *ix, kvs_index_pos *pos, uint64_t max,
 		       kvs_index_iter_fn fn, void *arg);

@@ -62,7 +62,7 @@ static void short_refused(const char *what, int rc)
 static void check_list_req(const uint8_t *p, size_t n)
 {
 	kvs_wire_list_req r;
-	uint8_t out[8];
+	uint8_t out[16];
 
 	if (kvs_wire_list_req_decode(p, n, &r) != 0)
 		return;
@@ -78,11 +78,20 @@ static void check_list_reply(const uint8_t *p, size_t n)
 	static uint8_t out[KVS_WIRE_NS_FIXED + 2 * KVS_NAME_MAX +
 			   KVS_WIRE_LIST_TOP_MAX * KVS_WIRE_PREFIX_SIZE];
 	uint32_t count;
+	uint64_t next;
 	size_t off = 8;
 
-	if (kvs_wire_list_hdr_decode(p, n, &count) != 0)
+	if (kvs_wire_list_page_decode(p, n, &count, &next) == 0) {
+		/* A page's header: 16 bytes, then the same entries. */
+		same("list page", kvs_wire_list_page_encode(count, next, out, 16),
+		     p, 16, out);
+		short_refused("list page", kvs_wire_list_page_encode(count, next, out, 15));
+		off = 16;
+	} else if (kvs_wire_list_hdr_decode(p, n, &count) != 0) {
 		return;
-	same("list header", kvs_wire_list_hdr_encode(count, out, 8), p, 8, out);
+	} else {
+		same("list header", kvs_wire_list_hdr_encode(count, out, 8), p, 8, out);
+	}
 	for (uint32_t i = 0; i < count && off < n; i++) {
 		kvs_wire_prefix top[KVS_WIRE_LIST_TOP_MAX];
 		kvs_wire_ns e;

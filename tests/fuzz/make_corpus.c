@@ -132,6 +132,14 @@ static void admin_seeds(void)
 	rc = kvs_wire_ns_encode(&ns2, NULL, p + off, sizeof(p) - off);
 	AMSG("list-reply-2", KVS_OP_LIST, 1, p, rc < 0 ? rc : off + rc);
 	AMSG("list-reply-0", KVS_OP_LIST, 1, p, kvs_wire_list_hdr_encode(0, p, sizeof(p)));
+	lr.paged = 1;
+	lr.cursor = 16384;
+	AMSG("list-req-paged", KVS_OP_LIST, 1, p,
+	     kvs_wire_list_req_encode(&lr, p, sizeof(p)));
+	off = kvs_wire_list_page_encode(2, 32768, p, sizeof(p));
+	off += kvs_wire_ns_encode(&ns1, top, p + off, sizeof(p) - off);
+	rc = kvs_wire_ns_encode(&ns2, NULL, p + off, sizeof(p) - off);
+	AMSG("list-page-2", KVS_OP_LIST, 1, p, rc < 0 ? rc : off + rc);
 	AMSG("inspect-req", KVS_OP_INSPECT, 2, p,
 	     kvs_wire_inspect_req_encode(&ir, p, sizeof(p)));
 	AMSG("inspect-reply", KVS_OP_INSPECT, 2, p,

@@ -102,6 +102,7 @@ int main(void)
 			th_fatal("round %d: the daemon did not start on the old --ssd-dir", r);
 		/* The index loaded: a restart with a broken one fails to start
 		 * or logs it and counts 0 (checked below against the hits). */
+		CHECK(th_wait_stat(&d, "tier_ssd.index_loading", 0, TH_WAIT_MS));
 		loaded = th_stat_get(&d, "tier_ssd.restart_blocks");
 		CHECK_GE(loaded, 0);
 		if (r == 0)

@@ -21,7 +21,8 @@
  *          (index_faults > 0), and the load was still running when they
  *          were done (a count, not a clock). Once fully loaded (the log line,
  *          index_loading 0) the same lookups hit exactly as often as during
- *          the load: a block on SSD is a hit whether loaded yet or not.
+ *          the load: a block on SSD is a hit whether loaded yet or not,
+ *          and the leaf of every whole chain is LEN deep (INSPECT).
  *  write:  kill -9 and a slow restart again; first, 8 kvs_reserve_after()
  *          of a child of a chain's last block (on SSD, not loaded yet)
  *          link to it (EXISTS, NEW; never NOPARENT); then during the load a writer
@@ -42,6 +43,7 @@
 #include "harness.h"
 #include "harness_child.h"
 #include "harness_client.h"
+#include "kvshare_admin.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -254,6 +256,31 @@ static void wait_loaded(const char *what)
 	CHECK(th_log_contains(&d, "SSD tier: index fully loaded"));
 }
 
+/* The load linked blocks in the index's order, children before their
+ * parents as often as not: INSPECT still finds every whole chain's leaf
+ * LEN deep (the depth kept in the record, not walked). */
+static void check_depths(void)
+{
+	kvs_client *ctl = th_connect(&d, NULL);
+	int whole = 0, wrong = 0;
+
+	for (uint32_t i = 0; i < CHAINS; i++) {
+		kvs_block_info bi;
+		kvs_hash h[LEN];
+
+		if (chain_hits[i] != LEN)
+			continue;
+		chain(i, h);
+		whole++;
+		wrong += kvs_inspect(ctl, 0, h[LEN - 1], &bi) != 0 || bi.depth != LEN;
+	}
+	th_note("after the load: %d whole chains, %d leaves at a wrong depth",
+		whole, wrong);
+	CHECK_GT(whole, 0);
+	CHECK_EQ(wrong, 0);
+	kvs_close(ctl);
+}
+
 static void t_load(void)
 {
 	th_child r[READERS];
@@ -291,6 +318,7 @@ static void t_load(void)
 	CHECK_EQ(after_bad, 0);
 	CHECK_EQ((uint64_t)after, hits);
 	CHECK_GT(after, 0);
+	check_depths();
 	CHECK_EQ(th_stat_get(&d, "tier_ssd.corrupt_blocks"), corrupt0);
 	th_note("fully loaded: %" PRId64 " blocks (%" PRId64 " stale dropped of %"
 		PRId64 " indexed), %d hits as during the load",
@@ -407,7 +435,10 @@ static void t_stale(void)
 	written0 = th_stat_get(&d, "tier_ssd.writes");
 	CHECK_EQ(th_run_child(writer, &j, LOAD_MS), 0);
 	/* Segment 20, the only free one, is full (127 records of 8 KiB): its
-	 * stale entries' offsets hold new blocks now. */
+	 * stale entries' offsets hold new blocks now, once the demotion writes
+	 * in flight are done (the loop does not wait for the load's pauses:
+	 * the reader thread takes them). */
+	CHECK(th_wait_stat(&d, "tier_ssd.writes_inflight", 0, LOAD_MS));
 	CHECK_GE(th_stat_get(&d, "tier_ssd.writes") - written0, 127);
 	for (int i = 0; i < READERS; i++) {
 		p[i] = (part){ (uint32_t)i, READERS };

@@ -140,6 +140,7 @@ static void promoting(void)
 	th_daemon_kill(&dp);
 	if (th_daemon_start(&dp) < 0)
 		th_fatal("daemon did not restart");
+	CHECK(th_wait_stat(&dp, "tier_ssd.index_loading", 0, TH_WAIT_MS));
 	CHECK_EQ(th_stat_get(&dp, "tier_ssd.restart_blocks"), 6);
 	c = th_connect(&dp, &l);
 	for (int i = 0; i < 32; i++) {

@@ -69,6 +69,7 @@ int main(void)
 	th_daemon_kill(&d);
 	if (th_daemon_start(&d) < 0)
 		th_fatal("daemon did not restart");
+	CHECK(th_wait_stat(&d, "tier_ssd.index_loading", 0, TH_WAIT_MS));
 	CHECK_EQ(th_stat_get(&d, "tier_ssd.restart_blocks"), BLOCKS);
 	CHECK_EQ(th_stat_get(&d, "tier_ssd.blocks_ssd_only"), BLOCKS);
 	CHECK_EQ(th_stat_get(&d, "tier_host.blocks"), 0);

@@ -32,6 +32,17 @@ static void test_list(void)
 	CHECK(kvs_wire_list_req_encode(&r, b, sizeof(b)) == 8);
 	CHECK(kvs_wire_list_req_decode(b, 8, &d) == 0 && d.ns == 3 && d.top == 5);
 	CHECK(kvs_wire_list_req_decode(b, 7, &d) == KVS_E_PROTO);
+	CHECK(d.paged == 0 && d.cursor == 0);
+	/* Paged: 16 bytes, the cursor last. */
+	r.paged = 1;
+	r.cursor = 0x123456789ull;
+	CHECK(kvs_wire_list_req_encode(&r, b, 15) == -ENOBUFS);
+	CHECK(kvs_wire_list_req_encode(&r, b, sizeof(b)) == 16);
+	CHECK(kvs_wire_list_req_decode(b, 16, &d) == 0 && d.paged == 1 &&
+	      d.cursor == 0x123456789ull && d.ns == 3 && d.top == 5);
+	CHECK(kvs_wire_list_req_decode(b, 12, &d) == KVS_E_PROTO);
+	CHECK(kvs_wire_list_req_decode(b, 24, &d) == KVS_E_PROTO);
+	r.paged = 0;
 	r.top = KVS_WIRE_LIST_TOP_MAX + 1;
 	CHECK(kvs_wire_list_req_encode(&r, b, sizeof(b)) == -EINVAL);
 
@@ -39,6 +50,19 @@ static void test_list(void)
 	CHECK(kvs_wire_list_hdr_decode(b, 8, &count) == 0 && count == 9);
 	b[4] = 1;
 	CHECK(kvs_wire_list_hdr_decode(b, 8, &count) == KVS_E_PROTO);
+	{
+		uint64_t next;
+
+		CHECK(kvs_wire_list_page_encode(9, 77, b, 15) == -ENOBUFS);
+		CHECK(kvs_wire_list_page_encode(9, 77, b, sizeof(b)) == 16);
+		CHECK(kvs_wire_list_page_decode(b, 16, &count, &next) == 0 &&
+		      count == 9 && next == 77);
+		CHECK(kvs_wire_list_page_decode(b, 15, &count, &next) == KVS_E_PROTO);
+		/* An unpaged header is not a page, nor the reverse. */
+		CHECK(kvs_wire_list_hdr_decode(b, 16, &count) == KVS_E_PROTO);
+		kvs_wire_list_hdr_encode(9, b, sizeof(b));
+		CHECK(kvs_wire_list_page_decode(b, 16, &count, &next) == KVS_E_PROTO);
+	}
 
 	n = kvs_wire_ns_encode(&e, top, b, sizeof(b));
 	CHECK(n == KVS_WIRE_NS_FIXED + 9 + 2 * KVS_WIRE_PREFIX_SIZE);

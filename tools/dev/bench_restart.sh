@@ -12,15 +12,17 @@
 # "Warm restart"), and loaded_ms, to the log line
 # "SSD tier: index fully loaded: N blocks in T ms" (its timestamp; T, the
 # load's own time from its start, is printed too, and stall_us, the longest
-# slice: the most a request waited behind the load). The first start runs
+# slice: the most a request waited behind the load; cpu_us and majflt, the
+# most CPU time and page faults from disk the loop took in one slice: on a
+# loaded machine stall_us counts preemption too). The first start runs
 # after the index and segment files were dropped from the page cache
 # (POSIX_FADV_DONTNEED through dd; cold), the others find them cached
 # (warm). Every start must load all BLOCKS blocks, or the script fails.
 #
-# SLICES="4096 16777216" in the environment runs every rep once per value of
-# KVS_SSD_LOAD_SLICE (entries per slice of the background load), in turn:
-# 16777216 loads a 1M index in one slice, as the daemon did before READY
-# when it loaded the whole index first (the same work, to compare).
+# SLICES="1024 65536" in the environment runs every rep once per value of
+# KVS_SSD_LOAD_SLICE (entries per slice of the background load, at most
+# 65536), in turn. KVS_SSD_LOAD_THREAD=0 in the environment has the loop
+# read the index itself, without the reader thread (to compare).
 set -euo pipefail
 
 build=${1:-build}
@@ -56,7 +58,7 @@ drop_cache() {
 now_ns() { date +%s%N; }
 
 read -r -a slices <<<"${SLICES:-4096}"
-printf '%-5s %-6s %9s %10s %10s %8s %9s\n' rep cache slice ready_ms loaded_ms load_ms stall_us
+printf '%-5s %-6s %9s %10s %10s %8s %9s %7s %7s\n' rep cache slice ready_ms loaded_ms load_ms stall_us cpu_us majflt
 for ((r = 1; r <= reps; r++)); do
 for slice in "${slices[@]}"; do
 	cache=warm
@@ -94,9 +96,12 @@ for slice in "${slices[@]}"; do
 	loaded=$(sed -E 's/.*fully loaded: ([0-9]+) blocks.*/\1/' <<<"$logline")
 	ms=$(sed -E 's/.* blocks in ([0-9]+) ms.*/\1/' <<<"$logline")
 	stall=$(sed -E 's/.*longest slice ([0-9]+) us.*/\1/' <<<"$logline")
-	printf '%-5s %-6s %9s %10.1f %10.1f %8s %9s\n' "$r" "$cache" "$slice" \
+	cpu=$(sed -nE 's/.*at most ([0-9]+) us of CPU.*/\1/p' <<<"$logline")
+	majflt=$(sed -nE 's/.* and ([0-9]+) page faults from disk.*/\1/p' <<<"$logline")
+	printf '%-5s %-6s %9s %10.1f %10.1f %8s %9s %7s %7s\n' "$r" "$cache" "$slice" \
 		"$(awk -v a="$t0" -v b="$t1" 'BEGIN { print (b - a) / 1e6 }')" \
-		"$(awk -v a="$t0" -v b="$t2" 'BEGIN { print (b - a) / 1e6 }')" "$ms" "$stall"
+		"$(awk -v a="$t0" -v b="$t2" 'BEGIN { print (b - a) / 1e6 }')" "$ms" "$stall" \
+		"${cpu:--}" "${majflt:--}"
 	kill -TERM "$pid"
 	wait "$pid" || { echo "bench_restart.sh: kvshared exited $?" >&2; exit 1; }
 	pid=
