@@ -35,6 +35,9 @@
 	X(server, log_dropped, GAUGE, "log lines dropped: stderr not keeping up")\
 	X(server, metrics_port, GAUGE, "TCP port of /metrics, 0 when off")    \
 	X(server, fd_limit, GAUGE, "file descriptors the daemon may open (RLIMIT_NOFILE)")\
+	X(server, metrics_open, GAUGE, "/metrics connections open now")       \
+	X(server, metrics_refused, COUNTER, "/metrics connections closed at accept (--metrics-max-connections open)")\
+	X(server, metrics_timed_out, COUNTER, "/metrics connections closed by --metrics-timeout")\
 	X(clients, connected, GAUGE, "connections open now")                  \
 	X(clients, attached, GAUGE, "connections attached to a namespace")    \
 	X(clients, accepted, COUNTER, "connections accepted")                 \
