@@ -25,10 +25,10 @@
  * scraper sends a few hundred bytes, and the input buffer stops here. */
 #define MAX_HEADER_BYTES 8192
 
-/* One connection at a time per scrape: a request, its reply, closed
- * (Connection: close). Each one has a deadline from its accept, request
- * and reply together, so a slow or silent peer holds its fd at most that
- * long, and at most max_conns are open: the rest are closed at accept. */
+/* One request a connection: its reply, then the close (Connection:
+ * close). Each connection has a deadline from its accept, request and
+ * reply together, so a slow or silent peer holds its fd at most that long,
+ * and at most max_conns are open: the next are closed at accept. */
 struct kvs_metrics {
 	struct event_base *base;
 	struct evconnlistener *listener;
