@@ -333,6 +333,7 @@ def test_error_paths_answer_misses(peers, start_daemon):
     # Targets that cannot hold the stored pages missed; whole ones load.
     assert out.pop("plain_get_whole_targets") == [True] * 3
     assert out.pop("small_values_stored") == 0
+    assert out.pop("bad_buffers_daemon_errors") == 0
     assert {k: v[0] for k, v in out.items()} == EXPECT
     for name, (kind, value) in out.items():
         if kind == "list[bool]":
