@@ -484,12 +484,15 @@ int kvs_block_write(kvs_client *c, const kvs_block *b, const void *src,
  * (and, in Python, releases the GIL once) rather than one per region.
  * @blocks, @n: host-tier blocks (GPU tier too when its arena is mapped:
  *          device copies); for a write, each of status KVS_BLOCK_NEW.
- * @ptrs, @lens: n * @per_block host addresses and byte counts; the
- *          regions of one block may total less than kvs_block_bytes(),
- *          never more.
+ * @ptrs, @lens: n * @per_block host addresses and byte counts (the
+ *          arrays must have that many entries: the library cannot see
+ *          their length, a binding checks it); the regions of one block
+ *          total exactly kvs_block_bytes(), so that a read never reports
+ *          a block copied into a buffer too small for it and a write never
+ *          publishes a block partly unwritten.
  * Errors: -EINVAL (a NULL argument, @per_block 0, the regions of a block
- *         over its size, a block not in a mapped tier, a write to a block
- *         that is not NEW), -ERANGE (a block outside its arena),
+ *         over or under its size, a block not in a mapped tier, a write to
+ *         a block that is not NEW), -ERANGE (a block outside its arena),
  *         KVS_E_DISCONNECTED, -EIO (a device copy failed). Everything is
  *         checked before anything is copied.
  * Ownership: caller's memory; nothing is kept. Thread: the client's.

@@ -12,8 +12,10 @@
 #include "kvs_gpu.h"
 #include "kvshare.h"
 
-/* 0 when every block of the batch is in a mapped arena, its regions fit
- * in it and (@write) it is a slot of ours to fill. */
+/* 0 when every block of the batch is in a mapped arena, its regions hold
+ * exactly its bytes and (@write) it is a slot of ours to fill. A total
+ * short of the block would read part of it as if it were all (a target
+ * buffer too small for its page), or publish a block partly unwritten. */
 static int regions_check(const kvs_client *c, const kvs_block *blocks,
 			 size_t n, size_t per_block, const void *const *ptrs,
 			 const uint64_t *lens, int write)
@@ -42,6 +44,8 @@ static int regions_check(const kvs_client *c, const kvs_block *blocks,
 			if (lens[r] && !ptrs[r])
 				return -EINVAL;
 		}
+		if (sum != c->block_bytes)
+			return -EINVAL;
 	}
 	return 0;
 }

@@ -70,8 +70,36 @@ static inline int kvs_ratelimit_ok(kvs_ratelimit *r, uint64_t now_ms,
 	return 1;
 }
 
-#define kvs_err(...) kvs_log(KVS_LOG_ERROR, __VA_ARGS__)
-#define kvs_warn(...) kvs_log(KVS_LOG_WARN, __VA_ARGS__)
+/*
+ * Every error and warning is limited where it is written: one call site of
+ * kvs_err() or kvs_warn() writes a burst of KVS_LOG_SITE_BURST lines, then
+ * at most one per KVS_LOG_SITE_MS (a bucket of that many lines, refilled
+ * one a second); the lines past that are counted, and the site's next line
+ * written ends with "(N more suppressed)". A cause that repeats at a
+ * client's pace (a bad magic on every connection) or a disk's (a failing
+ * flush) cannot fill the log, and nothing it said is lost without a count.
+ * Thread: any (the sites' counts are under a lock).
+ */
+#define KVS_LOG_SITE_BURST 10
+#define KVS_LOG_SITE_MS 1000
+
+typedef struct kvs_log_site {
+	uint64_t last_ms; /* monotonic ms of the last refill; 0: never used */
+	uint32_t tokens;  /* lines it may write now */
+	uint64_t held;    /* suppressed since the last line written */
+} kvs_log_site;
+
+void kvs_log_site_line(kvs_log_site *site, enum kvs_log_level level,
+		       const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+#define KVS_LOG_LIMITED(level, ...)                                     \
+	do {                                                            \
+		static kvs_log_site kvs_log_site_;                      \
+		kvs_log_site_line(&kvs_log_site_, level, __VA_ARGS__);  \
+	} while (0)
+
+#define kvs_err(...) KVS_LOG_LIMITED(KVS_LOG_ERROR, __VA_ARGS__)
+#define kvs_warn(...) KVS_LOG_LIMITED(KVS_LOG_WARN, __VA_ARGS__)
 #define kvs_info(...) kvs_log(KVS_LOG_INFO, __VA_ARGS__)
 #define kvs_debug(...)                                       \
 	do {                                                 \

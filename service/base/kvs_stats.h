@@ -37,6 +37,9 @@
 	X(server, fd_limit, GAUGE, "file descriptors the daemon may open (RLIMIT_NOFILE)")\
 	X(server, loop_turn_max_work, GAUGE, "most work units one connection's requests took in one turn of the loop (docs/reliability.md)")\
 	X(server, loop_yields, COUNTER, "turns a connection gave up with complete requests still queued")\
+	X(server, metrics_open, GAUGE, "/metrics connections open now")       \
+	X(server, metrics_refused, COUNTER, "/metrics connections closed at accept (--metrics-max-connections open)")\
+	X(server, metrics_timed_out, COUNTER, "/metrics connections closed by --metrics-timeout")\
 	X(clients, connected, GAUGE, "connections open now")                  \
 	X(clients, attached, GAUGE, "connections attached to a namespace")    \
 	X(clients, accepted, COUNTER, "connections accepted")                 \

@@ -3,6 +3,7 @@
 #include "kvs_log.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -161,16 +162,16 @@ int kvs_log_level_parse(const char *s, enum kvs_log_level *out)
 	return -EINVAL;
 }
 
-void kvs_log(enum kvs_log_level level, const char *fmt, ...)
+/* One line: the prefix, the message and, when @held, the count of the
+ * lines its site suppressed before it. */
+static void vlog(enum kvs_log_level level, uint64_t held, const char *fmt,
+		 va_list ap)
 {
 	char line[LINE_MAX_BYTES];
 	struct timeval tv;
 	struct tm tm;
-	va_list ap;
 	int n, m;
 
-	if (level > log_level)
-		return;
 	gettimeofday(&tv, NULL);
 	gmtime_r(&tv.tv_sec, &tm);
 	n = snprintf(line, sizeof(line),
@@ -178,14 +179,70 @@ void kvs_log(enum kvs_log_level level, const char *fmt, ...)
 		     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
 		     tm.tm_min, tm.tm_sec, (int)(tv.tv_usec / 1000), (int)getpid(),
 		     level_names[level]);
-	va_start(ap, fmt);
 	m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
-	va_end(ap);
 	if (m < 0)
 		m = 0;
 	n += m;
+	if (held && n < (int)sizeof(line) - 2) {
+		m = snprintf(line + n, sizeof(line) - (size_t)n - 1,
+			     " (%" PRIu64 " more suppressed)", held);
+		n += m < 0 ? 0 : m;
+	}
 	if (n > (int)sizeof(line) - 2)
 		n = (int)sizeof(line) - 2;
 	line[n++] = '\n';
 	emit(line, (size_t)n); /* one write per line: lines never interleave */
+}
+
+void kvs_log(enum kvs_log_level level, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (level > log_level)
+		return;
+	va_start(ap, fmt);
+	vlog(level, 0, fmt, ap);
+	va_end(ap);
+}
+
+static pthread_mutex_t sites_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void kvs_log_site_line(kvs_log_site *site, enum kvs_log_level level,
+		       const char *fmt, ...)
+{
+	struct timespec ts;
+	uint64_t now, held = 0;
+	int write_it;
+	va_list ap;
+
+	if (level > log_level)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	pthread_mutex_lock(&sites_mu);
+	if (!site->last_ms) {
+		site->last_ms = now;
+		site->tokens = KVS_LOG_SITE_BURST;
+	} else if (now - site->last_ms >= KVS_LOG_SITE_MS) {
+		uint64_t add = (now - site->last_ms) / KVS_LOG_SITE_MS;
+
+		site->tokens = add >= KVS_LOG_SITE_BURST - site->tokens
+				       ? KVS_LOG_SITE_BURST
+				       : site->tokens + (uint32_t)add;
+		site->last_ms += add * KVS_LOG_SITE_MS;
+	}
+	write_it = site->tokens > 0;
+	if (write_it) {
+		site->tokens--;
+		held = site->held;
+		site->held = 0;
+	} else {
+		site->held++;
+	}
+	pthread_mutex_unlock(&sites_mu);
+	if (!write_it)
+		return;
+	va_start(ap, fmt);
+	vlog(level, held, fmt, ap);
+	va_end(ap);
 }

@@ -130,6 +130,17 @@ const struct setting config_settings[] = {
 	  STRFIELD(metrics_addr), .why = "empty or too long", .unset = "off",
 	  .help = "serve Prometheus /metrics on HOST:PORT, or PORT on\n"
 		  "127.0.0.1 (default off)" },
+	{ .name = "metrics-max-connections", .arg = "N", .type = T_U32,
+	  FIELD(uint32_t, metrics_max_conns), .min = 1, .max = 4096,
+	  .def = "16", .why = "must be a number from 1 to 4096",
+	  .help = "/metrics connections open at once; more are\n"
+		  "closed at accept, and these fds are kept out of\n"
+		  "the clients' (default {})" },
+	{ .name = "metrics-timeout", .arg = "S", .type = T_U32,
+	  FIELD(uint32_t, metrics_timeout), .min = 1, .max = 3600,
+	  .def = "10", .why = "must be seconds from 1 to 3600",
+	  .help = "close a /metrics connection S seconds after its\n"
+		  "accept, request and reply together (default {})" },
 	{ .name = "ssd-dir", .arg = "DIR", .type = T_STR,
 	  STRFIELD(ssd_dir), .why = "empty or longer than 255 bytes",
 	  .unset = "off",

@@ -54,6 +54,8 @@ typedef struct kvs_config {
 	uint32_t admin_uid[KVS_ALLOW_MAX];
 	char policy[32];        /* eviction policy name */
 	char metrics_addr[128]; /* "HOST:PORT" of /metrics, "" when off */
+	uint32_t metrics_max_conns; /* /metrics connections open at once */
+	uint32_t metrics_timeout; /* seconds a /metrics connection may live */
 	char ssd_dir[256];      /* SSD tier directory, "" when off */
 	uint64_t ssd_bytes;     /* SSD tier size (0: 4 segments) */
 	uint64_t ssd_segment_bytes;

@@ -1,6 +1,11 @@
 /*
- * kvs_metrics.h - the Prometheus endpoint: GET /metrics over HTTP (libevent's
- * evhttp) on the daemon's loop, off unless --metrics-addr is given.
+ * kvs_metrics.h - the Prometheus endpoint: GET /metrics over HTTP/1.1 on the
+ * daemon's loop (libevent bufferevents), off unless --metrics-addr is given.
+ * Bounded for any peer that can connect: request line and headers at most
+ * 8 KiB (431 past it), one request a connection (Connection: close), a
+ * deadline per connection from its accept, and at most max_conns open (the
+ * next are closed at accept), which the server keeps out of the clients'
+ * fd budget.
  *
  * The module knows HTTP only; what /metrics says comes from the render
  * callback (the server renders every counter from kvs_stats.h's one list).
@@ -10,10 +15,16 @@
 #ifndef KVS_METRICS_H
 #define KVS_METRICS_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 struct event_base;
 typedef struct kvs_metrics kvs_metrics;
+
+typedef struct kvs_metrics_limits {
+	uint32_t max_conns; /* open at once (--metrics-max-connections) */
+	uint32_t timeout_s; /* a connection's life (--metrics-timeout) */
+} kvs_metrics_limits;
 
 /* Writes the whole text exposition into @f. */
 typedef void (*kvs_metrics_render_fn)(FILE *f, void *arg);
@@ -25,11 +36,18 @@ typedef void (*kvs_metrics_render_fn)(FILE *f, void *arg);
  * Ownership: *out until kvs_metrics_stop().
  */
 int kvs_metrics_start(struct event_base *base, const char *addr,
-		      kvs_metrics_render_fn fn, void *arg, kvs_metrics **out);
+		      const kvs_metrics_limits *lim, kvs_metrics_render_fn fn,
+		      void *arg, kvs_metrics **out);
 
 /* kvs_metrics_port - the port actually bound (useful with port 0). */
 int kvs_metrics_port(const kvs_metrics *m);
 
+/* kvs_metrics_counts - connections open now, closed at accept (the cap)
+ * and closed by their deadline, since start. */
+void kvs_metrics_counts(const kvs_metrics *m, uint64_t *open,
+			uint64_t *refused, uint64_t *timed_out);
+
+/* kvs_metrics_stop - close the listener and every connection still open. */
 void kvs_metrics_stop(kvs_metrics *m);
 
 #endif /* KVS_METRICS_H */

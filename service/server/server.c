@@ -32,9 +32,10 @@
  * closes it then; a client that never reads keeps it until it is closed). */
 #define FDS_PER_CLIENT 2
 /* Fds kept out of --max-clients' share, besides those open once the server
- * is set up: what opens later (metrics scrapes, a remote node's reconnect,
- * LMDB's readers) and refused peers waiting for their answer; and per trust
- * domain made later, its arena's memfd and its fast-path index's. */
+ * is set up: what opens later (a remote node's reconnect, LMDB's readers)
+ * and refused peers waiting for their answer; per trust domain made later,
+ * its arena's memfd and its fast-path index's; and /metrics' own share,
+ * --metrics-max-connections, so that scrapes never take a worker's fds. */
 #define FDS_SLACK 32
 #define FDS_PER_DOMAIN 2
 /* accept() that finds no fd left pauses the listener this long, doubling
@@ -312,7 +313,8 @@ static int fds_budget(kvs_server *s)
 	/* Domain 0's arena is open already (its index is made later); tenant
 	 * domains are made on their first attach. */
 	uint64_t later = FDS_SLACK + (cfg->tenant_arenas
-			? (uint64_t)FDS_PER_DOMAIN * cfg->max_tenants : 1);
+			? (uint64_t)FDS_PER_DOMAIN * cfg->max_tenants : 1) +
+			 (s->metrics ? cfg->metrics_max_conns : 0);
 	uint64_t open = fds_open(), keep = open + later, room;
 	uint32_t want = cfg->max_clients, slots;
 	int private_socket;
@@ -552,8 +554,11 @@ int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 	event_add(s->sigint_ev, NULL);
 	event_add(s->sigterm_ev, NULL);
 	if (cfg->metrics_addr[0]) {
-		rc = kvs_metrics_start(s->base, cfg->metrics_addr, server_render_prometheus,
-				       s, &s->metrics);
+		kvs_metrics_limits ml = { .max_conns = cfg->metrics_max_conns,
+					  .timeout_s = cfg->metrics_timeout };
+
+		rc = kvs_metrics_start(s->base, cfg->metrics_addr, &ml,
+				       server_render_prometheus, s, &s->metrics);
 		if (rc < 0) {
 			kvs_err("cannot serve metrics on %s: %s", cfg->metrics_addr,
 				kvs_strerror(rc));

@@ -59,6 +59,14 @@ static void stats_refresh(kvs_server *s)
 	s->stats.server_rss_anon_bytes = rss_anon_bytes();
 	s->stats.server_log_dropped = (int64_t)kvs_log_dropped();
 	s->stats.server_metrics_port = s->metrics ? kvs_metrics_port(s->metrics) : 0;
+	if (s->metrics) {
+		uint64_t open, refused, timed_out;
+
+		kvs_metrics_counts(s->metrics, &open, &refused, &timed_out);
+		s->stats.server_metrics_open = (int64_t)open;
+		s->stats.server_metrics_refused = refused;
+		s->stats.server_metrics_timed_out = timed_out;
+	}
 	s->stats.clients_connected = s->nconns; /* served, not refusing */
 	kvs_cache_stats_fill(s->cache);
 	kvs_fast_stats_fill(s->fast);

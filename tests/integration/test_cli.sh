@@ -68,6 +68,7 @@ out=$("$KVSHARED" --help 2>&1)
 check "kvshared --help exits 0" test $? -eq 0
 for flag in --socket --host-size --page-size --log-level --ready-fd \
 	--max-clients --max-leases --max-pinned-blocks --client-timeout \
+	--metrics-max-connections --metrics-timeout \
 	--socket-mode --allow-uid --allow-gid --admin-uid --help --version; do
 	check "kvshared --help lists $flag" grep -q -e "$flag" <<<"$out"
 done

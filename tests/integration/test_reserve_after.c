@@ -14,8 +14,9 @@
  *            entry NOPARENT, lease 0, the count 0; blocks.reserve_noparent
  *            counts the blocks refused; the child is not cached.
  *  args:     n 0 is -EINVAL; region copies check everything first: regions
- *            over the block's size, a write to a block that is not NEW, a
- *            NULL region: -EINVAL and not a byte copied.
+ *            over or under the block's size (a 16-byte target for a whole
+ *            block), a write to a block that is not NEW, a NULL region:
+ *            -EINVAL and not a byte copied.
  *  ssd:      a parent that went down to the SSD tier is a parent: a daemon
  *            with a 4 MiB host tier (256 blocks) publishes a chain of 512 in
  *            windows, so its first blocks are on SSD; a chain after block 0
@@ -178,12 +179,29 @@ static void args(const kvs_layout *l)
 					 (const void *const *)ptr, len), -EINVAL);
 	CHECK_RC(kvs_block_write_regions(c, blk + 1, 1, 0,
 					 (const void *const *)ptr, len), -EINVAL);
-	CHECK_RC(kvs_abort(c, lease), 1);
-	/* A read of more than a block is refused too. */
+	/* A block's regions short of its size: it would be published with
+	 * bytes nobody wrote. */
 	ptr[0] = buf;
+	len[0] = bb - 1;
+	len[1] = 0;
+	CHECK_RC(kvs_block_write_regions(c, blk + 1, 1, 2,
+					 (const void *const *)ptr, len), -EINVAL);
+	CHECK(memcmp(kvs_block_ptr(c, &blk[1]), buf, bb - 1) != 0);
+	CHECK_RC(kvs_abort(c, lease), 1);
+	/* A read of more than a block is refused too, and of less (a target
+	 * of 16 bytes is not a block loaded): not a byte copied. */
+	len[0] = bb;
 	len[1] = 1;
 	CHECK_RC(kvs_lookup(c, y, 1, &rl, hit), 1);
 	CHECK_RC(kvs_block_read_regions(c, hit, 1, 2, ptr, len), -EINVAL);
+	memset(buf, 0xa5, 2 * bb);
+	len[0] = 16;
+	len[1] = 0;
+	CHECK_RC(kvs_block_read_regions(c, hit, 1, 2, ptr, len), -EINVAL);
+	CHECK_EQ(buf[0], 0xa5);
+	len[0] = bb;
+	CHECK_RC(kvs_block_read_regions(c, hit, 1, 2, ptr, len), 0);
+	CHECK(memcmp(buf, kvs_block_ptr(c, &hit[0]), bb) == 0);
 	CHECK_RC(kvs_release(c, rl), 0);
 	free(buf);
 	kvs_close(c);

@@ -86,6 +86,8 @@ int main(void)
 	CHECK_EQ(cfg.tenant_arenas, 0);
 	CHECK_EQ(cfg.max_tenants, 8);
 	CHECK(cfg.ssd_dir[0] == '\0' && cfg.metrics_addr[0] == '\0');
+	CHECK_EQ(cfg.metrics_max_conns, 16);
+	CHECK_EQ(cfg.metrics_timeout, 10);
 	memory_checks();
 	/* kvs_config_set: by key; actions are not settings; a refusal keeps
 	 * the old value. */
@@ -166,6 +168,10 @@ int main(void)
 	CHECK_EQ(parse(&cfg, "--max-pinned-blocks", "0"), KVS_E_CONFIG);
 	CHECK_EQ(parse(&cfg, "--client-timeout", "-1"), KVS_E_CONFIG);
 	CHECK_EQ(parse(&cfg, "--client-timeout", "86401"), KVS_E_CONFIG);
+	CHECK_EQ(parse(&cfg, "--metrics-max-connections", "0"), KVS_E_CONFIG);
+	CHECK_EQ(parse(&cfg, "--metrics-max-connections", "4097"), KVS_E_CONFIG);
+	CHECK_EQ(parse(&cfg, "--metrics-timeout", "0"), KVS_E_CONFIG);
+	CHECK_EQ(parse(&cfg, "--metrics-timeout", "3601"), KVS_E_CONFIG);
 	CHECK_EQ(parse(&cfg, "--socket-mode", "0644x"), KVS_E_CONFIG);
 	CHECK_EQ(parse(&cfg, "--socket-mode", "0400"), KVS_E_CONFIG); /* owner rw */
 	CHECK_EQ(parse(&cfg, "--socket-mode", "01777"), KVS_E_CONFIG);

@@ -30,6 +30,23 @@ if TYPE_CHECKING:
 logger = logging.getLogger("kvshare.vllm_connector")  # the connector's log
 
 
+def windows(n: int, after: bool = False) -> list[tuple[int, int]]:
+    """The [start, end) blocks of the calls a chain of n blocks takes: the
+    daemon takes at most MAX_HASHES hashes a call (more is KVS_E_TOOMANY),
+    and a hash names its whole prefix, so a longer chain is asked a window
+    at a time. after: each window past the first starts at its parent (the
+    last block of the one before: kvs_reserve_after), so it holds one block
+    fewer that is new."""
+    out, start, cap = [], 0, kvshare.MAX_HASHES
+    while start < n:
+        end = min(n, start + cap)
+        out.append((start, end))
+        if end >= n:
+            break
+        start = end - 1 if after else end
+    return out
+
+
 class Copies:
     """Copies on one thread, in submission order, with the request and the
     vLLM blocks of each. Not thread-safe: the worker's main thread calls it;
@@ -116,28 +133,34 @@ class WorkerCopies:
     def _pin(self, ld: "_Load", jobs: list) -> int:
         """Look a load's blocks up again and queue the copy of those beyond
         what vLLM computed; returns the hits (0 on any failure: the blocks
-        are recomputed). The lease is kept for wait_for_save to release,
-        or released here on every other path."""
+        are recomputed). A chain longer than one call is pinned a window of
+        MAX_HASHES blocks at a time, a lease each, going on while each one
+        is all there. The leases are kept for wait_for_save to release, or
+        released here on every other path."""
+        key = (ld.salt, ld.adapter)
         with self.daemon:
-            c = self.clients.get(ld.salt, ld.adapter)
+            c = self.clients.get(*key)
             if c is None:
                 return 0
+            hits = 0
             try:
-                lease = c.lookup(c.hash_tokens(ld.tokens))
+                hashes = c.hash_tokens(ld.tokens)
+                for start, end in windows(len(hashes)):
+                    lease = c.lookup(hashes[start:end])
+                    first = max(ld.start - start, 0)  # vLLM computed the rest
+                    if lease.hits > first:
+                        jobs.append((lease, ld.block_ids[start + first: start + lease.hits],
+                                     first))
+                    else:
+                        lease.release()
+                    hits = start + lease.hits
+                    if hits < end:
+                        break
             except kvshare.Error as e:
-                self.clients.failed((ld.salt, ld.adapter), e)
-                return 0
+                self.clients.failed(key, e)
             except Exception as e:  # never on the serving path
                 logger.warning("kvshare: lookup for a load failed: %s", e)
-                return 0
-            if lease.hits > ld.start:
-                jobs.append((lease, ld.block_ids[ld.start: lease.hits], ld.start))
-                return lease.hits
-            try:
-                lease.release()
-            except kvshare.Error as e:
-                self.clients.failed((ld.salt, ld.adapter), e)
-            return 0
+            return hits
 
     def _start_async_load(self, ld: "_Load") -> None:
         """A load of a request in WAITING_FOR_REMOTE_KVS: pinned now, copied
@@ -200,8 +223,9 @@ class WorkerCopies:
 
     def _publish(self, sv: "_Save") -> None:
         """Reserve, store every layer, commit: on the publish thread
-        (publish_async) or the step's. Daemon calls under self.daemon, the
-        copies outside it."""
+        (publish_async) or the step's, a window of MAX_HASHES blocks at a
+        time (each after the one before: reserve_after its last block).
+        Daemon calls under self.daemon, the copies outside it."""
         if self.cache is None:
             return
         key = (sv.salt, sv.adapter)
@@ -210,22 +234,35 @@ class WorkerCopies:
             c = self.clients.get(*key)
             if c is None:
                 return
+            hashes = c.hash_tokens(sv.tokens)
+        for start, end in windows(len(hashes), after=True):
+            if not self._publish_window(c, key, hashes[start:end], sv.block_ids[start:end],
+                                        start > 0):
+                break
+        with self.lock:
+            self.counters.publish_seconds += time.perf_counter() - t0
+
+    def _publish_window(self, c: kvshare.Client, key: tuple, hashes: Any,
+                        block_ids: list[int], after: bool) -> bool:
+        """One window of a publish (after: hashes[0] is its parent); whether
+        the next may go on (every block of this one is cached now)."""
+        with self.daemon:
             try:
-                w = c.reserve(c.hash_tokens(sv.tokens))
+                w = c.reserve_after(hashes) if after else c.reserve(hashes)
             except kvshare.FullError:
                 with self.lock:
-                    self.counters.skipped_blocks += len(sv.block_ids)
-                return
+                    self.counters.skipped_blocks += len(block_ids) - after
+                return False
             except kvshare.Error as e:
                 self.clients.failed(key, e)
-                return
+                return False
         # The lease ends on every path: a WRITING lease left behind is BUSY
         # for every engine until this one exits.
         try:
             try:
                 if w.new:
                     for idx, tensor in self.layers.values():
-                        w.store(idx, self.cache, tensor, sv.block_ids)
+                        w.store(idx, self.cache, tensor, block_ids)
                 with self.daemon:
                     published = w.commit()
             finally:
@@ -237,12 +274,13 @@ class WorkerCopies:
                 raise  # an argument the library refused, not the daemon: logged
             with self.daemon:
                 self.clients.failed(key, e)  # closing the client ends the lease
-            return
+            return False
+        st = w.statuses
         with self.lock:
             self.counters.published_blocks += published
-            self.counters.skipped_blocks += sum(s in (kvshare.BUSY, kvshare.FULL)
-                                                for s in w.statuses)
-            self.counters.publish_seconds += time.perf_counter() - t0
+            self.counters.skipped_blocks += sum(s in (kvshare.BUSY, kvshare.FULL, kvshare.NOPARENT)
+                                                for s in st)
+        return all(s in (kvshare.NEW, kvshare.EXISTS) for s in st)
 
     def get_finished(self, finished_req_ids: set[str]
                      ) -> tuple[Optional[set[str]], Optional[set[str]]]:

@@ -462,7 +462,7 @@ class KvshareHiCacheStorage(HiCacheStorage):
             if c is None:
                 self._count(load_errors=n)
                 return out
-            dst = [self._flat(t) for t in target_locations]
+            dst = self._pages_of(target_locations, n)
             k = self._load(c, keys, lambda k: self._tensors(dst[:k]), 1)
             out[:k] = list(target_locations[:k])
             return out
@@ -485,11 +485,11 @@ class KvshareHiCacheStorage(HiCacheStorage):
                 return True
             if self.is_mla and not self.writer:
                 return True
-            c = self._client() if values is not None and len(values) == n else None
+            c = self._client() if values is not None else None
             if c is None:
                 self._count(skipped_blocks=n)
                 return False
-            src = [self._flat(v) for v in values]
+            src = self._pages_of(values, n)
             return all(self._store(c, self._hashes(keys), None,
                                    lambda new: self._tensors([src[i] for i in new]), 1))
         except Exception as e:
@@ -501,6 +501,20 @@ class KvshareHiCacheStorage(HiCacheStorage):
         """Whole tensors as regions (one a block): addresses and byte counts."""
         return (np.array([t.data_ptr() for t in ts], dtype=np.uint64),
                 np.array([t.numel() * t.element_size() for t in ts], dtype=np.uint64))
+
+    def _pages_of(self, ts: Any, n: int) -> List[torch.Tensor]:
+        """@ts as n flat pages of page_bytes each, checked before any copy:
+        fewer buffers than keys would have the library read addresses past
+        the list's end, and a smaller one would be a page reported loaded
+        (or published) with only its first bytes."""
+        if len(ts) != n:
+            raise ValueError(f"{len(ts)} page buffers for {n} keys")
+        out = [self._flat(t) for t in ts]
+        for t in out:
+            if t.numel() * t.element_size() != self.page_bytes:
+                raise ValueError(f"a page buffer of {t.numel() * t.element_size()} bytes, "
+                                 f"not {self.page_bytes}")
+        return out
 
     @staticmethod
     def _flat(t: Any) -> torch.Tensor:

@@ -34,6 +34,10 @@ Nothing here raises on the serving path: a block that cannot be loaded is
 reported through get_block_ids_with_load_errors() and recomputed (set
 "kv_load_failure_policy": "recompute"); a daemon that is away means misses,
 and the connector reconnects at most once per `reconnect_interval` seconds.
+An error that belongs to one request (a limit, no room, bad input) is a
+miss for that request only. A prompt longer than the daemon takes in one
+call (kvshare.MAX_HASHES blocks) is looked up, loaded and published a
+window of MAX_HASHES blocks at a time.
 Every call into the daemon has a deadline (`timeout_ms`): a daemon that is
 stuck rather than dead (stopped, stalled) counts as away once the deadline
 passes, so it costs the scheduler one deadline per reconnect interval.
@@ -45,7 +49,10 @@ model and a digest of its revision, weights, dtype, quantization and
 overrides; a model_id must change whenever one of those does),
 `max_clients` (daemon connections at most, one per (cache_salt, LoRA) in use,
 least recently used closed first; default 16; the scheduler has one per
-tensor-parallel rank of each, so tp_size times as many),
+tensor-parallel rank of each, so tp_size times as many), `max_salts`
+((cache_salt, LoRA) pairs with a connection at once, within max_clients:
+a new salt past it closes the least recently used idle salted one, or
+misses; unsalted namespaces keep the rest; default max_clients / 2),
 `overlap` (true: load layer by layer on a copy thread while the model
 computes; false: load every layer in start_load_kv, on `load_threads` threads
 at once, before the forward; default: true on a GPU, false on a CPU, where the
@@ -86,7 +93,7 @@ from vllm.logger import init_logger
 
 import kvshare
 from kvshare import _vllm_names as names
-from kvshare._vllm_async import Copies, Pending, WorkerCopies
+from kvshare._vllm_async import Copies, Pending, WorkerCopies, windows
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -172,7 +179,10 @@ class Counters:
                                  # still copying (they did not wait for it)
     daemon_errors: int = 0
     no_client: int = 0           # a namespace's client could not be had (max_clients
-                                 # all in use, or the daemon refused it): a miss
+                                 # or max_salts all in use, or the daemon refused it):
+                                 # a miss
+    request_errors: int = 0      # a call refused for its own request (LIMIT, FULL,
+                                 # bad input...): that request misses, the client stays
 
     def line(self) -> str:
         bw = self.loaded_bytes / self.load_seconds / 1e9 if self.load_seconds else 0.0
@@ -187,23 +197,40 @@ class Counters:
                     self.no_client))
 
 
+# What a call that fails says about the daemon: these are the connection's
+# (the daemon gone, stuck past the deadline, or speaking another protocol);
+# every other error is the request's own (KVS_E_TOOMANY, KVS_E_LIMIT, FULL,
+# BUSY, bad input), a miss for that request with the client kept.
+_CONNECTION_ERRORS = (kvshare.DisconnectedError, kvshare.NoDaemonError, kvshare.ProtocolError)
+
+
 class _Clients:
     """One kvshare.Client per (salt, adapter) namespace, made on demand, at
     most `max_clients` of them: salts come from API users, so each distinct
     one must cost a bounded share of the daemon's connections. Past the cap
     the least recently used client that holds no lease or view is closed; when
-    every one is in use the request is a miss (never a wait). When the daemon
-    is away (or stuck: a call past its deadline) every call misses, on every
-    client, and a reconnect is tried at most once per interval."""
+    every one is in use the request is a miss (never a wait). Salted
+    namespaces have a budget of their own, `max_salts` (salt, adapter) pairs
+    open at once: a new salt past it closes the least recently used idle
+    salted client (a miss when none is idle), never an unsalted one, so that
+    one API user's salts cannot take the shared namespaces' clients. When
+    the daemon is away (or stuck: a call past its deadline) every call
+    misses, on every client, and a reconnect is tried at most once per
+    interval."""
 
     def __init__(self, socket: Optional[str], base: kvshare.Layout, interval: float,
                  counters: Counters, max_clients: int,
-                 timeout: Optional[float] = None) -> None:
+                 timeout: Optional[float] = None, max_salts: Optional[int] = None) -> None:
         self.socket = socket
         self.base = base
         self.interval = interval
         self.counters = counters
         self.max_clients = max_clients
+        # (salt, adapter) pairs with a client: by default half of them, so
+        # that the unsalted namespaces keep the other half.
+        if max_salts is None:
+            max_salts = max(1, max_clients // 2)
+        self.max_salts = max(1, min(max_salts, max_clients))
         self.timeout = timeout  # seconds, each call's deadline
         # least recently used first
         self.clients: collections.OrderedDict[tuple, kvshare.Client] = \
@@ -239,6 +266,9 @@ class _Clients:
             return c
         if time.monotonic() < self.down_until:
             return None
+        if salt is not None and not self._salt_room(salt, adapter):
+            self.counters.no_client += 1
+            return None
         while len(self.clients) >= self.max_clients:
             idle = next((k for k, old in self.clients.items() if not old.in_use), None)
             if idle is None:
@@ -259,14 +289,44 @@ class _Clients:
                 self.refused_logged = now
                 logger.warning("kvshare: %s; that request misses", e)
             return None
-        except kvshare.Error as e:
-            self.failed(key, e)
+        except kvshare.Error as e:  # no connection: the daemon is away
+            self._gone(key, e)
             return None
         self.clients[key] = c
         return c
 
+    def _salt_room(self, salt: str, adapter: Optional[str]) -> bool:
+        """Whether (salt, adapter) may have a client: it has one (another
+        rank's), or fewer than max_salts pairs do, once the least recently
+        used idle pair is closed if need be (all its ranks' clients)."""
+        pairs: collections.OrderedDict[tuple, list] = collections.OrderedDict()
+        for k, c in self.clients.items():  # least recently used first
+            if k[0] is not None:
+                pairs.setdefault(k[:2], []).append(c)
+        if (salt, adapter) in pairs or len(pairs) < self.max_salts:
+            return True
+        for pair, cs in pairs.items():
+            if not any(c.in_use for c in cs):
+                for k in [k for k in self.clients if k[:2] == pair]:
+                    self.clients.pop(k).close()
+                return True
+        return False
+
     def failed(self, key: tuple, e: Exception) -> None:
-        """A call failed: forget the client (a reconnect makes a new one)."""
+        """A call failed. A connection's error (see _CONNECTION_ERRORS):
+        forget the client (a reconnect makes a new one) and, as the daemon
+        is away, miss for an interval. Any other error belongs to the
+        request: it misses, and the client and every other request go on."""
+        if not isinstance(e, _CONNECTION_ERRORS):
+            self.counters.request_errors += 1
+            now = time.monotonic()
+            if now >= self.refused_logged + self.interval:
+                self.refused_logged = now
+                logger.warning("kvshare: %s; that request misses", e)
+            return
+        self._gone(key, e)
+
+    def _gone(self, key: tuple, e: Exception) -> None:
         self.counters.daemon_errors += 1
         c = self.clients.pop(key, None)
         if c is not None:
@@ -282,6 +342,17 @@ class _Clients:
         for c in self.clients.values():
             c.close()
         self.clients.clear()
+
+
+def _query(c: kvshare.Client, hashes: Any) -> int:
+    """kvs_query of a chain of any length: window by window, going on while
+    each window is all there."""
+    hits = 0
+    for start, end in windows(len(hashes)):
+        hits = start + c.query(hashes[start:end], remote=True)
+        if hits < end:
+            break
+    return hits
 
 
 def _flag(v: Any) -> bool:
@@ -346,7 +417,8 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
                                 self.counters,
                                 max(1, int(tc.get_from_extra_config("max_clients", 16)))
                                 * (self.tp_size if role == KVConnectorRole.SCHEDULER else 1),
-                                timeout_ms / 1000)
+                                timeout_ms / 1000,
+                                self._max_salts(tc.get_from_extra_config("max_salts", None)))
         self.log_interval = float(tc.get_from_extra_config("log_interval", 30))
         self.overlap = tc.get_from_extra_config("overlap", None)
         self.load_threads = max(1, int(tc.get_from_extra_config("load_threads", 2)))
@@ -383,6 +455,14 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
         self.to_recv = Pending()  # requests in WAITING_FOR_REMOTE_KVS
         logger.info("kvshare connector (%s): socket %s, layout %s", role.name,
                     self.clients.socket or kvshare.default_socket_path(), self.layout)
+
+    @staticmethod
+    def _max_salts(v: Any) -> Optional[int]:
+        if v is None:
+            return None
+        if int(v) < 1:
+            raise ValueError(f"kvshare: max_salts {v}: a number >= 1")
+        return int(v)
 
     # ---- scheduler side ----------------------------------------------------
 
@@ -454,7 +534,7 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
                 # bounded by --remote-query-timeout): the worker's load looks
                 # up and fetches, and reports what it no longer finds as load
                 # errors.
-                hits = min(hits, c.query(c.hash_tokens(tokens[: hits * bs]), remote=True))
+                hits = _query(c, c.hash_tokens(tokens[: hits * bs]))
             except kvshare.Error as e:
                 self.clients.failed(self.clients.key(st.salt, st.adapter, rank), e)
                 return None

@@ -219,6 +219,25 @@ def errors_battery(req: dict) -> dict:
         run("set_meta_fails", lambda: b.batch_set_v1(["meta" + k for k in keys], idx))
     finally:
         state["hp"].get_page_buffer_meta = real
+    # Buffers that cannot hold the pages, with the pages stored (so a get
+    # would copy): fewer than the keys, 16 bytes each; and values of 16
+    # bytes, which would publish pages nobody wrote.
+    hp = state["hp"]
+    for i, k in enumerate(keys):
+        fill(i, k)
+    vals = [hp.get_data_page(indices(i, 1)[0], flat=True).contiguous() for i in range(n)]
+    tiny = [torch.zeros(16, dtype=torch.uint8) for _ in range(n)]
+    b.batch_set(keys, vals)
+    before = b.counters.daemon_errors
+    run("plain_set_small_values", lambda: b.batch_set(["small" + k for k in keys], tiny))
+    run("plain_get_few_targets", lambda: b.batch_get(keys, [hp.get_dummy_flat_data_page()]))
+    run("plain_get_small_targets", lambda: b.batch_get(keys, tiny))
+    # Refused by the backend's own checks, before the library is asked to
+    # copy (which would refuse the small ones, and read past a short list).
+    out["bad_buffers_daemon_errors"] = b.counters.daemon_errors - before
+    out["plain_get_whole_targets"] = [t is not None for t in b.batch_get(
+        keys, [hp.get_dummy_flat_data_page() for _ in keys])]
+    out["small_values_stored"] = b.batch_exists(["small" + k for k in keys])
     return out
 
 

@@ -314,7 +314,8 @@ EXPECT = {
     "get_bad_indices": "list[bool]", "set_bad_prefix": "list[bool]",
     "plain_get_none": "list[None]", "plain_get_bad_target": "list[None]",
     "plain_set_bad_value": "bool", "plain_set_none": "bool", "get_one_none": "NoneType",
-    "v2_exists": "int", "clear": "bool", "get_meta_fails": "list[bool]",
+    "plain_set_small_values": "bool", "plain_get_few_targets": "list[None]",
+    "plain_get_small_targets": "list[None]", "v2_exists": "int", "clear": "bool", "get_meta_fails": "list[bool]",
     "set_meta_fails": "list[bool]",
 }
 
@@ -322,16 +323,23 @@ EXPECT = {
 def test_error_paths_answer_misses(peers, start_daemon):
     """Every error path answers what SGLang's threads expect (a list of
     booleans, an int, None, False), a miss, and raises nothing: bad
-    arguments, a failing host pool, no host pool yet, no daemon."""
+    arguments (page buffers fewer than the keys, or smaller than a page:
+    nothing copied), a failing host pool, no host pool yet, no daemon."""
     a, b = peers
     d = start_daemon(DAEMON_ARGS)
     a("backend", socket=d.socket)
     keys = keys_of(a, 3, seed=800)
     out = a("errors", keys=keys)
+    # Targets that cannot hold the stored pages missed; whole ones load.
+    assert out.pop("plain_get_whole_targets") == [True] * 3
+    assert out.pop("small_values_stored") == 0
+    assert out.pop("bad_buffers_daemon_errors") == 0
     assert {k: v[0] for k, v in out.items()} == EXPECT
     for name, (kind, value) in out.items():
         if kind == "list[bool]":
             assert value == [False] * 3, name
+        elif kind == "list[None]":
+            assert value == [None] * 3, name
         elif kind in ("int", "bool"):
             assert not value, name
     assert a("counters")["errors"] > 0

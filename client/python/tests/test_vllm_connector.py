@@ -317,7 +317,7 @@ def test_no_idle_client_is_a_miss(daemon):
     every client holds a lease, a new namespace is a miss at once."""
     counters = vllm_connector.Counters()
     layout = kvshare.Layout(model="m", layers=1, kv_heads=1, head_dim=8, block_tokens=4)
-    cl = vllm_connector._Clients(daemon.socket, layout, 5.0, counters, 2)
+    cl = vllm_connector._Clients(daemon.socket, layout, 5.0, counters, 2, max_salts=2)
     a, b = cl.get("a", None), cl.get("b", None)
     for c in (a, b):
         c.reserve(c.hash_tokens([1, 2, 3, 4])).commit()
@@ -339,7 +339,7 @@ def test_least_recently_used_client_goes(daemon):
     one opened first: a request for a keeps a."""
     counters = vllm_connector.Counters()
     layout = kvshare.Layout(model="m", layers=1, kv_heads=1, head_dim=8, block_tokens=4)
-    cl = vllm_connector._Clients(daemon.socket, layout, 5.0, counters, 2)
+    cl = vllm_connector._Clients(daemon.socket, layout, 5.0, counters, 2, max_salts=2)
     a, b = cl.get("a", None), cl.get("b", None)
     assert cl.get("a", None) is a
     c = cl.get("c", None)
@@ -369,6 +369,106 @@ def test_namespace_refused_is_a_miss_not_an_outage(start_daemon):
     assert counters.no_client >= 1 and counters.daemon_errors == 0
     cl.close()
     hogs[0].close()
+
+
+def test_long_prompt_is_windowed_not_an_outage(monkeypatch, start_daemon):
+    """A prompt of 16,385 blocks (262,161 tokens: more hashes than the daemon
+    takes in one call) is looked up, published and loaded a window of
+    MAX_HASHES blocks at a time: it costs no request errors, the namespace's
+    other requests keep hitting, and the same prompt again hits in full."""
+    blocks = kvshare.MAX_HASHES + 1
+    # Small blocks (1 KiB) so that 16,385 of them fit the daemon and the
+    # engine's paged cache (two long prompts' pages, and short ones).
+    g = globals()
+    monkeypatch.setitem(g, "KV_HEADS", 1)
+    monkeypatch.setitem(g, "HEAD_DIM", 4)
+    monkeypatch.setitem(g, "PAGES", 2 * (blocks + 1) + 256)
+    d = start_daemon(["--host-size", "64M"])
+    e = Engine(monkeypatch, d.socket)
+    try:
+        short = prompt(20)
+        assert e.run(request("a", short), 1.0) == (0, 1.0)
+        assert e.run(request("b", short), 2.0) == (4 * BS, 1.0)
+        long = prompt(21, blocks=blocks)
+        assert len(long) == 262161
+        assert e.run(request("long-1", long), 3.0) == (0, 3.0)
+        assert e.run(request("c", short), 4.0) == (4 * BS, 1.0)  # still shared
+        assert e.worker.counters.published_blocks == 4 + blocks
+        assert e.run(request("long-2", long), 5.0) == (blocks * BS, 3.0)
+        assert e.worker.counters.loaded_blocks == 2 * 4 + blocks
+        for side in (e.sched, e.worker):
+            assert side.counters.request_errors == 0 and side.counters.daemon_errors == 0
+        assert stats(d.socket)["leases.active"] == 0
+    finally:
+        e.close()
+
+
+def test_request_errors_keep_the_client(daemon):
+    """An error that belongs to one request (a limit, too many hashes, no
+    room, bad input) is a miss for it: the client stays and the next
+    request is served at once. Only a lost connection closes the client
+    and makes every request miss for the reconnect interval."""
+    counters = vllm_connector.Counters()
+    layout = kvshare.Layout(model="m", layers=1, kv_heads=1, head_dim=8, block_tokens=4)
+    cl = vllm_connector._Clients(daemon.socket, layout, 60.0, counters, 4)
+    a = cl.get(None, None)
+    for err in (kvshare.LimitError(kvshare.errors.E_TOOMANY), kvshare.LimitError(
+            kvshare.errors.E_LIMIT), kvshare.FullError(kvshare.errors.E_FULL),
+            kvshare.errors.InvalidArgument(-22), kvshare.errors.LeaseError(
+                kvshare.errors.E_NOLEASE)):
+        cl.failed((None, None), err)
+        assert cl.get(None, None) is a and not cl.away()
+    assert counters.request_errors == 5 and counters.daemon_errors == 0
+    assert a.query(a.hash_tokens([1, 2, 3, 4])) == 0  # it still serves
+    cl.failed((None, None), kvshare.DisconnectedError(kvshare.errors.E_DISCONNECTED))
+    assert cl.away() and cl.get(None, None) is None and cl.get("s", None) is None
+    assert counters.daemon_errors == 1
+    cl.close()
+
+
+def test_salts_cannot_take_the_unsalted_clients(monkeypatch, start_daemon):
+    """max_salts bounds the salted namespaces with a client: 60 random salts
+    through a connector with max_clients 4 and max_salts 2 keep at most 2
+    salted clients a side, never close the unsalted namespace's client (its
+    requests hit through the same connection), and the latest salts hit."""
+    d = start_daemon(["--host-size", "64M"])
+    e = Engine(monkeypatch, d.socket, extra={"max_clients": 4, "max_salts": 2})
+    try:
+        p = prompt(30, blocks=1)
+        base = stats(d.socket)["clients.connected"]
+        assert e.run(request("u0", p), 1.0) == (0, 1.0)
+        shared = [side.clients.clients[(None, None)] for side in (e.sched, e.worker)]
+        for i in range(60):
+            assert e.run(request(f"s{i}", p, salt=f"salt-{i}"), 2.0) == (0, 2.0)
+            for side in (e.sched, e.worker):
+                assert sum(k[0] is not None for k in side.clients.clients) <= 2
+        assert [side.clients.clients.get((None, None)) for side in (e.sched, e.worker)] == shared
+        assert e.run(request("u1", p), 3.0) == (BS, 1.0)
+        assert e.run(request("again", p, salt="salt-59"), 4.0) == (BS, 2.0)
+        assert stats(d.socket)["clients.connected"] <= base + 2 * 4
+        assert e.sched.counters.no_client == 0
+    finally:
+        e.close()
+
+
+def test_salt_past_the_budget_with_every_salt_busy_is_a_miss(daemon):
+    """A new salt when every salted client holds a lease is a miss, while an
+    unsalted namespace still gets its client (its share is not the salts')."""
+    counters = vllm_connector.Counters()
+    layout = kvshare.Layout(model="m", layers=1, kv_heads=1, head_dim=8, block_tokens=4)
+    cl = vllm_connector._Clients(daemon.socket, layout, 5.0, counters, 4, max_salts=2)
+    leases = []
+    for salt in ("a", "b"):
+        c = cl.get(salt, None)
+        c.reserve(c.hash_tokens([1, 2, 3, 4])).commit()
+        leases.append(c.lookup(c.hash_tokens([1, 2, 3, 4])))
+    assert cl.get("c", None) is None and counters.no_client == 1
+    assert cl.get(None, None) is not None and cl.get(None, "lora") is not None
+    leases[0].release()
+    assert cl.get("c", None) is not None
+    assert sorted(k for k in cl.clients if k[0]) == [("b", None), ("c", None)]
+    leases[1].release()
+    cl.close()
 
 
 def test_exception_in_a_publish_ends_its_lease(engines, daemon, monkeypatch):
