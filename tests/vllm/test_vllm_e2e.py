@@ -11,7 +11,8 @@ tokens.
 
 Real parts only: the built kvshared and kvsctl, vLLM (CPU) engines in their
 own processes, a tiny random-weight Llama built here (no model can be
-downloaded). About four minutes on 2 cores, most of it engine start-up.
+downloaded). About four minutes on 2 idle cores with three engines; 16 minutes
+with the fourth at a load average of 12, most of it engine start-up.
 """
 
 from __future__ import annotations
