@@ -4,17 +4,22 @@ process loads it, and its greedy output is the output of an engine without
 the connector, token for token. A negative control then puts other KV under
 the same hashes and the output changes: the loaded KV is what the model used.
 Then the daemon goes away (the reader computes everything, raises nothing)
-and comes back (the reader reconnects and publishes again).
+and comes back (the reader reconnects and publishes again). The connector's
+lines are in vLLM's log (start, counters, totals at shutdown), and an engine
+started on a socket with no daemon warns at start and serves the baseline's
+tokens.
 
 Real parts only: the built kvshared and kvsctl, vLLM (CPU) engines in their
 own processes, a tiny random-weight Llama built here (no model can be
-downloaded). About four minutes on 2 cores, most of it engine start-up.
+downloaded). About four minutes on 2 idle cores with three engines; 16 minutes
+with the fourth at a load average of 12, most of it engine start-up.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import re
 import subprocess
 import time
 
@@ -46,17 +51,34 @@ def test_vllm_loads_a_prefix_another_vllm_published(work, tiny_model):
     engines: list[Engine] = []
     try:
         conn = ["--socket", sock]
-        # The baseline (no connector) and the writer start side by side.
+        # The baseline (no connector), the writer and an engine whose socket
+        # has no daemon start side by side.
         base = Engine(work, tiny_model, "baseline", [b])
         writer = Engine(work, tiny_model, "writer", [a], *conn,
                         "--stats-file", str(work / "writer"),
-                        "--max-batched-tokens", "96")  # 3 blocks a step
-        engines += [base, writer]
+                        "--max-batched-tokens", "96",  # 3 blocks a step
+                        "--extra", json.dumps({"log_interval": 1e-9}))  # a line a step
+        lost = Engine(work, tiny_model, "lost", [b], "--socket", str(work / "none.sock"))
+        engines += [base, writer, lost]
         writer.wait()
         wstats = counters(work / "writer.worker")
         assert wstats["published_blocks"] == 9, wstats
         assert wstats["load_errors"] == 0 and wstats["daemon_errors"] == 0
         assert daemon_stats(sock)["blocks.committed"] == 9
+        # The connector's lines are in vLLM's log, in vLLM's format: each
+        # side's start line, the counter lines, the worker's totals at shutdown.
+        wlog = writer.log.read_text(errors="replace")
+        wk = r"\(worker, tp rank 0 of 1\)"
+        for who in (r"\(scheduler\)", wk):
+            assert re.search(rf"INFO .*\] kvshare connector {who} started: socket "
+                             rf"{re.escape(sock)}, namespace {re.escape(str(tiny_model))}#",
+                             wlog), wlog[-6000:]
+        assert re.search(r"INFO .*\] kvshare connector \(scheduler\): lookups=1 hit_tokens=0 ",
+                         wlog), wlog[-6000:]
+        assert re.search(rf"INFO .*\] kvshare connector {wk}: .* published_blocks=9 ", wlog)
+        assert re.search(rf"INFO .*\] kvshare connector {wk} at shutdown: .* published_blocks=9 ",
+                         wlog), wlog[-6000:]
+        assert not re.search(r"WARNING .*\] kvshare", wlog), wlog[-6000:]
 
         # The reader: a fresh process, vLLM's own prefix cache off so that
         # each round asks the connector again.
@@ -69,6 +91,14 @@ def test_vllm_loads_a_prefix_another_vllm_published(work, tiny_model):
         want = base.rounds(1)[0]
         got = reader.rounds(1)[0]
         assert got == want, f"reader {got} != baseline {want}"
+        # No daemon on its socket: a warning at start from each side, then
+        # the engine computes everything (the baseline's tokens).
+        assert lost.rounds(1)[0] == want
+        llog = lost.log.read_text(errors="replace")
+        for who in (r"\(scheduler\)", wk):
+            assert re.search(rf"WARNING .*\] kvshare connector {who}: no daemon at start "
+                             rf"\(connect to {re.escape(str(work / 'none.sock'))}: ", llog), \
+                llog[-6000:]
         # Its publish of the ninth block runs off the step: counted once done.
         wait_until("the reader's publish", lambda: daemon_stats(sock)[
             "engines.published_blocks"] == 10)
@@ -143,6 +173,7 @@ def test_vllm_loads_a_prefix_another_vllm_published(work, tiny_model):
             "blocks.committed"] == len(b) // BT)
         reader.wait()
         base.wait()
+        lost.wait()
     finally:
         for e in engines:
             e.stop()

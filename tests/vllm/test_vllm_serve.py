@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib.util
 import random
+import urllib.request
 
 import pytest
 
@@ -33,6 +34,14 @@ except ModuleNotFoundError:  # a package above it is missing
     _spec = None
 if _spec is None:
     pytest.skip(f"this vLLM has no {SERVER} module", allow_module_level=True)
+
+
+def metric(server: Server, name: str) -> float:
+    """@name's samples in @server's /metrics, summed over their labels."""
+    with urllib.request.urlopen(server.url + "/metrics", timeout=30) as r:
+        text = r.read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith((name + "{", name + " ")))
 
 
 @pytest.fixture
@@ -91,3 +100,11 @@ def test_openai_server_loads_a_prefix_another_server_published(servers, tmp_path
     assert wait_until("the daemon's engines.hit_tokens",
                       lambda: daemon_stats(sock)["engines.hit_tokens"]) == PREFIX
     assert text_a and text_b == text_a, f"B (loaded) {text_b!r} != A (computed) {text_a!r}"
+    # vLLM's own count of the tokens a connector supplied (docs/vllm.md).
+    ext = "vllm:external_prefix_cache_hits_total"
+    assert wait_until(f"B's {ext}", lambda: metric(b, ext)) == PREFIX
+    assert metric(a, ext) == 0 and metric(b, "vllm:external_prefix_cache_queries_total") > 0
+    # The connector's start line in each server's log (vLLM's, its engine core's).
+    for s in (a, b):
+        log = s.log.read_text(errors="replace")
+        assert f"kvshare connector (scheduler) started: socket {sock}," in log, s.tail()

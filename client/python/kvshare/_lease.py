@@ -70,10 +70,13 @@ class _Hold:
 
 
 def _page_ids(page_ids: Any, rows: int, ppb: int) -> np.ndarray:
+    """The leading rows * ppb ids of page_ids: a whole prompt's pages may be
+    passed for a lease of fewer blocks (a lookup's hits, a chain without
+    the prompt's partial last block); fewer ids raise ValueError."""
     ids = np.ascontiguousarray(page_ids, dtype=np.int32).reshape(-1)
-    if ids.size != rows * ppb:
+    if ids.size < rows * ppb:
         raise ValueError(f"page_ids: {ids.size} ids for {rows} blocks of {ppb} pages")
-    return ids
+    return ids[: rows * ppb]
 
 
 class _Lease:
@@ -179,8 +182,12 @@ class ReadLease(_Lease):
     def load(self, layer: int, cache: PagedCache, tensor: Any, page_ids: Any,
              first: int = 0, count: Optional[int] = None) -> None:
         """Copy layer `layer` of hits [first, first + count) into the engine's
-        pages: page_ids holds count * (block_tokens / page_tokens) ids, the
-        pages of each block's tokens in order. Dequantizes INT8/FP8."""
+        pages (count: every hit from first on, by default; none on a miss):
+        page_ids starts with the pages of block `first`'s tokens, then those
+        of each next block, block_tokens / page_tokens ids a block. Ids past
+        the count * block_tokens / page_tokens it needs are ignored, so the
+        pages of the whole prompt, with first=0, load its hits. Dequantizes
+        INT8/FP8."""
         self._live()
         count = self.hits - first if count is None else count
         if first < 0 or count < 0 or first + count > self.hits:
@@ -310,9 +317,12 @@ class WriteLease(_Lease):
 
     def store(self, layer: int, cache: PagedCache, tensor: Any, page_ids: Any) -> int:
         """Copy layer `layer` of every NEW block out of the engine's pages.
-        page_ids covers every block of the lease (n * block_tokens /
-        page_tokens ids; those of blocks not NEW are ignored). Quantizes for
-        INT8/FP8 namespaces. Returns the number of blocks written."""
+        page_ids covers every block of the lease, not only the NEW ones (n *
+        block_tokens / page_tokens ids, the pages of block 0's tokens first;
+        those of blocks not NEW are ignored, and so are ids past the n
+        blocks', e.g. the page of the prompt's partial last block).
+        Quantizes for INT8/FP8 namespaces. Returns the number of blocks
+        written."""
         self._live()
         c = self._client
         ppb = c.layout.block_tokens // cache.page_tokens  # type: ignore[union-attr]

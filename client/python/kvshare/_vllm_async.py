@@ -27,7 +27,12 @@ if TYPE_CHECKING:
 
     from kvshare.vllm_connector import _Load, _Save
 
-logger = logging.getLogger("kvshare.vllm_connector")  # the connector's log
+# The connector's log: a child of vLLM's `vllm` logger, so its lines go where
+# vLLM's go, in vLLM's format (vllm.logger configures that logger; a logger
+# outside its tree reaches no handler). A plain logging name: this module
+# imports no vLLM.
+LOGGER_NAME = "vllm.kvshare"
+logger = logging.getLogger(LOGGER_NAME)
 
 
 def windows(n: int, after: bool = False) -> list[tuple[int, int]]:

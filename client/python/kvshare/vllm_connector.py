@@ -63,11 +63,14 @@ WAITING_FOR_REMOTE_KVS while their load runs on a thread; docs/vllm.md
 has the numbers behind the default),
 `reconnect_interval` (seconds, default 5), `timeout_ms` (the deadline of
 each call into the daemon, the connect included; default 500),
-`log_interval` (seconds between counter lines in the log, default 30; 0:
-never), `stats_file` (a path: each
-side writes its counters as JSON to PATH.scheduler / PATH.worker after every
-step that changed them, for scripts and tests; tensor-parallel ranks
-after the first write PATH.worker.RANK).
+`log_interval` (seconds between counter lines in vLLM's log, at most one
+an interval and only when the counts moved, default 30; 0: never; the
+connector logs through the logger `vllm.kvshare`, a child of vLLM's, so its
+lines are vLLM's: a start line, a warning at start when no daemon answers,
+the counters, their totals at shutdown), `stats_file` (a path: each side
+writes its counters as JSON to PATH.scheduler / PATH.worker after every step
+that changed them, for scripts and tests; tensor-parallel ranks after the
+first write PATH.worker.RANK).
 """
 
 from __future__ import annotations
@@ -93,7 +96,7 @@ from vllm.logger import init_logger
 
 import kvshare
 from kvshare import _vllm_names as names
-from kvshare._vllm_async import Copies, Pending, WorkerCopies, windows
+from kvshare._vllm_async import LOGGER_NAME, Copies, Pending, WorkerCopies, windows
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -104,7 +107,7 @@ if TYPE_CHECKING:
     from vllm.v1.outputs import KVConnectorOutput
     from vllm.v1.request import Request
 
-logger = init_logger(__name__)
+logger = init_logger(LOGGER_NAME)
 
 
 @dataclasses.dataclass
@@ -184,13 +187,13 @@ class Counters:
     request_errors: int = 0      # a call refused for its own request (LIMIT, FULL,
                                  # bad input...): that request misses, the client stays
 
-    def line(self) -> str:
+    def line(self, who: str) -> str:
         bw = self.loaded_bytes / self.load_seconds / 1e9 if self.load_seconds else 0.0
-        return ("kvshare connector: lookups=%d hit_tokens=%d loaded_blocks=%d loaded_bytes=%d "
+        return ("kvshare connector %s: lookups=%d hit_tokens=%d loaded_blocks=%d loaded_bytes=%d "
                 "load_s=%.3f load_GBps=%.2f load_errors=%d published_blocks=%d skipped=%d "
                 "publish_s=%.3f publish_waits=%d async_loads=%d async_load_steps=%d "
                 "daemon_errors=%d no_client=%d" % (
-                    self.lookups, self.hit_tokens, self.loaded_blocks, self.loaded_bytes,
+                    who, self.lookups, self.hit_tokens, self.loaded_blocks, self.loaded_bytes,
                     self.load_seconds, bw, self.load_errors, self.published_blocks,
                     self.skipped_blocks, self.publish_seconds, self.publish_waits,
                     self.async_loads, self.async_load_steps, self.daemon_errors,
@@ -312,6 +315,17 @@ class _Clients:
                 return True
         return False
 
+    def connect(self) -> Optional[kvshare.Error]:
+        """At start: the unsalted namespace's client (the one most requests
+        use), made now; the error that kept it away, else None. Nothing is
+        counted and no interval waited for: the first request tries again."""
+        try:
+            self.clients[self.key(None, None)] = kvshare.Client(self.socket, self.base,
+                                                                timeout=self.timeout)
+        except kvshare.Error as e:
+            return e
+        return None
+
     def failed(self, key: tuple, e: Exception) -> None:
         """A call failed. A connection's error (see _CONNECTION_ERRORS):
         forget the client (a reconnect makes a new one) and, as the daemon
@@ -432,6 +446,7 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
         self.stats_written: Optional[Counters] = None
         self.reported = Counters()
         self.last_log = time.monotonic()
+        self.logged = Counters()  # the counts of the last counter line
         # scheduler
         self.reqs: dict[str, _ReqState] = {}
         self.sending: set[str] = set()       # for the next metadata's `sending`
@@ -453,8 +468,27 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
         self.aloads = Copies("kvshare-aload")
         self.to_send = Pending()  # finished requests vLLM holds for their publishes
         self.to_recv = Pending()  # requests in WAITING_FOR_REMOTE_KVS
-        logger.info("kvshare connector (%s): socket %s, layout %s", role.name,
-                    self.clients.socket or kvshare.default_socket_path(), self.layout)
+        self.who = ("(scheduler)" if role == KVConnectorRole.SCHEDULER
+                    else f"(worker, tp rank {self.tp_rank} of {self.tp_size})")
+        self._log_start()
+
+    def _log_start(self) -> None:
+        """The start line, and a warning now, not at the first request, when
+        no daemon answers (a wrong `socket`, a daemon not started)."""
+        lay = self.layout
+        sock = self.clients.socket or kvshare.default_socket_path()
+        logger.info("kvshare connector %s started: socket %s, namespace %s, %s blocks of %d "
+                    "tokens (%d layers, %d KV heads, head_dim %d, tp size %d), load %s, "
+                    "publish %s, counters every %g s", self.who, sock, lay.model, lay.dtype,
+                    lay.block_tokens, lay.layers, lay.kv_heads, lay.head_dim, lay.tp_size,
+                    "async" if self.load_async else "in the step",
+                    "async" if self.publish_async else "in the step", self.log_interval)
+        e = self.clients.connect()
+        if e is not None:
+            logger.warning("kvshare connector %s: no daemon at start (%s): every request "
+                           "misses and computes its KV until kvshared answers (tried at "
+                           "most every %g s; `kvshared --print-config` shows the daemon's "
+                           "socket)", self.who, e, self.clients.interval)
 
     @staticmethod
     def _max_salts(v: Any) -> Optional[int]:
@@ -670,9 +704,11 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
 
     def _maybe_log(self) -> None:
         self._report()
-        if self.log_interval > 0 and time.monotonic() - self.last_log >= self.log_interval:
+        if self.log_interval > 0 and time.monotonic() - self.last_log >= self.log_interval \
+                and self.logged != self.counters:  # a line when the counts moved
             self.last_log = time.monotonic()
-            logger.info("%s", self.counters.line())
+            self.logged = dataclasses.replace(self.counters)
+            logger.info("%s", self.counters.line(self.who))
         if self.stats_file and self.stats_written != self.counters:
             self.stats_written = dataclasses.replace(self.counters)
             tmp = self.stats_file + ".tmp"
@@ -709,8 +745,8 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
         if len(order) != self.layout.layers:
             logger.warning("kvshare: %d KV cache tensors for %d layers", len(order),
                            self.layout.layers)
-        logger.info("kvshare: %d layers, %s layout, block %s bytes", len(order), kind,
-                    self.layout.block_bytes)
+        logger.info("kvshare connector %s: %d layers, %s layout, block %s bytes, overlap %s",
+                    self.who, len(order), kind, self.layout.block_bytes, self.overlap)
 
     def unregister_kv_caches(self) -> None:
         """vLLM >= 0.33, before sleep mode frees the KV cache: nothing may
@@ -806,7 +842,7 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
         self.aloads.shutdown()
         with self.daemon:  # the counts of the copies that ended after the last step
             self._maybe_log()
-        logger.info("%s", self.counters.line())
+        logger.info("%s", self.counters.line(self.who + " at shutdown"))
         if self.pool is not None:
             self.pool.shutdown(wait=True)
         self.clients.close()

@@ -532,6 +532,33 @@ def test_load_a_range_of_hits(daemon):
             assert not dst[layer][0].any() and not dst[layer][2].any()
 
 
+def test_the_prompts_pages_serve_load_and_store(daemon):
+    """One list, the pages of the whole prompt (its partial last block's
+    page included), for a cold lookup (nothing loaded), the reserve (every
+    block stored) and a lookup of fewer hits (the leading pages used)."""
+    rng = np.random.default_rng(20)
+    with kvshare.Client(daemon.socket, L) as c:
+        src = make_engine("cpu", 5, 32, 3, 32, np.float16, rng)
+        dst = np.zeros_like(src)
+        cache = c.paged_cache(src, "cpu")
+        prompt = tokens(32 * 4 + 7, 21)  # 4 full blocks and a partial one
+        pages = [0, 1, 2, 3, 4]
+        h = c.hash_tokens(prompt)
+        with c.lookup(h) as r:
+            assert r.hits == 0
+            r.load(0, cache, dst, pages)  # nothing to load, nothing raised
+        with c.reserve(h[:2]) as w:
+            assert w.store(0, cache, src, pages) == 2
+        with c.reserve(h) as w:
+            assert w.store(0, cache, src, pages) == 2  # blocks 2 and 3; 0, 1 exist
+        with c.lookup(h[:3]) as r:
+            r.load(0, cache, dst, pages)
+        assert np.array_equal(dst[:3], src[:3]) and not dst[3:].any()
+        with pytest.raises(ValueError):
+            with c.lookup(h) as r:
+                r.load(0, cache, dst, pages[:3])  # 4 hits, 3 pages
+
+
 def test_report_adds_to_the_daemon_stats(daemon):
     with kvshare.Client(daemon.socket, L) as c:
         c.report(hit_tokens=64, loaded_blocks=2, load_us=10)

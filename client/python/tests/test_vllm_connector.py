@@ -8,6 +8,7 @@ the way vLLM's scheduler and model runner call them, one step per request.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 import time
 import types
@@ -813,3 +814,71 @@ def test_sleep_mode_unregisters_and_restores(engines):
     e.worker.restore_kv_caches()
     assert e.worker.cache is not None
     assert e.run(request("b", p), 2.0) == (4 * BS, 1.0)
+
+
+class _Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[tuple[str, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.name == "vllm.kvshare":
+            self.lines.append((record.levelname, record.getMessage()))
+
+
+@pytest.fixture
+def vllm_log():
+    """The connector's records that reach vLLM's own logger, `vllm` (where
+    vLLM's handler writes its log), as (level, message) pairs; the logger at
+    INFO, as an engine's start leaves it (vllm.logger.configure_logging)."""
+    h = _Lines()
+    log = logging.getLogger("vllm")
+    level = log.level
+    log.setLevel(logging.INFO)
+    log.addHandler(h)
+    yield h.lines
+    log.removeHandler(h)
+    log.setLevel(level)
+
+
+def test_the_connector_logs_in_vllms_log(engines, daemon, vllm_log):
+    """A start line per side (socket, namespace, dtype, role, tp rank), the
+    counter lines of log_interval, and the totals at shutdown."""
+    e = engines(extra={"log_interval": 1e-9})  # a counter line at every step
+    p = prompt(22)
+    e.run(request("a", p), 1.0)
+    assert e.run(request("b", p), 2.0) == (4 * BS, 1.0)
+    e.sched.shutdown()
+    e.worker.shutdown()
+    msgs = [m for lvl, m in vllm_log if lvl == "INFO" and m.startswith("kvshare connector")]
+    for who in ("(scheduler)", "(worker, tp rank 0 of 1)"):
+        start = [m for m in msgs if m.startswith(f"kvshare connector {who} started:")]
+        assert len(start) == 1, msgs
+        assert f"socket {daemon.socket}," in start[0]
+        assert f"namespace {e.worker.layout.model}," in start[0] and "fp32 blocks" in start[0]
+    assert any(m.startswith("kvshare connector (scheduler): lookups=2 hit_tokens=64 ")
+               for m in msgs), msgs
+    assert any(m.startswith("kvshare connector (worker, tp rank 0 of 1): ") and
+               " loaded_blocks=4 " in m for m in msgs), msgs
+    total = [m for m in msgs if m.startswith("kvshare connector (worker, tp rank 0 of 1) "
+                                             "at shutdown: ")]
+    assert len(total) == 1 and " loaded_blocks=4 " in total[0] \
+        and " published_blocks=4 " in total[0], total
+    assert not [m for lvl, m in vllm_log if lvl == "WARNING"], vllm_log
+
+
+def test_no_daemon_at_start_is_a_warning_then_misses(tmp_path, monkeypatch, vllm_log):
+    """A socket no daemon listens on: a warning in vLLM's log when the
+    connector starts (naming the path), then every request is a miss and
+    nothing raises."""
+    monkeypatch.setattr(parallel_state, "get_tensor_model_parallel_rank", lambda: 0)
+    sock = str(tmp_path / "no-daemon.sock")
+    cfg = vllm_config(sock)
+    for role in (KVConnectorRole.SCHEDULER, KVConnectorRole.WORKER):
+        conn = KvshareConnector(cfg, role)
+        warn = [m for lvl, m in vllm_log if lvl == "WARNING"]
+        assert len(warn) == 1 and "no daemon at start" in warn[0] and sock in warn[0], vllm_log
+        if role == KVConnectorRole.SCHEDULER:
+            assert conn.get_num_new_matched_tokens(request("a", prompt(23)), 0) == (0, False)
+        conn.shutdown()
+        vllm_log.clear()
