@@ -17,6 +17,10 @@
 /* th_raw_connect - a plain socket connected to the daemon; fd or -errno. */
 int th_raw_connect(const th_daemon *d);
 
+/* th_tcp_connect - a TCP socket connected to 127.0.0.1:@port (the metrics
+ * endpoint), made without waiting for a reply; fd or -errno. */
+int th_tcp_connect(int port);
+
 /* th_raw_send - send all of @buf (MSG_NOSIGNAL). 0 or -errno. */
 int th_raw_send(int fd, const void *buf, size_t n);
 

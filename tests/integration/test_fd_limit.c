@@ -90,21 +90,6 @@ static int raw_silent(const th_daemon *d)
 	return fd;
 }
 
-/* A TCP connection to 127.0.0.1:@port, made without waiting for it. */
-static int tcp_connect(int port)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_port = htons((uint16_t)port),
-				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		close(fd);
-		fd = -1;
-	}
-	return fd;
-}
-
 /* Connections the daemon has accepted, served or refused. */
 static int64_t accepts(th_daemon *d)
 {
@@ -170,7 +155,7 @@ int main(void)
 	CHECK_GE(th_stat_get(&d, "clients.accept_paused"), 1);
 
 	/* A scrape of /metrics waits too: its listener finds no fd either. */
-	scrape = tcp_connect((int)th_stat_get(&d, "server.metrics_port"));
+	scrape = th_tcp_connect((int)th_stat_get(&d, "server.metrics_port"));
 	CHECK(scrape >= 0);
 
 	/* One saturated second: pauses, CPU ticks and log bytes counted. */

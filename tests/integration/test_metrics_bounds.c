@@ -15,6 +15,7 @@
  */
 #include "harness.h"
 #include "harness_client.h"
+#include "harness_raw.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -33,17 +34,10 @@
 
 static int tcp_connect(int port)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_port = htons((uint16_t)port),
-				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int fd = th_tcp_connect(port);
 
-	if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		close(fd);
-		fd = -1;
-	}
 	if (fd < 0)
-		th_fatal("connect to 127.0.0.1:%d: %s", port, strerror(errno));
+		th_fatal("connect to 127.0.0.1:%d: %s", port, strerror(-fd));
 	return fd;
 }
 
