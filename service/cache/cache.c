@@ -73,6 +73,7 @@ int kvs_cache_create(const kvs_cache_config *cfg, kvs_counters *stats,
 	c->max_pinned = cfg->max_pinned;
 	c->max_ns_per_uid = cfg->max_ns_per_uid;
 	c->max_sizes_per_uid = cfg->max_sizes_per_uid;
+	c->max_pinned_share = cfg->max_pinned_share_per_uid;
 	c->evict_kind = KVS_CACHE_EVENT_EVICTED;
 	c->page_bytes = cfg->page_bytes;
 	c->by_uid = cfg->max_tenants > 0;
@@ -116,9 +117,12 @@ void kvs_cache_destroy(kvs_cache *c)
 	if (!c)
 		return;
 	cache_tiers_close(c); /* before the arenas: reads land in them */
-	for (uint32_t i = 0; i < kvs_pool_cap(&c->leases); i++)
+	for (uint32_t i = 0; i < kvs_pool_cap(&c->leases); i++) {
 		free(cache_lease(c, i)->recs); /* free ones keep theirs too */
+		free(cache_lease(c, i)->held);
+	}
 	kvs_pool_fini(&c->leases);
+	cache_pinslab_free(c);
 	cache_ns_free_all(c);
 	free(c->atime);
 	free(c->chain);
@@ -268,7 +272,7 @@ static int shared_tier(const kvs_cache *c)
 int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const kvs_hash *hashes,
 		     uint32_t n, uint64_t *lease_out, kvs_block *out)
 {
-	uint32_t hits, promote, want = 0, s;
+	uint32_t hits, promote, want = 0, s, cut = 0;
 	int rc, more, clipped = 0;
 	lease *l;
 
@@ -304,6 +308,11 @@ int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const kvs_hash *hashes,
 		uint32_t idx = (uint32_t)out[i].offset;
 		kvs_rec *r = cache_rec(c, idx);
 
+		/* Past the uid's pinned slabs: the chain ends here. */
+		if (cache_pinslab_take(c, o, idx, &l->held[l->n]) < 0) {
+			cut = hits - i;
+			break;
+		}
 		r->refs++;
 		r->hits++;
 		cache_touch_atime(c, idx);
@@ -313,8 +322,21 @@ int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const kvs_hash *hashes,
 		if (c->tpol[r->tier])
 			cache_note(c, r->tier, KVS_TIER_NOTE_LOOKUP_HIT, 1);
 	}
+	if (cut) {
+		hits -= cut;
+		want = 0;
+		promote = 0;
+		for (uint32_t i = 0; i < hits; i++)
+			promote += cache_rec(c, l->recs[i])->tier != KVS_TIER_HOST &&
+				   !c->tpol[cache_rec(c, l->recs[i])->tier];
+		cache_count_lookup(c, o->ns, 0, cut);
+	}
 	c->pins += hits;
 	o->pins += hits;
+	if (hits == 0 && !want) {
+		cache_lease_free(c, s);
+		return 0;
+	}
 	if (promote || want)
 		return cache_promote(c, o, s, out, hashes + hits,
 				     want, clipped, lease_out);
@@ -346,7 +368,7 @@ uint64_t cache_lookup_finish(kvs_cache *c, uint32_t s, uint32_t hits,
 
 	/* Blocks past the first that could not be read back are not hits. */
 	for (uint32_t i = hits; i < l->n; i++)
-		cache_unpin(c, l->recs[i]);
+		cache_lease_unpin(c, l, i);
 	c->pins -= l->n - hits;
 	l->owner->pins -= l->n - hits;
 	cache_count_lookup(c, l->owner->ns, hits, l->n - hits);
@@ -462,6 +484,7 @@ int cache_reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 		cache_note(c, above, KVS_TIER_NOTE_RESERVED, 1);
 	}
 	l = cache_lease(c, s);
+	l->held[l->n] = KVS_NONE;
 	l->recs[l->n++] = idx;
 	c->pins++;
 	o->pins++;

@@ -57,6 +57,11 @@ typedef struct kvs_cache_config {
 	 * domain's allocator (each takes a slot class, of 256 shared by the
 	 * domain); 0: no limit. */
 	uint32_t max_sizes_per_uid;
+	/* The share (percent) of its domain's host arena that the slabs one
+	 * peer uid's read pins hold may take: a lookup hit that would pin a
+	 * block in one slab more past it is cut (the chain ends there,
+	 * leases.refused_slabs); 0: no limit. */
+	uint32_t max_pinned_share_per_uid;
 } kvs_cache_config;
 
 /* A namespace as kvs_cache_ns_foreach() shows it. */
