@@ -328,14 +328,14 @@ int cache_over_pin_limit(kvs_cache *c, kvs_owner *o, uint64_t more);
  * was charged: not in the host tier, or no budget). Errors: KVS_E_LIMIT
  * (one slab more would pass the uid's share; counted), -ENOMEM; nothing
  * charged. cache_pinslab_drop gives back what a pin of @idx by @o was
- * charged (@held). cache_pinslab_pages: the pages @uid's pins hold in
- * domain @d. */
+ * charged (@held). */
 int cache_pinslab_take(kvs_cache *c, const kvs_owner *o, uint32_t idx,
 		       uint32_t *held);
 void cache_pinslab_drop(kvs_cache *c, const kvs_owner *o, uint32_t idx,
 			uint32_t held);
-uint64_t cache_pinslab_pages(const kvs_cache *c, uint32_t uid, uint32_t d);
 void cache_pinslab_free(kvs_cache *c);
+/* For kvs_cache_check: the counts against the leases (KVS_E_INTERNAL). */
+int cache_pinslab_check(const kvs_cache *c);
 
 /* cache_ns.c */
 int cache_dom_create(kvs_cache *c, uint32_t uid, uint32_t *out);

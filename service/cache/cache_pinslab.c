@@ -30,6 +30,7 @@
 #include <stdlib.h>
 
 #include "cache_int.h"
+#include "kvs_log.h"
 
 #define PS_MIN_CAP 64u
 
@@ -186,11 +187,56 @@ void cache_pinslab_drop(kvs_cache *c, const kvs_owner *o, uint32_t idx,
 		ps_delete(c, t);
 }
 
-uint64_t cache_pinslab_pages(const kvs_cache *c, uint32_t uid, uint32_t d)
+/* Every lease entry's charge is one pin of its entry, each total the pages
+ * of its uid's slabs, within the budget (tests only: O(pins + entries^2)). */
+int cache_pinslab_check(const kvs_cache *c)
 {
-	const struct pin_slab *t = ps_find(c, uid, d, KVS_NONE);
+	uint32_t *pins = calloc(c->npslab_cap + 1, sizeof(*pins)), j;
+	uint64_t pages, all = 0, limit;
+	int rc = pins ? 0 : -ENOMEM;
 
-	return t ? t->pages : 0;
+	for (uint32_t s = 0; s < kvs_pool_cap(&c->leases) && rc == 0; s++) {
+		const lease *l = kvs_pool_live_at(&c->leases, s);
+
+		for (uint32_t i = 0; l && l->kind == LEASE_READ && i < l->n; i++) {
+			const struct pin_slab *e;
+
+			if (l->held[i] == KVS_NONE)
+				continue;
+			e = ps_find(c, l->owner->uid,
+				    cache_ns(c, cache_rec(c, l->recs[i])->ns)->dom,
+				    l->held[i]);
+			if (!e)
+				rc = KVS_E_INTERNAL;
+			else
+				pins[e - c->pslab]++;
+		}
+	}
+	for (j = 0; j < c->npslab_cap && rc == 0; j++) {
+		const struct pin_slab *t = &c->pslab[j];
+
+		if (!t->pins || t->slab != KVS_NONE) {
+			if (t->pins && pins[j] != t->pins)
+				rc = KVS_E_INTERNAL;
+			continue;
+		}
+		pages = 0;
+		for (uint32_t k = 0; k < c->npslab_cap; k++)
+			if (c->pslab[k].pins && c->pslab[k].slab != KVS_NONE &&
+			    c->pslab[k].uid == t->uid && c->pslab[k].dom == t->dom)
+				pages += c->pslab[k].pages;
+		limit = (uint64_t)kvs_slab_pages(c->doms[t->dom].slab) *
+			c->max_pinned_share / 100;
+		if (pages != t->pages || pages > limit)
+			rc = KVS_E_INTERNAL;
+		all += pages;
+	}
+	if (rc == 0 && all != c->pslab_pages)
+		rc = KVS_E_INTERNAL;
+	if (rc)
+		kvs_err("cache invariant failed: the pinned slabs' counts");
+	free(pins);
+	return rc;
 }
 
 void cache_pinslab_free(kvs_cache *c)

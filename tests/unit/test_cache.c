@@ -20,6 +20,7 @@
 
 static kvs_counters stats;
 static const char *policy = "leaf-lru";
+static uint32_t pinned_share; /* mk_cache's --max-pinned-share-per-uid */
 
 /* A layout whose block is exactly `kib` KiB: 1 layer, 1 head, fp16,
  * 16 tokens, head_dim chosen to fit. */
@@ -46,7 +47,8 @@ static kvs_ns_desc desc_of(const kvs_layout *l)
 static kvs_cache *mk_cache(uint64_t bytes, uint32_t max_leases)
 {
 	kvs_cache_config cfg = { .host_bytes = bytes, .page_bytes = PAGE,
-				 .policy = policy, .max_leases = max_leases };
+				 .policy = policy, .max_leases = max_leases,
+				 .max_pinned_share_per_uid = pinned_share };
 	kvs_cache *c = NULL;
 
 	memset(&stats, 0, sizeof(stats));
@@ -392,8 +394,12 @@ static void test_random(unsigned seed)
 	base = mmap(NULL, kvs_cache_arena_bytes(c), PROT_READ | PROT_WRITE,
 		    MAP_SHARED, kvs_cache_arena_fd(c), 0);
 	CHECK(base != MAP_FAILED);
-	for (int i = 0; i < OWNERS; i++)
+	/* Three uids; with a pinned share, each holds at most its share of
+	 * the 40 one-block slabs (kvs_cache_check counts them). */
+	for (int i = 0; i < OWNERS; i++) {
 		o[i] = attach(c, &l);
+		kvs_cache_owner_set_uid(o[i], (uint32_t)i % 3);
+	}
 	/* Chains 0-5 share their first blocks in pairs (as prompts share a
 	 * system prompt); lengths up to 20 blocks. */
 	for (int i = 0; i < CHAINS; i++)
@@ -434,6 +440,7 @@ static void test_random(unsigned seed)
 		} else if (op == 9 && rand() % 20 == 0) {
 			kvs_cache_owner_free(c, o[w]); /* a crash */
 			o[w] = attach(c, &l);
+			kvs_cache_owner_set_uid(o[w], (uint32_t)w % 3);
 			nheld[w] = 0;
 		}
 		if (s % 64 == 0 && kvs_cache_check(c) != 0) {
@@ -444,15 +451,19 @@ static void test_random(unsigned seed)
 	CHECK(kvs_cache_check(c) == 0);
 	CHECK_EQ(bad, 0);
 	CHECK(stats.blocks_evicted > 0);
-	printf("test_cache: random run (%s): %lld lookups hit %lld blocks, %lld evictions, "
+	printf("test_cache: random run (%s, pinned share %u%%): %lld lookups hit "
+	       "%lld blocks (%lld cut at a uid's slabs), %lld evictions, "
 	       "%llu words verified, %llu wrong\n",
-	       policy, (long long)lookups, (long long)stats.blocks_lookup_hit,
+	       policy, pinned_share, (long long)lookups,
+	       (long long)stats.blocks_lookup_hit,
+	       (long long)stats.leases_refused_slabs,
 	       (long long)stats.blocks_evicted, (unsigned long long)verified,
 	       (unsigned long long)bad);
 	for (int i = 0; i < OWNERS; i++)
 		kvs_cache_owner_free(c, o[i]);
 	kvs_cache_stats_fill(c);
 	CHECK_EQ(stats.leases_pinned_blocks, 0);
+	CHECK_EQ(stats.leases_pinned_slab_bytes, 0);
 	CHECK_EQ(stats.tier_host_blocks_writing, 0);
 	munmap(base, kvs_cache_arena_bytes(c));
 	kvs_cache_destroy(c);
@@ -672,6 +683,9 @@ int main(void)
 	test_abort_busy_and_limits();
 	test_pin_limit();
 	test_random(seed);
+	pinned_share = 25;
+	test_random(seed + 4);
+	pinned_share = 0;
 	test_flat_lru_ghosts();
 	test_gpu_random(seed);
 	policy = "leaf-2q";
