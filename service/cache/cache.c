@@ -179,6 +179,11 @@ void kvs_cache_owner_set_uid(kvs_owner *o, uint32_t uid)
 	o->uid = uid;
 }
 
+void kvs_cache_owner_set_operator(kvs_owner *o, int op)
+{
+	o->op = op != 0;
+}
+
 uint32_t kvs_cache_owner_ns(const kvs_owner *o)
 {
 	return o->ns;

@@ -100,6 +100,7 @@ struct kvs_owner {
 	kvs_tier_mod *vtier;
 	uint8_t above;    /* the slot tier it maps (enum kvs_tier), or 0 */
 	uint32_t uid;     /* the peer's uid: picks its domain (uid mode) */
+	uint8_t op;       /* an operator's: pins not budgeted in slabs */
 	kvs_cache_done_fn done; /* deferred lookup replies */
 	void *done_arg;
 	kvs_cache_verify_fn verify_fn; /* deferred verify replies */

@@ -14,7 +14,10 @@
  * there (fewer hits, a miss, never an error; leases.refused_slabs). A pin
  * in a slab the uid holds already is always taken, so the budget costs
  * dense chains nothing. With an arena per uid (--tenant-arenas uid) there
- * is nobody else's block size to deny, and no budget.
+ * is nobody else's block size to deny, and no budget. Nor is there one for
+ * an operator (the daemon's uid, root, --admin-uid), who may flush the
+ * whole cache anyway: on a private socket (0600, the default) every client
+ * is one, and the workers of one uid are never cut by their own pins.
  *
  * Each lease entry remembers the slab it was charged to (lease.held), so an
  * unpin never asks the allocator: a record may change tiers while pinned.
@@ -132,7 +135,8 @@ int cache_pinslab_take(kvs_cache *c, const kvs_owner *o, uint32_t idx,
 	*held = KVS_NONE;
 	/* With an arena per uid (--tenant-arenas uid) a uid's pins deny
 	 * nobody else anything: no budget. */
-	if (!c->max_pinned_share || c->by_uid || r->tier != KVS_TIER_HOST)
+	if (!c->max_pinned_share || c->by_uid || o->op ||
+	    r->tier != KVS_TIER_HOST)
 		return 0;
 	d = cache_ns(c, r->ns)->dom;
 	dm = &c->doms[d];

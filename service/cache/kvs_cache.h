@@ -149,6 +149,10 @@ int kvs_cache_verify(kvs_cache *c, kvs_owner *o, uint32_t ns,
 /* kvs_cache_owner_set_uid - the peer's uid (SO_PEERCRED), which picks
  * @o's trust domain when the cache has per-uid domains; before attach. */
 void kvs_cache_owner_set_uid(kvs_owner *o, uint32_t uid);
+/* kvs_cache_owner_set_operator - @o's peer is an operator (the daemon's
+ * uid, root, --admin-uid): its lookups' pins are not budgeted in slabs
+ * (max_pinned_share_per_uid); before its first lease. */
+void kvs_cache_owner_set_operator(kvs_owner *o, int op);
 /* kvs_cache_owner_ns - the namespace @o attached to, 0 before attach. */
 uint32_t kvs_cache_owner_ns(const kvs_owner *o);
 

@@ -400,6 +400,7 @@ static void test_random(unsigned seed)
 		o[i] = attach(c, &l);
 		kvs_cache_owner_set_uid(o[i], (uint32_t)i % 3);
 	}
+	kvs_cache_owner_set_operator(o[OWNERS - 1], 1); /* not budgeted */
 	/* Chains 0-5 share their first blocks in pairs (as prompts share a
 	 * system prompt); lengths up to 20 blocks. */
 	for (int i = 0; i < CHAINS; i++)
@@ -441,6 +442,7 @@ static void test_random(unsigned seed)
 			kvs_cache_owner_free(c, o[w]); /* a crash */
 			o[w] = attach(c, &l);
 			kvs_cache_owner_set_uid(o[w], (uint32_t)w % 3);
+			kvs_cache_owner_set_operator(o[w], w == OWNERS - 1);
 			nheld[w] = 0;
 		}
 		if (s % 64 == 0 && kvs_cache_check(c) != 0) {
