@@ -391,8 +391,10 @@ uint64_t cache_lookup_finish(kvs_cache *c, uint32_t s, uint32_t hits,
  * and, unless it has a ghost record (@ghost), a new record for key @h.
  * *in_above: the slot is in o->above. */
 static int reserve_slot(kvs_cache *c, kvs_owner *o, kvs_hash h, uint32_t ghost,
-			uint8_t above, uint64_t *off, uint32_t *idx, int *in_above)
+			uint8_t above, uint64_t *off, uint32_t *idx, int *in_above,
+			uint32_t *held)
 {
+	uint32_t d = cache_ns(c, o->ns)->dom;
 	int rc;
 
 	/* When the slot tier has no room (everything there pinned): host. */
@@ -402,16 +404,26 @@ static int reserve_slot(kvs_cache *c, kvs_owner *o, kvs_hash h, uint32_t ghost,
 		if (!*in_above)
 			cache_note(c, above, KVS_TIER_NOTE_RESERVE_FALLBACK, 1);
 	}
+	*held = KVS_NONE;
 	rc = *in_above ? 0 : cache_make_room(c, o->ns, KVS_TIER_HOST, off);
-	if (rc < 0 || ghost != KVS_NONE)
+	if (rc < 0)
 		return rc;
+	/* Its host slab counts for the uid (cache_pinslab.c). */
+	if (!*in_above && (rc = cache_pinslab_charge(c, o, d, *off, held)) < 0) {
+		kvs_slab_free(c->doms[d].slab, *off);
+		return rc;
+	}
+	if (ghost != KVS_NONE)
+		return 0;
 	rc = kvs_table_insert(c->table, h, idx);
 	if (rc == 0 && (rc = cache_rec_room(c, *idx)) < 0)
 		kvs_table_remove(c->table, *idx);
+	if (rc < 0)
+		cache_pinslab_uncharge(c, o, d, *held);
 	if (rc < 0 && *in_above)
 		c->tier[above]->ops->slot->free(c->tier[above], *off);
 	else if (rc < 0)
-		kvs_slab_free(cache_ns_dom(c, o->ns)->slab, *off);
+		kvs_slab_free(c->doms[d].slab, *off);
 	return rc;
 }
 
@@ -437,7 +449,7 @@ int cache_reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 			  (hold != prev || !cache_store_keeps(c, hold));
 	uint8_t above = host_only ? 0 : o->above;
 	uint64_t off = 0;
-	uint32_t idx = ghost, cls;
+	uint32_t idx = ghost, cls, held;
 	int in_above = 0;
 	kvs_rec *r;
 	int rc;
@@ -450,7 +462,7 @@ int cache_reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 			cache_kids_add(c, KVS_TIER_HOST, hold, 1);
 		cache_sync_evictable(c, hold);
 	}
-	rc = reserve_slot(c, o, h, ghost, above, &off, &idx, &in_above);
+	rc = reserve_slot(c, o, h, ghost, above, &off, &idx, &in_above, &held);
 	if (rc < 0) {
 		cache_child_gone(c, hold, hold_in_ram ? KVS_TIER_HOST : 0);
 		return rc;
@@ -489,7 +501,7 @@ int cache_reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 		cache_note(c, above, KVS_TIER_NOTE_RESERVED, 1);
 	}
 	l = cache_lease(c, s);
-	l->held[l->n] = KVS_NONE;
+	l->held[l->n] = held;
 	l->recs[l->n++] = idx;
 	c->pins++;
 	o->pins++;

@@ -334,6 +334,11 @@ int cache_pinslab_take(kvs_cache *c, const kvs_owner *o, uint32_t idx,
 		       uint32_t *held);
 void cache_pinslab_drop(kvs_cache *c, const kvs_owner *o, uint32_t idx,
 			uint32_t held);
+/* The same by host slot: offset @off in domain @d's arena. */
+int cache_pinslab_charge(kvs_cache *c, const kvs_owner *o, uint32_t d,
+			 uint64_t off, uint32_t *held);
+void cache_pinslab_uncharge(kvs_cache *c, const kvs_owner *o, uint32_t d,
+			    uint32_t held);
 void cache_pinslab_free(kvs_cache *c);
 /* For kvs_cache_check: the counts against the leases (KVS_E_INTERNAL). */
 int cache_pinslab_check(const kvs_cache *c);

@@ -181,14 +181,17 @@ uint32_t cache_end_write(kvs_cache *c, uint32_t s, int commit)
 	uint32_t n = l->n;
 
 	if (commit) {
-		for (uint32_t i = 0; i < n; i++)
+		for (uint32_t i = 0; i < n; i++) {
+			cache_pinslab_drop(c, l->owner, l->recs[i], l->held[i]);
 			commit_one(c, l->recs[i]);
+		}
 		c->stats->blocks_committed += n;
 	} else {
 		/* Children were reserved after their parents: free in reverse. */
 		for (uint32_t i = n; i-- > 0;) {
 			uint32_t idx = l->recs[i];
 
+			cache_pinslab_drop(c, l->owner, idx, l->held[i]);
 			cache_ns(c, cache_rec(c, idx)->ns)->info.writing--;
 			cache_free_slot(c, idx);
 			/* A ghost being rewritten: its children outside

@@ -19,11 +19,17 @@
  * whole cache anyway: on a private socket (0600, the default) every client
  * is one, and the workers of one uid are never cut by their own pins.
  *
+ * A reserve's new host slots are charged the same way, where the slot is
+ * had (a client that makes one hole per slab, by evicting its own blocks,
+ * then reserves into each and never commits, holds every slab too): past
+ * the share the reserve's chain ends there (KVS_BLOCK_FULL), as when the
+ * tier is full. A chain's blocks fetched from the remote tier count too.
+ *
  * Each lease entry remembers the slab it was charged to (lease.held), so an
  * unpin never asks the allocator: a record may change tiers while pinned.
- * Only host-tier hits of a lookup are charged; a record promoted into the
- * host tier, or fetched, takes its slot where the allocator gives it (the
- * partial slabs first), never one a client picks.
+ * A record promoted into the host tier from a store tier is not charged:
+ * it takes its slot where the allocator gives it (the partial slabs first),
+ * never one a client picks.
  *
  * Cost: O(1) expected a pin and an unpin (open addressing, linear probes,
  * deletion by backward shift, never a scan of the pins); memory: 20 bytes
@@ -124,23 +130,19 @@ static void ps_delete(kvs_cache *c, struct pin_slab *e)
 	c->npslab--;
 }
 
-int cache_pinslab_take(kvs_cache *c, const kvs_owner *o, uint32_t idx,
-		       uint32_t *held)
+int cache_pinslab_charge(kvs_cache *c, const kvs_owner *o, uint32_t d,
+			 uint64_t off, uint32_t *held)
 {
-	const kvs_rec *r = cache_rec(c, idx);
-	uint32_t d, slab, pages = 0, uid = o->uid, have, limit;
+	uint32_t slab, pages = 0, uid = o->uid, have, limit;
 	struct pin_slab *e, *t;
-	const dom *dm;
+	const dom *dm = &c->doms[d];
 
 	*held = KVS_NONE;
 	/* With an arena per uid (--tenant-arenas uid) a uid's pins deny
 	 * nobody else anything: no budget. */
-	if (!c->max_pinned_share || c->by_uid || o->op ||
-	    r->tier != KVS_TIER_HOST)
+	if (!c->max_pinned_share || c->by_uid || o->op)
 		return 0;
-	d = cache_ns(c, r->ns)->dom;
-	dm = &c->doms[d];
-	slab = kvs_slab_of(dm->slab, r->offset, &pages);
+	slab = kvs_slab_of(dm->slab, off, &pages);
 	if (slab == KVS_NONE)
 		return 0;
 	if ((e = ps_find(c, uid, d, slab))) {
@@ -168,15 +170,34 @@ int cache_pinslab_take(kvs_cache *c, const kvs_owner *o, uint32_t idx,
 	return 0;
 }
 
+int cache_pinslab_take(kvs_cache *c, const kvs_owner *o, uint32_t idx,
+		       uint32_t *held)
+{
+	const kvs_rec *r = cache_rec(c, idx);
+
+	*held = KVS_NONE;
+	if (r->tier != KVS_TIER_HOST)
+		return 0;
+	return cache_pinslab_charge(c, o, cache_ns(c, r->ns)->dom, r->offset,
+				    held);
+}
+
 void cache_pinslab_drop(kvs_cache *c, const kvs_owner *o, uint32_t idx,
 			uint32_t held)
 {
-	uint32_t d, pages;
+	if (held != KVS_NONE)
+		cache_pinslab_uncharge(c, o, cache_ns(c, cache_rec(c, idx)->ns)->dom,
+				       held);
+}
+
+void cache_pinslab_uncharge(kvs_cache *c, const kvs_owner *o, uint32_t d,
+			    uint32_t held)
+{
+	uint32_t pages;
 	struct pin_slab *e, *t;
 
 	if (held == KVS_NONE)
 		return;
-	d = cache_ns(c, cache_rec(c, idx)->ns)->dom;
 	e = ps_find(c, o->uid, d, held);
 	if (!e || --e->pins)
 		return;
@@ -202,7 +223,7 @@ int cache_pinslab_check(const kvs_cache *c)
 	for (uint32_t s = 0; s < kvs_pool_cap(&c->leases) && rc == 0; s++) {
 		const lease *l = kvs_pool_live_at(&c->leases, s);
 
-		for (uint32_t i = 0; l && l->kind == LEASE_READ && i < l->n; i++) {
+		for (uint32_t i = 0; l && i < l->n; i++) {
 			const struct pin_slab *e;
 
 			if (l->held[i] == KVS_NONE)

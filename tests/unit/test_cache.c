@@ -238,6 +238,61 @@ static void test_leaf_first_lru(void)
 	kvs_cache_destroy(c);
 }
 
+/* What a worker uid's leases hold is budgeted in slabs (a slab is one block
+ * here): with a share of 50% of 8 slabs, its reserve gets 4 slots and its
+ * lookups pin 4 slabs, on any number of connections; another uid has a
+ * share of its own; an operator is not budgeted. */
+static void test_pinned_share(void)
+{
+	kvs_layout l = layout("m", NULL, 64);
+	kvs_owner *w, *w2, *x, *op;
+	kvs_block bl[64];
+	uint64_t lw, lr, lx;
+	kvs_cache *c;
+	chain a;
+
+	pinned_share = 50;
+	c = mk_cache(8 * PAGE, 64);
+	pinned_share = 0;
+	w = attach(c, &l);
+	w2 = attach(c, &l);
+	x = attach(c, &l);
+	op = attach(c, &l);
+	kvs_cache_owner_set_uid(w, 1000);
+	kvs_cache_owner_set_uid(w2, 1000);
+	kvs_cache_owner_set_uid(x, 1001);
+	kvs_cache_owner_set_uid(op, 0);
+	kvs_cache_owner_set_operator(op, 1);
+	mk_chain(&a, &l, 1, 8);
+	CHECK_EQ(kvs_cache_reserve(c, w, H(&a, 0), 8, &lw, bl), 4);
+	CHECK_EQ(bl[4].status, KVS_BLOCK_FULL);
+	CHECK_EQ(stats.leases_refused_slabs, 1);
+	CHECK(kvs_cache_check(c) == 0);
+	CHECK_EQ(kvs_cache_commit(c, w, lw), 4);
+	CHECK_EQ(kvs_cache_reserve(c, op, H(&a, 0), 8, &lw, bl), 4);
+	CHECK_EQ(kvs_cache_commit(c, op, lw), 4);
+	CHECK_EQ(kvs_cache_lookup(c, w, H(&a, 0), 8, &lr, bl), 4);
+	CHECK_EQ(stats.leases_refused_slabs, 2);
+	CHECK_EQ(hits(c, w2, &a, 0, 4), 4); /* the slabs uid 1000 holds */
+	CHECK_EQ(kvs_cache_lookup(c, x, H(&a, 0), 8, &lx, bl), 4);
+	CHECK_EQ(stats.leases_refused_slabs, 3);
+	CHECK_EQ(hits(c, op, &a, 0, 8), 8);
+	kvs_cache_stats_fill(c);
+	CHECK_EQ(stats.leases_pinned_slab_bytes, 8 * PAGE);
+	CHECK(kvs_cache_check(c) == 0);
+	CHECK(kvs_cache_release(c, w, lr) >= 0);
+	CHECK(kvs_cache_release(c, x, lx) >= 0);
+	kvs_cache_stats_fill(c);
+	CHECK_EQ(stats.leases_pinned_slab_bytes, 0);
+	CHECK_EQ(hits(c, w, &a, 0, 8), 4); /* its share: half the slabs */
+	CHECK(kvs_cache_check(c) == 0);
+	kvs_cache_owner_free(c, w);
+	kvs_cache_owner_free(c, w2);
+	kvs_cache_owner_free(c, x);
+	kvs_cache_owner_free(c, op);
+	kvs_cache_destroy(c);
+}
+
 static void test_pins_and_full(void)
 {
 	kvs_cache *c = mk_cache(8 * PAGE, 64);
@@ -682,6 +737,7 @@ int main(void)
 	test_isolation_and_layouts();
 	test_leaf_first_lru();
 	test_pins_and_full();
+	test_pinned_share();
 	test_abort_busy_and_limits();
 	test_pin_limit();
 	test_random(seed);
