@@ -48,8 +48,8 @@ typedef struct lease {
 	uint32_t prev, next; /* the owner's list */
 	uint32_t n, cap;
 	uint32_t *recs;
-	uint32_t *held; /* by entry: the slab its pin is charged to, or
-			 * KVS_NONE (cache_pinslab.c; read leases) */
+	uint32_t *held; /* by entry: the slab it is charged to, or KVS_NONE
+			 * (cache_pinslab.c) */
 } lease;
 
 /* An entry of kvs_cache.pslab (cache_pinslab.c): @pins of @uid's pins in
@@ -100,7 +100,7 @@ struct kvs_owner {
 	kvs_tier_mod *vtier;
 	uint8_t above;    /* the slot tier it maps (enum kvs_tier), or 0 */
 	uint32_t uid;     /* the peer's uid: picks its domain (uid mode) */
-	uint8_t op;       /* an operator's: pins not budgeted in slabs */
+	uint8_t op;       /* an operator's: leases not budgeted in slabs */
 	kvs_cache_done_fn done; /* deferred lookup replies */
 	void *done_arg;
 	kvs_cache_verify_fn verify_fn; /* deferred verify replies */
@@ -325,7 +325,7 @@ uint32_t cache_end_write(kvs_cache *c, uint32_t s, int commit);
 int cache_over_pin_limit(kvs_cache *c, kvs_owner *o, uint64_t more);
 
 /* cache_pinslab.c: the slab of host record @idx, which owner @o is about
- * to pin, charged to @o's uid (*held: the slab, or KVS_NONE when nothing
+ * to pin, charged to @o's uid unless @o is an operator (*held: the slab, or KVS_NONE when nothing
  * was charged: not in the host tier, or no budget). Errors: KVS_E_LIMIT
  * (one slab more would pass the uid's share; counted), -ENOMEM; nothing
  * charged. cache_pinslab_drop gives back what a pin of @idx by @o was

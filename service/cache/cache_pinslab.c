@@ -1,6 +1,6 @@
 /*
- * cache_pinslab.c - the host slabs that each uid's read pins hold, and
- * their budget (--max-pinned-share-per-uid).
+ * cache_pinslab.c - the host slabs that each uid's leases hold blocks in,
+ * and their budget (--max-pinned-share-per-uid).
  *
  * A slab is cut again for another block size only once every slot of it is
  * free (storage/host/kvs_slab.h), so one pinned block holds its whole slab:
@@ -45,7 +45,8 @@
 
 static uint32_t ps_hash(uint32_t uid, uint32_t d, uint32_t slab)
 {
-	uint64_t x = ((uint64_t)uid << 32 | d) ^ ((uint64_t)slab * 0x9e3779b97f4a7c15ull);
+	uint64_t x = ((uint64_t)uid << 32 | d) ^
+		     ((uint64_t)slab * 0x9e3779b97f4a7c15ull);
 
 	x ^= x >> 33;
 	x *= 0xff51afd7ed558ccdull;

@@ -58,9 +58,10 @@ typedef struct kvs_cache_config {
 	 * domain); 0: no limit. */
 	uint32_t max_sizes_per_uid;
 	/* The share (percent) of its domain's host arena that the slabs one
-	 * peer uid's read pins hold may take: a lookup hit that would pin a
-	 * block in one slab more past it is cut (the chain ends there,
-	 * leases.refused_slabs); 0: no limit. */
+	 * peer uid's leases hold blocks in may take: a lookup hit, or a
+	 * reserve's new block, that would hold one slab more past it is cut
+	 * (the chain ends there, leases.refused_slabs); operators are not
+	 * budgeted (kvs_cache_owner_set_operator); 0: no limit. */
 	uint32_t max_pinned_share_per_uid;
 } kvs_cache_config;
 
@@ -150,7 +151,7 @@ int kvs_cache_verify(kvs_cache *c, kvs_owner *o, uint32_t ns,
  * @o's trust domain when the cache has per-uid domains; before attach. */
 void kvs_cache_owner_set_uid(kvs_owner *o, uint32_t uid);
 /* kvs_cache_owner_set_operator - @o's peer is an operator (the daemon's
- * uid, root, --admin-uid): its lookups' pins are not budgeted in slabs
+ * uid, root, --admin-uid): its leases are not budgeted in slabs
  * (max_pinned_share_per_uid); before its first lease. */
 void kvs_cache_owner_set_operator(kvs_owner *o, int op);
 /* kvs_cache_owner_ns - the namespace @o attached to, 0 before attach. */
