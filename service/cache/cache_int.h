@@ -1,7 +1,8 @@
 /*
  * cache_int.h - the cache's internals, shared by its files only:
  * cache.c (life cycle, attach, lookup, reserve, commit, the per-record
- * arrays), cache_lease.c (leases), cache_promote.c (promotion jobs: reads
+ * arrays), cache_lease.c (leases), cache_pinslab.c (the host slabs each
+ * uid's leases hold, budgeted), cache_promote.c (promotion jobs: reads
  * back from store tiers, the chain probed and fetched from a shared tier,
  * remote queries), cache_evict.c (tiers of a record, the leaf rule,
  * eviction and demotion, making room), cache_ns.c (trust domains and
