@@ -107,6 +107,8 @@
 #define KVS_STATS_TAIL(X)                                                     \
 	X(leases, active, GAUGE, "leases held now")                           \
 	X(leases, pinned_blocks, GAUGE, "pins held now")                      \
+	X(leases, pinned_slab_bytes, GAUGE, "bytes of the host slabs workers' leases hold, per uid (--max-pinned-share-per-uid)")\
+	X(leases, refused_slabs, COUNTER, "lookup hits and reserved blocks cut: one slab more for the uid (--max-pinned-share-per-uid)")\
 	X(pins, blocks, GAUGE, "blocks pinned by operators")                  \
 	X(pins, bytes, GAUGE, "bytes of blocks pinned by operators")          \
 	X(events, subscribers, GAUGE, "connections watching events")          \

@@ -73,6 +73,7 @@ int kvs_cache_create(const kvs_cache_config *cfg, kvs_counters *stats,
 	c->max_pinned = cfg->max_pinned;
 	c->max_ns_per_uid = cfg->max_ns_per_uid;
 	c->max_sizes_per_uid = cfg->max_sizes_per_uid;
+	c->max_pinned_share = cfg->max_pinned_share_per_uid;
 	c->evict_kind = KVS_CACHE_EVENT_EVICTED;
 	c->page_bytes = cfg->page_bytes;
 	c->by_uid = cfg->max_tenants > 0;
@@ -116,9 +117,12 @@ void kvs_cache_destroy(kvs_cache *c)
 	if (!c)
 		return;
 	cache_tiers_close(c); /* before the arenas: reads land in them */
-	for (uint32_t i = 0; i < kvs_pool_cap(&c->leases); i++)
+	for (uint32_t i = 0; i < kvs_pool_cap(&c->leases); i++) {
 		free(cache_lease(c, i)->recs); /* free ones keep theirs too */
+		free(cache_lease(c, i)->held);
+	}
 	kvs_pool_fini(&c->leases);
+	cache_pinslab_free(c);
 	cache_ns_free_all(c);
 	free(c->atime);
 	free(c->chain);
@@ -173,6 +177,11 @@ kvs_owner *kvs_cache_owner_new(kvs_cache *c)
 void kvs_cache_owner_set_uid(kvs_owner *o, uint32_t uid)
 {
 	o->uid = uid;
+}
+
+void kvs_cache_owner_set_operator(kvs_owner *o, int op)
+{
+	o->op = op != 0;
 }
 
 uint32_t kvs_cache_owner_ns(const kvs_owner *o)
@@ -268,7 +277,7 @@ static int shared_tier(const kvs_cache *c)
 int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const kvs_hash *hashes,
 		     uint32_t n, uint64_t *lease_out, kvs_block *out)
 {
-	uint32_t hits, promote, want = 0, s;
+	uint32_t hits, promote, want = 0, s, cut = 0;
 	int rc, more, clipped = 0;
 	lease *l;
 
@@ -304,6 +313,11 @@ int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const kvs_hash *hashes,
 		uint32_t idx = (uint32_t)out[i].offset;
 		kvs_rec *r = cache_rec(c, idx);
 
+		/* Past the uid's pinned slabs: the chain ends here. */
+		if (cache_pinslab_take(c, o, idx, &l->held[l->n]) < 0) {
+			cut = hits - i;
+			break;
+		}
 		r->refs++;
 		r->hits++;
 		cache_touch_atime(c, idx);
@@ -313,8 +327,21 @@ int kvs_cache_lookup(kvs_cache *c, kvs_owner *o, const kvs_hash *hashes,
 		if (c->tpol[r->tier])
 			cache_note(c, r->tier, KVS_TIER_NOTE_LOOKUP_HIT, 1);
 	}
+	if (cut) {
+		hits -= cut;
+		want = 0;
+		promote = 0;
+		for (uint32_t i = 0; i < hits; i++)
+			promote += cache_rec(c, l->recs[i])->tier != KVS_TIER_HOST &&
+				   !c->tpol[cache_rec(c, l->recs[i])->tier];
+		cache_count_lookup(c, o->ns, 0, cut);
+	}
 	c->pins += hits;
 	o->pins += hits;
+	if (hits == 0 && !want) {
+		cache_lease_free(c, s);
+		return 0;
+	}
 	if (promote || want)
 		return cache_promote(c, o, s, out, hashes + hits,
 				     want, clipped, lease_out);
@@ -346,7 +373,7 @@ uint64_t cache_lookup_finish(kvs_cache *c, uint32_t s, uint32_t hits,
 
 	/* Blocks past the first that could not be read back are not hits. */
 	for (uint32_t i = hits; i < l->n; i++)
-		cache_unpin(c, l->recs[i]);
+		cache_lease_unpin(c, l, i);
 	c->pins -= l->n - hits;
 	l->owner->pins -= l->n - hits;
 	cache_count_lookup(c, l->owner->ns, hits, l->n - hits);
@@ -364,8 +391,10 @@ uint64_t cache_lookup_finish(kvs_cache *c, uint32_t s, uint32_t hits,
  * and, unless it has a ghost record (@ghost), a new record for key @h.
  * *in_above: the slot is in o->above. */
 static int reserve_slot(kvs_cache *c, kvs_owner *o, kvs_hash h, uint32_t ghost,
-			uint8_t above, uint64_t *off, uint32_t *idx, int *in_above)
+			uint8_t above, uint64_t *off, uint32_t *idx, int *in_above,
+			uint32_t *held)
 {
+	uint32_t d = cache_ns(c, o->ns)->dom;
 	int rc;
 
 	/* When the slot tier has no room (everything there pinned): host. */
@@ -375,16 +404,26 @@ static int reserve_slot(kvs_cache *c, kvs_owner *o, kvs_hash h, uint32_t ghost,
 		if (!*in_above)
 			cache_note(c, above, KVS_TIER_NOTE_RESERVE_FALLBACK, 1);
 	}
+	*held = KVS_NONE;
 	rc = *in_above ? 0 : cache_make_room(c, o->ns, KVS_TIER_HOST, off);
-	if (rc < 0 || ghost != KVS_NONE)
+	if (rc < 0)
 		return rc;
+	/* Its host slab counts for the uid (cache_pinslab.c). */
+	if (!*in_above && (rc = cache_pinslab_charge(c, o, d, *off, held)) < 0) {
+		kvs_slab_free(c->doms[d].slab, *off);
+		return rc;
+	}
+	if (ghost != KVS_NONE)
+		return 0;
 	rc = kvs_table_insert(c->table, h, idx);
 	if (rc == 0 && (rc = cache_rec_room(c, *idx)) < 0)
 		kvs_table_remove(c->table, *idx);
+	if (rc < 0)
+		cache_pinslab_uncharge(c, o, d, *held);
 	if (rc < 0 && *in_above)
 		c->tier[above]->ops->slot->free(c->tier[above], *off);
 	else if (rc < 0)
-		kvs_slab_free(cache_ns_dom(c, o->ns)->slab, *off);
+		kvs_slab_free(c->doms[d].slab, *off);
 	return rc;
 }
 
@@ -410,7 +449,7 @@ int cache_reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 			  (hold != prev || !cache_store_keeps(c, hold));
 	uint8_t above = host_only ? 0 : o->above;
 	uint64_t off = 0;
-	uint32_t idx = ghost, cls;
+	uint32_t idx = ghost, cls, held;
 	int in_above = 0;
 	kvs_rec *r;
 	int rc;
@@ -423,7 +462,7 @@ int cache_reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 			cache_kids_add(c, KVS_TIER_HOST, hold, 1);
 		cache_sync_evictable(c, hold);
 	}
-	rc = reserve_slot(c, o, h, ghost, above, &off, &idx, &in_above);
+	rc = reserve_slot(c, o, h, ghost, above, &off, &idx, &in_above, &held);
 	if (rc < 0) {
 		cache_child_gone(c, hold, hold_in_ram ? KVS_TIER_HOST : 0);
 		return rc;
@@ -462,6 +501,7 @@ int cache_reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 		cache_note(c, above, KVS_TIER_NOTE_RESERVED, 1);
 	}
 	l = cache_lease(c, s);
+	l->held[l->n] = held;
 	l->recs[l->n++] = idx;
 	c->pins++;
 	o->pins++;

@@ -56,6 +56,7 @@ void kvs_cache_stats_fill(kvs_cache *c)
 		ss.slab_bytes ? (int64_t)(ss.slot_bytes_used * 1000 / ss.slab_bytes) : 0;
 	st->leases_active = c->active_leases;
 	st->leases_pinned_blocks = (int64_t)c->pins;
+	st->leases_pinned_slab_bytes = (int64_t)(c->pslab_pages * c->page_bytes);
 	st->namespaces_count = 0;
 	for (uint32_t i = 0; i < c->nns; i++)
 		st->namespaces_count += !c->nss[i].gone;

@@ -149,7 +149,8 @@ int kvs_cache_check(kvs_cache *c)
 		for (uint8_t t = 0; t < KVS_TIER_MAX; t++)
 			CHECK(!tkids[t] || cache_kids(c, t, idx) == tkids[t][idx]);
 	}
-	if (rc < 0 || (rc = check_ns_recs(c, hi)) < 0)
+	if (rc < 0 || (rc = check_ns_recs(c, hi)) < 0 ||
+	    (rc = cache_pinslab_check(c)) < 0)
 		goto out;
 	idx = 0;
 	cache_host_stats(c, &ss, &bytes, &resident);

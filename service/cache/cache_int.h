@@ -1,7 +1,8 @@
 /*
  * cache_int.h - the cache's internals, shared by its files only:
  * cache.c (life cycle, attach, lookup, reserve, commit, the per-record
- * arrays), cache_lease.c (leases), cache_promote.c (promotion jobs: reads
+ * arrays), cache_lease.c (leases), cache_pinslab.c (the host slabs each
+ * uid's leases hold, budgeted), cache_promote.c (promotion jobs: reads
  * back from store tiers, the chain probed and fetched from a shared tier,
  * remote queries), cache_evict.c (tiers of a record, the leaf rule,
  * eviction and demotion, making room), cache_ns.c (trust domains and
@@ -48,7 +49,16 @@ typedef struct lease {
 	uint32_t prev, next; /* the owner's list */
 	uint32_t n, cap;
 	uint32_t *recs;
+	uint32_t *held; /* by entry: the slab it is charged to, or KVS_NONE
+			 * (cache_pinslab.c) */
 } lease;
+
+/* An entry of kvs_cache.pslab (cache_pinslab.c): @pins of @uid's pins in
+ * slab @slab of domain @dom's arena, @pages long; with slab KVS_NONE, the
+ * pages of all the slabs @uid holds there (pins 1). pins 0: empty. */
+struct pin_slab {
+	uint32_t uid, dom, slab, pins, pages;
+};
 
 typedef struct ns {
 	kvs_ns_info info;
@@ -91,6 +101,7 @@ struct kvs_owner {
 	kvs_tier_mod *vtier;
 	uint8_t above;    /* the slot tier it maps (enum kvs_tier), or 0 */
 	uint32_t uid;     /* the peer's uid: picks its domain (uid mode) */
+	uint8_t op;       /* an operator's: leases not budgeted in slabs */
 	kvs_cache_done_fn done; /* deferred lookup replies */
 	void *done_arg;
 	kvs_cache_verify_fn verify_fn; /* deferred verify replies */
@@ -144,6 +155,11 @@ struct kvs_cache {
 	uint32_t gen;         /* slot generations handed out */
 	uint32_t max_leases;
 	uint32_t max_pinned;  /* per owner; 0: no limit */
+	uint32_t max_pinned_share; /* % of a domain's pages a uid's pinned
+				    * slabs may take; 0: no limit */
+	struct pin_slab *pslab; /* npslab of npslab_cap (a power of two) */
+	uint32_t npslab, npslab_cap;
+	uint64_t pslab_pages; /* the totals' pages, all uids */
 	kvs_pool leases;      /* of lease; addresses never move */
 	uint32_t active_leases;
 	uint64_t pins;        /* sum of refs */
@@ -300,12 +316,33 @@ int cache_lease_room(lease *l, uint32_t more);
 void cache_lease_free(kvs_cache *c, uint32_t s);
 int cache_lease_get(kvs_cache *c, kvs_owner *o, uint64_t id, uint32_t *out);
 uint32_t cache_end_read(kvs_cache *c, uint32_t s);
+/* Drop read lease @l's pin @i (its slab charge too); the entry stays. */
+void cache_lease_unpin(kvs_cache *c, lease *l, uint32_t i);
 /* Drop one pin of @idx (a record whose bytes are gone from every tier is
  * forgotten once unpinned). */
 void cache_unpin(kvs_cache *c, uint32_t idx);
 uint32_t cache_end_write(kvs_cache *c, uint32_t s, int commit);
 /* Whether @more pins would take @o past --max-pinned-blocks (counted). */
 int cache_over_pin_limit(kvs_cache *c, kvs_owner *o, uint64_t more);
+
+/* cache_pinslab.c: the slab of host record @idx, which owner @o is about
+ * to pin, charged to @o's uid unless @o is an operator (*held: the slab, or KVS_NONE when nothing
+ * was charged: not in the host tier, or no budget). Errors: KVS_E_LIMIT
+ * (one slab more would pass the uid's share; counted), -ENOMEM; nothing
+ * charged. cache_pinslab_drop gives back what a pin of @idx by @o was
+ * charged (@held). */
+int cache_pinslab_take(kvs_cache *c, const kvs_owner *o, uint32_t idx,
+		       uint32_t *held);
+void cache_pinslab_drop(kvs_cache *c, const kvs_owner *o, uint32_t idx,
+			uint32_t held);
+/* The same by host slot: offset @off in domain @d's arena. */
+int cache_pinslab_charge(kvs_cache *c, const kvs_owner *o, uint32_t d,
+			 uint64_t off, uint32_t *held);
+void cache_pinslab_uncharge(kvs_cache *c, const kvs_owner *o, uint32_t d,
+			    uint32_t held);
+void cache_pinslab_free(kvs_cache *c);
+/* For kvs_cache_check: the counts against the leases (KVS_E_INTERNAL). */
+int cache_pinslab_check(const kvs_cache *c);
 
 /* cache_ns.c */
 int cache_dom_create(kvs_cache *c, uint32_t uid, uint32_t *out);

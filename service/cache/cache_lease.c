@@ -57,6 +57,10 @@ int cache_lease_room(lease *l, uint32_t more)
 		if (!nr)
 			return -ENOMEM;
 		l->recs = nr;
+		nr = realloc(l->held, (size_t)cap * sizeof(uint32_t));
+		if (!nr)
+			return -ENOMEM; /* recs' room is kept: harmless */
+		l->held = nr;
 		l->cap = cap;
 	}
 	return 0;
@@ -81,7 +85,9 @@ void cache_lease_free(kvs_cache *c, uint32_t s)
 	/* A big lease's array is not kept around for the next small one. */
 	if (l->cap > 1024) {
 		free(l->recs);
+		free(l->held);
 		l->recs = NULL;
+		l->held = NULL;
 		l->cap = 0;
 	}
 	kvs_pool_free(&c->leases, s); /* its id is stale from now on */
@@ -123,13 +129,19 @@ void cache_unpin(kvs_cache *c, uint32_t idx)
 	cache_sync_evictable(c, idx);
 }
 
+void cache_lease_unpin(kvs_cache *c, lease *l, uint32_t i)
+{
+	cache_pinslab_drop(c, l->owner, l->recs[i], l->held[i]);
+	cache_unpin(c, l->recs[i]);
+}
+
 uint32_t cache_end_read(kvs_cache *c, uint32_t s)
 {
 	lease *l = cache_lease(c, s);
 	uint32_t n = l->n;
 
 	for (uint32_t i = 0; i < n; i++)
-		cache_unpin(c, l->recs[i]);
+		cache_lease_unpin(c, l, i);
 	c->pins -= n;
 	l->owner->pins -= n;
 	cache_lease_free(c, s);
@@ -169,14 +181,17 @@ uint32_t cache_end_write(kvs_cache *c, uint32_t s, int commit)
 	uint32_t n = l->n;
 
 	if (commit) {
-		for (uint32_t i = 0; i < n; i++)
+		for (uint32_t i = 0; i < n; i++) {
+			cache_pinslab_drop(c, l->owner, l->recs[i], l->held[i]);
 			commit_one(c, l->recs[i]);
+		}
 		c->stats->blocks_committed += n;
 	} else {
 		/* Children were reserved after their parents: free in reverse. */
 		for (uint32_t i = n; i-- > 0;) {
 			uint32_t idx = l->recs[i];
 
+			cache_pinslab_drop(c, l->owner, idx, l->held[i]);
 			cache_ns(c, cache_rec(c, idx)->ns)->info.writing--;
 			cache_free_slot(c, idx);
 			/* A ghost being rewritten: its children outside

@@ -57,6 +57,12 @@ typedef struct kvs_cache_config {
 	 * domain's allocator (each takes a slot class, of 256 shared by the
 	 * domain); 0: no limit. */
 	uint32_t max_sizes_per_uid;
+	/* The share (percent) of its domain's host arena that the slabs one
+	 * peer uid's leases hold blocks in may take: a lookup hit, or a
+	 * reserve's new block, that would hold one slab more past it is cut
+	 * (the chain ends there, leases.refused_slabs); operators are not
+	 * budgeted (kvs_cache_owner_set_operator); 0: no limit. */
+	uint32_t max_pinned_share_per_uid;
 } kvs_cache_config;
 
 /* A namespace as kvs_cache_ns_foreach() shows it. */
@@ -144,6 +150,10 @@ int kvs_cache_verify(kvs_cache *c, kvs_owner *o, uint32_t ns,
 /* kvs_cache_owner_set_uid - the peer's uid (SO_PEERCRED), which picks
  * @o's trust domain when the cache has per-uid domains; before attach. */
 void kvs_cache_owner_set_uid(kvs_owner *o, uint32_t uid);
+/* kvs_cache_owner_set_operator - @o's peer is an operator (the daemon's
+ * uid, root, --admin-uid): its leases are not budgeted in slabs
+ * (max_pinned_share_per_uid); before its first lease. */
+void kvs_cache_owner_set_operator(kvs_owner *o, int op);
 /* kvs_cache_owner_ns - the namespace @o attached to, 0 before attach. */
 uint32_t kvs_cache_owner_ns(const kvs_owner *o);
 

@@ -88,6 +88,12 @@ const struct setting config_settings[] = {
 	  FIELD(uint32_t, max_leases), .min = 1, .def = "4096",
 	  .why = "must be a number >= 1",
 	  .help = "leases one connection may hold (default {})" },
+	{ .name = "max-pinned-share-per-uid", .arg = "PERCENT", .type = T_U32,
+	  FIELD(uint32_t, max_pinned_share_per_uid), .max = 100, .def = "50",
+	  .why = "must be a percentage from 0 (no limit) to 100",
+	  .help = "share of the host arena that the slabs one\n"
+		  "worker uid's leases hold blocks in may take; a\n"
+		  "block past it is a miss (default {}; 0: none)" },
 	{ .name = "max-pinned-blocks", .arg = "N", .type = T_U32,
 	  FIELD(uint32_t, max_pinned_blocks), .min = 1, .def = "65536",
 	  .why = "must be a number >= 1",

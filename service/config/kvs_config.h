@@ -36,6 +36,7 @@ typedef struct kvs_config {
 	uint32_t max_clients_per_uid; /* 0: auto (see --help) */
 	uint32_t max_ns_per_uid; /* namespaces one uid may create */
 	uint32_t max_sizes_per_uid; /* block sizes one uid's namespaces may have */
+	uint32_t max_pinned_share_per_uid; /* % of an arena a uid's pinned slabs take */
 	uint32_t max_leases;    /* per client */
 	uint32_t max_pinned_blocks; /* per client: pins of all its leases */
 	uint64_t max_outbuf;    /* per-client reply backlog before disconnect */

@@ -291,6 +291,11 @@ static int peer_operator(const conn *c)
 	return 0;
 }
 
+int command_operator(const conn *c)
+{
+	return peer_operator(c);
+}
+
 /* The namespaces @c's peer may see and touch: an operator's are all, and
  * so are a worker's while every uid shares one arena (one trust domain);
  * under --tenant-arenas uid a worker's are its uid's. */

@@ -518,6 +518,7 @@ conn *conn_open(kvs_server *s, int fd, int refuse, uint32_t uid)
 	if (c->owner) {
 		kvs_cache_owner_set_done(c->owner, command_lookup_done, c);
 		kvs_cache_owner_set_uid(c->owner, uid);
+		kvs_cache_owner_set_operator(c->owner, command_operator(c));
 	}
 	c->out = evbuffer_new();
 	c->rev = event_new(s->base, fd, EV_READ | EV_PERSIST, on_read, c);

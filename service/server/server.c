@@ -501,7 +501,8 @@ int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 				.max_tenants = cfg->tenant_arenas ? cfg->max_tenants : 0,
 				.tenant_bytes = kvs_config_tenant_bytes(cfg),
 				.max_ns_per_uid = cfg->max_ns_per_uid,
-				.max_sizes_per_uid = cfg->max_sizes_per_uid };
+				.max_sizes_per_uid = cfg->max_sizes_per_uid,
+				.max_pinned_share_per_uid = cfg->max_pinned_share_per_uid };
 	kvs_admin_config ac = { .max_pinned_share = cfg->max_pinned_share,
 				.watch_buffer = cfg->watch_buffer };
 	kvs_server *s = calloc(1, sizeof(*s));

@@ -183,6 +183,9 @@ void server_conn_gone(kvs_server *s, uint32_t uid);
 void command_dispatch(conn *c, const kvs_wire_hdr *h, const uint8_t *p);
 /* command_flags - CMD_* of @opcode; 0 for an opcode the daemon does not serve. */
 unsigned command_flags(uint32_t opcode);
+/* command_operator - whether @c's peer is an operator (the daemon's uid,
+ * root, --admin-uid). */
+int command_operator(const conn *c);
 /* command_lookup_done - kvs_cache_done_fn of every connection's owner: a
  * deferred lookup is answered. */
 void command_lookup_done(void *arg, int rc, uint64_t lease, const kvs_block *out);

@@ -104,6 +104,17 @@ uint64_t kvs_slab_class_bytes(const kvs_slab *s, uint32_t class_id);
 /* kvs_slab_class_slabs - number of slabs a class owns now. */
 uint32_t kvs_slab_class_slabs(const kvs_slab *s, uint32_t class_id);
 
+/*
+ * kvs_slab_of - the slab that holds the allocated slot at @offset: its id
+ * (a small integer, stable while any of its slots is allocated; a slab cut
+ * later may reuse it) and its length in pages (*npages, may be NULL).
+ * Returns KVS_NONE (UINT32_MAX) when no slab holds @offset. O(1).
+ */
+uint32_t kvs_slab_of(const kvs_slab *s, uint64_t offset, uint32_t *npages);
+
+/* kvs_slab_pages - the arena's pages (what kvs_slab_of's lengths add to). */
+uint32_t kvs_slab_pages(const kvs_slab *s);
+
 /* kvs_slab_stats_get - fill the allocator's counters. */
 void kvs_slab_stats_get(const kvs_slab *s, kvs_slab_stats *out);
 

@@ -539,6 +539,25 @@ uint32_t kvs_slab_class_slabs(const kvs_slab *s, uint32_t class_id)
 	return class_id < s->nclasses ? s->cls[class_id].nslabs : 0;
 }
 
+uint32_t kvs_slab_of(const kvs_slab *s, uint64_t offset, uint32_t *npages)
+{
+	uint32_t id;
+
+	if (offset >= page_off(s, s->pages))
+		return KVS_NONE;
+	id = s->page_map[offset >> s->shift];
+	if (id & PAGE_FREE)
+		return KVS_NONE;
+	if (npages)
+		*npages = slab_at(s, id)->npages;
+	return id;
+}
+
+uint32_t kvs_slab_pages(const kvs_slab *s)
+{
+	return s->pages;
+}
+
 void kvs_slab_stats_get(const kvs_slab *s, kvs_slab_stats *out)
 {
 	memset(out, 0, sizeof(*out));

@@ -20,6 +20,7 @@
 
 static kvs_counters stats;
 static const char *policy = "leaf-lru";
+static uint32_t pinned_share; /* mk_cache's --max-pinned-share-per-uid */
 
 /* A layout whose block is exactly `kib` KiB: 1 layer, 1 head, fp16,
  * 16 tokens, head_dim chosen to fit. */
@@ -46,7 +47,8 @@ static kvs_ns_desc desc_of(const kvs_layout *l)
 static kvs_cache *mk_cache(uint64_t bytes, uint32_t max_leases)
 {
 	kvs_cache_config cfg = { .host_bytes = bytes, .page_bytes = PAGE,
-				 .policy = policy, .max_leases = max_leases };
+				 .policy = policy, .max_leases = max_leases,
+				 .max_pinned_share_per_uid = pinned_share };
 	kvs_cache *c = NULL;
 
 	memset(&stats, 0, sizeof(stats));
@@ -236,6 +238,61 @@ static void test_leaf_first_lru(void)
 	kvs_cache_destroy(c);
 }
 
+/* What a worker uid's leases hold is budgeted in slabs (a slab is one block
+ * here): with a share of 50% of 8 slabs, its reserve gets 4 slots and its
+ * lookups pin 4 slabs, on any number of connections; another uid has a
+ * share of its own; an operator is not budgeted. */
+static void test_pinned_share(void)
+{
+	kvs_layout l = layout("m", NULL, 64);
+	kvs_owner *w, *w2, *x, *op;
+	kvs_block bl[64];
+	uint64_t lw, lr, lx;
+	kvs_cache *c;
+	chain a;
+
+	pinned_share = 50;
+	c = mk_cache(8 * PAGE, 64);
+	pinned_share = 0;
+	w = attach(c, &l);
+	w2 = attach(c, &l);
+	x = attach(c, &l);
+	op = attach(c, &l);
+	kvs_cache_owner_set_uid(w, 1000);
+	kvs_cache_owner_set_uid(w2, 1000);
+	kvs_cache_owner_set_uid(x, 1001);
+	kvs_cache_owner_set_uid(op, 0);
+	kvs_cache_owner_set_operator(op, 1);
+	mk_chain(&a, &l, 1, 8);
+	CHECK_EQ(kvs_cache_reserve(c, w, H(&a, 0), 8, &lw, bl), 4);
+	CHECK_EQ(bl[4].status, KVS_BLOCK_FULL);
+	CHECK_EQ(stats.leases_refused_slabs, 1);
+	CHECK(kvs_cache_check(c) == 0);
+	CHECK_EQ(kvs_cache_commit(c, w, lw), 4);
+	CHECK_EQ(kvs_cache_reserve(c, op, H(&a, 0), 8, &lw, bl), 4);
+	CHECK_EQ(kvs_cache_commit(c, op, lw), 4);
+	CHECK_EQ(kvs_cache_lookup(c, w, H(&a, 0), 8, &lr, bl), 4);
+	CHECK_EQ(stats.leases_refused_slabs, 2);
+	CHECK_EQ(hits(c, w2, &a, 0, 4), 4); /* the slabs uid 1000 holds */
+	CHECK_EQ(kvs_cache_lookup(c, x, H(&a, 0), 8, &lx, bl), 4);
+	CHECK_EQ(stats.leases_refused_slabs, 3);
+	CHECK_EQ(hits(c, op, &a, 0, 8), 8);
+	kvs_cache_stats_fill(c);
+	CHECK_EQ(stats.leases_pinned_slab_bytes, 8 * PAGE);
+	CHECK(kvs_cache_check(c) == 0);
+	CHECK(kvs_cache_release(c, w, lr) >= 0);
+	CHECK(kvs_cache_release(c, x, lx) >= 0);
+	kvs_cache_stats_fill(c);
+	CHECK_EQ(stats.leases_pinned_slab_bytes, 0);
+	CHECK_EQ(hits(c, w, &a, 0, 8), 4); /* its share: half the slabs */
+	CHECK(kvs_cache_check(c) == 0);
+	kvs_cache_owner_free(c, w);
+	kvs_cache_owner_free(c, w2);
+	kvs_cache_owner_free(c, x);
+	kvs_cache_owner_free(c, op);
+	kvs_cache_destroy(c);
+}
+
 static void test_pins_and_full(void)
 {
 	kvs_cache *c = mk_cache(8 * PAGE, 64);
@@ -392,8 +449,13 @@ static void test_random(unsigned seed)
 	base = mmap(NULL, kvs_cache_arena_bytes(c), PROT_READ | PROT_WRITE,
 		    MAP_SHARED, kvs_cache_arena_fd(c), 0);
 	CHECK(base != MAP_FAILED);
-	for (int i = 0; i < OWNERS; i++)
+	/* Three uids; with a pinned share, each holds at most its share of
+	 * the 40 one-block slabs (kvs_cache_check counts them). */
+	for (int i = 0; i < OWNERS; i++) {
 		o[i] = attach(c, &l);
+		kvs_cache_owner_set_uid(o[i], (uint32_t)i % 3);
+	}
+	kvs_cache_owner_set_operator(o[OWNERS - 1], 1); /* not budgeted */
 	/* Chains 0-5 share their first blocks in pairs (as prompts share a
 	 * system prompt); lengths up to 20 blocks. */
 	for (int i = 0; i < CHAINS; i++)
@@ -434,6 +496,8 @@ static void test_random(unsigned seed)
 		} else if (op == 9 && rand() % 20 == 0) {
 			kvs_cache_owner_free(c, o[w]); /* a crash */
 			o[w] = attach(c, &l);
+			kvs_cache_owner_set_uid(o[w], (uint32_t)w % 3);
+			kvs_cache_owner_set_operator(o[w], w == OWNERS - 1);
 			nheld[w] = 0;
 		}
 		if (s % 64 == 0 && kvs_cache_check(c) != 0) {
@@ -444,15 +508,19 @@ static void test_random(unsigned seed)
 	CHECK(kvs_cache_check(c) == 0);
 	CHECK_EQ(bad, 0);
 	CHECK(stats.blocks_evicted > 0);
-	printf("test_cache: random run (%s): %lld lookups hit %lld blocks, %lld evictions, "
+	printf("test_cache: random run (%s, pinned share %u%%): %lld lookups hit "
+	       "%lld blocks (%lld cut at a uid's slabs), %lld evictions, "
 	       "%llu words verified, %llu wrong\n",
-	       policy, (long long)lookups, (long long)stats.blocks_lookup_hit,
+	       policy, pinned_share, (long long)lookups,
+	       (long long)stats.blocks_lookup_hit,
+	       (long long)stats.leases_refused_slabs,
 	       (long long)stats.blocks_evicted, (unsigned long long)verified,
 	       (unsigned long long)bad);
 	for (int i = 0; i < OWNERS; i++)
 		kvs_cache_owner_free(c, o[i]);
 	kvs_cache_stats_fill(c);
 	CHECK_EQ(stats.leases_pinned_blocks, 0);
+	CHECK_EQ(stats.leases_pinned_slab_bytes, 0);
 	CHECK_EQ(stats.tier_host_blocks_writing, 0);
 	munmap(base, kvs_cache_arena_bytes(c));
 	kvs_cache_destroy(c);
@@ -669,9 +737,13 @@ int main(void)
 	test_isolation_and_layouts();
 	test_leaf_first_lru();
 	test_pins_and_full();
+	test_pinned_share();
 	test_abort_busy_and_limits();
 	test_pin_limit();
 	test_random(seed);
+	pinned_share = 25;
+	test_random(seed + 4);
+	pinned_share = 0;
 	test_flat_lru_ghosts();
 	test_gpu_random(seed);
 	policy = "leaf-2q";

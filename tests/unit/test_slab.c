@@ -194,6 +194,35 @@ static void test_class_put(void)
 	kvs_slab_destroy(s);
 }
 
+/* kvs_slab_of: a slot's slab, the same for every slot of it, gone once
+ * the slab's last slot is freed. 62 KiB on 64 KiB pages: 31 pages, 32
+ * slots, no tail. */
+static void test_slab_of(void)
+{
+	uint64_t off[33];
+	uint32_t a, id0, id, np = 0;
+	kvs_slab *s;
+
+	printf("slab_of: the slab of a slot and its length\n");
+	CHECK(kvs_slab_create(64 * MiB, 65536, &s) == 0, "create");
+	CHECK(kvs_slab_pages(s) == 1024, "1024 pages");
+	CHECK(kvs_slab_class(s, 62 * KiB, &a) == 0, "class");
+	for (int i = 0; i < 33; i++)
+		CHECK(kvs_slab_alloc(s, a, &off[i]) == 0, "alloc %d", i);
+	id0 = kvs_slab_of(s, off[0], &np);
+	CHECK(id0 != UINT32_MAX && np == 31, "slab of slot 0 (%u pages)", np);
+	for (int i = 1; i < 32; i++)
+		CHECK(kvs_slab_of(s, off[i], NULL) == id0, "slot %d in slab 0", i);
+	id = kvs_slab_of(s, off[32], &np);
+	CHECK(id != id0 && id != UINT32_MAX && np == 31, "slot 32: a second slab");
+	CHECK(kvs_slab_of(s, 64 * MiB, NULL) == UINT32_MAX, "past the arena");
+	CHECK(kvs_slab_of(s, off[32] + 31 * 65536, NULL) == UINT32_MAX,
+	      "a free page");
+	CHECK(kvs_slab_free(s, off[32]) == 0, "free the second's slot");
+	CHECK(kvs_slab_of(s, off[32], NULL) == UINT32_MAX, "its slab is gone");
+	kvs_slab_destroy(s);
+}
+
 /*
  * One class on a small arena: fill to -ENOSPC with a real byte map, then
  * errors on free leave everything as it was, then the pages come back.
@@ -617,6 +646,7 @@ int main(void)
 	test_create();
 	test_classes();
 	test_class_put();
+	test_slab_of();
 	test_fill_one(4 * MiB, 4096, 4096);
 	test_fill_one(4 * MiB, 4096, 100);
 	test_fill_one(16 * MiB + 12345, 65536, 40 * KiB);
