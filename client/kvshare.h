@@ -307,6 +307,14 @@ size_t kvs_hash_chain(kvs_hash seed, uint32_t block_tokens,
 kvs_hash kvs_hash_key(kvs_hash seed, const void *key, size_t len);
 
 /*
+ * kvs_hash_format - 32 lower-case hex digits (hi then lo) and a NUL.
+ * kvs_hash_parse - the reverse; 32 hex digits exactly. Errors: -EINVAL.
+ * Thread: any.
+ */
+void kvs_hash_format(kvs_hash h, char out[33]);
+int kvs_hash_parse(const char *s, kvs_hash *out);
+
+/*
  * kvs_lookup - find the longest cached prefix of a hash chain and pin it.
  * @hashes, @n: the chain, from block 0 (n <= KVS_MAX_HASHES). A hash names
  *          its whole prefix, so a reader that has copied blocks 0..k-1
