@@ -185,7 +185,9 @@ uint32_t kvs_cache_find(const kvs_cache *c, uint32_t ns_id, kvs_hash h)
 uint32_t kvs_cache_prefix(kvs_cache *c, const kvs_ns_desc *d,
 			  const kvs_hash *hashes, uint32_t n, uint32_t *tiers)
 {
-	uint32_t id = cache_ns_find(c, 0, d), hits;
+	/* Per-uid domains: every namespace is a tenant's, domain 0 the
+	 * first tenant's, and none is answered to a peer of no uid. */
+	uint32_t id = c->by_uid ? 0 : cache_ns_find(c, 0, d), hits;
 
 	memset(tiers, 0, (KVS_TIER_REMOTE + 1) * sizeof(*tiers));
 	c->stats->blocks_query_asked += n;

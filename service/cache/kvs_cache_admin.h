@@ -98,9 +98,8 @@ void kvs_cache_count_miss(kvs_cache *c, uint32_t ns_id, uint64_t n);
 
 /*
  * kvs_cache_prefix - how many leading blocks of @hashes[0..n) namespace @d
- * of the shared domain (domain 0: a tenant's namespaces under
- * --tenant-arenas are never answered) holds, a lookup of those hashes
- * only: tiers[t] counts the blocks of that prefix in tier t (kvs_tier,
+ * of the shared domain holds (0 with per-uid domains, --tenant-arenas:
+ * every namespace is then a tenant's), a lookup of those hashes only: tiers[t] counts the blocks of that prefix in tier t (kvs_tier,
  * KVS_TIER_REMOTE + 1 entries; a store tier's only while it can read them
  * back). Pins, promotes and moves nothing; an unknown namespace is 0.
  * Counted in blocks.query_asked.

@@ -17,6 +17,9 @@
  *           a bad hash, no chain, a huge Content-Length (413), no
  *           Content-Length (411), GET (405): each a 4xx with a JSON error,
  *           and the daemon goes on serving queries and workers.
+ *  tenants: with --tenant-arenas uid every namespace is a tenant's: a
+ *           published chain answers 0 tokens (the first tenant's domain is
+ *           domain 0, which a shared daemon answers from).
  */
 #include "harness.h"
 #include "harness_client.h"
@@ -349,6 +352,31 @@ static void bad_part(kvs_client *w, const kvs_layout *l)
 	CHECK(th_round_trip(w, l, 99, 2));
 }
 
+static void tenants_part(void)
+{
+	static th_daemon t;
+	kvs_layout l = th_layout("prefix-model", BT);
+	uint32_t tok[LEN * BT];
+	kvs_hash h[LEN];
+	kvs_client *w;
+	char *b;
+	int main_port = port;
+
+	th_daemon_up(&t, TH_ARGS("--host-size", "16M", "--tenant-arenas", "uid",
+				 "--metrics-addr", "127.0.0.1:0"));
+	port = (int)th_stat_get(&t, "server.metrics_port");
+	w = th_connect(&t, &l);
+	th_tokens(tok, LEN * BT, 77);
+	CHECK_RC(kvs_hash_tokens(w, tok, LEN * BT, h, LEN), LEN);
+	CHECK_RC(th_publish(w, h, LEN, NULL), LEN);
+	CHECK_RC(kvs_query(w, h, LEN, 0), LEN); /* the tenant's own count */
+	b = tokens_body("prefix-model", BT, tok, LEN * BT, "");
+	CHECK_EQ(query(b).tokens, 0);
+	free(b);
+	kvs_close(w);
+	port = main_port;
+}
+
 int main(void)
 {
 	static const char *args[] = { "--host-size", "2M", "--page-size", "64K",
@@ -386,5 +414,6 @@ int main(void)
 	ssd_part(w, &l, tok, h);
 	bad_part(w, &l);
 	kvs_close(w);
+	tenants_part();
 	return th_finish();
 }
