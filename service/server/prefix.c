@@ -214,6 +214,7 @@ static void answer(kvs_server *s, const prefix_req *rq, FILE *f)
 
 static int prefix_post(void *arg, const char *body, size_t len, FILE *f)
 {
+	kvs_server *s = arg;
 	prefix_req rq = { .l = { .model = NULL } };
 	json_error_t jerr;
 	json_t *o;
@@ -225,14 +226,20 @@ static int prefix_post(void *arg, const char *body, size_t len, FILE *f)
 
 		snprintf(msg, sizeof(msg), "the body is not JSON: %s (line %d, "
 			 "column %d)", jerr.text, jerr.line, jerr.column);
+		s->stats.server_prefix_bad++;
 		return fail(f, msg);
 	}
 	err = parse(o, &rq);
 	if (!err)
-		answer(arg, &rq, f);
+		answer(s, &rq, f);
 	json_decref(o); /* after answer(): the layout's strings are o's */
 	free(rq.h);
-	return err ? fail(f, err) : 200;
+	if (err) {
+		s->stats.server_prefix_bad++;
+		return fail(f, err);
+	}
+	s->stats.server_prefix_queries++;
+	return 200;
 }
 
 void server_prefix_serve(kvs_server *s)

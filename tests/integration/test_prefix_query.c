@@ -326,6 +326,7 @@ static void bad_part(kvs_client *w, const kvs_layout *l)
 				   "Content-Length: 2097152\r\n\r\n";
 	static const char nolen[] = "POST /v1/prefix HTTP/1.1\r\nHost: x\r\n\r\n{}";
 	uint32_t *many = calloc(262145, sizeof(*many));
+	int64_t bad0 = th_stat_get(&d, "server.prefix_bad");
 	char *b;
 
 	for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
@@ -345,6 +346,7 @@ static void bad_part(kvs_client *w, const kvs_layout *l)
 	CHECK_EQ(http(nolen, NULL, 0), 411);
 	CHECK_EQ(http(get, NULL, 0), 405);
 	CHECK(strstr(body_of(), "{\"error\":") == body_of());
+	CHECK_EQ(th_stat_get(&d, "server.prefix_bad"), bad0 + 11);
 	/* Still serving: a query, a scrape, a worker. */
 	CHECK_EQ(post("{\"model\":\"m\",\"layers\":2,\"kv_heads\":2,\"head_dim\":64,"
 		      "\"block_tokens\":16,\"token_ids\":[]}"), 200);
@@ -410,6 +412,7 @@ int main(void)
 	asked = th_stat_get(&d, "blocks.query_asked");
 	host_part(w, tok, h);
 	CHECK_GT(th_stat_get(&d, "blocks.query_asked"), asked);
+	CHECK_EQ(th_stat_get(&d, "server.prefix_queries"), 3); /* kvsctl's are INSPECTs */
 	unknown_part(tok);
 	ssd_part(w, &l, tok, h);
 	bad_part(w, &l);
