@@ -203,7 +203,8 @@ static void start_post(mconn *mc, struct evbuffer *in)
 	free(h);
 	if (cl < 0) {
 		reply_json_error(mc, "411 Length Required",
-				 "a POST needs a Content-Length (no chunked body)");
+				 "a POST needs a Content-Length, a decimal number "
+				 "(a chunked body is not read)");
 		return;
 	}
 	if (cl > KVS_METRICS_BODY_MAX) {
