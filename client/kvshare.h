@@ -344,7 +344,8 @@ int kvs_lookup(kvs_client *c, const kvs_hash *hashes, size_t n,
 
 /*
  * kvs_query - how many leading blocks of a hash chain are cached, without
- * pinning or moving any: the question a scheduler asks on every step.
+ * pinning or moving any: the question a scheduler asks on every step (a
+ * router outside the workers asks POST /v1/prefix: docs/routers.md).
  * @hashes, @n: the chain, from block 0 (n <= KVS_MAX_HASHES).
  * @flags: 0: the daemon's own tiers only (host, GPU for a client that maps
  *          it, SSD), answered at once; KVS_QUERY_REMOTE: also how far the
