@@ -17,6 +17,9 @@
  *           a bad hash, no chain, a huge Content-Length (413), no
  *           Content-Length (411), GET (405): each a 4xx with a JSON error,
  *           and the daemon goes on serving queries and workers.
+ *  gpu:     a daemon with the GPU tier on its CPU twin (KVS_GPU_FAKE=1):
+ *           a chain a GPU client published answers gpu 8, from the
+ *           endpoint and from kvsctl.
  *  tenants: with --tenant-arenas uid every namespace is a tenant's: a
  *           published chain answers 0 tokens (the first tenant's domain is
  *           domain 0, which a shared daemon answers from).
@@ -149,15 +152,15 @@ static char *tokens_body(const char *model, int bt, const uint32_t *tok,
 	return b;
 }
 
-/* kvsctl prefix --json with @args: its counts. */
-static counts kvsctl(const char *args)
+/* kvsctl prefix --json with @args, of the daemon on @sock: its counts. */
+static counts kvsctl(const char *sock, const char *args)
 {
 	char cmd[1024], out[512] = "";
 	counts c = { 0 };
 	FILE *p;
 
 	snprintf(cmd, sizeof(cmd), "%s --socket %s prefix --json %s",
-		 getenv("KVSCTL"), d.socket, args);
+		 getenv("KVSCTL"), sock, args);
 	p = popen(cmd, "r");
 	if (!CHECK(p != NULL))
 		return c;
@@ -231,11 +234,11 @@ static void host_part(kvs_client *w, const uint32_t *tok, const kvs_hash *h)
 
 	/* kvsctl: from the tokens and from the hashes. */
 	snprintf(args, sizeof(args), "--tokens %s " CTL_LAYOUT, tokfile);
-	k = kvsctl(args);
+	k = kvsctl(d.socket, args);
 	same(k, c);
 	CHECK_EQ(k.bt, BT);
 	snprintf(args, sizeof(args), "--hashes %s", hashfile);
-	k = kvsctl(args);
+	k = kvsctl(d.socket, args);
 	same(k, c);
 	CHECK_EQ(k.bt, BT); /* the namespace's, found by kvsctl */
 
@@ -294,7 +297,7 @@ static void ssd_part(kvs_client *w, const kvs_layout *l, const uint32_t *tok,
 	CHECK_EQ(c.host + c.ssd, c.blocks);
 	CHECK_EQ(c.tokens, c.blocks * BT);
 	snprintf(args, sizeof(args), "--tokens %s " CTL_LAYOUT, tokfile);
-	same(kvsctl(args), c);
+	same(kvsctl(d.socket, args), c);
 	CHECK_RC(kvs_query(w, h, LEN, 0), c.blocks);
 	CHECK_RC(th_probe(w, h, LEN), c.blocks);
 }
@@ -352,6 +355,45 @@ static void bad_part(kvs_client *w, const kvs_layout *l)
 		      "\"block_tokens\":16,\"token_ids\":[]}"), 200);
 	CHECK_EQ(http("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", NULL, 0), 200);
 	CHECK(th_round_trip(w, l, 99, 2));
+}
+
+static void gpu_part(void)
+{
+	static th_daemon g;
+	kvs_layout l = th_layout("prefix-model", BT);
+	uint32_t tok[LEN * BT];
+	kvs_block blk[LEN];
+	kvs_lease lease = 0;
+	kvs_hash h[LEN];
+	kvs_client *c = NULL;
+	char *b, args[600];
+	int main_port = port, rc;
+	counts q;
+
+	setenv("KVS_GPU_FAKE", "1", 1);
+	th_daemon_up(&g, TH_ARGS("--gpu", "0", "--gpu-size", "3M", "--host-size",
+				 "16M", "--metrics-addr", "127.0.0.1:0"));
+	port = (int)th_stat_get(&g, "server.metrics_port");
+	rc = kvs_connect_flags(g.socket, &l, KVS_CONNECT_GPU, &c);
+	if (!CHECK_RC(rc, 0))
+		goto out;
+	th_tokens(tok, LEN * BT, 77);
+	CHECK_RC(kvs_hash_tokens(c, tok, LEN * BT, h, LEN), LEN);
+	/* The bytes do not matter to a query: reserve and commit. */
+	CHECK_RC(kvs_reserve(c, h, LEN, &lease, blk), LEN);
+	CHECK_EQ(blk[0].tier, KVS_TIER_GPU);
+	CHECK_RC(kvs_commit(c, lease), LEN);
+	b = tokens_body("prefix-model", BT, tok, LEN * BT, "");
+	q = query(b);
+	free(b);
+	CHECK_EQ(q.gpu, LEN);
+	CHECK_EQ(q.tokens, LEN * BT);
+	snprintf(args, sizeof(args), "--tokens %s " CTL_LAYOUT, tokfile);
+	same(kvsctl(g.socket, args), q);
+	kvs_close(c);
+out:
+	unsetenv("KVS_GPU_FAKE");
+	port = main_port;
 }
 
 static void tenants_part(void)
@@ -417,6 +459,7 @@ int main(void)
 	ssd_part(w, &l, tok, h);
 	bad_part(w, &l);
 	kvs_close(w);
+	gpu_part();
 	tenants_part();
 	return th_finish();
 }
