@@ -1,4 +1,6 @@
 /* hash.c - chained block hashes (see kvshare.h). */
+#include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #define XXH_INLINE_ALL
@@ -120,4 +122,35 @@ uint64_t kvs_layout_block_bytes(const kvs_layout *l)
 			       l->head_dim, l->dtype) < 0)
 		return 0;
 	return f.total;
+}
+
+void kvs_hash_format(kvs_hash h, char out[33])
+{
+	snprintf(out, 33, "%016llx%016llx", (unsigned long long)h.hi,
+		 (unsigned long long)h.lo);
+}
+
+int kvs_hash_parse(const char *s, kvs_hash *out)
+{
+	uint64_t v[2] = { 0, 0 };
+
+	if (!s || !out || strlen(s) != 32)
+		return -EINVAL;
+	for (int i = 0; i < 32; i++) {
+		int d;
+		char ch = s[i];
+
+		if (ch >= '0' && ch <= '9')
+			d = ch - '0';
+		else if (ch >= 'a' && ch <= 'f')
+			d = ch - 'a' + 10;
+		else if (ch >= 'A' && ch <= 'F')
+			d = ch - 'A' + 10;
+		else
+			return -EINVAL;
+		v[i / 16] = v[i / 16] << 4 | (uint64_t)d;
+	}
+	out->hi = v[0];
+	out->lo = v[1];
+	return 0;
 }

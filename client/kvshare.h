@@ -307,6 +307,14 @@ size_t kvs_hash_chain(kvs_hash seed, uint32_t block_tokens,
 kvs_hash kvs_hash_key(kvs_hash seed, const void *key, size_t len);
 
 /*
+ * kvs_hash_format - 32 lower-case hex digits (hi then lo) and a NUL.
+ * kvs_hash_parse - the reverse; 32 hex digits exactly. Errors: -EINVAL.
+ * Thread: any.
+ */
+void kvs_hash_format(kvs_hash h, char out[33]);
+int kvs_hash_parse(const char *s, kvs_hash *out);
+
+/*
  * kvs_lookup - find the longest cached prefix of a hash chain and pin it.
  * @hashes, @n: the chain, from block 0 (n <= KVS_MAX_HASHES). A hash names
  *          its whole prefix, so a reader that has copied blocks 0..k-1
@@ -336,7 +344,8 @@ int kvs_lookup(kvs_client *c, const kvs_hash *hashes, size_t n,
 
 /*
  * kvs_query - how many leading blocks of a hash chain are cached, without
- * pinning or moving any: the question a scheduler asks on every step.
+ * pinning or moving any: the question a scheduler asks on every step (a
+ * router outside the workers asks POST /v1/prefix: docs/routers.md).
  * @hashes, @n: the chain, from block 0 (n <= KVS_MAX_HASHES).
  * @flags: 0: the daemon's own tiers only (host, GPU for a client that maps
  *          it, SSD), answered at once; KVS_QUERY_REMOTE: also how far the

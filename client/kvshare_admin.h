@@ -175,13 +175,7 @@ int kvs_evict(kvs_client *c, kvs_evict_scope scope, uint32_t ns,
 int kvs_pin(kvs_client *c, uint32_t ns, const kvs_hash *hashes, size_t n);
 int kvs_unpin(kvs_client *c, uint32_t ns, const kvs_hash *hashes, size_t n);
 
-/*
- * kvs_hash_format - 32 lower-case hex digits (hi then lo) and a NUL.
- * kvs_hash_parse - the reverse; 32 hex digits exactly. Errors: -EINVAL.
- * Thread: any.
- */
-void kvs_hash_format(kvs_hash h, char out[33]);
-int kvs_hash_parse(const char *s, kvs_hash *out);
+/* kvs_hash_format, kvs_hash_parse: kvshare.h. */
 
 #define KVS_VERIFY_FAILED_MAX 4096
 

@@ -22,6 +22,7 @@ PACKAGES=(
 	liburing-dev  # SSD tier (found now, used in a later stage)
 	liblmdb-dev   # SSD index (found now, used in a later stage)
 	libxxhash-dev # block hashes
+	libjansson-dev # the daemon's POST /v1/prefix (JSON bodies)
 	libssl-dev    # OpenSSL 3: TLS to the remote tier's cluster, the value MAC (HMAC-SHA-256)
 	python3       # tests parse JSON with it
 	python3-venv  # scripts/python_env.sh: the venv of the Python and vLLM tests

@@ -40,6 +40,8 @@
 	X(server, metrics_open, GAUGE, "/metrics connections open now")       \
 	X(server, metrics_refused, COUNTER, "/metrics connections closed at accept (--metrics-max-connections open)")\
 	X(server, metrics_timed_out, COUNTER, "/metrics connections closed by --metrics-timeout")\
+	X(server, prefix_queries, COUNTER, "POST /v1/prefix queries answered")\
+	X(server, prefix_bad, COUNTER, "POST /v1/prefix bodies refused as bad input (400)")\
 	X(clients, connected, GAUGE, "connections open now")                  \
 	X(clients, attached, GAUGE, "connections attached to a namespace")    \
 	X(clients, accepted, COUNTER, "connections accepted")                 \

@@ -183,6 +183,34 @@ uint32_t kvs_cache_find(const kvs_cache *c, uint32_t ns_id, kvs_hash h)
 	return KVS_NONE;
 }
 
+uint32_t kvs_cache_prefix(kvs_cache *c, const kvs_ns_desc *d,
+			  const kvs_hash *hashes, uint32_t n, uint32_t *tiers)
+{
+	/* Per-uid domains: every namespace is a tenant's, domain 0 the
+	 * first tenant's, and none is answered to a peer of no uid. */
+	uint32_t id = c->by_uid ? 0 : cache_ns_find(c, 0, d), hits;
+
+	memset(tiers, 0, (KVS_TIER_REMOTE + 1) * sizeof(*tiers));
+	c->stats->blocks_query_asked += n;
+	for (hits = 0; id && hits < n; hits++) {
+		uint32_t idx = cache_find(c, id, hashes[hits]);
+		const kvs_rec *r;
+
+		if (idx == KVS_NONE)
+			break;
+		r = cache_rec(c, idx);
+		if (r->ns != id || r->state != KVS_REC_READY ||
+		    r->tier > KVS_TIER_REMOTE)
+			break;
+		/* Neither RAM nor a slot tier: only if it can be read back. */
+		if (r->tier != KVS_TIER_HOST && !c->tpol[r->tier] &&
+		    !cache_store_of(c, idx))
+			break;
+		tiers[r->tier]++;
+	}
+	return hits;
+}
+
 const kvs_ns_info *kvs_cache_ns_at(const kvs_cache *c, uint32_t id)
 {
 	return id >= 1 && id <= c->nns && !c->nss[id - 1].gone ?

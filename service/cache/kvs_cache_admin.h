@@ -96,4 +96,15 @@ int kvs_cache_touch_rec(kvs_cache *c, uint32_t idx);
  * namespace's (saturating). */
 void kvs_cache_count_miss(kvs_cache *c, uint32_t ns_id, uint64_t n);
 
+/*
+ * kvs_cache_prefix - how many leading blocks of @hashes[0..n) namespace @d
+ * of the shared domain holds (0 with per-uid domains, --tenant-arenas:
+ * every namespace is then a tenant's), a lookup of those hashes only: tiers[t] counts the blocks of that prefix in tier t (kvs_tier,
+ * KVS_TIER_REMOTE + 1 entries; a store tier's only while it can read them
+ * back). Pins, promotes and moves nothing; an unknown namespace is 0.
+ * Counted in blocks.query_asked.
+ */
+uint32_t kvs_cache_prefix(kvs_cache *c, const kvs_ns_desc *d,
+			  const kvs_hash *hashes, uint32_t n, uint32_t *tiers);
+
 #endif /* KVS_CACHE_ADMIN_H */

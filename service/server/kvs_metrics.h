@@ -8,7 +8,11 @@
  * fd budget.
  *
  * The module knows HTTP only; what /metrics says comes from the render
- * callback (the server renders every counter from kvs_stats.h's one list).
+ * callback (the server renders every counter from kvs_stats.h's one list),
+ * and what a POST to the one path set with kvs_metrics_set_post() answers
+ * from its callback (the prefix query). A POST needs a Content-Length of
+ * at most KVS_METRICS_BODY_MAX (411 without one, 413 past it); its body
+ * must arrive within the connection's deadline.
  *
  * Thread: the loop thread.
  */
@@ -38,6 +42,19 @@ typedef void (*kvs_metrics_render_fn)(FILE *f, void *arg);
 int kvs_metrics_start(struct event_base *base, const char *addr,
 		      const kvs_metrics_limits *lim, kvs_metrics_render_fn fn,
 		      void *arg, kvs_metrics **out);
+
+/* A POST's body: at most this many bytes. */
+#define KVS_METRICS_BODY_MAX (1u << 20)
+
+/* Answers a POST: @body[0..len) (not NUL-terminated) in, the reply's JSON
+ * written into @f. Returns the HTTP status (200, 400, ...). */
+typedef int (*kvs_metrics_post_fn)(void *arg, const char *body, size_t len,
+				   FILE *f);
+
+/* kvs_metrics_set_post - serve POST @path (a string that outlives @m)
+ * from @fn(@arg). */
+void kvs_metrics_set_post(kvs_metrics *m, const char *path,
+			  kvs_metrics_post_fn fn, void *arg);
 
 /* kvs_metrics_port - the port actually bound (useful with port 0). */
 int kvs_metrics_port(const kvs_metrics *m);

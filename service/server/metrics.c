@@ -34,6 +34,9 @@ struct kvs_metrics {
 	struct evconnlistener *listener;
 	kvs_metrics_render_fn fn;
 	void *arg;
+	const char *post_path; /* the one POST served, NULL: none */
+	kvs_metrics_post_fn post;
+	void *post_arg;
 	int port;
 	uint32_t max_conns, nconns;
 	struct timeval timeout;
@@ -46,6 +49,7 @@ typedef struct mconn {
 	kvs_metrics *m;
 	struct bufferevent *bev;
 	struct event *deadline;
+	size_t body; /* a POST's Content-Length, once its headers are read */
 	struct mconn *prev, *next; /* m->conns */
 } mconn;
 
@@ -124,16 +128,121 @@ static void reply_text(mconn *mc, const char *status, const char *text)
 	reply(mc, status, "text/plain", text, strlen(text));
 }
 
-/* The request line "GET /metrics[?...] HTTP/1.x": the only one served. */
-static void serve(mconn *mc, const char *line)
+/* Whether the request line's URI @uri (@n bytes) is @path. */
+static int uri_is(const char *uri, size_t n, const char *path)
 {
-	const char *uri = line + 4;
+	return path && n == strlen(path) && memcmp(uri, path, n) == 0;
+}
+
+static void reply_json_error(mconn *mc, const char *status, const char *msg)
+{
+	char body[160];
+	int n = snprintf(body, sizeof(body), "{\"error\":\"%s\"}\n", msg);
+
+	reply(mc, status, "application/json", body, (size_t)n);
+}
+
+static const char *status_line(int code)
+{
+	switch (code) {
+	case 200: return "200 OK";
+	case 400: return "400 Bad Request";
+	case 413: return "413 Content Too Large";
+	default: return "500 Internal Server Error";
+	}
+}
+
+/* A POST's body is all in: answer it from the callback. */
+static void serve_post(mconn *mc)
+{
+	struct evbuffer *in = bufferevent_get_input(mc->bev);
+	const char *body = (const char *)evbuffer_pullup(in, (ssize_t)mc->body);
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f;
+	int code;
+
+	f = open_memstream(&text, &len);
+	if (!f || (!body && mc->body)) {
+		if (f)
+			fclose(f);
+		free(text);
+		reply_json_error(mc, "500 Internal Server Error", "out of memory");
+		return;
+	}
+	code = mc->m->post(mc->m->post_arg, body ? body : "", mc->body, f);
+	fclose(f);
+	reply(mc, status_line(code), "application/json", text, len);
+	free(text);
+}
+
+/* The headers of a POST to the served path: its Content-Length (411
+ * without one, 413 past KVS_METRICS_BODY_MAX), then wait for the body;
+ * "Expect: 100-continue" (curl's, for bodies over 1 KiB) is answered. */
+static void start_post(mconn *mc, struct evbuffer *in)
+{
+	long long cl = -1;
+	int expect = 0;
+	char *h, *end;
+
+	while ((h = evbuffer_readln(in, NULL, EVBUFFER_EOL_CRLF)) && *h) {
+		if (strncasecmp(h, "Content-Length:", 15) == 0) {
+			const char *v = h + 15 + strspn(h + 15, " \t");
+
+			errno = 0;
+			cl = strtoll(v, &end, 10);
+			if (*v < '0' || *v > '9' || *end || errno)
+				cl = -2;
+		} else if (strncasecmp(h, "Transfer-Encoding:", 18) == 0) {
+			cl = -2;
+		} else if (strncasecmp(h, "Expect:", 7) == 0) {
+			expect = strcasestr(h + 7, "100-continue") != NULL;
+		}
+		free(h);
+	}
+	free(h);
+	if (cl < 0) {
+		reply_json_error(mc, "411 Length Required",
+				 "a POST needs a Content-Length, a decimal number "
+				 "(a chunked body is not read)");
+		return;
+	}
+	if (cl > KVS_METRICS_BODY_MAX) {
+		reply_json_error(mc, "413 Content Too Large",
+				 "the body is over 1 MiB");
+		return;
+	}
+	mc->body = (size_t)cl;
+	if (expect && evbuffer_get_length(in) < mc->body)
+		evbuffer_add_printf(bufferevent_get_output(mc->bev),
+				    "HTTP/1.1 100 Continue\r\n\r\n");
+	/* The input buffer now stops at the body's end. */
+	bufferevent_setwatermark(mc->bev, EV_READ, 0, mc->body ? mc->body : 1);
+	if (evbuffer_get_length(in) >= mc->body)
+		serve_post(mc);
+}
+
+/* The request line: "GET /metrics[?...] HTTP/1.x", or a POST to the path
+ * set with kvs_metrics_set_post(). */
+static void serve(mconn *mc, const char *line, struct evbuffer *in)
+{
+	int get = strncmp(line, "GET ", 4) == 0;
+	int post = strncmp(line, "POST ", 5) == 0;
+	const char *uri = line + (post ? 5 : 4);
 	size_t n = strcspn(uri, " ");
 	char *text = NULL;
 	size_t len = 0;
 	FILE *f;
 
-	if (strncmp(line, "GET ", 4) != 0) {
+	if (mc->m->post && uri_is(uri, n, mc->m->post_path)) {
+		if (post)
+			start_post(mc, in);
+		else
+			reply_json_error(mc, "405 Method Not Allowed",
+					 "only POST is served here");
+		return;
+	}
+	if (!get) {
 		reply_text(mc, "405 Method Not Allowed", "only GET /metrics is served\n");
 		return;
 	}
@@ -157,9 +266,15 @@ static void on_read(struct bufferevent *bev, void *arg)
 {
 	mconn *mc = arg;
 	struct evbuffer *in = bufferevent_get_input(bev);
-	struct evbuffer_ptr end = evbuffer_search(in, "\r\n\r\n", 4, NULL);
+	struct evbuffer_ptr end;
 	char *line;
 
+	if (mc->body) { /* a POST's headers are read: its body */
+		if (evbuffer_get_length(in) >= mc->body)
+			serve_post(mc);
+		return;
+	}
+	end = evbuffer_search(in, "\r\n\r\n", 4, NULL);
 	if (end.pos < 0) {
 		if (evbuffer_get_length(in) >= MAX_HEADER_BYTES)
 			reply_text(mc, "431 Request Header Fields Too Large",
@@ -171,7 +286,7 @@ static void on_read(struct bufferevent *bev, void *arg)
 		reply_text(mc, "500 Internal Server Error", "out of memory\n");
 		return;
 	}
-	serve(mc, line);
+	serve(mc, line, in);
 	free(line);
 }
 
@@ -301,6 +416,14 @@ int kvs_metrics_start(struct event_base *base, const char *addr,
 		 (unsigned)m->timeout.tv_sec);
 	*out = m;
 	return 0;
+}
+
+void kvs_metrics_set_post(kvs_metrics *m, const char *path,
+			  kvs_metrics_post_fn fn, void *arg)
+{
+	m->post_path = path;
+	m->post = fn;
+	m->post_arg = arg;
 }
 
 int kvs_metrics_port(const kvs_metrics *m) { return m->port; }

@@ -565,6 +565,7 @@ int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 				kvs_strerror(rc));
 			goto fail;
 		}
+		server_prefix_serve(s);
 	}
 	rc = fds_budget(s);
 	if (rc < 0)

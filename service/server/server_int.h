@@ -213,5 +213,8 @@ uint32_t server_stats_parts(const kvs_counters *st, const kvs_fast *fast,
 			    kvs_stats_part out[SERVER_STATS_PARTS]);
 /* server_render_prometheus - kvs_metrics' render callback (@arg: the server). */
 void server_render_prometheus(FILE *f, void *arg);
+/* server_prefix_serve - answer POST /v1/prefix on the server's metrics
+ * port (prefix.c). */
+void server_prefix_serve(kvs_server *s);
 
 #endif /* KVS_SERVER_INT_H */

@@ -2,7 +2,7 @@
  * kvsctl - operator tool for kvshared, on the public client API only.
  *
  *   kvsctl [--socket PATH] stats [--json]
- *   kvsctl [--socket PATH] ls|inspect|evict|flush|pin|unpin|watch|verify ...
+ *   kvsctl [--socket PATH] ls|inspect|evict|flush|pin|unpin|prefix|watch|verify ...
  *          (kvsctl_cache.c, kvsctl_pin.c)
  *   kvsctl [--socket PATH] top [--interval SECONDS] (kvsctl_top.c)
  *   kvsctl [--socket PATH] plan (--preset NAME | --layers L --kv-heads H
@@ -35,6 +35,8 @@ static const struct cli_cmd cmds[] = {
 	{ "flush", kvsctl_flush, "as evict, from every tier" },
 	{ "pin", kvsctl_pin, "keep a prefix cached (hashes or tokens)" },
 	{ "unpin", kvsctl_unpin, "stop keeping a prefix cached" },
+	{ "prefix", kvsctl_prefix, "leading tokens of a prompt the pool holds, "
+				   "per tier [--json]" },
 	{ "watch", kvsctl_watch, "stream KV events as lines [--json]" },
 	{ "verify", kvsctl_verify, "read back the SSD tier's blocks and check them" },
 	{ "top", kvsctl_top, "a live view: ops/s, hit ratio, tiers, namespaces" },

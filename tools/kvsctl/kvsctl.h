@@ -12,6 +12,7 @@ int kvsctl_evict(const char *sock, int argc, char **argv);
 int kvsctl_flush(const char *sock, int argc, char **argv);
 int kvsctl_pin(const char *sock, int argc, char **argv);
 int kvsctl_unpin(const char *sock, int argc, char **argv);
+int kvsctl_prefix(const char *sock, int argc, char **argv);
 int kvsctl_watch(const char *sock, int argc, char **argv);
 int kvsctl_top(const char *sock, int argc, char **argv);
 int kvsctl_verify(const char *sock, int argc, char **argv);

@@ -1,5 +1,5 @@
 /*
- * kvsctl_pin.c - kvsctl pin, unpin and watch, on the public API only.
+ * kvsctl_pin.c - kvsctl pin, unpin, prefix and watch, on the public API only.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -125,7 +125,20 @@ static int read_tokens(const char *path, uint32_t **out, size_t *n)
 	return 0;
 }
 
-static int pin_run(const char *sock, int argc, char **argv)
+/* The flags pin, unpin and prefix share: a chain by its hashes or by token
+ * ids and the layout that hashes them. */
+typedef struct chain_args {
+	kvs_layout l;
+	uint32_t ns;
+	int json;
+	kvs_hash *h;
+	size_t n;
+} chain_args;
+
+/* Parse them and compute the chain into a->h (the caller frees it).
+ * Returns -1 when it is ready, else the command's exit code. */
+static int chain_parse(const char *cmd, void (*usage)(void), int argc,
+		       char **argv, chain_args *a)
 {
 	enum { O_HASHES = 256, O_TOKENS, O_MODEL, O_LAYERS, O_HEADS, O_DIM,
 	       O_BT, O_DTYPE, O_RANK, O_SIZE, O_ADAPTER, O_SALT };
@@ -149,30 +162,30 @@ static int pin_run(const char *sock, int argc, char **argv)
 	};
 	static const char *const dtypes[] = { "", "fp16", "bf16", "fp32", "fp8", "int8",
 					      "int4" };
-	const char *cmd = pinning ? "pin" : "unpin";
 	const char *hfile = NULL, *tfile = NULL;
-	kvs_layout l = { .tp_size = 1, .dtype = KVS_DTYPE_FP16 };
-	kvs_hash *h = NULL;
-	uint32_t ns = 0, *u = NULL, *tok = NULL;
-	size_t n = 0, ntok = 0;
-	kvs_client *c;
-	int json = 0, o, rc, dt;
+	kvs_layout *l = &a->l;
+	uint32_t *u = NULL, *tok = NULL;
+	size_t ntok = 0;
+	int o, rc, dt;
 
+	memset(a, 0, sizeof(*a));
+	l->tp_size = 1;
+	l->dtype = KVS_DTYPE_FP16;
 	while ((o = getopt_long(argc, argv, "n:jh", opts, NULL)) != -1) {
 		u = NULL;
 		switch (o) {
-		case 'n': u = &ns; break;
+		case 'n': u = &a->ns; break;
 		case O_HASHES: hfile = optarg; break;
 		case O_TOKENS: tfile = optarg; break;
-		case O_MODEL: l.model = optarg; break;
-		case O_ADAPTER: l.adapter = optarg; break;
-		case O_SALT: l.salt = optarg; break;
-		case O_LAYERS: u = &l.layers; break;
-		case O_HEADS: u = &l.kv_heads; break;
-		case O_DIM: u = &l.head_dim; break;
-		case O_BT: u = &l.block_tokens; break;
-		case O_RANK: u = &l.tp_rank; break;
-		case O_SIZE: u = &l.tp_size; break;
+		case O_MODEL: l->model = optarg; break;
+		case O_ADAPTER: l->adapter = optarg; break;
+		case O_SALT: l->salt = optarg; break;
+		case O_LAYERS: u = &l->layers; break;
+		case O_HEADS: u = &l->kv_heads; break;
+		case O_DIM: u = &l->head_dim; break;
+		case O_BT: u = &l->block_tokens; break;
+		case O_RANK: u = &l->tp_rank; break;
+		case O_SIZE: u = &l->tp_size; break;
 		case O_DTYPE:
 			for (dt = 1; dt <= 6 && strcmp(optarg, dtypes[dt]); dt++)
 				;
@@ -181,11 +194,11 @@ static int pin_run(const char *sock, int argc, char **argv)
 					"fp32, fp8, int8 or int4\n", cmd);
 				return 2;
 			}
-			l.dtype = (kvs_dtype)dt;
+			l->dtype = (kvs_dtype)dt;
 			break;
-		case 'j': json = 1; break;
-		case 'h': pin_usage(); return 0;
-		default: pin_usage(); return 2;
+		case 'j': a->json = 1; break;
+		case 'h': usage(); return 0;
+		default: usage(); return 2;
 		}
 		if (u && kvsctl_parse_u32(optarg, u) < 0) {
 			fprintf(stderr, "kvsctl: %s: '%s' is not a number\n", cmd, optarg);
@@ -194,56 +207,70 @@ static int pin_run(const char *sock, int argc, char **argv)
 	}
 	if (optind < argc) {
 		fprintf(stderr, "kvsctl: %s: unexpected argument '%s'\n", cmd, argv[optind]);
-		pin_usage();
+		usage();
 		return 2;
 	}
 	if (!hfile == !tfile) {
 		fprintf(stderr, "kvsctl: %s: give one of --hashes, --tokens\n", cmd);
-		pin_usage();
+		usage();
 		return 2;
 	}
-	if (tfile && (!l.model || !l.layers || !l.kv_heads || !l.head_dim ||
-		      !l.block_tokens)) {
+	if (tfile && (!l->model || !l->layers || !l->kv_heads || !l->head_dim ||
+		      !l->block_tokens)) {
 		fprintf(stderr, "kvsctl: %s: --tokens needs --model, --layers, "
 			"--kv-heads, --head-dim and --block-tokens\n", cmd);
 		return 2;
 	}
 	if (hfile) {
-		rc = read_hashes(hfile, &h, &n);
+		rc = read_hashes(hfile, &a->h, &a->n);
 	} else {
 		rc = read_tokens(tfile, &tok, &ntok);
-		if (rc == 0 && !(h = malloc((ntok / l.block_tokens + 1) * sizeof(*h))))
+		if (rc == 0 && !(a->h = malloc((ntok / l->block_tokens + 1) *
+					       sizeof(*a->h))))
 			rc = -ENOMEM;
 		if (rc == 0)
-			n = kvs_hash_chain(kvs_hash_layout_seed(&l), l.block_tokens,
-					   tok, ntok, h, ntok / l.block_tokens + 1);
+			a->n = kvs_hash_chain(kvs_hash_layout_seed(l), l->block_tokens,
+					      tok, ntok, a->h,
+					      ntok / l->block_tokens + 1);
 		free(tok);
 	}
 	if (rc < 0) {
-		free(h);
+		free(a->h);
 		return kvsctl_fail(hfile ? "reading hashes" : "reading tokens", rc);
 	}
-	if (n == 0) {
-		free(h);
+	if (a->n == 0) {
+		free(a->h);
 		fprintf(stderr, "kvsctl: %s: no full block in the input\n", cmd);
 		return 1;
 	}
+	return -1;
+}
+
+static int pin_run(const char *sock, int argc, char **argv)
+{
+	const char *cmd = pinning ? "pin" : "unpin";
+	chain_args a;
+	kvs_client *c;
+	int rc;
+
+	if ((rc = chain_parse(cmd, pin_usage, argc, argv, &a)) >= 0)
+		return rc;
 	if ((rc = kvs_connect(sock, NULL, &c)) < 0) {
-		free(h);
+		free(a.h);
 		return kvsctl_fail("connect", rc);
 	}
-	rc = pinning ? kvs_pin(c, ns, h, n) : kvs_unpin(c, ns, h, n);
+	rc = pinning ? kvs_pin(c, a.ns, a.h, a.n) : kvs_unpin(c, a.ns, a.h, a.n);
 	kvs_close(c);
-	free(h);
+	free(a.h);
 	if (rc < 0)
 		return kvsctl_fail(cmd, rc);
-	if (json)
-		printf("{\"blocks\":%d,\"chain\":%zu}\n", rc, n);
+	if (a.json)
+		printf("{\"blocks\":%d,\"chain\":%zu}\n", rc, a.n);
 	else if (pinning)
-		printf("pin: %d of %zu blocks of the chain pinned%s\n", rc, n,
-		       (size_t)rc < n ? " (the rest is not cached)" : "");
+		printf("pin: %d of %zu blocks of the chain pinned%s\n", rc, a.n,
+		       (size_t)rc < a.n ? " (the rest is not cached)" : "");
 	else
-		printf("unpin: %d blocks unpinned (chain of %zu)\n", rc, n);
+		printf("unpin: %d blocks unpinned (chain of %zu)\n", rc, a.n);
 	return fflush(stdout) == 0 ? 0 : 1;
 }
 
@@ -257,6 +284,88 @@ int kvsctl_unpin(const char *sock, int argc, char **argv)
 {
 	pinning = 0;
 	return pin_run(sock, argc, argv);
+}
+
+/* ---- prefix ------------------------------------------------------------ */
+
+static void prefix_usage(void)
+{
+	fprintf(stderr,
+		"usage: kvsctl [--socket PATH] prefix [--namespace N] [--json]\n"
+		"              (--hashes FILE [--block-tokens B] | --tokens FILE --model M\n"
+		"               --layers L --kv-heads H --head-dim D --block-tokens B\n"
+		"               [--dtype T] [--tp-rank R --tp-size S] [--adapter A] [--salt S])\n"
+		"  How many leading tokens of a prompt the daemon's pool holds, per tier\n"
+		"  (a scheduler's question; POST /v1/prefix on the metrics port answers\n"
+		"  the same). Nothing is pinned or moved: the answer is a hint.\n"
+		"  --hashes FILE   the chain: one 32 hex digit hash per line ('-': stdin)\n"
+		"  --tokens FILE   token ids (blank or comma separated), hashed with the\n"
+		"                  layout given by the other flags, as a worker would\n"
+		"  -n, --namespace N  the namespace (default: the one holding the first block)\n"
+		"  -j, --json      {\"tokens\":n,\"blocks\":n,\"block_tokens\":b,\n"
+		"                   \"tiers\":{\"gpu\":n,\"host\":n,\"ssd\":n},\"chain\":m}\n");
+}
+
+/* The chain's blocks from the first to the first one not committed, one
+ * INSPECT each: *ns becomes the namespace of the first. Returns the count
+ * or an error. */
+static int prefix_walk(kvs_client *c, const chain_args *a, uint32_t *ns,
+		       uint32_t tiers[KVS_TIER_REMOTE + 1])
+{
+	size_t i;
+
+	*ns = a->ns;
+	for (i = 0; i < a->n; i++) {
+		kvs_block_info b;
+		int rc = kvs_inspect(c, *ns, a->h[i], &b);
+
+		if (rc == -ENOENT)
+			break;
+		if (rc < 0)
+			return rc;
+		if (b.state != KVS_STATE_READY || b.tier > KVS_TIER_REMOTE)
+			break;
+		*ns = b.ns;
+		tiers[b.tier]++;
+	}
+	return (int)i;
+}
+
+int kvsctl_prefix(const char *sock, int argc, char **argv)
+{
+	uint32_t tiers[KVS_TIER_REMOTE + 1] = { 0 }, ns, bt;
+	kvs_ns_summary *sum = NULL;
+	chain_args a;
+	kvs_client *c;
+	int rc;
+
+	if ((rc = chain_parse("prefix", prefix_usage, argc, argv, &a)) >= 0)
+		return rc;
+	if ((rc = kvs_connect(sock, NULL, &c)) < 0) {
+		free(a.h);
+		return kvsctl_fail("connect", rc);
+	}
+	rc = prefix_walk(c, &a, &ns, tiers);
+	bt = a.l.block_tokens;
+	/* Hashes alone: the block size is the namespace's. */
+	if (rc > 0 && !bt && kvs_list(c, ns, 0, &sum) > 0)
+		bt = sum[0].block_tokens;
+	free(sum);
+	kvs_close(c);
+	free(a.h);
+	if (rc < 0)
+		return kvsctl_fail("prefix", rc);
+	if (a.json)
+		printf("{\"tokens\":%llu,\"blocks\":%d,\"block_tokens\":%u,"
+		       "\"tiers\":{\"gpu\":%u,\"host\":%u,\"ssd\":%u},\"chain\":%zu}\n",
+		       (unsigned long long)rc * bt, rc, bt, tiers[KVS_TIER_GPU],
+		       tiers[KVS_TIER_HOST], tiers[KVS_TIER_SSD], a.n);
+	else
+		printf("prefix: %llu tokens (%d of %zu blocks of %u): host %u, "
+		       "ssd %u, gpu %u\n", (unsigned long long)rc * bt, rc, a.n,
+		       bt, tiers[KVS_TIER_HOST], tiers[KVS_TIER_SSD],
+		       tiers[KVS_TIER_GPU]);
+	return fflush(stdout) == 0 ? 0 : 1;
 }
 
 /* ---- watch ------------------------------------------------------------- */
