@@ -492,6 +492,26 @@ static int fast_open(kvs_server *s, const kvs_config *cfg)
 	return 0;
 }
 
+/* /metrics and POST /v1/prefix on --metrics-addr, when it is set. */
+static int metrics_open(kvs_server *s, const kvs_config *cfg)
+{
+	kvs_metrics_limits ml = { .max_conns = cfg->metrics_max_conns,
+				  .timeout_s = cfg->metrics_timeout };
+	int rc;
+
+	if (!cfg->metrics_addr[0])
+		return 0;
+	rc = kvs_metrics_start(s->base, cfg->metrics_addr, &ml,
+			       server_render_prometheus, s, &s->metrics);
+	if (rc < 0) {
+		kvs_err("cannot serve metrics on %s: %s", cfg->metrics_addr,
+			kvs_strerror(rc));
+		return rc;
+	}
+	server_prefix_serve(s);
+	return 0;
+}
+
 int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 {
 	kvs_cache_config cc = { .host_bytes = cfg->host_bytes,
@@ -554,19 +574,9 @@ int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 	event_add(s->listen_ev, NULL);
 	event_add(s->sigint_ev, NULL);
 	event_add(s->sigterm_ev, NULL);
-	if (cfg->metrics_addr[0]) {
-		kvs_metrics_limits ml = { .max_conns = cfg->metrics_max_conns,
-					  .timeout_s = cfg->metrics_timeout };
-
-		rc = kvs_metrics_start(s->base, cfg->metrics_addr, &ml,
-				       server_render_prometheus, s, &s->metrics);
-		if (rc < 0) {
-			kvs_err("cannot serve metrics on %s: %s", cfg->metrics_addr,
-				kvs_strerror(rc));
-			goto fail;
-		}
-		server_prefix_serve(s);
-	}
+	rc = metrics_open(s, cfg);
+	if (rc < 0)
+		goto fail;
 	rc = fds_budget(s);
 	if (rc < 0)
 		goto fail;
