@@ -20,6 +20,11 @@ need_cmd pkg-config
 
 build=$(dirname "$KVSHARED")
 [ -f "$build/cmake_install.cmake" ] || skip "$build is not a CMake build folder"
+# A library built with the sanitizers (KVS_SANITIZE) is linked, as any
+# program built against it must be, with them.
+san=
+grep -q '^KVS_SANITIZE:BOOL=ON$' "$build/CMakeCache.txt" 2>/dev/null &&
+	san=-fsanitize=address,undefined
 make_tmp kvslink
 prefix=$tmp/prefix
 if ! cmake --install "$build" --prefix "$prefix" >"$tmp/install.log" 2>&1; then
@@ -94,7 +99,7 @@ int main(int argc, char **argv)
 EOF
 
 # the shared library, as the README builds an app
-if cc "$tmp/app.c" $(pkg-config --cflags --libs kvshare) -o "$tmp/app_shared" \
+if cc $san "$tmp/app.c" $(pkg-config --cflags --libs kvshare) -o "$tmp/app_shared" \
 	2>"$tmp/cc_shared.log"; then
 	ok
 else
@@ -102,7 +107,7 @@ else
 fi
 # the static one: the same flags with --static, libkvshare.a named
 static_libs=$(pkg-config --static --libs kvshare | sed 's/-lkvshare\b/-l:libkvshare.a/')
-if cc "$tmp/app.c" $(pkg-config --cflags kvshare) $static_libs -o "$tmp/app_static" \
+if cc $san "$tmp/app.c" $(pkg-config --cflags kvshare) $static_libs -o "$tmp/app_static" \
 	2>"$tmp/cc_static.log"; then
 	ok
 else
