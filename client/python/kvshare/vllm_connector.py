@@ -504,8 +504,8 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
                     "async" if self.publish_async else "in the step", self.log_interval)
         if self.latent is not None:
             logger.info("kvshare connector %s: MLA latent cache of %d elements a token, one "
-                        "namespace for every tensor-parallel rank, %s", self.who, self.latent,
-                        "published by this rank" if self.writer else "published by rank 0")
+                        "namespace for every tensor-parallel rank, published by rank 0",
+                        self.who, self.latent)
         e = self.clients.connect()
         if e is not None:
             logger.warning("kvshare connector %s: no daemon at start (%s): every request "
