@@ -78,3 +78,24 @@ def model_id(mc: Any, model_id: Optional[str]) -> str:
         return model_id
     factors = {f: stable(getattr(mc, f, None)) for f in IDENTITY}
     return named(str(mc.model), digest("model", json.dumps(factors, sort_keys=True)))
+
+
+_LATENT = re.compile(r"\|mla\d+$")
+
+
+def latent(model_id: str, width: Optional[int]) -> str:
+    """The namespace's model string of a model whose KV is an MLA latent
+    cache of @width elements a token (None: per-head K and V): model_id, then
+    "|mla" and the width. Its layout's numbers (1 KV head of width / 2) could
+    be a per-head model's, so the suffix says which it is, and a per-head
+    model's model_id may not end like one (a default one never does: it
+    ends in a digest)."""
+    if width is None:
+        if _LATENT.search(model_id):
+            raise ValueError(f"model_id {model_id!r}: a model without MLA may not end in "
+                             "'|mla<width>' (an MLA model's namespace does)")
+        return model_id
+    out = f"{model_id}|mla{width}"
+    if len(out.encode()) > 255:
+        raise ValueError(f"model_id {model_id!r}: with MLA's '|mla{width}' over 255 bytes")
+    return out

@@ -25,11 +25,14 @@ class PagedCache:
       "bhnc" [pages, kv_heads, page_tokens, 2 * head_dim]  vLLM >= 0.32 CUDA
              backends (each token's K, then its V)
       "nhd_kv_inner" [pages, 2, page_tokens, kv_heads, head_dim]
+      "mla"  [pages, page_tokens, 2 * head_dim]  an MLA latent cache (vLLM's
+             MLA backends): one row per token, no heads (kv_heads 1); the
+             row's first half is stored as K, its second half as V
     Build it from one layer's tensor with for_tensor(); every layer's tensor
     must then have that shape, strides and dtype.
     """
 
-    KINDS = ("nhd", "hnd", "cpu", "bhnc", "nhd_kv_inner")
+    KINDS = ("nhd", "hnd", "cpu", "bhnc", "nhd_kv_inner", "mla")
 
     def __init__(self, kind: str, shape: Sequence[int], strides: Sequence[int],
                  dtype: str, kv_heads: int, head_dim: int, on_device: bool) -> None:
@@ -49,6 +52,15 @@ class PagedCache:
             if s[3] != 1 or s[2] != 2 * head_dim:
                 raise ValueError("cpu layout: the last two dims must be contiguous")
             kv, page, tok, head = t * head_dim, s[0], head_dim, s[1]
+        elif kind == "mla":
+            if kv_heads != 1:
+                raise ValueError(f"mla layout: kv_heads {kv_heads}, a latent cache has 1")
+            if len(self.shape) != 3:
+                raise ValueError(f"mla layout: shape {self.shape}, expected "
+                                 "[pages, page_tokens, latent width]")
+            n, t, _ = self.shape
+            want = (n, t, 2 * head_dim)
+            kv, page, tok, head = head_dim, s[0], s[1], s[1]
         elif kind == "bhnc":
             n, h, t, d2 = self.shape
             want = (n, kv_heads, t, 2 * head_dim)

@@ -14,8 +14,13 @@ least one token to compute. Requests with multimodal inputs or prompt
 embeddings are neither looked up nor published (their token ids do not name
 their content). With tensor parallelism each rank publishes and loads its
 own KV heads in its own namespace (the layout's tp_rank), and the scheduler
-counts a block as a hit only when every rank's namespace has it. Pipeline
-and context parallelism are refused at start.
+counts a block as a hit only when every rank's namespace has it. An MLA
+model's cache is one latent row a token and layer (kv_lora_rank +
+qk_rope_head_dim elements), the same on every rank: one namespace for all
+of them (its model string ends in "|mla<width>", kv_heads 1, head_dim half
+the width, tp 0 of 1), published by rank 0 only and loaded by every rank;
+its blocks store the engine's dtype (no int8 / fp8 / int4). Pipeline and
+context parallelism are refused at start.
 
 Worker side: the hit blocks are loaded into the paged cache layer by layer on
 a copy thread started in start_load_kv (the library releases the GIL), each
@@ -409,16 +414,30 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
             from vllm.distributed.parallel_state import get_tensor_model_parallel_rank
 
             self.tp_rank = get_tensor_model_parallel_rank()
+        dtype = kvshare.client._DTYPE_ALIASES.get(dtype, dtype)
+        # MLA: one latent row a token and layer, the same on every rank.
+        self.latent = mc.get_head_size() if getattr(mc, "use_mla", False) else None
+        model = names.latent(names.model_id(mc, tc.get_from_extra_config("model_id", None)),
+                             self.latent)
+        if self.latent is None:
+            kv_heads, head_dim, rank, size = (mc.get_num_kv_heads(pc), mc.get_head_size(),
+                                              self.tp_rank, self.tp_size)
+        else:
+            kv_heads, head_dim, rank, size = self._latent_layout(self.latent, dtype)
         self.layout = kvshare.Layout(
-            model=names.model_id(mc, tc.get_from_extra_config("model_id", None)),
+            model=model,
             layers=mc.get_num_layers(pc),
-            kv_heads=mc.get_num_kv_heads(pc),
-            head_dim=mc.get_head_size(),
+            kv_heads=kv_heads,
+            head_dim=head_dim,
             block_tokens=self.block_size,
-            dtype=kvshare.client._DTYPE_ALIASES.get(dtype, dtype),
-            tp_rank=self.tp_rank,
-            tp_size=self.tp_size,
+            dtype=dtype,
+            tp_rank=rank,
+            tp_size=size,
         )
+        # The namespaces a block must be in for a hit, and whether this
+        # rank publishes: MLA's one namespace has one writer, rank 0.
+        self.ns_ranks = 1 if self.latent is not None else self.tp_size
+        self.writer = self.latent is None or self.tp_rank == 0
         # A lookup answers in microseconds (milliseconds when it promotes
         # from SSD); 500 ms is far past that on a loaded machine, and a
         # stuck daemon then costs the scheduler at most 500 ms per
@@ -483,12 +502,30 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
                     lay.block_tokens, lay.layers, lay.kv_heads, lay.head_dim, lay.tp_size,
                     "async" if self.load_async else "in the step",
                     "async" if self.publish_async else "in the step", self.log_interval)
+        if self.latent is not None:
+            logger.info("kvshare connector %s: MLA latent cache of %d elements a token, one "
+                        "namespace for every tensor-parallel rank, published by rank 0",
+                        self.who, self.latent)
         e = self.clients.connect()
         if e is not None:
             logger.warning("kvshare connector %s: no daemon at start (%s): every request "
                            "misses and computes its KV until kvshared answers (tried at "
                            "most every %g s; `kvshared --print-config` shows the daemon's "
                            "socket)", self.who, e, self.clients.interval)
+
+    @staticmethod
+    def _latent_layout(width: int, dtype: str) -> tuple[int, int, int, int]:
+        """kv_heads, head_dim, tp_rank, tp_size of an MLA latent cache of
+        @width elements a token: one "head" whose K is the row's first half
+        and V its second (PagedCache kind "mla"), in one namespace for every
+        tensor-parallel rank (each holds the same latent KV)."""
+        if width % 2:
+            raise ValueError(f"KvshareConnector: an MLA latent width of {width} elements; "
+                             "an even width only")
+        if dtype not in ("fp16", "bf16", "fp32"):
+            raise ValueError(f"KvshareConnector: dtype {dtype!r} for an MLA latent cache; "
+                             "blocks of MLA models store the engine's fp16, bf16 or fp32")
+        return 1, width // 2, 0, 1
 
     @staticmethod
     def _max_salts(v: Any) -> Optional[int]:
@@ -554,10 +591,10 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
         its lookup failed). Each rank loads its own KV heads from its own
         namespace, so a block the scheduler reports must be there for all
         of them; each rank after the first is asked only up to the hits so
-        far."""
+        far. MLA has one namespace for every rank (ns_ranks 1)."""
         bs = self.block_size
         hits = len(tokens) // bs
-        for rank in range(self.tp_size):
+        for rank in range(self.ns_ranks):
             if hits == 0:
                 break
             c = self.clients.get(st.salt, st.adapter, rank)
@@ -730,16 +767,21 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
         # backend reads each head's [block_size, C] as K rows then V rows, the
         # CUDA backends split C into K and V.
         kind = "cpu" if current_platform.is_cpu() else "bhnc"
+        if self.latent is not None:  # MLA: [blocks, 1, block_size, latent width]
+            kind = "mla"
         if self.overlap is None:
             self.overlap = not current_platform.is_cpu()
         # One copy thread in order when overlapping (layer l first); several
         # at once otherwise. The CUDA path registers the host arena on its
         # first use: one thread there.
-        threads = 1 if self.overlap or kind != "cpu" else self.load_threads
+        threads = 1 if self.overlap or not current_platform.is_cpu() else self.load_threads
         self.pool = concurrent.futures.ThreadPoolExecutor(threads, "kvshare-load")
         for i, name in enumerate(order):
-            self.layers[name] = (i, kv_caches[name])
-        first = kv_caches[order[0]]
+            t = kv_caches[name]
+            if kind == "mla":  # [blocks, block_size, latent width], the same memory
+                t = t.squeeze()
+            self.layers[name] = (i, t)
+        first = self.layers[order[0]][1]
         self.cache = kvshare.PagedCache.for_tensor(first, kind, self.layout.kv_heads,
                                                    self.layout.head_dim)
         if len(order) != self.layout.layers:
@@ -820,7 +862,7 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
             # copy thread's stream is another: it waits for them on the host.
             ready = torch.cuda.Event()
             ready.record()
-        for sv in meta.saves:
+        for sv in meta.saves if self.writer else ():
             if self.publish_async:
                 # Off the step: the request's full blocks do not change while
                 # it runs, vLLM holds them once it finishes (sending), and a
