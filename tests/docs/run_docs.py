@@ -238,6 +238,15 @@ def report_failures(failures):
         print("kvshared's last lines:\n" + log)
 
 
+def sanitized(build):
+    """Whether @build was configured with KVS_SANITIZE."""
+    try:
+        with open(os.path.join(build, "CMakeCache.txt")) as f:
+            return any(line.strip() == "KVS_SANITIZE:BOOL=ON" for line in f)
+    except OSError:
+        return False
+
+
 def run_blocks(args, blocks):
     src = os.path.abspath(args.source)
     build = os.path.abspath(args.build)
@@ -249,6 +258,11 @@ def run_blocks(args, blocks):
     skip_all = None
     if args.kind == "python" and not os.access(python, os.X_OK):
         skip_all = f"{python} is absent (scripts/python_env.sh makes it)"
+    elif args.kind == "python" and sanitized(build):
+        # The interpreter cannot load a library built with ASan (its
+        # runtime must come first); the plain build and the Python step
+        # run these blocks.
+        skip_all = f"{build}'s libkvshare is built with the sanitizers"
 
     scratch = tempfile.mkdtemp(prefix="kvsdocs-")
     env = scratch_env(scratch, src, build, args.kind)
