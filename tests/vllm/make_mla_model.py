@@ -13,8 +13,9 @@ depends on every layer's latent KV.
 from __future__ import annotations
 
 import argparse
-import json
 import os
+
+from make_model import save  # the weights' scale, the tokenizer
 
 
 def main() -> None:
@@ -29,8 +30,7 @@ def main() -> None:
     a = ap.parse_args()
 
     import torch
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import DeepseekV2Config, DeepseekV2ForCausalLM, PreTrainedTokenizerFast
+    from transformers import DeepseekV2Config, DeepseekV2ForCausalLM
 
     os.makedirs(a.dir, exist_ok=True)
     torch.manual_seed(a.seed)
@@ -58,29 +58,7 @@ def main() -> None:
         pad_token_id=0,
         torch_dtype="float32",
     )
-    model = DeepseekV2ForCausalLM(cfg)
-    # Larger than the default init, so that logits differ clearly between
-    # tokens and a wrong KV changes the greedy output.
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() > 1:
-                p.normal_(0.0, 0.08)
-    model.save_pretrained(a.dir, safe_serialization=True)
-
-    # Words w0..wN: token id i is the word "w<i>" (ids 0-3 are special).
-    special = ["<pad>", "<s>", "</s>", "<unk>"]
-    vocab = {t: i for i, t in enumerate(special)}
-    for i in range(len(special), a.vocab):
-        vocab[f"w{i}"] = i
-    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token="<s>", eos_token="</s>",
-        unk_token="<unk>", pad_token="<pad>",
-    )
-    fast.save_pretrained(a.dir)
-    with open(os.path.join(a.dir, "kvshare_test_model.json"), "w") as f:
-        json.dump(vars(a), f)
+    save(DeepseekV2ForCausalLM(cfg), a)
 
 
 if __name__ == "__main__":

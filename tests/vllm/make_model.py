@@ -16,43 +16,14 @@ import json
 import os
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("dir")
-    ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--hidden", type=int, default=256)
-    ap.add_argument("--heads", type=int, default=4)
-    ap.add_argument("--kv-heads", type=int, default=2)
-    ap.add_argument("--head-dim", type=int, default=64)
-    ap.add_argument("--intermediate", type=int, default=0)
-    ap.add_argument("--vocab", type=int, default=512)
-    ap.add_argument("--max-pos", type=int, default=8192)
-    ap.add_argument("--seed", type=int, default=1234)
-    a = ap.parse_args()
-
+def save(model, a) -> None:
+    """Save @model with weights scaled up (logits differ clearly between
+    tokens, so a wrong KV changes the greedy output), a word-level tokenizer
+    of a.vocab words and the arguments it was made with, into a.dir."""
     import torch
     from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast
 
-    os.makedirs(a.dir, exist_ok=True)
-    torch.manual_seed(a.seed)
-    cfg = LlamaConfig(
-        vocab_size=a.vocab,
-        hidden_size=a.hidden,
-        intermediate_size=a.intermediate or 2 * a.hidden,
-        num_hidden_layers=a.layers,
-        num_attention_heads=a.heads,
-        num_key_value_heads=a.kv_heads,
-        head_dim=a.head_dim,
-        max_position_embeddings=a.max_pos,
-        bos_token_id=1,
-        eos_token_id=2,
-        pad_token_id=0,
-        torch_dtype="float32",
-    )
-    model = LlamaForCausalLM(cfg)
-    # Larger than the default init, so that logits differ clearly between
-    # tokens and a wrong KV changes the greedy output.
     with torch.no_grad():
         for p in model.parameters():
             if p.dim() > 1:
@@ -73,6 +44,42 @@ def main() -> None:
     fast.save_pretrained(a.dir)
     with open(os.path.join(a.dir, "kvshare_test_model.json"), "w") as f:
         json.dump(vars(a), f)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dir")
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--hidden", type=int, default=256)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--kv-heads", type=int, default=2)
+    ap.add_argument("--head-dim", type=int, default=64)
+    ap.add_argument("--intermediate", type=int, default=0)
+    ap.add_argument("--vocab", type=int, default=512)
+    ap.add_argument("--max-pos", type=int, default=8192)
+    ap.add_argument("--seed", type=int, default=1234)
+    a = ap.parse_args()
+
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    os.makedirs(a.dir, exist_ok=True)
+    torch.manual_seed(a.seed)
+    cfg = LlamaConfig(
+        vocab_size=a.vocab,
+        hidden_size=a.hidden,
+        intermediate_size=a.intermediate or 2 * a.hidden,
+        num_hidden_layers=a.layers,
+        num_attention_heads=a.heads,
+        num_key_value_heads=a.kv_heads,
+        head_dim=a.head_dim,
+        max_position_embeddings=a.max_pos,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+        torch_dtype="float32",
+    )
+    save(LlamaForCausalLM(cfg), a)
 
 
 if __name__ == "__main__":
