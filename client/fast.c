@@ -20,6 +20,14 @@
  * daemon answers for its leases (unless the 10-bit tags collide: then
  * KVS_E_NOLEASE, an error all the same).
  *
+ * A pin area may have a budget (hdr.slab_pages): the pages of distinct
+ * host slabs its pins may hold at once. Each index entry says its block's
+ * slab; a lookup whose hits would take the area's slabs past the budget
+ * goes to the socket, and beside each pin its slab word is written, which
+ * the daemon counts the same way: pins past a budget protect nothing
+ * (service/cache/fastpins.c), so a client that kept within it is never
+ * short of a pin.
+ *
  * fork(): a child shares the pin area (MAP_SHARED) and the socket with its
  * parent, but not the parent's lease bookkeeping, so it must use neither.
  * A pthread_atfork handler counts forks; a client remembers the count at
@@ -52,6 +60,13 @@ typedef struct flease {
 	uint32_t start, n;
 } flease;
 
+/* The slab words of the pins held, counted (open addressing, deletion by
+ * backward shift): what the area's budget is spent on. */
+typedef struct fslab {
+	uint64_t word; /* kvs_fast_slab_word; 0: empty */
+	uint32_t n;    /* pins of it held */
+} fslab;
+
 struct kvs_fastpath {
 	const kvs_fast_hdr *hdr;
 	const kvs_fast_entry *e;
@@ -60,8 +75,15 @@ struct kvs_fastpath {
 	kvs_fast_pins_hdr *ph;
 	uint64_t *touch;            /* KVS_FAST_TOUCHES */
 	uint64_t *pins;
+	uint64_t *slabs;            /* beside each pin, its slab word */
 	uint32_t cap;
 	size_t pbytes;
+	uint32_t budget;            /* pages, or KVS_FAST_NO_BUDGET */
+	uint64_t spent;             /* pages of the words in sm */
+	fslab *sm;                  /* sm_mask + 1 of them */
+	uint32_t sm_mask;
+	uint64_t *mine;             /* our copy of the slab words, by pin */
+	uint64_t *word;             /* per lookup: each hit's slab word */
 	flease l[FAST_LEASES];
 	uint8_t order[FAST_LEASES]; /* live slots by start */
 	uint32_t nlive;
@@ -151,6 +173,9 @@ void kvs__fast_detach(kvs_client *c)
 		munmap(f->ph, f->pbytes);
 	free(f->pos);
 	free(f->seq);
+	free(f->sm);
+	free(f->mine);
+	free(f->word);
 	free(f);
 	c->fast = NULL;
 }
@@ -183,6 +208,90 @@ static int map_fd(int fd, uint64_t bytes, int prot, void **out)
 	return 0;
 }
 
+/* ---- the slab budget ---------------------------------------------------- */
+
+static int budget_init(struct kvs_fastpath *f)
+{
+	/* Distinct words: at most one a pin, and one a page of the budget. */
+	uint32_t most = f->budget < f->cap ? f->budget : f->cap, n = 16;
+
+	while (n < 2 * most)
+		n <<= 1;
+	f->sm = calloc(n, sizeof(*f->sm));
+	f->mine = calloc(f->cap, sizeof(*f->mine));
+	f->sm_mask = n - 1;
+	return f->sm && f->mine ? 0 : -ENOMEM;
+}
+
+static uint32_t sm_home(const struct kvs_fastpath *f, uint64_t w)
+{
+	w *= 0x9e3779b97f4a7c15ull;
+	return (uint32_t)(w >> 32 ^ w) & f->sm_mask;
+}
+
+static fslab *sm_find(struct kvs_fastpath *f, uint64_t w)
+{
+	uint32_t i = sm_home(f, w);
+
+	while (f->sm[i].word && f->sm[i].word != w)
+		i = (i + 1) & f->sm_mask;
+	return &f->sm[i];
+}
+
+/* One pin of @w less. */
+static void sm_put(struct kvs_fastpath *f, uint64_t w)
+{
+	fslab *e = sm_find(f, w);
+	uint32_t i, j;
+
+	if (!e->word || --e->n)
+		return;
+	f->spent -= (uint32_t)w;
+	i = (uint32_t)(e - f->sm);
+	for (j = (i + 1) & f->sm_mask; f->sm[j].word; j = (j + 1) & f->sm_mask) {
+		uint32_t h = sm_home(f, f->sm[j].word);
+
+		if (i <= j ? (h > i && h <= j) : (h > i || h <= j))
+			continue;
+		f->sm[i] = f->sm[j];
+		i = j;
+	}
+	f->sm[i] = (fslab){ 0, 0 };
+}
+
+/* The last lookup's @hits words counted: 0, or -1 when they would take
+ * the area past its budget (nothing counted then). */
+static int budget_take(struct kvs_fastpath *f, uint32_t hits)
+{
+	if (f->budget == KVS_FAST_NO_BUDGET)
+		return 0;
+	for (uint32_t i = 0; i < hits; i++) {
+		fslab *e = sm_find(f, f->word[i]);
+		uint32_t pages = (uint32_t)f->word[i];
+
+		if (!e->word) {
+			/* A word of 0 pages would protect nothing. */
+			if (pages == 0 || f->spent + pages > f->budget) {
+				while (i-- > 0)
+					sm_put(f, f->word[i]);
+				return -1;
+			}
+			*e = (fslab){ f->word[i], 0 };
+			f->spent += pages;
+		}
+		e->n++;
+	}
+	return 0;
+}
+
+static void budget_put(struct kvs_fastpath *f, const uint64_t *w, uint32_t n)
+{
+	if (f->budget == KVS_FAST_NO_BUDGET)
+		return;
+	for (uint32_t i = 0; i < n; i++)
+		sm_put(f, w[i]);
+}
+
 static int map_both(const kvs_client *c, struct kvs_fastpath *f,
 		    const int *fds, const kvs_wire_fast_reply *r)
 {
@@ -212,9 +321,14 @@ static int map_both(const kvs_client *c, struct kvs_fastpath *f,
 	f->touch = (uint64_t *)((uint8_t *)f->ph + KVS_FAST_PINS_HDR_SIZE);
 	f->pins = (uint64_t *)((uint8_t *)f->ph + KVS_FAST_PINS_OFF);
 	f->cap = r->pin_cap;
+	f->slabs = f->pins + f->cap;
+	f->budget = LD(&f->ph->slab_pages);
 	f->pos = calloc(f->cap, sizeof(*f->pos));
 	f->seq = calloc(f->cap, sizeof(*f->seq));
-	return f->pos && f->seq ? 0 : -ENOMEM;
+	f->word = calloc(f->cap, sizeof(*f->word));
+	if (!f->pos || !f->seq || !f->word)
+		return -ENOMEM;
+	return f->budget == KVS_FAST_NO_BUDGET ? 0 : budget_init(f);
 }
 
 int kvs__fast_attach(kvs_client *c)
@@ -250,7 +364,7 @@ int kvs__fast_attach(kvs_client *c)
 /* 1: (ns, h) is at entry *pos, copied under sequence *seq; 0: not in the
  * index; -1: an entry on the way was being written. */
 static int probe(const struct kvs_fastpath *f, uint32_t ns, kvs_hash h,
-		 uint32_t *pos, uint64_t *seq, kvs_block *b)
+		 uint32_t *pos, uint64_t *seq, uint64_t *word, kvs_block *b)
 {
 	uint32_t home = kvs_fast_home(ns, h.lo, h.hi, f->mask);
 
@@ -261,6 +375,7 @@ static int probe(const struct kvs_fastpath *f, uint32_t ns, kvs_hash h,
 		uint8_t state = LD(&e->state);
 		uint32_t ens = LD(&e->ns), gen = LD(&e->gen);
 		uint64_t lo = LD(&e->lo), hi = LD(&e->hi), off = LD(&e->offset);
+		uint64_t w = kvs_fast_slab_word(LD(&e->slab), LD(&e->slab_pages));
 
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		s2 = LD(&e->seq);
@@ -271,6 +386,7 @@ static int probe(const struct kvs_fastpath *f, uint32_t ns, kvs_hash h,
 		if (ens == ns && lo == h.lo && hi == h.hi) {
 			*pos = i;
 			*seq = s1;
+			*word = w;
 			*b = (kvs_block){ .offset = off, .gen = gen,
 					  .tier = KVS_TIER_HOST,
 					  .status = KVS_BLOCK_HIT };
@@ -326,7 +442,7 @@ static int probe_chain(kvs_client *c, struct kvs_fastpath *f,
 	m1 = __atomic_load_n(&f->hdr->moves, __ATOMIC_ACQUIRE);
 	for (; hits < n; hits++) {
 		int r = probe(f, c->ns_id, hashes[hits], &f->pos[hits],
-			      &f->seq[hits], &blocks[hits]);
+			      &f->seq[hits], &f->word[hits], &blocks[hits]);
 
 		if (r < 0) {
 			count(f, KVS_FAST_CTR_fallback_busy, 1);
@@ -388,12 +504,17 @@ int kvs__fast_lookup(kvs_client *c, const kvs_hash *hashes, size_t n,
 		if (f->l[s].gen == 0)
 			slot = s;
 	at = slot < FAST_LEASES ? fit(f, hits, &start) : -1;
-	if (at < 0) {
+	if (at < 0 || budget_take(f, hits) < 0) {
 		count(f, KVS_FAST_CTR_fallback_pins, 1);
 		return 0;
 	}
 	if (start + hits > LD(&f->ph->used))
 		ST(&f->ph->used, start + hits);
+	/* A pin's slab word before the pin: both before the fence. */
+	for (uint32_t i = 0; f->mine && i < hits; i++) {
+		f->mine[start + i] = f->word[i];
+		ST(&f->slabs[start + i], f->word[i]);
+	}
 	for (uint32_t i = 0; i < hits; i++)
 		ST(&f->pins[start + i],
 		   kvs_fast_pin_key(blocks[i].offset, blocks[i].gen));
@@ -407,6 +528,7 @@ int kvs__fast_lookup(kvs_client *c, const kvs_hash *hashes, size_t n,
 			      : LD(&f->e[f->pos[i]].seq) != f->seq[i]) {
 			clear_pins(f, start, hits);
 			set_used(f);
+			budget_put(f, f->word, hits);
 			count(f, i == hits ? KVS_FAST_CTR_fallback_other
 					   : KVS_FAST_CTR_fallback_busy, 1);
 			return 0;
@@ -456,6 +578,8 @@ int kvs__fast_release(kvs_client *c, kvs_lease lease, int commit, int *rc)
 	}
 	l = &f->l[slot];
 	clear_pins(f, l->start, l->n);
+	if (f->mine)
+		budget_put(f, &f->mine[l->start], l->n);
 	for (uint32_t k = 0; k < f->nlive; k++) {
 		if (f->order[k] == slot) {
 			memmove(&f->order[k], &f->order[k + 1], f->nlive - k - 1);

@@ -21,7 +21,12 @@
  *
  * Pin area (memfd per connection, sealed against resizing):
  *   [kvs_fast_pins_hdr: 128 bytes][u64 touch x KVS_FAST_TOUCHES][u64 pin x cap]
+ *   [u64 slab x cap]
  * A pin is kvs_fast_pin_key(offset, gen) of a host slot; 0 is an empty pin.
+ * Beside pin i, slab i says which slab the pinned block is in, as its index
+ * entry said (kvs_fast_slab_word): the daemon counts an area's pins in
+ * slabs against the area's budget (hdr.slab_pages) and only those within it
+ * protect a block (docs/architecture.md, "What a pin area may hold").
  *
  * Thread: the inline helpers are reentrant.
  */
@@ -32,7 +37,7 @@
 
 #define KVS_FAST_MAGIC 0x58444946u     /* "FIDX" */
 #define KVS_FAST_PIN_MAGIC 0x4e495046u /* "FPIN" */
-#define KVS_FAST_VERSION 2 /* 2: 64-bit entry seq */
+#define KVS_FAST_VERSION 3 /* 2: 64-bit entry seq; 3: slabs, budget */
 #define KVS_FAST_MAX_PROBE 32u   /* entries looked at from home, at most */
 #define KVS_FAST_HDR_SIZE 64u
 #define KVS_FAST_ENTRY_SIZE 64u
@@ -73,8 +78,10 @@ typedef struct kvs_fast_entry {
 	uint8_t tier;    /* KVS_TIER_HOST */
 	uint8_t state;   /* kvs_fast_state */
 	uint16_t reserved0;
-	uint32_t reserved1;
-	uint8_t reserved[16];
+	uint32_t slab;   /* the host slab holding the block (stable while it
+			  * is allocated) */
+	uint32_t slab_pages; /* that slab's length in arena pages */
+	uint8_t reserved[12];
 } kvs_fast_entry;
 
 /* What a client counts about its own fast path; the daemon shows them in its
@@ -110,13 +117,20 @@ typedef struct kvs_fast_pins_hdr {
 	uint32_t touch_head; /* the client: touches written, mod 2^32 */
 	uint32_t pins_live;  /* the client: pins held now (for stats) */
 	uint32_t leases_live; /* the client: fast leases held now (for stats) */
-	uint32_t reserved0;
+	uint32_t slab_pages; /* the daemon, at creation: the pages of distinct
+			      * slabs this area's pins may hold at once, or
+			      * KVS_FAST_NO_BUDGET (the daemon keeps a copy) */
 	uint64_t counters[KVS_FAST_NCOUNTERS];
 	uint8_t reserved[128 - 32 - 8 * KVS_FAST_NCOUNTERS];
 } kvs_fast_pins_hdr;
 
 /* Where the pins start in a pin area. */
 #define KVS_FAST_PINS_OFF (KVS_FAST_PINS_HDR_SIZE + 8u * KVS_FAST_TOUCHES)
+/* The bytes of an area of @cap pins: the header, the ring, pins and slabs. */
+#define KVS_FAST_PINS_BYTES(cap) (KVS_FAST_PINS_OFF + 16ull * (cap))
+/* hdr.slab_pages: the area's pins are not counted in slabs (an operator's,
+ * or no budget: --max-pinned-share-per-uid 0, --tenant-arenas uid). */
+#define KVS_FAST_NO_BUDGET UINT32_MAX
 
 _Static_assert(sizeof(kvs_fast_hdr) == KVS_FAST_HDR_SIZE, "hdr size");
 _Static_assert(sizeof(kvs_fast_entry) == KVS_FAST_ENTRY_SIZE, "entry size");
@@ -125,12 +139,15 @@ _Static_assert(sizeof(kvs_fast_pins_hdr) == KVS_FAST_PINS_HDR_SIZE, "pins size")
 _Static_assert(sizeof(((kvs_fast_entry *)0)->seq) == 8, "64-bit seq");
 _Static_assert(__builtin_offsetof(kvs_fast_entry, seq) == 0, "seq first");
 _Static_assert(__builtin_offsetof(kvs_fast_entry, state) == 41, "entry layout");
+_Static_assert(__builtin_offsetof(kvs_fast_entry, slab) == 44, "entry layout");
+_Static_assert(__builtin_offsetof(kvs_fast_pins_hdr, slab_pages) == 28,
+	       "pins layout");
 
 /*
  * kvs_fast_grant_ok - may a client map what FASTATTACH answered? @entries a
  * power of two within KVS_FAST_MAX_ENTRIES, @index_bytes exactly the header
  * and the entries, @pin_cap within KVS_FAST_MAX_PINS, @pins_bytes room for
- * the header, the ring and the pins. 1 or 0; nothing else of the grant is
+ * the header, the ring, the pins and their slabs. 1 or 0; nothing else of the grant is
  * believed (the mapping's size is checked against the fd separately).
  */
 static inline int kvs_fast_grant_ok(uint32_t entries, uint64_t index_bytes,
@@ -141,7 +158,7 @@ static inline int kvs_fast_grant_ok(uint32_t entries, uint64_t index_bytes,
 	       index_bytes == KVS_FAST_HDR_SIZE +
 				      (uint64_t)entries * KVS_FAST_ENTRY_SIZE &&
 	       pin_cap != 0 && pin_cap <= KVS_FAST_MAX_PINS &&
-	       pins_bytes >= KVS_FAST_PINS_OFF + (uint64_t)pin_cap * 8;
+	       pins_bytes >= KVS_FAST_PINS_BYTES(pin_cap);
 }
 
 /* kvs_fast_hdr_ok - the mapped index header agrees with its grant: magic,
@@ -177,6 +194,15 @@ static inline uint32_t kvs_fast_home(uint32_t ns, uint64_t lo, uint64_t hi,
 static inline uint64_t kvs_fast_pin_key(uint64_t offset, uint32_t gen)
 {
 	return (uint64_t)gen << 32 | (uint32_t)(offset >> 6);
+}
+
+/* What slab word i of a pin area holds for a block in slab @slab of
+ * @pages pages (as its index entry says): the daemon counts a pin for a
+ * block only when this word is the block's own, and charges the area
+ * @pages for each distinct word (a word of 0 pages protects nothing). */
+static inline uint64_t kvs_fast_slab_word(uint32_t slab, uint32_t pages)
+{
+	return (uint64_t)slab << 32 | pages;
 }
 
 #endif /* KVS_FAST_H */

@@ -31,6 +31,16 @@
  * it takes its slot where the allocator gives it (the partial slabs first),
  * never one a client picks.
  *
+ * The fast path's pins (a client writes them into its pin area, the daemon
+ * sees them only when it would evict) cannot be refused when taken, so a
+ * worker uid's pin areas are granted pages of its share when they are
+ * made (kvs_cache_fast_grant): an area's pins protect blocks in at most its
+ * grant's pages of distinct slabs (service/cache/fastpins.c counts them),
+ * and what the uid's socket leases may hold is its share less its areas'
+ * grants. Two more entries per (uid, domain) hold them: slab PS_FAST_PAGES
+ * (pages: the pages granted) and PS_FAST_PINS (pages: the pins granted,
+ * which are bounded per uid as well as per domain).
+ *
  * Cost: O(1) expected a pin and an unpin (open addressing, linear probes,
  * deletion by backward shift, never a scan of the pins); memory: 20 bytes
  * an entry, at most two entries for every pinned block.
@@ -42,6 +52,14 @@
 #include "kvs_log.h"
 
 #define PS_MIN_CAP 64u
+/* Entries that are no slab (slab ids are small integers). */
+#define PS_FAST_PINS (KVS_NONE - 2)
+#define PS_FAST_PAGES (KVS_NONE - 1)
+#define PS_IS_SLAB(s) ((s) < PS_FAST_PINS)
+/* A pin area's grant: this share of its uid's pages, of which all its
+ * areas together have at most a half (the rest is its socket leases'). */
+#define PS_FAST_AREA_DIV 8u
+#define PS_FAST_UID_DIV 2u
 
 static uint32_t ps_hash(uint32_t uid, uint32_t d, uint32_t slab)
 {
@@ -153,6 +171,9 @@ int cache_pinslab_charge(kvs_cache *c, const kvs_owner *o, uint32_t d,
 	}
 	t = ps_find(c, uid, d, KVS_NONE);
 	have = t ? t->pages : 0;
+	/* What the uid's pin areas were granted is not the leases'. */
+	if ((e = ps_find(c, uid, d, PS_FAST_PAGES)))
+		have += e->pages;
 	limit = (uint32_t)((uint64_t)kvs_slab_pages(dm->slab) *
 			   c->max_pinned_share / 100);
 	if (have + pages > limit) {
@@ -241,6 +262,8 @@ int cache_pinslab_check(const kvs_cache *c)
 	for (j = 0; j < c->npslab_cap && rc == 0; j++) {
 		const struct pin_slab *t = &c->pslab[j];
 
+		if (t->pins && !PS_IS_SLAB(t->slab) && t->slab != KVS_NONE)
+			continue; /* a fast grant (kvs_cache_fast_grant) */
 		if (!t->pins || t->slab != KVS_NONE) {
 			if (t->pins && pins[j] != t->pins)
 				rc = KVS_E_INTERNAL;
@@ -248,7 +271,7 @@ int cache_pinslab_check(const kvs_cache *c)
 		}
 		pages = 0;
 		for (uint32_t k = 0; k < c->npslab_cap; k++)
-			if (c->pslab[k].pins && c->pslab[k].slab != KVS_NONE &&
+			if (c->pslab[k].pins && PS_IS_SLAB(c->pslab[k].slab) &&
 			    c->pslab[k].uid == t->uid && c->pslab[k].dom == t->dom)
 				pages += c->pslab[k].pages;
 		limit = (uint64_t)kvs_slab_pages(c->doms[t->dom].slab) *
@@ -263,6 +286,93 @@ int cache_pinslab_check(const kvs_cache *c)
 		kvs_err("cache invariant failed: the pinned slabs' counts");
 	free(pins);
 	return rc;
+}
+
+/* Add @delta (may be negative) to entry @slab of (@uid, @d), which is
+ * made on the way up and dropped at 0. Errors: -ENOMEM (unchanged). */
+static int ps_add(kvs_cache *c, uint32_t uid, uint32_t d, uint32_t slab,
+		  int64_t delta)
+{
+	struct pin_slab *e = ps_find(c, uid, d, slab);
+
+	if (delta == 0)
+		return 0;
+	if (!e) {
+		if (delta < 0 || ps_room(c, 1) < 0)
+			return delta < 0 ? 0 : -ENOMEM;
+		ps_insert(c, uid, d, slab, 1, (uint32_t)delta);
+		return 0;
+	}
+	e->pages = (uint32_t)((int64_t)e->pages + delta);
+	if (e->pages == 0)
+		ps_delete(c, e);
+	return 0;
+}
+
+int kvs_cache_fast_grant(kvs_cache *c, const kvs_owner *o, uint32_t want,
+			 uint32_t uid_pins, kvs_cache_grant *g)
+{
+	uint32_t d, limit, pins = want, pages = KVS_NONE, had;
+	const struct pin_slab *e;
+
+	*g = (kvs_cache_grant){ .uid = o->uid, .pins = 0, .pages = KVS_NONE };
+	if (!o->ns)
+		return KVS_E_NOTATTACHED;
+	d = cache_ns(c, o->ns)->dom;
+	g->dom = d;
+	/* An arena per uid is a domain per uid: its bound is the uid's. */
+	if (o->op || c->by_uid) {
+		g->pins = want;
+		return 0;
+	}
+	e = ps_find(c, o->uid, d, PS_FAST_PINS);
+	had = e ? e->pages : 0;
+	if (had >= uid_pins)
+		return KVS_E_LIMIT;
+	if (pins > uid_pins - had)
+		pins = uid_pins - had;
+	if (c->max_pinned_share) {
+		limit = (uint32_t)((uint64_t)kvs_slab_pages(c->doms[d].slab) *
+				   c->max_pinned_share / 100);
+		e = ps_find(c, o->uid, d, PS_FAST_PAGES);
+		had = e ? e->pages : 0;
+		if (had >= limit / PS_FAST_UID_DIV)
+			return KVS_E_LIMIT;
+		pages = limit / PS_FAST_AREA_DIV;
+		if (pages > limit / PS_FAST_UID_DIV - had)
+			pages = limit / PS_FAST_UID_DIV - had;
+		if (pages == 0)
+			return KVS_E_LIMIT;
+	}
+	if (ps_room(c, 2) < 0)
+		return -ENOMEM;
+	ps_add(c, o->uid, d, PS_FAST_PINS, pins);
+	if (pages != KVS_NONE)
+		ps_add(c, o->uid, d, PS_FAST_PAGES, pages);
+	g->pins = pins;
+	g->pages = pages;
+	g->charged = 1;
+	return 0;
+}
+
+void kvs_cache_fast_ungrant(kvs_cache *c, kvs_cache_grant *g)
+{
+	if (!g->charged)
+		return;
+	ps_add(c, g->uid, g->dom, PS_FAST_PINS, -(int64_t)g->pins);
+	if (g->pages != KVS_NONE)
+		ps_add(c, g->uid, g->dom, PS_FAST_PAGES, -(int64_t)g->pages);
+	g->charged = 0;
+}
+
+uint32_t kvs_cache_rec_slab(const kvs_cache *c, const kvs_rec *r,
+			    uint32_t *pages)
+{
+	*pages = 0;
+	if (r->tier != KVS_TIER_HOST || r->ns == 0 || r->ns > c->nns)
+		return KVS_NONE;
+	return kvs_slab_of(c->doms[cache_ns(c, r->ns)->dom].slab, r->offset,
+			   pages);
 }
 
 void cache_pinslab_free(kvs_cache *c)

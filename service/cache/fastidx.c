@@ -100,6 +100,7 @@ void kvs_fast_destroy(kvs_fast *f)
 	free(f->held);
 	free(f->all);
 	free(f->set);
+	free(f->aset);
 	free(f);
 }
 
@@ -197,8 +198,10 @@ static void entry_close(kvs_fast_entry *e)
 }
 
 static void entry_fill(kvs_fast_entry *e, uint32_t ns, kvs_hash h,
-		       uint64_t off, uint32_t gen)
+		       uint64_t off, uint32_t gen, uint32_t slab, uint32_t pages)
 {
+	ST(&e->slab, slab);
+	ST(&e->slab_pages, pages);
 	ST(&e->ns, ns);
 	ST(&e->lo, h.lo);
 	ST(&e->hi, h.hi);
@@ -237,6 +240,7 @@ void kvs_fast_publish(kvs_fast *f, uint64_t arena_id, uint32_t idx,
 		      const kvs_rec *r)
 {
 	kvs_hash h = kvs_cache_rec_hash(r);
+	uint32_t slab, pages;
 	fdom *d;
 	int64_t i, empty;
 
@@ -258,8 +262,9 @@ void kvs_fast_publish(kvs_fast *f, uint64_t arena_id, uint32_t idx,
 		i = empty;
 		d->used++;
 	}
+	slab = kvs_cache_rec_slab(f->cache, r, &pages);
 	entry_open(&d->e[i]);
-	entry_fill(&d->e[i], r->ns, h, r->offset, r->gen);
+	entry_fill(&d->e[i], r->ns, h, r->offset, r->gen, slab, pages);
 	entry_close(&d->e[i]);
 	d->recs[i] = idx;
 }
@@ -274,7 +279,7 @@ void fast_delete_at(fdom *d, uint32_t i)
 
 	ST(&d->hdr->moves, m + 1);
 	__atomic_thread_fence(__ATOMIC_RELEASE);
-	entry_fill(&d->e[i], 0, (kvs_hash){ 0, 0 }, 0, 0);
+	entry_fill(&d->e[i], 0, (kvs_hash){ 0, 0 }, 0, 0, 0, 0);
 	entry_close(&d->e[i]);
 	for (;;) {
 		kvs_fast_entry *e;
@@ -291,12 +296,12 @@ void fast_delete_at(fdom *d, uint32_t i)
 			continue;
 		entry_open(&d->e[i]);
 		entry_fill(&d->e[i], e->ns, (kvs_hash){ e->lo, e->hi },
-			   e->offset, e->gen);
+			   e->offset, e->gen, e->slab, e->slab_pages);
 		if (!(LD(&e->seq) & 1))
 			entry_close(&d->e[i]);
 		d->recs[i] = d->recs[j];
 		entry_open(e);
-		entry_fill(e, 0, (kvs_hash){ 0, 0 }, 0, 0);
+		entry_fill(e, 0, (kvs_hash){ 0, 0 }, 0, 0, 0, 0);
 		entry_close(e);
 		i = j;
 	}
@@ -314,13 +319,16 @@ uint64_t fast_now_ms(void)
 	return (uint64_t)now.tv_sec * 1000u + (uint64_t)now.tv_nsec / 1000000u;
 }
 
-/* A pin area of @cap pins: its memfd (for the caller to send and close)
- * and our mapping, read-write so that `revoked` can be written without
- * keeping the fd. Sealed: the client writes it, and must not shrink it
- * under our reads. */
-static int make_pins(kvs_fast_client *fc, uint32_t cap, int *fdp)
+/* A pin area of @cap pins whose pins may hold @pages pages of slabs: its
+ * memfd (for the caller to send and close) and our mapping, read-write so
+ * that `revoked` can be written without keeping the fd. Sealed: the client
+ * writes it, and must not shrink it under our reads. */
+_Static_assert(KVS_NONE == KVS_FAST_NO_BUDGET, "a grant of KVS_NONE pages");
+
+static int make_pins(kvs_fast_client *fc, uint32_t cap, uint32_t pages,
+		     int *fdp)
 {
-	size_t bytes = KVS_FAST_PINS_OFF + (size_t)cap * 8;
+	size_t bytes = (size_t)KVS_FAST_PINS_BYTES(cap);
 	kvs_fast_pins_hdr *h;
 	void *p;
 	int fd, rc = 0;
@@ -343,11 +351,14 @@ static int make_pins(kvs_fast_client *fc, uint32_t cap, int *fdp)
 	h = p;
 	h->magic = KVS_FAST_PIN_MAGIC;
 	h->cap = cap;
+	h->slab_pages = pages;
 	fc->hdr = h;
 	fc->touch = (const uint64_t *)((const uint8_t *)p + KVS_FAST_PINS_HDR_SIZE);
 	fc->pins = (const uint64_t *)((const uint8_t *)p + KVS_FAST_PINS_OFF);
+	fc->slabs = fc->pins + cap;
 	fc->bytes = bytes;
 	fc->cap = cap;
+	fc->slab_pages = pages;
 	*fdp = fd;
 	return 0;
 }
@@ -372,6 +383,7 @@ int kvs_fast_attach(kvs_fast *f, kvs_owner *o, kvs_fast_client **pfc,
 		    kvs_fast_grant *g)
 {
 	kvs_fast_client *fc;
+	kvs_cache_grant gr;
 	uint64_t bytes, id;
 	uint32_t cap;
 	int afd, rc, pfd = -1;
@@ -397,29 +409,40 @@ int kvs_fast_attach(kvs_fast *f, kvs_owner *o, kvs_fast_client **pfc,
 	cap = KVS_FAST_DOMAIN_PINS - d->pins;
 	if (cap > f->pin_cap)
 		cap = f->pin_cap;
-	if (cap < KVS_FAST_MIN_PINS) {
-		f->counts.attach_refused++;
-		return KVS_E_LIMIT;
+	/* And a worker uid's, of pins and of slab pages (its budget,
+	 * cache_pinslab.c): what its area's pins may protect. */
+	rc = cap < KVS_FAST_MIN_PINS
+		     ? KVS_E_LIMIT
+		     : kvs_cache_fast_grant(f->cache, o, cap, KVS_FAST_UID_PINS,
+					    &gr);
+	if (rc == 0 && gr.pins < KVS_FAST_MIN_PINS) {
+		kvs_cache_fast_ungrant(f->cache, &gr);
+		rc = KVS_E_LIMIT;
 	}
+	if (rc == KVS_E_LIMIT)
+		f->counts.attach_refused++;
+	if (rc < 0)
+		return rc;
 	fc = calloc(1, sizeof(*fc));
-	if (!fc)
-		return -ENOMEM;
-	rc = make_pins(fc, cap, &pfd);
+	rc = fc ? make_pins(fc, gr.pins, gr.pages, &pfd) : -ENOMEM;
 	if (rc == 0)
 		rc = all_add(f, fc);
 	if (rc < 0) {
 		if (pfd >= 0)
 			close(pfd);
-		fast_client_free(fc);
+		if (fc)
+			fast_client_free(fc);
+		kvs_cache_fast_ungrant(f->cache, &gr);
 		return rc;
 	}
+	fc->grant = gr;
 	fc->d = d;
 	fc->ns = kvs_cache_owner_ns(o);
 	fc->next = d->clients;
 	if (d->clients)
 		d->clients->prev = fc;
 	d->clients = fc;
-	d->pins += cap;
+	d->pins += fc->cap;
 	f->nclients++;
 	*pfc = fc;
 	*g = (kvs_fast_grant){ .index_fd = d->fd, .pins_fd = pfd,

@@ -25,7 +25,8 @@
 	X(held, GAUGE, "blocks kept now for fast-path pins")                  \
 	X(unpublished, COUNTER, "host blocks left out of a full index")       \
 	X(evict_skipped, COUNTER, "evictions skipped: fast-path pinned")      \
-	X(attach_refused, COUNTER, "fast attaches refused: the domain's pins at their bound")\
+	X(attach_refused, COUNTER, "fast attaches refused: the domain's or the uid's pins, or the uid's slab pages, at their bound")\
+	X(pins_unbudgeted, COUNTER, "fast-path pins read past their area's slab budget, or naming a slab wrongly: they protect nothing")\
 	X(snapshots, COUNTER, "looks at a domain's fast-path pins (one per eviction batch)")\
 	X(pin_reads, COUNTER, "fast-path pins read by those looks")           \
 	X(pin_probes, COUNTER, "hash-set probes of those looks (inserts and queries)")\
@@ -70,7 +71,11 @@ struct kvs_fast_client {
 				 * `revoked` only, reads the rest */
 	const uint64_t *touch;  /* KVS_FAST_TOUCHES */
 	const uint64_t *pins;
+	const uint64_t *slabs;  /* beside each pin: kvs_fast_slab_word */
 	uint32_t cap;           /* ours, not the area's */
+	uint32_t slab_pages;    /* ours: its budget (KVS_FAST_NO_BUDGET) */
+	kvs_cache_grant grant;  /* what the cache granted it, given back
+				 * when it is forgotten */
 	uint32_t tail;          /* touches replayed */
 	uint32_t ns;            /* its connection's namespace (misses) */
 	uint32_t snap_n;        /* pins read by the current snapshot */
@@ -80,7 +85,7 @@ struct kvs_fast_client {
 
 typedef struct fast_held {
 	uint32_t idx;
-	uint64_t key;
+	uint64_t key, word; /* the pin that held it */
 	fdom *d;
 } fast_held;
 
@@ -97,9 +102,12 @@ struct kvs_fast {
 	uint32_t nclients;            /* live ones */
 	kvs_fast_client **all;        /* every pin area, for the round robin */
 	uint32_t nall, all_cap, rr;
-	uint64_t *set;                /* the pin snapshot: open addressing */
+	struct fast_pin { uint64_t key, word; } *set; /* the pin snapshot:
+				       * open addressing; word: its slab's */
 	uint32_t set_mask, set_shift, set_n;
 	size_t set_cap;
+	uint64_t *aset;               /* one area's slab words (its budget) */
+	size_t aset_cap;
 	uint64_t seed;                /* of the snapshot's hash */
 	uint64_t dead[KVS_FAST_NCOUNTERS]; /* counters of closed clients */
 };

@@ -43,42 +43,130 @@
 
 /* ---- the snapshot ------------------------------------------------------ */
 
-static uint32_t slot_of(const kvs_fast *f, uint64_t key)
+static uint64_t mix(uint64_t x)
 {
-	uint64_t x = key ^ f->seed;
-
 	x ^= x >> 33;
 	x *= 0xff51afd7ed558ccdull;
 	x ^= x >> 33;
 	x *= 0xc4ceb9fe1a85ec53ull;
-	return (uint32_t)(x >> f->set_shift);
+	x ^= x >> 33;
+	return x;
 }
 
-static void set_add(kvs_fast *f, uint64_t key)
+/* Where (@key, @word) starts probing: both through the seeded mix, one
+ * after the other, so that no choice of pairs lands on one slot. */
+static uint32_t slot_of(const kvs_fast *f, uint64_t key, uint64_t word)
 {
-	for (uint32_t i = slot_of(f, key);; i = (i + 1) & f->set_mask) {
+	return (uint32_t)(mix(mix(key ^ f->seed) ^ word) >> f->set_shift);
+}
+
+/* A pin is (key, slab word): an area without a budget names its pins
+ * with word 0, which protects by key alone. */
+static void set_add(kvs_fast *f, uint64_t key, uint64_t word)
+{
+	for (uint32_t i = slot_of(f, key, word);; i = (i + 1) & f->set_mask) {
 		f->counts.pin_probes++;
-		if (f->set[i] == key)
+		if (f->set[i].key == key && f->set[i].word == word)
 			return;
-		if (f->set[i] == 0) {
-			f->set[i] = key;
+		if (f->set[i].key == 0) {
+			f->set[i] = (struct fast_pin){ key, word };
 			f->set_n++;
 			return;
 		}
 	}
 }
 
-static int set_has(kvs_fast *f, uint64_t key)
+static int set_has(kvs_fast *f, uint64_t key, uint64_t word)
 {
 	if (key == 0 || f->set_n == 0)
 		return 0; /* 0 is no pin (kvs_fast.h), whatever fills an area */
-	for (uint32_t i = slot_of(f, key);; i = (i + 1) & f->set_mask) {
+	for (uint32_t i = slot_of(f, key, word);; i = (i + 1) & f->set_mask) {
 		f->counts.pin_probes++;
-		if (f->set[i] == key)
+		if (f->set[i].key == key && f->set[i].word == word)
 			return 1;
-		if (f->set[i] == 0)
+		if (f->set[i].key == 0)
 			return 0;
 	}
+}
+
+/* Whether a pin of a block in slab @word (kvs_fast_slab_word) protects it:
+ * a pin of an area without a budget, or of one whose budget counted it. */
+static int pinned(kvs_fast *f, uint64_t key, uint64_t word)
+{
+	return set_has(f, key, 0) || set_has(f, key, word);
+}
+
+/* Room for @n entries of @elem bytes at a load of at most a half in *@v
+ * (*@cap entries), the first 2^*@bits zeroed. Errors: -ENOMEM. */
+static int room(void **v, size_t *cap, size_t elem, size_t n, uint32_t *bits)
+{
+	size_t want = 64;
+
+	*bits = 6;
+	while (want < 2 * n) {
+		want <<= 1;
+		(*bits)++;
+	}
+	if (want > *cap) {
+		void *p = realloc(*v, want * elem);
+
+		if (!p)
+			return -ENOMEM;
+		*v = p;
+		*cap = want;
+	}
+	memset(*v, 0, want * elem);
+	return 0;
+}
+
+/* Area @fc's pins into the set. Without a budget, every pin. With one,
+ * in the area's order, a pin whose slab word is one already counted, or
+ * whose pages still fit its budget (counted then); the rest, and words of
+ * 0 pages, protect nothing (pins_unbudgeted). A client that keeps within
+ * its budget (client/fast.c) has every pin counted: it counts the same
+ * words, those of the entries it pinned. Words are the client's: they are
+ * only compared (a word that is not its block's protects nothing) and
+ * hashed with the seed. Errors: -ENOMEM. */
+static int area_add(kvs_fast *f, kvs_fast_client *fc)
+{
+	uint64_t used = 0;
+	uint32_t bits, mask;
+
+	if (fc->slab_pages == KVS_FAST_NO_BUDGET) {
+		for (uint32_t k = 0; k < fc->snap_n; k++) {
+			uint64_t p = LD(&fc->pins[k]);
+
+			f->counts.pin_reads++;
+			if (p)
+				set_add(f, p, 0);
+		}
+		return 0;
+	}
+	if (room((void **)&f->aset, &f->aset_cap, sizeof(*f->aset), fc->snap_n,
+		 &bits) < 0)
+		return -ENOMEM;
+	mask = (uint32_t)((1ull << bits) - 1);
+	for (uint32_t k = 0; k < fc->snap_n; k++) {
+		uint64_t p = LD(&fc->pins[k]), w = LD(&fc->slabs[k]);
+		uint32_t pages = (uint32_t)w, i;
+
+		f->counts.pin_reads++;
+		if (!p)
+			continue;
+		for (i = (uint32_t)mix(w ^ f->seed) & mask;
+		     f->aset[i] && f->aset[i] != w; i = (i + 1) & mask)
+			f->counts.pin_probes++;
+		if (!f->aset[i]) {
+			if (pages == 0 || used + pages > fc->slab_pages) {
+				f->counts.pins_unbudgeted++;
+				continue;
+			}
+			f->aset[i] = w;
+			used += pages;
+		}
+		set_add(f, p, w);
+	}
+	return 0;
 }
 
 /* Read every pin of @d's areas (live and in their grace) into the set, at
@@ -89,8 +177,8 @@ static int set_has(kvs_fast *f, uint64_t key)
  * a pin). */
 static int snapshot(kvs_fast *f, fdom *d)
 {
-	size_t total = 0, want = 64;
-	int bits = 6;
+	size_t total = 0;
+	uint32_t bits;
 
 	f->counts.snapshots++;
 	f->set_n = 0;
@@ -103,29 +191,14 @@ static int snapshot(kvs_fast *f, fdom *d)
 	d->last_snap = (uint32_t)total;
 	if (total == 0)
 		return 0;
-	while (want < 2 * total) {
-		want <<= 1;
-		bits++;
-	}
-	if (want > f->set_cap) {
-		uint64_t *v = realloc(f->set, want * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		f->set = v;
-		f->set_cap = want;
-	}
-	f->set_mask = (uint32_t)(want - 1);
-	f->set_shift = (uint32_t)(64 - bits);
-	memset(f->set, 0, want * sizeof(*f->set));
+	if (room((void **)&f->set, &f->set_cap, sizeof(*f->set), total,
+		 &bits) < 0)
+		return -ENOMEM;
+	f->set_mask = (uint32_t)((1ull << bits) - 1);
+	f->set_shift = 64 - bits;
 	for (kvs_fast_client *fc = d->clients; fc; fc = fc->next)
-		for (uint32_t k = 0; k < fc->snap_n; k++) {
-			uint64_t p = LD(&fc->pins[k]);
-
-			f->counts.pin_reads++;
-			if (p)
-				set_add(f, p);
-		}
+		if (area_add(f, fc) < 0)
+			return -ENOMEM;
 	return 0;
 }
 
@@ -135,9 +208,11 @@ typedef struct victim {
 	int64_t at;     /* its entry, or -1: not in the index */
 	uint64_t seq;   /* the entry's seq before we marked it going */
 	uint64_t key, key2;
+	uint64_t word, word2; /* their slabs' words (kvs_fast_slab_word) */
 } victim;
 
-static int hold_one(kvs_fast *f, fdom *d, uint32_t idx, uint64_t key)
+static int hold_one(kvs_fast *f, fdom *d, uint32_t idx, uint64_t key,
+		    uint64_t word)
 {
 	if (f->nheld == f->held_cap) {
 		uint32_t cap = f->held_cap ? 2 * f->held_cap : 64;
@@ -148,7 +223,7 @@ static int hold_one(kvs_fast *f, fdom *d, uint32_t idx, uint64_t key)
 		f->held = v;
 		f->held_cap = cap;
 	}
-	f->held[f->nheld++] = (fast_held){ idx, key, d };
+	f->held[f->nheld++] = (fast_held){ idx, key, word, d };
 	d->nheld++;
 	kvs_cache_pin_rec(f->cache, idx, 1);
 	f->counts.evict_skipped++;
@@ -166,6 +241,7 @@ static uint32_t hold_many(kvs_fast *f, fdom *d, uint32_t n,
 
 	for (uint32_t i = 0; i < n; i++) {
 		kvs_hash h = kvs_cache_rec_hash(r[i]);
+		uint32_t slab, pages;
 		int64_t empty;
 
 		keep[i] = 0;
@@ -185,7 +261,11 @@ static uint32_t hold_many(kvs_fast *f, fdom *d, uint32_t n,
 		 * if either is pinned). */
 		v[i].key = kvs_fast_pin_key(d->e[v[i].at].offset,
 					    d->e[v[i].at].gen);
+		v[i].word = kvs_fast_slab_word(d->e[v[i].at].slab,
+					       d->e[v[i].at].slab_pages);
 		v[i].key2 = kvs_fast_pin_key(r[i]->offset, r[i]->gen);
+		slab = kvs_cache_rec_slab(f->cache, r[i], &pages);
+		v[i].word2 = kvs_fast_slab_word(slab, pages);
 		v[i].seq = LD(&d->e[v[i].at].seq);
 		ST(&d->e[v[i].at].seq, v[i].seq + 1); /* going */
 		marked++;
@@ -205,12 +285,17 @@ static uint32_t hold_many(kvs_fast *f, fdom *d, uint32_t n,
 	}
 	/* Kept ones first, while every victim is where it was marked. */
 	for (uint32_t i = 0; i < n; i++) {
-		if (v[i].at < 0 || !d->clients ||
-		    !(set_has(f, v[i].key) ||
-		      (v[i].key2 != v[i].key && set_has(f, v[i].key2))))
+		int by2;
+
+		if (v[i].at < 0 || !d->clients)
+			continue;
+		by2 = !pinned(f, v[i].key, v[i].word);
+		if (by2 && !(v[i].key2 != v[i].key &&
+			     pinned(f, v[i].key2, v[i].word2)))
 			continue;
 		ST_REL(&d->e[v[i].at].seq, v[i].seq); /* unchanged: fastidx.c */
-		hold_one(f, d, idx[i], v[i].key);
+		hold_one(f, d, idx[i], by2 ? v[i].key2 : v[i].key,
+			 by2 ? v[i].word2 : v[i].word);
 		keep[i] = 1;
 		kept++;
 	}
@@ -291,7 +376,8 @@ uint32_t kvs_fast_unhold(kvs_fast *f)
 		for (uint32_t k = 0; k < f->nheld;) {
 			fast_held *hd = &f->held[k];
 
-			if (hd->d != d || (d->clients && set_has(f, hd->key))) {
+			if (hd->d != d ||
+			    (d->clients && pinned(f, hd->key, hd->word))) {
 				k++;
 				continue;
 			}
@@ -332,6 +418,7 @@ static void forget(kvs_fast *f, kvs_fast_client *fc)
 	if (fc->next)
 		fc->next->prev = fc->prev;
 	fc->d->pins -= fc->cap;
+	kvs_cache_fast_ungrant(f->cache, &fc->grant);
 	for (int k = 0; k < KVS_FAST_NCOUNTERS; k++)
 		f->dead[k] = fc->seen[k] > UINT64_MAX - f->dead[k]
 				     ? UINT64_MAX : f->dead[k] + fc->seen[k];

@@ -108,6 +108,26 @@ void kvs_cache_set_fast(kvs_cache *c, struct kvs_fast *f);
  * HELLO reply may hand out). Errors: KVS_E_NOTATTACHED. */
 int kvs_cache_owner_arena(const kvs_cache *c, const kvs_owner *o, int *fd,
 			  uint64_t *bytes, uint64_t *id);
+/*
+ * kvs_cache_fast_grant - what a new fast-path pin area of @o (attached)
+ * may hold: g->pins of the @want pins it asks for (a worker uid's areas in
+ * one domain hold at most @uid_pins together) and g->pages, the pages of
+ * distinct host slabs its pins may protect at once, taken out of the uid's
+ * --max-pinned-share-per-uid (its socket leases may hold the share less
+ * its areas' grants); g->pages KVS_NONE: not budgeted (an operator, no
+ * share, --tenant-arenas uid). An area gets an eighth of the share, a
+ * uid's areas half of it at most.
+ * Errors: KVS_E_NOTATTACHED; KVS_E_LIMIT (the uid has no pins or pages
+ * left: no pin area), -ENOMEM; nothing granted.
+ * kvs_cache_fast_ungrant - give back what a grant took (once; @g is marked).
+ */
+typedef struct kvs_cache_grant {
+	uint32_t uid, dom, pins, pages;
+	int charged;
+} kvs_cache_grant;
+int kvs_cache_fast_grant(kvs_cache *c, const kvs_owner *o, uint32_t want,
+			 uint32_t uid_pins, kvs_cache_grant *g);
+void kvs_cache_fast_ungrant(kvs_cache *c, kvs_cache_grant *g);
 /* kvs_cache_tenants - domains made so far (1 when --tenant-arenas off). */
 uint32_t kvs_cache_tenants(const kvs_cache *c);
 

@@ -39,6 +39,10 @@ uint32_t kvs_cache_rec_end(const kvs_cache *c);
 /* kvs_cache_rec_at - record @idx (check its state: FREE is unused). Valid
  * until the next change to the cache. */
 const kvs_rec *kvs_cache_rec_at(const kvs_cache *c, uint32_t idx);
+/* kvs_cache_rec_slab - the host slab holding record @r's slot, and its
+ * length in pages (*pages); KVS_NONE (and 0) when @r is not in a host slot. */
+uint32_t kvs_cache_rec_slab(const kvs_cache *c, const kvs_rec *r,
+			    uint32_t *pages);
 /* kvs_cache_rec_hash - the block hash a client names record @r by. */
 kvs_hash kvs_cache_rec_hash(const kvs_rec *r);
 /* kvs_cache_rec_chain - the blocks from the first of record @idx's chain

@@ -52,6 +52,10 @@ typedef struct kvs_fast_client kvs_fast_client;
  * that would pass it gets a smaller area, none below KVS_FAST_MIN_PINS. */
 #define KVS_FAST_DOMAIN_PINS (1u << 18)
 #define KVS_FAST_MIN_PINS 64u
+/* A worker uid's areas in one domain together, at most (an operator's are
+ * bounded by the domain's only): one uid cannot take a shared arena's fast
+ * path from the others. */
+#define KVS_FAST_UID_PINS (KVS_FAST_DOMAIN_PINS / 4)
 /* Records one kvs_fast_hold_batch() decides, at most; and the pins a
  * snapshot may read per victim it decides, amortized (the make-room loop
  * asks kvs_fast_batch_hint() how many victims to start with). */

@@ -218,7 +218,7 @@ static void test_touches(void)
 static void test_grant_checks(void)
 {
 	uint64_t ib = KVS_FAST_HDR_SIZE + 1024ull * KVS_FAST_ENTRY_SIZE;
-	uint64_t pb = KVS_FAST_PINS_OFF + 64ull * 8;
+	uint64_t pb = KVS_FAST_PINS_BYTES(64);
 	kvs_fast_hdr h = { .magic = KVS_FAST_MAGIC, .version = KVS_FAST_VERSION,
 			   .entries = 1024, .max_probe = KVS_FAST_MAX_PROBE,
 			   .arena_id = 77 };
