@@ -94,7 +94,7 @@ typedef struct kvs_fast_entry {
 	X(miss_blocks, COUNTER, "blocks the fast path found absent (client-reported)")\
 	X(fallback_miss, COUNTER, "fast lookups sent to the socket: index miss (client-reported)")\
 	X(fallback_busy, COUNTER, "... : entry being written or moved (client-reported)")\
-	X(fallback_pins, COUNTER, "... : pin area or fast leases full (client-reported)")\
+	X(fallback_pins, COUNTER, "... : pin area, fast leases or slab budget full (client-reported)")\
 	X(fallback_other, COUNTER, "... : too many hashes or index unusable (client-reported)")
 enum {
 #define KVS_FAST_CTR_ENUM(n, kind, help) KVS_FAST_CTR_##n,

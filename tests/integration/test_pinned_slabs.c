@@ -21,9 +21,8 @@
  *           of 64 of them whole, beside the leases kept.
  *
  * Root only (a worker uid beside the operators); skipped otherwise. The
- * attacker's lookups take the socket (KVS_NO_FASTPATH): the budget counts
- * socket leases; the fast path's pins are bounded per domain
- * (docs/reliability.md, "Bounds and what is left").
+ * attacker's lookups take the socket (KVS_NO_FASTPATH): this is the socket
+ * leases' budget; test_fast_slabs holds the fast path's pins to theirs.
  */
 #include "harness.h"
 #include "harness_child.h"
