@@ -247,6 +247,11 @@ static void ns_release(kvs_cache *c, ns *s)
 {
 	if (!s->gone)
 		kvs_slab_class_put(c->doms[s->dom].slab, s->cls);
+	/* And its class in each slot tier (the GPU tier's 256 are shared by
+	 * every namespace that reserves there). */
+	for (uint8_t t = 0; !s->gone && t < KVS_TIER_MAX; t++)
+		if (s->tcls[t] != NO_CLASS && c->tier[t] && c->tier[t]->ops->slot)
+			c->tier[t]->ops->slot->class_put(c->tier[t], s->tcls[t]);
 	free(s->model);
 	free(s->adapter);
 	free(s->salt);

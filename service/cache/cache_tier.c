@@ -38,6 +38,7 @@ static const char *ops_missing(const kvs_tier_ops *o)
 		{ "poll (event_fd needs it)", !o->event_fd || o->poll },
 		{ "slot or store (exactly one)", !sl != !st },
 		{ "slot->class_of", !sl || sl->class_of },
+		{ "slot->class_put", !sl || sl->class_put },
 		{ "slot->alloc", !sl || sl->alloc },
 		{ "slot->free", !sl || sl->free },
 		{ "slot->used", !sl || sl->used },

@@ -115,6 +115,9 @@ typedef struct kvs_tier_slot_ops {
 	/* The allocator class for blocks of @bytes. Errors: KVS_E_LAYOUT
 	 * (does not fit), -ENOMEM. */
 	int (*class_of)(kvs_tier_mod *t, uint64_t bytes, uint32_t *cls);
+	/* Give back one class_of() of @cls: the namespace that asked is gone
+	 * (reclaimed, or its id given to another layout). */
+	void (*class_put)(kvs_tier_mod *t, uint32_t cls);
 	/* -ENOSPC: the cache evicts and asks again. */
 	int (*alloc)(kvs_tier_mod *t, uint32_t cls, uint64_t *off);
 	void (*free)(kvs_tier_mod *t, uint64_t off);

@@ -42,6 +42,11 @@ static int gpu_slot_class(kvs_tier_mod *t, uint64_t bytes, uint32_t *cls)
 	return kvs_slab_class(gpu_of(t)->slab, bytes, cls);
 }
 
+static void gpu_slot_class_put(kvs_tier_mod *t, uint32_t cls)
+{
+	kvs_slab_class_put(gpu_of(t)->slab, cls);
+}
+
 static int gpu_slot_alloc(kvs_tier_mod *t, uint32_t cls, uint64_t *off)
 {
 	return kvs_slab_alloc(gpu_of(t)->slab, cls, off);
@@ -139,6 +144,7 @@ KVS_STATS_SECTION_DEFINE(kvs_tier_gpu_section, "tier_gpu", KVS_TIER_GPU,
 
 static const kvs_tier_slot_ops gpu_slot_ops = {
 	.class_of = gpu_slot_class,
+	.class_put = gpu_slot_class_put,
 	.alloc = gpu_slot_alloc,
 	.free = gpu_slot_free,
 	.used = gpu_slots_used,

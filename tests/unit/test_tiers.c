@@ -743,6 +743,7 @@ static void test_ops_required(void)
 
 		WITHOUT(sl, *real->slot, map, ops = *real; ops.slot = &sl);
 		WITHOUT(sl, *real->slot, alloc, ops = *real; ops.slot = &sl);
+		WITHOUT(sl, *real->slot, class_put, ops = *real; ops.slot = &sl);
 		WITHOUT(sl, *real->slot, used, ops = *real; ops.slot = &sl);
 		/* both tables: a tier is above host or below it */
 		ops = *real;
