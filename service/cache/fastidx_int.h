@@ -110,6 +110,11 @@ struct kvs_fast {
 	size_t aset_cap;
 	uint64_t seed;                /* of the snapshot's hash */
 	uint64_t dead[KVS_FAST_NCOUNTERS]; /* counters of closed clients */
+	/* Step tests only (tests/unit/test_fast_steps.c): called in a batch's
+	 * decision after its snapshot, before any victim is answered, where a
+	 * client's store can land. NULL otherwise. */
+	void (*after_snapshot)(void *arg);
+	void *after_snapshot_arg;
 };
 
 /* fastidx.c */

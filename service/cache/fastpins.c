@@ -283,6 +283,8 @@ static uint32_t hold_many(kvs_fast *f, fdom *d, uint32_t n,
 			}
 		return kept;
 	}
+	if (f->after_snapshot)
+		f->after_snapshot(f->after_snapshot_arg);
 	/* Kept ones first, while every victim is where it was marked. */
 	for (uint32_t i = 0; i < n; i++) {
 		int by2;
