@@ -319,12 +319,12 @@ uint64_t fast_now_ms(void)
 	return (uint64_t)now.tv_sec * 1000u + (uint64_t)now.tv_nsec / 1000000u;
 }
 
+_Static_assert(KVS_NONE == KVS_FAST_NO_BUDGET, "a grant of KVS_NONE pages");
+
 /* A pin area of @cap pins whose pins may hold @pages pages of slabs: its
  * memfd (for the caller to send and close) and our mapping, read-write so
  * that `revoked` can be written without keeping the fd. Sealed: the client
  * writes it, and must not shrink it under our reads. */
-_Static_assert(KVS_NONE == KVS_FAST_NO_BUDGET, "a grant of KVS_NONE pages");
-
 static int make_pins(kvs_fast_client *fc, uint32_t cap, uint32_t pages,
 		     int *fdp)
 {

@@ -27,6 +27,14 @@
  *
  * The snapshot's hash is keyed by a random seed: a client chooses its pins
  * and must not be able to choose colliding ones.
+ *
+ * A worker's area has a slab budget (cache_pinslab.c grants it): the
+ * snapshot takes its pins as (pin, slab word) pairs, in the area's order,
+ * as long as their distinct words' pages fit (area_add), and a victim is
+ * kept only by a pair with its own word, or by a pin of an area without a
+ * budget. The library counts the same words before it pins (client/fast.c),
+ * so its pins all count; a client that ignores its budget holds nothing
+ * past it.
  */
 #define _GNU_SOURCE
 #include "fastidx_int.h"
