@@ -239,9 +239,9 @@ void cache_persist_commit(kvs_cache *c, uint32_t idx)
 	set_state(&e->state, PST_COMMITTED);
 }
 
-int kvs_persist_fds(const kvs_cache *c, kvs_named_fd *out, int max)
+int kvs_persist_fds(kvs_cache *c, kvs_named_fd *out, uint32_t max)
 {
-	int n = c->persist ? 1 + (int)c->ndoms : 0;
+	uint32_t n = c->persist ? 1 + c->ndoms : 0;
 
 	if (n > max)
 		return -ENOSPC;
@@ -254,11 +254,12 @@ int kvs_persist_fds(const kvs_cache *c, kvs_named_fd *out, int max)
 		snprintf(out[1 + i].name, sizeof(out[1 + i].name), "%s%u",
 			 KVS_PERSIST_ARENA_PREFIX, i);
 	}
-	return n;
+	return (int)n;
 }
 
-void kvs_persist_clean(kvs_cache *c)
+int kvs_persist_leave(kvs_cache *c)
 {
 	if (c->persist)
 		set_state(&c->persist->hdr->state, PHS_CLEAN);
+	return 0;
 }

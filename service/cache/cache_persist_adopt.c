@@ -38,12 +38,12 @@ static void cold(kvs_persist_report *r, const char *fmt, ...)
 }
 
 /* Sort @in by name; an unknown name or a second fd of one is closed. */
-static void sort_fds(const kvs_named_fd *in, int n, adopt *a)
+static void sort_fds(const kvs_named_fd *in, uint32_t n, adopt *a)
 {
 	a->meta = -1;
 	for (uint32_t i = 0; i < PERSIST_MAX_DOMS; i++)
 		a->arena[i] = -1;
-	for (int i = 0; i < n; i++) {
+	for (uint32_t i = 0; i < n; i++) {
 		const char *nm = in[i].name, *pre = KVS_PERSIST_ARENA_PREFIX;
 		size_t pl = strlen(pre);
 		char *end;
@@ -199,7 +199,7 @@ static void report(const kvs_persist_report *r)
 	static const char *const mode[] = { "cold start", "handed over",
 					    "recovered after a crash" };
 
-	if (r->mode == KVS_PERSIST_COLD) {
+	if (r->mode == KVS_START_COLD) {
 		if (r->reason[0])
 			kvs_warn("persist: cold start: %s", r->reason);
 		return;
@@ -207,12 +207,13 @@ static void report(const kvs_persist_report *r)
 	kvs_info("persist: %s: %llu blocks kept, %llu dropped (%llu caught "
 		 "writing or torn, %llu failed their checksum), %u namespaces, "
 		 "%u arenas, in %.1f ms", mode[r->mode],
-		 (unsigned long long)r->kept, (unsigned long long)r->dropped,
+		 (unsigned long long)r->blocks_kept,
+		 (unsigned long long)r->blocks_dropped,
 		 (unsigned long long)r->torn, (unsigned long long)r->bad_sum,
 		 r->namespaces, r->domains, (double)r->elapsed_ns / 1e6);
 }
 
-int kvs_persist_adopt(kvs_cache *c, const kvs_named_fd *in, int n,
+int kvs_persist_adopt(kvs_cache *c, kvs_named_fd *in, uint32_t n,
 		      kvs_persist_report *r)
 {
 	struct timespec t0, t1;
@@ -239,9 +240,8 @@ int kvs_persist_adopt(kvs_cache *c, const kvs_named_fd *in, int n,
 		report(r);
 		return 0;
 	}
-	r->mode = c->persist->hdr == NULL ? KVS_PERSIST_COLD :
-		  a.p->hdr->state == PHS_CLEAN ? KVS_PERSIST_HANDED_OVER :
-		  KVS_PERSIST_RECOVERED;
+	r->mode = a.p->hdr->state == PHS_CLEAN ? KVS_START_HANDED_OVER :
+		  KVS_START_RECOVERED;
 	r->domains = a.ndoms;
 	if ((rc = take(c, &a)) == 0)
 		rc = cache_persist_rebuild(c, r);

@@ -90,7 +90,7 @@ static int rec_one(rebuild *b, uint32_t i, kvs_persist_report *r)
 	if (st == PST_FREE)
 		return 0;
 	memcpy(&x, e, sizeof(x));
-	r->dropped++;
+	r->blocks_dropped++;
 	rec_free(b, i);
 	if (st != PST_COMMITTED || x.rsum != persist_rec_sum(&x)) {
 		r->torn++;
@@ -113,7 +113,7 @@ static int rec_one(rebuild *b, uint32_t i, kvs_persist_report *r)
 		r->bad_sum++;
 		return 0;
 	}
-	r->dropped--;
+	r->blocks_dropped--;
 	b->key[i] = cache_ns_key(x.ns, (kvs_hash){ .lo = x.hash_lo, .hi = x.hash_hi });
 	b->pkey[i] = (x.parent_lo || x.parent_hi) ?
 		cache_ns_key(x.ns, (kvs_hash){ .lo = x.parent_lo, .hi = x.parent_hi }) :
@@ -152,8 +152,8 @@ static void unkeep(rebuild *b, uint32_t i, kvs_persist_report *r)
 	kvs_table_remove(c->table, i);
 	rec_free(b, i);
 	b->keep[i] = 0;
-	r->kept--;
-	r->dropped++;
+	r->blocks_kept--;
+	r->blocks_dropped++;
 }
 
 /* Kept @i (its parent @p linked already, or KVS_NONE) joins the tree. */
@@ -249,7 +249,7 @@ static int fill(rebuild *b, kvs_persist_report *r)
 			/* A second record of a key: its slot goes. */
 			kvs_slab_free(c->doms[s->dom].slab, b->off[i]);
 			rec_free(b, i);
-			r->dropped++;
+			r->blocks_dropped++;
 			continue;
 		}
 		if ((rc = cache_rec_room(c, i)) < 0)
@@ -263,7 +263,7 @@ static int fill(rebuild *b, kvs_persist_report *r)
 		s->recs++;
 		s->info.blocks++;
 		cache_touch_atime(c, i);
-		r->kept++;
+		r->blocks_kept++;
 	}
 	return 0;
 }

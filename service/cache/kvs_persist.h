@@ -37,29 +37,32 @@
  * "kvs-arena-1", ...: one with --tenant-arenas off). */
 #define KVS_PERSIST_META_NAME "kvs-meta"
 #define KVS_PERSIST_ARENA_PREFIX "kvs-arena-"
-#define KVS_PERSIST_NAME_MAX 32 /* with the NUL */
 
+/* An fd with the name it is stored and passed under (FDNAME=): at most
+ * KVS_FDNAME_MAX bytes of letters, digits and "._-". */
+#define KVS_FDNAME_MAX 31
 typedef struct kvs_named_fd {
 	int fd;
-	char name[KVS_PERSIST_NAME_MAX];
+	char name[KVS_FDNAME_MAX + 1];
 } kvs_named_fd;
 
-typedef enum kvs_persist_mode {
-	KVS_PERSIST_COLD = 0,        /* nothing adopted: empty arenas */
-	KVS_PERSIST_HANDED_OVER = 1, /* the metadata was marked clean */
-	KVS_PERSIST_RECOVERED = 2,   /* dirty: the last daemon died */
-} kvs_persist_mode;
+/* How a daemon started. */
+typedef enum kvs_start_mode {
+	KVS_START_COLD = 0,        /* an empty table */
+	KVS_START_HANDED_OVER = 1, /* fds of a daemon that left cleanly */
+	KVS_START_RECOVERED = 2,   /* fds of a daemon that did not (a crash) */
+} kvs_start_mode;
 
 typedef struct kvs_persist_report {
-	kvs_persist_mode mode;
-	uint64_t kept;       /* blocks in the table, ready to serve */
-	uint64_t dropped;    /* records not kept (any reason, torn included) */
-	uint64_t torn;       /* of dropped: caught writing, or a bad record */
-	uint64_t bad_sum;    /* of dropped: bytes that fail their checksum */
-	uint32_t namespaces; /* restored */
-	uint32_t domains;    /* arenas adopted */
-	uint64_t elapsed_ns; /* time the rebuild took */
-	char reason[160];    /* cold: why ("" when nothing was handed) */
+	kvs_start_mode mode;
+	uint64_t blocks_kept;    /* in the table, ready to serve */
+	uint64_t blocks_dropped; /* records not kept (any reason) */
+	uint64_t torn;           /* of dropped: caught writing, or a bad record */
+	uint64_t bad_sum;        /* of dropped: bytes that fail their checksum */
+	uint32_t namespaces;     /* restored */
+	uint32_t domains;        /* arenas adopted */
+	uint64_t elapsed_ns;     /* time the adoption took */
+	char reason[320];        /* cold: why ("" when nothing was handed) */
 } kvs_persist_report;
 
 /*
@@ -70,7 +73,7 @@ typedef struct kvs_persist_report {
  * Errors: -ENOSPC (@max too small: nothing written).
  * Ownership: the fds stay the cache's (dup them to keep them past it).
  */
-int kvs_persist_fds(const kvs_cache *c, kvs_named_fd *out, int max);
+int kvs_persist_fds(kvs_cache *c, kvs_named_fd *out, uint32_t max);
 
 /*
  * kvs_persist_adopt - take the arenas and metadata of a daemon before this
@@ -79,24 +82,26 @@ int kvs_persist_fds(const kvs_cache *c, kvs_named_fd *out, int max);
  * and no lease; the slots of the others are free. Call it after
  * kvs_cache_create, before any tier is added and before serving. With @n
  * 0, or anything wrong with what was handed (see "Trust"), the start is
- * cold: r->mode KVS_PERSIST_COLD and r->reason says why (also logged).
+ * cold: r->mode KVS_START_COLD and r->reason says why (also logged).
  * From then on the adopted memfds are the cache's, and the metadata is
- * marked dirty until kvs_persist_clean().
+ * marked dirty until kvs_persist_leave().
  * Returns 0 (a cold start included). Errors: -EBUSY (the cache has served
  * already: a namespace or a block exists), -ENOMEM (the cache is then
  * empty, as after a cold start).
  * Ownership: every fd of @in is the cache's from the call on, kept or
  * closed by it, whatever the result; @in's array is read during the call.
  */
-int kvs_persist_adopt(kvs_cache *c, const kvs_named_fd *in, int n,
+int kvs_persist_adopt(kvs_cache *c, kvs_named_fd *in, uint32_t n,
 		      kvs_persist_report *r);
 
 /*
- * kvs_persist_clean - mark the metadata clean: this daemon has drained (no
- * lease in flight will commit) and is handing over. The next daemon
- * reports KVS_PERSIST_HANDED_OVER; the blocks are checked the same way.
- * A commit after it marks the metadata dirty again.
+ * kvs_persist_leave - mark the metadata left cleanly: this daemon has
+ * drained (no client connected, nothing being written) and is stopping or
+ * handing over; call it last. The next daemon reports
+ * KVS_START_HANDED_OVER; the blocks are checked the same way. A commit
+ * after it marks the metadata dirty again. Returns 0 (also with
+ * persistence off).
  */
-void kvs_persist_clean(kvs_cache *c);
+int kvs_persist_leave(kvs_cache *c);
 
 #endif /* KVS_PERSIST_H */

@@ -130,7 +130,7 @@ static int served(kvs_cache *c, kvs_owner *o, uint32_t stream)
 }
 
 /* The cache's fds, dup'ed as an fd store holds them. */
-static int hold(const kvs_cache *c, kvs_named_fd *fds)
+static int hold(kvs_cache *c, kvs_named_fd *fds)
 {
 	int n = kvs_persist_fds(c, fds, 4);
 
@@ -210,7 +210,7 @@ static outcome run(mutate_fn fn, uint64_t bytes, int flags)
 	publish(c, o, 1, 1);
 	publish(c, o, 2, !(flags & OPEN_LEASE));
 	if (flags & CLEAN)
-		kvs_persist_clean(c);
+		kvs_persist_leave(c);
 	n = hold(c, fds);
 	snapshot_meta(fds);
 	kvs_cache_owner_free(c, o);
@@ -340,15 +340,15 @@ static void test_scenarios(void)
 	outcome o;
 
 	o = run(NULL, 64 * PAGE, 0);
-	CHECK_EQ(o.r.mode, KVS_PERSIST_RECOVERED);
-	CHECK_EQ(o.r.kept, 2u * BLOCKS);
-	CHECK_EQ(o.r.dropped, 0u);
+	CHECK_EQ(o.r.mode, KVS_START_RECOVERED);
+	CHECK_EQ(o.r.blocks_kept, 2u * BLOCKS);
+	CHECK_EQ(o.r.blocks_dropped, 0u);
 	CHECK_EQ(o.r.namespaces, 1u);
 	CHECK(o.hits[0] == BLOCKS && o.hits[1] == BLOCKS);
 
 	o = run(NULL, 64 * PAGE, CLEAN);
-	CHECK_EQ(o.r.mode, KVS_PERSIST_HANDED_OVER);
-	CHECK_EQ(o.r.kept, 2u * BLOCKS);
+	CHECK_EQ(o.r.mode, KVS_START_HANDED_OVER);
+	CHECK_EQ(o.r.blocks_kept, 2u * BLOCKS);
 
 	o = run(NULL, 64 * PAGE, OPEN_LEASE);
 	CHECK(o.hits[0] == BLOCKS && o.hits[1] == 0);
@@ -357,8 +357,8 @@ static void test_scenarios(void)
 	o = run(flip_byte, 64 * PAGE, 0);
 	CHECK(o.hits[0] == 3 && o.hits[1] == BLOCKS);
 	CHECK_EQ(o.r.bad_sum, 1u);
-	CHECK_EQ(o.r.kept, (uint64_t)BLOCKS + 3);
-	CHECK_EQ(o.r.dropped, (uint64_t)BLOCKS - 3);
+	CHECK_EQ(o.r.blocks_kept, (uint64_t)BLOCKS + 3);
+	CHECK_EQ(o.r.blocks_dropped, (uint64_t)BLOCKS - 3);
 
 	o = run(caught_writing, 64 * PAGE, 0);
 	CHECK(o.hits[0] == BLOCKS && o.hits[1] == 5);
@@ -375,26 +375,26 @@ static void test_scenarios(void)
 	CHECK(o.hits[0] == 0 && o.hits[1] == BLOCKS);
 
 	o = run(garbage_records, 64 * PAGE, 0);
-	CHECK(o.r.kept < 2u * BLOCKS);
+	CHECK(o.r.blocks_kept < 2u * BLOCKS);
 	o = run(garbage_all, 64 * PAGE, 0);
-	CHECK_EQ(o.r.kept, 0u);
+	CHECK_EQ(o.r.blocks_kept, 0u);
 	CHECK(o.hits[0] == 0 && o.hits[1] == 0);
 
 	o = run(new_version, 64 * PAGE, 0);
-	CHECK_EQ(o.r.mode, KVS_PERSIST_COLD);
+	CHECK_EQ(o.r.mode, KVS_START_COLD);
 	CHECK(strstr(o.r.reason, "version") != NULL);
 	CHECK(o.hits[0] == 0 && o.hits[1] == 0);
 
 	o = run(header_changed, 64 * PAGE, 0);
-	CHECK_EQ(o.r.mode, KVS_PERSIST_COLD);
+	CHECK_EQ(o.r.mode, KVS_START_COLD);
 	CHECK(strstr(o.r.reason, "checksum") != NULL);
 
 	o = run(NULL, 128 * PAGE, 0); /* another --host-size */
-	CHECK_EQ(o.r.mode, KVS_PERSIST_COLD);
+	CHECK_EQ(o.r.mode, KVS_START_COLD);
 	CHECK(strstr(o.r.reason, "geometry") != NULL);
 
 	o = run(unsealed_arena, 64 * PAGE, 0);
-	CHECK_EQ(o.r.mode, KVS_PERSIST_COLD);
+	CHECK_EQ(o.r.mode, KVS_START_COLD);
 	CHECK(strstr(o.r.reason, "adopted") != NULL);
 }
 
@@ -408,7 +408,7 @@ static void test_twice(void)
 	int n;
 
 	CHECK_EQ(kvs_persist_adopt(c, NULL, 0, &r), 0);
-	CHECK_EQ(r.mode, KVS_PERSIST_COLD);
+	CHECK_EQ(r.mode, KVS_START_COLD);
 	CHECK_EQ(r.reason[0], '\0');
 	o = attach(c);
 	publish(c, o, 1, 1);
@@ -418,7 +418,7 @@ static void test_twice(void)
 		kvs_cache_destroy(c);
 		c = mk(64 * PAGE);
 		CHECK_EQ(kvs_persist_adopt(c, fds, n, &r), 0);
-		CHECK_EQ(r.kept, (uint64_t)BLOCKS * (uint64_t)(round + 1));
+		CHECK_EQ(r.blocks_kept, (uint64_t)BLOCKS * (uint64_t)(round + 1));
 		o = attach(c);
 		CHECK_EQ(served(c, o, 1), BLOCKS);
 		publish(c, o, 2 + (uint32_t)round, 1);
