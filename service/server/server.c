@@ -526,12 +526,23 @@ int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 	kvs_admin_config ac = { .max_pinned_share = cfg->max_pinned_share,
 				.watch_buffer = cfg->watch_buffer };
 	kvs_server *s = calloc(1, sizeof(*s));
-	int rc;
+	kvs_named_fd fds[KVS_SD_FDS_MAX];
+	int rc, nfds, lfd = -1, link = -1;
 
 	if (!s)
 		return -ENOMEM;
 	s->cfg = *cfg;
 	s->listen_fd = -1;
+	/* The previous daemon's pool and socket, if it left them: it has
+	 * exited once server_takeover_ack returns. */
+	nfds = server_startup_fds(s, fds, KVS_SD_FDS_MAX, &lfd, &link);
+	if (nfds < 0) {
+		free(s);
+		return nfds;
+	}
+	if (link >= 0)
+		server_takeover_ack(link);
+	s->listen_fd = lfd;
 	s->uid = geteuid();
 	s->fd_limit = nofile_raise();
 	clock_gettime(CLOCK_MONOTONIC, &s->started);
@@ -549,6 +560,10 @@ int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 			cfg->host_bytes, kvs_strerror(rc));
 		goto fail;
 	}
+	rc = server_adopt(s, fds, (uint32_t)nfds);
+	nfds = 0; /* the cache's now, or closed */
+	if (rc < 0)
+		goto fail;
 	rc = tiers_open(s, cfg);
 	if (rc < 0)
 		goto fail;
@@ -558,10 +573,12 @@ int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 	rc = kvs_admin_create(&ac, s->cache, &s->stats, &s->admin);
 	if (rc < 0)
 		goto fail;
-	rc = bind_socket(cfg->socket_path, cfg->socket_mode);
-	if (rc < 0)
-		goto fail;
-	s->listen_fd = rc;
+	if (s->listen_fd < 0) {
+		rc = bind_socket(s->cfg.socket_path, cfg->socket_mode);
+		if (rc < 0)
+			goto fail;
+		s->listen_fd = rc;
+	}
 	s->listen_ev = event_new(s->base, s->listen_fd, EV_READ | EV_PERSIST,
 				 on_accept, s);
 	s->accept_ev = evtimer_new(s->base, on_accept_resume, s);
@@ -583,6 +600,10 @@ int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 	*out = s;
 	return 0;
 fail:
+	for (int i = 0; i < nfds; i++)
+		close(fds[i].fd);
+	if (rc == KVS_E_DAEMON_RUNNING && s->start.reason[0])
+		kvs_err("%s", s->start.reason); /* why it did not take over */
 	kvs_server_destroy(s);
 	return rc;
 }
@@ -597,6 +618,7 @@ int kvs_server_run(kvs_server *s)
 		kvs_info("tenant arenas: one per uid, %" PRIu64 " MiB each, "
 			 "at most %u", kvs_config_tenant_bytes(&s->cfg) >> 20,
 			 s->cfg.max_tenants);
+	server_ready(s);
 	kvs_log_flush(1000);
 	if (s->cfg.ready_fd >= 0) {
 		(void)!write(s->cfg.ready_fd, "READY\n", 6);
@@ -604,11 +626,14 @@ int kvs_server_run(kvs_server *s)
 	}
 	if (event_base_dispatch(s->base) < 0)
 		return -EIO;
+	server_stopping(s);
 	return 0;
 }
 
 void kvs_server_destroy(kvs_server *s)
 {
+	int link;
+
 	if (!s)
 		return;
 	while (s->conns)
@@ -626,10 +651,14 @@ void kvs_server_destroy(kvs_server *s)
 			event_free(s->tier_ev[i]);
 	if (s->fast_ev)
 		event_free(s->fast_ev);
+	link = server_handover_free(s);
 	kvs_metrics_stop(s->metrics);
 	if (s->listen_fd >= 0) {
 		close(s->listen_fd);
-		unlink(s->cfg.socket_path);
+		/* A successor, or the service manager's store, holds the
+		 * socket: its path stays for them. */
+		if (!s->handed_over && !s->fd_store)
+			unlink(s->cfg.socket_path);
 	}
 	kvs_admin_destroy(s->admin);
 	kvs_cache_destroy(s->cache);
@@ -642,4 +671,8 @@ void kvs_server_destroy(kvs_server *s)
 	free(s->uids);
 	free(s->ns_engines);
 	free(s);
+	/* Last: the link's close tells a successor that this daemon let go
+	 * of everything (the metrics port, the tiers' files). */
+	if (link >= 0)
+		close(link);
 }
