@@ -19,13 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* An fd with the name it is stored and passed under (FDNAME=): at most
- * KVS_FDNAME_MAX bytes of letters, digits and "._-". */
-#define KVS_FDNAME_MAX 31
-typedef struct kvs_named_fd {
-	int fd;
-	char name[KVS_FDNAME_MAX + 1];
-} kvs_named_fd;
+#include "kvs_persist.h" /* kvs_named_fd: an fd and its FDNAME= */
 
 /* Fds the daemon takes back at start, at most. */
 #define KVS_SD_FDS_MAX 64

@@ -512,6 +512,30 @@ static int metrics_open(kvs_server *s, const kvs_config *cfg)
 	return 0;
 }
 
+/* The listener (the one passed at start, or bound now) and the signals. */
+static int listen_open(kvs_server *s)
+{
+	int rc;
+
+	if (s->listen_fd < 0) {
+		rc = bind_socket(s->cfg.socket_path, s->cfg.socket_mode);
+		if (rc < 0)
+			return rc;
+		s->listen_fd = rc;
+	}
+	s->listen_ev = event_new(s->base, s->listen_fd, EV_READ | EV_PERSIST,
+				 on_accept, s);
+	s->accept_ev = evtimer_new(s->base, on_accept_resume, s);
+	s->sigint_ev = evsignal_new(s->base, SIGINT, on_signal, s);
+	s->sigterm_ev = evsignal_new(s->base, SIGTERM, on_signal, s);
+	if (!s->listen_ev || !s->accept_ev || !s->sigint_ev || !s->sigterm_ev)
+		return -ENOMEM;
+	event_add(s->listen_ev, NULL);
+	event_add(s->sigint_ev, NULL);
+	event_add(s->sigterm_ev, NULL);
+	return 0;
+}
+
 int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 {
 	kvs_cache_config cc = { .host_bytes = cfg->host_bytes,
@@ -522,7 +546,10 @@ int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 				.tenant_bytes = kvs_config_tenant_bytes(cfg),
 				.max_ns_per_uid = cfg->max_ns_per_uid,
 				.max_sizes_per_uid = cfg->max_sizes_per_uid,
-				.max_pinned_share_per_uid = cfg->max_pinned_share_per_uid };
+				.max_pinned_share_per_uid = cfg->max_pinned_share_per_uid,
+				/* the pool outlives the daemon: --take-over,
+				 * systemd's fd store (kvs_persist.h) */
+				.persist = 1 };
 	kvs_admin_config ac = { .max_pinned_share = cfg->max_pinned_share,
 				.watch_buffer = cfg->watch_buffer };
 	kvs_server *s = calloc(1, sizeof(*s));
@@ -573,24 +600,9 @@ int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 	rc = kvs_admin_create(&ac, s->cache, &s->stats, &s->admin);
 	if (rc < 0)
 		goto fail;
-	if (s->listen_fd < 0) {
-		rc = bind_socket(s->cfg.socket_path, cfg->socket_mode);
-		if (rc < 0)
-			goto fail;
-		s->listen_fd = rc;
-	}
-	s->listen_ev = event_new(s->base, s->listen_fd, EV_READ | EV_PERSIST,
-				 on_accept, s);
-	s->accept_ev = evtimer_new(s->base, on_accept_resume, s);
-	s->sigint_ev = evsignal_new(s->base, SIGINT, on_signal, s);
-	s->sigterm_ev = evsignal_new(s->base, SIGTERM, on_signal, s);
-	if (!s->listen_ev || !s->accept_ev || !s->sigint_ev || !s->sigterm_ev) {
-		rc = -ENOMEM;
+	rc = listen_open(s);
+	if (rc < 0)
 		goto fail;
-	}
-	event_add(s->listen_ev, NULL);
-	event_add(s->sigint_ev, NULL);
-	event_add(s->sigterm_ev, NULL);
 	rc = metrics_open(s, cfg);
 	if (rc < 0)
 		goto fail;

@@ -117,7 +117,6 @@ int server_startup_fds(kvs_server *s, kvs_named_fd *fds, uint32_t max,
 int server_adopt(kvs_server *s, kvs_named_fd *fds, uint32_t n)
 {
 	kvs_persist_report r = { .mode = KVS_START_COLD };
-	uint64_t t0 = now_ms();
 	int rc = 0;
 
 	if (n)
@@ -132,7 +131,7 @@ int server_adopt(kvs_server *s, kvs_named_fd *fds, uint32_t n)
 	s->stats.start_mode = r.mode;
 	s->stats.start_blocks_kept = (int64_t)r.blocks_kept;
 	s->stats.start_blocks_dropped = (int64_t)r.blocks_dropped;
-	s->stats.start_adopt_ms = (int64_t)(now_ms() - t0);
+	s->stats.start_adopt_ms = (int64_t)(r.elapsed_ns / 1000000u);
 	kvs_info("started %s: %" PRIu64 " blocks kept, %" PRIu64 " dropped%s%s",
 		 mode_names[r.mode], r.blocks_kept, r.blocks_dropped,
 		 r.reason[0] ? ": " : "", r.reason);
