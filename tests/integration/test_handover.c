@@ -4,8 +4,10 @@
  *
  *  other_uid: a HANDOVER from a peer of another uid (the socket open to
  *             everyone, so that only SO_PEERCRED stands in the way) is
- *             refused with KVS_E_PERM, counted and logged; the daemon serves
- *             on. Needs root (to become another uid): skipped otherwise.
+ *             refused with KVS_E_PERM, counted and logged, and kvshared
+ *             --take-over run as that uid says why and exits 1; the daemon
+ *             serves on. Needs root (to become another uid): skipped
+ *             otherwise.
  *  version:   a HANDOVER asking for a hand-over format the daemon does not
  *             write is refused with KVS_E_VERSION, the daemon serves on with
  *             every block; a successor whose predecessor answers with a
@@ -72,9 +74,25 @@ static int as_nobody(void *arg, int sync_fd)
 {
 	(void)arg;
 	(void)sync_fd;
+	char cmd[512], out[4096] = "";
+	FILE *f;
+	size_t n;
+
 	if (setgid(65534) < 0 || setuid(65534) < 0)
 		return 3;
 	CHECK_EQ(handover_status(&a, 1), KVS_E_PERM);
+	/* kvshared --take-over says so, and exits 1 */
+	snprintf(cmd, sizeof(cmd), "'%s' --socket /nonexistent/kvshared.sock "
+		 "--take-over '%s' --host-size 16M --gpu off 2>&1",
+		 getenv("KVSHARED"), a.socket);
+	f = popen(cmd, "r");
+	if (!f)
+		return 4;
+	n = fread(out, 1, sizeof(out) - 1, f);
+	out[n] = '\0';
+	CHECK_EQ(pclose(f), 1 << 8);
+	if (!CHECK(strstr(out, "refused: only the daemon's own uid may take over")))
+		th_note("kvshared --take-over as uid 65534 said: %s", out);
 	return 0;
 }
 
@@ -89,7 +107,7 @@ static void other_uid(void)
 	th_open_dir_to(&a, 65534, 65534);
 	CHECK_EQ(th_run_child(as_nobody, NULL, TH_WAIT_MS * 2), 0);
 	CHECK(th_log_contains(&a, "take-over refused: client"));
-	CHECK_EQ(th_stat_get(&a, "start.handover_refused"), 1);
+	CHECK_EQ(th_stat_get(&a, "start.handover_refused"), 2);
 	w = th_connect(&a, &L);
 	CHECK_EQ(th_probe(w, pre, NPRE), NPRE);
 	kvs_close(w);
