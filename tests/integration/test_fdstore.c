@@ -13,8 +13,7 @@
  *            starts "recovered", with the blocks committed before the crash.
  *  stop:     a stop releases the store; the socket's path goes with it (the
  *            unit's runtime directory does under systemd).
- *  systemd:  under a real systemd only where PID 1 is systemd and a user
- *            manager can run units (skipped here otherwise, with the reason).
+ * Under a real systemd: tests/integration/test_systemd.sh.
  */
 #include "harness.h"
 #include "harness_client.h"
@@ -62,26 +61,6 @@ static void check_kept(kvs_client *w, const kvs_hash *h, size_t n)
 	CHECK_EQ(bad, 0);
 }
 
-static void systemd_part(void)
-{
-	char comm[64] = "";
-	FILE *f = fopen("/proc/1/comm", "r");
-
-	if (f) {
-		if (!fgets(comm, sizeof(comm), f))
-			comm[0] = '\0';
-		fclose(f);
-	}
-	comm[strcspn(comm, "\n")] = '\0';
-	if (strcmp(comm, "systemd") != 0) {
-		th_skip_part("systemd: PID 1 is '%s', not systemd: the unit runs "
-			     "under the stand-in only", comm);
-		return;
-	}
-	th_skip_part("systemd: PID 1 is systemd, but starting units needs the "
-		     "machine's manager: docs/operations.md shows the commands");
-}
-
 int main(void)
 {
 	kvs_hash a[N], b[N];
@@ -121,7 +100,6 @@ int main(void)
 	check_kept(w, b, N);
 	kvs_close(w);
 
-	systemd_part();
 	/* th_finish: SIGTERM to the stand-in (systemctl stop): exit 0 and the
 	 * socket's path removed */
 	return th_finish();
