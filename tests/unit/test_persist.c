@@ -72,11 +72,17 @@ static void chain_of(kvs_hash *h, uint32_t stream)
 				h, BLOCKS), BLOCKS);
 }
 
-static uint8_t *arena_map(const kvs_cache *c)
-{
-	uint8_t *p = mmap(NULL, kvs_cache_arena_bytes(c), PROT_READ | PROT_WRITE,
-			  MAP_SHARED, kvs_cache_arena_fd(c), 0);
+static uint64_t arena_bytes;
 
+/* The arena of @o's domain, mapped (arena_bytes long). */
+static uint8_t *arena_map(const kvs_cache *c, const kvs_owner *o)
+{
+	uint64_t id;
+	int fd;
+	uint8_t *p;
+
+	CHECK_EQ(kvs_cache_owner_arena(c, o, &fd, &arena_bytes, &id), 0);
+	p = mmap(NULL, arena_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	CHECK(p != MAP_FAILED);
 	return p;
 }
@@ -92,7 +98,7 @@ static void publish(kvs_cache *c, kvs_owner *o, uint32_t stream, int commit)
 	kvs_hash h[BLOCKS];
 	kvs_block b[BLOCKS];
 	uint64_t lease;
-	uint8_t *a = arena_map(c);
+	uint8_t *a = arena_map(c, o);
 
 	chain_of(h, stream);
 	CHECK_EQ(kvs_cache_reserve(c, o, h, BLOCKS, &lease, b), BLOCKS);
@@ -101,7 +107,7 @@ static void publish(kvs_cache *c, kvs_owner *o, uint32_t stream, int commit)
 			a[b[k].offset + j] = pattern(stream, k, j);
 	if (commit)
 		CHECK_EQ(kvs_cache_commit(c, o, lease), BLOCKS);
-	munmap(a, kvs_cache_arena_bytes(c));
+	munmap(a, arena_bytes);
 }
 
 /* Hits of chain @stream, every byte checked (a wrong one fails). */
@@ -110,7 +116,7 @@ static int served(kvs_cache *c, kvs_owner *o, uint32_t stream)
 	kvs_hash h[BLOCKS];
 	kvs_block b[BLOCKS];
 	uint64_t lease;
-	uint8_t *a = arena_map(c);
+	uint8_t *a = arena_map(c, o);
 	int n;
 
 	chain_of(h, stream);
@@ -125,7 +131,7 @@ static int served(kvs_cache *c, kvs_owner *o, uint32_t stream)
 	}
 	if (n > 0)
 		CHECK(kvs_cache_release(c, o, lease) >= 0);
-	munmap(a, kvs_cache_arena_bytes(c));
+	munmap(a, arena_bytes);
 	return n;
 }
 
@@ -398,6 +404,65 @@ static void test_scenarios(void)
 	CHECK(strstr(o.r.reason, "adopted") != NULL);
 }
 
+/* Per-uid arenas: each domain's arena comes back under its uid, and each
+ * uid's blocks in its own domain only. */
+static void test_tenants(void)
+{
+	kvs_cache_config cfg = { .host_bytes = 128 * PAGE, .page_bytes = PAGE,
+				 .policy = "leaf-lru", .max_leases = 64,
+				 .max_tenants = 3, .tenant_bytes = 32 * PAGE,
+				 .persist = 1 };
+	kvs_cache *c = NULL;
+	kvs_owner *o[2];
+	kvs_named_fd fds[8];
+	kvs_persist_report r;
+	int n;
+
+	for (int round = 0; round < 2; round++) {
+		CHECK(kvs_cache_create(&cfg, &stats, &c) == 0);
+		if (round)
+			CHECK_EQ(kvs_persist_adopt(c, fds, (uint32_t)n, &r), 0);
+		for (int u = 0; u < 2; u++) {
+			o[u] = kvs_cache_owner_new(c);
+			kvs_cache_owner_set_uid(o[u], 2000u + (uint32_t)u * 7);
+		}
+		/* attached in the other order: the domains are the adopted
+		 * ones, by uid, whatever order their owners come in */
+		for (int k = 0; k < 2; k++) {
+			int u = round ? 1 - k : k;
+			kvs_layout l = layout();
+			kvs_ns_desc d = { .model = l.model, .adapter = "",
+					  .layers = 1, .kv_heads = 1,
+					  .head_dim = l.head_dim, .block_tokens = 16,
+					  .tp_size = 1, .dtype = l.dtype };
+			uint32_t ns;
+			uint64_t bb;
+
+			CHECK_EQ(kvs_cache_attach(c, o[u], &d, 0, &ns, &bb), 0);
+		}
+		if (!round) {
+			publish(c, o[0], 1, 1);
+			publish(c, o[1], 2, 1);
+			n = kvs_persist_fds(c, fds, 8);
+			CHECK_EQ(n, 3);
+			for (int i = 0; i < n; i++)
+				fds[i].fd = dup(fds[i].fd);
+		} else {
+			CHECK_EQ(r.mode, KVS_START_RECOVERED);
+			CHECK_EQ(r.domains, 2u);
+			CHECK_EQ(r.blocks_kept, 2u * BLOCKS);
+			CHECK_EQ(served(c, o[0], 1), BLOCKS);
+			CHECK_EQ(served(c, o[1], 2), BLOCKS);
+			CHECK_EQ(served(c, o[0], 2), 0); /* not another uid's */
+			CHECK_EQ(served(c, o[1], 1), 0);
+			CHECK_EQ(kvs_cache_check(c), 0);
+		}
+		for (int u = 0; u < 2; u++)
+			kvs_cache_owner_free(c, o[u]);
+		kvs_cache_destroy(c);
+	}
+}
+
 /* Twice in a row (the second cache's own records), and nothing handed. */
 static void test_twice(void)
 {
@@ -433,5 +498,6 @@ int main(void)
 	kvs_log_set_level(KVS_LOG_ERROR);
 	test_scenarios();
 	test_twice();
+	test_tenants();
 	return check_summary("test_persist");
 }
