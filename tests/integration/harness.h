@@ -17,7 +17,9 @@
  * The daemon is started with fork+exec of $KVSHARED --socket DIR/kvshared.sock
  * --ready-fd 3 plus the test's arguments, and is ready when it writes "READY"
  * on fd 3; its stdout and stderr go to DIR/kvshared.log, which is printed when
- * it fails to start and when the test fails. Nothing waits with a fixed sleep:
+ * it fails to start and when the test fails (with d->fdstore, it runs under
+ * $KVS_FDSTORE, the tests' stand-in for systemd, which relays its READY=1 to
+ * fd 3 instead). Nothing waits with a fixed sleep:
  * every wait polls a condition against a deadline.
  *
  * Exit paths: th_finish() returns the exit code; th_fatal() and th_skip() exit
