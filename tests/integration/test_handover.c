@@ -13,6 +13,8 @@
  *             every block; a successor whose predecessor answers with a
  *             format it cannot read starts cold on its own socket, says why,
  *             and sends no acknowledgement (so the predecessor serves again).
+ *  no_ack:    a successor that takes the fds and closes without its
+ *             acknowledgement: the daemon serves again, every block there.
  *  load:      two workers publish and hit through the switch: every hit's
  *             bytes are checked, each worker reconnects as after a restart;
  *             the old daemon exits 0 once the new one has the socket; the
@@ -196,6 +198,31 @@ static bool wait_ge(th_daemon *d, const char *name, int64_t want)
 	return true;
 }
 
+/* A successor that takes the fds and vanishes without its ACK: the daemon
+ * serves again, every block still there. */
+static void no_ack(void)
+{
+	uint8_t buf[4096];
+	kvs_wire_hdr h;
+	kvs_client *w;
+	int fd = th_raw_connect(&a), n;
+
+	if (!CHECK_GE(fd, 0))
+		return;
+	CHECK_EQ(send_handover(fd, 1), 0);
+	n = th_raw_recv(fd, &h, buf, sizeof(buf), TH_WAIT_MS); /* fds closed */
+	CHECK_EQ(h.status, 0);
+	CHECK_GE(n, 8 + 3 * 32); /* kvs-meta, kvs-arena-0, listen */
+	if (n >= 8)
+		CHECK_EQ(get32(buf + 4), (n - 8) / 32);
+	close(fd);
+	CHECK(th_log_contains(&a, "hand-over failed: the successor closed the "
+				  "connection: serving again"));
+	w = th_connect(&a, &L);
+	CHECK_EQ(th_probe(w, pre, NPRE), NPRE);
+	kvs_close(w);
+}
+
 /* ---- a hand-over under load ---------------------------------------------- */
 
 struct worker_report {
@@ -353,6 +380,7 @@ int main(void)
 	kvs_close(w);
 	other_uid();
 	version();
+	no_ack();
 	load();
 	return th_finish();
 }
