@@ -50,7 +50,8 @@
 	X(EVENT, 14, "event") /* daemon to a WATCH subscriber, unasked */     \
 	X(VERIFY, 15, "verify")                                               \
 	X(REPORT, 16, "report")                                               \
-	X(FASTATTACH, 17, "fastattach")
+	X(FASTATTACH, 17, "fastattach")                                        \
+	X(HANDOVER, 18, "handover")
 
 enum kvs_opcode {
 #define KVS_WIRE_OP_ENUM(op, num, name) KVS_OP_##op = num,

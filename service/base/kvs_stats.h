@@ -42,6 +42,11 @@
 	X(server, metrics_timed_out, COUNTER, "/metrics connections closed by --metrics-timeout")\
 	X(server, prefix_queries, COUNTER, "POST /v1/prefix queries answered")\
 	X(server, prefix_bad, COUNTER, "POST /v1/prefix bodies refused as bad input (400)")\
+	X(start, mode, GAUGE, "how the daemon started: 0 cold, 1 handed over (a --take-over, or systemd's fd store after a clean stop), 2 recovered (the fds of a daemon that did not stop cleanly)")\
+	X(start, blocks_kept, GAUGE, "committed blocks of the previous daemon's table served again")\
+	X(start, blocks_dropped, GAUGE, "blocks of the previous daemon's table not trusted and dropped (caught mid-write, failed a check)")\
+	X(start, adopt_ms, GAUGE, "milliseconds rebuilding the table from the previous daemon's fds")\
+	X(start, handover_refused, COUNTER, "take-overs refused: another uid, a hand-over format this daemon does not write, one already under way")\
 	X(clients, connected, GAUGE, "connections open now")                  \
 	X(clients, attached, GAUGE, "connections attached to a namespace")    \
 	X(clients, accepted, COUNTER, "connections accepted")                 \
@@ -69,7 +74,8 @@
 	X(ops, watch, COUNTER, "event subscriptions")                         \
 	X(ops, verify, COUNTER, "operator verify requests")                   \
 	X(ops, report, COUNTER, "engine counter reports (kvs_report)")         \
-	X(ops, fastattach, COUNTER, "fast path attach requests")
+	X(ops, fastattach, COUNTER, "fast path attach requests")             \
+	X(ops, handover, COUNTER, "take-over requests (kvshared --take-over)")
 
 /* The fast path's section (kvs_fastidx.h) is rendered here, then: */
 #define KVS_STATS_MID(X)                                                      \

@@ -88,6 +88,8 @@ int kvs_cache_create(const kvs_cache_config *cfg, kvs_counters *stats,
 	strcpy(c->policy_name, pol);
 	c->doms = calloc(c->maxdoms, sizeof(*c->doms));
 	rc = c->doms ? kvs_table_create(&c->table) : -ENOMEM;
+	if (rc == 0 && cfg->persist)
+		rc = cache_persist_open(c);
 	/* One domain for everybody, made now; per uid, made on first use. */
 	if (rc == 0 && !c->by_uid && (rc = cache_dom_create(c, 0, &d0)) == 0) {
 		c->arena = c->doms[0].arena;
@@ -130,6 +132,7 @@ void kvs_cache_destroy(kvs_cache *c)
 		cache_dom_destroy(&c->doms[i]);
 	free(c->doms);
 	kvs_table_destroy(c->table);
+	cache_persist_unmap(c->persist);
 	free(c);
 }
 
@@ -500,6 +503,10 @@ int cache_reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 		r->cls = (uint16_t)cls;
 		cache_note(c, above, KVS_TIER_NOTE_RESERVED, 1);
 	}
+	if (in_above)
+		cache_persist_free(c, idx);
+	else
+		cache_persist_writing(c, idx);
 	l = cache_lease(c, s);
 	l->held[l->n] = held;
 	l->recs[l->n++] = idx;

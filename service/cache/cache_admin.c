@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "cache_int.h"
+#include "kvs_fastidx.h"
 
 /* ---- introspection ---------------------------------------------------- */
 
@@ -288,7 +289,18 @@ void kvs_cache_count_miss(kvs_cache *c, uint32_t ns_id, uint64_t n)
 
 void kvs_cache_set_fast(kvs_cache *c, struct kvs_fast *f)
 {
+	uint32_t cap = kvs_table_capacity(c->table);
+
 	c->fast = f;
+	/* Blocks already in the table (adopted from the daemon before,
+	 * kvs_persist.h) go into the index too: an index that claims every
+	 * host block must have them. Once, at start. */
+	for (uint32_t i = 0; f && i < cap; i++) {
+		const kvs_rec *r = cache_rec(c, i);
+
+		if (r->state == KVS_REC_READY && r->tier == KVS_TIER_HOST)
+			kvs_fast_publish(f, cache_ns_dom(c, r->ns)->arena_id, i, r);
+	}
 }
 
 void kvs_cache_pin_rec(kvs_cache *c, uint32_t idx, int delta)

@@ -110,6 +110,12 @@ void cache_set_tier(kvs_cache *c, uint32_t idx, uint8_t t)
 	if (old != t)
 		cache_sync_evictable(c, idx);
 	r = cache_rec(c, idx);
+	/* Its description follows its host bytes (cache_persist.c). */
+	if (old == KVS_TIER_HOST && t != KVS_TIER_HOST)
+		cache_persist_free(c, idx);
+	else if (t == KVS_TIER_HOST && old != KVS_TIER_HOST &&
+		 r->state == KVS_REC_READY)
+		cache_persist_commit(c, idx);
 	if (t == KVS_TIER_HOST && old != KVS_TIER_HOST && r->state == KVS_REC_READY)
 		kvs_fast_publish(c->fast, cache_ns_dom(c, r->ns)->arena_id, idx, r);
 }
@@ -155,6 +161,7 @@ void cache_forget(kvs_cache *c, uint32_t idx)
 {
 	kvs_rec *r = cache_rec(c, idx);
 
+	cache_persist_free(c, idx); /* its slot is free already */
 	if (r->children > 0) {
 		/* Its children stay (unreachable by lookups until it is
 		 * written again), so it stays as a ghost for them. */

@@ -204,6 +204,7 @@ struct kvs_cache {
 	 * points them at it). */
 	struct cache_chain { uint32_t depth, root; } *chain;
 	uint32_t nchain;
+	struct cache_persist *persist; /* the metadata memfd, or NULL: off */
 };
 
 static inline kvs_rec *cache_rec(const kvs_cache *c, uint32_t idx)
@@ -346,6 +347,10 @@ int cache_pinslab_check(const kvs_cache *c);
 
 /* cache_ns.c */
 int cache_dom_create(kvs_cache *c, uint32_t uid, uint32_t *out);
+/* The same over @arena (NULL: a new one), which is the domain's from then
+ * on, even on failure. */
+int cache_dom_adopt(kvs_cache *c, uint32_t uid, kvs_arena *arena,
+		    uint32_t *out);
 void cache_dom_destroy(dom *d);
 int cache_dom_of_owner(kvs_cache *c, const kvs_owner *o, uint32_t *out);
 int cache_ns_check(const kvs_ns_desc *d, uint64_t *bytes);
@@ -399,5 +404,33 @@ void cache_host_stats(const kvs_cache *c, kvs_slab_stats *ss, uint64_t *bytes,
 uint32_t cache_clock_s(const kvs_cache *c);
 void cache_touch_atime(kvs_cache *c, uint32_t idx);
 void cache_tell(kvs_cache *c, kvs_cache_event kind, uint32_t idx);
+
+/* cache_persist.c: the metadata memfd (kvs_persist.h, persist_fmt.h). */
+struct persist_hdr;
+struct persist_rec;
+struct persist_ns;
+typedef struct cache_persist {
+	int fd;
+	uint8_t *base;
+	uint64_t bytes;
+	struct persist_hdr *hdr;
+	int adopting; /* namespaces made by the rebuild are written already */
+} cache_persist;
+/* A new metadata memfd for @c (c->persist; left NULL when the geometry
+ * cannot be described). Errors: -errno, -ENOMEM. */
+int cache_persist_open(kvs_cache *c);
+int cache_persist_map(int fd, uint64_t bytes, cache_persist **out);
+void cache_persist_unmap(cache_persist *p);
+void cache_persist_geometry(const kvs_cache *c, struct persist_hdr *h);
+struct persist_rec *cache_persist_rec(const cache_persist *p, uint32_t idx);
+struct persist_ns *cache_persist_ns_at(const cache_persist *p, uint32_t id);
+/* The hooks: domain @d made, namespace @id made, record @idx reserved in
+ * host (writing), its host bytes there (committed), or none any more. Each
+ * is a no-op with persistence off. */
+void cache_persist_dom(kvs_cache *c, uint32_t d);
+void cache_persist_ns(kvs_cache *c, uint32_t id);
+void cache_persist_writing(kvs_cache *c, uint32_t idx);
+void cache_persist_commit(kvs_cache *c, uint32_t idx);
+void cache_persist_free(kvs_cache *c, uint32_t idx);
 
 #endif /* KVS_CACHE_INT_H */

@@ -169,6 +169,7 @@ static void commit_one(kvs_cache *c, uint32_t idx)
 			if (c->stores[i]->ops->store->committed)
 				c->stores[i]->ops->store->committed(c->stores[i], &b);
 	}
+	cache_persist_commit(c, idx);
 	cache_note(c, cache_rec(c, idx)->tier, KVS_TIER_NOTE_COMMITTED, 1);
 	cache_tell(c, KVS_CACHE_EVENT_STORED, idx);
 	r = cache_rec(c, idx);

@@ -26,9 +26,15 @@ void cache_dom_destroy(dom *d)
  * Errors: KVS_E_LIMIT (--max-tenants domains exist), -ENOMEM, -errno. */
 int cache_dom_create(kvs_cache *c, uint32_t uid, uint32_t *out)
 {
+	return cache_dom_adopt(c, uid, NULL, out);
+}
+
+int cache_dom_adopt(kvs_cache *c, uint32_t uid, kvs_arena *arena,
+		    uint32_t *out)
+{
 	dom *d;
 	char name[48];
-	int rc;
+	int rc = 0;
 
 	if (c->ndoms >= c->maxdoms)
 		return KVS_E_LIMIT;
@@ -43,7 +49,10 @@ int cache_dom_create(kvs_cache *c, uint32_t uid, uint32_t *out)
 		snprintf(name, sizeof(name), "kvshare-host-uid%u", uid);
 	else
 		snprintf(name, sizeof(name), "kvshare-host");
-	rc = kvs_arena_create(name, c->dom_bytes, &d->arena);
+	if (arena)
+		d->arena = arena;
+	else
+		rc = kvs_arena_create(name, c->dom_bytes, &d->arena);
 	if (rc == 0)
 		rc = kvs_slab_create(kvs_arena_bytes(d->arena), c->page_bytes,
 				     &d->slab);
@@ -55,6 +64,7 @@ int cache_dom_create(kvs_cache *c, uint32_t uid, uint32_t *out)
 	}
 	c->leaf_only = kvs_policy_leaf_only(d->policy);
 	*out = c->ndoms++;
+	cache_persist_dom(c, *out);
 	if (c->by_uid)
 		kvs_info("tenant domain %u: uid %u, host arena of %llu bytes "
 			 "(%u of %u domains)", *out, uid,
@@ -359,6 +369,7 @@ int cache_ns_create(kvs_cache *c, const kvs_ns_desc *desc, uint32_t d,
 		return rc;
 	}
 	ns_tell_tiers(c, *id, from);
+	cache_persist_ns(c, *id);
 	kvs_info("namespace %u: model '%s'%s%s, %u layers x %u kv heads x %u dim, "
 		 "%u tokens/block, tp %u/%u, %llu bytes/block",
 		 *id, desc->model, *desc->adapter ? " adapter " : "",

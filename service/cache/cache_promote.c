@@ -113,6 +113,7 @@ static void fetched(kvs_cache *c, uint32_t idx, uint8_t from)
 	cache_touch_atime(c, idx);
 	kvs_policy_touch(cache_policy_of(c, idx), idx);
 	cache_sync_evictable(c, idx);
+	cache_persist_commit(c, idx);
 	cache_tell(c, KVS_CACHE_EVENT_STORED, idx);
 	r = cache_rec(c, idx);
 	kvs_fast_publish(c->fast, cache_ns_dom(c, r->ns)->arena_id, idx, r);

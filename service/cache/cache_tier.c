@@ -311,7 +311,16 @@ int kvs_tier_ns_restore(kvs_tier_mod *t, const kvs_ns_desc *d, uint32_t id)
 	/* Domain 0 only; the restoring tier has it already (telling it
 	 * again appended every namespace to the SSD tier's file at each
 	 * start, doubling it). */
-	return id ? cache_ns_create(t->cache, d, 0, t, id, &got) : -EINVAL;
+	if (!id)
+		return -EINVAL;
+	/* Adopted with the host arena (kvs_persist_adopt) already. */
+	if (cache_ns_find(t->cache, 0, d) == id)
+		return 0;
+	/* Another layout: the host blocks of the id's are not given up. */
+	if (id <= t->cache->nns && !cache_ns(t->cache, id)->gone &&
+	    t->cache->persist)
+		return -EEXIST;
+	return cache_ns_create(t->cache, d, 0, t, id, &got);
 }
 
 int kvs_tier_rec_restore(kvs_tier_mod *t, uint32_t ns_id, kvs_hash hash,
@@ -330,6 +339,7 @@ int kvs_tier_rec_restore(kvs_tier_mod *t, uint32_t ns_id, kvs_hash hash,
 		kvs_table_remove(c->table, idx);
 	if (rc < 0)
 		return rc;
+	cache_persist_free(c, idx); /* a record index's last host block's */
 	r = cache_rec(c, idx);
 	r->state = KVS_REC_READY;
 	r->ns = ns_id;

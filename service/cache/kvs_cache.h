@@ -63,6 +63,9 @@ typedef struct kvs_cache_config {
 	 * (the chain ends there, leases.refused_slabs); operators are not
 	 * budgeted (kvs_cache_owner_set_operator); 0: no limit. */
 	uint32_t max_pinned_share_per_uid;
+	/* Describe every committed host block in a metadata memfd, so that
+	 * the next daemon can adopt the arenas (kvs_persist.h); 0: off. */
+	int persist;
 } kvs_cache_config;
 
 /* A namespace as kvs_cache_ns_foreach() shows it. */

@@ -62,6 +62,17 @@ uint32_t kvs_table_find(const kvs_table *t, kvs_hash h);
  */
 int kvs_table_insert(kvs_table *t, kvs_hash h, uint32_t *idx);
 
+/*
+ * kvs_table_load - fill an empty table at once (a rebuild): records
+ * 0..n-1, record i in use, as kvs_table_insert leaves it, with key keys[i]
+ * where keep[i] is set; the others free. A key given twice keeps its first
+ * record (keep[] is cleared for the later ones).
+ * Errors: -EBUSY (the table is not empty), -ENOMEM (it stays empty).
+ * Invalidates pointers from kvs_table_rec().
+ */
+int kvs_table_load(kvs_table *t, const kvs_hash *keys, uint8_t *keep,
+		   uint32_t n);
+
 /* kvs_table_remove - drop record @idx; its index may be reused. */
 void kvs_table_remove(kvs_table *t, uint32_t idx);
 

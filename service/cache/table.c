@@ -171,6 +171,57 @@ void kvs_table_remove(kvs_table *t, uint32_t r)
 	t->used--;
 }
 
+int kvs_table_load(kvs_table *t, const kvs_hash *keys, uint8_t *keep,
+		   uint32_t n)
+{
+	uint32_t cap = n < 1024 ? 1024 : n, want = 0, isz = INITIAL_SLOTS;
+	kvs_rec *nr;
+	uint32_t *ns;
+
+	if (t->used || n >= KVS_NONE)
+		return t->used ? -EBUSY : -ENOMEM;
+	for (uint32_t i = 0; i < n; i++)
+		want += keep[i] != 0;
+	while ((uint64_t)want * 2 > isz)
+		isz *= 2;
+	nr = realloc(t->recs, (size_t)cap * sizeof(kvs_rec));
+	ns = nr ? malloc((size_t)isz * sizeof(uint32_t)) : NULL;
+	if (!nr || !ns) {
+		if (nr)
+			t->recs = nr;
+		return -ENOMEM;
+	}
+	free(t->slots);
+	memset(ns, 0xff, (size_t)isz * sizeof(uint32_t));
+	memset(nr, 0, (size_t)cap * sizeof(kvs_rec));
+	t->recs = nr;
+	t->nrecs = cap;
+	t->slots = ns;
+	t->mask = isz - 1;
+	for (uint32_t i = 0; i < n; i++) {
+		if (!keep[i] || kvs_table_find(t, keys[i]) != KVS_NONE) {
+			keep[i] = 0;
+			continue;
+		}
+		nr[i].hash = keys[i];
+		nr[i].parent = KVS_NONE;
+		nr[i].pol = KVS_NONE;
+		nr[i].state = KVS_REC_WRITING;
+		t->used++;
+		place(t, i);
+	}
+	/* The free ones on the free list in index order, as grow_recs does. */
+	t->free_head = KVS_NONE;
+	for (uint32_t i = cap; i-- > 0;) {
+		if (i < n && keep[i])
+			continue;
+		nr[i].state = KVS_REC_FREE;
+		nr[i].parent = t->free_head;
+		t->free_head = i;
+	}
+	return 0;
+}
+
 kvs_rec *kvs_table_rec(const kvs_table *t, uint32_t idx)
 {
 	return &t->recs[idx];

@@ -61,6 +61,12 @@ const struct setting config_settings[] = {
 	  FIELD(int, ready_fd), .flags = F_NOPRINT,
 	  .why = "not a file descriptor",
 	  .help = "write \"READY\\n\" to fd N once serving, then close it" },
+	{ .name = "take-over", .arg = "SOCKET", .type = T_STR,
+	  STRFIELD(take_over), .flags = F_NOPRINT, .unset = "none",
+	  .why = "empty or longer than 107 bytes",
+	  .help = "take over the pool and the socket of the kvshared\n"
+		  "serving SOCKET (same uid): it hands them over and\n"
+		  "exits; this one serves SOCKET" },
 	{ .name = "max-clients", .arg = "N", .type = T_U32,
 	  FIELD(uint32_t, max_clients), .min = 1, .def = "1024",
 	  .why = "must be a number >= 1",

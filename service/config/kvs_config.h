@@ -32,6 +32,9 @@ typedef struct kvs_config {
 	uint32_t page_bytes;    /* slot allocator page */
 	enum kvs_log_level log_level;
 	int ready_fd;           /* -1: none */
+	char take_over[KVS_SOCKET_PATH_MAX]; /* a running daemon's socket
+					       * whose pool and path this one
+					       * takes over; "" none */
 	uint32_t max_clients;   /* clamped at start to what the fd limit allows */
 	uint32_t max_clients_per_uid; /* 0: auto (see --help) */
 	uint32_t max_ns_per_uid; /* namespaces one uid may create */

@@ -14,6 +14,7 @@
 
 #include "kvs_cache_admin.h"
 #include "kvs_fast.h"
+#include "kvs_le.h"
 #include "kvs_wire_admin.h"
 
 /* ---- requests --------------------------------------------------------- */
@@ -33,6 +34,9 @@ typedef union request {
 	kvs_wire_verify_req verify;
 	kvs_engine_report report;
 	uint32_t fast_flags;    /* fastattach */
+	struct {
+		uint32_t version, flags;
+	} handover;
 } request;
 
 /* A handler answers its request itself and returns 0, or returns the error
@@ -557,6 +561,21 @@ static int decode_pin(const uint8_t *p, size_t n, request *rq)
 	return kvs_wire_pin_req_decode(p, n, &rq->pin.ns, &rq->pin.hashes);
 }
 
+static int decode_handover(const uint8_t *p, size_t n, request *rq)
+{
+	if (n != 8)
+		return KVS_E_PROTO;
+	rq->handover.version = get32(p);
+	rq->handover.flags = get32(p + 4);
+	return 0;
+}
+
+static int do_handover(conn *c, const kvs_wire_hdr *h, const request *rq)
+{
+	return server_handover_start(c, h, rq->handover.version,
+				     rq->handover.flags);
+}
+
 static int decode_verify(const uint8_t *p, size_t n, request *rq)
 {
 	return kvs_wire_verify_req_decode(p, n, &rq->verify);
@@ -596,6 +615,8 @@ static const command commands[KVS_OP__COUNT] = {
 	    CMD_CONTROL | CMD_OPERATOR | CMD_DEFERRABLE),
 	CMD(REPORT, report, report, 0),
 	CMD(FASTATTACH, fastattach, fast, CMD_ATTACHED | CMD_SENDS_FD),
+	/* its answer carries the pool's fds, on a connection of its own */
+	CMD(HANDOVER, handover, handover, CMD_CONTROL | CMD_SENDS_FD),
 };
 #undef CMD
 

@@ -456,6 +456,17 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
 
 /* ---- connections ------------------------------------------------------ */
 
+int conn_drain(conn *c)
+{
+	c->closing = 1;
+	if (!c->waiting && evbuffer_get_length(c->out) == 0) {
+		conn_close(c, NULL);
+		return -1;
+	}
+	conn_arm(c);
+	return 0;
+}
+
 void conn_close(conn *c, const char *why)
 {
 	kvs_server *s = c->srv;

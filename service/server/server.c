@@ -512,6 +512,30 @@ static int metrics_open(kvs_server *s, const kvs_config *cfg)
 	return 0;
 }
 
+/* The listener (the one passed at start, or bound now) and the signals. */
+static int listen_open(kvs_server *s)
+{
+	int rc;
+
+	if (s->listen_fd < 0) {
+		rc = bind_socket(s->cfg.socket_path, s->cfg.socket_mode);
+		if (rc < 0)
+			return rc;
+		s->listen_fd = rc;
+	}
+	s->listen_ev = event_new(s->base, s->listen_fd, EV_READ | EV_PERSIST,
+				 on_accept, s);
+	s->accept_ev = evtimer_new(s->base, on_accept_resume, s);
+	s->sigint_ev = evsignal_new(s->base, SIGINT, on_signal, s);
+	s->sigterm_ev = evsignal_new(s->base, SIGTERM, on_signal, s);
+	if (!s->listen_ev || !s->accept_ev || !s->sigint_ev || !s->sigterm_ev)
+		return -ENOMEM;
+	event_add(s->listen_ev, NULL);
+	event_add(s->sigint_ev, NULL);
+	event_add(s->sigterm_ev, NULL);
+	return 0;
+}
+
 int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 {
 	kvs_cache_config cc = { .host_bytes = cfg->host_bytes,
@@ -522,16 +546,30 @@ int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 				.tenant_bytes = kvs_config_tenant_bytes(cfg),
 				.max_ns_per_uid = cfg->max_ns_per_uid,
 				.max_sizes_per_uid = cfg->max_sizes_per_uid,
-				.max_pinned_share_per_uid = cfg->max_pinned_share_per_uid };
+				.max_pinned_share_per_uid = cfg->max_pinned_share_per_uid,
+				/* the pool outlives the daemon: --take-over,
+				 * systemd's fd store (kvs_persist.h) */
+				.persist = 1 };
 	kvs_admin_config ac = { .max_pinned_share = cfg->max_pinned_share,
 				.watch_buffer = cfg->watch_buffer };
 	kvs_server *s = calloc(1, sizeof(*s));
-	int rc;
+	kvs_named_fd fds[KVS_SD_FDS_MAX];
+	int rc, nfds, lfd = -1, link = -1;
 
 	if (!s)
 		return -ENOMEM;
 	s->cfg = *cfg;
 	s->listen_fd = -1;
+	/* The previous daemon's pool and socket, if it left them: it has
+	 * exited once server_takeover_ack returns. */
+	nfds = server_startup_fds(s, fds, KVS_SD_FDS_MAX, &lfd, &link);
+	if (nfds < 0) {
+		free(s);
+		return nfds;
+	}
+	if (link >= 0)
+		server_takeover_ack(link);
+	s->listen_fd = lfd;
 	s->uid = geteuid();
 	s->fd_limit = nofile_raise();
 	clock_gettime(CLOCK_MONOTONIC, &s->started);
@@ -549,6 +587,10 @@ int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 			cfg->host_bytes, kvs_strerror(rc));
 		goto fail;
 	}
+	rc = server_adopt(s, fds, (uint32_t)nfds);
+	nfds = 0; /* the cache's now, or closed */
+	if (rc < 0)
+		goto fail;
 	rc = tiers_open(s, cfg);
 	if (rc < 0)
 		goto fail;
@@ -558,22 +600,9 @@ int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 	rc = kvs_admin_create(&ac, s->cache, &s->stats, &s->admin);
 	if (rc < 0)
 		goto fail;
-	rc = bind_socket(cfg->socket_path, cfg->socket_mode);
+	rc = listen_open(s);
 	if (rc < 0)
 		goto fail;
-	s->listen_fd = rc;
-	s->listen_ev = event_new(s->base, s->listen_fd, EV_READ | EV_PERSIST,
-				 on_accept, s);
-	s->accept_ev = evtimer_new(s->base, on_accept_resume, s);
-	s->sigint_ev = evsignal_new(s->base, SIGINT, on_signal, s);
-	s->sigterm_ev = evsignal_new(s->base, SIGTERM, on_signal, s);
-	if (!s->listen_ev || !s->accept_ev || !s->sigint_ev || !s->sigterm_ev) {
-		rc = -ENOMEM;
-		goto fail;
-	}
-	event_add(s->listen_ev, NULL);
-	event_add(s->sigint_ev, NULL);
-	event_add(s->sigterm_ev, NULL);
 	rc = metrics_open(s, cfg);
 	if (rc < 0)
 		goto fail;
@@ -583,6 +612,10 @@ int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 	*out = s;
 	return 0;
 fail:
+	for (int i = 0; i < nfds; i++)
+		close(fds[i].fd);
+	if (rc == KVS_E_DAEMON_RUNNING && s->start.reason[0])
+		kvs_err("%s", s->start.reason); /* why it did not take over */
 	kvs_server_destroy(s);
 	return rc;
 }
@@ -597,6 +630,7 @@ int kvs_server_run(kvs_server *s)
 		kvs_info("tenant arenas: one per uid, %" PRIu64 " MiB each, "
 			 "at most %u", kvs_config_tenant_bytes(&s->cfg) >> 20,
 			 s->cfg.max_tenants);
+	server_ready(s);
 	kvs_log_flush(1000);
 	if (s->cfg.ready_fd >= 0) {
 		(void)!write(s->cfg.ready_fd, "READY\n", 6);
@@ -604,11 +638,14 @@ int kvs_server_run(kvs_server *s)
 	}
 	if (event_base_dispatch(s->base) < 0)
 		return -EIO;
+	server_stopping(s);
 	return 0;
 }
 
 void kvs_server_destroy(kvs_server *s)
 {
+	int link;
+
 	if (!s)
 		return;
 	while (s->conns)
@@ -626,10 +663,14 @@ void kvs_server_destroy(kvs_server *s)
 			event_free(s->tier_ev[i]);
 	if (s->fast_ev)
 		event_free(s->fast_ev);
+	link = server_handover_free(s);
 	kvs_metrics_stop(s->metrics);
 	if (s->listen_fd >= 0) {
 		close(s->listen_fd);
-		unlink(s->cfg.socket_path);
+		/* A successor, or the service manager's store, holds the
+		 * socket: its path stays for them. */
+		if (!s->handed_over && !s->fd_store)
+			unlink(s->cfg.socket_path);
 	}
 	kvs_admin_destroy(s->admin);
 	kvs_cache_destroy(s->cache);
@@ -642,4 +683,8 @@ void kvs_server_destroy(kvs_server *s)
 	free(s->uids);
 	free(s->ns_engines);
 	free(s);
+	/* Last: the link's close tells a successor that this daemon let go
+	 * of everything (the metrics port, the tiers' files). */
+	if (link >= 0)
+		close(link);
 }

@@ -24,6 +24,8 @@
 #include "kvs_hist.h"
 #include "kvs_log.h"
 #include "kvs_metrics.h"
+#include "kvs_persist.h"
+#include "kvs_sdnotify.h"
 #include "kvs_server.h"
 #include "kvs_stats.h"
 #include "kvs_tiers_table.h"
@@ -89,6 +91,14 @@ struct kvs_server {
 	 * highest id that reported (server_stats.c). */
 	kvs_engine_report *ns_engines;
 	uint32_t nns_engines;
+	/* Hand-over (server_handover.c): one under way, or NULL; whether it
+	 * is done (the successor has the socket and the pool: the path is
+	 * left in place at exit); whether systemd's fd store holds them (a
+	 * stop leaves the path too, for the next start). */
+	struct handover *ho;
+	int handed_over;
+	int fd_store;
+	kvs_persist_report start; /* how this daemon started */
 };
 
 struct conn {
@@ -158,11 +168,61 @@ void conn_reply(conn *c, const kvs_wire_hdr *req, int status,
 /* conn_reply_error - conn_reply() an error, counted and logged (debug). */
 void conn_reply_error(conn *c, const kvs_wire_hdr *req, int err);
 
+/* conn_drain - stop reading @c and close it once the replies it was given
+ * are sent (a deferred one included). Returns -1 when @c was closed now. */
+int conn_drain(conn *c);
+
 /* ---- server.c ---- */
 
 /* server_conn_gone - a served (not refused) connection of @uid closed: one
  * fewer for --max-clients-per-uid. */
 void server_conn_gone(kvs_server *s, uint32_t uid);
+
+/* ---- server_handover.c ---- */
+
+/* The hand-over message's format: a successor that reads another is
+ * refused before anything is touched (the old daemon keeps serving). */
+#define KVS_HANDOVER_VERSION 1u
+/* HANDOVER request flags: 0 asks; ACK says the fds arrived. */
+#define KVS_HANDOVER_ACK 0x1u
+
+/* server_handover_start - a HANDOVER request from @c (version @version,
+ * flags @flags): refused (the error returned: KVS_E_PERM for another uid,
+ * KVS_E_VERSION, -EBUSY, KVS_E_PROTO) or begun: the listener stops, every
+ * connection drains, then the fds go to @c's peer (the reply comes then). */
+int server_handover_start(conn *c, const kvs_wire_hdr *h, uint32_t version,
+			  uint32_t flags);
+/* server_handover_free - free what a hand-over under way holds, but its
+ * link to the successor: returned (-1: none) for the caller to close. */
+int server_handover_free(kvs_server *s);
+/* server_takeover - the successor's side, from kvs_server_create: ask the
+ * daemon on cfg.take_over for its fds (@fds, at most @max; the listening
+ * socket among them, named "listen"). Returns how many, with *link the
+ * connection to acknowledge them on (server_takeover_ack); KVS_E_VERSION
+ * when the formats differ (@why says so: start cold); KVS_E_PERM, -errno
+ * (@why says what failed). */
+int server_takeover(const char *path, kvs_named_fd *fds, uint32_t max,
+		    int *link, char *why, size_t cap);
+/* server_takeover_ack - tell the old daemon the fds arrived and wait (a few
+ * seconds at most) for it to exit, so that nothing it holds (the metrics
+ * port, the SSD tier's files) is still open when this one opens them.
+ * Closes @link. */
+void server_takeover_ack(int link);
+/* server_startup_fds - the fds this daemon starts with: from --take-over,
+ * else from systemd ($LISTEN_FDS); the listening socket, if among them,
+ * taken out into *listen_fd (else -1). *link: as server_takeover's, or -1.
+ * Returns how many are left in @fds, or the error that stops the start. */
+int server_startup_fds(kvs_server *s, kvs_named_fd *fds, uint32_t max,
+		       int *listen_fd, int *link);
+/* server_adopt - rebuild the table from the fds left (@fds, @n; none: a
+ * cold start), and say how the daemon started (log, start.* stats).
+ * Returns 0, or the error that stops the start. */
+int server_adopt(kvs_server *s, kvs_named_fd *fds, uint32_t n);
+/* server_ready - READY=1 for systemd, and the fds to keep in its store. */
+void server_ready(kvs_server *s);
+/* server_stopping - a stop under systemd: STOPPING=1, every connection
+ * closed, the state marked as left cleanly, the fds stored again. */
+void server_stopping(kvs_server *s);
 
 /* ---- command.c ---- */
 

@@ -4,6 +4,7 @@
 #include "kvs_memfd.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -15,10 +16,16 @@ struct kvs_arena {
 	uint64_t bytes;
 };
 
-int kvs_arena_create(const char *name, uint64_t bytes, kvs_arena **out)
+uint64_t kvs_arena_size(uint64_t bytes)
 {
 	long pg = sysconf(_SC_PAGESIZE);
-	uint64_t size = (bytes + (uint64_t)pg - 1) / (uint64_t)pg * (uint64_t)pg;
+
+	return (bytes + (uint64_t)pg - 1) / (uint64_t)pg * (uint64_t)pg;
+}
+
+int kvs_arena_create(const char *name, uint64_t bytes, kvs_arena **out)
+{
+	uint64_t size = kvs_arena_size(bytes);
 	kvs_arena *a;
 	int err;
 
@@ -46,6 +53,35 @@ fail:
 	close(a->fd);
 	free(a);
 	return err;
+}
+
+int kvs_arena_adopt(int fd, uint64_t bytes, kvs_arena **out)
+{
+	struct stat st;
+	kvs_arena *a;
+	int seals = fcntl(fd, F_GET_SEALS);
+
+	if (seals < 0)
+		return -errno;
+	/* Sealed as kvs_memfd_sealed() seals: nobody can resize it under us. */
+	if ((seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW))
+		return -EPERM;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (bytes == 0 || (uint64_t)st.st_size != bytes)
+		return -EMSGSIZE;
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	a->base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (a->base == MAP_FAILED) {
+		free(a);
+		return -errno;
+	}
+	a->fd = fd;
+	a->bytes = bytes;
+	*out = a;
+	return 0;
 }
 
 void kvs_arena_destroy(kvs_arena *a)

@@ -20,10 +20,22 @@
 typedef struct kvs_arena kvs_arena;
 
 /*
- * kvs_arena_create - a memfd arena named @name (shown in /proc/PID/fd).
+ * kvs_arena_create - a memfd arena named @name (shown in /proc/PID/fd);
+ * kvs_arena_size - the bytes it is made of for a request of @bytes.
  * Ownership: *out until kvs_arena_destroy(), which unmaps and closes the fd.
  */
 int kvs_arena_create(const char *name, uint64_t bytes, kvs_arena **out);
+uint64_t kvs_arena_size(uint64_t bytes);
+/*
+ * kvs_arena_adopt - an arena over memfd @fd, made by another process (a
+ * daemon before this one): it must be sealed against shrink and grow and be
+ * exactly @bytes long (what kvs_arena_create made of the same request).
+ * Errors: -EPERM (not sealed), -EMSGSIZE (another size), -errno (fcntl,
+ * fstat, mmap), -ENOMEM.
+ * Ownership: on success @fd is the arena's (closed by kvs_arena_destroy);
+ * on failure it stays the caller's.
+ */
+int kvs_arena_adopt(int fd, uint64_t bytes, kvs_arena **out);
 void kvs_arena_destroy(kvs_arena *a);
 
 int kvs_arena_fd(const kvs_arena *a);

@@ -98,6 +98,20 @@ int kvs_slab_alloc(kvs_slab *s, uint32_t class_id, uint64_t *offset);
  */
 int kvs_slab_free(kvs_slab *s, uint64_t offset);
 
+/*
+ * kvs_slab_claim - mark the slot at @offset allocated, in the slab of
+ * @class_id that starts at page @first and is @npages long: that slab if it
+ * exists, else one cut there from free pages (what a rebuild from an arena
+ * that outlived its allocator does, slot by slot; claims in ascending order
+ * of @first cost O(pages) in all). A slab cut for a claim that then fails
+ * goes back.
+ * Errors: -EINVAL (unknown class, pages outside the arena, a length the
+ * class never cuts, @offset off the slab's slot grid), -EEXIST (the slot is
+ * allocated, or the pages hold another slab), -ENOMEM.
+ */
+int kvs_slab_claim(kvs_slab *s, uint32_t class_id, uint32_t first,
+		   uint32_t npages, uint64_t offset);
+
 /* kvs_slab_class_bytes - the block bytes of a class (0 if unknown). */
 uint64_t kvs_slab_class_bytes(const kvs_slab *s, uint32_t class_id);
 
@@ -111,6 +125,8 @@ uint32_t kvs_slab_class_slabs(const kvs_slab *s, uint32_t class_id);
  * Returns KVS_NONE (UINT32_MAX) when no slab holds @offset. O(1).
  */
 uint32_t kvs_slab_of(const kvs_slab *s, uint64_t offset, uint32_t *npages);
+/* kvs_slab_first - the first page of slab @id (from kvs_slab_of). */
+uint32_t kvs_slab_first(const kvs_slab *s, uint32_t id);
 
 /* kvs_slab_pages - the arena's pages (what kvs_slab_of's lengths add to). */
 uint32_t kvs_slab_pages(const kvs_slab *s);

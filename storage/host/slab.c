@@ -227,27 +227,17 @@ static void rec_put(kvs_slab *s, uint32_t id)
 	kvs_pool_free(&s->recs, id);
 }
 
-static int slab_new(kvs_slab *s, uint32_t cid)
+/* A slab of class @cid on pages [first, first+npages), taken from the free
+ * runs already; given back on failure. Sets *out to its id. */
+static int slab_init(kvs_slab *s, uint32_t cid, uint32_t first,
+		     uint32_t npages, uint32_t nslots, uint32_t *out)
 {
 	struct slab_class *c = &s->cls[cid];
-	uint32_t npages = c->npages, nslots = c->nslots, words, id, first, i;
+	uint32_t words, id, i;
 	struct slab *sl;
 	uint64_t *bits = NULL;
 	int err;
 
-	first = pages_take(s, npages);
-	if (first == KVS_NONE && c->short_npages) {
-		/*
-		 * Runs shorter than the slab but longer than a short one are
-		 * otherwise lost until a neighbour frees: a little more tail
-		 * beats -ENOSPC and an eviction.
-		 */
-		npages = c->short_npages;
-		nslots = c->short_nslots;
-		first = pages_take(s, npages);
-	}
-	if (first == KVS_NONE)
-		return -ENOSPC;
 	words = (nslots + 63) / 64;
 	if (words > 1 && !(bits = calloc(words, sizeof(*bits))))
 		err = -ENOMEM;
@@ -278,6 +268,52 @@ static int slab_new(kvs_slab *s, uint32_t cid)
 	partial_add(s, c, id);
 	c->nslabs++;
 	s->nslabs++;
+	*out = id;
+	return 0;
+}
+
+static int slab_new(kvs_slab *s, uint32_t cid)
+{
+	struct slab_class *c = &s->cls[cid];
+	uint32_t npages = c->npages, nslots = c->nslots, first, id;
+
+	first = pages_take(s, npages);
+	if (first == KVS_NONE && c->short_npages) {
+		/*
+		 * Runs shorter than the slab but longer than a short one are
+		 * otherwise lost until a neighbour frees: a little more tail
+		 * beats -ENOSPC and an eviction.
+		 */
+		npages = c->short_npages;
+		nslots = c->short_nslots;
+		first = pages_take(s, npages);
+	}
+	if (first == KVS_NONE)
+		return -ENOSPC;
+	return slab_init(s, cid, first, npages, nslots, &id);
+}
+
+/* Pages [first, first+n) out of the free run that holds them all, or
+ * -EEXIST when one of them is not free. The run's start is found by walking
+ * back to the page after a slab's (O(distance)). */
+static int pages_take_at(kvs_slab *s, uint32_t first, uint32_t n)
+{
+	uint32_t start = first, len;
+
+	for (uint32_t i = 0; i < n; i++)
+		if (!(s->page_map[first + i] & PAGE_FREE))
+			return -EEXIST;
+	while (start > 0 && (s->page_map[start - 1] & PAGE_FREE))
+		start--;
+	len = run_len(s, start);
+	if (start + len < first + n)
+		return -EEXIST; /* not one run: a slab sits between */
+	run_unlink(s, start, len);
+	if (first > start)
+		run_link(s, start, first - start);
+	if (start + len > first + n)
+		run_link(s, first + n, start + len - (first + n));
+	s->pages_free -= n;
 	return 0;
 }
 
@@ -529,6 +565,68 @@ int kvs_slab_free(kvs_slab *s, uint64_t offset)
 	return 0;
 }
 
+/* The slab of @cid on [first, first+npages) (an existing one, or cut there
+ * from free pages), for kvs_slab_claim. */
+static int claim_slab(kvs_slab *s, uint32_t cid, uint32_t first,
+		      uint32_t npages, struct slab **out)
+{
+	struct slab_class *c = &s->cls[cid];
+	uint32_t id = s->page_map[first], nslots;
+	int err;
+
+	if (!(id & PAGE_FREE)) {
+		*out = slab_at(s, id);
+		return (*out)->cls == cid && (*out)->first == first &&
+		       (*out)->npages == npages ? 0 : -EEXIST;
+	}
+	if (npages == c->npages)
+		nslots = c->nslots;
+	else if (c->short_npages && npages == c->short_npages)
+		nslots = c->short_nslots;
+	else
+		return -EINVAL; /* a length this class never cuts */
+	if ((err = pages_take_at(s, first, npages)) < 0)
+		return err;
+	if ((err = slab_init(s, cid, first, npages, nslots, &id)) < 0)
+		return err;
+	*out = slab_at(s, id);
+	return 0;
+}
+
+int kvs_slab_claim(kvs_slab *s, uint32_t class_id, uint32_t first,
+		   uint32_t npages, uint64_t offset)
+{
+	struct slab_class *c;
+	struct slab *sl;
+	uint64_t rel, idx, bit, *bits;
+	int err;
+
+	if (class_id >= s->nclasses || !s->cls[class_id].block || npages == 0 ||
+	    first >= s->pages || npages > s->pages - first)
+		return -EINVAL;
+	c = &s->cls[class_id];
+	if (offset < page_off(s, first) ||
+	    offset >= page_off(s, first) + page_off(s, npages))
+		return -EINVAL;
+	if ((err = claim_slab(s, class_id, first, npages, &sl)) < 0)
+		return err;
+	rel = offset - page_off(s, first);
+	idx = rel / c->stride;
+	bits = slab_bits(sl);
+	bit = 1ULL << (idx % 64);
+	if (rel % c->stride || idx >= sl->nslots || (bits[idx / 64] & bit)) {
+		if (sl->used == 0)
+			slab_release(s, s->page_map[first]);
+		return rel % c->stride || idx >= sl->nslots ? -EINVAL : -EEXIST;
+	}
+	bits[idx / 64] |= bit;
+	if (++sl->used == sl->nslots)
+		partial_del(s, c, s->page_map[first]);
+	s->slots_used++;
+	s->slot_bytes_used += c->block;
+	return 0;
+}
+
 uint64_t kvs_slab_class_bytes(const kvs_slab *s, uint32_t class_id)
 {
 	return class_id < s->nclasses ? s->cls[class_id].block : 0;
@@ -551,6 +649,11 @@ uint32_t kvs_slab_of(const kvs_slab *s, uint64_t offset, uint32_t *npages)
 	if (npages)
 		*npages = slab_at(s, id)->npages;
 	return id;
+}
+
+uint32_t kvs_slab_first(const kvs_slab *s, uint32_t id)
+{
+	return slab_at(s, id)->first;
 }
 
 uint32_t kvs_slab_pages(const kvs_slab *s)

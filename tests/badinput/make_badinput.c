@@ -271,6 +271,15 @@ static void payloads(void)
 	msg(KVS_OP_FASTATTACH, 25, p, KVS_WIRE_FAST_REQ_SIZE);
 	out("fastattach-before-hello", "attach none\nreply %d %d\nthen open\ncount notattached 1\n",
 	    KVS_OP_FASTATTACH, KVS_E_NOTATTACHED);
+	/* HANDOVER: format and flags, 8 bytes (a well-formed one would hand
+	 * the daemon over: not here). */
+	memset(p, 0, 16);
+	msg(KVS_OP_HANDOVER, 26, p, 7);
+	out("handover-short", "attach none\nreply %d %d\nthen open\ncount proto 1\n",
+	    KVS_OP_HANDOVER, KVS_E_PROTO);
+	msg(KVS_OP_HANDOVER, 27, p, 9);
+	out("handover-long", "attach none\nreply %d %d\nthen open\ncount proto 1\n",
+	    KVS_OP_HANDOVER, KVS_E_PROTO);
 }
 
 static void hellos(void)

@@ -17,7 +17,9 @@
  * The daemon is started with fork+exec of $KVSHARED --socket DIR/kvshared.sock
  * --ready-fd 3 plus the test's arguments, and is ready when it writes "READY"
  * on fd 3; its stdout and stderr go to DIR/kvshared.log, which is printed when
- * it fails to start and when the test fails. Nothing waits with a fixed sleep:
+ * it fails to start and when the test fails (with d->fdstore, it runs under
+ * $KVS_FDSTORE, the tests' stand-in for systemd, which relays its READY=1 to
+ * fd 3 instead). Nothing waits with a fixed sleep:
  * every wait polls a condition against a deadline.
  *
  * Exit paths: th_finish() returns the exit code; th_fatal() and th_skip() exit
@@ -153,6 +155,12 @@ typedef struct th_daemon {
 	/* RLIMIT_NOFILE the daemon starts with, set in its process before the
 	 * exec (hard first); 0: the test's own. Set after th_daemon_init. */
 	unsigned nofile_soft, nofile_hard;
+	/* Run under the tests' stand-in for systemd (tests/support/fdstore.c,
+	 * $KVS_FDSTORE): it is kvshared's $NOTIFY_SOCKET, keeps the fds it
+	 * stores and passes them to its next start; d->pid is the stand-in's.
+	 * Set after th_daemon_init. */
+	bool fdstore;
+	char state[128];       /* DIR/fdstore.state, the stand-in's state */
 	pid_t pid;             /* 0 when not running */
 	int starts;            /* how many times it was started */
 	int last_status;       /* how it last ended, as th_daemon_stop() */
@@ -232,6 +240,26 @@ int th_tmpfs(const char *size, char *dir, size_t cap);
  * 0700 from mkdtemp) and check that @uid/@gid can reach it; skips the test
  * (77) with the reason when a directory above it is closed to that uid. */
 void th_open_dir_to(th_daemon *d, uid_t uid, gid_t gid);
+
+/* ---- under the stand-in for systemd (d->fdstore) ---------------------------- */
+
+/* th_fdstore_get - a value of the stand-in's state ("pid", "starts",
+ * "ready", "fds", "stopping", "last_exit": tests/support/fdstore.c), or -1. */
+long th_fdstore_get(const th_daemon *d, const char *key);
+
+/* th_fdstore_wait - wait up to TH_READY_TIMEOUT_MS until @key is at least
+ * @want. */
+bool th_fdstore_wait(const th_daemon *d, const char *key, long want);
+
+/* th_fdstore_crash - kill -9 the kvshared under the stand-in and wait for
+ * the next one's READY (the stand-in restarts it with the fds stored, as
+ * systemd's Restart=on-failure). Returns 0, -ESRCH (none running),
+ * -ETIMEDOUT. */
+int th_fdstore_crash(th_daemon *d);
+
+/* th_fdstore_restart - `systemctl restart`: SIGTERM to kvshared, a new start
+ * with the fds stored; waits for its READY. Returns 0 or -ETIMEDOUT. */
+int th_fdstore_restart(th_daemon *d);
 
 /* th_log_contains - whether the daemon's log has @needle in it, waiting up
  * to 5 s for it (the daemon writes its log from a thread). */

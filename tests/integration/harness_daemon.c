@@ -63,6 +63,7 @@ int th_daemon_init(th_daemon *d, const char *const *args)
 		return -errno;
 	snprintf(d->socket, sizeof(d->socket), "%s/kvshared.sock", d->dir);
 	snprintf(d->log, sizeof(d->log), "%s/kvshared.log", d->dir);
+	snprintf(d->state, sizeof(d->state), "%s/fdstore.state", d->dir);
 	for (; args && args[d->nargs]; d->nargs++)
 		if (d->nargs >= TH_MAX_ARGS - 1)
 			return -E2BIG;
@@ -148,7 +149,7 @@ bool th_log_contains(const th_daemon *d, const char *needle)
 
 static void exec_daemon(const th_daemon *d, int ready_fd, pid_t parent)
 {
-	const char *argv[TH_MAX_ARGS + 8];
+	const char *argv[TH_MAX_ARGS + 12];
 	const char *bin = getenv("KVSHARED");
 	int n = 0, logfd, nul;
 	sigset_t none;
@@ -160,11 +161,22 @@ static void exec_daemon(const th_daemon *d, int ready_fd, pid_t parent)
 	nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (logfd < 0 || nul < 0)
 		_exit(127);
+	if (d->fdstore) {
+		/* The stand-in relays READY=1 to fd 3; kvshared notifies it. */
+		argv[n++] = getenv("KVS_FDSTORE");
+		argv[n++] = "--ready-fd";
+		argv[n++] = "3";
+		argv[n++] = "--state";
+		argv[n++] = d->state;
+		argv[n++] = "--";
+	}
 	argv[n++] = bin;
 	argv[n++] = "--socket";
 	argv[n++] = d->socket;
-	argv[n++] = "--ready-fd";
-	argv[n++] = "3";
+	if (!d->fdstore) {
+		argv[n++] = "--ready-fd";
+		argv[n++] = "3";
+	}
 	for (int i = 0; i < d->nargs; i++)
 		argv[n++] = d->args[i];
 	argv[n] = NULL;
@@ -200,8 +212,8 @@ static void exec_daemon(const th_daemon *d, int ready_fd, pid_t parent)
 			_exit(127);
 		}
 	}
-	execv(bin, (char *const *)argv);
-	dprintf(2, "exec %s: %s\n", bin, strerror(errno));
+	execv(argv[0], (char *const *)argv);
+	dprintf(2, "exec %s: %s\n", argv[0], strerror(errno));
 	_exit(127);
 }
 
@@ -258,6 +270,8 @@ int th_daemon_start(th_daemon *d)
 
 	if (d->pid > 0)
 		return -EBUSY;
+	if (d->fdstore && !getenv("KVS_FDSTORE"))
+		th_skip("$KVS_FDSTORE (tests/support/fdstore.c) is not set");
 	if (pipe2(pfd, O_CLOEXEC) < 0)
 		return -errno;
 	fflush(NULL);
@@ -399,4 +413,56 @@ void th_open_dir_to(th_daemon *d, uid_t uid, gid_t gid)
 		th_skip("uid %u cannot reach %s: a directory above it is not "
 			"searchable by others (a chroot whose / is 0700?)",
 			(unsigned)uid, d->dir);
+}
+
+/* ---- under the stand-in for systemd -------------------------------------- */
+
+long th_fdstore_get(const th_daemon *d, const char *key)
+{
+	FILE *f = fopen(d->state, "r");
+	char line[512];
+	size_t k = strlen(key);
+	long v = -1;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, k) && line[k] == '=')
+			v = strtol(line + k + 1, NULL, 10);
+	fclose(f);
+	return v;
+}
+
+bool th_fdstore_wait(const th_daemon *d, const char *key, long want)
+{
+	int64_t deadline = th_now_ms() + TH_READY_TIMEOUT_MS;
+
+	while (th_fdstore_get(d, key) < want) {
+		if (th_now_ms() > deadline) {
+			th_note("stand-in: %s stayed below %ld", key, want);
+			return false;
+		}
+		th_poll_pause();
+	}
+	return true;
+}
+
+static int fdstore_cycle(th_daemon *d, int sig, pid_t to)
+{
+	long ready = th_fdstore_get(d, "ready");
+
+	drop_ctl(d);
+	if (to <= 0 || kill(to, sig) < 0)
+		return -ESRCH;
+	return th_fdstore_wait(d, "ready", ready + 1) ? 0 : -ETIMEDOUT;
+}
+
+int th_fdstore_crash(th_daemon *d)
+{
+	return fdstore_cycle(d, SIGKILL, (pid_t)th_fdstore_get(d, "pid"));
+}
+
+int th_fdstore_restart(th_daemon *d)
+{
+	return fdstore_cycle(d, SIGHUP, d->pid);
 }

@@ -5,7 +5,9 @@
 # the installed kvshared accepts the config and starts with it; the unit's
 # runtime directory lets in those the config's socket mode lets in (a 0700
 # directory defeated allow-gid); the sample sets no stale default;
-# `systemd-analyze verify` accepts the unit where the machine has it.
+# `systemd-analyze verify` accepts the unit where the machine has it; the
+# unit keeps the pool across restarts (Type=notify, an fd store, the runtime
+# directory preserved).
 #
 # Env: KVSHARED, KVSCTL, KVSBENCH (ctest sets them; the build folder is
 # KVSHARED's). Exit: 0 pass, 1 fail, 77 skip.
@@ -40,6 +42,15 @@ conf_key() { sed -n "s/^$1 *= *//p" "${2:-$conf}"; }
 exec_start=$(unit_key ExecStart)
 check "ExecStart is the installed kvshared with the installed config ($exec_start)" \
 	[ "$exec_start" = "$prefix/bin/kvshared --config $conf" ]
+
+# the pool outlives a restart: kvshared notifies (READY=1, FDSTORE=1), the
+# store has room for its fds, and the socket's directory survives a restart
+check "Type=notify ($(unit_key Type))" [ "$(unit_key Type)" = notify ]
+fdmax=$(unit_key FileDescriptorStoreMax)
+check "FileDescriptorStoreMax holds the pool's fds and the socket ($fdmax)" \
+	eval '[ "${fdmax:-0}" -ge 3 ]'
+check "RuntimeDirectoryPreserve=restart ($(unit_key RuntimeDirectoryPreserve))" \
+	[ "$(unit_key RuntimeDirectoryPreserve)" = restart ]
 
 # the installed kvshared accepts the installed config
 KVSHARED=$prefix/bin/kvshared

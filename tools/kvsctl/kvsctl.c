@@ -159,6 +159,18 @@ static int64_t stat_or_0(const char *text, const char *name)
 	return kvs_stats_value(text, name, &v) < 0 || v < 0 ? 0 : v;
 }
 
+/* How the daemon started: the values of its start.mode (the stats help
+ * of start.mode says the same); "" for a daemon without the field. */
+static const char *start_mode(const char *text)
+{
+	static const char *const names[] = { "cold", "handed over", "recovered" };
+	int64_t v;
+
+	if (kvs_stats_value(text, "start.mode", &v) < 0)
+		return "";
+	return v >= 0 && v < 3 ? names[v] : "unknown";
+}
+
 /* Blocks hit / blocks asked for: the daemon's blocks.lookup_* count every
  * path (socket, fast path, promotion). */
 static double hit_ratio(const char *text)
@@ -222,7 +234,7 @@ static void print_engines_ns(const struct stat_line *l, size_t n,
 }
 
 static void print_json(const struct stat_line *l, size_t n, double ratio,
-		       const kvs_ns_summary *ns, int nns)
+		       const char *started, const kvs_ns_summary *ns, int nns)
 {
 	putchar('{');
 	for (size_t i = 0; i < n; i++) {
@@ -247,11 +259,13 @@ static void print_json(const struct stat_line *l, size_t n, double ratio,
 		fputs("},", stdout);
 	fputs("\"engines_by_namespace\":[", stdout);
 	print_engines_ns(l, n, ns, nns, 1);
-	printf("],\"derived\":{\"hit_ratio\":%.6f}}\n", ratio);
+	printf("],\"derived\":{\"hit_ratio\":%.6f,\"started\":", ratio);
+	kvsctl_json_str(started);
+	fputs("}}\n", stdout);
 }
 
 static void print_human(const struct stat_line *l, size_t n, double ratio,
-			const kvs_ns_summary *ns, int nns)
+			const char *started, const kvs_ns_summary *ns, int nns)
 {
 	int nw = (int)strlen("hit_ratio"), vw = 1;
 
@@ -270,6 +284,8 @@ static void print_human(const struct stat_line *l, size_t n, double ratio,
 	}
 	printf("%sderived\n  %-*s  %*.4f\n", n ? "\n" : "", nw, "hit_ratio", vw,
 	       ratio);
+	if (*started)
+		printf("  %-*s  %*s\n", nw, "started", vw, started);
 	for (size_t i = 0; i < n; i++)
 		if (!strcmp(l[i].sec, "namespace") && strstr(l[i].name, ".engines.")) {
 			printf("\nengines by namespace\n");
@@ -310,7 +326,8 @@ static void stats_usage(void)
 		"  and what engines reported per namespace, with its model\n"
 		"  -j, --json  one JSON object: {\"section\":{\"name\":value},...,\n"
 		"              \"engines_by_namespace\":[{\"ns\":id,\"model\":m,\n"
-		"              \"hit_tokens\":v,...}],\"derived\":{\"hit_ratio\":x}}\n");
+		"              \"hit_tokens\":v,...}],\"derived\":{\"hit_ratio\":x,\n"
+		"              \"started\":\"cold\"|\"handed over\"|\"recovered\"}}\n");
 }
 
 static int cmd_stats(const char *sock, int argc, char **argv)
@@ -367,12 +384,13 @@ static int cmd_stats(const char *sock, int argc, char **argv)
 		return kvsctl_fail("stats", -ENOMEM);
 	}
 	double ratio = hit_ratio(text); /* before parse_stats cuts the text */
+	const char *started = start_mode(text);
 	n = parse_stats(text, lines, max);
 	group_sections(lines, n);
 	if (json)
-		print_json(lines, n, ratio, ns, nns);
+		print_json(lines, n, ratio, started, ns, nns);
 	else
-		print_human(lines, n, ratio, ns, nns);
+		print_human(lines, n, ratio, started, ns, nns);
 	free(ns);
 	free(lines);
 	free(text);

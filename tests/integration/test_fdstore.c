@@ -1,0 +1,106 @@
+/*
+ * test_fdstore - kvshared under a service manager's fd store: the tests'
+ * stand-in for systemd (tests/support/fdstore.c) is its $NOTIFY_SOCKET,
+ * keeps what it stores (FDSTORE=1) and passes it back to the next start
+ * ($LISTEN_FDS), as systemd does for a unit with FileDescriptorStoreMax=.
+ *
+ *  store:    once ready, the daemon has stored the pool's fds and its
+ *            listening socket (names "kvs-meta", "kvs-arena-0", "listen").
+ *  restart:  `systemctl restart` (SIGTERM, STOPPING=1, a new start with the
+ *            fds): the new daemon starts "handed over", every block kept and
+ *            every hit bit exact; a client reconnects as after any restart.
+ *  crash:    kill -9 and the restart Restart=on-failure makes: the new daemon
+ *            starts "recovered", with the blocks committed before the crash.
+ *  stop:     a stop releases the store; the socket's path goes with it (the
+ *            unit's runtime directory does under systemd).
+ * Under a real systemd: tests/integration/test_systemd.sh.
+ */
+#include "harness.h"
+#include "harness_client.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define BT 16
+#define N 32
+
+static th_daemon d;
+static kvs_layout L;
+
+static void check_names(void)
+{
+	FILE *f = fopen(d.state, "r");
+	char line[512], names[512] = "";
+
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "names=", 6))
+			snprintf(names, sizeof(names), "%s", line + 6);
+	if (f)
+		fclose(f);
+	CHECK(strstr(names, "kvs-meta") != NULL);
+	CHECK(strstr(names, "kvs-arena-0") != NULL);
+	CHECK(strstr(names, "listen") != NULL);
+	th_note("stored: %s", names);
+}
+
+/* Every block of @h a hit, bit exact, through a client that was connected
+ * before the restart (it reconnects). */
+static void check_kept(kvs_client *w, const kvs_hash *h, size_t n)
+{
+	size_t bad = 0;
+	int rc = th_verify(w, h, n, &bad);
+
+	if (rc == KVS_E_DISCONNECTED) {
+		CHECK_RC(kvs_reconnect(w), 0);
+		rc = th_verify(w, h, n, &bad);
+	}
+	CHECK_EQ(rc, (int)n);
+	CHECK_EQ(bad, 0);
+}
+
+int main(void)
+{
+	kvs_hash a[N], b[N];
+	kvs_client *w;
+
+	th_init("test_fdstore");
+	L = th_layout("fdstore", BT);
+	if (th_daemon_init(&d, TH_ARGS("--host-size", "32M", "--gpu", "off")) < 0)
+		th_fatal("temp dir");
+	d.fdstore = true;
+	if (th_daemon_start(&d) < 0)
+		th_fatal("kvshared under the stand-in did not start");
+	CHECK(th_fdstore_wait(&d, "fds", 3));
+	check_names();
+	CHECK_EQ(th_stat_get(&d, "start.mode"), 0);
+
+	th_chain(&L, 1, N, 0, 0, a);
+	w = th_connect(&d, &L);
+	CHECK_EQ(th_publish(w, a, N, NULL), N);
+
+	/* systemctl restart */
+	CHECK_RC(th_fdstore_restart(&d), 0);
+	CHECK_EQ(th_fdstore_get(&d, "last_exit"), 0);
+	CHECK_EQ(th_stat_get(&d, "start.mode"), 1);
+	CHECK_EQ(th_stat_get(&d, "start.blocks_kept"), N);
+	check_kept(w, a, N);
+
+	/* kill -9, restarted with the fds the store kept */
+	th_chain(&L, 2, N, 0, 0, b);
+	CHECK_EQ(th_publish(w, b, N, NULL), N);
+	CHECK_RC(th_fdstore_crash(&d), 0);
+	CHECK_EQ(th_fdstore_get(&d, "last_exit"), 128 + SIGKILL);
+	CHECK_EQ(th_fdstore_get(&d, "starts"), 3);
+	CHECK_EQ(th_stat_get(&d, "start.mode"), 2);
+	CHECK_EQ(th_stat_get(&d, "start.blocks_kept"), 2 * N);
+	check_kept(w, a, N);
+	check_kept(w, b, N);
+	kvs_close(w);
+
+	/* th_finish: SIGTERM to the stand-in (systemctl stop): exit 0 and the
+	 * socket's path removed */
+	return th_finish();
+}
