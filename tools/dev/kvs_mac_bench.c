@@ -171,6 +171,7 @@ int main(int argc, char **argv)
 
 		if (size == 0 || size > (1ull << 30)) {
 			fprintf(stderr, "kvs-mac-bench: bad --size %s\n", tok);
+			free(list);
 			return 2;
 		}
 		one_size(&b, size, count, reps);
