@@ -37,6 +37,7 @@
 static const char *const admit_choices[] = { "all", "hit", NULL };
 static const char *const tenant_choices[] = { "off", "uid", NULL };
 static const char *const remote_write_choices[] = { "demote", "through", NULL };
+static const char *const remote_mac_choices[] = { "poly1305", "hmac", NULL };
 
 /* In --help's order; --print-config follows it too. */
 const struct setting config_settings[] = {
@@ -204,9 +205,15 @@ const struct setting config_settings[] = {
 	{ .name = "remote-secret-file", .arg = "FILE", .type = T_STR,
 	  STRFIELD(remote_secret_file), .why = "empty or longer than 255 bytes",
 	  .unset = "none (values not authenticated)",
-	  .help = "the remote tier's value MAC key (HMAC-SHA-256): FILE\n"
+	  .help = "the remote tier's value MAC key: FILE\n"
 		  "holds 16 to 4095 bytes shared by the daemons that\n"
 		  "may publish (e.g. openssl rand -hex 32; chmod 600)" },
+	{ .name = "remote-mac", .arg = "MAC", .type = T_CHOICE,
+	  FIELD(int, remote_mac_hmac), .choices = remote_mac_choices,
+	  .def = "poly1305", .why = "must be poly1305 or hmac",
+	  .help = "the MAC of the values published: poly1305, or hmac\n"
+		  "(the old format, while daemons of a cluster are being\n"
+		  "upgraded); both are read (default {})" },
 	{ .name = "remote-pin-share", .arg = "PERCENT", .type = T_U32,
 	  FIELD(uint32_t, remote_pin_share), .max = 100, .def = "25",
 	  .why = "must be a percentage from 0 to 100",

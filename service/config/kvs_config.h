@@ -70,6 +70,7 @@ typedef struct kvs_config {
 	char remote_seeds[1024]; /* remote tier seeds "HOST:PORT,...", "" off */
 	char remote_auth_file[256]; /* AUTH user and password, "" none */
 	char remote_secret_file[256]; /* the values' MAC key, "" none */
+	int remote_mac_hmac;     /* 1: publish the HMAC format; 0: Poly1305 */
 	uint32_t remote_pin_share; /* % of host tier publishes may pin */
 	int remote_write_through; /* 1: publish at commit; 0: at eviction */
 	uint32_t remote_timeout_ms;

@@ -169,7 +169,11 @@ static void fetch_end(remote_tier *t, uint32_t j, int res, const kvs_rval_info *
 	rjob *f = remote_job(t, j);
 	uint64_t cookie = f->cookie;
 
-	if (res == -EBADMSG || res == -EKEYREJECTED) {
+	if (res == -EMSGSIZE) {
+		/* a value of another length (cut, or not ours): its header
+		 * cannot say it is this block, and the next publish replaces it */
+		remote_rejected(t, f, -EBADMSG, got);
+	} else if (res == -EBADMSG || res == -EKEYREJECTED) {
 		remote_rejected(t, f, res, got);
 	} else if (res == 0) {
 		if (f->idx / 8 < t->nfetched)
@@ -473,7 +477,8 @@ static int read_secret(const char *path, kvs_rval_mac **mac)
 			"(e.g. openssl rand -hex 32)", path, KVS_RVAL_SECRET_MIN,
 			sizeof(buf) - 1);
 	else if (rc < 0)
-		kvs_err("remote tier: no HMAC-SHA-256 in OpenSSL: %s", kvs_strerror(rc));
+		kvs_err("remote tier: no HMAC-SHA-256 or Poly1305 in OpenSSL: %s",
+			kvs_strerror(rc));
 	return rc;
 }
 
@@ -492,6 +497,8 @@ int kvs_tier_remote_open(const kvs_tier_remote_config *cfg, kvs_tier_mod **out)
 	rc = kvs_pool_init(&t->jobs, sizeof(rjob), 6, KVS_POOL_MAX);
 	if (rc == 0)
 		rc = read_secret(cfg->secret_file, &t->mac);
+	if (rc == 0 && cfg->mac_version)
+		rc = kvs_rval_mac_set_version(t->mac, cfg->mac_version);
 	if (rc == 0)
 		rc = kvs_remote_create(&t->eng);
 	if (rc == 0)
@@ -516,13 +523,14 @@ int kvs_tier_remote_open(const kvs_tier_remote_config *cfg, kvs_tier_mod **out)
 		return rc;
 	}
 	kvs_info("remote tier: %s (%s%s), publish on %s, timeout %u ms, values %s "
-		 "(key id %016" PRIx64 ")", cfg->seeds,
+		 "(key id %016" PRIx64 ", %s)", cfg->seeds,
 		 t->attaching ? "not answering yet"
 		 : kvs_remote_is_cluster(t->eng) ? "Redis Cluster" : "one node",
 		 cfg->tls ? ", TLS" : "", t->write_through ? "commit" : "eviction",
 		 cfg->timeout_ms,
 		 kvs_rval_mac_id(t->mac) ? "authenticated" : "NOT authenticated",
-		 kvs_rval_mac_id(t->mac));
+		 kvs_rval_mac_id(t->mac),
+		 kvs_rval_mac_version(t->mac) == KVS_RVAL_V_HMAC ? "HMAC-SHA-256" : "Poly1305");
 	*out = &t->base;
 	return 0;
 }

@@ -66,6 +66,7 @@ typedef struct kvs_tier_remote_config {
 	const char *seeds;      /* "HOST:PORT[,HOST:PORT...]" */
 	const char *auth_file;  /* "user password" or "password", or NULL */
 	const char *secret_file; /* the values' MAC key, or NULL: unauthenticated */
+	int mac_version;         /* what is published: KVS_RVAL_V_*; 0 the newest */
 	int write_through;      /* publish at commit (else at host eviction) */
 	uint32_t timeout_ms;    /* per request; also bounds the connect */
 	uint32_t pin_share;     /* write-through: percent of the host tier

@@ -5,6 +5,7 @@
 
 #include "kvs_log.h"
 #include "kvs_remote.h" /* struct kvs_remote_tls */
+#include "kvs_remote_value.h" /* KVS_RVAL_V_* */
 #include "kvs_types.h" /* kvs_strerror */
 #include "tier_gpu.h"
 #include "tier_remote.h"
@@ -44,6 +45,7 @@ static int open_remote(const kvs_config *cfg, kvs_tier_mod **out)
 	kvs_tier_remote_config rc = {
 		.seeds = cfg->remote_seeds, .auth_file = cfg->remote_auth_file,
 		.secret_file = cfg->remote_secret_file,
+		.mac_version = cfg->remote_mac_hmac ? KVS_RVAL_V_HMAC : KVS_RVAL_V_POLY1305,
 		.write_through = cfg->remote_write_through,
 		.timeout_ms = cfg->remote_timeout_ms,
 		.pin_share = cfg->remote_pin_share,

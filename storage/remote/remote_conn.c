@@ -555,6 +555,6 @@ void kvs_rmt_conn_event(kvs_remote *r, struct conn *c, uint32_t ev)
 	 * event tries both. */
 	if (ev & (EPOLLIN | EPOLLERR | EPOLLHUP) || c->ssl)
 		kvs_rmt_conn_read(r, c);
-	if (!c->dead && (ev & EPOLLOUT || (c->ssl && c->wcur)))
+	if (!c->dead && (ev & EPOLLOUT || (c->ssl && (c->wcur || kvs_rmt_tls_unsent(c->ssl)))))
 		kvs_rmt_conn_flush(r, c);
 }

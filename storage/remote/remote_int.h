@@ -369,6 +369,11 @@ ssize_t kvs_rmt_tls_read(kvs_remote *r, struct ssl_st *s, void *buf, size_t len)
 ssize_t kvs_rmt_tls_write(kvs_remote *r, struct ssl_st *s, const void *buf,
 			  size_t len);
 int kvs_rmt_tls_pending(const struct ssl_st *s);
+/* What the socket BIO gathered (records waiting for one send): send it,
+ * 0 when all went, -EAGAIN when the socket is full, or -errno; and whether
+ * some is still unsent. */
+int kvs_rmt_tls_send(struct ssl_st *s);
+int kvs_rmt_tls_unsent(const struct ssl_st *s);
 /* The connection's side: the handshake's next step (the queue goes once
  * it verified), writes of the queue, reads SSL holds past a read budget. */
 void kvs_rmt_tls_step(kvs_remote *r, struct conn *c);

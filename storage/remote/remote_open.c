@@ -290,8 +290,9 @@ static int seed_tls(kvs_remote *r, const struct node *n, int fd, uint64_t end,
 static int seed_send(kvs_remote *r, int fd, struct ssl_st *s, const uint8_t *buf,
 		     size_t len, uint64_t end)
 {
+	ssize_t w;
+
 	while (len) {
-		ssize_t w;
 		int rc;
 
 		if (s) {
@@ -308,6 +309,13 @@ static int seed_send(kvs_remote *r, int fd, struct ssl_st *s, const uint8_t *buf
 			continue;
 		}
 		rc = seed_tls_wait(fd, (int)w, end);
+		if (rc < 0)
+			return rc;
+	}
+	/* the records the socket BIO gathered */
+	while (s && (w = kvs_rmt_tls_send(s)) < 0) {
+		int rc = w == -EAGAIN ? seed_tls_wait(fd, -EINPROGRESS, end) : (int)w;
+
 		if (rc < 0)
 			return rc;
 	}

@@ -21,27 +21,73 @@
 /*
  * OpenSSL's own socket BIO writes with write(): a node that went away would
  * raise SIGPIPE in the caller's process. This one sends with MSG_NOSIGNAL,
- * as the plain path does (send_iov).
+ * as the plain path does (send_iov), and gathers what OpenSSL writes, a
+ * record at a time, into SOCK_WBUF bytes before it sends them: a 1 MiB
+ * value is 64 records, and a send each cost more than their encryption.
+ * The bytes gathered go out when the buffer is full, when OpenSSL flushes
+ * (the handshake, alerts) and when the engine has written what it had
+ * (kvs_rmt_tls_flush; a socket that cannot take them all keeps EPOLLOUT).
  */
+#define SOCK_WBUF (128u << 10)
+
+struct sock_bio {
+	int fd;
+	size_t off, len; /* buf[off, len) waits to be sent */
+	uint8_t buf[SOCK_WBUF];
+};
+
 static BIO_METHOD *sock_meth;
+
+/* Send what @w gathered: 0 when it all went, else -errno (-EAGAIN: the
+ * socket is full). */
+static int sock_send(struct sock_bio *w)
+{
+	while (w->off < w->len) {
+		ssize_t k = send(w->fd, w->buf + w->off, w->len - w->off, MSG_NOSIGNAL);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+		w->off += (size_t)k;
+	}
+	w->off = w->len = 0;
+	return 0;
+}
 
 static int sock_write(BIO *b, const char *buf, size_t len, size_t *done)
 {
-	ssize_t w = send((int)(intptr_t)BIO_get_data(b), buf, len, MSG_NOSIGNAL);
+	struct sock_bio *w = BIO_get_data(b);
+	int rc;
 
 	BIO_clear_retry_flags(b);
-	if (w >= 0) {
-		*done = (size_t)w;
+	if (w->len + len > SOCK_WBUF && (rc = sock_send(w)) < 0) {
+		if (rc == -EAGAIN)
+			BIO_set_retry_write(b);
+		errno = -rc;
+		return 0;
+	}
+	if (len > SOCK_WBUF) { /* never from OpenSSL's records; kept right */
+		ssize_t k = send(w->fd, buf, len, MSG_NOSIGNAL);
+
+		if (k < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+				BIO_set_retry_write(b);
+			return 0;
+		}
+		*done = (size_t)k;
 		return 1;
 	}
-	if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-		BIO_set_retry_write(b);
-	return 0;
+	memcpy(w->buf + w->len, buf, len);
+	w->len += len;
+	*done = len;
+	return 1;
 }
 
 static int sock_read(BIO *b, char *buf, size_t len, size_t *done)
 {
-	ssize_t k = recv((int)(intptr_t)BIO_get_data(b), buf, len, 0);
+	struct sock_bio *w = BIO_get_data(b);
+	ssize_t k = recv(w->fd, buf, len, 0);
 
 	BIO_clear_retry_flags(b);
 	if (k > 0) {
@@ -57,15 +103,34 @@ static int sock_read(BIO *b, char *buf, size_t len, size_t *done)
 
 static long sock_ctrl(BIO *b, int cmd, long num, void *ptr)
 {
-	(void)b;
+	struct sock_bio *w = BIO_get_data(b);
+	int rc;
+
 	(void)num;
 	(void)ptr;
-	return cmd == BIO_CTRL_FLUSH; /* sends are not buffered here */
+	if (cmd == BIO_CTRL_WPENDING)
+		return w ? (long)(w->len - w->off) : 0;
+	if (cmd != BIO_CTRL_FLUSH)
+		return 0;
+	BIO_clear_retry_flags(b);
+	if (!w || (rc = sock_send(w)) == 0)
+		return 1;
+	if (rc == -EAGAIN)
+		BIO_set_retry_write(b);
+	errno = -rc;
+	return 0;
 }
 
 static int sock_create(BIO *b)
 {
 	BIO_set_init(b, 1);
+	return 1;
+}
+
+static int sock_destroy(BIO *b)
+{
+	free(BIO_get_data(b));
+	BIO_set_data(b, NULL);
 	return 1;
 }
 
@@ -78,7 +143,7 @@ static BIO_METHOD *sock_method(void)
 	m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "kvs_remote_sock");
 	if (!m || !BIO_meth_set_write_ex(m, sock_write) ||
 	    !BIO_meth_set_read_ex(m, sock_read) || !BIO_meth_set_ctrl(m, sock_ctrl) ||
-	    !BIO_meth_set_create(m, sock_create)) {
+	    !BIO_meth_set_create(m, sock_create) || !BIO_meth_set_destroy(m, sock_destroy)) {
 		BIO_meth_free(m);
 		return NULL;
 	}
@@ -252,16 +317,23 @@ int kvs_rmt_tls_new(kvs_remote *r, const struct node *n, int fd, SSL **out)
 	struct in6_addr a;
 	int ip = inet_pton(AF_INET, name, &a) == 1 || inet_pton(AF_INET6, name, &a) == 1;
 	SSL *s = SSL_new(r->tls);
+	struct sock_bio *w = malloc(sizeof(*w));
 	BIO *b;
 
-	if (!s)
+	if (!s || !w) {
+		SSL_free(s);
+		free(w);
 		return -ENOMEM;
+	}
 	b = BIO_new(sock_method());
 	if (!b) {
 		SSL_free(s);
+		free(w);
 		return -ENOMEM;
 	}
-	BIO_set_data(b, (void *)(intptr_t)fd);
+	w->fd = fd;
+	w->off = w->len = 0;
+	BIO_set_data(b, w);
 	SSL_set_bio(s, b, b);
 	if (ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(s), name) != 1
 	       : SSL_set1_host(s, name) != 1 ||
@@ -318,6 +390,20 @@ int kvs_rmt_tls_pending(const SSL *s)
 	return SSL_has_pending(s);
 }
 
+int kvs_rmt_tls_send(SSL *s)
+{
+	struct sock_bio *w = BIO_get_data(SSL_get_wbio(s));
+
+	return w ? sock_send(w) : 0;
+}
+
+int kvs_rmt_tls_unsent(const SSL *s)
+{
+	const struct sock_bio *w = BIO_get_data(SSL_get_wbio(s));
+
+	return w && w->off < w->len;
+}
+
 /* ---- the wire ------------------------------------------------------------ */
 
 /*
@@ -365,8 +451,15 @@ void kvs_rmt_tls_flush(kvs_remote *r, struct conn *c)
 		}
 		kvs_rmt_conn_wrote(c, (size_t)w);
 	}
-	if (!c->dead && c->state == C_UP)
-		kvs_rmt_epoll_out(r, c, 0);
+	if (!c->dead && c->state == C_UP) {
+		/* what the socket BIO gathered goes now, or on EPOLLOUT */
+		int rc = kvs_rmt_tls_send(c->ssl);
+
+		if (rc < 0 && rc != -EAGAIN)
+			kvs_rmt_conn_fail(r, c, rc);
+		else
+			kvs_rmt_epoll_out(r, c, rc == -EAGAIN);
+	}
 }
 
 /* TLS: a step of the handshake; the queue goes once it verified (AUTH is
