@@ -267,6 +267,15 @@ static uint32_t q2_victim(void *state, uint32_t cls)
 	return seg_ring_older(&q->ring, seg_key(&q->hs, prob), window(q)) ? prob : prot;
 }
 
+static void q2_stats(void *state, kvs_policy_stats *st)
+{
+	q2 *q = state;
+
+	st->probation = (int64_t)seg_heaps_count(&q->hs, PROB);
+	st->protected_ = (int64_t)seg_heaps_count(&q->hs, PROT);
+	st->window_ppm = SMALL_PCT * 10000;
+}
+
 const kvs_policy_ops kvs_policy_leaf_2q = {
 	.name = "leaf-2q",
 	.leaf_only = 1,
@@ -276,4 +285,5 @@ const kvs_policy_ops kvs_policy_leaf_2q = {
 	.del = q2_del,
 	.touch = q2_touch,
 	.victim = q2_victim,
+	.stats = q2_stats,
 };

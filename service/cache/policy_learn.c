@@ -97,6 +97,7 @@ typedef struct lrn {
 	double bonus[NFREQ];  /* key bonus per use count, in turnovers */
 	uint64_t epoch_adm;   /* admissions since the last decay */
 	double win;           /* probation window, a share of cached records */
+	uint64_t returns, grew, shrank; /* ghost hits; window moves (stats) */
 } lrn;
 
 /* ---- ghost history: fingerprints with the block's use count ----------- */
@@ -198,10 +199,13 @@ static void adapt(lrn *q, unsigned uses, uint64_t d)
 		return; /* too far for any window we would give: no lesson */
 	for (int f = 1; f < NFREQ; f++)
 		em += q->ev[f];
-	if (uses == 0)
+	if (uses == 0) {
 		q->win += (ep > 0 && em > ep ? em / ep : 1) / n;
-	else
+		q->grew++;
+	} else {
 		q->win -= (em > 0 && ep > em ? ep / em : 1) / n;
+		q->shrank++;
+	}
 	if (q->win < WIN_MIN)
 		q->win = WIN_MIN;
 	if (q->win > WIN_MAX)
@@ -224,6 +228,7 @@ static unsigned ghost_take(lrn *q, kvs_hash h)
 				     tick_len(q);
 
 			q->ret[b[w] & 15]++;
+			q->returns++;
 			adapt(q, b[w] & 15, d);
 			b[w] = 0;
 			return u < NFREQ ? u : NFREQ - 1;
@@ -401,6 +406,20 @@ static int l_reused(void *state, uint32_t idx)
 	return uses(kvs_table_rec(q->t, idx)) > 0;
 }
 
+static void l_stats(void *state, kvs_policy_stats *st)
+{
+	lrn *q = state;
+
+	st->probation = (int64_t)seg_heaps_count(&q->hs, PROB);
+	st->protected_ = (int64_t)seg_heaps_count(&q->hs, PROT);
+	st->window_ppm = (int64_t)(q->win * 1e6 + 0.5);
+	for (int f = 0; f < NFREQ; f++)
+		st->bonus_milli[f] = (int64_t)(q->bonus[f] * 1000 + 0.5);
+	st->ghost_returns = (int64_t)q->returns;
+	st->window_grew = (int64_t)q->grew;
+	st->window_shrank = (int64_t)q->shrank;
+}
+
 const kvs_policy_ops kvs_policy_leaf_learn = {
 	.name = "leaf-learn",
 	.leaf_only = 1,
@@ -411,4 +430,5 @@ const kvs_policy_ops kvs_policy_leaf_learn = {
 	.touch = l_touch,
 	.victim = l_victim,
 	.reused = l_reused,
+	.stats = l_stats,
 };

@@ -139,6 +139,15 @@ uint32_t seg_heap_least(const seg_heaps *s, uint32_t cls, int seg)
 	return best;
 }
 
+uint64_t seg_heaps_count(const seg_heaps *s, int seg)
+{
+	uint64_t n = 0;
+
+	for (uint32_t c = 0; c < s->nclasses; c++)
+		n += s->h[c * 2 + seg].n;
+	return n;
+}
+
 void seg_heaps_free(seg_heaps *s)
 {
 	for (uint32_t i = 0; i < s->nclasses * 2; i++)

@@ -48,6 +48,8 @@ seg_heap *seg_heap_member(seg_heaps *s, uint32_t idx, const kvs_rec *r);
  * KVS_CLASS_ANY), or KVS_NONE. */
 uint32_t seg_heap_least(const seg_heaps *s, uint32_t cls, int seg);
 uint64_t seg_key(const seg_heaps *s, uint32_t idx);
+/* Members of segment @seg, over all classes. */
+uint64_t seg_heaps_count(const seg_heaps *s, int seg);
 void seg_heaps_free(seg_heaps *s);
 
 typedef struct seg_ring {

@@ -121,6 +121,23 @@ static void check_membership(void)
 		CHECK_EQ(rec(i)->pol != KVS_NONE, m[i].in);
 }
 
+/* policy.* (kvs_policy_stats): the members of each segment, and the fixed
+ * window; nothing learned. */
+static void check_stats(void)
+{
+	kvs_policy_stats st;
+	int64_t n[2] = { 0, 0 };
+
+	for (int i = 0; i < N; i++)
+		if (m[i].in)
+			n[prot(i)]++;
+	kvs_policy_stats_get(p, &st);
+	CHECK_EQ(st.probation, n[0]);
+	CHECK_EQ(st.protected_, n[1]);
+	CHECK_EQ(st.window_ppm, 100000);
+	CHECK_EQ(st.ghost_returns + st.window_grew + st.bonus_milli[2], 0);
+}
+
 /* A ghost match protects: B, evicted and written again, is chosen over the
  * older but young-enough probation record A. Then the same without the
  * eviction (B's del was a pin, not an eviction): A goes first. */
@@ -253,10 +270,13 @@ int main(void)
 				cls = KVS_CLASS_ANY;
 			CHECK_EQ(kvs_policy_victim(p, cls), model_victim(cls));
 		}
-		if (s % 9973 == 0)
+		if (s % 9973 == 0) {
 			check_membership();
+			check_stats();
+		}
 	}
 	check_membership();
+	check_stats();
 	printf("test_policy_2q: %d evictions, %d written again remembered, "
 	       "%d segment moves; with both segments, %d probation and %d "
 	       "protected victims\n", evictions, remembered, moves, chose[0],
