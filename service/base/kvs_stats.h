@@ -126,7 +126,7 @@
 	X(table, metadata_bytes, GAUGE, "bytes of block table memory")        \
 	X(policy, probation_blocks, GAUGE, "evictable blocks with no evidence of reuse (leaf-learn, leaf-2q)")\
 	X(policy, protected_blocks, GAUGE, "evictable blocks a hit or the ghost history showed reused (leaf-learn, leaf-2q)")\
-	X(policy, window_ppm, GAUGE, "leaf-learn's probation window, ppm of the cached records (its policy with most members)")\
+	X(policy, window_ppm, GAUGE, "probation window, ppm of the cached records: learned by leaf-learn, 10% under leaf-2q (of the policy with most members)")\
 	X(policy, bonus_f2_milli, GAUGE, "leaf-learn's key bonus for protected blocks of 2 uses, 1/1000 cache turnover")\
 	X(policy, bonus_f3_milli, GAUGE, "... of 3 uses")                    \
 	X(policy, bonus_f4_milli, GAUGE, "... of 4 uses")                    \

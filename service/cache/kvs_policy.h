@@ -91,9 +91,8 @@ uint32_t kvs_policy_victim(kvs_policy *p, uint32_t cls);
  * what it judged reused goes there. */
 int kvs_policy_reused(const kvs_policy *p, uint32_t idx);
 
-/* kvs_policy_stats_get - @p's kvs_policy_stats in *@st (zeros but the
- * member counts for a policy that learns nothing; members counted only by
- * the policies that keep segments). */
+/* kvs_policy_stats_get - @p's kvs_policy_stats in *@st: all zeros for a
+ * policy without the stats op (lru, leaf-lru: one order, nothing learned). */
 void kvs_policy_stats_get(const kvs_policy *p, kvs_policy_stats *st);
 
 /* kvs_policy_name_at - the name of policy @i (from 0), NULL past the last. */
