@@ -11,7 +11,9 @@
  *   last accessed more than 10% of the table's record count of admissions
  *   ago, else the least recently accessed protected member, else whichever
  *   segment has one; per class, or across classes;
- * - pol != NONE exactly for members.
+ * - pol != NONE exactly for members;
+ * - its kvs_policy_stats (the daemon's policy.*) count the model's members
+ *   per segment, with the fixed 10% window and nothing learned.
  *
  * Then the policy drives a real cache (service/cache/cache.c) through requests
  * that share prefixes, with evictions, pins and aborts: every cache

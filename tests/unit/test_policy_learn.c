@@ -23,7 +23,9 @@
  *   last accessed more than the window's share of the table's record count
  *   of admissions ago, else the protected member of least key, else whichever segment has
  *   one; per class, or across classes;
- * - pol != NONE exactly for members.
+ * - pol != NONE exactly for members;
+ * - what it exports (kvs_policy_stats, the daemon's policy.*) is the
+ *   model's: members per segment, window, bonuses, ghost returns, moves.
  *
  * Then what it learns, seen in what it does: blocks with 3 uses that come
  * back after their eviction (where blocks with 1 never do) outlive younger
