@@ -130,6 +130,18 @@
 	X(table, records, GAUGE, "block records in use")                      \
 	X(table, ghosts, GAUGE, "records of evicted parents kept for children")\
 	X(table, metadata_bytes, GAUGE, "bytes of block table memory")        \
+	X(policy, probation_blocks, GAUGE, "evictable blocks with no evidence of reuse (leaf-learn, leaf-2q)")\
+	X(policy, protected_blocks, GAUGE, "evictable blocks a hit or the ghost history showed reused (leaf-learn, leaf-2q)")\
+	X(policy, window_ppm, GAUGE, "probation window, ppm of the cached records: learned by leaf-learn, 10% under leaf-2q (of the policy with most members)")\
+	X(policy, bonus_f2_milli, GAUGE, "leaf-learn's key bonus for protected blocks of 2 uses, 1/1000 cache turnover")\
+	X(policy, bonus_f3_milli, GAUGE, "... of 3 uses")                    \
+	X(policy, bonus_f4_milli, GAUGE, "... of 4 uses")                    \
+	X(policy, bonus_f5_milli, GAUGE, "... of 5 uses")                    \
+	X(policy, bonus_f6_milli, GAUGE, "... of 6 uses")                    \
+	X(policy, bonus_f7_milli, GAUGE, "... of 7 uses or more")            \
+	X(policy, ghost_returns, COUNTER, "blocks written again while leaf-learn's ghost history remembered them")\
+	X(policy, window_grew, COUNTER, "... of which grew the probation window (back from probation soon enough)")\
+	X(policy, window_shrank, COUNTER, "... of which shrank it (back from protected)")\
 	X(errors, total, COUNTER, "requests answered with an error")          \
 	X(errors, proto, COUNTER, "malformed or truncated messages")          \
 	X(errors, version, COUNTER, "unsupported protocol versions")          \

@@ -28,6 +28,44 @@ void cache_host_stats(const kvs_cache *c, kvs_slab_stats *ss, uint64_t *bytes,
 	}
 }
 
+/* The policies' stats (policy.*): counts summed over the domains' and the
+ * slot tiers' policies, what was learned from the one with most members. */
+static void policy_stats_fill(const kvs_cache *c, kvs_counters *st)
+{
+	kvs_policy_stats sum = { 0 }, best = { 0 }, one;
+	int64_t most = -1;
+
+	for (uint32_t i = 0; i < c->ndoms + KVS_TIER_MAX; i++) {
+		const kvs_policy *p = i < c->ndoms ? c->doms[i].policy
+						   : c->tpol[i - c->ndoms];
+
+		if (!p)
+			continue;
+		kvs_policy_stats_get(p, &one);
+		sum.probation += one.probation;
+		sum.protected_ += one.protected_;
+		sum.ghost_returns += one.ghost_returns;
+		sum.window_grew += one.window_grew;
+		sum.window_shrank += one.window_shrank;
+		if (one.probation + one.protected_ > most) {
+			most = one.probation + one.protected_;
+			best = one;
+		}
+	}
+	st->policy_probation_blocks = sum.probation;
+	st->policy_protected_blocks = sum.protected_;
+	st->policy_window_ppm = best.window_ppm;
+	st->policy_bonus_f2_milli = best.bonus_milli[2];
+	st->policy_bonus_f3_milli = best.bonus_milli[3];
+	st->policy_bonus_f4_milli = best.bonus_milli[4];
+	st->policy_bonus_f5_milli = best.bonus_milli[5];
+	st->policy_bonus_f6_milli = best.bonus_milli[6];
+	st->policy_bonus_f7_milli = best.bonus_milli[7];
+	st->policy_ghost_returns = sum.ghost_returns;
+	st->policy_window_grew = sum.window_grew;
+	st->policy_window_shrank = sum.window_shrank;
+}
+
 void kvs_cache_stats_fill(kvs_cache *c)
 {
 	kvs_counters *st = c->stats;
@@ -64,6 +102,7 @@ void kvs_cache_stats_fill(kvs_cache *c)
 	st->tenants_domains = c->by_uid ? c->ndoms : 0;
 	st->table_records = kvs_table_count(c->table);
 	st->table_ghosts = c->ghosts;
+	policy_stats_fill(c, st);
 	st->table_metadata_bytes =
 		(int64_t)(kvs_table_bytes(c->table) + lease_bytes +
 			  (uint64_t)kvs_pool_cap(&c->leases) * sizeof(lease) +

@@ -29,6 +29,20 @@
 
 #define KVS_CLASS_ANY UINT32_MAX
 
+/* What a policy learned and how it sorts the set now, for the daemon's
+ * policy.* stats (kvs_cache_stats_fill). Counts add up over policies;
+ * window_ppm and bonus_milli are those of one policy (the caller's
+ * choice: the one with the most members). */
+typedef struct kvs_policy_stats {
+	int64_t probation;      /* members with no evidence of reuse */
+	int64_t protected_;     /* members with evidence */
+	int64_t window_ppm;     /* probation window, ppm of the records */
+	int64_t bonus_milli[8]; /* key bonus per use count, 1/1000 turnover */
+	int64_t ghost_returns;  /* admissions the ghost remembered */
+	int64_t window_grew;    /* ... that grew / shrank the window */
+	int64_t window_shrank;
+} kvs_policy_stats;
+
 typedef struct kvs_policy_ops {
 	const char *name;
 	/* 1: only leaves are evictable (prefix closure holds). 0: any unpinned
@@ -44,6 +58,8 @@ typedef struct kvs_policy_ops {
 	 * its hits (leaf-learn: written again while its ghost remembered it).
 	 * Without it, a block is reused when a lookup hit it. */
 	int (*reused)(void *state, uint32_t idx);
+	/* Optional: fill @st (zeroed by the caller) with what it learned. */
+	void (*stats)(void *state, kvs_policy_stats *st);
 } kvs_policy_ops;
 
 typedef struct kvs_policy kvs_policy;
@@ -74,6 +90,10 @@ uint32_t kvs_policy_victim(kvs_policy *p, uint32_t cls);
  * cache_evict.c, so that what the policy judged seen once stays off SSD and
  * what it judged reused goes there. */
 int kvs_policy_reused(const kvs_policy *p, uint32_t idx);
+
+/* kvs_policy_stats_get - @p's kvs_policy_stats in *@st: all zeros for a
+ * policy without the stats op (lru, leaf-lru: one order, nothing learned). */
+void kvs_policy_stats_get(const kvs_policy *p, kvs_policy_stats *st);
 
 /* kvs_policy_name_at - the name of policy @i (from 0), NULL past the last. */
 const char *kvs_policy_name_at(unsigned i);

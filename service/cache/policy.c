@@ -70,6 +70,13 @@ int kvs_policy_reused(const kvs_policy *p, uint32_t idx)
 	return kvs_table_rec(p->table, idx)->hits > 0;
 }
 
+void kvs_policy_stats_get(const kvs_policy *p, kvs_policy_stats *st)
+{
+	*st = (kvs_policy_stats){ 0 };
+	if (p->ops->stats)
+		p->ops->stats(p->state, st);
+}
+
 const char *kvs_policy_name_at(unsigned i)
 {
 	return i < sizeof(policies) / sizeof(policies[0]) - 1 ? policies[i]->name

@@ -27,7 +27,8 @@
  * GHOST_FACTOR times the cached record count): a block written again while
  * remembered comes back protected, so a prefix whose reuse distance exceeds
  * the probation window is kept from its second write on. It is a bucketed
- * array of 32-bit fingerprints, FIFO within each bucket; a false match (about
+ * array of 32-bit fingerprints, FIFO within each bucket (seg_ghost in
+ * policy_seg.c, leaf-learn's too); a false match (about
  * 8 in 2^32 per admission) only protects one block too many.
  *
  * Per record, nothing beside the record: r->stamp holds the access clock
@@ -56,8 +57,6 @@
 
 #define SMALL_PCT 10      /* probation window, % of cached records */
 #define GHOST_FACTOR 2    /* ghost entries per cached record */
-#define GHOST_WAYS 8      /* fingerprints per ghost bucket */
-#define GHOST_MIN 64      /* ghost entries at least */
 
 #define F_REMEMBERED (1ull << 63) /* admitted on a ghost match */
 #define F_PROT (1ull << 62)       /* a member of the protected heap */
@@ -70,10 +69,7 @@ typedef struct q2 {
 	uint64_t clock;      /* touches: the access order */
 	seg_ring ring;       /* admissions and their clocks */
 	seg_heaps hs;        /* [cls * 2 + segment] */
-	uint32_t *ghost;     /* fingerprints, 0 = empty */
-	uint8_t *gnext;      /* per bucket: the way to overwrite next */
-	uint64_t gbuckets;
-	uint64_t gbasis;     /* record count the ghost was sized for */
+	seg_ghost ghost;     /* fingerprints of evicted blocks */
 } q2;
 
 /* ---- ghost history ---------------------------------------------------- */
@@ -85,77 +81,17 @@ static uint32_t fingerprint(kvs_hash h)
 	return f ? f : 1;
 }
 
-static uint32_t *ghost_bucket(const q2 *q, kvs_hash h)
-{
-	/* Multiply-shift: a bucket from the low word, any bucket count. */
-	uint64_t b = (uint64_t)(((unsigned __int128)h.lo * q->gbuckets) >> 64);
-
-	return &q->ghost[b * GHOST_WAYS];
-}
-
-/* Size the history for the records cached now (when there is none, or the
- * table has doubled since). A resize forgets: fingerprints cannot be
- * rehashed, and it happens only while the cache first fills. Without memory
- * the policy simply goes on with the history it has, or none. */
-static void ghost_size(q2 *q)
-{
-	uint64_t want = (uint64_t)kvs_table_count(q->t) * GHOST_FACTOR;
-	uint64_t buckets;
-	uint32_t *g;
-	uint8_t *nx;
-
-	if (q->gbuckets && want <= q->gbasis * 2 * GHOST_FACTOR)
-		return;
-	if (want < GHOST_MIN)
-		want = GHOST_MIN;
-	buckets = (want + GHOST_WAYS - 1) / GHOST_WAYS;
-	g = calloc(buckets * GHOST_WAYS, sizeof(*g));
-	nx = calloc(buckets, 1);
-	if (!g || !nx) {
-		free(g);
-		free(nx);
-		return;
-	}
-	free(q->ghost);
-	free(q->gnext);
-	q->ghost = g;
-	q->gnext = nx;
-	q->gbuckets = buckets;
-	q->gbasis = want / GHOST_FACTOR;
-}
-
 static void ghost_put(q2 *q, kvs_hash h)
 {
-	uint32_t f = fingerprint(h), *b;
-	uint64_t bi;
+	uint32_t f = fingerprint(h);
 
-	ghost_size(q);
-	if (!q->gbuckets)
-		return;
-	b = ghost_bucket(q, h);
-	for (int w = 0; w < GHOST_WAYS; w++)
-		if (b[w] == f)
-			return;
-	bi = (uint64_t)(b - q->ghost) / GHOST_WAYS;
-	b[q->gnext[bi]] = f;
-	q->gnext[bi] = (uint8_t)((q->gnext[bi] + 1) % GHOST_WAYS);
+	seg_ghost_put(&q->ghost, kvs_table_count(q->t), h, f, f);
 }
 
 /* 1 if @h is remembered; the entry is used up. */
 static int ghost_take(q2 *q, kvs_hash h)
 {
-	uint32_t f = fingerprint(h), *b;
-
-	if (!q->gbuckets)
-		return 0;
-	b = ghost_bucket(q, h);
-	for (int w = 0; w < GHOST_WAYS; w++) {
-		if (b[w] == f) {
-			b[w] = 0;
-			return 1;
-		}
-	}
-	return 0;
+	return seg_ghost_take(&q->ghost, h, fingerprint(h)) != 0;
 }
 
 /* ---- admission ages (policy_seg.c) ---------------------------------- */
@@ -185,6 +121,7 @@ static int q2_create(kvs_table *t, void **state)
 		return -ENOMEM;
 	q->t = t;
 	q->hs = (seg_heaps){ .t = t, .key_mask = CLOCK_MASK, .seg_bit = F_PROT };
+	q->ghost = (seg_ghost){ .factor = GHOST_FACTOR, .fp_shift = 0 };
 	*state = q;
 	return 0;
 }
@@ -194,8 +131,7 @@ static void q2_destroy(void *state)
 	q2 *q = state;
 
 	seg_heaps_free(&q->hs);
-	free(q->ghost);
-	free(q->gnext);
+	seg_ghost_free(&q->ghost);
 	seg_ring_free(&q->ring);
 	free(q);
 }
@@ -267,6 +203,15 @@ static uint32_t q2_victim(void *state, uint32_t cls)
 	return seg_ring_older(&q->ring, seg_key(&q->hs, prob), window(q)) ? prob : prot;
 }
 
+static void q2_stats(void *state, kvs_policy_stats *st)
+{
+	q2 *q = state;
+
+	st->probation = (int64_t)seg_heaps_count(&q->hs, PROB);
+	st->protected_ = (int64_t)seg_heaps_count(&q->hs, PROT);
+	st->window_ppm = SMALL_PCT * 10000;
+}
+
 const kvs_policy_ops kvs_policy_leaf_2q = {
 	.name = "leaf-2q",
 	.leaf_only = 1,
@@ -276,4 +221,5 @@ const kvs_policy_ops kvs_policy_leaf_2q = {
 	.del = q2_del,
 	.touch = q2_touch,
 	.victim = q2_victim,
+	.stats = q2_stats,
 };

@@ -72,8 +72,6 @@
 #define WIN_MAX 0.9
 #define WIN_REACH 4.0       /* probation ghost hits within 4 windows count */
 #define GHOST_FACTOR 4      /* ghost entries per cached record */
-#define GHOST_WAYS 8        /* fingerprints per ghost bucket */
-#define GHOST_MIN 64        /* ghost entries at least */
 #define NFREQ 8             /* use counts told apart: 0..7 */
 #define BONUS_SCALE 1.0     /* turnovers of bonus per unit of r(f)/r(1) - 1 */
 #define BONUS_MAX 4.0       /* turnovers at most */
@@ -89,14 +87,13 @@ typedef struct lrn {
 	uint64_t clock;       /* touches: the access order */
 	seg_ring ring;        /* admissions and their clocks */
 	seg_heaps hs;         /* [cls * 2 + segment] */
-	uint32_t *ghost;      /* fingerprint << 4 | uses, 0 = empty */
-	uint8_t *gnext;       /* per bucket: the way to overwrite next */
-	uint64_t gbuckets, gbasis;
+	seg_ghost ghost;      /* fingerprint, eviction tick, uses */
 	double ev[NFREQ];     /* evictions by use count, decayed */
 	double ret[NFREQ];    /* ... of which the ghost saw written again */
 	double bonus[NFREQ];  /* key bonus per use count, in turnovers */
 	uint64_t epoch_adm;   /* admissions since the last decay */
 	double win;           /* probation window, a share of cached records */
+	uint64_t returns, grew, shrank; /* ghost hits; window moves (stats) */
 } lrn;
 
 /* ---- ghost history: fingerprints with the block's use count ----------- */
@@ -127,61 +124,13 @@ static uint32_t tick_now(const lrn *q)
 	return (uint32_t)(q->ring.admitted / tick_len(q)) & 255;
 }
 
-static uint32_t *ghost_bucket(const lrn *q, kvs_hash h)
-{
-	/* Multiply-shift: a bucket from the low word, any bucket count. */
-	uint64_t b = (uint64_t)(((unsigned __int128)h.lo * q->gbuckets) >> 64);
-
-	return &q->ghost[b * GHOST_WAYS];
-}
-
-/* As policy_2q.c's: sized for the records cached now, resized (and so
- * forgotten) only while the table first grows; without memory, none. */
-static void ghost_size(lrn *q)
-{
-	uint64_t want = (uint64_t)kvs_table_count(q->t) * GHOST_FACTOR;
-	uint64_t buckets;
-	uint32_t *g;
-	uint8_t *nx;
-
-	if (q->gbuckets && want <= q->gbasis * 2 * GHOST_FACTOR)
-		return;
-	if (want < GHOST_MIN)
-		want = GHOST_MIN;
-	buckets = (want + GHOST_WAYS - 1) / GHOST_WAYS;
-	g = calloc(buckets * GHOST_WAYS, sizeof(*g));
-	nx = calloc(buckets, 1);
-	if (!g || !nx) {
-		free(g);
-		free(nx);
-		return;
-	}
-	free(q->ghost);
-	free(q->gnext);
-	q->ghost = g;
-	q->gnext = nx;
-	q->gbuckets = buckets;
-	q->gbasis = want / GHOST_FACTOR;
-}
-
 static void ghost_put(lrn *q, kvs_hash h, unsigned uses)
 {
-	uint32_t f = fingerprint(h), *b;
-	uint64_t bi;
+	uint32_t f = fingerprint(h);
 
-	ghost_size(q);
-	if (!q->gbuckets)
-		return;
-	q->ev[uses]++;
-	b = ghost_bucket(q, h);
-	bi = (uint64_t)(b - q->ghost) / GHOST_WAYS;
-	for (int w = 0; w < GHOST_WAYS; w++)
-		if (b[w] >> G_FP_SHIFT == f) {
-			b[w] = f << G_FP_SHIFT | tick_now(q) << G_TICK_SHIFT | uses;
-			return;
-		}
-	b[q->gnext[bi]] = f << G_FP_SHIFT | tick_now(q) << G_TICK_SHIFT | uses;
-	q->gnext[bi] = (uint8_t)((q->gnext[bi] + 1) % GHOST_WAYS);
+	if (seg_ghost_put(&q->ghost, kvs_table_count(q->t), h, f,
+			  f << G_FP_SHIFT | tick_now(q) << G_TICK_SHIFT | uses))
+		q->ev[uses]++;
 }
 
 /* ARC's rule, with the reuse distance: a block back from probation's
@@ -198,10 +147,13 @@ static void adapt(lrn *q, unsigned uses, uint64_t d)
 		return; /* too far for any window we would give: no lesson */
 	for (int f = 1; f < NFREQ; f++)
 		em += q->ev[f];
-	if (uses == 0)
+	if (uses == 0) {
 		q->win += (ep > 0 && em > ep ? em / ep : 1) / n;
-	else
+		q->grew++;
+	} else {
 		q->win -= (em > 0 && ep > em ? ep / em : 1) / n;
+		q->shrank++;
+	}
 	if (q->win < WIN_MIN)
 		q->win = WIN_MIN;
 	if (q->win > WIN_MAX)
@@ -212,24 +164,17 @@ static void adapt(lrn *q, unsigned uses, uint64_t d)
  * when it is not remembered; the entry is used up. */
 static unsigned ghost_take(lrn *q, kvs_hash h)
 {
-	uint32_t f = fingerprint(h), *b;
+	uint32_t e = seg_ghost_take(&q->ghost, h, fingerprint(h));
+	unsigned u = (e & 15) + 1;
+	uint64_t d;
 
-	if (!q->gbuckets)
+	if (!e)
 		return 0;
-	b = ghost_bucket(q, h);
-	for (int w = 0; w < GHOST_WAYS; w++) {
-		if (b[w] && b[w] >> G_FP_SHIFT == f) {
-			unsigned u = (b[w] & 15) + 1;
-			uint64_t d = (uint64_t)((tick_now(q) - (b[w] >> G_TICK_SHIFT)) & 255) *
-				     tick_len(q);
-
-			q->ret[b[w] & 15]++;
-			adapt(q, b[w] & 15, d);
-			b[w] = 0;
-			return u < NFREQ ? u : NFREQ - 1;
-		}
-	}
-	return 0;
+	d = (uint64_t)((tick_now(q) - (e >> G_TICK_SHIFT)) & 255) * tick_len(q);
+	q->ret[e & 15]++;
+	q->returns++;
+	adapt(q, e & 15, d);
+	return u < NFREQ ? u : NFREQ - 1;
 }
 
 /* ---- admission ages (policy_seg.c) ---------------------------------- */
@@ -306,6 +251,7 @@ static int l_create(kvs_table *t, void **state)
 		return -ENOMEM;
 	q->t = t;
 	q->hs = (seg_heaps){ .t = t, .key_mask = KEY_MASK, .seg_bit = F_PROT };
+	q->ghost = (seg_ghost){ .factor = GHOST_FACTOR, .fp_shift = G_FP_SHIFT };
 	q->win = WIN_PPM / 1e6;
 	*state = q;
 	return 0;
@@ -316,8 +262,7 @@ static void l_destroy(void *state)
 	lrn *q = state;
 
 	seg_heaps_free(&q->hs);
-	free(q->ghost);
-	free(q->gnext);
+	seg_ghost_free(&q->ghost);
 	seg_ring_free(&q->ring);
 	free(q);
 }
@@ -401,6 +346,20 @@ static int l_reused(void *state, uint32_t idx)
 	return uses(kvs_table_rec(q->t, idx)) > 0;
 }
 
+static void l_stats(void *state, kvs_policy_stats *st)
+{
+	lrn *q = state;
+
+	st->probation = (int64_t)seg_heaps_count(&q->hs, PROB);
+	st->protected_ = (int64_t)seg_heaps_count(&q->hs, PROT);
+	st->window_ppm = (int64_t)(q->win * 1e6 + 0.5);
+	for (int f = 0; f < NFREQ; f++)
+		st->bonus_milli[f] = (int64_t)(q->bonus[f] * 1000 + 0.5);
+	st->ghost_returns = (int64_t)q->returns;
+	st->window_grew = (int64_t)q->grew;
+	st->window_shrank = (int64_t)q->shrank;
+}
+
 const kvs_policy_ops kvs_policy_leaf_learn = {
 	.name = "leaf-learn",
 	.leaf_only = 1,
@@ -411,4 +370,5 @@ const kvs_policy_ops kvs_policy_leaf_learn = {
 	.touch = l_touch,
 	.victim = l_victim,
 	.reused = l_reused,
+	.stats = l_stats,
 };

@@ -1,5 +1,5 @@
-/* policy_seg.c - heaps and the admission ring of the two-segment policies
- * (see policy_seg.h). */
+/* policy_seg.c - heaps, the admission ring and the ghost history of the
+ * two-segment policies (see policy_seg.h). */
 #include "policy_seg.h"
 
 #include <errno.h>
@@ -139,6 +139,15 @@ uint32_t seg_heap_least(const seg_heaps *s, uint32_t cls, int seg)
 	return best;
 }
 
+uint64_t seg_heaps_count(const seg_heaps *s, int seg)
+{
+	uint64_t n = 0;
+
+	for (uint32_t c = 0; c < s->nclasses; c++)
+		n += s->h[c * 2 + seg].n;
+	return n;
+}
+
 void seg_heaps_free(seg_heaps *s)
 {
 	for (uint32_t i = 0; i < s->nclasses * 2; i++)
@@ -202,4 +211,89 @@ void seg_ring_free(seg_ring *a)
 	free(a->ring);
 	a->ring = NULL;
 	a->cap = 0;
+}
+
+/* ---- ghost history ---------------------------------------------------- */
+
+static uint32_t *ghost_bucket(const seg_ghost *g, kvs_hash h)
+{
+	/* Multiply-shift: a bucket from the low word, any bucket count. */
+	uint64_t b = (uint64_t)(((unsigned __int128)h.lo * g->buckets) >> 64);
+
+	return &g->e[b * SEG_GHOST_WAYS];
+}
+
+static void ghost_size(seg_ghost *g, uint32_t records)
+{
+	uint64_t want = (uint64_t)records * g->factor;
+	uint64_t buckets;
+	uint32_t *e;
+	uint8_t *nx;
+
+	if (g->buckets && want <= g->basis * 2 * g->factor)
+		return;
+	if (want < SEG_GHOST_MIN)
+		want = SEG_GHOST_MIN;
+	buckets = (want + SEG_GHOST_WAYS - 1) / SEG_GHOST_WAYS;
+	e = calloc(buckets * SEG_GHOST_WAYS, sizeof(*e));
+	nx = calloc(buckets, 1);
+	if (!e || !nx) {
+		free(e);
+		free(nx);
+		return;
+	}
+	free(g->e);
+	free(g->next);
+	g->e = e;
+	g->next = nx;
+	g->buckets = buckets;
+	g->basis = want / g->factor;
+}
+
+int seg_ghost_put(seg_ghost *g, uint32_t records, kvs_hash h, uint32_t fp,
+		  uint32_t entry)
+{
+	uint32_t *b;
+	uint64_t bi;
+
+	ghost_size(g, records);
+	if (!g->buckets)
+		return 0;
+	b = ghost_bucket(g, h);
+	for (int w = 0; w < SEG_GHOST_WAYS; w++)
+		if (b[w] >> g->fp_shift == fp) {
+			b[w] = entry;
+			return 1;
+		}
+	bi = (uint64_t)(b - g->e) / SEG_GHOST_WAYS;
+	b[g->next[bi]] = entry;
+	g->next[bi] = (uint8_t)((g->next[bi] + 1) % SEG_GHOST_WAYS);
+	return 1;
+}
+
+uint32_t seg_ghost_take(seg_ghost *g, kvs_hash h, uint32_t fp)
+{
+	uint32_t *b;
+
+	if (!g->buckets)
+		return 0;
+	b = ghost_bucket(g, h);
+	for (int w = 0; w < SEG_GHOST_WAYS; w++) {
+		if (b[w] && b[w] >> g->fp_shift == fp) {
+			uint32_t e = b[w];
+
+			b[w] = 0;
+			return e;
+		}
+	}
+	return 0;
+}
+
+void seg_ghost_free(seg_ghost *g)
+{
+	free(g->e);
+	free(g->next);
+	g->e = NULL;
+	g->next = NULL;
+	g->buckets = 0;
 }

@@ -1,8 +1,9 @@
 /*
  * policy_seg.h - what the two-segment policies (leaf-2q, leaf-learn) share:
  * the evictable leaves in binary min-heaps, one per slot class and segment,
- * keyed by the low bits of each record's stamp; and a ring of admission
- * clocks that tells how many admissions came after an access.
+ * keyed by the low bits of each record's stamp; a ring of admission
+ * clocks that tells how many admissions came after an access; and the
+ * ghost history of evicted blocks' fingerprints.
  *
  * Heaps rather than lists for policy_lru.c's reason: a lookup touches a
  * chain's parents before its leaves, so a list would put every parent ahead
@@ -48,6 +49,8 @@ seg_heap *seg_heap_member(seg_heaps *s, uint32_t idx, const kvs_rec *r);
  * KVS_CLASS_ANY), or KVS_NONE. */
 uint32_t seg_heap_least(const seg_heaps *s, uint32_t cls, int seg);
 uint64_t seg_key(const seg_heaps *s, uint32_t idx);
+/* Members of segment @seg, over all classes. */
+uint64_t seg_heaps_count(const seg_heaps *s, int seg);
 void seg_heaps_free(seg_heaps *s);
 
 typedef struct seg_ring {
@@ -63,5 +66,37 @@ void seg_ring_admit(seg_ring *a, uint64_t stamp, uint64_t keep);
  * ring cannot tell, for want of memory, count as old). */
 int seg_ring_older(seg_ring *a, uint64_t stamp, uint64_t w);
 void seg_ring_free(seg_ring *a);
+
+/*
+ * The ghost history: a bucketed array of 32-bit entries (0 = empty), FIFO
+ * within each bucket of SEG_GHOST_WAYS, the bucket from the hash's low word.
+ * An entry's bits from fp_shift up are its fingerprint (never 0: the
+ * policy's to fold from the hash's high word); the bits below, the
+ * policy's (leaf-learn: an eviction clock and a use count; leaf-2q: none).
+ * It is sized for the records cached now, factor entries each (at least
+ * SEG_GHOST_MIN), and resized (so forgotten: fingerprints cannot be
+ * rehashed) only when the table has doubled since, i.e. while it first
+ * fills; without memory it goes on with what it has, or none.
+ */
+#define SEG_GHOST_WAYS 8
+#define SEG_GHOST_MIN 64
+
+typedef struct seg_ghost {
+	uint32_t factor;   /* entries per cached record */
+	uint32_t fp_shift; /* entry >> fp_shift is the fingerprint */
+	uint32_t *e;       /* buckets x SEG_GHOST_WAYS entries */
+	uint8_t *next;     /* per bucket: the way to overwrite next */
+	uint64_t buckets;
+	uint64_t basis;    /* record count it was sized for */
+} seg_ghost;
+
+/* Store @entry (fingerprint @fp) for @h, over the entry with the same
+ * fingerprint in its bucket if there is one, else over the bucket's oldest;
+ * sized first for @records. Returns 0 when there is no ghost (no memory). */
+int seg_ghost_put(seg_ghost *g, uint32_t records, kvs_hash h, uint32_t fp,
+		  uint32_t entry);
+/* The entry of @h with fingerprint @fp, used up (cleared); 0 if none. */
+uint32_t seg_ghost_take(seg_ghost *g, kvs_hash h, uint32_t fp);
+void seg_ghost_free(seg_ghost *g);
 
 #endif /* KVS_POLICY_SEG_H */

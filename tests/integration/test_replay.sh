@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_replay.sh - kvsbench replay through a real daemon reproduces the
 # published LRU hit ratio of the Mooncake synthetic trace (the check that the
-# replayer counts right), and the default policy beats it.
+# replayer counts right), the default policy beats it, and what the default
+# policy learned reaches the daemon's stats (policy.*).
 set -euo pipefail
 : "${KVSBENCH:?}"
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -10,7 +11,16 @@ trace=$here/tests/data/synthetic_trace.jsonl
 pass=0 fail=0
 ratio() { "$KVSBENCH" replay --trace "$trace" --block-tokens 512 "$@" | awk '/^hit_ratio:/ {print $2}'; }
 lru=$(ratio --capacity-tokens 1000000 --policy lru)
-def=$(ratio --capacity-tokens 1000000)
+defout=$("$KVSBENCH" replay --trace "$trace" --block-tokens 512 --capacity-tokens 1000000)
+def=$(printf '%s\n' "$defout" | awk '/^hit_ratio:/ {print $2}')
+# What the default policy learned, as the daemon exports it (policy.*):
+# blocks came back from its ghost history, and the window moved both ways
+# within its bounds (5000..900000 ppm).
+learned=$(printf '%s\n' "$defout" | grep '^learned (policy.\*):' || true)
+if printf '%s\n' "$learned" | awk '{ for (i = 3; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } }
+    END { exit !(v["ghost_returns"] > 0 && v["window_grew"] > 0 && v["window_shrank"] > 0 &&
+                 v["window_ppm"] >= 5000 && v["window_ppm"] <= 900000 && v["probation_blocks"] + v["protected_blocks"] > 0) }'; then
+	pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: learned line: $learned" >&2; fi
 # 3e6: the fast path's touches, replayed by the daemon when it drains their
 # ring, once made this 0.3138-0.3153 run to run (kvsbench replay now looks
 # up over the socket); an lru run also fails unless the daemon's hit tokens

@@ -11,7 +11,9 @@
  *   last accessed more than 10% of the table's record count of admissions
  *   ago, else the least recently accessed protected member, else whichever
  *   segment has one; per class, or across classes;
- * - pol != NONE exactly for members.
+ * - pol != NONE exactly for members;
+ * - its kvs_policy_stats (the daemon's policy.*) count the model's members
+ *   per segment, with the fixed 10% window and nothing learned.
  *
  * Then the policy drives a real cache (service/cache/cache.c) through requests
  * that share prefixes, with evictions, pins and aborts: every cache
@@ -119,6 +121,23 @@ static void check_membership(void)
 {
 	for (int i = 0; i < N; i++)
 		CHECK_EQ(rec(i)->pol != KVS_NONE, m[i].in);
+}
+
+/* policy.* (kvs_policy_stats): the members of each segment, and the fixed
+ * window; nothing learned. */
+static void check_stats(void)
+{
+	kvs_policy_stats st;
+	int64_t n[2] = { 0, 0 };
+
+	for (int i = 0; i < N; i++)
+		if (m[i].in)
+			n[prot(i)]++;
+	kvs_policy_stats_get(p, &st);
+	CHECK_EQ(st.probation, n[0]);
+	CHECK_EQ(st.protected_, n[1]);
+	CHECK_EQ(st.window_ppm, 100000);
+	CHECK_EQ(st.ghost_returns + st.window_grew + st.bonus_milli[2], 0);
 }
 
 /* A ghost match protects: B, evicted and written again, is chosen over the
@@ -253,10 +272,13 @@ int main(void)
 				cls = KVS_CLASS_ANY;
 			CHECK_EQ(kvs_policy_victim(p, cls), model_victim(cls));
 		}
-		if (s % 9973 == 0)
+		if (s % 9973 == 0) {
 			check_membership();
+			check_stats();
+		}
 	}
 	check_membership();
+	check_stats();
 	printf("test_policy_2q: %d evictions, %d written again remembered, "
 	       "%d segment moves; with both segments, %d probation and %d "
 	       "protected victims\n", evictions, remembered, moves, chose[0],

@@ -23,7 +23,9 @@
  *   last accessed more than the window's share of the table's record count
  *   of admissions ago, else the protected member of least key, else whichever segment has
  *   one; per class, or across classes;
- * - pol != NONE exactly for members.
+ * - pol != NONE exactly for members;
+ * - what it exports (kvs_policy_stats, the daemon's policy.*) is the
+ *   model's: members per segment, window, bonuses, ghost returns, moves.
  *
  * Then what it learns, seen in what it does: blocks with 3 uses that come
  * back after their eviction (where blocks with 1 never do) outlive younger
@@ -64,7 +66,7 @@ static int ghosted[N];          /* evicted with its current hash: uses + 1 */
 static uint32_t gtick[N];       /* ... at this tick */
 static uint64_t clk, admissions, epoch;
 static double ev[NF], ret[NF], bonus[NF], win = 0.02;
-static int grew, shrank;
+static int grew, shrank, returned;
 static int chose[2]; /* model victims with both segments there: prob, prot */
 static int bonused;  /* keys that got a bonus */
 static kvs_table *t;
@@ -148,6 +150,7 @@ static void touch(int i)
 		m[i].fresh = 0;
 		if (ghosted[i]) {
 			ret[ghosted[i] - 1]++;
+			returned++;
 			adapt((unsigned)ghosted[i] - 1,
 			      (uint64_t)((tick_now() - gtick[i]) & 255) * tick_len());
 		}
@@ -257,6 +260,28 @@ static void check_membership(void)
 {
 	for (int i = 0; i < N; i++)
 		CHECK_EQ(rec(i)->pol != KVS_NONE, m[i].in);
+}
+
+/* What the daemon exports as policy.* (kvs_policy_stats) is the model's:
+ * the members of each segment, the window, the bonuses, the ghost's
+ * returns and the window's moves. */
+static void check_stats(void)
+{
+	kvs_policy_stats st;
+	int64_t n[2] = { 0, 0 };
+
+	for (int i = 0; i < N; i++)
+		if (m[i].in)
+			n[prot(i)]++;
+	kvs_policy_stats_get(p, &st);
+	CHECK_EQ(st.probation, n[0]);
+	CHECK_EQ(st.protected_, n[1]);
+	CHECK_EQ(st.window_ppm, (int64_t)(win * 1e6 + 0.5));
+	for (int f = 0; f < NF; f++)
+		CHECK_EQ(st.bonus_milli[f], (int64_t)(bonus[f] * 1000 + 0.5));
+	CHECK_EQ(st.ghost_returns, returned);
+	CHECK_EQ(st.window_grew, grew);
+	CHECK_EQ(st.window_shrank, shrank);
 }
 
 /* A ghost match protects, with its uses: B (2 hits), evicted and written
@@ -395,6 +420,15 @@ static void learning_case(int frequent_return)
 			CHECK(v != idx[old3] && kvs_table_rec(lt, v)->hits == 1);
 		else
 			CHECK_EQ(v, idx[old3]);
+	}
+	{ /* ... and the bonus it learned, as policy.bonus_f3_milli shows it */
+		kvs_policy_stats st;
+
+		kvs_policy_stats_get(lp, &st);
+		printf("test_policy_learn: learned bonus for 3 uses: %lld/1000 turnover\n",
+		       (long long)st.bonus_milli[3]);
+		CHECK(frequent_return ? st.bonus_milli[3] > 0 : st.bonus_milli[3] == 0);
+		CHECK(st.ghost_returns > 0);
 	}
 out:
 	kvs_policy_destroy(lp);
@@ -573,10 +607,13 @@ int main(void)
 
 			check_victim(cls == CLASSES ? KVS_CLASS_ANY : cls);
 		}
-		if (s % 9973 == 0)
+		if (s % 9973 == 0) {
 			check_membership();
+			check_stats();
+		}
 	}
 	check_membership();
+	check_stats();
 	printf("test_policy_learn: %d evictions, %d written again remembered, "
 	       "%d segment moves, %d keys with a bonus, window grown %d and "
 	       "shrunk %d times (now %.4f); with both segments, %d probation "

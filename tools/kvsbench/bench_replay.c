@@ -67,13 +67,35 @@ typedef struct replay_opts {
 	int json;
 } replay_opts;
 
+#define NLEARNED 12
+
 typedef struct replay_result {
 	uint64_t input_tokens, hit_tokens, hit_blocks;
 	uint64_t new_blocks, exists_blocks, full_blocks, relinked;
 	int64_t evicted;
 	double seconds;
 	replay_count model[REPLAY_NMODELS]; /* the offline models, same trace */
+	int64_t learned[NLEARNED]; /* the daemon's policy.* at the end (-1: absent) */
 } replay_result;
+
+/* What the daemon's policy learned (docs/operations.md, policy.*), read from
+ * its stats at the end of the replay and printed with the result. */
+static const char *const learned_names[NLEARNED] = {
+	"window_ppm", "bonus_f2_milli", "bonus_f3_milli", "bonus_f4_milli",
+	"bonus_f5_milli", "bonus_f6_milli", "bonus_f7_milli", "ghost_returns",
+	"window_grew", "window_shrank", "probation_blocks", "protected_blocks",
+};
+
+static void learned_read(const char *stats, replay_result *r)
+{
+	char name[64];
+
+	for (int i = 0; i < NLEARNED; i++) {
+		snprintf(name, sizeof(name), "policy.%s", learned_names[i]);
+		if (kvs_stats_value(stats, name, &r->learned[i]) < 0)
+			r->learned[i] = -1;
+	}
+}
 
 static kvs_hash id_hash(uint64_t id)
 {
@@ -284,6 +306,10 @@ static void print_result(const replay_opts *o, const replay_trace *t,
 			       replay_model_name(m), r->model[m].hit_tokens,
 			       ratio_of(r->model[m].hit_tokens,
 					r->model[m].input_tokens));
+		printf("},\"learned\":{");
+		for (int i = 0; i < NLEARNED; i++)
+			printf("%s\"%s\":%" PRId64, i ? "," : "", learned_names[i],
+			       r->learned[i]);
 		printf("}}\n");
 	} else {
 		printf("kvsbench replay: %s, %zu requests, %zu blocks of %u "
@@ -306,6 +332,10 @@ static void print_result(const replay_opts *o, const replay_trace *t,
 						r->model[m].input_tokens));
 		printf("of_optimum: %.3f (the daemon's hit ratio / belady's)\n",
 		       of_opt);
+		printf("learned (policy.*):");
+		for (int i = 0; i < NLEARNED; i++)
+			printf(" %s=%" PRId64, learned_names[i], r->learned[i]);
+		printf("\n");
 	}
 	printf("hit_ratio: %.4f\n", ratio);
 }
@@ -449,6 +479,7 @@ int kvsbench_replay(const char *sock, int argc, char **argv)
 	TRY("stats", kvs_stats(c, &stats));
 	if (kvs_stats_value(stats, "blocks.evicted", &res.evicted) < 0)
 		res.evicted = -1;
+	learned_read(stats, &res);
 	kvs_close(c);
 	c = NULL;
 	rc = kvsb_daemon_stop(d);

@@ -11,8 +11,9 @@
  * Beside the daemon's number it prints the offline models of the same trace
  * and capacity (replay_models.h: LRU, Belady with bypass, S3-FIFO, ARC) and
  * the daemon's share of the optimum ("of_optimum"); an --policy lru run fails
- * unless the daemon's hit tokens equal the offline LRU's. It prints, last,
- * "hit_ratio: X". docs/benchmarks.md has the numbers.
+ * unless the daemon's hit tokens equal the offline LRU's. After those it
+ * prints what the daemon's policy learned by the end (its policy.* stats,
+ * "learned") and, last, "hit_ratio: X". docs/benchmarks.md has the numbers.
  */
 #ifndef KVS_BENCH_REPLAY_H
 #define KVS_BENCH_REPLAY_H
