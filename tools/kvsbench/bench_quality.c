@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "bench_quality.h"
+#include "bench_quality_int.h"
 #include "kvs_attention_ref.h"
 #include "kvs_cuda.h"
 #include "kvs_kv_copy.h"
@@ -64,7 +65,7 @@ struct row {
 	int cuda_ran;
 };
 
-static uint64_t splitmix64(uint64_t *s)
+uint64_t kvsq_splitmix64(uint64_t *s)
 {
 	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
 
@@ -73,24 +74,24 @@ static uint64_t splitmix64(uint64_t *s)
 	return z ^ (z >> 31);
 }
 
-static double unif(uint64_t *s) /* [0, 1) */
+double kvsq_unif(uint64_t *s) /* [0, 1) */
 {
-	return (double)(splitmix64(s) >> 11) * 0x1.0p-53;
+	return (double)(kvsq_splitmix64(s) >> 11) * 0x1.0p-53;
 }
 
-static double normal(uint64_t *s) /* Box-Muller */
+double kvsq_normal(uint64_t *s) /* Box-Muller */
 {
-	double u = unif(s), v = unif(s);
+	double u = kvsq_unif(s), v = kvsq_unif(s);
 
 	return sqrt(-2.0 * log(1.0 - u)) * cos(6.283185307179586 * v);
 }
 
-static size_t esize(kvs_dtype d)
+size_t kvsq_esize(kvs_dtype d)
 {
 	return d == KVS_DTYPE_FP32 ? 4 : d == KVS_DTYPE_FP16 || d == KVS_DTYPE_BF16 ? 2 : 1;
 }
 
-static const char *dtype_name(kvs_dtype d)
+const char *kvsq_dtype_name(kvs_dtype d)
 {
 	return d == KVS_DTYPE_FP16 ? "fp16" : d == KVS_DTYPE_BF16 ? "bf16" :
 	       d == KVS_DTYPE_FP32 ? "fp32" : d == KVS_DTYPE_INT8 ? "int8" :
@@ -140,27 +141,27 @@ static int seq_gen(const struct qopts *o, uint32_t outliers, uint64_t seed,
 			uint32_t c;
 
 			do /* distinct channels */
-				c = (uint32_t)(splitmix64(&seed) % o->head_dim);
+				c = (uint32_t)(kvsq_splitmix64(&seed) % o->head_dim);
 			while (m[c] != 0.0);
-			m[c] = o->omin + (o->omax - o->omin) * unif(&seed);
-			bias[(size_t)h * o->head_dim + c] = 2.0 * unif(&seed) - 1.0;
+			m[c] = o->omin + (o->omax - o->omin) * kvsq_unif(&seed);
+			bias[(size_t)h * o->head_dim + c] = 2.0 * kvsq_unif(&seed) - 1.0;
 		}
 	}
 	for (size_t i = 0; i < nq; i++)
-		s->q[i] = (float)normal(&seed);
+		s->q[i] = (float)kvsq_normal(&seed);
 	for (size_t i = 0; i < nk; i++) {
 		size_t ch = i % ((size_t)o->kv_heads * o->head_dim);
 
-		s->k[i] = (float)(mag[ch] != 0.0 ? mag[ch] * (bias[ch] + normal(&seed))
-						  : normal(&seed));
-		s->v[i] = (float)normal(&seed);
+		s->k[i] = (float)(mag[ch] != 0.0 ? mag[ch] * (bias[ch] + kvsq_normal(&seed))
+						  : kvsq_normal(&seed));
+		s->v[i] = (float)kvsq_normal(&seed);
 	}
 	free(mag);
 	free(bias);
 	return 0;
 }
 
-static float elem_get(const uint8_t *p, kvs_dtype d, size_t i)
+float kvsq_elem_get(const uint8_t *p, kvs_dtype d, size_t i)
 {
 	uint16_t h;
 	float f;
@@ -171,7 +172,7 @@ static float elem_get(const uint8_t *p, kvs_dtype d, size_t i)
 	return d == KVS_DTYPE_FP16 ? kvs_f16_to_f32(h) : kvs_bf16_to_f32(h);
 }
 
-static void elem_put(uint8_t *p, kvs_dtype d, size_t i, float x)
+void kvsq_elem_put(uint8_t *p, kvs_dtype d, size_t i, float x)
 {
 	uint16_t h = d == KVS_DTYPE_FP16 ? kvs_f32_to_f16(x) : kvs_f32_to_bf16(x);
 
@@ -234,7 +235,7 @@ static int roundtrip(const struct qopts *o, kvs_dtype worker, kvs_dtype stored,
 	uint32_t nblocks = (o->kv_len + o->block_tokens - 1) / o->block_tokens;
 	uint32_t npages = nblocks * ppb + 3; /* spares: ids are scattered */
 	size_t row = (size_t)o->kv_heads * o->head_dim;
-	size_t cache_bytes = (size_t)npages * 2 * o->page_tokens * row * esize(worker);
+	size_t cache_bytes = (size_t)npages * 2 * o->page_tokens * row * kvsq_esize(worker);
 	kvs_kv_cache c = { 0 };
 	kvs_kv_blocks b = { 0 };
 	void *layer[1] = { NULL }, *dev[5] = { NULL };
@@ -261,7 +262,7 @@ static int roundtrip(const struct qopts *o, kvs_dtype worker, kvs_dtype stored,
 	for (uint32_t i = 0; i < npages; i++)
 		ids[i] = (int32_t)i;
 	for (uint32_t i = npages - 1; i > 0; i--) { /* Fisher-Yates */
-		uint32_t j = (uint32_t)(splitmix64(&seed) % (i + 1));
+		uint32_t j = (uint32_t)(kvsq_splitmix64(&seed) % (i + 1));
 		int32_t t = ids[i];
 
 		ids[i] = ids[j];
@@ -271,9 +272,9 @@ static int roundtrip(const struct qopts *o, kvs_dtype worker, kvs_dtype stored,
 		offsets[i] = (uint64_t)(nblocks - 1 - i) * bb;
 	for (uint32_t t = 0; t < o->kv_len; t++)
 		for (size_t e = 0; e < row; e++) {
-			elem_put(cache, worker, cache_index(o, ids, t, 0) + e,
+			kvsq_elem_put(cache, worker, cache_index(o, ids, t, 0) + e,
 				 in->k[t * row + e]);
-			elem_put(cache, worker, cache_index(o, ids, t, 1) + e,
+			kvsq_elem_put(cache, worker, cache_index(o, ids, t, 1) + e,
 				 in->v[t * row + e]);
 		}
 	b.arena = arena;
@@ -301,9 +302,9 @@ static int roundtrip(const struct qopts *o, kvs_dtype worker, kvs_dtype stored,
 	}
 	for (uint32_t t = 0; rc == 0 && t < o->kv_len; t++)
 		for (size_t e = 0; e < row; e++) {
-			k_out[t * row + e] = elem_get(cache, worker,
+			k_out[t * row + e] = kvsq_elem_get(cache, worker,
 						      cache_index(o, ids, t, 0) + e);
-			v_out[t * row + e] = elem_get(cache, worker,
+			v_out[t * row + e] = kvsq_elem_get(cache, worker,
 						      cache_index(o, ids, t, 1) + e);
 		}
 out:
@@ -346,7 +347,7 @@ static int attend(const struct qopts *o, const float *q, const float *k,
 	return rc;
 }
 
-static double rel_err(const float *a, const float *ref, size_t n)
+double kvsq_rel_err(const float *a, const float *ref, size_t n)
 {
 	double num = 0.0, den = 0.0;
 
@@ -381,13 +382,13 @@ static int measure(const struct qopts *o, const struct seq *s,
 	}
 	if (rc == 0) {
 		if (k_err)
-			*k_err = rel_err(k, s->k, nk);
+			*k_err = kvsq_rel_err(k, s->k, nk);
 		if (v_err)
-			*v_err = rel_err(v, s->v, nk);
-		*out_err = rel_err(out, ref, nq);
+			*v_err = kvsq_rel_err(v, s->v, nk);
+		*out_err = kvsq_rel_err(out, ref, nq);
 	} else {
 		fprintf(stderr, "kvsbench: quality: %s (%s) failed: %s%s%s\n",
-			what, dtype_name(stored), kvs_strerror(rc),
+			what, kvsq_dtype_name(stored), kvs_strerror(rc),
 			cuda ? " " : "", cuda ? kvs_cuda_error_name() : "");
 	}
 	free(k);
@@ -413,7 +414,7 @@ static void print_results(const struct qopts *o, const struct row *r, int n,
 			       "\"bytes_per_elem\":%.4f,\"k_rel_err\":%.6e,"
 			       "\"v_rel_err\":%.6e,\"out_rel_err\":%.6e,"
 			       "\"out_rel_err_no_outliers\":%.6e,",
-			       i ? "," : "", r[i].name, dtype_name(r[i].worker),
+			       i ? "," : "", r[i].name, kvsq_dtype_name(r[i].worker),
 			       bytes_per_elem(o, r[i].stored), r[i].k_err, r[i].v_err, r[i].out_err,
 			       r[i].out_err_plain);
 			if (r[i].cuda_ran)
@@ -437,7 +438,7 @@ static void print_results(const struct qopts *o, const struct row *r, int n,
 		if (r[i].cuda_ran)
 			snprintf(cu, sizeof(cu), "%.3e", r[i].out_err_cuda);
 		printf("%-6s %-6s %10.3f %10.3e %10.3e %12.3e %14.3e %12s\n",
-		       r[i].name, dtype_name(r[i].worker),
+		       r[i].name, kvsq_dtype_name(r[i].worker),
 		       bytes_per_elem(o, r[i].stored), r[i].k_err, r[i].v_err, r[i].out_err, r[i].out_err_plain, cu);
 	}
 	if (!cuda)
@@ -467,11 +468,12 @@ static void usage(void)
 		"  --seed N              generator seed (1)\n"
 		"  --cpu                 C twins only, even with a GPU\n"
 		"  --json                one JSON object instead of the table\n"
+		"  --mla                 an MLA latent cache instead (--mla --help)\n"
 		"  -h, --help            this help\n");
 }
 
-static int parse_u32(const char *name, const char *s, uint32_t lo, uint32_t hi,
-		     uint32_t *out)
+int kvsq_parse_u32(const char *name, const char *s, uint32_t lo, uint32_t hi,
+		   uint32_t *out)
 {
 	char *end;
 	unsigned long long v;
@@ -487,7 +489,7 @@ static int parse_u32(const char *name, const char *s, uint32_t lo, uint32_t hi,
 	return 0;
 }
 
-static int parse_f(const char *name, const char *s, double *out)
+int kvsq_parse_f(const char *name, const char *s, double *out)
 {
 	char *end;
 
@@ -528,17 +530,19 @@ static int parse_opts(int argc, char **argv, struct qopts *o)
 	optind = 0; /* glibc: restart getopt on this argv */
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (opt) {
-		case O_KV: bad |= parse_u32("kv-len", optarg, 1, 1u << 20, &o->kv_len); break;
-		case O_Q: bad |= parse_u32("q-len", optarg, 1, 1u << 16, &o->q_len); break;
-		case O_H: bad |= parse_u32("heads", optarg, 1, 1024, &o->heads); break;
-		case O_KH: bad |= parse_u32("kv-heads", optarg, 1, 1024, &o->kv_heads); break;
-		case O_D: bad |= parse_u32("head-dim", optarg, 1, 4096, &o->head_dim); break;
-		case O_OC: bad |= parse_u32("outlier-channels", optarg, 0, 4096, &o->outliers); break;
-		case O_OMIN: bad |= parse_f("outlier-min", optarg, &o->omin); break;
-		case O_OMAX: bad |= parse_f("outlier-max", optarg, &o->omax); break;
-		case O_PT: bad |= parse_u32("page-tokens", optarg, 1, 1u << 16, &o->page_tokens); break;
-		case O_BT: bad |= parse_u32("block-tokens", optarg, 1, 1u << 16, &o->block_tokens); break;
-		case O_SEED: bad |= parse_u32("seed", optarg, 0, UINT32_MAX, &seed); break;
+		case O_KV: bad |= kvsq_parse_u32("kv-len", optarg, 1, 1u << 20, &o->kv_len); break;
+		case O_Q: bad |= kvsq_parse_u32("q-len", optarg, 1, 1u << 16, &o->q_len); break;
+		case O_H: bad |= kvsq_parse_u32("heads", optarg, 1, 1024, &o->heads); break;
+		case O_KH: bad |= kvsq_parse_u32("kv-heads", optarg, 1, 1024, &o->kv_heads); break;
+		case O_D: bad |= kvsq_parse_u32("head-dim", optarg, 1, 4096, &o->head_dim); break;
+		case O_OC:
+			bad |= kvsq_parse_u32("outlier-channels", optarg, 0, 4096, &o->outliers);
+			break;
+		case O_OMIN: bad |= kvsq_parse_f("outlier-min", optarg, &o->omin); break;
+		case O_OMAX: bad |= kvsq_parse_f("outlier-max", optarg, &o->omax); break;
+		case O_PT: bad |= kvsq_parse_u32("page-tokens", optarg, 1, 1u << 16, &o->page_tokens); break;
+		case O_BT: bad |= kvsq_parse_u32("block-tokens", optarg, 1, 1u << 16, &o->block_tokens); break;
+		case O_SEED: bad |= kvsq_parse_u32("seed", optarg, 0, UINT32_MAX, &seed); break;
 		case O_W:
 			if (!strcmp(optarg, "fp16")) o->worker = KVS_DTYPE_FP16;
 			else if (!strcmp(optarg, "bf16")) o->worker = KVS_DTYPE_BF16;
@@ -593,6 +597,9 @@ int kvsbench_quality(int argc, char **argv)
 	size_t nq;
 	int rc, cuda;
 
+	for (int i = 1; i < argc; i++) /* MLA's latent rows: bench_quality_mla.c */
+		if (!strcmp(argv[i], "--mla"))
+			return kvsbench_quality_mla(argc, argv);
 	rc = parse_opts(argc, argv, &o);
 	if (rc >= 0)
 		return rc;
@@ -617,7 +624,7 @@ int kvsbench_quality(int argc, char **argv)
 	for (int i = 0; i < nrows && rc == 0; i++) {
 		struct row *r = &rows[i];
 
-		if (esize(r->stored) == 1)
+		if (kvsq_esize(r->stored) == 1)
 			r->worker = o.worker;
 		rc = measure(&o, &s[0], ref[0], r->worker, r->stored, 0,
 			     &r->k_err, &r->v_err, &r->out_err);

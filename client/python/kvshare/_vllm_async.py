@@ -21,6 +21,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 import kvshare
+from kvshare import _vllm_keys as keys
 
 if TYPE_CHECKING:
     import torch
@@ -149,7 +150,7 @@ class WorkerCopies:
                 return 0
             hits = 0
             try:
-                hashes = c.hash_tokens(ld.tokens)
+                hashes = keys.chain(c, ld.tokens, ld.extras)
                 for start, end in windows(len(hashes)):
                     lease = c.lookup(hashes[start:end])
                     first = max(ld.start - start, 0)  # vLLM computed the rest
@@ -239,7 +240,7 @@ class WorkerCopies:
             c = self.clients.get(*key)
             if c is None:
                 return
-            hashes = c.hash_tokens(sv.tokens)
+            hashes = keys.chain(c, sv.tokens, sv.extras)
         for start, end in windows(len(hashes), after=True):
             if not self._publish_window(c, key, hashes[start:end], sv.block_ids[start:end],
                                         start > 0):

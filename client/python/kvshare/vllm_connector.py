@@ -10,16 +10,18 @@ Scheduler side: a prompt's full blocks are hashed with kvshare's chain
 (block_tokens = vLLM's block_size, a digest of the request's cache_salt as the
 layout's salt, its LoRA's name and path as the adapter) and looked up; the
 hits beyond what vLLM has computed locally are reported, always leaving at
-least one token to compute. Requests with multimodal inputs or prompt
-embeddings are neither looked up nor published (their token ids do not name
-their content). With tensor parallelism each rank publishes and loads its
+least one token to compute. Blocks of multimodal inputs and prompt
+embeddings are keyed by vLLM's own extra keys as well (the items'
+identifiers and offsets, a digest of the embeddings: kvshare/_vllm_keys.py),
+text-only blocks by their token ids alone, as always. With tensor parallelism each rank publishes and loads its
 own KV heads in its own namespace (the layout's tp_rank), and the scheduler
 counts a block as a hit only when every rank's namespace has it. An MLA
 model's cache is one latent row a token and layer (kv_lora_rank +
 qk_rope_head_dim elements), the same on every rank: one namespace for all
 of them (its model string ends in "|mla<width>", kv_heads 1, head_dim half
 the width, tp 0 of 1), published by rank 0 only and loaded by every rank;
-its blocks store the engine's dtype (no int8 / fp8 / int4). Pipeline and
+its blocks store the engine's dtype (int8 / fp8 / int4 are refused: measured
+past the quality goals, docs/benchmarks.md). Pipeline and
 context parallelism are refused at start.
 
 Worker side: the hit blocks are loaded into the paged cache layer by layer on
@@ -100,6 +102,7 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
 from vllm.logger import init_logger
 
 import kvshare
+from kvshare import _vllm_keys as keys
 from kvshare import _vllm_names as names
 from kvshare._vllm_async import LOGGER_NAME, Copies, Pending, WorkerCopies, windows
 
@@ -123,6 +126,7 @@ class _Load:
     adapter: Optional[str]
     block_ids: list[int]     # vLLM block of each chain block [0, end)
     start: int               # first chain block to load (vLLM computed the rest)
+    extras: keys.Extras = None  # each block's extra keys (multimodal, prompt embeds)
 
 
 @dataclasses.dataclass
@@ -132,6 +136,7 @@ class _Save:
     salt: Optional[str]
     adapter: Optional[str]
     block_ids: list[int]
+    extras: keys.Extras = None
 
 
 @dataclasses.dataclass
@@ -156,8 +161,8 @@ class _ReqState:
     prompt: list[int]
     salt: Optional[str]
     adapter: Optional[str]
-    skip: bool = False          # not shared: token ids do not name the KV (multimodal
-                                # inputs, prompt embeddings)
+    skip: bool = False          # not shared: its multimodal inputs could not be keyed
+    extras: keys.Extras = None  # each block's extra keys (_vllm_keys)
     block_ids: list[int] = dataclasses.field(default_factory=list)
     saved_blocks: int = 0       # chain blocks [0, saved_blocks) published
     load_start: int = 0         # a load planned for the next step: blocks
@@ -523,8 +528,15 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
             raise ValueError(f"KvshareConnector: an MLA latent width of {width} elements; "
                              "an even width only")
         if dtype not in ("fp16", "bf16", "fp32"):
+            # Measured (kvsbench quality --mla): the latent row split into a
+            # per-channel "K" half and a per-token "V" half puts outlier
+            # channels of c_kv and k_pe in per-token groups; every quantized
+            # dtype misses kvshare's per-head quality goals.
             raise ValueError(f"KvshareConnector: dtype {dtype!r} for an MLA latent cache; "
-                             "blocks of MLA models store the engine's fp16, bf16 or fp32")
+                             "blocks of MLA models store the engine's fp16, bf16 or fp32 "
+                             "(quantized latent rows measured 3.7% (int8), 3.3% (fp8), 21% "
+                             "(int4) attention error against goals of 1%, 3%, 5%: "
+                             "docs/benchmarks.md, KV quantization quality)")
         return 1, width // 2, 0, 1
 
     @staticmethod
@@ -540,13 +552,18 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
     def _state(self, request: "Request") -> _ReqState:
         st = self.reqs.get(request.request_id)
         if st is None:
-            # Multimodal placeholders and the sentinel ids of prompt
-            # embeddings stand for content the token ids do not name.
-            skip = (bool(getattr(request, "mm_features", None))
-                    or getattr(request, "prompt_embeds", None) is not None)
-            st = _ReqState(list(request.prompt_token_ids or []),
-                           names.salt(getattr(request, "cache_salt", None)),
-                           names.adapter(getattr(request, "lora_request", None)), skip=skip)
+            # Multimodal placeholders and the ids of prompt embeddings stand
+            # for content the token ids do not name: their blocks are keyed
+            # by vLLM's extra keys too (_vllm_keys).
+            prompt, extras, skip = keys.prompt_tokens(request), None, False
+            try:
+                extras = keys.block_extras(request, self.block_size, len(prompt))
+            except Exception as e:  # never on the serving path: not shared
+                logger.warning("kvshare: request %s not shared: %s", request.request_id, e)
+                skip = True
+            st = _ReqState(prompt, names.salt(getattr(request, "cache_salt", None)),
+                           names.adapter(getattr(request, "lora_request", None)), skip=skip,
+                           extras=extras)
             self.reqs[request.request_id] = st
         return st
 
@@ -605,7 +622,7 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
                 # bounded by --remote-query-timeout): the worker's load looks
                 # up and fetches, and reports what it no longer finds as load
                 # errors.
-                hits = _query(c, c.hash_tokens(tokens[: hits * bs]))
+                hits = _query(c, keys.chain(c, tokens[: hits * bs], st.extras))
             except kvshare.Error as e:
                 self.clients.failed(self.clients.key(st.salt, st.adapter, rank), e)
                 return None
@@ -623,7 +640,7 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
             self.async_loads.append(_Load(request.request_id,
                                           st.prompt[: st.load_end * self.block_size],
                                           st.salt, st.adapter, st.block_ids[: st.load_end],
-                                          st.load_start))
+                                          st.load_start, st.extras))
             st.load_start = st.load_end = 0
             st.loading = True
             self.counters.async_loads += 1
@@ -665,7 +682,7 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
             if st.load_end > st.load_start:
                 meta.loads.append(_Load(req_id, st.prompt[: st.load_end * bs], st.salt,
                                         st.adapter, st.block_ids[: st.load_end],
-                                        st.load_start))
+                                        st.load_start, st.extras))
                 st.load_start = st.load_end = 0
 
         for nr in so.scheduled_new_reqs:
@@ -697,7 +714,7 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
             end = min(computed, len(st.prompt)) // bs
             if not st.skip and st.saved_blocks < end <= len(st.block_ids):
                 meta.saves.append(_Save(req_id, st.prompt[: end * bs], st.salt, st.adapter,
-                                        st.block_ids[:end]))
+                                        st.block_ids[:end], st.extras))
                 st.saved_blocks = end
 
     def request_finished(self, request: "Request",

@@ -205,22 +205,6 @@ def test_pipeline_parallel_refused(daemon, monkeypatch):
                 KvshareConnector(vllm_config(daemon.socket, parallel={what: 2}), role)
 
 
-def test_prompt_embeds_neither_looked_up_nor_published(engines, daemon):
-    e = engines()
-    p = prompt(2)
-    embeds = torch.zeros(len(p), 64)
-    before = stats(daemon.socket)
-    assert e.run(request("emb", p, embeds=embeds), 1.0) == (0, 1.0)
-    after = stats(daemon.socket)
-    assert after["ops.lookup"] == before["ops.lookup"]
-    assert after["ops.reserve"] == before["ops.reserve"]
-    assert after["blocks.committed"] == before["blocks.committed"]
-    # The same ids without embeddings miss (nothing was published), and once
-    # they are published, a request with embeddings still does not use them.
-    assert e.run(request("ids", p), 2.0) == (0, 2.0)
-    assert e.run(request("emb2", p, embeds=embeds), 3.0) == (0, 3.0)
-
-
 def test_lora_keyed_by_name_and_path(engines):
     e = engines()
     p = prompt(3)
