@@ -273,9 +273,9 @@ static int roundtrip(const struct qopts *o, kvs_dtype worker, kvs_dtype stored,
 	for (uint32_t t = 0; t < o->kv_len; t++)
 		for (size_t e = 0; e < row; e++) {
 			kvsq_elem_put(cache, worker, cache_index(o, ids, t, 0) + e,
-				 in->k[t * row + e]);
+				      in->k[t * row + e]);
 			kvsq_elem_put(cache, worker, cache_index(o, ids, t, 1) + e,
-				 in->v[t * row + e]);
+				      in->v[t * row + e]);
 		}
 	b.arena = arena;
 	b.arena_bytes = (uint64_t)nblocks * bb;
@@ -303,9 +303,9 @@ static int roundtrip(const struct qopts *o, kvs_dtype worker, kvs_dtype stored,
 	for (uint32_t t = 0; rc == 0 && t < o->kv_len; t++)
 		for (size_t e = 0; e < row; e++) {
 			k_out[t * row + e] = kvsq_elem_get(cache, worker,
-						      cache_index(o, ids, t, 0) + e);
+							   cache_index(o, ids, t, 0) + e);
 			v_out[t * row + e] = kvsq_elem_get(cache, worker,
-						      cache_index(o, ids, t, 1) + e);
+							   cache_index(o, ids, t, 1) + e);
 		}
 out:
 	for (int i = 0; i < 5; i++)

@@ -13,9 +13,10 @@ hits beyond what vLLM has computed locally are reported, always leaving at
 least one token to compute. Blocks of multimodal inputs and prompt
 embeddings are keyed by vLLM's own extra keys as well (the items'
 identifiers and offsets, a digest of the embeddings: kvshare/_vllm_keys.py),
-text-only blocks by their token ids alone, as always. With tensor parallelism each rank publishes and loads its
-own KV heads in its own namespace (the layout's tp_rank), and the scheduler
-counts a block as a hit only when every rank's namespace has it. An MLA
+text-only blocks by their token ids alone, as always. With tensor
+parallelism each rank publishes and loads its own KV heads in its own
+namespace (the layout's tp_rank), and the scheduler counts a block as a hit
+only when every rank's namespace has it. An MLA
 model's cache is one latent row a token and layer (kv_lora_rank +
 qk_rope_head_dim elements), the same on every rank: one namespace for all
 of them (its model string ends in "|mla<width>", kv_heads 1, head_dim half
@@ -536,7 +537,7 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
                              "blocks of MLA models store the engine's fp16, bf16 or fp32 "
                              "(quantized latent rows measured 3.7% (int8), 3.3% (fp8), 21% "
                              "(int4) attention error against goals of 1%, 3%, 5%: "
-                             "docs/benchmarks.md, KV quantization quality)")
+                             "docs/benchmarks.md, \"MLA's latent cache\")")
         return 1, width // 2, 0, 1
 
     @staticmethod
