@@ -4,10 +4,14 @@
                          [--socket S --stats-file F] [--rounds N --go-file G]
                          [--no-prefix-cache] [--max-tokens N] [--tp N] [--extra JSON]
 
-IN.json holds a list of token-id lists. With --socket the engine uses
+IN.json holds a list of token-id lists, or of {"prompt_token_ids": [...],
+"image_seed": S} for a prompt with one image (random RGB noise of
+--image-size pixels, made from seed S: the same seed, the same image). With --socket the engine uses
 KvshareConnector. With --rounds N the prompts are run N times; before each
 round after the first the script waits for --go-file.N to exist (so a test
-can change the cache in between), and OUT.json gets one list per round.
+can change the cache in between), and OUT.json gets one list per round;
+with --wait-first it waits for --go-file.0 before the first round too (an
+engine started alongside another, to run once the other has published).
 Prints "READY" once the engine is up and "ROUND i" after each round.
 """
 
@@ -18,6 +22,18 @@ import json
 import os
 import sys
 import time
+
+
+def prompt(p, size: int) -> dict:
+    """One of IN.json's prompts as vLLM takes it."""
+    if isinstance(p, list):
+        return {"prompt_token_ids": p}
+    import numpy as np
+    from PIL import Image
+
+    pixels = np.random.default_rng(p["image_seed"]).integers(0, 256, (size, size, 3))
+    return {"prompt_token_ids": p["prompt_token_ids"],
+            "multi_modal_data": {"image": Image.fromarray(pixels.astype(np.uint8))}}
 
 
 def main() -> None:
@@ -32,6 +48,8 @@ def main() -> None:
                     help="the connector's model_id (default: none, the connector's own identity)")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--go-file")
+    ap.add_argument("--wait-first", action="store_true",
+                    help="wait for --go-file.0 before the first round too")
     ap.add_argument("--no-prefix-cache", action="store_true")
     ap.add_argument("--max-tokens", type=int, default=24)
     ap.add_argument("--max-model-len", type=int, default=4096)
@@ -41,6 +59,7 @@ def main() -> None:
     ap.add_argument("--reconnect-interval", type=float, default=5)
     ap.add_argument("--tp", type=int, default=1,
                     help="tensor-parallel ranks (worker processes, vLLM's mp executor)")
+    ap.add_argument("--image-size", type=int, default=112)
     ap.add_argument("--extra", default="{}",
                     help="more of the connector's extra config, as JSON")
     a = ap.parse_args()
@@ -77,14 +96,14 @@ def main() -> None:
     sp = SamplingParams(temperature=0, max_tokens=a.max_tokens, ignore_eos=True)
     rounds = []
     for r in range(a.rounds):
-        if r > 0:
+        if r > 0 or a.wait_first:
             go = f"{a.go_file}.{r}"
             deadline = time.time() + 600
             while not os.path.exists(go):
                 if time.time() > deadline:
                     sys.exit(f"run_engine: {go} never appeared")
                 time.sleep(0.05)
-        outs = llm.generate([{"prompt_token_ids": p} for p in prompts], sp, use_tqdm=False)
+        outs = llm.generate([prompt(p, a.image_size) for p in prompts], sp, use_tqdm=False)
         rounds.append([list(o.outputs[0].token_ids) for o in outs])
         with open(a.out + ".tmp", "w") as f:
             json.dump(rounds, f)
