@@ -77,54 +77,62 @@ static void ns_one(rebuild *b, uint32_t id, kvs_persist_report *r)
 	r->namespaces++;
 }
 
-/* Record @i on its own: in bounds, of a restored namespace, its slot
- * claimed in that domain's allocator and its bytes matching. 1: kept. */
-static int rec_one(rebuild *b, uint32_t i, kvs_persist_report *r)
+/* Record @x (a copy of index @i's) on its own: in bounds, of a restored
+ * namespace, its slot claimed in that domain's allocator and its bytes
+ * matching. 1: kept (b's arrays filled). */
+static int rec_check(rebuild *b, uint32_t i, const persist_rec *x,
+		     kvs_persist_report *r)
+{
+	const ns *s;
+	dom *d;
+
+	if (x->ns == 0 || x->ns > b->p->hdr->ns_cap || !b->gen[x->ns] ||
+	    b->gen[x->ns] != x->ns_gen)
+		return 0;
+	s = cache_ns(b->c, x->ns);
+	d = &b->c->doms[s->dom];
+	if (x->dom != s->dom || x->bytes != s->info.block_bytes ||
+	    x->offset % 64 || x->offset > kvs_arena_bytes(d->arena) ||
+	    x->bytes > kvs_arena_bytes(d->arena) - x->offset ||
+	    kvs_slab_claim(d->slab, s->cls, x->slab_first, x->slab_pages,
+			   x->offset) < 0)
+		return 0;
+	if (XXH3_64bits((const uint8_t *)kvs_arena_base(d->arena) + x->offset,
+			(size_t)x->bytes) != x->sum) {
+		kvs_slab_free(d->slab, x->offset);
+		r->bad_sum++;
+		return 0;
+	}
+	b->key[i] = cache_ns_key(x->ns, (kvs_hash){ .lo = x->hash_lo,
+						    .hi = x->hash_hi });
+	b->pkey[i] = (x->parent_lo || x->parent_hi) ?
+		cache_ns_key(x->ns, (kvs_hash){ .lo = x->parent_lo,
+						.hi = x->parent_hi }) :
+		(kvs_hash){ 0, 0 };
+	b->off[i] = x->offset;
+	b->ns[i] = x->ns;
+	b->keep[i] = 1;
+	return 1;
+}
+
+/* Record @i: kept as it is, or marked free (a crash of this rebuild
+ * loses nothing that was kept). */
+static void rec_one(rebuild *b, uint32_t i, kvs_persist_report *r)
 {
 	persist_rec *e = cache_persist_rec(b->p, i), x;
 	uint32_t st = atomic_load_explicit((_Atomic uint32_t *)&e->state,
 					   memory_order_acquire);
-	const ns *s;
-	dom *d;
 
 	if (st == PST_FREE)
-		return 0;
-	memcpy(&x, e, sizeof(x));
+		return;
+	memcpy(&x, e, sizeof(x)); /* checked as copied: nothing moves under it */
+	if (st == PST_COMMITTED && x.rsum == persist_rec_sum(&x) &&
+	    rec_check(b, i, &x, r))
+		return;
+	if (st != PST_COMMITTED || x.rsum != persist_rec_sum(&x))
+		r->torn++;
 	r->blocks_dropped++;
 	rec_free(b, i);
-	if (st != PST_COMMITTED || x.rsum != persist_rec_sum(&x)) {
-		r->torn++;
-		return 0;
-	}
-	if (x.ns == 0 || x.ns > b->p->hdr->ns_cap || !b->gen[x.ns] ||
-	    b->gen[x.ns] != x.ns_gen)
-		return 0;
-	s = cache_ns(b->c, x.ns);
-	d = &b->c->doms[s->dom];
-	if (x.dom != s->dom || x.bytes != s->info.block_bytes ||
-	    x.offset % 64 || x.offset > kvs_arena_bytes(d->arena) ||
-	    x.bytes > kvs_arena_bytes(d->arena) - x.offset ||
-	    kvs_slab_claim(d->slab, s->cls, x.slab_first, x.slab_pages,
-			   x.offset) < 0)
-		return 0;
-	if (XXH3_64bits((const uint8_t *)kvs_arena_base(d->arena) + x.offset,
-			(size_t)x.bytes) != x.sum) {
-		kvs_slab_free(d->slab, x.offset);
-		r->bad_sum++;
-		return 0;
-	}
-	r->blocks_dropped--;
-	b->key[i] = cache_ns_key(x.ns, (kvs_hash){ .lo = x.hash_lo, .hi = x.hash_hi });
-	b->pkey[i] = (x.parent_lo || x.parent_hi) ?
-		cache_ns_key(x.ns, (kvs_hash){ .lo = x.parent_lo, .hi = x.parent_hi }) :
-		(kvs_hash){ 0, 0 };
-	b->off[i] = x.offset;
-	b->ns[i] = x.ns;
-	b->keep[i] = 1;
-	/* Its description stays: the block is the same. */
-	atomic_store_explicit((_Atomic uint32_t *)&e->state, PST_COMMITTED,
-			      memory_order_release);
-	return 1;
 }
 
 /* The parent record of kept @i: KVS_NONE for a root, @i itself when its

@@ -318,6 +318,27 @@ static void garbage_all(kvs_named_fd *fds, void *m)
 		p[i] = (uint8_t)next();
 }
 
+/* A few random bytes flipped anywhere a daemon reads: the header's
+ * mutable part, namespace 1, the records in use. */
+static void flip_random(kvs_named_fd *fds, void *m)
+{
+	persist_hdr *h = m;
+	uint8_t *p = m;
+
+	(void)fds;
+	for (int k = 0; k < 8; k++) {
+		uint64_t where = next() % 3, at;
+
+		if (where == 0)
+			at = offsetof(persist_hdr, state) + next() % 16;
+		else if (where == 1)
+			at = h->ns_off + next() % PERSIST_NS_BYTES;
+		else
+			at = h->rec_off + next() % (64 * PERSIST_REC_BYTES);
+		p[at] ^= (uint8_t)(1u << (next() % 8));
+	}
+}
+
 static void new_version(kvs_named_fd *fds, void *m)
 {
 	(void)fds;
@@ -385,6 +406,12 @@ static void test_scenarios(void)
 	o = run(garbage_all, 64 * PAGE, 0);
 	CHECK_EQ(o.r.blocks_kept, 0u);
 	CHECK(o.hits[0] == 0 && o.hits[1] == 0);
+
+	/* served() checks every byte of every hit, run() the invariants */
+	for (int k = 0; k < 40; k++) {
+		o = run(flip_random, 64 * PAGE, 0);
+		CHECK(o.r.blocks_kept <= 2u * BLOCKS);
+	}
 
 	o = run(new_version, 64 * PAGE, 0);
 	CHECK_EQ(o.r.mode, KVS_START_COLD);
