@@ -330,7 +330,7 @@ static void flip_random(kvs_named_fd *fds, void *m)
 		uint64_t where = next() % 3, at;
 
 		if (where == 0)
-			at = offsetof(persist_hdr, state) + next() % 16;
+			at = offsetof(persist_hdr, state) + next() % 24;
 		else if (where == 1)
 			at = h->ns_off + next() % PERSIST_NS_BYTES;
 		else
