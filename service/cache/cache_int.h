@@ -364,6 +364,9 @@ int cache_ns_create(kvs_cache *c, const kvs_ns_desc *desc, uint32_t d,
  * use). Errors: KVS_E_LAYOUT, -ENOMEM. */
 int cache_ns_tier_class(kvs_cache *c, uint32_t ns_id, uint8_t t, uint32_t *cls);
 void cache_ns_free_all(kvs_cache *c);
+/* Store tier @t, added after namespaces were made (an adoption,
+ * kvs_persist.h), is told of each (ns_created), as if it had been there. */
+void cache_ns_tell_store(kvs_cache *c, kvs_tier_mod *t);
 
 /* cache_promote.c: read lease @s pins a chain some of whose records are
  * in a store tier only (host slots, reads), and/or the lookup goes on past

@@ -234,21 +234,37 @@ uint32_t cache_ns_find(const kvs_cache *c, uint32_t d, const kvs_ns_desc *desc)
 
 /* Tell the store tiers about namespace @id (they persist it, or key
  * blocks by it), all but @except (the tier restoring it, or NULL). */
+static kvs_ns_desc ns_desc(const ns *s)
+{
+	return (kvs_ns_desc){ .model = s->model, .adapter = s->adapter,
+			      .salt = (const uint8_t *)s->salt,
+			      .salt_len = s->salt_len, .layers = s->info.layers,
+			      .kv_heads = s->info.kv_heads,
+			      .head_dim = s->info.head_dim,
+			      .block_tokens = s->info.block_tokens,
+			      .tp_rank = s->info.tp_rank,
+			      .tp_size = s->info.tp_size, .dtype = s->info.dtype };
+}
+
 static void ns_tell_tiers(kvs_cache *c, uint32_t id, const kvs_tier_mod *except)
 {
-	const ns *s = cache_ns(c, id);
-	kvs_ns_desc d = { .model = s->model, .adapter = s->adapter,
-			  .salt = (const uint8_t *)s->salt,
-			  .salt_len = s->salt_len, .layers = s->info.layers,
-			  .kv_heads = s->info.kv_heads,
-			  .head_dim = s->info.head_dim,
-			  .block_tokens = s->info.block_tokens,
-			  .tp_rank = s->info.tp_rank, .tp_size = s->info.tp_size,
-			  .dtype = s->info.dtype };
+	kvs_ns_desc d = ns_desc(cache_ns(c, id));
 
 	for (uint32_t i = 0; i < c->nstores; i++)
 		if (c->stores[i] != except && c->stores[i]->ops->store->ns_created)
 			c->stores[i]->ops->store->ns_created(c->stores[i], id, &d);
+}
+
+void cache_ns_tell_store(kvs_cache *c, kvs_tier_mod *t)
+{
+	kvs_ns_desc d;
+
+	for (uint32_t i = 0; i < c->nns && t->ops->store->ns_created; i++) {
+		if (c->nss[i].gone)
+			continue;
+		d = ns_desc(&c->nss[i]);
+		t->ops->store->ns_created(t, i + 1, &d);
+	}
 }
 
 /* Give up namespace @s's layout: its id is free again (a hole), and its

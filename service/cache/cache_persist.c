@@ -146,6 +146,8 @@ void cache_persist_ns(kvs_cache *c, uint32_t id)
 	s = cache_ns(c, id);
 	e = cache_persist_ns_at(p, id);
 	set_dirty(p);
+	if (p->hdr->ns_hwm < id)
+		set_state(&p->hdr->ns_hwm, id);
 	set_state(&e->state, 0);
 	f = (kvs_nsfile_ns){
 		.model = s->model, .adapter = s->adapter,
@@ -169,12 +171,22 @@ void cache_persist_ns(kvs_cache *c, uint32_t id)
 	set_state(&e->state, 1);
 }
 
+/* Record @idx is about to be written: the high-water mark covers it. */
+static void rec_hwm(cache_persist *p, uint32_t idx)
+{
+	if (p->hdr->rec_hwm <= idx) {
+		p->hdr->rec_hwm = (uint64_t)idx + 1;
+		atomic_thread_fence(memory_order_seq_cst);
+	}
+}
+
 void cache_persist_writing(kvs_cache *c, uint32_t idx)
 {
 	cache_persist *p = c->persist;
 
 	if (!p || idx >= p->hdr->rec_cap)
 		return;
+	rec_hwm(p, idx);
 	set_state(&cache_persist_rec(p, idx)->state, PST_WRITING);
 }
 
@@ -216,6 +228,7 @@ void cache_persist_commit(kvs_cache *c, uint32_t idx)
 	if (slab == KVS_NONE)
 		return;
 	set_dirty(p);
+	rec_hwm(p, idx);
 	if (e->state != PST_WRITING)
 		set_state(&e->state, PST_WRITING);
 	h = cache_ns_key(r->ns, r->hash);

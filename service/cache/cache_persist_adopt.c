@@ -6,6 +6,7 @@
 #include "kvs_persist.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,7 @@ typedef struct adopt {
 	int arena[PERSIST_MAX_DOMS];   /* fds by domain, or -1 */
 	cache_persist *p;              /* the metadata, mapped */
 	kvs_arena *ar[PERSIST_MAX_DOMS];
+	ino_t ino[PERSIST_MAX_DOMS + 1]; /* the arenas', then the metadata's */
 	uint32_t ndoms;
 } adopt;
 
@@ -96,6 +98,14 @@ static int check_header(const kvs_cache *c, adopt *a, kvs_persist_report *r)
 		cold(r, "the metadata memfd is shorter than a header");
 		return -EINVAL;
 	}
+	/* Sealed as made (kvs_memfd_sealed): nobody can shrink it under us. */
+	rc = fcntl(a->meta, F_GET_SEALS);
+	if (rc < 0 || (rc & (F_SEAL_SHRINK | F_SEAL_GROW)) !=
+		      (F_SEAL_SHRINK | F_SEAL_GROW)) {
+		cold(r, "the metadata fd is not a memfd sealed against resizing");
+		return -EPERM;
+	}
+	a->ino[PERSIST_MAX_DOMS] = st.st_ino;
 	if ((rc = cache_persist_map(a->meta, (uint64_t)st.st_size, &a->p)) < 0) {
 		cold(r, "cannot map the metadata memfd: %s", kvs_strerror(rc));
 		return rc;
@@ -133,6 +143,7 @@ static int check_header(const kvs_cache *c, adopt *a, kvs_persist_report *r)
 static int check_arenas(const kvs_cache *c, adopt *a, kvs_persist_report *r)
 {
 	uint64_t bytes = kvs_arena_size(c->dom_bytes);
+	struct stat st;
 	int rc;
 
 	for (uint32_t i = 0; i < a->ndoms; i++) {
@@ -144,6 +155,20 @@ static int check_arenas(const kvs_cache *c, adopt *a, kvs_persist_report *r)
 			cold(r, "arena %u cannot be adopted: %s", i,
 			     kvs_strerror(rc));
 			return rc;
+		}
+		if (fstat(a->arena[i], &st) < 0)
+			return -errno;
+		a->ino[i] = st.st_ino;
+		/* Two domains over one memfd would share tenants' KV. */
+		for (uint32_t j = 0; j < i; j++) {
+			if (a->ino[j] == st.st_ino) {
+				cold(r, "arena %u is the same file as another fd", i);
+				return -EINVAL;
+			}
+		}
+		if (a->ino[PERSIST_MAX_DOMS] == st.st_ino) {
+			cold(r, "arena %u is the metadata's file", i);
+			return -EINVAL;
 		}
 	}
 	for (uint32_t i = a->ndoms; i < PERSIST_MAX_DOMS; i++) {

@@ -11,12 +11,41 @@
 
 /* ---- adding and closing ----------------------------------------------- */
 
-/* Turn on kids[t] (see struct kvs_cache), sized for every record index. */
+/* Turn on kids[t] (see struct kvs_cache), sized for every record index,
+ * and counted for the records already there (an adoption's,
+ * kvs_persist.h): their parents' leaf rule follows. */
 static int kids_on(kvs_cache *c, uint8_t t)
 {
+	uint32_t n = kvs_table_capacity(c->table);
+	int rc, was = c->kids_on[t];
+
 	c->kids_on[t] = 1;
-	return cache_grow((void **)&c->kids[t], &c->nkids[t], sizeof(uint32_t),
-			  kvs_table_capacity(c->table));
+	rc = cache_grow((void **)&c->kids[t], &c->nkids[t], sizeof(uint32_t), n);
+	for (uint32_t i = 0; rc == 0 && !was && i < n; i++) {
+		const kvs_rec *r = cache_rec(c, i);
+
+		if (r->state != KVS_REC_FREE && r->tier == t &&
+		    r->parent != KVS_NONE) {
+			c->kids[t][r->parent]++;
+			cache_sync_evictable(c, r->parent);
+		}
+	}
+	return rc;
+}
+
+/* Store tier @t learns of the records and namespaces made before it was
+ * added (an adoption's), as if it had been there. */
+static int store_catch_up(kvs_cache *c, kvs_tier_mod *t)
+{
+	uint32_t n = kvs_table_capacity(c->table);
+	int rc = 0;
+
+	for (uint32_t i = 0; rc == 0 && i < n; i++)
+		if (cache_rec(c, i)->state != KVS_REC_FREE)
+			rc = t->ops->store->rec_new(t, i);
+	if (rc == 0)
+		cache_ns_tell_store(c, t);
+	return rc;
 }
 
 /* The first member of @o that kvs_tier_ops.h requires and @o lacks (a pair
@@ -99,6 +128,8 @@ int kvs_cache_tier_add(kvs_cache *c, kvs_tier_mod *t)
 	} else {
 		c->stores[c->nstores++] = t;
 		rc = kids_on(c, KVS_TIER_HOST);
+		if (rc == 0)
+			rc = store_catch_up(c, t);
 		if (rc == 0 && ops->store->restore)
 			rc = ops->store->restore(t);
 	}

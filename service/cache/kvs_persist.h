@@ -86,8 +86,9 @@ int kvs_persist_fds(kvs_cache *c, kvs_named_fd *out, uint32_t max);
  * From then on the adopted memfds are the cache's, and the metadata is
  * marked dirty until kvs_persist_leave().
  * Returns 0 (a cold start included). Errors: -EBUSY (the cache has served
- * already: a namespace or a block exists), -ENOMEM (the cache is then
- * empty, as after a cold start).
+ * already: a namespace or a block exists), -ENOMEM (the table is partly
+ * rebuilt: the daemon must not serve from this cache; the records not yet
+ * read are untouched, so a next start can adopt again).
  * Ownership: every fd of @in is the cache's from the call on, kept or
  * closed by it, whatever the result; @in's array is read during the call.
  */

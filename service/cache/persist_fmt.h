@@ -48,6 +48,11 @@ typedef struct persist_hdr {
 	uint64_t sum;          /* XXH3-64 of the bytes before it */
 	uint32_t state;        /* enum persist_hdr_state */
 	uint32_t ndoms;        /* domains made (release store after the uid) */
+	/* 1 + the highest namespace id and record index ever written (stored
+	 * before the entry): a rebuild reads no further, so it neither reads
+	 * nor, in a memfd, allocates the pages never written. */
+	uint32_t ns_hwm, pad;
+	uint64_t rec_hwm;
 	uint32_t dom_uid[PERSIST_MAX_DOMS];
 } persist_hdr;
 

@@ -16,7 +16,8 @@
  * and start.blocks_kept is at least the committed blocks and at most one
  * chain more. Then one of 1 MiB (64 chains) that evicts all along, so that
  * slots are freed and reused under the kills: blocks are kept, at most what
- * it holds. After each restart of both: start.mode is recovered (handed over
+ * it holds; then the same over an SSD tier, whose namespaces file and
+ * index load after the host tier came back. After each restart of all: start.mode is recovered (handed over
  * after a restart) and every hit of every chain ever published has its
  * pattern.
  * Rounds: $TH_PERSIST_CRASH_ROUNDS (default 12). The seed is printed; set
@@ -30,11 +31,13 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define LEN 4
 #define MAX_CHAINS 1500
 
-static th_daemon ds[2]; /* alive until th_finish */
+static th_daemon ds[3]; /* alive until th_finish */
 static th_daemon *D;
 static kvs_layout L;
 
@@ -120,20 +123,35 @@ static uint64_t round_of(uint64_t published, int want, int clean)
 	return published;
 }
 
+static char ssd_dir[160];
+
 /* One daemon under the stand-in, @rounds kills or restarts. @tight: a host
- * tier of 1 MiB (64 chains), evicting all along: hits are checked for
- * their bytes only; else 32 MiB, nothing evicted, every committed chain
- * whole. */
-static void part(th_daemon *d, int tight, int rounds)
+ * tier of 1 MiB (64 chains), evicting all along (@ssd: to an SSD tier,
+ * whose namespaces file names the namespace the host tier brought back):
+ * hits are checked for their bytes only; else 32 MiB, nothing evicted,
+ * every committed chain whole. */
+static void part(th_daemon *d, int tight, int ssd, int rounds)
 {
 	uint64_t published = 0, tot_kept = 0, tot_hits = 0;
 	size_t bad_total = 0;
-	int kills = 0;
+	int kills = 0, rc;
 
 	D = d;
-	if (th_daemon_init(d, TH_ARGS("--host-size", tight ? "1M" : "32M",
-				      "--page-size", "64K", "--gpu", "off")) < 0)
+	if (ssd)
+		rc = th_daemon_init(d, TH_ARGS("--host-size", "1M", "--page-size",
+					       "64K", "--gpu", "off", "--ssd-dir",
+					       ssd_dir, "--ssd-segment", "1M",
+					       "--ssd-size", "16M"));
+	else
+		rc = th_daemon_init(d, TH_ARGS("--host-size", tight ? "1M" : "32M",
+					       "--page-size", "64K", "--gpu", "off"));
+	if (rc < 0)
 		th_fatal("temp dir");
+	if (ssd) {
+		snprintf(ssd_dir, sizeof(ssd_dir), "%s/ssd", d->dir);
+		if (mkdir(ssd_dir, 0700) < 0)
+			th_fatal("mkdir %s", ssd_dir);
+	}
 	d->fdstore = true;
 	if (th_daemon_start(d) < 0)
 		th_fatal("kvshared under the stand-in did not start");
@@ -158,21 +176,29 @@ static void part(th_daemon *d, int tight, int rounds)
 			CHECK_GE(kept, (int64_t)(published * LEN));
 			CHECK_LE(kept, (int64_t)((published + 1) * LEN));
 		}
+		if (ssd) /* its index loaded: the chains evicted are there */
+			CHECK(th_wait_stat(d, "tier_ssd.index_loading", 0,
+					   TH_WAIT_MS));
 		hits = verify_all(published, !tight, &bad_total);
 		if (!tight)
 			CHECK_EQ(th_stat_get(d, "blocks.evicted"), 0);
+		if (ssd)
+			th_note("SSD index: %" PRId64 " blocks loaded",
+				th_stat_get(d, "tier_ssd.restart_blocks"));
 		th_note("%s round %d (%s): %" PRIu64 " chains committed, %" PRId64
 			" blocks kept, %" PRIu64 " hit, %zu wrong", tight ?
-			"1M" : "32M", r, clean ? "restart" : "kill -9", published,
+			(ssd ? "1M+SSD" : "1M") : "32M", r, clean ? "restart" : "kill -9", published,
 			kept, hits, bad_total);
 		tot_kept += (uint64_t)kept;
 		tot_hits += hits;
 	}
 	CHECK_EQ(bad_total, 0);
 	CHECK_GT(tot_hits, 0);
+	if (ssd) /* the SSD tier shares the namespace, never takes its id */
+		CHECK(!th_log_contains(d, "not restored"));
 	th_note("%s: %d kills -9, %d restarts: %" PRIu64 " chains published, %"
 		PRIu64 " blocks kept and %" PRIu64 " hit over the starts, 0 wrong",
-		tight ? "1M" : "32M", kills, rounds - kills, published, tot_kept,
+		tight ? (ssd ? "1M+SSD" : "1M") : "32M", kills, rounds - kills, published, tot_kept,
 		tot_hits);
 }
 
@@ -187,7 +213,8 @@ int main(void)
 	srand(seed);
 	th_note("seed %u, %d rounds a part", seed, rounds);
 	L = th_layout("persist-crash", 4); /* 4 KiB blocks */
-	part(&ds[0], 0, rounds);
-	part(&ds[1], 1, rounds);
+	part(&ds[0], 0, 0, rounds);
+	part(&ds[1], 1, 0, rounds);
+	part(&ds[2], 1, 1, rounds);
 	return th_finish();
 }

@@ -10,6 +10,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -181,9 +182,10 @@ static void snapshot_meta(kvs_named_fd *fds)
 {
 	uint64_t bytes;
 	void *m = meta_map(fds, &bytes), *s;
-	int fd = memfd_create("snap", MFD_CLOEXEC);
+	int fd = memfd_create("snap", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 
 	CHECK(fd >= 0 && ftruncate(fd, (off_t)bytes) == 0);
+	CHECK(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) == 0);
 	s = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	CHECK(s != MAP_FAILED);
 	memcpy(s, m, bytes);
@@ -318,6 +320,27 @@ static void garbage_all(kvs_named_fd *fds, void *m)
 		p[i] = (uint8_t)next();
 }
 
+/* A few random bytes flipped anywhere a daemon reads: the header's
+ * mutable part, namespace 1, the records in use. */
+static void flip_random(kvs_named_fd *fds, void *m)
+{
+	persist_hdr *h = m;
+	uint8_t *p = m;
+
+	(void)fds;
+	for (int k = 0; k < 8; k++) {
+		uint64_t where = next() % 3, at;
+
+		if (where == 0)
+			at = offsetof(persist_hdr, state) + next() % 24;
+		else if (where == 1)
+			at = h->ns_off + next() % PERSIST_NS_BYTES;
+		else
+			at = h->rec_off + next() % (64 * PERSIST_REC_BYTES);
+		p[at] ^= (uint8_t)(1u << (next() % 8));
+	}
+}
+
 static void new_version(kvs_named_fd *fds, void *m)
 {
 	(void)fds;
@@ -339,6 +362,22 @@ static void unsealed_arena(kvs_named_fd *fds, void *m)
 	CHECK(fd >= 0 && ftruncate(fd, sz) == 0);
 	close(fds[1].fd);
 	fds[1].fd = fd;
+}
+
+/* The metadata in a memfd anyone holding it could shrink. */
+static void unsealed_meta(kvs_named_fd *fds, void *m)
+{
+	off_t sz = lseek(fds[0].fd, 0, SEEK_END);
+	int fd = memfd_create("unsealed-meta", MFD_CLOEXEC);
+	void *s;
+
+	CHECK(fd >= 0 && ftruncate(fd, sz) == 0);
+	s = mmap(NULL, (size_t)sz, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CHECK(s != MAP_FAILED);
+	memcpy(s, m, (size_t)sz);
+	munmap(s, (size_t)sz);
+	close(fds[0].fd);
+	fds[0].fd = fd;
 }
 
 static void test_scenarios(void)
@@ -386,6 +425,12 @@ static void test_scenarios(void)
 	CHECK_EQ(o.r.blocks_kept, 0u);
 	CHECK(o.hits[0] == 0 && o.hits[1] == 0);
 
+	/* served() checks every byte of every hit, run() the invariants */
+	for (int k = 0; k < 40; k++) {
+		o = run(flip_random, 64 * PAGE, 0);
+		CHECK(o.r.blocks_kept <= 2u * BLOCKS);
+	}
+
 	o = run(new_version, 64 * PAGE, 0);
 	CHECK_EQ(o.r.mode, KVS_START_COLD);
 	CHECK(strstr(o.r.reason, "version") != NULL);
@@ -398,6 +443,10 @@ static void test_scenarios(void)
 	o = run(NULL, 128 * PAGE, 0); /* another --host-size */
 	CHECK_EQ(o.r.mode, KVS_START_COLD);
 	CHECK(strstr(o.r.reason, "geometry") != NULL);
+
+	o = run(unsealed_meta, 64 * PAGE, 0);
+	CHECK_EQ(o.r.mode, KVS_START_COLD);
+	CHECK(strstr(o.r.reason, "sealed") != NULL);
 
 	o = run(unsealed_arena, 64 * PAGE, 0);
 	CHECK_EQ(o.r.mode, KVS_START_COLD);
