@@ -8,6 +8,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -417,6 +418,8 @@ int kvs_rmt_tls_unsent(const SSL *s)
  */
 void kvs_rmt_tls_flush(kvs_remote *r, struct conn *c)
 {
+	bool want_out = false;
+
 	while (c->wcur && !c->dead && c->state == C_UP) {
 		struct iovec iov[WRITE_IOV];
 		int n = kvs_rmt_queue_iov(c, iov);
@@ -441,9 +444,11 @@ void kvs_rmt_tls_flush(kvs_remote *r, struct conn *c)
 		w = kvs_rmt_tls_write(r, c->ssl, buf, len);
 		if (w == -EAGAIN || w == -EINPROGRESS) {
 			/* EAGAIN: TLS must read first; the read event
-			 * flushes again (kvs_rmt_conn_event) */
-			kvs_rmt_epoll_out(r, c, w == -EINPROGRESS);
-			return;
+			 * flushes again (kvs_rmt_conn_event). Either way
+			 * what the BIO gathered before still goes below:
+			 * the node may wait for exactly those requests. */
+			want_out = w == -EINPROGRESS;
+			break;
 		}
 		if (w < 0) {
 			kvs_rmt_conn_fail(r, c, (int)w);
@@ -458,7 +463,7 @@ void kvs_rmt_tls_flush(kvs_remote *r, struct conn *c)
 		if (rc < 0 && rc != -EAGAIN)
 			kvs_rmt_conn_fail(r, c, rc);
 		else
-			kvs_rmt_epoll_out(r, c, rc == -EAGAIN);
+			kvs_rmt_epoll_out(r, c, want_out || rc == -EAGAIN);
 	}
 }
 
