@@ -92,18 +92,18 @@ typedef enum kvs_desc_hash_kind {
 } kvs_desc_hash_kind;
 
 typedef struct kvs_block_desc {
-	kvs_hash hash;         /* kvshare's hash of the block (its namespace's) */
-	uint8_t hash_kind;     /* kvs_desc_hash_kind, not NONE */
-	uint8_t hash_len;      /* 1..KVS_DESC_HASH_MAX; INT: 8 */
-	uint8_t parent_kind;   /* kvs_desc_hash_kind; NONE: no parent */
-	uint8_t parent_len;    /* NONE: 0 */
-	uint8_t engine_hash[KVS_DESC_HASH_MAX];
-	uint8_t parent_hash[KVS_DESC_HASH_MAX];
+	uint64_t hash_lo, hash_hi; /* kvshare's hash of the block (kvs_hash) */
+	uint32_t hash_kind;    /* kvs_desc_hash_kind, not NONE */
+	uint32_t hash_len;     /* 1..KVS_DESC_HASH_MAX; INT: 8 */
+	uint32_t parent_kind;  /* kvs_desc_hash_kind; NONE: no parent */
+	uint32_t parent_len;   /* NONE: 0 */
+	const uint8_t *engine_hash; /* hash_len bytes (INT: big-endian) */
+	const uint8_t *parent_hash; /* parent_len bytes */
 	uint32_t block_size;   /* tokens per block, as the engine counts them */
 	uint32_t ntokens;      /* 0..KVS_DESC_TOKENS_MAX */
 	const uint32_t *tokens;
-	uint16_t lora_len;     /* 0: none */
-	uint16_t extra_len;    /* 0: none; else one msgpack array or nil */
+	uint32_t lora_len;     /* 0: none */
+	uint32_t extra_len;    /* 0: none; else one msgpack array or nil */
 	const char *lora;
 	const uint8_t *extra;  /* the block's extra keys (cache salt, ...) */
 } kvs_block_desc;

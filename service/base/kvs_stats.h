@@ -69,7 +69,8 @@
 	X(ops, watch, COUNTER, "event subscriptions")                         \
 	X(ops, verify, COUNTER, "operator verify requests")                   \
 	X(ops, report, COUNTER, "engine counter reports (kvs_report)")         \
-	X(ops, fastattach, COUNTER, "fast path attach requests")
+	X(ops, fastattach, COUNTER, "fast path attach requests")              \
+	X(ops, describe, COUNTER, "side record requests (DESCRIBE)")
 
 /* The fast path's section (kvs_fastidx.h) is rendered here, then: */
 #define KVS_STATS_MID(X)                                                      \
@@ -124,7 +125,7 @@
 	X(kv_events, replay_bad, COUNTER, "replay requests refused: not [identity, empty, 8-byte seq]")\
 	X(kv_events, side_records, GAUGE, "blocks with an engine's side record (DESCRIBE)")\
 	X(kv_events, side_bytes, GAUGE, "bytes of side records kept")         \
-	X(kv_events, side_bad, COUNTER, "side records refused: malformed or over their bounds")\
+	X(kv_events, side_bad, COUNTER, "side records refused: extra keys not one msgpack array or nil")\
 	X(namespaces, count, GAUGE, "namespaces known")                       \
 	X(namespaces, refused, COUNTER, "attaches refused: --max-namespaces-per-uid")\
 	X(namespaces, refused_sizes, COUNTER, "attaches refused: --max-block-sizes-per-uid, or 256 block sizes in the host tier")\

@@ -16,11 +16,11 @@
 
 #define BATCH_BYTES_MAX (1u << 20) /* a batch is sent once past this */
 
-typedef struct kept {
+typedef struct kept_batch {
 	uint64_t seq;
 	size_t len;
 	uint8_t *buf;
-} kept;
+} kept_batch;
 
 struct kvs_kvev {
 	kvs_cache *cache;
@@ -40,7 +40,7 @@ struct kvs_kvev {
 	uint32_t nev;
 	uint64_t seq; /* the next batch's */
 	/* Replay: the latest batches, oldest at head, a ring of ring_cap. */
-	kept *ring;
+	kept_batch *ring;
 	uint32_t ring_cap, ring_head, ring_n;
 	uint64_t ring_bytes, ring_max;
 };
@@ -189,15 +189,48 @@ int kvs_kvev_describe(kvs_kvev *e, uint32_t idx, const kvs_block_desc *d)
 	return 1;
 }
 
+int kvs_kvev_describe_all(kvs_kvev *e, kvs_cache *cache, uint32_t ns,
+			  const kvs_wire_describe *w, uint64_t *kept)
+{
+	const uint8_t *p = w->recs;
+	kvs_block_desc d;
+	int rc;
+
+	*kept = 0;
+	if (!e)
+		return 0;
+	for (uint32_t i = 0; i < w->count; i++) {
+		kvs_wire_desc_next(&p, &d);
+		if (d.extra_len && kvev_extra_check(d.extra, d.extra_len) < 0) {
+			e->st->kv_events_side_bad++;
+			return KVS_E_PROTO;
+		}
+	}
+	p = w->recs;
+	for (uint32_t i = 0; i < w->count; i++) {
+		uint32_t idx;
+
+		kvs_wire_desc_next(&p, &d);
+		idx = kvs_cache_find(cache, ns, (kvs_hash){ d.hash_lo, d.hash_hi });
+		if (idx == KVS_NONE)
+			continue;
+		rc = kvs_kvev_describe(e, idx, &d);
+		if (rc < 0)
+			return rc;
+		*kept += (uint64_t)rc;
+	}
+	return 0;
+}
+
 /* ---- batches: sent, kept for replay ----------------------------------- */
 
 static void keep(kvs_kvev *e, uint64_t seq, uint8_t *buf, size_t len)
 {
-	kept *k;
+	kept_batch *k;
 
 	if (e->ring_n == e->ring_cap) {
 		uint32_t cap = e->ring_cap ? 2 * e->ring_cap : 64;
-		kept *r = malloc(cap * sizeof(*r));
+		kept_batch *r = malloc(cap * sizeof(*r));
 
 		if (!r) {
 			free(buf);
@@ -211,7 +244,7 @@ static void keep(kvs_kvev *e, uint64_t seq, uint8_t *buf, size_t len)
 		e->ring_head = 0;
 	}
 	e->ring[(e->ring_head + e->ring_n++) % e->ring_cap] =
-		(kept){ seq, len, buf };
+		(kept_batch){ seq, len, buf };
 	e->ring_bytes += len;
 	while (e->ring_n > 1 && e->ring_bytes > e->ring_max) {
 		k = &e->ring[e->ring_head];
@@ -338,7 +371,7 @@ static void replay_answer(kvs_kvev *e, const uint8_t *id, size_t idlen,
 	int rc = 0;
 
 	for (uint32_t i = 0; rc == 0 && i < e->ring_n; i++) {
-		const kept *k = &e->ring[(e->ring_head + i) % e->ring_cap];
+		const kept_batch *k = &e->ring[(e->ring_head + i) % e->ring_cap];
 		const void *f[] = { id, "", e->topic, sb, k->buf };
 		size_t n[] = { idlen, 0, e->topic_len, 8, k->len };
 

@@ -33,7 +33,7 @@ typedef struct kvev_event {
 	uint8_t hash_kind, hash_len, parent_kind, parent_len;
 	const uint8_t *hash, *parent;
 	uint32_t block_size, ntokens;
-	const uint8_t *tokens; /* ntokens native u32 (unaligned) */
+	const uint8_t *tokens; /* ntokens little-endian u32 (as the wire's) */
 	const char *lora;
 	uint32_t lora_len;
 	const uint8_t *extra;  /* one msgpack object, or NULL */

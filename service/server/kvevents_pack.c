@@ -60,10 +60,10 @@ static int pack_tokens(msgpack_packer *pk, const kvev_event *ev)
 	int rc = msgpack_pack_array(pk, ev->ntokens);
 
 	for (uint32_t i = 0; rc == 0 && i < ev->ntokens; i++) {
-		uint32_t t;
+		const uint8_t *q = ev->tokens + 4 * (size_t)i;
 
-		memcpy(&t, ev->tokens + 4 * (size_t)i, 4);
-		rc = msgpack_pack_uint32(pk, t);
+		rc = msgpack_pack_uint32(pk, q[0] | q[1] << 8 | q[2] << 16 |
+						     (uint32_t)q[3] << 24);
 	}
 	return rc;
 }
@@ -132,14 +132,19 @@ kvev_side *kvev_side_new(const kvs_block_desc *d)
 	if (!s)
 		return NULL;
 	*s = (kvev_side){ .bytes = (uint32_t)bytes, .block_size = d->block_size,
-			  .ntokens = d->ntokens, .lora_len = d->lora_len,
-			  .extra_len = d->extra_len, .hash_kind = d->hash_kind,
-			  .hash_len = d->hash_len, .parent_kind = d->parent_kind,
-			  .parent_len = d->parent_len };
+			  .ntokens = d->ntokens,
+			  .lora_len = (uint16_t)d->lora_len,
+			  .extra_len = (uint16_t)d->extra_len,
+			  .hash_kind = (uint8_t)d->hash_kind,
+			  .hash_len = (uint8_t)d->hash_len,
+			  .parent_kind = (uint8_t)d->parent_kind,
+			  .parent_len = (uint8_t)d->parent_len };
 	memcpy(s->hash, d->engine_hash, d->hash_len);
-	memcpy(s->parent, d->parent_hash, d->parent_len);
+	if (d->parent_len)
+		memcpy(s->parent, d->parent_hash, d->parent_len);
+	/* The wire's tokens may be unaligned: copied as bytes. */
 	if (tok)
-		memcpy(s->data, d->tokens, tok);
+		memcpy(s->data, (const void *)d->tokens, tok);
 	if (d->lora_len)
 		memcpy(s->data + tok, d->lora, d->lora_len);
 	if (d->extra_len)

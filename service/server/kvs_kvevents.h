@@ -41,6 +41,7 @@
 #include "kvs_cache.h"
 #include "kvs_stats.h"
 #include "kvs_types.h"
+#include "kvs_wire.h"
 
 #define KVS_KVEV_BATCH_MAX 1024u /* events in one batch at most */
 
@@ -73,6 +74,16 @@ void kvs_kvev_destroy(kvs_kvev *e);
  * array or nil, -ENOMEM. @d is copied.
  */
 int kvs_kvev_describe(kvs_kvev *e, uint32_t idx, const kvs_block_desc *d);
+
+/*
+ * kvs_kvev_describe_all - the side records of a DESCRIBE request from a
+ * connection attached to namespace @ns: each kept for its block if the
+ * namespace has it (*kept counts them; none with @e NULL, events off).
+ * Every record's extra keys are checked first: KVS_E_PROTO for one that
+ * is not a msgpack array or nil, and then none is kept.
+ */
+int kvs_kvev_describe_all(kvs_kvev *e, kvs_cache *cache, uint32_t ns,
+			  const kvs_wire_describe *w, uint64_t *kept);
 
 /* kvs_kvev_flush - send the batch collected so far (the loop does it once
  * per turn by itself). */

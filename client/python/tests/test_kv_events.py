@@ -188,3 +188,68 @@ def test_tier_moves_are_removal_then_store(start_daemon, tmp_path, zctx):
     for v in down:  # each: stored in RAM, removed from it, then stored on SSD
         i = v.index(("STORAGE", "stored"))
         assert v[:i][-2:] == [("CPU", "stored"), ("CPU", "removed")], v
+
+
+def test_side_records_name_blocks_as_the_engine_does(start_daemon, tmp_path, zctx):
+    pub = f"ipc://{tmp_path}/ev"
+    d = start_daemon(["--host-size", "64M", "--kv-events", pub])
+    s = Stream(zctx, pub)
+    connected(s, d.socket)
+    toks = list(range(500, 500 + 3 * 16))
+    engine = [bytes([i]) * 32 for i in (1, 2, 3)]  # sha256-sized, as vLLM's
+    with kvshare.Client(d.socket, L) as c:
+        hashes = c.hash_tokens(toks)
+        recs = [kvshare.BlockDesc(hash=hashes[i], engine_hash=engine[i],
+                                  parent_hash=engine[i - 1] if i else None,
+                                  token_ids=toks[16 * i:16 * i + 16], block_size=16,
+                                  lora_name="my-lora", extra_keys=("salt-1",))
+                for i in range(3)]
+        recs[2].engine_hash = 2**63 + 5  # an int hash (VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES)
+        with c.reserve(hashes):
+            assert c.describe(recs) == 3
+        stored = s.events(3, [])
+        assert [e.block_hashes for e in stored] == [[engine[0]], [engine[1]], [2**63 + 5]]
+        assert [e.parent_block_hash for e in stored] == [None, engine[0], engine[1]]
+        assert [e.token_ids for e in stored] == [toks[:16], toks[16:32], toks[32:]]
+        for e in stored:
+            assert e.lora_name == "my-lora" and e.block_size == 16
+            assert e.extra_keys == [("salt-1",)]
+        assert c.stats()["kv_events.side_records"] == 3
+        # Published already: the block keeps the record it was published with.
+        assert c.describe(recs[:1]) == 0
+        # A hash the namespace does not hold is skipped.
+        other = c.hash_tokens(list(range(9000, 9016)))
+        assert c.describe([kvshare.BlockDesc(other[0], b"x", None, [1], 16)]) == 0
+        # Its removal names the engine's hash; the record goes with the block.
+        kvsctl(d.socket, "flush", "--all")
+        removed = [e.block_hashes[0] for e in s.events(3, [])]
+        assert set(engine[:2]) | {2**63 + 5} <= set(removed)
+        assert c.stats()["kv_events.side_records"] == 0
+
+
+def test_hostile_side_records_are_refused(start_daemon, tmp_path):
+    import ctypes
+
+    from kvshare._lib import CBlockDesc, lib
+
+    d = start_daemon(["--host-size", "64M", "--kv-events", f"ipc://{tmp_path}/ev"])
+    with kvshare.Client(d.socket, L) as c:
+        hashes = c.hash_tokens(list(range(32)))
+        with pytest.raises(ValueError):  # caught before the wire
+            c.describe([kvshare.BlockDesc(hashes[0], b"h" * 65, None, [], 16)])
+        with pytest.raises(ValueError):
+            c.describe([kvshare.BlockDesc(hashes[0], b"h", None, [0] * 4097, 16)])
+        garbage = ctypes.create_string_buffer(b"\xc1\xff", 2)  # not msgpack
+        h = ctypes.create_string_buffer(b"h" * 8, 8)
+        r = CBlockDesc(hash_lo=int(hashes[0]["lo"]), hash_hi=int(hashes[0]["hi"]),
+                       hash_kind=1, hash_len=8, engine_hash=ctypes.cast(h, ctypes.c_void_p),
+                       block_size=16, extra_len=2,
+                       extra=ctypes.cast(garbage, ctypes.c_void_p))
+        with c.reserve(hashes):
+            rc = lib.kvs_describe(c._handle(), ctypes.byref(r), 1, None)
+            assert rc == kvshare.errors.E_PROTO
+            r.hash_len = 65  # past the bound: the library refuses to send it
+            assert lib.kvs_describe(c._handle(), ctypes.byref(r), 1, None) == -22
+        st = c.stats()  # the daemon keeps serving this connection
+        assert st["kv_events.side_bad"] == 1 and st["kv_events.side_records"] == 0
+        assert c.query(hashes) == 2
