@@ -574,9 +574,11 @@ static int check_rules(const kvs_config *cfg)
 	if (cfg->tenant_arenas && cfg->kv_events[0])
 		return bad("--tenant-arenas", "uid", "not supported with "
 			   "--kv-events (the stream tells every tenant's blocks)");
-	if ((cfg->kv_events_replay[0] || cfg->kv_events_topic[0]) &&
-	    !cfg->kv_events[0])
+	if (cfg->kv_events_replay[0] && !cfg->kv_events[0])
 		return bad("--kv-events-replay", cfg->kv_events_replay,
+			   "needs --kv-events");
+	if (cfg->kv_events_topic[0] && !cfg->kv_events[0])
+		return bad("--kv-events-topic", cfg->kv_events_topic,
 			   "needs --kv-events");
 	if (cfg->remote_auth_file[0] && !cfg->remote_seeds[0])
 		return bad("--remote-auth-file", cfg->remote_auth_file,
