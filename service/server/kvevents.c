@@ -276,6 +276,7 @@ void kvs_kvev_flush(kvs_kvev *e)
 	msgpack_sbuffer_init(&head);
 	msgpack_packer_init(&hp, &head, msgpack_sbuffer_write);
 	if (kvev_pack_batch_head(&hp, tv.tv_sec + tv.tv_usec / 1e6, e->nev) ||
+	    kvev_pack_batch_tail(&e->pk) ||
 	    !(buf = malloc(head.size + e->evbuf.size))) {
 		msgpack_sbuffer_destroy(&head);
 		kvs_warn("kv events: out of memory: a batch is lost");

@@ -46,9 +46,10 @@ typedef struct kvev_event {
 /* kvev_pack_event - @ev as a tagged msgspec struct (a map whose "type" is
  * the class name). Returns msgpack's status: 0, or -1 out of memory. */
 int kvev_pack_event(msgpack_packer *pk, const kvev_event *ev);
-/* kvev_pack_batch_head - KVEventBatch (array_like, data_parallel_rank
- * omitted): [ts, [ then @n events follow. */
+/* kvev_pack_batch_head - KVEventBatch (array_like): [ts, [ then @n
+ * events follow, then kvev_pack_batch_tail: ], data_parallel_rank 0]. */
 int kvev_pack_batch_head(msgpack_packer *pk, double ts, uint32_t n);
+int kvev_pack_batch_tail(msgpack_packer *pk);
 /* kvev_extra_check - 0 when @p[0..n) is exactly one msgpack array or nil
  * (an extra_keys entry), else KVS_E_PROTO. */
 int kvev_extra_check(const uint8_t *p, size_t n);

@@ -1,7 +1,8 @@
 /*
  * kvevents_pack.c - vLLM's KV events in msgpack, as vLLM's msgspec decoder
  * reads them (vllm/distributed/kv_events.py): KVEventBatch is array_like
- * ([ts, events], data_parallel_rank omitted as its default), each event a
+ * ([ts, events, data_parallel_rank], the rank 0 as vLLM's publisher sets
+ * it: consumers that decode a 3-tuple, Dynamo's, need it), each event a
  * tagged struct (a map with "type": "BlockStored" | "BlockRemoved" first),
  * hashes as bin (bytes) or uint (int), names as str. And the side records
  * the events are made from. Pure: no sockets, no cache.
@@ -102,8 +103,13 @@ int kvev_pack_event(msgpack_packer *pk, const kvev_event *ev)
 
 int kvev_pack_batch_head(msgpack_packer *pk, double ts, uint32_t n)
 {
-	return msgpack_pack_array(pk, 2) || msgpack_pack_double(pk, ts) ||
+	return msgpack_pack_array(pk, 3) || msgpack_pack_double(pk, ts) ||
 	       msgpack_pack_array(pk, n);
+}
+
+int kvev_pack_batch_tail(msgpack_packer *pk)
+{
+	return msgpack_pack_uint32(pk, 0);
 }
 
 int kvev_extra_check(const uint8_t *p, size_t n)

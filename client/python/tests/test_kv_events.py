@@ -94,7 +94,7 @@ def test_stores_removals_flush_in_order(start_daemon, tmp_path, zctx):
             pass
         topic, seq, batch = s.recv()
         seqs.append(seq)
-        assert topic == b"kv@node@ev-model" and batch.data_parallel_rank is None
+        assert topic == b"kv@node@ev-model" and batch.data_parallel_rank == 0
         stored = batch.events
         assert [type(e) for e in stored] == [kv_events.BlockStored] * 4
         keys = [block_key(h) for h in hashes]
