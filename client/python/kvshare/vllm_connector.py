@@ -75,7 +75,9 @@ lines are vLLM's: a start line, a warning at start when no daemon answers,
 the counters, their totals at shutdown), `stats_file` (a path: each side
 writes its counters as JSON to PATH.scheduler / PATH.worker after every step
 that changed them, for scripts and tests; tensor-parallel ranks after the
-first write PATH.worker.RANK).
+first write PATH.worker.RANK), `describe` (default false: true hands the
+daemon, before each commit, vLLM's own block hash, token ids and extra keys
+of every block published, for its vLLM KV events: kvshare/_vllm_events.py).
 """
 
 from __future__ import annotations
@@ -100,6 +102,7 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
 from vllm.logger import init_logger
 
 import kvshare
+from kvshare import _vllm_events as events
 from kvshare import _vllm_names as names
 from kvshare._vllm_async import LOGGER_NAME, Copies, Pending, WorkerCopies, windows
 
@@ -132,6 +135,8 @@ class _Save:
     salt: Optional[str]
     adapter: Optional[str]
     block_ids: list[int]
+    side: Optional[list] = None  # "describe": vLLM's hash, extra keys a block
+    lora: Optional[str] = None   # (kvshare._vllm_events)
 
 
 @dataclasses.dataclass
@@ -164,6 +169,7 @@ class _ReqState:
     load_end: int = 0           # [load_start, load_end)
     load_async: bool = False    # the last lookup told vLLM load_kv_async=True
     loading: bool = False       # an async load runs (WAITING_FOR_REMOTE_KVS)
+    request: Any = None         # "describe": the Request, for vLLM's hashes
 
 
 @dataclasses.dataclass
@@ -457,6 +463,7 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
         self.load_threads = max(1, int(tc.get_from_extra_config("load_threads", 2)))
         self.publish_async = _flag(tc.get_from_extra_config("publish_async", True))
         self.load_async = _flag(tc.get_from_extra_config("load_async", False))
+        self.describe = _flag(tc.get_from_extra_config("describe", False))
         stats_file = tc.get_from_extra_config("stats_file", None)
         # Each tensor-parallel rank has a worker side: ranks after the
         # first write PATH.worker.RANK.
@@ -548,6 +555,8 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
                            names.salt(getattr(request, "cache_salt", None)),
                            names.adapter(getattr(request, "lora_request", None)), skip=skip)
             self.reqs[request.request_id] = st
+            if self.describe and not skip:
+                st.request = request
         return st
 
     def on_new_request(self, request: "Request") -> None:
@@ -698,6 +707,9 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
             if not st.skip and st.saved_blocks < end <= len(st.block_ids):
                 meta.saves.append(_Save(req_id, st.prompt[: end * bs], st.salt, st.adapter,
                                         st.block_ids[:end]))
+                if st.request is not None:
+                    meta.saves[-1].side = events.side_records(st.request, end, bs)
+                    meta.saves[-1].lora = events.lora_name(st.request)
                 st.saved_blocks = end
 
     def request_finished(self, request: "Request",
