@@ -16,9 +16,11 @@ kv_events = pytest.importorskip("vllm.distributed.kv_events",
 zmq = pytest.importorskip("zmq")
 msgspec = pytest.importorskip("msgspec")
 
-from conftest import BUILD  # noqa: E402  (this directory's conftest)
-
-KVSCTL = os.environ.get("KVSCTL", os.path.join(BUILD, "kvsctl"))
+# Beside the daemon the fixtures start (conftest.py's KVSHARED; not imported:
+# tests/vllm/conftest.py may be the "conftest" of the run).
+_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+_BUILD = os.path.join(_ROOT, os.environ.get("BUILD_DIR", "build"))
+KVSCTL = os.environ.get("KVSCTL", os.path.join(_BUILD, "kvsctl"))
 L = kvshare.Layout(model="ev-model", layers=2, kv_heads=2, head_dim=64, block_tokens=16)
 END_SEQ = (-1).to_bytes(8, "big", signed=True)
 
