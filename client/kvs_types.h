@@ -77,6 +77,37 @@ typedef struct kvs_hash {
 	uint64_t lo, hi;
 } kvs_hash;
 
+/* An engine's own description of a block it publishes (kvs_describe()):
+ * what a router keying blocks by the engine's hashes needs (vLLM's KV
+ * events). Bounds: KVS_DESC_*_MAX; the daemon refuses more. */
+#define KVS_DESC_HASH_MAX 64     /* bytes of an engine block hash */
+#define KVS_DESC_TOKENS_MAX 4096 /* token ids of one block */
+#define KVS_DESC_LORA_MAX 255    /* bytes of the LoRA name */
+#define KVS_DESC_EXTRA_MAX 4096  /* bytes of the extra keys (msgpack) */
+
+typedef enum kvs_desc_hash_kind {
+	KVS_DESC_HASH_NONE = 0,  /* no hash (a parent: the chain's first block) */
+	KVS_DESC_HASH_BYTES = 1, /* bytes, as vLLM's sha256 block hashes */
+	KVS_DESC_HASH_INT = 2,   /* an unsigned 64-bit integer, 8 bytes big-endian */
+} kvs_desc_hash_kind;
+
+typedef struct kvs_block_desc {
+	uint64_t hash_lo, hash_hi; /* kvshare's hash of the block (kvs_hash) */
+	uint32_t hash_kind;    /* kvs_desc_hash_kind, not NONE */
+	uint32_t hash_len;     /* 1..KVS_DESC_HASH_MAX; INT: 8 */
+	uint32_t parent_kind;  /* kvs_desc_hash_kind; NONE: no parent */
+	uint32_t parent_len;   /* NONE: 0 */
+	const uint8_t *engine_hash; /* hash_len bytes (INT: big-endian) */
+	const uint8_t *parent_hash; /* parent_len bytes */
+	uint32_t block_size;   /* tokens per block, as the engine counts them */
+	uint32_t ntokens;      /* 0..KVS_DESC_TOKENS_MAX */
+	const uint32_t *tokens;
+	uint32_t lora_len;     /* 0: none */
+	uint32_t extra_len;    /* 0: none; else one msgpack array or nil */
+	const char *lora;
+	const uint8_t *extra;  /* the block's extra keys (cache salt, ...) */
+} kvs_block_desc;
+
 #ifdef __cplusplus
 }
 #endif

@@ -51,7 +51,8 @@
 	X(VERIFY, 15, "verify")                                               \
 	X(REPORT, 16, "report")                                               \
 	X(FASTATTACH, 17, "fastattach")                                        \
-	X(HANDOVER, 18, "handover")
+	X(HANDOVER, 18, "handover")                                            \
+	X(DESCRIBE, 19, "describe")
 
 enum kvs_opcode {
 #define KVS_WIRE_OP_ENUM(op, num, name) KVS_OP_##op = num,
@@ -213,6 +214,40 @@ int kvs_wire_fast_reply_encode(const kvs_wire_fast_reply *r, uint8_t *buf,
 			       size_t cap);
 int kvs_wire_fast_reply_decode(const uint8_t *p, size_t n,
 			       kvs_wire_fast_reply *r);
+
+/*
+ * DESCRIBE: an engine's side records of blocks of its namespace (wire_desc.c,
+ * docs/protocol.md). The request is u16 version (KVS_WIRE_DESC_VERSION),
+ * u16 flags (0), u32 count (1..KVS_WIRE_DESC_MAX), then count records of
+ * KVS_WIRE_DESC_FIXED bytes (hash lo, hi; u8 hash_kind, hash_len,
+ * parent_kind, parent_len; u32 block_size, ntokens; u16 lora_len, extra_len)
+ * each followed by the engine hash, the parent hash, the u32 tokens, the
+ * LoRA name and the extra keys. The reply is a count (records kept).
+ */
+#define KVS_WIRE_DESC_VERSION 1
+#define KVS_WIRE_DESC_MAX 1024u
+#define KVS_WIRE_DESC_HEAD 8
+#define KVS_WIRE_DESC_FIXED 32
+typedef struct kvs_wire_describe {
+	uint32_t count;
+	const uint8_t *recs; /* the records, checked whole by the decoder */
+	size_t len;
+} kvs_wire_describe;
+/* kvs_wire_desc_size - bytes @d takes on the wire (its bounds unchecked). */
+size_t kvs_wire_desc_size(const kvs_block_desc *d);
+/* kvs_wire_describe_encode - the request for @d[0..n): bytes written, or
+ * -EINVAL (n 0 or over KVS_WIRE_DESC_MAX, a record out of its bounds),
+ * -ENOBUFS. */
+int kvs_wire_describe_encode(const kvs_block_desc *d, uint32_t n, uint8_t *buf,
+			     size_t cap);
+/* kvs_wire_describe_decode - KVS_E_VERSION for another version, KVS_E_TOOBIG
+ * for a record past KVS_DESC_*_MAX, KVS_E_TOOMANY past KVS_WIRE_DESC_MAX,
+ * KVS_E_PROTO for anything else malformed. */
+int kvs_wire_describe_decode(const uint8_t *p, size_t n, kvs_wire_describe *out);
+/* kvs_wire_desc_next - the record at *@p of a decoded request, *@p moved
+ * past it. Its pointers are into the payload; its tokens are little-endian
+ * u32s, maybe unaligned (read them as bytes). */
+void kvs_wire_desc_next(const uint8_t **p, kvs_block_desc *d);
 
 /* Element accessors for decoded arrays (which may be unaligned). */
 kvs_hash kvs_wire_hash_at(const uint8_t *hashes, uint32_t i);

@@ -642,6 +642,27 @@ typedef struct kvs_engine_report {
 int kvs_report(kvs_client *c, const kvs_engine_report *delta);
 
 /*
+ * kvs_describe - hand the daemon side records of blocks of the client's
+ * namespace (kvs_block_desc): the engine's own block hash, parent hash,
+ * token ids, block size, LoRA name and extra keys, which the daemon's vLLM
+ * KV events (kvshared --kv-events, docs/routers.md) then name each block
+ * by. Send them after the reserve and before the commit that publishes the
+ * blocks: a block published already keeps how it was published, a hash the
+ * namespace does not hold is skipped. Records are sent in as many requests
+ * as they need (at most KVS_WIRE_DESC_MAX, 1024, and 1 MiB each).
+ * @d: @n records, each within the KVS_DESC_*_MAX bounds; @kept (may be
+ * NULL): the records the daemon kept (0 when its events are off).
+ * Errors: -EINVAL (NULL, a record out of its bounds), KVS_E_NOTATTACHED,
+ *         KVS_E_PROTO (extra keys that are not one msgpack array or nil:
+ *         none of that request's records is kept), -EOPNOTSUPP (a daemon
+ *         older than the message), KVS_E_DISCONNECTED.
+ * Ownership: @d is read during the call only.
+ * Thread: the client's.
+ */
+int kvs_describe(kvs_client *c, const kvs_block_desc *d, size_t n,
+		 uint64_t *kept);
+
+/*
  * kvs_version - the library's version: KVSHARE_VERSION_MAJOR << 16 |
  * KVSHARE_VERSION_MINOR, for bindings that load it at run time.
  * Thread: any.

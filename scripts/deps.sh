@@ -23,6 +23,8 @@ PACKAGES=(
 	liblmdb-dev   # SSD index (found now, used in a later stage)
 	libxxhash-dev # block hashes
 	libjansson-dev # the daemon's POST /v1/prefix (JSON bodies)
+	libzmq3-dev   # the daemon's vLLM KV events (--kv-events: ZMQ PUB and ROUTER sockets)
+	libmsgpack-dev # the daemon's vLLM KV events (msgpack, as vLLM's msgspec decodes it)
 	libssl-dev    # OpenSSL 3: TLS to the remote tier's cluster, the value MAC (HMAC-SHA-256)
 	python3       # tests parse JSON with it
 	python3-venv  # scripts/python_env.sh: the venv of the Python and vLLM tests

@@ -48,7 +48,8 @@ def render(abi: dict) -> str:
     for name, value in abi["constants"].items():
         lines.append(f"{name} = {value}\n")
     lines.append("\n#: name: (sizeof, [(field, offsetof, sizeof, type), ...]); types are\n"
-                 "#: u8 u32 u64 i32 i64 (integers of that width) and str (const char *).\n")
+                 "#: u8 u32 u64 i32 i64 (integers of that width), str (const char *)\n"
+                 "#: and ptr (a pointer to bytes or integers).\n")
     lines.append("STRUCTS = {\n")
     for name, s in abi["structs"].items():
         lines.append(f"    {name!r}: ({s['size']}, [\n")

@@ -75,7 +75,8 @@
 	X(ops, verify, COUNTER, "operator verify requests")                   \
 	X(ops, report, COUNTER, "engine counter reports (kvs_report)")         \
 	X(ops, fastattach, COUNTER, "fast path attach requests")             \
-	X(ops, handover, COUNTER, "take-over requests (kvshared --take-over)")
+	X(ops, handover, COUNTER, "take-over requests (kvshared --take-over)")          \
+	X(ops, describe, COUNTER, "side record requests (DESCRIBE)")
 
 /* The fast path's section (kvs_fastidx.h) is rendered here, then: */
 #define KVS_STATS_MID(X)                                                      \
@@ -122,6 +123,15 @@
 	X(events, subscribers, GAUGE, "connections watching events")          \
 	X(events, published, COUNTER, "events sent to subscribers")           \
 	X(events, dropped, COUNTER, "events dropped: a subscriber's buffer was full") \
+	X(kv_events, published, COUNTER, "vLLM KV events published (--kv-events)")\
+	X(kv_events, batches, COUNTER, "KVEventBatch messages published (seq numbers given)")\
+	X(kv_events, dropped, COUNTER, "batches not sent: a subscriber at the high-water mark (kept for replay)")\
+	X(kv_events, buffered_bytes, GAUGE, "bytes of batches kept for replay (--kv-events-buffer)")\
+	X(kv_events, replays, COUNTER, "replay requests answered")            \
+	X(kv_events, replay_bad, COUNTER, "replay requests refused: not [identity, empty, 8-byte seq]")\
+	X(kv_events, side_records, GAUGE, "blocks with an engine's side record (DESCRIBE)")\
+	X(kv_events, side_bytes, GAUGE, "bytes of side records kept")         \
+	X(kv_events, side_bad, COUNTER, "side records refused: extra keys not one msgpack array or nil")\
 	X(namespaces, count, GAUGE, "namespaces known")                       \
 	X(namespaces, refused, COUNTER, "attaches refused: --max-namespaces-per-uid")\
 	X(namespaces, refused_sizes, COUNTER, "attaches refused: --max-block-sizes-per-uid, or 256 block sizes in the host tier")\

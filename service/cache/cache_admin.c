@@ -148,6 +148,19 @@ void cache_tell(kvs_cache *c, kvs_cache_event kind, uint32_t idx)
 {
 	if (c->on_event)
 		c->on_event(c->event_arg, kind, cache_rec(c, idx));
+	cache_resid(c, idx, 0);
+}
+
+void cache_resid(kvs_cache *c, uint32_t idx, int gone)
+{
+	if (c->on_resid)
+		c->on_resid(c->resid_arg, idx, cache_rec(c, idx), gone);
+}
+
+void kvs_cache_set_resid_hook(kvs_cache *c, kvs_cache_resid_fn fn, void *arg)
+{
+	c->on_resid = fn;
+	c->resid_arg = arg;
 }
 
 void kvs_cache_set_event_hook(kvs_cache *c, kvs_cache_event_fn fn, void *arg)

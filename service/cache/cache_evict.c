@@ -118,6 +118,8 @@ void cache_set_tier(kvs_cache *c, uint32_t idx, uint8_t t)
 		cache_persist_commit(c, idx);
 	if (t == KVS_TIER_HOST && old != KVS_TIER_HOST && r->state == KVS_REC_READY)
 		kvs_fast_publish(c->fast, cache_ns_dom(c, r->ns)->arena_id, idx, r);
+	if (old != t)
+		cache_resid(c, idx, 0);
 }
 
 void cache_child_gone(kvs_cache *c, uint32_t p, uint8_t t)
@@ -137,6 +139,7 @@ void cache_child_gone(kvs_cache *c, uint32_t p, uint8_t t)
 		}
 		c->ghosts--;
 		cache_ns(c, pr->ns)->recs--;
+		cache_resid(c, p, 1);
 		kvs_table_remove(c->table, p);
 		p = up;
 	}
@@ -153,6 +156,7 @@ static void drop_record(kvs_cache *c, uint32_t idx)
 		kvs_policy_del(cache_policy_of(c, idx), idx);
 	c->in_tier[t] -= t != KVS_TIER_NONE;
 	cache_ns(c, r->ns)->recs--;
+	cache_resid(c, idx, 1);
 	kvs_table_remove(c->table, idx);
 	cache_child_gone(c, p, t);
 }

@@ -190,6 +190,8 @@ struct kvs_cache {
 	kvs_cache_event_fn on_event;
 	void *event_arg;
 	kvs_cache_event evict_kind; /* what an eviction tells on_event */
+	kvs_cache_resid_fn on_resid; /* where a record is loadable from */
+	void *resid_arg;
 	struct timespec born; /* atime counts seconds from here */
 	uint32_t *atime;      /* by record: last store or hit (not in kvs_rec,
 			       * which stays one cache line) */
@@ -407,6 +409,8 @@ void cache_host_stats(const kvs_cache *c, kvs_slab_stats *ss, uint64_t *bytes,
 uint32_t cache_clock_s(const kvs_cache *c);
 void cache_touch_atime(kvs_cache *c, uint32_t idx);
 void cache_tell(kvs_cache *c, kvs_cache_event kind, uint32_t idx);
+/* Tell the residency hook of record @idx (@gone: it is being removed). */
+void cache_resid(kvs_cache *c, uint32_t idx, int gone);
 
 /* cache_persist.c: the metadata memfd (kvs_persist.h, persist_fmt.h). */
 struct persist_hdr;

@@ -31,6 +31,15 @@ typedef void (*kvs_cache_event_fn)(void *arg, kvs_cache_event kind,
 				   const kvs_rec *r);
 void kvs_cache_set_event_hook(kvs_cache *c, kvs_cache_event_fn fn, void *arg);
 
+/* The residency hook: record @idx (@r) may have changed where its bytes are
+ * loadable from (r->tier, r->state: committed and in a tier), after a
+ * store, a tier move or a loss; @gone: the record is being removed (its
+ * last call until @idx names another record). Called after the change,
+ * before the record's index is reused. */
+typedef void (*kvs_cache_resid_fn)(void *arg, uint32_t idx, const kvs_rec *r,
+				   int gone);
+void kvs_cache_set_resid_hook(kvs_cache *c, kvs_cache_resid_fn fn, void *arg);
+
 /* kvs_cache_rec_span - records in use all have an index below this. O(n). */
 uint32_t kvs_cache_rec_span(const kvs_cache *c);
 /* kvs_cache_rec_end - every record has an index below this (the table's

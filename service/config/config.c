@@ -282,6 +282,21 @@ const struct setting config_settings[] = {
 	  .why = "must be a size from 4K to half the reply backlog limit",
 	  .help = "unsent event bytes per kvsctl watch before\n"
 		  "events are dropped (default {} KiB)" },
+	{ .name = "kv-events", .arg = "ENDPOINT", .type = T_STR,
+	  STRFIELD(kv_events), .why = "empty or too long", .unset = "off",
+	  .help = "publish the pool as vLLM KV events on a ZMQ PUB\n"
+		  "socket: tcp://*:PORT or ipc://PATH (default off)" },
+	{ .name = "kv-events-replay", .arg = "ENDPOINT", .type = T_STR,
+	  STRFIELD(kv_events_replay), .why = "empty or too long",
+	  .unset = "off", .help = "their replay ROUTER socket (default off)" },
+	{ .name = "kv-events-topic", .arg = "TOPIC", .type = T_STR,
+	  STRFIELD(kv_events_topic), .why = "empty or too long",
+	  .unset = "none", .help = "their topic frame (default empty)" },
+	{ .name = "kv-events-buffer", .arg = "SIZE", .type = T_SIZE,
+	  FIELD(uint64_t, kv_events_buffer), .min = 4096, .def = "64M",
+	  .shift = 20, .why = "must be a size of at least 4K",
+	  .help = "bytes of event batches kept for replay\n"
+		  "(default {} MiB)" },
 	{ .name = "tenant-arenas", .arg = "off|uid", .type = T_CHOICE,
 	  FIELD(int, tenant_arenas), .choices = tenant_choices, .def = "off",
 	  .why = "must be off or uid",
@@ -569,6 +584,15 @@ static int check_rules(const kvs_config *cfg)
 		return bad("--tenant-arenas", "uid", "not supported with --remote "
 			   "(the cluster is one trust domain; keys are not scoped "
 			   "per tenant)");
+	if (cfg->tenant_arenas && cfg->kv_events[0])
+		return bad("--tenant-arenas", "uid", "not supported with "
+			   "--kv-events (the stream tells every tenant's blocks)");
+	if (cfg->kv_events_replay[0] && !cfg->kv_events[0])
+		return bad("--kv-events-replay", cfg->kv_events_replay,
+			   "needs --kv-events");
+	if (cfg->kv_events_topic[0] && !cfg->kv_events[0])
+		return bad("--kv-events-topic", cfg->kv_events_topic,
+			   "needs --kv-events");
 	if (cfg->remote_auth_file[0] && !cfg->remote_seeds[0])
 		return bad("--remote-auth-file", cfg->remote_auth_file,
 			   "needs --remote");

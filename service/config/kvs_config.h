@@ -84,6 +84,10 @@ typedef struct kvs_config {
 	uint64_t gpu_bytes;     /* GPU tier size */
 	uint32_t max_pinned_share; /* percent of the host tier operators may pin */
 	uint64_t watch_buffer;  /* unsent event bytes per watcher before drops */
+	char kv_events[256];    /* vLLM KV events' PUB endpoint, "" when off */
+	char kv_events_replay[256]; /* their replay ROUTER endpoint, "" none */
+	char kv_events_topic[256];  /* the topic frame, "" by default */
+	uint64_t kv_events_buffer;  /* bytes of batches kept for replay */
 	int tenant_arenas;      /* 1: one host arena per peer uid (trust domain) */
 	uint32_t max_tenants;   /* domains at most (--tenant-arenas uid) */
 	uint64_t tenant_bytes;  /* host bytes per domain; 0: host_bytes / max_tenants */

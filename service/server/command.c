@@ -15,6 +15,7 @@
 #include "kvs_cache_admin.h"
 #include "kvs_fast.h"
 #include "kvs_le.h"
+#include "kvs_kvevents.h"
 #include "kvs_wire_admin.h"
 
 /* ---- requests --------------------------------------------------------- */
@@ -37,6 +38,7 @@ typedef union request {
 	struct {
 		uint32_t version, flags;
 	} handover;
+	kvs_wire_describe describe;
 } request;
 
 /* A handler answers its request itself and returns 0, or returns the error
@@ -224,6 +226,16 @@ static int do_report(conn *c, const kvs_wire_hdr *h, const request *rq)
 {
 	server_engines_add(c->srv, c->ns, &rq->report);
 	return reply_count(c, h, 0);
+}
+
+/* Engines' side records of their blocks, for the vLLM KV events. */
+static int do_describe(conn *c, const kvs_wire_hdr *h, const request *rq)
+{
+	uint64_t kept;
+	int rc = kvs_kvev_describe_all(c->srv->kvev, c->srv->cache, c->ns,
+				       &rq->describe, &kept);
+
+	return reply_count(c, h, rc < 0 ? rc : (int)kept);
 }
 
 /* The index of the connection's own domain and a pin area of its own; both
@@ -536,6 +548,11 @@ static int decode_report(const uint8_t *p, size_t n, request *rq)
 	return kvs_wire_report_decode(p, n, &rq->report);
 }
 
+static int decode_describe(const uint8_t *p, size_t n, request *rq)
+{
+	return kvs_wire_describe_decode(p, n, &rq->describe);
+}
+
 static int decode_fast(const uint8_t *p, size_t n, request *rq)
 {
 	return kvs_wire_fast_req_decode(p, n, &rq->fast_flags);
@@ -617,6 +634,7 @@ static const command commands[KVS_OP__COUNT] = {
 	CMD(FASTATTACH, fastattach, fast, CMD_ATTACHED | CMD_SENDS_FD),
 	/* its answer carries the pool's fds, on a connection of its own */
 	CMD(HANDOVER, handover, handover, CMD_CONTROL | CMD_SENDS_FD),
+	CMD(DESCRIBE, describe, describe, CMD_ATTACHED),
 };
 #undef CMD
 
@@ -653,6 +671,10 @@ void command_dispatch(conn *c, const kvs_wire_hdr *h, const uint8_t *p)
 			st->errors_toomany++;
 		else if (rc == KVS_E_PROTO)
 			st->errors_proto++;
+		else if (rc == KVS_E_TOOBIG) /* a field past its bound */
+			st->errors_toobig++;
+		else if (rc == KVS_E_VERSION) /* a payload's own version */
+			st->errors_version++;
 	} else if ((cmd->flags & CMD_CONTROL) && c->ns) {
 		rc = -EPERM;
 	} else if ((cmd->flags & CMD_OPERATOR) && !peer_operator(c)) {

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "kvs_fast.h"
+#include "kvs_kvevents.h"
 #include "kvs_log.h"
 #include "kvs_tiers_table.h"
 
@@ -492,6 +493,20 @@ static int fast_open(kvs_server *s, const kvs_config *cfg)
 	return 0;
 }
 
+/* The pool as vLLM KV events, when --kv-events is set. */
+static int kvev_open(kvs_server *s, const kvs_config *cfg)
+{
+	kvs_kvev_config kc = { .endpoint = cfg->kv_events,
+			       .replay = cfg->kv_events_replay,
+			       .topic = cfg->kv_events_topic,
+			       .buffer_bytes = cfg->kv_events_buffer,
+			       .hwm = 100000 /* vLLM's publisher's */ };
+
+	if (!cfg->kv_events[0])
+		return 0;
+	return kvs_kvev_create(&kc, s->base, s->cache, &s->stats, &s->kvev);
+}
+
 /* /metrics and POST /v1/prefix on --metrics-addr, when it is set. */
 static int metrics_open(kvs_server *s, const kvs_config *cfg)
 {
@@ -600,6 +615,9 @@ int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 	rc = kvs_admin_create(&ac, s->cache, &s->stats, &s->admin);
 	if (rc < 0)
 		goto fail;
+	rc = kvev_open(s, cfg);
+	if (rc < 0)
+		goto fail;
 	rc = listen_open(s);
 	if (rc < 0)
 		goto fail;
@@ -673,6 +691,7 @@ void kvs_server_destroy(kvs_server *s)
 			unlink(s->cfg.socket_path);
 	}
 	kvs_admin_destroy(s->admin);
+	kvs_kvev_destroy(s->kvev);
 	kvs_cache_destroy(s->cache);
 	kvs_fast_destroy(s->fast);
 	if (s->base)

@@ -60,6 +60,7 @@ struct kvs_server {
 	kvs_fast *fast;   /* the fast path (fastidx.c, fastpins.c) */
 	struct event *fast_ev; /* its heartbeat, every KVS_FAST_HEARTBEAT_MS */
 	kvs_admin *admin; /* operator requests and events (admin.c) */
+	struct kvs_kvev *kvev; /* vLLM KV events (--kv-events), or NULL */
 	kvs_counters stats;
 	kvs_hist latency[KVS_OP__COUNT]; /* by opcode */
 	kvs_metrics *metrics;

@@ -389,6 +389,63 @@ static void hellos(void)
 	    KVS_OP_LOOKUP, KVS_E_NOTATTACHED);
 }
 
+/* DESCRIBE: side records, malformed each way the decoder refuses. */
+static void describes(void)
+{
+	static uint32_t toks[KVS_DESC_TOKENS_MAX + 1];
+	static uint8_t p[8 + 32 + 8 + 4 * (KVS_DESC_TOKENS_MAX + 1) + 8];
+	uint8_t h[8] = "engine-h";
+	kvs_block_desc d = { .hash_lo = 0xbad, .hash_hi = 0x1234,
+			     .hash_kind = KVS_DESC_HASH_BYTES, .hash_len = 8,
+			     .engine_hash = h, .block_size = 16, .ntokens = 16,
+			     .tokens = toks };
+	int n = kvs_wire_describe_encode(&d, 1, p, sizeof(p));
+	static const char *const attached =
+		"attach layout\nreply %d %d\nthen open\ncount %s 1\n";
+
+	if (n < 0) {
+		fprintf(stderr, "make_badinput: describe encode: %d\n", n);
+		failed = 1;
+		return;
+	}
+	msg(KVS_OP_DESCRIBE, 60, p, (size_t)n);
+	out("describe-unknown-block", "attach layout\nreply %d 0\nthen open\n",
+	    KVS_OP_DESCRIBE);
+	msg(KVS_OP_DESCRIBE, 61, p, (size_t)n);
+	out("describe-before-hello", "attach none\nreply %d %d\nthen open\ncount notattached 1\n",
+	    KVS_OP_DESCRIBE, KVS_E_NOTATTACHED);
+	msg(KVS_OP_DESCRIBE, 62, p, (size_t)n - 1);
+	out("describe-truncated", attached, KVS_OP_DESCRIBE, KVS_E_PROTO, "proto");
+	p[n] = 0;
+	msg(KVS_OP_DESCRIBE, 63, p, (size_t)n + 1);
+	out("describe-trailing-byte", attached, KVS_OP_DESCRIBE, KVS_E_PROTO, "proto");
+	p[0] = 2; /* the payload's version */
+	msg(KVS_OP_DESCRIBE, 64, p, (size_t)n);
+	out("describe-version-2", attached, KVS_OP_DESCRIBE, KVS_E_VERSION, "version");
+	p[0] = 1;
+	p[8 + 16] = KVS_DESC_HASH_NONE; /* hash_kind */
+	msg(KVS_OP_DESCRIBE, 65, p, (size_t)n);
+	out("describe-no-hash", attached, KVS_OP_DESCRIBE, KVS_E_PROTO, "proto");
+	p[8 + 16] = KVS_DESC_HASH_INT; /* an int hash of 8 bytes only */
+	p[8 + 17] = 4;
+	msg(KVS_OP_DESCRIBE, 66, p, (size_t)n - 4);
+	out("describe-int-hash-4-bytes", attached, KVS_OP_DESCRIBE, KVS_E_PROTO, "proto");
+	p[4] = 0x01; /* count 1025 */
+	p[5] = 0x04;
+	msg(KVS_OP_DESCRIBE, 67, p, (size_t)n);
+	out("describe-too-many", attached, KVS_OP_DESCRIBE, KVS_E_TOOMANY, "toomany");
+	p[4] = 0;
+	p[5] = 0;
+	msg(KVS_OP_DESCRIBE, 68, p, (size_t)n);
+	out("describe-count-0", attached, KVS_OP_DESCRIBE, KVS_E_PROTO, "proto");
+	d.ntokens = KVS_DESC_TOKENS_MAX;
+	n = kvs_wire_describe_encode(&d, 1, p, sizeof(p));
+	p[8 + 24] = (KVS_DESC_TOKENS_MAX + 1) & 0xff; /* one token past the bound */
+	p[8 + 25] = (KVS_DESC_TOKENS_MAX + 1) >> 8;
+	msg(KVS_OP_DESCRIBE, 69, p, (size_t)n + 4);
+	out("describe-tokens-over", attached, KVS_OP_DESCRIBE, KVS_E_TOOBIG, "toobig");
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -399,5 +456,6 @@ int main(int argc, char **argv)
 	stream();
 	payloads();
 	hellos();
+	describes();
 	return failed;
 }

@@ -253,6 +253,34 @@ static void check_fast(const uint8_t *p, size_t n)
 		abort();
 }
 
+/* DESCRIBE: what decodes re-encodes to the same bytes (tokens copied out
+ * of the payload, where they may be unaligned). */
+static void check_describe(const uint8_t *p, size_t n)
+{
+	static kvs_block_desc d[KVS_WIRE_DESC_MAX];
+	static uint32_t toks[KVS_WIRE_MAX_PAYLOAD / 4];
+	kvs_wire_describe w;
+	const uint8_t *q;
+	uint8_t *out;
+	size_t nt = 0;
+
+	if (kvs_wire_describe_decode(p, n, &w) != 0)
+		return;
+	q = w.recs;
+	for (uint32_t i = 0; i < w.count; i++) {
+		kvs_wire_desc_next(&q, &d[i]);
+		memcpy(toks + nt, (const void *)d[i].tokens, 4 * (size_t)d[i].ntokens);
+		d[i].tokens = toks + nt;
+		nt += d[i].ntokens;
+	}
+	if (q != p + n || !(out = malloc(n)))
+		abort();
+	same("describe", kvs_wire_describe_encode(d, w.count, out, n), p, n, out);
+	if (kvs_wire_describe_encode(d, w.count, out, n - 1) != -ENOBUFS)
+		abort();
+	free(out);
+}
+
 /* Each decoder on exactly these @n bytes, in a buffer of their own, so that
  * AddressSanitizer sees any read past the end. */
 static void check_payload(const uint8_t *src, size_t n)
@@ -270,6 +298,7 @@ static void check_payload(const uint8_t *src, size_t n)
 	check_u64(p, n);
 	check_report(p, n);
 	check_fast(p, n);
+	check_describe(p, n);
 	free(p);
 }
 

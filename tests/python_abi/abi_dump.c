@@ -20,7 +20,8 @@
 #define TYPE_OF(x)                                                            \
 	_Generic((x),                                                         \
 		uint8_t: "u8", uint32_t: "u32", uint64_t: "u64",              \
-		int32_t: "i32", int64_t: "i64", const char *: "str")
+		int32_t: "i32", int64_t: "i64", const char *: "str",         \
+		const uint8_t *: "ptr", const uint32_t *: "ptr")
 
 static int first;
 
@@ -111,6 +112,13 @@ int main(void)
 	CONST(KVS_TIER_HOST);
 	CONST(KVS_TIER_SSD);
 	CONST(KVS_TIER_REMOTE);
+	CONST(KVS_DESC_HASH_MAX);
+	CONST(KVS_DESC_TOKENS_MAX);
+	CONST(KVS_DESC_LORA_MAX);
+	CONST(KVS_DESC_EXTRA_MAX);
+	CONST(KVS_DESC_HASH_NONE);
+	CONST(KVS_DESC_HASH_BYTES);
+	CONST(KVS_DESC_HASH_INT);
 	printf("\n  },\n  \"structs\": {");
 	STRUCT(kvs_hash, FIELD(kvs_hash, lo); FIELD(kvs_hash, hi));
 	STRUCT(kvs_layout,
@@ -140,6 +148,21 @@ int main(void)
 	       FIELD(kvs_engine_report, published_blocks);
 	       FIELD(kvs_engine_report, publish_us);
 	       FIELD(kvs_engine_report, skipped_blocks));
+	STRUCT(kvs_block_desc,
+	       FIELD(kvs_block_desc, hash_lo); FIELD(kvs_block_desc, hash_hi);
+	       FIELD(kvs_block_desc, hash_kind);
+	       FIELD(kvs_block_desc, hash_len);
+	       FIELD(kvs_block_desc, parent_kind);
+	       FIELD(kvs_block_desc, parent_len);
+	       FIELD(kvs_block_desc, engine_hash);
+	       FIELD(kvs_block_desc, parent_hash);
+	       FIELD(kvs_block_desc, block_size);
+	       FIELD(kvs_block_desc, ntokens);
+	       FIELD(kvs_block_desc, tokens);
+	       FIELD(kvs_block_desc, lora_len);
+	       FIELD(kvs_block_desc, extra_len);
+	       FIELD(kvs_block_desc, lora);
+	       FIELD(kvs_block_desc, extra));
 	printf("\n  },\n  \"types\": {\"kvs_lease\": %zu}\n}\n", sizeof(kvs_lease));
 	return 0;
 }

@@ -171,6 +171,12 @@ int main(void)
 	CHECK_EQ(parse(&cfg, "--metrics-max-connections", "0"), KVS_E_CONFIG);
 	CHECK_EQ(parse(&cfg, "--metrics-max-connections", "4097"), KVS_E_CONFIG);
 	CHECK_EQ(parse(&cfg, "--metrics-timeout", "0"), KVS_E_CONFIG);
+	CHECK_EQ(parse(&cfg, "--kv-events", "ipc:///run/kv"), 0);
+	CHECK(strcmp(cfg.kv_events, "ipc:///run/kv") == 0);
+	CHECK_EQ(cfg.kv_events_buffer, 64ull << 20);
+	CHECK_EQ(parse(&cfg, "--kv-events-replay", "tcp://*:5558"), KVS_E_CONFIG);
+	CHECK_EQ(parse(&cfg, "--kv-events-topic", "kv@"), KVS_E_CONFIG);
+	CHECK_EQ(parse(&cfg, "--kv-events-buffer", "1K"), KVS_E_CONFIG);
 	CHECK_EQ(parse(&cfg, "--metrics-timeout", "3601"), KVS_E_CONFIG);
 	CHECK_EQ(parse(&cfg, "--socket-mode", "0644x"), KVS_E_CONFIG);
 	CHECK_EQ(parse(&cfg, "--socket-mode", "0400"), KVS_E_CONFIG); /* owner rw */

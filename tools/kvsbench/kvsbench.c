@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "bench_data.h"
+#include "bench_events.h"
 #include "bench_ops.h"
 #include "bench_replay.h"
 #include "bench_ssd.h"
@@ -38,6 +39,8 @@ static const struct cli_cmd cmds[] = {
 	  "SSD tier: demotion and promotion GB/s beside fio (io_uring, O_DIRECT)" },
 	{ "remote", kvsb_cmd_remote,
 	  "remote tier: publish and promotion GB/s beside redis-benchmark" },
+	{ "events", kvsb_cmd_events,
+	  "vLLM KV events (--kv-events): events/s, daemon CPU per event" },
 	{ "replay", kvsbench_replay,
 	  "replay a Mooncake-format trace through its own daemon: hit ratio" },
 };

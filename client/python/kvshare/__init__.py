@@ -54,6 +54,7 @@ from .errors import (
     ProtocolError,
     strerror,
 )
+from ._describe import BlockDesc
 from ._lib import lib as _lib
 
 __version__ = "0.4.0"
@@ -72,7 +73,8 @@ def hash_tokens(client: Client, tokens) -> "HASH_DTYPE":  # type: ignore[valid-t
 
 __all__ = [
     "BUSY", "DTYPES", "EXISTS", "FULL", "HASH_DTYPE", "HIT", "MAX_HASHES", "NEW", "NOPARENT",
-    "TIER_GPU", "TIER_HOST", "TIER_NAMES", "TIER_REMOTE", "TIER_SSD", "Block", "Client",
+    "TIER_GPU", "TIER_HOST", "TIER_NAMES", "TIER_REMOTE", "TIER_SSD", "Block", "BlockDesc",
+    "Client",
     "Layout", "PagedCache",
     "ReadLease", "WriteLease", "default_socket_path", "dtype_code", "hash_tokens",
     "library_version", "strerror", "Error", "DisconnectedError", "FullError",

@@ -58,9 +58,17 @@ KVS_TIER_GPU = 1
 KVS_TIER_HOST = 2
 KVS_TIER_SSD = 3
 KVS_TIER_REMOTE = 4
+KVS_DESC_HASH_MAX = 64
+KVS_DESC_TOKENS_MAX = 4096
+KVS_DESC_LORA_MAX = 255
+KVS_DESC_EXTRA_MAX = 4096
+KVS_DESC_HASH_NONE = 0
+KVS_DESC_HASH_BYTES = 1
+KVS_DESC_HASH_INT = 2
 
 #: name: (sizeof, [(field, offsetof, sizeof, type), ...]); types are
-#: u8 u32 u64 i32 i64 (integers of that width) and str (const char *).
+#: u8 u32 u64 i32 i64 (integers of that width), str (const char *)
+#: and ptr (a pointer to bytes or integers).
 STRUCTS = {
     'kvs_hash': (16, [
         ('lo', 0, 8, 'u64'),
@@ -103,6 +111,23 @@ STRUCTS = {
         ('published_blocks', 40, 8, 'u64'),
         ('publish_us', 48, 8, 'u64'),
         ('skipped_blocks', 56, 8, 'u64'),
+    ]),
+    'kvs_block_desc': (88, [
+        ('hash_lo', 0, 8, 'u64'),
+        ('hash_hi', 8, 8, 'u64'),
+        ('hash_kind', 16, 4, 'u32'),
+        ('hash_len', 20, 4, 'u32'),
+        ('parent_kind', 24, 4, 'u32'),
+        ('parent_len', 28, 4, 'u32'),
+        ('engine_hash', 32, 8, 'ptr'),
+        ('parent_hash', 40, 8, 'ptr'),
+        ('block_size', 48, 4, 'u32'),
+        ('ntokens', 52, 4, 'u32'),
+        ('tokens', 56, 8, 'ptr'),
+        ('lora_len', 64, 4, 'u32'),
+        ('extra_len', 68, 4, 'u32'),
+        ('lora', 72, 8, 'str'),
+        ('extra', 80, 8, 'ptr'),
     ]),
 }
 

@@ -38,7 +38,7 @@ VERSION_MAJOR = _abi.KVSHARE_VERSION_MAJOR
 VERSION_MINOR = _abi.KVSHARE_VERSION_MINOR
 
 _CTYPES = {"u8": c_uint8, "u32": c_uint32, "u64": c_uint64, "i32": c_int32,
-           "i64": c_int64, "str": c_char_p}
+           "i64": c_int64, "str": c_char_p, "ptr": c_void_p}
 
 
 def _fields(struct: str) -> list:
@@ -78,8 +78,13 @@ class CEngineReport(Structure):
     _fields_ = _fields("kvs_engine_report")
 
 
+class CBlockDesc(Structure):
+    _fields_ = _fields("kvs_block_desc")
+
+
 for _cls, _struct in ((Hash, "kvs_hash"), (CLayout, "kvs_layout"), (CBlock, "kvs_block"),
-                      (CPagedCache, "kvs_paged_cache"), (CEngineReport, "kvs_engine_report")):
+                      (CPagedCache, "kvs_paged_cache"), (CEngineReport, "kvs_engine_report"),
+                      (CBlockDesc, "kvs_block_desc")):
     _check_layout(_cls, _struct)
 
 
@@ -155,6 +160,10 @@ def _declare(lib: ctypes.CDLL) -> None:
        c_void_p, c_void_p)
     fn("kvs_block_write_regions", c_int, client, POINTER(CBlock), c_size_t, c_size_t,
        c_void_p, c_void_p)
+    # Side records for the daemon's vLLM KV events; a library without them
+    # still serves everything else (kvshare._describe says so when asked).
+    if hasattr(lib, "kvs_describe"):
+        fn("kvs_describe", c_int, client, POINTER(CBlockDesc), c_size_t, POINTER(c_uint64))
 
 
 def _check_version(lib: ctypes.CDLL) -> int:

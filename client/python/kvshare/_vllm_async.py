@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 import kvshare
 from kvshare import _vllm_keys as keys
+from kvshare import _vllm_events
 
 if TYPE_CHECKING:
     import torch
@@ -243,13 +244,14 @@ class WorkerCopies:
             hashes = keys.chain(c, sv.tokens, sv.extras)
         for start, end in windows(len(hashes), after=True):
             if not self._publish_window(c, key, hashes[start:end], sv.block_ids[start:end],
-                                        start > 0):
+                                        start > 0, sv, start):
                 break
         with self.lock:
             self.counters.publish_seconds += time.perf_counter() - t0
 
     def _publish_window(self, c: kvshare.Client, key: tuple, hashes: Any,
-                        block_ids: list[int], after: bool) -> bool:
+                        block_ids: list[int], after: bool, sv: Any = None,
+                        start: int = 0) -> bool:
         """One window of a publish (after: hashes[0] is its parent); whether
         the next may go on (every block of this one is cached now)."""
         with self.daemon:
@@ -266,6 +268,10 @@ class WorkerCopies:
         # for every engine until this one exits.
         try:
             try:
+                if getattr(sv, "side", None):  # "describe": before the commit
+                    with self.daemon:
+                        _vllm_events.describe(c, w, hashes, sv.tokens, sv.side, start,
+                                              self.layout.block_tokens, sv.lora)
                 if w.new:
                     for idx, tensor in self.layers.values():
                         w.store(idx, self.cache, tensor, block_ids)

@@ -256,6 +256,16 @@ class Client:
         r = CEngineReport(**{k: max(0, int(v)) for k, v in counts.items()})
         check(lib.kvs_report(self._handle(), byref(r)), "kvs_report")
 
+    def describe(self, records: Sequence[Any]) -> int:
+        """Side records of this namespace's blocks (kvshare.BlockDesc each,
+        kvs_describe): how the daemon's vLLM KV events name them. Send them
+        between the reserve and the commit; returns how many were kept (0
+        when the daemon's events are off)."""
+        from ._describe import describe
+
+        self._flush()
+        return describe(self._handle(), records)
+
     def stats(self) -> dict[str, int]:
         """The daemon's counters and gauges: {"section.name": value}."""
         self._flush()

@@ -78,7 +78,9 @@ lines are vLLM's: a start line, a warning at start when no daemon answers,
 the counters, their totals at shutdown), `stats_file` (a path: each side
 writes its counters as JSON to PATH.scheduler / PATH.worker after every step
 that changed them, for scripts and tests; tensor-parallel ranks after the
-first write PATH.worker.RANK).
+first write PATH.worker.RANK), `describe` (default false: true hands the
+daemon, before each commit, vLLM's own block hash, token ids and extra keys
+of every block published, for its vLLM KV events: kvshare/_vllm_events.py).
 """
 
 from __future__ import annotations
@@ -104,6 +106,7 @@ from vllm.logger import init_logger
 
 import kvshare
 from kvshare import _vllm_keys as keys
+from kvshare import _vllm_events as events
 from kvshare import _vllm_names as names
 from kvshare._vllm_async import LOGGER_NAME, Copies, Pending, WorkerCopies, windows
 
@@ -138,6 +141,8 @@ class _Save:
     adapter: Optional[str]
     block_ids: list[int]
     extras: keys.Extras = None
+    side: Optional[list] = None  # "describe": vLLM's hash, extra keys a block
+    lora: Optional[str] = None   # (kvshare._vllm_events)
 
 
 @dataclasses.dataclass
@@ -170,6 +175,7 @@ class _ReqState:
     load_end: int = 0           # [load_start, load_end)
     load_async: bool = False    # the last lookup told vLLM load_kv_async=True
     loading: bool = False       # an async load runs (WAITING_FOR_REMOTE_KVS)
+    request: Any = None         # "describe": the Request, for vLLM's hashes
 
 
 @dataclasses.dataclass
@@ -463,6 +469,7 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
         self.load_threads = max(1, int(tc.get_from_extra_config("load_threads", 2)))
         self.publish_async = _flag(tc.get_from_extra_config("publish_async", True))
         self.load_async = _flag(tc.get_from_extra_config("load_async", False))
+        self.describe = _flag(tc.get_from_extra_config("describe", False))
         stats_file = tc.get_from_extra_config("stats_file", None)
         # Each tensor-parallel rank has a worker side: ranks after the
         # first write PATH.worker.RANK.
@@ -566,6 +573,8 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
                            names.adapter(getattr(request, "lora_request", None)), skip=skip,
                            extras=extras)
             self.reqs[request.request_id] = st
+            if self.describe and not skip:
+                st.request = request
         return st
 
     def on_new_request(self, request: "Request") -> None:
@@ -716,6 +725,9 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
             if not st.skip and st.saved_blocks < end <= len(st.block_ids):
                 meta.saves.append(_Save(req_id, st.prompt[: end * bs], st.salt, st.adapter,
                                         st.block_ids[:end], st.extras))
+                if st.request is not None:
+                    meta.saves[-1].side = events.side_records(st.request, end, bs)
+                    meta.saves[-1].lora = events.lora_name(st.request)
                 st.saved_blocks = end
 
     def request_finished(self, request: "Request",

@@ -89,7 +89,8 @@ def test_structs_lay_out_as_in_c(dump):
     """Every struct the package passes has the compiler's size and every
     field its offset and size."""
     mirrored = {"kvs_hash": _lib.Hash, "kvs_layout": _lib.CLayout, "kvs_block": _lib.CBlock,
-                "kvs_paged_cache": _lib.CPagedCache, "kvs_engine_report": _lib.CEngineReport}
+                "kvs_paged_cache": _lib.CPagedCache, "kvs_engine_report": _lib.CEngineReport,
+                "kvs_block_desc": _lib.CBlockDesc}
     assert set(mirrored) == set(dump["structs"])
     for name, cls in mirrored.items():
         s = dump["structs"][name]
