@@ -8,7 +8,7 @@
  * and re-reads each hit's sequence: unchanged, the daemon cannot evict the
  * block until the pin is cleared (it marks an entry "going" before it scans
  * the pins, with a full fence between); changed, the pins are cleared and
- * the lookup takes the socket path. A release clears the pins: stores, no
+ * the lookup takes the socket path. A release clears the pins: stores and a fence, no
  * system call. Anything unusual (an entry being written, a miss the index
  * cannot vouch for, a full pin area, more hashes than pins) goes to the
  * socket, so kvs_lookup() answers what the daemon would have answered.
@@ -26,7 +26,9 @@
  * goes to the socket, and beside each pin its slab word is written, which
  * the daemon counts the same way: pins past a budget protect nothing
  * (service/cache/fastpins.c), so a client that kept within it is never
- * short of a pin.
+ * short of a pin. Since the daemon reads an area while we run, a release
+ * that finds a snapshot under way (the index's `snaps` odd) keeps its
+ * slabs' pages spent until it is over (unpin, reclaim).
  *
  * fork(): a child shares the pin area (MAP_SHARED) and the socket with its
  * parent, but not the parent's lease bookkeeping, so it must use neither.

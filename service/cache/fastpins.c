@@ -33,8 +33,9 @@
  * as long as their distinct words' pages fit (area_add), and a victim is
  * kept only by a pair with its own word, or by a pin of an area without a
  * budget. The library counts the same words before it pins (client/fast.c),
- * so its pins all count; a client that ignores its budget holds nothing
- * past it.
+ * and keeps a released pin's words counted while a snapshot may still read
+ * it (`snaps`, snapshot()), so its pins all count; a client that ignores
+ * its budget holds nothing past it.
  */
 #define _GNU_SOURCE
 #include "fastidx_int.h"
