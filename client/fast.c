@@ -8,10 +8,11 @@
  * and re-reads each hit's sequence: unchanged, the daemon cannot evict the
  * block until the pin is cleared (it marks an entry "going" before it scans
  * the pins, with a full fence between); changed, the pins are cleared and
- * the lookup takes the socket path. A release clears the pins: stores and a fence, no
- * system call. Anything unusual (an entry being written, a miss the index
- * cannot vouch for, a full pin area, more hashes than pins) goes to the
- * socket, so kvs_lookup() answers what the daemon would have answered.
+ * the lookup takes the socket path. A release clears the pins: stores and
+ * a fence, no system call. Anything unusual (an entry being written, a miss
+ * the index cannot vouch for, a full pin area, more hashes than pins) goes
+ * to the socket, so kvs_lookup() answers what the daemon would have
+ * answered.
  *
  * Fast lease ids have 0xffff in bits 16..31, a tag of the client in bits
  * 6..15 and the slot in bits 0..5: a daemon lease id carries its lease slot
