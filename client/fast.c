@@ -88,6 +88,7 @@ struct kvs_fastpath {
 	int retired;                /* some sm entry has r > 0 */
 	fslab *sm;                  /* sm_mask + 1 of them */
 	uint32_t sm_mask;
+	uint32_t nwords, wmax;      /* entries of sm; at most (half full) */
 	uint64_t *mine;             /* our copy of the slab words, by pin */
 	uint64_t *word;             /* per lookup: each hit's slab word */
 	flease l[FAST_LEASES];
@@ -218,7 +219,8 @@ static int map_fd(int fd, uint64_t bytes, int prot, void **out)
 
 static int budget_init(struct kvs_fastpath *f)
 {
-	/* Distinct words: at most one a pin, and one a page of the budget. */
+	/* Distinct words held: at most one a pin, and one a page of the
+	 * budget. Retired ones (unpin) are kept to that bound too (wmax). */
 	uint32_t most = f->budget < f->cap ? f->budget : f->cap, n = 16;
 
 	while (n < 2 * most)
@@ -226,6 +228,7 @@ static int budget_init(struct kvs_fastpath *f)
 	f->sm = calloc(n, sizeof(*f->sm));
 	f->mine = calloc(f->cap, sizeof(*f->mine));
 	f->sm_mask = n - 1;
+	f->wmax = most;
 	return f->sm && f->mine ? 0 : -ENOMEM;
 }
 
@@ -250,6 +253,7 @@ static void sm_drop(struct kvs_fastpath *f, uint32_t i)
 	uint32_t j;
 
 	f->spent -= (uint32_t)f->sm[i].word;
+	f->nwords--;
 	for (j = (i + 1) & f->sm_mask; f->sm[j].word; j = (j + 1) & f->sm_mask) {
 		uint32_t h = sm_home(f, f->sm[j].word);
 
@@ -311,13 +315,17 @@ static int budget_take(struct kvs_fastpath *f, uint32_t hits)
 
 		if (!e->word) {
 			/* A word of 0 pages would protect nothing. */
-			if (pages == 0 || f->spent + pages > f->budget) {
+			/* Retired words take room too: past wmax, the
+			 * socket until the snapshot is over. */
+			if (pages == 0 || f->spent + pages > f->budget ||
+			    f->nwords >= f->wmax) {
 				while (i-- > 0)
 					sm_put(f, f->word[i], 0);
 				return -1;
 			}
 			*e = (fslab){ f->word[i], 0, 0 };
 			f->spent += pages;
+			f->nwords++;
 		}
 		e->n++;
 	}
