@@ -8,10 +8,11 @@
  * and re-reads each hit's sequence: unchanged, the daemon cannot evict the
  * block until the pin is cleared (it marks an entry "going" before it scans
  * the pins, with a full fence between); changed, the pins are cleared and
- * the lookup takes the socket path. A release clears the pins: stores, no
- * system call. Anything unusual (an entry being written, a miss the index
- * cannot vouch for, a full pin area, more hashes than pins) goes to the
- * socket, so kvs_lookup() answers what the daemon would have answered.
+ * the lookup takes the socket path. A release clears the pins: stores and
+ * a fence, no system call. Anything unusual (an entry being written, a miss
+ * the index cannot vouch for, a full pin area, more hashes than pins) goes
+ * to the socket, so kvs_lookup() answers what the daemon would have
+ * answered.
  *
  * Fast lease ids have 0xffff in bits 16..31, a tag of the client in bits
  * 6..15 and the slot in bits 0..5: a daemon lease id carries its lease slot
@@ -26,7 +27,9 @@
  * goes to the socket, and beside each pin its slab word is written, which
  * the daemon counts the same way: pins past a budget protect nothing
  * (service/cache/fastpins.c), so a client that kept within it is never
- * short of a pin.
+ * short of a pin. Since the daemon reads an area while we run, a release
+ * that finds a snapshot under way (the index's `snaps` odd) keeps its
+ * slabs' pages spent until it is over (unpin, reclaim).
  *
  * fork(): a child shares the pin area (MAP_SHARED) and the socket with its
  * parent, but not the parent's lease bookkeeping, so it must use neither.
@@ -65,6 +68,7 @@ typedef struct flease {
 typedef struct fslab {
 	uint64_t word; /* kvs_fast_slab_word; 0: empty */
 	uint32_t n;    /* pins of it held */
+	uint32_t r;    /* pins of it released during a snapshot (retired) */
 } fslab;
 
 struct kvs_fastpath {
@@ -80,8 +84,11 @@ struct kvs_fastpath {
 	size_t pbytes;
 	uint32_t budget;            /* pages, or KVS_FAST_NO_BUDGET */
 	uint64_t spent;             /* pages of the words in sm */
+	uint32_t rtag;              /* `snaps` when the last pins retired */
+	int retired;                /* some sm entry has r > 0 */
 	fslab *sm;                  /* sm_mask + 1 of them */
 	uint32_t sm_mask;
+	uint32_t nwords, wmax;      /* entries of sm; at most (half full) */
 	uint64_t *mine;             /* our copy of the slab words, by pin */
 	uint64_t *word;             /* per lookup: each hit's slab word */
 	flease l[FAST_LEASES];
@@ -212,7 +219,8 @@ static int map_fd(int fd, uint64_t bytes, int prot, void **out)
 
 static int budget_init(struct kvs_fastpath *f)
 {
-	/* Distinct words: at most one a pin, and one a page of the budget. */
+	/* Distinct words held: at most one a pin, and one a page of the
+	 * budget. Retired ones (unpin) are kept to that bound too (wmax). */
 	uint32_t most = f->budget < f->cap ? f->budget : f->cap, n = 16;
 
 	while (n < 2 * most)
@@ -220,6 +228,7 @@ static int budget_init(struct kvs_fastpath *f)
 	f->sm = calloc(n, sizeof(*f->sm));
 	f->mine = calloc(f->cap, sizeof(*f->mine));
 	f->sm_mask = n - 1;
+	f->wmax = most;
 	return f->sm && f->mine ? 0 : -ENOMEM;
 }
 
@@ -238,16 +247,13 @@ static fslab *sm_find(struct kvs_fastpath *f, uint64_t w)
 	return &f->sm[i];
 }
 
-/* One pin of @w less. */
-static void sm_put(struct kvs_fastpath *f, uint64_t w)
+/* Entry @i out of sm, its pages back (deletion by backward shift). */
+static void sm_drop(struct kvs_fastpath *f, uint32_t i)
 {
-	fslab *e = sm_find(f, w);
-	uint32_t i, j;
+	uint32_t j;
 
-	if (!e->word || --e->n)
-		return;
-	f->spent -= (uint32_t)w;
-	i = (uint32_t)(e - f->sm);
+	f->spent -= (uint32_t)f->sm[i].word;
+	f->nwords--;
 	for (j = (i + 1) & f->sm_mask; f->sm[j].word; j = (j + 1) & f->sm_mask) {
 		uint32_t h = sm_home(f, f->sm[j].word);
 
@@ -256,7 +262,44 @@ static void sm_put(struct kvs_fastpath *f, uint64_t w)
 		f->sm[i] = f->sm[j];
 		i = j;
 	}
-	f->sm[i] = (fslab){ 0, 0 };
+	f->sm[i] = (fslab){ 0, 0, 0 };
+}
+
+/* One pin of @w less; @retire: a snapshot may have read it, so its pages
+ * stay spent until that snapshot is over (reclaim). */
+static void sm_put(struct kvs_fastpath *f, uint64_t w, int retire)
+{
+	fslab *e = sm_find(f, w);
+
+	if (!e->word || e->n == 0)
+		return;
+	e->n--;
+	e->r += retire ? 1u : 0u;
+	if (e->n == 0 && e->r == 0)
+		sm_drop(f, (uint32_t)(e - f->sm));
+}
+
+/* The retired pins' pages back once `snaps` has moved on from the value
+ * their release saw: the snapshot that may have read them is over, and
+ * any later one reads them cleared (service/cache/fastpins.c). */
+static void reclaim(struct kvs_fastpath *f)
+{
+	if (!f->retired ||
+	    __atomic_load_n(&f->hdr->snaps, __ATOMIC_ACQUIRE) == f->rtag)
+		return;
+	for (uint32_t i = 0; i <= f->sm_mask;) {
+		fslab *e = &f->sm[i];
+
+		if (e->word && e->r) {
+			e->r = 0;
+			if (e->n == 0) {
+				sm_drop(f, i); /* another entry may move to i */
+				continue;
+			}
+		}
+		i++;
+	}
+	f->retired = 0;
 }
 
 /* The last lookup's @hits words counted: 0, or -1 when they would take
@@ -265,31 +308,37 @@ static int budget_take(struct kvs_fastpath *f, uint32_t hits)
 {
 	if (f->budget == KVS_FAST_NO_BUDGET)
 		return 0;
+	reclaim(f);
 	for (uint32_t i = 0; i < hits; i++) {
 		fslab *e = sm_find(f, f->word[i]);
 		uint32_t pages = (uint32_t)f->word[i];
 
 		if (!e->word) {
 			/* A word of 0 pages would protect nothing. */
-			if (pages == 0 || f->spent + pages > f->budget) {
+			/* Retired words take room too: past wmax, the
+			 * socket until the snapshot is over. */
+			if (pages == 0 || f->spent + pages > f->budget ||
+			    f->nwords >= f->wmax) {
 				while (i-- > 0)
-					sm_put(f, f->word[i]);
+					sm_put(f, f->word[i], 0);
 				return -1;
 			}
-			*e = (fslab){ f->word[i], 0 };
+			*e = (fslab){ f->word[i], 0, 0 };
 			f->spent += pages;
+			f->nwords++;
 		}
 		e->n++;
 	}
 	return 0;
 }
 
-static void budget_put(struct kvs_fastpath *f, const uint64_t *w, uint32_t n)
+static void budget_put(struct kvs_fastpath *f, const uint64_t *w, uint32_t n,
+		       int retire)
 {
 	if (f->budget == KVS_FAST_NO_BUDGET)
 		return;
 	for (uint32_t i = 0; i < n; i++)
-		sm_put(f, w[i]);
+		sm_put(f, w[i], retire);
 }
 
 static int map_both(const kvs_client *c, struct kvs_fastpath *f,
@@ -423,10 +472,30 @@ static int fit(const struct kvs_fastpath *f, uint32_t n, uint32_t *start)
 	return -1;
 }
 
-static void clear_pins(struct kvs_fastpath *f, uint32_t start, uint32_t n)
+/* Pins [start, start + n) cleared, and their slab words @w given back.
+ * With a budget, the words are cleared too (a stale word must not count
+ * beside a later pin), then a full fence and a load of `snaps`: even, no
+ * snapshot is reading, and any later one reads these pins cleared, so
+ * their pages are free at once; odd, one may have read them, so they stay
+ * spent (retired) until `snaps` moves on (service/cache/fastpins.c). */
+static void unpin(struct kvs_fastpath *f, uint32_t start, uint32_t n,
+		  const uint64_t *w)
 {
+	uint32_t s;
+
 	for (uint32_t i = 0; i < n; i++)
 		ST(&f->pins[start + i], 0);
+	if (!f->mine)
+		return;
+	for (uint32_t i = 0; i < n; i++)
+		ST(&f->slabs[start + i], 0);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	s = LD(&f->hdr->snaps);
+	if (s & 1u) {
+		f->rtag = s;
+		f->retired = 1;
+	}
+	budget_put(f, w, n, (int)(s & 1u));
 }
 
 /* The index's hits for @hashes[0..n): *hits of them in @blocks (positions
@@ -515,9 +584,11 @@ int kvs__fast_lookup(kvs_client *c, const kvs_hash *hashes, size_t n,
 		f->mine[start + i] = f->word[i];
 		ST(&f->slabs[start + i], f->word[i]);
 	}
+	/* Release: a snapshot that reads the pin reads its word. */
 	for (uint32_t i = 0; i < hits; i++)
-		ST(&f->pins[start + i],
-		   kvs_fast_pin_key(blocks[i].offset, blocks[i].gen));
+		__atomic_store_n(&f->pins[start + i],
+				 kvs_fast_pin_key(blocks[i].offset, blocks[i].gen),
+				 __ATOMIC_RELEASE);
 	/* Pins before the re-check; the daemon marks before it scans. And
 	 * `revoked` again: the daemon stores it, fences, and counts the
 	 * area's pins for a grace period after, so pins validated here
@@ -526,9 +597,8 @@ int kvs__fast_lookup(kvs_client *c, const kvs_hash *hashes, size_t n,
 	for (uint32_t i = 0; i <= hits; i++) {
 		if (i == hits ? LD(&f->ph->revoked) != 0
 			      : LD(&f->e[f->pos[i]].seq) != f->seq[i]) {
-			clear_pins(f, start, hits);
+			unpin(f, start, hits, f->word);
 			set_used(f);
-			budget_put(f, f->word, hits);
 			count(f, i == hits ? KVS_FAST_CTR_fallback_other
 					   : KVS_FAST_CTR_fallback_busy, 1);
 			return 0;
@@ -577,9 +647,7 @@ int kvs__fast_release(kvs_client *c, kvs_lease lease, int commit, int *rc)
 		return 1;
 	}
 	l = &f->l[slot];
-	clear_pins(f, l->start, l->n);
-	if (f->mine)
-		budget_put(f, &f->mine[l->start], l->n);
+	unpin(f, l->start, l->n, f->mine ? &f->mine[l->start] : NULL);
 	for (uint32_t k = 0; k < f->nlive; k++) {
 		if (f->order[k] == slot) {
 			memmove(&f->order[k], &f->order[k + 1], f->nlive - k - 1);

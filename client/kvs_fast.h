@@ -37,7 +37,7 @@
 
 #define KVS_FAST_MAGIC 0x58444946u     /* "FIDX" */
 #define KVS_FAST_PIN_MAGIC 0x4e495046u /* "FPIN" */
-#define KVS_FAST_VERSION 3 /* 2: 64-bit entry seq; 3: slabs, budget */
+#define KVS_FAST_VERSION 3 /* 2: 64-bit entry seq; 3: slabs, budget, snaps */
 #define KVS_FAST_MAX_PROBE 32u   /* entries looked at from home, at most */
 #define KVS_FAST_HDR_SIZE 64u
 #define KVS_FAST_ENTRY_SIZE 64u
@@ -64,7 +64,8 @@ typedef struct kvs_fast_hdr {
 	uint32_t moves;     /* odd while a deletion shifts entries back */
 	uint32_t flags;     /* KVS_FAST_* */
 	uint64_t heartbeat_ms; /* CLOCK_MONOTONIC, every KVS_FAST_HEARTBEAT_MS */
-	uint8_t reserved[24];
+	uint32_t snaps;     /* odd while the daemon reads the pin areas */
+	uint8_t reserved[20];
 } kvs_fast_hdr;
 
 enum kvs_fast_state { KVS_FAST_EMPTY = 0, KVS_FAST_READY = 1 };

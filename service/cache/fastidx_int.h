@@ -44,6 +44,7 @@ struct kvs_fast_stats {
 #define LD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
 #define ST(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
 #define ST_REL(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#define LD_ACQ(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
 
 typedef struct fdom {
 	uint64_t arena_id;
@@ -115,6 +116,10 @@ struct kvs_fast {
 	 * client's store can land. NULL otherwise. */
 	void (*after_snapshot)(void *arg);
 	void *after_snapshot_arg;
+	/* Step tests only: called in a snapshot before it reads pin @k of a
+	 * budgeted area, where a client's release and lookup can land. */
+	void (*at_pin)(void *arg, uint32_t k);
+	void *at_pin_arg;
 };
 
 /* fastidx.c */

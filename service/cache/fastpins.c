@@ -33,8 +33,9 @@
  * as long as their distinct words' pages fit (area_add), and a victim is
  * kept only by a pair with its own word, or by a pin of an area without a
  * budget. The library counts the same words before it pins (client/fast.c),
- * so its pins all count; a client that ignores its budget holds nothing
- * past it.
+ * and keeps a released pin's words counted while a snapshot may still read
+ * it (`snaps`, snapshot()), so its pins all count; a client that ignores
+ * its budget holds nothing past it.
  */
 #define _GNU_SOURCE
 #include "fastidx_int.h"
@@ -155,12 +156,19 @@ static int area_add(kvs_fast *f, kvs_fast_client *fc)
 		return -ENOMEM;
 	mask = (uint32_t)((1ull << bits) - 1);
 	for (uint32_t k = 0; k < fc->snap_n; k++) {
-		uint64_t p = LD(&fc->pins[k]), w = LD(&fc->slabs[k]);
-		uint32_t pages = (uint32_t)w, i;
+		uint64_t p, w;
+		uint32_t pages, i;
 
+		if (f->at_pin)
+			f->at_pin(f->at_pin_arg, k);
+		/* The pin, then its word: the client stores them the other
+		 * way round, the pin with release. */
+		p = LD_ACQ(&fc->pins[k]);
 		f->counts.pin_reads++;
 		if (!p)
 			continue;
+		w = LD(&fc->slabs[k]);
+		pages = (uint32_t)w;
 		for (i = (uint32_t)mix(w ^ f->seed) & mask;
 		     f->aset[i] && f->aset[i] != w; i = (i + 1) & mask)
 			f->counts.pin_probes++;
@@ -183,12 +191,11 @@ static int area_add(kvs_fast *f, kvs_fast_client *fc)
  * pin is only compared, never followed. Returns 0 or -ENOMEM (then the
  * caller keeps every victim: a block kept too long, never one freed under
  * a pin). */
-static int snapshot(kvs_fast *f, fdom *d)
+static int snapshot_read(kvs_fast *f, fdom *d)
 {
 	size_t total = 0;
 	uint32_t bits;
 
-	f->counts.snapshots++;
 	f->set_n = 0;
 	for (kvs_fast_client *fc = d->clients; fc; fc = fc->next) {
 		uint32_t n = LD(&fc->hdr->used);
@@ -208,6 +215,27 @@ static int snapshot(kvs_fast *f, fdom *d)
 		if (area_add(f, fc) < 0)
 			return -ENOMEM;
 	return 0;
+}
+
+/* The pins of @d's areas, read while the index's `snaps` is odd: odd, a
+ * full fence, the reads, a fence, even again. A client that releases pins
+ * clears them, fences and loads `snaps`: even, no snapshot that starts
+ * later can read them, so their slabs' pages are free at once; odd, it
+ * spends them again only once `snaps` has moved on (client/fast.c). So
+ * the words one snapshot reads were all in the client's count at once,
+ * within its budget, and an honest client's pins all fit it here. */
+static int snapshot(kvs_fast *f, fdom *d)
+{
+	uint32_t s = LD(&d->hdr->snaps);
+	int rc;
+
+	f->counts.snapshots++;
+	ST(&d->hdr->snaps, s | 1u);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	rc = snapshot_read(f, d);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	ST(&d->hdr->snaps, (s | 1u) + 1u);
+	return rc;
 }
 
 /* ---- hold: may these blocks leave? -------------------------------------- */

@@ -12,7 +12,12 @@
  *  - a worker's pin area with a slab budget: the pins within it keep their
  *    blocks, those past it, or naming a wrong slab word or one of 0 pages,
  *    protect nothing, and a block one of them names is still kept by
- *    another area that counts its pin (test_budget).
+ *    another area that counts its pin (test_budget);
+ *  - a release and a lookup that land while the daemon reads the area: a
+ *    client that spends the released slab's pages at once makes a pin
+ *    further along, validated long before, fall past the budget and lose
+ *    its block; one that follows the index's `snaps` keeps them spent
+ *    until the snapshot is over, and the block stays (test_release_race).
  */
 #include "fast_test.h"
 
@@ -182,6 +187,23 @@ static void test_late_pin(int keep)
 #define SLABS 6
 #define PER_SLAB 16 /* 4 KiB blocks in a 64 KiB slab of one page */
 
+/* One block of each of SLABS slabs of @idx, in the order of the slabs met. */
+static void pick_slabs(kvs_cache *c, const uint32_t *idx, uint32_t *pick)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < SLABS * PER_SLAB && n < SLABS; i++) {
+		uint32_t k;
+
+		for (k = 0; k < n && word_of(c, pick[k]) != word_of(c, idx[i]); k++)
+			;
+		if (k == n)
+			pick[n++] = idx[i];
+	}
+	CHECK_EQ(n, SLABS);
+	CHECK_EQ((uint32_t)word_of(c, pick[0]), 1); /* one page each */
+}
+
 static void test_budget(void)
 {
 	kvs_cache_config cfg = { .host_bytes = 4u << 20, .page_bytes = 64u << 10,
@@ -204,17 +226,8 @@ static void test_budget(void)
 	CHECK_EQ(w.ph->slab_pages, 4);
 	ns = kvs_cache_owner_ns(w.o);
 	commit_n(c, op.o, ns, SLABS * PER_SLAB, idx);
-	/* One block of each slab, in the order of the slabs met. */
-	for (uint32_t i = 0; i < SLABS * PER_SLAB && n < SLABS; i++) {
-		uint32_t k;
-
-		for (k = 0; k < n && word_of(c, pick[k]) != word_of(c, idx[i]); k++)
-			;
-		if (k == n)
-			pick[n++] = idx[i];
-	}
-	CHECK_EQ(n, SLABS);
-	CHECK_EQ((uint32_t)word_of(c, pick[0]), 1); /* one page each */
+	pick_slabs(c, idx, pick);
+	n = SLABS;
 	for (uint32_t k = 0; k < n; k++) {
 		w.words[k] = word_of(c, pick[k]);
 		w.pins[k] = key_of(c, pick[k]);
@@ -251,11 +264,104 @@ static void test_budget(void)
 	kvs_fast_destroy(f);
 }
 
+/* ---- a release while the daemon reads the area --------------------------- */
+
+typedef struct racer {
+	area *a;
+	const kvs_fast_hdr *hdr;
+	uint64_t key4, word4; /* the lookup's pins: a fifth slab's block */
+	int honest;           /* follows `snaps` (client/fast.c) */
+	int ran, odd;
+	uint32_t tag;
+} racer;
+
+/* The client, when the daemon is about to read pin 2: it releases lease R
+ * (pin 1), then looks up two blocks of slab 4 into pins 1..2 (first fit).
+ * Its budget (4 pages) holds slabs 0..3; R's page is free again only if
+ * no snapshot may have read R: an honest client sees `snaps` odd, keeps
+ * the page spent and takes the socket; one that ignores it pins slab 4. */
+static void racer_step(void *arg, uint32_t k)
+{
+	racer *r = arg;
+
+	if (k != 2 || r->ran++)
+		return;
+	__atomic_store_n(&r->a->pins[1], 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&r->a->words[1], 0, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	r->tag = __atomic_load_n(&r->hdr->snaps, __ATOMIC_RELAXED);
+	r->odd = r->tag & 1u;
+	if (r->honest && r->odd)
+		return; /* 4 pages spent: the lookup goes to the socket */
+	for (uint32_t i = 1; i <= 2; i++) {
+		__atomic_store_n(&r->a->words[i], r->word4, __ATOMIC_RELAXED);
+		__atomic_store_n(&r->a->pins[i], r->key4, __ATOMIC_RELEASE);
+	}
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+static void test_release_race(int honest)
+{
+	kvs_cache_config cfg = { .host_bytes = 4u << 20, .page_bytes = 64u << 10,
+				 .policy = "leaf-lru", .max_leases = 64,
+				 .max_pinned_share_per_uid = 50 };
+	uint32_t idx[SLABS * PER_SLAB], pick[SLABS], ns;
+	static const uint32_t at[4] = { 0, 1, 3, 4 }; /* s0, R, A, A' */
+	uint8_t freed = 0;
+	kvs_cache *c = NULL;
+	kvs_fast *f = NULL;
+	area w, op;
+	racer r;
+	view v;
+
+	memset(&stats, 0, sizeof(stats));
+	CHECK(kvs_cache_create(&cfg, &stats, &c) == 0);
+	CHECK(kvs_fast_create(c, &stats, 1024, 64, 1, &f) == 0);
+	kvs_cache_set_fast(c, f);
+	area_open(c, f, &w, 1000, 0);
+	area_open(c, f, &op, 0, 1);
+	CHECK_EQ(w.ph->slab_pages, 4);
+	ns = kvs_cache_owner_ns(w.o);
+	commit_n(c, op.o, ns, SLABS * PER_SLAB, idx);
+	pick_slabs(c, idx, pick);
+	for (uint32_t k = 0; k < 4; k++) {
+		w.words[at[k]] = word_of(c, pick[k]);
+		w.pins[at[k]] = key_of(c, pick[k]);
+	}
+	w.ph->used = 5;
+	v = map_index(&w.g);
+	r = (racer){ .a = &w, .hdr = v.hdr, .key4 = key_of(c, pick[4]),
+		     .word4 = word_of(c, pick[4]), .honest = honest };
+	f->at_pin = racer_step;
+	f->at_pin_arg = &r;
+	/* A' (slab 3, pin 4), validated long before: its block must stay. */
+	kvs_cache_free_recs(c, &pick[3], 1, KVS_CACHE_EVENT_FLUSHED, &freed);
+	f->at_pin = NULL;
+	CHECK_EQ(r.ran, 1);
+	CHECK_EQ(r.odd, 1); /* the daemon was reading */
+	/* Over now: the retired page may be spent again. */
+	CHECK((v.hdr->snaps & 1u) == 0 && v.hdr->snaps != r.tag);
+	printf("test_fast_steps: a release during the snapshot, the client %s "
+	       "`snaps`: A' %s, %llu pins past the budget\n",
+	       honest ? "following" : "ignoring", freed ? "freed" : "kept",
+	       (unsigned long long)kvs_fast_counters(f)->pins_unbudgeted);
+	CHECK_EQ(freed, honest ? 0 : 1);
+	CHECK_EQ(kvs_fast_counters(f)->pins_unbudgeted, honest ? 0 : 1);
+	CHECK_EQ(kvs_cache_check(c), 0);
+	munmap((void *)v.hdr, v.bytes);
+	area_close(c, f, &w);
+	area_close(c, f, &op);
+	kvs_cache_destroy(c);
+	kvs_fast_destroy(f);
+}
+
 int main(void)
 {
 	kvs_log_set_level(KVS_LOG_WARN);
 	test_late_pin(0);
 	test_late_pin(1);
 	test_budget();
+	test_release_race(0);
+	test_release_race(1);
 	return check_summary("test_fast_steps");
 }
