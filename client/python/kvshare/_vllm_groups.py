@@ -118,14 +118,16 @@ def publish_range(g: Group, prompt_len: int, dense: bool) -> tuple[int, int]:
     return g.first(end), end
 
 
-_UNSUPPORTED = ("KvshareConnector with the hybrid KV cache manager: %s; share with "
-                "--disable-hybrid-kv-cache-manager, or run without the connector")
+_UNSUPPORTED = ("KvshareConnector with vLLM's hybrid KV cache manager: %s; the connector "
+                "shares nothing for this model (with --disable-hybrid-kv-cache-manager, "
+                "for a model that runs without it, every layer's whole KV is shared)")
 
 
 def groups_of(kv_cache_config: Any, block_size: int) -> list[Group]:
     """The groups to share of a kv_cache_config; ValueError for a group whose
-    prefix caching the connector does not follow (state-space, chunked local
-    attention, EAGLE drafts, other block sizes). Groups vLLM itself does not
+    prefix caching the connector does not follow (state-space: Mamba, GDN,
+    linear attention; chunked local attention, EAGLE drafts, other block
+    sizes). Groups vLLM itself does not
     prefix-cache or transfer (scratch buffers) are left out."""
     from vllm.v1.kv_cache_interface import (FullAttentionSpec, MLAAttentionSpec,
                                             SlidingWindowSpec)
@@ -158,18 +160,25 @@ def groups_of(kv_cache_config: Any, block_size: int) -> list[Group]:
     return out
 
 
-def hma_groups(vllm_config: Any, kv_cache_config: Any, block_size: int) -> Optional[list[Group]]:
-    """The groups when the connector runs with HMA on and the model has more
-    than one group or a sliding-window one; None otherwise (one full-attention
-    group: the connector's namespace as without HMA)."""
+def hma_groups(vllm_config: Any, kv_cache_config: Any, block_size: int
+               ) -> tuple[Optional[list[Group]], Optional[str]]:
+    """(the groups, None) when the connector runs with HMA on and the model
+    has more than one group or a sliding-window one; (None, None) otherwise
+    (one full-attention group: the connector's namespace as without HMA);
+    (None, why) when a group is one the connector does not follow: it then
+    shares nothing (every request misses, nothing is published) and the
+    engine serves as without it."""
     sc = getattr(vllm_config, "scheduler_config", None)
     if kv_cache_config is None or sc is None \
             or getattr(sc, "disable_hybrid_kv_cache_manager", True) is not False:
-        return None
-    groups = groups_of(kv_cache_config, block_size)
+        return None, None
+    try:
+        groups = groups_of(kv_cache_config, block_size)
+    except ValueError as e:
+        return None, str(e)
     if len(kv_cache_config.kv_cache_groups) == 1 and groups[0].kind == "full":
-        return None
-    return groups
+        return None, None
+    return groups, None
 
 
 class GroupsMixin:

@@ -20,7 +20,10 @@ qk_rope_head_dim elements), the same on every rank: one namespace for all
 of them (its model string ends in "|mla<width>", kv_heads 1, head_dim half
 the width, tp 0 of 1), published by rank 0 only and loaded by every rank;
 its blocks store the engine's dtype (no int8 / fp8 / int4). Pipeline and
-context parallelism are refused at start.
+context parallelism are refused at start. With vLLM's hybrid memory
+allocator (SupportsHMA: sliding-window and hybrid models) each KV-cache
+group has its own namespace and shares what vLLM's prefix cache keeps of
+it, the hit being vLLM's rule over all groups (kvshare/_vllm_groups.py).
 
 Worker side: the hit blocks are loaded into the paged cache layer by layer on
 a copy thread started in start_load_kv (the library releases the GIL), each
@@ -461,7 +464,7 @@ class KvshareConnector(GroupsMixin, WorkerCopies, KVConnectorBase_V1, SupportsHM
                                 self._max_salts(tc.get_from_extra_config("max_salts", None)))
         self.load_async = _flag(tc.get_from_extra_config("load_async", False))
         # HMA: one namespace per KV-cache group (_vllm_groups).
-        self.groups = hma_groups(vllm_config, kv_cache_config, self.block_size)
+        self.groups, self.hma_off = hma_groups(vllm_config, kv_cache_config, self.block_size)
         if self.groups:
             self._setup_groups(model_id, dtype, getattr(
                 vllm_config.cache_config, "prefix_cache_retention_interval", 0) is None)
@@ -514,6 +517,8 @@ class KvshareConnector(GroupsMixin, WorkerCopies, KVConnectorBase_V1, SupportsHM
                     lay.block_tokens, lay.layers, lay.kv_heads, lay.head_dim, lay.tp_size,
                     "async" if self.load_async else "in the step",
                     "async" if self.publish_async else "in the step", self.log_interval)
+        if self.hma_off:
+            logger.warning("kvshare connector %s: %s", self.who, self.hma_off)
         for g in self.groups or ():
             logger.info("kvshare connector %s: KV-cache group %d (%s%s, %d layers): namespace %s",
                         self.who, g.index, g.kind, f" window {g.window}" if g.window else "",
@@ -588,7 +593,7 @@ class KvshareConnector(GroupsMixin, WorkerCopies, KVConnectorBase_V1, SupportsHM
         bs = self.block_size
         # Full blocks, and at least one token left for the model to compute.
         max_blocks = (len(st.prompt) - 1) // bs
-        if st.skip or max_blocks * bs <= num_computed_tokens:
+        if st.skip or self.hma_off or max_blocks * bs <= num_computed_tokens:
             return 0
         tokens = st.prompt[: max_blocks * bs]
         hits = self._groups_hits(st, tokens) if self.groups else self._hits(st, tokens)
@@ -728,7 +733,7 @@ class KvshareConnector(GroupsMixin, WorkerCopies, KVConnectorBase_V1, SupportsHM
         for req_id, computed in steps:
             st = self.reqs[req_id]
             end = min(computed, len(st.prompt)) // bs
-            if not st.skip and st.saved_blocks < end <= len(st.block_ids):
+            if not st.skip and not self.hma_off and st.saved_blocks < end <= len(st.block_ids):
                 if self.groups:  # what each group keeps
                     meta.saves.extend(self._groups_saves(req_id, st, end))
                 else:
@@ -792,6 +797,8 @@ class KvshareConnector(GroupsMixin, WorkerCopies, KVConnectorBase_V1, SupportsHM
     # ---- worker side -------------------------------------------------------
 
     def register_kv_caches(self, kv_caches: dict[str, torch.Tensor]) -> None:
+        if self.hma_off:  # nothing is shared: nothing to copy
+            return
         names = list(kv_caches)
         try:
             order = sorted(names, key=lambda n: int(_LAYER_INDEX.findall("." + n + ".")[0]))

@@ -160,6 +160,21 @@ def test_unsupported_groups_refused_at_start():
         _vllm_groups.groups_of(kv_cache_config(([FULL], spec()), ([SWA], spec(WINDOW, 32))), BS)
 
 
+def test_a_group_not_followed_shares_nothing(hma, daemon, caplog):
+    """A state-space group (Mamba): the engine starts, the connector says at
+    start that it shares nothing, every request misses, nothing is published."""
+    mamba = MambaSpec(block_size=BS, shapes=((4, 4),), dtypes=(torch.float32,))
+    with caplog.at_level("WARNING", logger="vllm.kvshare"):
+        e = hma(groups=(([FULL], spec()), (["model.layers.0.mixer"], mamba)))
+    assert e.sched.hma_off and e.sched.groups is None
+    assert "shares nothing for this model" in caplog.text and "MambaSpec" in caplog.text
+    p = prompt(6, blocks=4)
+    assert e.sched.get_num_new_matched_tokens(request("a", p), 0) == (0, False)
+    e.step(sched_out([("a", ([1, 2, 3, 4, 5], [6, 7, 8, 9, 10]), 0)], {"a": len(p)}))
+    e.worker.clear_connector_metadata()
+    assert sum(namespaces(daemon.socket).values()) == 0
+
+
 def test_supports_hma_and_one_full_group_is_as_without(daemon, monkeypatch):
     """The connector says it supports HMA; a model with one full-attention
     group keeps the namespace it has without HMA."""
@@ -201,10 +216,10 @@ class HmaEngine:
     """The connector's two sides with a sliding group (layer 0) and a full
     group (layer 1), and CPU paged caches; block 0 is vLLM's null block."""
 
-    def __init__(self, monkeypatch, socket: str, **kw: object) -> None:
+    def __init__(self, monkeypatch, socket: str, groups=None, **kw: object) -> None:
         monkeypatch.setattr(parallel_state, "get_tensor_model_parallel_rank", lambda: 0)
-        cfg, kvc = hma_config(socket, **kw), kv_cache_config(([SWA], spec(WINDOW)),
-                                                             ([FULL], spec()))
+        cfg = hma_config(socket, **kw)
+        kvc = kv_cache_config(*(groups or (([SWA], spec(WINDOW)), ([FULL], spec()))))
         self.sched = KvshareConnector(cfg, KVConnectorRole.SCHEDULER, kvc)
         self.worker = KvshareConnector(cfg, KVConnectorRole.WORKER, kvc)
         self.kv = {n: torch.zeros(PAGES, KV_HEADS, BS, 2 * HEAD_DIM) for n in (SWA, FULL)}
