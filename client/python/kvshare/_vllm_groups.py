@@ -123,12 +123,12 @@ _UNSUPPORTED = ("KvshareConnector with vLLM's hybrid KV cache manager: %s; the c
                 "for a model that runs without it, every layer's whole KV is shared)")
 
 
-def groups_of(kv_cache_config: Any, block_size: int) -> list[Group]:
+def groups_of(kv_cache_config: Any) -> list[Group]:
     """The groups to share of a kv_cache_config; ValueError for a group whose
     prefix caching the connector does not follow (state-space: Mamba, GDN,
-    linear attention; chunked local attention, EAGLE drafts, other block
-    sizes). Groups vLLM itself does not
-    prefix-cache or transfer (scratch buffers) are left out."""
+    linear attention; chunked local attention, EAGLE drafts, groups of
+    different block sizes). Groups vLLM itself does not prefix-cache or
+    transfer (scratch buffers) are left out."""
     from vllm.v1.kv_cache_interface import (FullAttentionSpec, MLAAttentionSpec,
                                             SlidingWindowSpec)
 
@@ -143,9 +143,9 @@ def groups_of(kv_cache_config: Any, block_size: int) -> list[Group]:
             raise ValueError(_UNSUPPORTED % f"{what} is an EAGLE draft group")
         if type(spec) not in (FullAttentionSpec, MLAAttentionSpec, SlidingWindowSpec):
             raise ValueError(_UNSUPPORTED % f"{what}: its kind is not shared")
-        if spec.block_size != block_size:
+        if out and spec.block_size != out[0].block_size:
             raise ValueError(_UNSUPPORTED % f"{what} has block_size {spec.block_size}, "
-                             f"not the scheduler's {block_size}")
+                             f"group {out[0].index} {out[0].block_size}")
         if spec.head_size_v != spec.head_size and not isinstance(spec, MLAAttentionSpec):
             raise ValueError(_UNSUPPORTED % f"{what}: V heads of another size than K")
         sliding = isinstance(spec, SlidingWindowSpec)
@@ -160,20 +160,22 @@ def groups_of(kv_cache_config: Any, block_size: int) -> list[Group]:
     return out
 
 
-def hma_groups(vllm_config: Any, kv_cache_config: Any, block_size: int
+def hma_groups(vllm_config: Any, kv_cache_config: Any
                ) -> tuple[Optional[list[Group]], Optional[str]]:
     """(the groups, None) when the connector runs with HMA on and the model
     has more than one group or a sliding-window one; (None, None) otherwise
     (one full-attention group: the connector's namespace as without HMA);
     (None, why) when a group is one the connector does not follow: it then
     shares nothing (every request misses, nothing is published) and the
-    engine serves as without it."""
+    engine serves as without it. The groups' block size is the one to hash
+    and hit by: vLLM may raise it past --block-size to give every group one
+    page size, and tells the scheduler (cache_config) but not the workers."""
     sc = getattr(vllm_config, "scheduler_config", None)
     if kv_cache_config is None or sc is None \
             or getattr(sc, "disable_hybrid_kv_cache_manager", True) is not False:
         return None, None
     try:
-        groups = groups_of(kv_cache_config, block_size)
+        groups = groups_of(kv_cache_config)
     except ValueError as e:
         return None, str(e)
     if len(kv_cache_config.kv_cache_groups) == 1 and groups[0].kind == "full":
@@ -193,6 +195,7 @@ class GroupsMixin:
 
         base = self.clients
         self.dense = dense
+        self.block_size = self.groups[0].block_size  # every group's (groups_of)
         self.failed_recv: set[str] = set()
         for g in self.groups:
             if g.latent is not None:
@@ -206,7 +209,8 @@ class GroupsMixin:
                                  "over 255 bytes")
             g.layout = dataclasses.replace(self.layout, model=m, layers=len(g.layers),
                                            kv_heads=kv_heads, head_dim=head_dim,
-                                           tp_rank=rank, tp_size=size)
+                                           block_tokens=g.block_size, tp_rank=rank,
+                                           tp_size=size)
             g.clients = _Clients(base.socket, g.layout, base.interval, self.counters,
                                  base.max_clients, base.timeout, base.max_salts)
         # Only asynchronous loads can fail per request (see the module).

@@ -464,7 +464,7 @@ class KvshareConnector(GroupsMixin, WorkerCopies, KVConnectorBase_V1, SupportsHM
                                 self._max_salts(tc.get_from_extra_config("max_salts", None)))
         self.load_async = _flag(tc.get_from_extra_config("load_async", False))
         # HMA: one namespace per KV-cache group (_vllm_groups).
-        self.groups, self.hma_off = hma_groups(vllm_config, kv_cache_config, self.block_size)
+        self.groups, self.hma_off = hma_groups(vllm_config, kv_cache_config)
         if self.groups:
             self._setup_groups(model_id, dtype, getattr(
                 vllm_config.cache_config, "prefix_cache_retention_interval", 0) is None)
@@ -520,9 +520,10 @@ class KvshareConnector(GroupsMixin, WorkerCopies, KVConnectorBase_V1, SupportsHM
         if self.hma_off:
             logger.warning("kvshare connector %s: %s", self.who, self.hma_off)
         for g in self.groups or ():
-            logger.info("kvshare connector %s: KV-cache group %d (%s%s, %d layers): namespace %s",
-                        self.who, g.index, g.kind, f" window {g.window}" if g.window else "",
-                        len(g.layers), g.layout.model)
+            logger.info("kvshare connector %s: KV-cache group %d (%s%s, %d layers, blocks of %d "
+                        "tokens): namespace %s", self.who, g.index, g.kind,
+                        f" window {g.window}" if g.window else "", len(g.layers),
+                        g.block_size, g.layout.model)
         if self.latent is not None:
             logger.info("kvshare connector %s: MLA latent cache of %d elements a token, one "
                         "namespace for every tensor-parallel rank, published by rank 0",

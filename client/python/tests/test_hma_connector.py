@@ -136,13 +136,12 @@ def test_window_bound_and_minimum():
 
 def test_groups_and_their_identity():
     kvc = kv_cache_config(([SWA], spec(WINDOW)), ([FULL], spec()))
-    g = _vllm_groups.groups_of(kvc, BS)
+    g = _vllm_groups.groups_of(kvc)
     assert [(x.kind, x.window, x.layers, x.need) for x in g] == [
         ("sliding", WINDOW, (SWA,), 2), ("full", None, (FULL,), 0)]
     suffixes = {x.suffix() for x in g}
-    other = _vllm_groups.groups_of(kv_cache_config(([SWA], spec(WINDOW + BS)), ([FULL], spec())),
-                                   BS)
-    moved = _vllm_groups.groups_of(kv_cache_config(([FULL], spec(WINDOW)), ([SWA], spec())), BS)
+    other = _vllm_groups.groups_of(kv_cache_config(([SWA], spec(WINDOW + BS)), ([FULL], spec())))
+    moved = _vllm_groups.groups_of(kv_cache_config(([FULL], spec(WINDOW)), ([SWA], spec())))
     assert len(suffixes | {x.suffix() for x in other} | {x.suffix() for x in moved}) == 5
     assert g[0].suffix().startswith(f"|swa{WINDOW}.1L.") and g[1].suffix().startswith("|full.1L.")
     # publish ranges: a full group every full block, a sliding one its end window
@@ -155,9 +154,9 @@ def test_groups_and_their_identity():
 def test_unsupported_groups_refused_at_start():
     mamba = MambaSpec(block_size=BS, shapes=((4, 4),), dtypes=(torch.float32,))
     with pytest.raises(ValueError, match="disable-hybrid-kv-cache-manager"):
-        _vllm_groups.groups_of(kv_cache_config(([FULL], spec()), (["m"], mamba)), BS)
-    with pytest.raises(ValueError, match="block_size 32"):
-        _vllm_groups.groups_of(kv_cache_config(([FULL], spec()), ([SWA], spec(WINDOW, 32))), BS)
+        _vllm_groups.groups_of(kv_cache_config(([FULL], spec()), (["m"], mamba)))
+    with pytest.raises(ValueError, match="block_size 32, group 0 16"):
+        _vllm_groups.groups_of(kv_cache_config(([FULL], spec()), ([SWA], spec(WINDOW, 32))))
 
 
 def test_a_group_not_followed_shares_nothing(hma, daemon, caplog):
