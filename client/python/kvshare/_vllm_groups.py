@@ -321,11 +321,6 @@ class GroupsMixin:
         g = self._group(group)
         return li, g.cache, g.layout
 
-    def _request_failed(self, req_id: str) -> None:
-        with self.lock:
-            self.failed_recv.add(req_id)
-            self.counters.load_errors += 1
-
     def get_transfer_results(self, finished_req_ids: set[str]) -> Any:
         r = super().get_transfer_results(finished_req_ids)
         if self.groups:
