@@ -130,11 +130,15 @@ class WorkerCopies:
                 self.counters.publish_waits += waited
 
     def _lost(self, ld: "_Load", hits: int) -> None:
-        """The blocks of a load past its hits: recomputed."""
+        """The blocks of a load past its hits: recomputed (HMA: the whole
+        request, reported in failed_recving)."""
         lost = ld.block_ids[max(hits, ld.start):]
         if lost:
             with self.lock:
-                self.load_errors.update(lost)
+                if ld.group is None:
+                    self.load_errors.update(lost)
+                else:
+                    self.failed_recv.add(ld.req_id)
                 self.counters.load_errors += len(lost)
 
     def _pin(self, ld: "_Load", jobs: list) -> int:
@@ -145,29 +149,33 @@ class WorkerCopies:
         is all there. The leases are kept for wait_for_save to release, or
         released here on every other path."""
         key = (ld.salt, ld.adapter)
+        clients = self._ns_of(ld.group)[0]
+        # The namespace holds chain blocks [ld.first, end) (HMA: a window);
+        # vLLM computed those before ld.start.
+        base, tag = ld.first, None if ld.group is None else (ld.group, ld.req_id)
+        ids = ld.block_ids[base:]
         with self.daemon:
-            c = self.clients.get(*key)
+            c = clients.get(*key)
             if c is None:
                 return 0
             hits = 0
             try:
-                hashes = keys.chain(c, ld.tokens, ld.extras)
+                hashes = keys.chain(c, ld.tokens, ld.extras)[base:]
                 for start, end in windows(len(hashes)):
                     lease = c.lookup(hashes[start:end])
-                    first = max(ld.start - start, 0)  # vLLM computed the rest
+                    first = max(ld.start - base - start, 0)  # vLLM computed the rest
                     if lease.hits > first:
-                        jobs.append((lease, ld.block_ids[start + first: start + lease.hits],
-                                     first))
+                        jobs.append((lease, ids[start + first: start + lease.hits], first, tag))
                     else:
                         lease.release()
                     hits = start + lease.hits
                     if hits < end:
                         break
             except kvshare.Error as e:
-                self.clients.failed(key, e)
+                clients.failed(key, e)
             except Exception as e:  # never on the serving path
                 logger.warning("kvshare: lookup for a load failed: %s", e)
-            return hits
+            return base + hits
 
     def _start_async_load(self, ld: "_Load") -> None:
         """A load of a request in WAITING_FOR_REMOTE_KVS: pinned now, copied
@@ -175,8 +183,8 @@ class WorkerCopies:
         at once when nothing could be pinned; the blocks as load errors)."""
         jobs: list = []
         self.to_recv.add([ld.req_id])
-        with self.lock:
-            self.counters.async_loads += 1
+        with self.lock:  # HMA: one load per group, counted once
+            self.counters.async_loads += ld.group is None or ld.group == self.groups[0].index
         hits = self._pin(ld, jobs) if self.cache is not None else 0
         self._lost(ld, hits)
         if jobs:
@@ -188,7 +196,7 @@ class WorkerCopies:
             self._load_layer(idx, tensor, jobs, timed=False)
         with self.lock:
             self.counters.load_seconds += time.perf_counter() - t0
-        self._release([lease for lease, _, _ in jobs])
+        self._release([job[0] for job in jobs])
 
     def _release(self, leases: list) -> None:
         with self.daemon:
@@ -202,20 +210,29 @@ class WorkerCopies:
                     timed: bool = True) -> None:
         """One layer of every job, on a copy thread (timed: a step's loads,
         whose span wait_for_save counts)."""
-        for lease, page_ids, start in jobs:
+        loaded = 0
+        for lease, page_ids, start, tag in jobs:
+            ns = self._layer_in(idx, None if tag is None else tag[0])
+            if ns is None:  # HMA: a layer of another group
+                continue
+            li, cache, layout = ns
             try:
-                lease.load(idx, self.cache, tensor, page_ids, first=start, count=len(page_ids))
+                lease.load(li, cache, tensor, page_ids, first=start, count=len(page_ids))
             except Exception as e:  # the blocks are recomputed
                 logger.warning("kvshare: load of layer %d failed: %s", idx, e)
                 with self.lock:
-                    self.load_errors.update(page_ids)
+                    if tag is None:
+                        self.load_errors.update(page_ids)
+                    else:
+                        self.failed_recv.add(tag[1])
+            if li == 0:  # a namespace's first layer: its blocks, counted once
+                loaded += len(page_ids) * layout.block_bytes
+                with self.lock:
+                    self.counters.loaded_blocks += len(page_ids)
         with self.lock:
             if timed:
                 self.load_done = time.perf_counter()
-            if idx == 0:
-                n = sum(len(p) for _, p, _ in jobs)
-                self.counters.loaded_blocks += n
-                self.counters.loaded_bytes += n * self.layout.block_bytes
+            self.counters.loaded_bytes += loaded
 
     def _publish_logged(self, sv: "_Save", ready: Any = None) -> None:
         try:
@@ -237,23 +254,29 @@ class WorkerCopies:
             return
         key = (sv.salt, sv.adapter)
         t0 = time.perf_counter()
+        ns = self._ns_of(sv.group)  # HMA: the group's namespace, its layers
+        if ns[1] is None:
+            return
         with self.daemon:
-            c = self.clients.get(*key)
+            c = ns[0].get(*key)
             if c is None:
                 return
-            hashes = keys.chain(c, sv.tokens, sv.extras)
+            hashes = keys.chain(c, sv.tokens, sv.extras)[sv.first:]  # HMA: a window
+        ids = sv.block_ids[sv.first:]
         for start, end in windows(len(hashes), after=True):
-            if not self._publish_window(c, key, hashes[start:end], sv.block_ids[start:end],
-                                        start > 0, sv, start):
+            if not self._publish_window(c, key, hashes[start:end], ids[start:end],
+                                        start > 0, ns, sv, sv.first + start):
                 break
         with self.lock:
             self.counters.publish_seconds += time.perf_counter() - t0
 
     def _publish_window(self, c: kvshare.Client, key: tuple, hashes: Any,
-                        block_ids: list[int], after: bool, sv: Any = None,
+                        block_ids: list[int], after: bool, ns: tuple, sv: Any = None,
                         start: int = 0) -> bool:
-        """One window of a publish (after: hashes[0] is its parent); whether
-        the next may go on (every block of this one is cached now)."""
+        """One window of a publish (after: hashes[0] is its parent) into
+        namespace @ns (_ns_of), from chain block @start of @sv; whether the
+        next may go on (every block of this one is cached now)."""
+        clients, cache, layers = ns
         with self.daemon:
             try:
                 w = c.reserve_after(hashes) if after else c.reserve(hashes)
@@ -262,7 +285,7 @@ class WorkerCopies:
                     self.counters.skipped_blocks += len(block_ids) - after
                 return False
             except kvshare.Error as e:
-                self.clients.failed(key, e)
+                clients.failed(key, e)
                 return False
         # The lease ends on every path: a WRITING lease left behind is BUSY
         # for every engine until this one exits.
@@ -273,8 +296,8 @@ class WorkerCopies:
                         _vllm_events.describe(c, w, hashes, sv.tokens, sv.side, start,
                                               self.layout.block_tokens, sv.lora)
                 if w.new:
-                    for idx, tensor in self.layers.values():
-                        w.store(idx, self.cache, tensor, block_ids)
+                    for idx, tensor in layers:
+                        w.store(idx, cache, tensor, block_ids)
                 with self.daemon:
                     published = w.commit()
             finally:
@@ -285,7 +308,7 @@ class WorkerCopies:
             if w.ended and not isinstance(e, (kvshare.DisconnectedError, kvshare.ProtocolError)):
                 raise  # an argument the library refused, not the daemon: logged
             with self.daemon:
-                self.clients.failed(key, e)  # closing the client ends the lease
+                clients.failed(key, e)  # closing the client ends the lease
             return False
         st = w.statuses
         with self.lock:

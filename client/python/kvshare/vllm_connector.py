@@ -23,7 +23,10 @@ of them (its model string ends in "|mla<width>", kv_heads 1, head_dim half
 the width, tp 0 of 1), published by rank 0 only and loaded by every rank;
 its blocks store the engine's dtype (int8 / fp8 / int4 are refused: measured
 past the quality goals, docs/benchmarks.md). Pipeline and
-context parallelism are refused at start.
+context parallelism are refused at start. With vLLM's hybrid memory
+allocator (SupportsHMA: sliding-window and hybrid models) each KV-cache
+group has its own namespace and shares what vLLM's prefix cache keeps of
+it, the hit being vLLM's rule over all groups (kvshare/_vllm_groups.py).
 
 Worker side: the hit blocks are loaded into the paged cache layer by layer on
 a copy thread started in start_load_kv (the library releases the GIL), each
@@ -101,6 +104,7 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
     KVConnectorBase_V1,
     KVConnectorMetadata,
     KVConnectorRole,
+    SupportsHMA,
 )
 from vllm.logger import init_logger
 
@@ -109,6 +113,7 @@ from kvshare import _vllm_keys as keys
 from kvshare import _vllm_events as events
 from kvshare import _vllm_names as names
 from kvshare._vllm_async import LOGGER_NAME, Copies, Pending, WorkerCopies, windows
+from kvshare._vllm_groups import GroupsMixin, hma_groups
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -131,6 +136,8 @@ class _Load:
     block_ids: list[int]     # vLLM block of each chain block [0, end)
     start: int               # first chain block to load (vLLM computed the rest)
     extras: keys.Extras = None  # each block's extra keys (multimodal, prompt embeds)
+    first: int = 0           # first chain block the namespace holds (HMA: a window)
+    group: Optional[int] = None  # HMA: the KV-cache group (_vllm_groups)
 
 
 @dataclasses.dataclass
@@ -143,6 +150,8 @@ class _Save:
     extras: keys.Extras = None
     side: Optional[list] = None  # "describe": vLLM's hash, extra keys a block
     lora: Optional[str] = None   # (kvshare._vllm_events)
+    first: int = 0           # first chain block to publish (HMA: a window)
+    group: Optional[int] = None  # HMA: the KV-cache group (_vllm_groups)
 
 
 @dataclasses.dataclass
@@ -170,6 +179,7 @@ class _ReqState:
     skip: bool = False          # not shared: its multimodal inputs could not be keyed
     extras: keys.Extras = None  # each block's extra keys (_vllm_keys)
     block_ids: list[int] = dataclasses.field(default_factory=list)
+    group_blocks: list[list[int]] = dataclasses.field(default_factory=list)  # HMA: per group
     saved_blocks: int = 0       # chain blocks [0, saved_blocks) published
     load_start: int = 0         # a load planned for the next step: blocks
     load_end: int = 0           # [load_start, load_end)
@@ -396,7 +406,7 @@ def _flag(v: Any) -> bool:
 _LAYER_INDEX = re.compile(r"\.(\d+)\.")
 
 
-class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
+class KvshareConnector(GroupsMixin, WorkerCopies, KVConnectorBase_V1, SupportsHMA):
     def __init__(self, vllm_config: "VllmConfig", role: KVConnectorRole,
                  kv_cache_config: "KVCacheConfig" = None) -> None:  # type: ignore[assignment]
         super().__init__(vllm_config=vllm_config, role=role, kv_cache_config=kv_cache_config)
@@ -429,8 +439,8 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
         dtype = kvshare.client._DTYPE_ALIASES.get(dtype, dtype)
         # MLA: one latent row a token and layer, the same on every rank.
         self.latent = mc.get_head_size() if getattr(mc, "use_mla", False) else None
-        model = names.latent(names.model_id(mc, tc.get_from_extra_config("model_id", None)),
-                             self.latent)
+        model_id = names.model_id(mc, tc.get_from_extra_config("model_id", None))
+        model = names.latent(model_id, self.latent)
         if self.latent is None:
             kv_heads, head_dim, rank, size = (mc.get_num_kv_heads(pc), mc.get_head_size(),
                                               self.tp_rank, self.tp_size)
@@ -464,11 +474,16 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
                                 * (self.tp_size if role == KVConnectorRole.SCHEDULER else 1),
                                 timeout_ms / 1000,
                                 self._max_salts(tc.get_from_extra_config("max_salts", None)))
+        self.load_async = _flag(tc.get_from_extra_config("load_async", False))
+        # HMA: one namespace per KV-cache group (_vllm_groups).
+        self.groups, self.hma_off = hma_groups(vllm_config, kv_cache_config)
+        if self.groups:
+            self._setup_groups(model_id, dtype, getattr(
+                vllm_config.cache_config, "prefix_cache_retention_interval", 0) is None)
         self.log_interval = float(tc.get_from_extra_config("log_interval", 30))
         self.overlap = tc.get_from_extra_config("overlap", None)
         self.load_threads = max(1, int(tc.get_from_extra_config("load_threads", 2)))
         self.publish_async = _flag(tc.get_from_extra_config("publish_async", True))
-        self.load_async = _flag(tc.get_from_extra_config("load_async", False))
         self.describe = _flag(tc.get_from_extra_config("describe", False))
         stats_file = tc.get_from_extra_config("stats_file", None)
         # Each tensor-parallel rank has a worker side: ranks after the
@@ -515,6 +530,13 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
                     lay.block_tokens, lay.layers, lay.kv_heads, lay.head_dim, lay.tp_size,
                     "async" if self.load_async else "in the step",
                     "async" if self.publish_async else "in the step", self.log_interval)
+        if self.hma_off:
+            logger.warning("kvshare connector %s: %s", self.who, self.hma_off)
+        for g in self.groups or ():
+            logger.info("kvshare connector %s: KV-cache group %d (%s%s, %d layers, blocks of %d "
+                        "tokens): namespace %s", self.who, g.index, g.kind,
+                        f" window {g.window}" if g.window else "", len(g.layers),
+                        g.block_size, g.layout.model)
         if self.latent is not None:
             logger.info("kvshare connector %s: MLA latent cache of %d elements a token, one "
                         "namespace for every tensor-parallel rank, published by rank 0",
@@ -599,9 +621,10 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
         bs = self.block_size
         # Full blocks, and at least one token left for the model to compute.
         max_blocks = (len(st.prompt) - 1) // bs
-        if st.skip or max_blocks * bs <= num_computed_tokens:
+        if st.skip or self.hma_off or max_blocks * bs <= num_computed_tokens:
             return 0
-        hits = self._hits(st, st.prompt[: max_blocks * bs])
+        tokens = st.prompt[: max_blocks * bs]
+        hits = self._groups_hits(st, tokens) if self.groups else self._hits(st, tokens)
         if hits is None:
             return 0
         self.counters.lookups += 1
@@ -646,11 +669,16 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
         elif st.load_async and st.load_end > st.load_start:
             # vLLM does not schedule it this step (no scheduled_new_reqs
             # entry): its load is planned now, into the blocks just given.
-            st.block_ids = list(blocks.get_block_ids()[0])
-            self.async_loads.append(_Load(request.request_id,
-                                          st.prompt[: st.load_end * self.block_size],
-                                          st.salt, st.adapter, st.block_ids[: st.load_end],
-                                          st.load_start, st.extras))
+            ids = blocks.get_block_ids()
+            st.block_ids = list(ids[0])
+            if self.groups:  # a load for each group
+                st.group_blocks = [list(x) for x in ids]
+                self.async_loads.extend(self._groups_loads(request.request_id, st, ids))
+            else:
+                self.async_loads.append(_Load(request.request_id,
+                                              st.prompt[: st.load_end * self.block_size],
+                                              st.salt, st.adapter, st.block_ids[: st.load_end],
+                                              st.load_start, st.extras))
             st.load_start = st.load_end = 0
             st.loading = True
             self.counters.async_loads += 1
@@ -684,12 +712,16 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
             # from a preempted request whose publish still copies them).
             first = st.load_start if st.load_end > st.load_start else computed // bs
             meta.writes.update(st.block_ids[first:])
+            for ids in st.group_blocks[1:]:  # HMA: every group's
+                meta.writes.update(ids[first:])
 
         def plan_load(req_id: str, st: _ReqState) -> None:
             # A load the scheduler counted on (get_num_new_matched_tokens):
             # vLLM treats those tokens as computed, so it must happen or be
             # reported as failed, never be dropped.
-            if st.load_end > st.load_start:
+            if st.load_end > st.load_start and self.groups:
+                meta.loads.extend(self._groups_loads(req_id, st, st.group_blocks))
+            elif st.load_end > st.load_start:
                 meta.loads.append(_Load(req_id, st.prompt[: st.load_end * bs], st.salt,
                                         st.adapter, st.block_ids[: st.load_end],
                                         st.load_start, st.extras))
@@ -700,6 +732,8 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
             if st is None:
                 continue
             st.block_ids = list(nr.block_ids[0])
+            if self.groups:
+                st.group_blocks = [list(x) for x in nr.block_ids]
             written(st, nr.num_computed_tokens)
             steps.append((nr.req_id, nr.num_computed_tokens + so.num_scheduled_tokens[nr.req_id]))
             plan_load(nr.req_id, st)
@@ -712,9 +746,14 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
             if new is not None:
                 if req_id in cr.resumed_req_ids:  # after preemption: all its blocks
                     st.block_ids = list(new[0])
+                    if self.groups:
+                        st.group_blocks = [list(x) for x in new]
                 else:
                     st.block_ids.extend(new[0])
                     meta.writes.update(new[0])
+                    for g, ids in enumerate(new[1:] if self.groups else (), 1):
+                        st.group_blocks[g].extend(ids)
+                        meta.writes.update(ids)
             if req_id in cr.resumed_req_ids:
                 written(st, cr.num_computed_tokens[i])
                 plan_load(req_id, st)
@@ -722,12 +761,15 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
         for req_id, computed in steps:
             st = self.reqs[req_id]
             end = min(computed, len(st.prompt)) // bs
-            if not st.skip and st.saved_blocks < end <= len(st.block_ids):
-                meta.saves.append(_Save(req_id, st.prompt[: end * bs], st.salt, st.adapter,
-                                        st.block_ids[:end], st.extras))
-                if st.request is not None:
-                    meta.saves[-1].side = events.side_records(st.request, end, bs)
-                    meta.saves[-1].lora = events.lora_name(st.request)
+            if not st.skip and not self.hma_off and st.saved_blocks < end <= len(st.block_ids):
+                if self.groups:  # what each group keeps
+                    meta.saves.extend(self._groups_saves(req_id, st, end))
+                else:
+                    meta.saves.append(_Save(req_id, st.prompt[: end * bs], st.salt,
+                                            st.adapter, st.block_ids[:end], st.extras))
+                    if st.request is not None:  # side records: one namespace only
+                        meta.saves[-1].side = events.side_records(st.request, end, bs)
+                        meta.saves[-1].lora = events.lora_name(st.request)
                 st.saved_blocks = end
 
     def request_finished(self, request: "Request",
@@ -786,6 +828,8 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
     # ---- worker side -------------------------------------------------------
 
     def register_kv_caches(self, kv_caches: dict[str, torch.Tensor]) -> None:
+        if self.hma_off:  # nothing is shared: nothing to copy
+            return
         names = list(kv_caches)
         try:
             order = sorted(names, key=lambda n: int(_LAYER_INDEX.findall("." + n + ".")[0]))
@@ -814,7 +858,9 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
         first = self.layers[order[0]][1]
         self.cache = kvshare.PagedCache.for_tensor(first, kind, self.layout.kv_heads,
                                                    self.layout.head_dim)
-        if len(order) != self.layout.layers:
+        if self.groups:
+            self._register_groups(kv_caches, kind)
+        elif len(order) != self.layout.layers:
             logger.warning("kvshare: %d KV cache tensors for %d layers", len(order),
                            self.layout.layers)
         logger.info("kvshare connector %s: %d layers, %s layout, block %s bytes, overlap %s",
@@ -849,10 +895,10 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
             self._start_async_load(ld)
         if not meta.loads or self.cache is None:
             return
-        jobs = []  # (lease, page ids of blocks [start, hits), start, count)
+        jobs = []  # (lease, page ids of blocks [start, hits), start, group tag)
         for ld in meta.loads:
             self._lost(ld, self._pin(ld, jobs))
-        self.leases.extend(lease for lease, _, _ in jobs)
+        self.leases.extend(job[0] for job in jobs)
         if not jobs:
             return
         assert self.pool is not None
@@ -918,3 +964,5 @@ class KvshareConnector(WorkerCopies, KVConnectorBase_V1):
         if self.pool is not None:
             self.pool.shutdown(wait=True)
         self.clients.close()
+        for g in self.groups or ():
+            g.clients.close()

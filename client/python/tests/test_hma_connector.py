@@ -1,0 +1,373 @@
+"""KvshareConnector with vLLM's hybrid memory allocator (HMA): one namespace
+per KV-cache group, a sliding-window group sharing only the window a hit at
+the prompt's end attends to, and the hit every group serves, by vLLM's own
+rule (checked against vLLM's SingleTypeKVCacheManager code). Fake vLLM
+objects for the engine, a real kvshared.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import time
+import types
+
+import pytest
+
+pytest.importorskip("vllm", reason="vLLM is not installed (scripts/python_env.sh installs it)")
+import torch  # noqa: E402
+from vllm.distributed import parallel_state  # noqa: E402
+from vllm.distributed.kv_transfer.kv_connector.v1.base import (  # noqa: E402
+    KVConnectorRole, supports_hma)
+from vllm.v1.core.single_type_kv_cache_manager import (  # noqa: E402
+    FullAttentionManager, SlidingWindowManager)
+from vllm.v1.kv_cache_interface import (  # noqa: E402
+    FullAttentionSpec, MambaSpec, SlidingWindowSpec)
+
+import kvshare  # noqa: E402
+from kvshare import _vllm_groups  # noqa: E402
+from kvshare._vllm_groups import Group, hit_blocks  # noqa: E402
+from kvshare.vllm_connector import KvshareConnector  # noqa: E402
+from test_vllm_connector import (  # noqa: E402
+    BS, HEAD_DIM, KV_HEADS, prompt, request, vllm_config)
+
+WINDOW = 2 * BS + 1          # a hit needs the 2 blocks before its end
+SWA, FULL = "model.layers.0.self_attn.attn", "model.layers.1.self_attn.attn"
+PAGES = 256
+KVSCTL = os.path.join(os.path.dirname(os.environ["KVSHARE_LIB"]), "kvsctl")
+
+
+def spec(window: int | None = None, block_size: int = BS):
+    kw = dict(block_size=block_size, num_kv_heads=KV_HEADS, head_size=HEAD_DIM,
+              dtype=torch.float32)
+    return SlidingWindowSpec(sliding_window=window, **kw) if window else FullAttentionSpec(**kw)
+
+
+def kv_cache_config(*groups: tuple[list[str], object]) -> types.SimpleNamespace:
+    """vLLM's KVCacheConfig as the connector reads it: its groups."""
+    return types.SimpleNamespace(kv_cache_groups=[
+        types.SimpleNamespace(layer_names=names, kv_cache_spec=s, is_eagle_group=False,
+                              enable_kv_transfer=True) for names, s in groups])
+
+
+def hma_config(socket: str, retention: int | None = 0, **kw: object) -> types.SimpleNamespace:
+    cfg = vllm_config(socket, **kw)
+    cfg.scheduler_config = types.SimpleNamespace(disable_hybrid_kv_cache_manager=False)
+    cfg.cache_config.prefix_cache_retention_interval = retention
+    return cfg
+
+
+# ---- the rule, against vLLM's own code ----------------------------------------
+
+
+class _Pool:
+    """vLLM's BlockPool as find_longest_cache_hit reads it: block hash i is i,
+    cached when in @have."""
+
+    null_block = None
+    hash_block_size = BS
+
+    def __init__(self, have: set[int]) -> None:
+        self.have = have
+
+    def get_cached_block(self, h: int, group_ids: list[int]):
+        return [("block", h)] * len(group_ids) if h in self.have else None
+
+
+def vllm_hit(groups: list[tuple[object, set[int]]], max_blocks: int) -> int:
+    """vLLM's hybrid hit (HybridKVCacheCoordinator.find_longest_cache_hit,
+    one full and one sliding group: full first, then the sliding group up to
+    its hit) in blocks, from the managers' own code."""
+    length = max_blocks * BS
+    for s, have in sorted(groups, key=lambda g: isinstance(g[0], SlidingWindowSpec)):
+        cls = SlidingWindowManager if isinstance(s, SlidingWindowSpec) else FullAttentionManager
+        _, length = cls.find_longest_cache_hit(list(range(max_blocks)), length, [0], _Pool(have),
+                                               s, False, BS)
+    return length // BS
+
+
+def our_hit(groups: list[tuple[object, set[int]]], max_blocks: int) -> int:
+    gs, have = [], {}
+    for i, (s, blocks) in enumerate(groups):
+        w = getattr(s, "sliding_window", None)
+        gs.append(Group(i, "sliding" if w else "full", w, BS, (f"l{i}",)))
+        have[i] = blocks
+
+    def present(g: Group, start: int, stop: int) -> int:
+        n = 0
+        while start + n < stop and start + n in have[g.index]:
+            n += 1
+        return n
+
+    return hit_blocks(gs, max_blocks, present)
+
+
+@pytest.mark.parametrize("window", [2, BS, BS + 1, 2 * BS + 1, 3 * BS, 5 * BS + 7])
+def test_hit_rule_is_vllms(window):
+    """Random pools: the hit is vLLM's, for a sliding group alone and for a
+    full and a sliding group together (the minimum the fixed point finds)."""
+    rng = random.Random(window)
+    for _ in range(300):
+        n = rng.randrange(1, 14)
+        full = set(range(rng.randrange(0, n + 1)))       # a chain: a prefix
+        swa = {i for i in range(n) if rng.random() < 0.7}
+        sw = spec(window)
+        assert our_hit([(sw, swa)], n) == vllm_hit([(sw, swa)], n), (n, swa)
+        both = [(spec(), full), (sw, swa)]
+        assert our_hit(both, n) == vllm_hit(both, n), (n, full, swa)
+
+
+def test_window_bound_and_minimum():
+    sw = spec(WINDOW)  # need 2
+    # the window before the end is there, nothing before it: a hit at the end
+    assert our_hit([(spec(), set(range(6))), (sw, {4, 5})], 6) == 6
+    # a sibling that shares 5 blocks: its window [3, 5) is not there, [0, 2) is not
+    assert our_hit([(spec(), set(range(5))), (sw, {4, 5})], 5) == 0
+    # the minimum: full holds 3, the window of 3 is there
+    assert our_hit([(spec(), set(range(3))), (sw, {1, 2, 3, 4})], 5) == 3
+    # a window that misses at block 2 moves to end there: [0, 2)
+    assert our_hit([(spec(), set(range(6))), (sw, {0, 1, 3, 5})], 6) == 2
+
+
+# ---- groups and identity -------------------------------------------------------
+
+
+def test_groups_and_their_identity():
+    kvc = kv_cache_config(([SWA], spec(WINDOW)), ([FULL], spec()))
+    g = _vllm_groups.groups_of(kvc)
+    assert [(x.kind, x.window, x.layers, x.need) for x in g] == [
+        ("sliding", WINDOW, (SWA,), 2), ("full", None, (FULL,), 0)]
+    suffixes = {x.suffix() for x in g}
+    other = _vllm_groups.groups_of(kv_cache_config(([SWA], spec(WINDOW + BS)), ([FULL], spec())))
+    moved = _vllm_groups.groups_of(kv_cache_config(([FULL], spec(WINDOW)), ([SWA], spec())))
+    assert len(suffixes | {x.suffix() for x in other} | {x.suffix() for x in moved}) == 5
+    assert g[0].suffix().startswith(f"|swa{WINDOW}.1L.") and g[1].suffix().startswith("|full.1L.")
+    # publish ranges: a full group every full block, a sliding one its end window
+    assert _vllm_groups.publish_range(g[1], 4 * BS + 1, False) == (0, 4)
+    assert _vllm_groups.publish_range(g[0], 4 * BS + 1, False) == (2, 4)
+    assert _vllm_groups.publish_range(g[0], 4 * BS, False) == (1, 3)   # hits end at 3
+    assert _vllm_groups.publish_range(g[0], 4 * BS + 1, True) == (0, 4)  # dense retention
+
+
+def test_unsupported_groups_refused_at_start():
+    mamba = MambaSpec(block_size=BS, shapes=((4, 4),), dtypes=(torch.float32,))
+    with pytest.raises(ValueError, match="disable-hybrid-kv-cache-manager"):
+        _vllm_groups.groups_of(kv_cache_config(([FULL], spec()), (["m"], mamba)))
+    with pytest.raises(ValueError, match="block_size 32, group 0 16"):
+        _vllm_groups.groups_of(kv_cache_config(([FULL], spec()), ([SWA], spec(WINDOW, 32))))
+
+
+def test_a_group_not_followed_shares_nothing(hma, daemon, caplog):
+    """A state-space group (Mamba): the engine starts, the connector says at
+    start that it shares nothing, every request misses, nothing is published."""
+    mamba = MambaSpec(block_size=BS, shapes=((4, 4),), dtypes=(torch.float32,))
+    with caplog.at_level("WARNING", logger="vllm.kvshare"):
+        e = hma(groups=(([FULL], spec()), (["model.layers.0.mixer"], mamba)))
+    assert e.sched.hma_off and e.sched.groups is None
+    assert "shares nothing for this model" in caplog.text and "MambaSpec" in caplog.text
+    p = prompt(6, blocks=4)
+    assert e.sched.get_num_new_matched_tokens(request("a", p), 0) == (0, False)
+    e.step(sched_out([("a", ([1, 2, 3, 4, 5], [6, 7, 8, 9, 10]), 0)], {"a": len(p)}))
+    e.worker.clear_connector_metadata()
+    assert sum(namespaces(daemon.socket).values()) == 0
+
+
+def test_supports_hma_and_one_full_group_is_as_without(daemon, monkeypatch):
+    """The connector says it supports HMA; a model with one full-attention
+    group keeps the namespace it has without HMA."""
+    assert supports_hma(KvshareConnector)
+    monkeypatch.setattr(parallel_state, "get_tensor_model_parallel_rank", lambda: 0)
+    plain = KvshareConnector(vllm_config(daemon.socket), KVConnectorRole.SCHEDULER)
+    one = KvshareConnector(hma_config(daemon.socket), KVConnectorRole.SCHEDULER,
+                           kv_cache_config(([SWA, FULL], spec())))
+    try:
+        assert one.groups is None and one.layout == plain.layout
+    finally:
+        plain.shutdown()
+        one.shutdown()
+
+
+# ---- the connector -------------------------------------------------------------
+
+
+class Blocks:
+    def __init__(self, ids: tuple[list[int], ...]) -> None:
+        self.ids = ids
+
+    def get_block_ids(self) -> tuple[list[int], ...]:
+        return self.ids
+
+
+def sched_out(new=(), tokens=None) -> types.SimpleNamespace:
+    """A SchedulerOutput of new requests: (req_id, block ids per group, computed)."""
+    return types.SimpleNamespace(
+        scheduled_new_reqs=[types.SimpleNamespace(req_id=r, block_ids=ids, num_computed_tokens=n)
+                            for r, ids, n in new],
+        scheduled_cached_reqs=types.SimpleNamespace(req_ids=[], new_block_ids=[],
+                                                    resumed_req_ids=set(),
+                                                    num_computed_tokens=[]),
+        num_scheduled_tokens=dict(tokens or {}))
+
+
+class HmaEngine:
+    """The connector's two sides with a sliding group (layer 0) and a full
+    group (layer 1), and CPU paged caches; block 0 is vLLM's null block."""
+
+    def __init__(self, monkeypatch, socket: str, groups=None, **kw: object) -> None:
+        monkeypatch.setattr(parallel_state, "get_tensor_model_parallel_rank", lambda: 0)
+        cfg = hma_config(socket, **kw)
+        kvc = kv_cache_config(*(groups or (([SWA], spec(WINDOW)), ([FULL], spec()))))
+        self.sched = KvshareConnector(cfg, KVConnectorRole.SCHEDULER, kvc)
+        self.worker = KvshareConnector(cfg, KVConnectorRole.WORKER, kvc)
+        self.kv = {n: torch.zeros(PAGES, KV_HEADS, BS, 2 * HEAD_DIM) for n in (SWA, FULL)}
+        self.worker.register_kv_caches(self.kv)
+        self.next = 1
+
+    def pages(self, n: int) -> list[int]:
+        out = list(range(self.next, self.next + n))
+        self.next += n
+        return out
+
+    def step(self, so) -> None:
+        meta = self.sched.build_connector_meta(so)
+        self.worker.handle_preemptions(meta)
+        self.worker.bind_connector_metadata(meta)
+        self.worker.start_load_kv(None)
+        self.worker.wait_for_save()
+
+    def finished(self, want: str) -> types.SimpleNamespace:
+        """Empty steps until the worker reports @want's transfer done."""
+        deadline = time.monotonic() + 10
+        while True:
+            self.step(sched_out())
+            r = self.worker.get_transfer_results(set())
+            self.worker.clear_connector_metadata()
+            if want in r.finished_recving | r.finished_sending:
+                return r
+            assert time.monotonic() < deadline, "the transfer was never reported"
+            time.sleep(0.001)
+
+    def publish(self, req, value: float) -> None:
+        assert self.sched.get_num_new_matched_tokens(req, 0) == (0, False)
+        n = -(-len(req.prompt_token_ids) // BS)
+        ids = (self.pages(n), self.pages(n))
+        self.kv[SWA][ids[0]] = value
+        self.kv[FULL][ids[1]] = value + 0.5
+        self.step(sched_out([(req.request_id, ids, 0)],
+                            {req.request_id: len(req.prompt_token_ids)}))
+        self.worker.clear_connector_metadata()
+        held, _ = self.sched.request_finished_all_groups(req, ids)
+        if held:
+            self.finished(req.request_id)
+
+    def load(self, req) -> tuple[int, tuple[list[int], list[int]], types.SimpleNamespace]:
+        """A hit's async load into fresh pages (the sliding group's blocks
+        before its window are the null block, as vLLM allocates them)."""
+        hit, asynch = self.sched.get_num_new_matched_tokens(req, 0)
+        if hit == 0:
+            return 0, ([], []), None
+        assert asynch is True  # HMA loads asynchronously: failures are per request
+        blocks = hit // BS
+        n = -(-len(req.prompt_token_ids) // BS)
+        need = self.sched.groups[0].need
+        ids = ([0] * (blocks - need) + self.pages(n - blocks + need), self.pages(n))
+        for name, g in ((SWA, 0), (FULL, 1)):
+            self.kv[name][ids[g]] = -1.0
+        self.kv[SWA][0] = 0.0
+        self.sched.update_state_after_alloc(req, Blocks(ids), hit)
+        r = self.finished(req.request_id)
+        self.sched.update_connector_output(r)
+        return hit, ids, r
+
+    def close(self) -> None:
+        self.sched.shutdown()
+        self.worker.shutdown()
+
+
+@pytest.fixture
+def hma(monkeypatch, daemon):
+    made: list[HmaEngine] = []
+
+    def make(**kw: object) -> HmaEngine:
+        made.append(HmaEngine(monkeypatch, daemon.socket, **kw))
+        return made[-1]
+
+    yield make
+    for e in made:
+        e.close()
+
+
+def kvsctl(socket: str, *args: str) -> str:
+    r = subprocess.run([KVSCTL, "--socket", socket, *args], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def namespaces(socket: str) -> dict[str, int]:
+    """Each namespace's model string and its blocks (kvsctl ls)."""
+    return {n["model"]: n["blocks"] for n in json.loads(kvsctl(socket, "ls", "--json"))[
+        "namespaces"]}
+
+
+def test_each_group_publishes_what_vllm_keeps_and_loads_it(hma, daemon):
+    """A: every full block in the full group's namespace, the window before
+    the last hit boundary in the sliding group's; B (another engine): the
+    hit, each group's pages loaded with A's KV (the sliding group's window
+    only), the null block untouched."""
+    a = hma()
+    p = prompt(3, blocks=5)  # 5 full blocks and a token
+    a.publish(request("a", p), 1.0)
+    g_swa, g_full = a.sched.groups
+    assert namespaces(daemon.socket) == {g_swa.layout.model: 2, g_full.layout.model: 5}
+    b = hma()
+    hit, ids, r = b.load(request("b", p))
+    assert hit == 5 * BS and not r.failed_recving
+    assert torch.all(b.kv[FULL][ids[1][:5]] == 1.5) and torch.all(b.kv[FULL][ids[1][5]] == -1)
+    assert torch.all(b.kv[SWA][ids[0][3:5]] == 1.0) and torch.all(b.kv[SWA][ids[0][5]] == -1)
+    assert torch.all(b.kv[SWA][0] == 0.0)  # the null block
+    assert not b.worker.get_block_ids_with_load_errors()
+    # a prompt sharing 4 blocks: the window [2, 4) of a hit at 4 was not kept
+    q = p[: 4 * BS] + [7] * (BS + 1)
+    assert b.sched.get_num_new_matched_tokens(request("c", q), 0) == (0, False)
+
+
+def test_hit_is_the_minimum_over_groups(hma, daemon):
+    """Blocks put straight into each group's namespace: the hit is what both
+    serve; a window that misses ends before the miss."""
+    e = hma()
+    p = prompt(4, blocks=6)
+    g_swa, g_full = e.sched.groups
+
+    def put(g: Group, first: int, last: int) -> None:
+        with kvshare.Client(daemon.socket, g.layout) as c:
+            with c.reserve(c.hash_tokens(p[: last * BS])[first:]):
+                pass  # committed, contents as reserved
+
+    put(g_full, 0, 3)
+    put(g_swa, 1, 5)
+    assert e.sched.get_num_new_matched_tokens(request("a", p), 0) == (3 * BS, True)
+    put(g_full, 3, 6)  # full holds 6; the window of 6 is [4, 6): 5 is missing
+    assert e.sched.get_num_new_matched_tokens(request("b", p), 0) == (5 * BS, True)
+    # vLLM computed 4 blocks locally: the hit past them
+    assert e.sched.get_num_new_matched_tokens(request("c", p), 4 * BS) == (BS, True)
+
+
+def test_a_failed_load_fails_the_request(hma, daemon):
+    """A load that finds less than the scheduler counted: the request is in
+    failed_recving (vLLM recomputes it; block ids cannot name it with two
+    groups), no block id is reported."""
+    a = hma()
+    p = prompt(5, blocks=4)
+    a.publish(request("a", p), 1.0)
+    b = hma()
+    hit, _ = b.sched.get_num_new_matched_tokens(request("b", p), 0)
+    assert hit == 4 * BS
+    kvsctl(daemon.socket, "flush", "--all")
+    n = 5
+    ids = ([0, 0] + b.pages(n - 2), b.pages(n))
+    b.sched.update_state_after_alloc(request("b", p), Blocks(ids), hit)
+    r = b.finished("b")
+    assert r.failed_recving == {"b"} and "b" in r.finished_recving
+    assert not b.worker.get_block_ids_with_load_errors()
