@@ -11,6 +11,9 @@
  *            every hit bit exact; a client reconnects as after any restart.
  *  crash:    kill -9 and the restart Restart=on-failure makes: the new daemon
  *            starts "recovered", with the blocks committed before the crash.
+ *  off:      with --persist off the daemon stores its listening socket
+ *            alone (no "kvs-meta", no arena) and a restart starts cold,
+ *            saying so; its clients reconnect and miss.
  *  stop:     a stop releases the store; the socket's path goes with it (the
  *            unit's runtime directory does under systemd).
  *  systemd:  under a real systemd only where PID 1 is systemd and a user
@@ -60,6 +63,45 @@ static void check_kept(kvs_client *w, const kvs_hash *h, size_t n)
 	}
 	CHECK_EQ(rc, (int)n);
 	CHECK_EQ(bad, 0);
+}
+
+/* --persist off: nothing of the pool is stored, a restart is cold. */
+static void off_part(void)
+{
+	th_daemon o;
+	kvs_hash c[N];
+	kvs_client *w;
+	FILE *f;
+	char line[512], names[512] = "";
+
+	if (th_daemon_init(&o, TH_ARGS("--host-size", "32M", "--gpu", "off",
+				       "--persist", "off")) < 0)
+		th_fatal("temp dir");
+	o.fdstore = true;
+	if (th_daemon_start(&o) < 0)
+		th_fatal("kvshared --persist off under the stand-in did not start");
+	CHECK(th_fdstore_wait(&o, "fds", 1));
+	CHECK_EQ(th_fdstore_get(&o, "fds"), 1);
+	f = fopen(o.state, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "names=", 6))
+			snprintf(names, sizeof(names), "%s", line + 6);
+	if (f)
+		fclose(f);
+	CHECK(strstr(names, "listen") != NULL);
+	CHECK(strstr(names, "kvs-meta") == NULL);
+	CHECK(strstr(names, "kvs-arena") == NULL);
+	th_chain(&L, 3, N, 0, 0, c);
+	w = th_connect(&o, &L);
+	CHECK_EQ(th_publish(w, c, N, NULL), N);
+	CHECK_RC(th_fdstore_restart(&o), 0);
+	CHECK_EQ(th_stat_get(&o, "start.mode"), 0);
+	CHECK_EQ(th_stat_get(&o, "start.blocks_kept"), 0);
+	CHECK(th_log_contains(&o, "--persist off"));
+	if (th_probe(w, c, N) == KVS_E_DISCONNECTED)
+		CHECK_RC(kvs_reconnect(w), 0);
+	CHECK_EQ(th_probe(w, c, N), 0);
+	kvs_close(w);
 }
 
 static void systemd_part(void)
@@ -121,6 +163,7 @@ int main(void)
 	check_kept(w, b, N);
 	kvs_close(w);
 
+	off_part();
 	systemd_part();
 	/* th_finish: SIGTERM to the stand-in (systemctl stop): exit 0 and the
 	 * socket's path removed */
