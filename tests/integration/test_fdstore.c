@@ -10,7 +10,8 @@
  *            fds): the new daemon starts "handed over", every block kept and
  *            every hit bit exact; a client reconnects as after any restart.
  *  crash:    kill -9 and the restart Restart=on-failure makes: the new daemon
- *            starts "recovered", with the blocks committed before the crash.
+ *            starts "recovered", with the blocks committed and verified
+ *            (persist.pending 0) before the crash.
  *  off:      with --persist off the daemon stores its listening socket
  *            alone (no "kvs-meta", no arena) and a restart starts cold,
  *            saying so; its clients reconnect and miss.
@@ -66,9 +67,10 @@ static void check_kept(kvs_client *w, const kvs_hash *h, size_t n)
 }
 
 /* --persist off: nothing of the pool is stored, a restart is cold. */
+static th_daemon o; /* alive until th_finish */
+
 static void off_part(void)
 {
-	th_daemon o;
 	kvs_hash c[N];
 	kvs_client *w;
 	FILE *f;
@@ -80,7 +82,7 @@ static void off_part(void)
 	o.fdstore = true;
 	if (th_daemon_start(&o) < 0)
 		th_fatal("kvshared --persist off under the stand-in did not start");
-	CHECK(th_fdstore_wait(&o, "fds", 1));
+	CHECK(th_fdstore_wait(&o, "fds", 1) && th_fdstore_wait(&o, "ready", 1));
 	CHECK_EQ(th_fdstore_get(&o, "fds"), 1);
 	f = fopen(o.state, "r");
 	while (f && fgets(line, sizeof(line), f))
@@ -136,7 +138,8 @@ int main(void)
 	d.fdstore = true;
 	if (th_daemon_start(&d) < 0)
 		th_fatal("kvshared under the stand-in did not start");
-	CHECK(th_fdstore_wait(&d, "fds", 3));
+	/* READY=1 comes after FDSTORE=1: a restart counts starts by it */
+	CHECK(th_fdstore_wait(&d, "fds", 3) && th_fdstore_wait(&d, "ready", 1));
 	check_names();
 	CHECK_EQ(th_stat_get(&d, "start.mode"), 0);
 
@@ -154,6 +157,8 @@ int main(void)
 	/* kill -9, restarted with the fds the store kept */
 	th_chain(&L, 2, N, 0, 0, b);
 	CHECK_EQ(th_publish(w, b, N, NULL), N);
+	/* the persist worker's checksums done: a crash keeps them */
+	CHECK(th_wait_stat(&d, "persist.pending", 0, TH_WAIT_MS));
 	CHECK_RC(th_fdstore_crash(&d), 0);
 	CHECK_EQ(th_fdstore_get(&d, "last_exit"), 128 + SIGKILL);
 	CHECK_EQ(th_fdstore_get(&d, "starts"), 3);
