@@ -46,6 +46,8 @@
 	X(start, blocks_kept, GAUGE, "committed blocks of the previous daemon's table served again")\
 	X(start, blocks_dropped, GAUGE, "blocks of the previous daemon's table not trusted and dropped (caught mid-write, failed a check)")\
 	X(start, adopt_ms, GAUGE, "milliseconds rebuilding the table from the previous daemon's fds")\
+	X(persist, pending, GAUGE, "committed host blocks whose checksum the persist worker has not computed yet: a crash now drops them")\
+	X(persist, queue_full, COUNTER, "commits the persist worker had no room for: unverified, dropped by a restart after a crash (a clean stop verifies them)")\
 	X(start, handover_refused, COUNTER, "take-overs refused: another uid, a hand-over format this daemon does not write, one already under way")\
 	X(clients, connected, GAUGE, "connections open now")                  \
 	X(clients, attached, GAUGE, "connections attached to a namespace")    \

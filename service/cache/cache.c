@@ -119,6 +119,7 @@ void kvs_cache_destroy(kvs_cache *c)
 	if (!c)
 		return;
 	cache_tiers_close(c); /* before the arenas: reads land in them */
+	cache_pw_stop(c->pw);  /* so does the persist worker's hashing */
 	for (uint32_t i = 0; i < kvs_pool_cap(&c->leases); i++) {
 		free(cache_lease(c, i)->recs); /* free ones keep theirs too */
 		free(cache_lease(c, i)->held);

@@ -207,6 +207,7 @@ struct kvs_cache {
 	struct cache_chain { uint32_t depth, root; } *chain;
 	uint32_t nchain;
 	struct cache_persist *persist; /* the metadata memfd, or NULL: off */
+	struct persist_worker *pw;     /* its checksums' thread (with it) */
 };
 
 static inline kvs_rec *cache_rec(const kvs_cache *c, uint32_t idx)
@@ -439,5 +440,26 @@ void cache_persist_ns(kvs_cache *c, uint32_t id);
 void cache_persist_writing(kvs_cache *c, uint32_t idx);
 void cache_persist_commit(kvs_cache *c, uint32_t idx);
 void cache_persist_free(kvs_cache *c, uint32_t idx);
+/* The worker's turn done, then every record still committed verified in
+ * the loop: each committed block is kept at the next start. */
+void cache_persist_settle(kvs_cache *c);
+
+/* cache_persist_worker.c: the thread that verifies committed records. */
+typedef struct persist_worker persist_worker;
+int cache_pw_start(persist_worker **out);
+void cache_pw_stop(persist_worker *w); /* NULL: nothing */
+/* Queue record @e's check: its state word @word, its bytes. -ENOSPC: the
+ * queue is full (the record stays unverified). */
+int cache_pw_queue(persist_worker *w, struct persist_rec *e, uint32_t word,
+		   const uint8_t *bytes, uint64_t len);
+uint32_t cache_pw_pending(persist_worker *w); /* queued or being hashed */
+void cache_pw_drain(persist_worker *w);      /* until none is */
+void cache_pw_set_hook(persist_worker *w, void (*hook)(void *), void *arg);
+/* Hash @len @bytes and mark @e verified, if its state word is @word before
+ * and after (@hook, if any, runs between). 1: marked. Any thread, one at
+ * a time per record's sum. */
+int cache_persist_verify(struct persist_rec *e, uint32_t word,
+			 const uint8_t *bytes, uint64_t len,
+			 void (*hook)(void *), void *arg);
 
 #endif /* KVS_CACHE_INT_H */

@@ -1,6 +1,7 @@
 /* cache_persist.c - the metadata memfd's writer (kvs_persist.h,
  * persist_fmt.h): made with the cache, kept up to date at every host
- * reserve, commit and free; cache_persist_adopt.c reads one back. */
+ * reserve, commit and free (the bytes' checksums are the persist worker's,
+ * cache_persist_worker.c); cache_persist_adopt.c reads one back. */
 #define _GNU_SOURCE
 #include "kvs_persist.h"
 
@@ -11,7 +12,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include "cache_int.h"
 #include "kvs_memfd.h"
@@ -105,7 +105,7 @@ int cache_persist_open(kvs_cache *c)
 	}
 	memcpy(c->persist->hdr, &h, sizeof(h));
 	c->persist->hdr->state = PHS_DIRTY;
-	return 0;
+	return cache_pw_start(&c->pw);
 }
 
 void cache_persist_dom(kvs_cache *c, uint32_t d)
@@ -125,6 +125,17 @@ static void set_state(uint32_t *state, uint32_t v)
 	/* The writes after it (the record's fields, a client's bytes) are
 	 * not seen before it. */
 	atomic_thread_fence(memory_order_seq_cst);
+}
+
+/* Record @e's state word to @st at a new generation: a check of the
+ * worker's for the word before it fails. Returns the word stored. */
+static uint32_t rec_state(persist_rec *e, uint32_t st)
+{
+	uint32_t w = PST_WORD(atomic_load_explicit((_Atomic uint32_t *)&e->state,
+						   memory_order_relaxed), st);
+
+	set_state(&e->state, w);
+	return w;
 }
 
 static void set_dirty(cache_persist *p)
@@ -187,7 +198,7 @@ void cache_persist_writing(kvs_cache *c, uint32_t idx)
 	if (!p || idx >= p->hdr->rec_cap)
 		return;
 	rec_hwm(p, idx);
-	set_state(&cache_persist_rec(p, idx)->state, PST_WRITING);
+	rec_state(cache_persist_rec(p, idx), PST_WRITING);
 }
 
 void cache_persist_free(kvs_cache *c, uint32_t idx)
@@ -198,8 +209,8 @@ void cache_persist_free(kvs_cache *c, uint32_t idx)
 	if (!p || idx >= p->hdr->rec_cap)
 		return;
 	e = cache_persist_rec(p, idx);
-	if (e->state != PST_FREE)
-		set_state(&e->state, PST_FREE);
+	if (PST_OF(e->state) != PST_FREE)
+		rec_state(e, PST_FREE);
 }
 
 /* Host record @idx has its bytes: describe it, the committed state last. */
@@ -211,7 +222,7 @@ void cache_persist_commit(kvs_cache *c, uint32_t idx)
 	const dom *d;
 	persist_rec *e;
 	kvs_hash h, ph = { 0, 0 };
-	uint32_t slab, npages = 0;
+	uint32_t slab, w, npages = 0;
 
 	if (!p || p->adopting || idx >= p->hdr->rec_cap)
 		return;
@@ -229,8 +240,7 @@ void cache_persist_commit(kvs_cache *c, uint32_t idx)
 		return;
 	set_dirty(p);
 	rec_hwm(p, idx);
-	if (e->state != PST_WRITING)
-		set_state(&e->state, PST_WRITING);
+	rec_state(e, PST_WRITING); /* a check queued for the index fails */
 	h = cache_ns_key(r->ns, r->hash);
 	if (r->parent != KVS_NONE)
 		ph = cache_ns_key(r->ns, cache_rec(c, r->parent)->hash);
@@ -245,11 +255,13 @@ void cache_persist_commit(kvs_cache *c, uint32_t idx)
 	e->bytes = s->info.block_bytes;
 	e->slab_first = kvs_slab_first(d->slab, slab);
 	e->slab_pages = npages;
-	e->sum = XXH3_64bits((const uint8_t *)kvs_arena_base(d->arena) + r->offset,
-			     (size_t)e->bytes);
 	memset(e->zero, 0, sizeof(e->zero));
 	e->rsum = persist_rec_sum(e);
-	set_state(&e->state, PST_COMMITTED);
+	/* The bytes' sum is the worker's: kept after a crash once verified. */
+	w = rec_state(e, PST_COMMITTED);
+	if (cache_pw_queue(c->pw, e, w, (const uint8_t *)kvs_arena_base(d->arena) +
+			   r->offset, e->bytes) < 0)
+		c->stats->persist_queue_full++;
 }
 
 int kvs_persist_fds(kvs_cache *c, kvs_named_fd *out, uint32_t max)
@@ -270,9 +282,48 @@ int kvs_persist_fds(kvs_cache *c, kvs_named_fd *out, uint32_t max)
 	return (int)n;
 }
 
-int kvs_persist_leave(kvs_cache *c)
+void cache_persist_settle(kvs_cache *c)
+{
+	cache_persist *p = c->persist;
+	persist_rec *e;
+	uint32_t w;
+
+	if (!p)
+		return;
+	cache_pw_drain(c->pw);
+	for (uint64_t i = 0; i < p->hdr->rec_hwm && i < p->hdr->rec_cap; i++) {
+		e = cache_persist_rec(p, (uint32_t)i);
+		w = e->state;
+		if (PST_OF(w) == PST_COMMITTED && e->dom < c->ndoms)
+			cache_persist_verify(e, w, (const uint8_t *)kvs_arena_base(
+				c->doms[e->dom].arena) + e->offset, e->bytes,
+				NULL, NULL);
+	}
+}
+
+int kvs_persist_sync(kvs_cache *c)
 {
 	if (c->persist)
-		set_state(&c->persist->hdr->state, PHS_CLEAN);
+		cache_pw_drain(c->pw);
+	return 0;
+}
+
+uint32_t kvs_persist_pending(kvs_cache *c)
+{
+	return c->persist ? cache_pw_pending(c->pw) : 0;
+}
+
+void kvs_persist_test_hook(kvs_cache *c, void (*fn)(void *), void *arg)
+{
+	if (c->persist)
+		cache_pw_set_hook(c->pw, fn, arg);
+}
+
+int kvs_persist_leave(kvs_cache *c)
+{
+	if (!c->persist)
+		return 0;
+	cache_persist_settle(c);
+	set_state(&c->persist->hdr->state, PHS_CLEAN);
 	return 0;
 }

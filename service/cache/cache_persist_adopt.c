@@ -187,6 +187,7 @@ static int take(kvs_cache *c, adopt *a)
 	uint32_t d;
 	int rc = 0;
 
+	cache_pw_drain(c->pw); /* nothing of the old metadata is queued */
 	cache_persist_unmap(c->persist);
 	c->persist = a->p;
 	a->p = NULL;
@@ -230,11 +231,12 @@ static void report(const kvs_persist_report *r)
 		return;
 	}
 	kvs_info("persist: %s: %llu blocks kept, %llu dropped (%llu caught "
-		 "writing or torn, %llu failed their checksum), %u namespaces, "
-		 "%u arenas, in %.1f ms", mode[r->mode],
+		 "writing or torn, %llu not yet verified, %llu failed their "
+		 "checksum), %u namespaces, %u arenas, in %.1f ms", mode[r->mode],
 		 (unsigned long long)r->blocks_kept,
 		 (unsigned long long)r->blocks_dropped,
-		 (unsigned long long)r->torn, (unsigned long long)r->bad_sum,
+		 (unsigned long long)r->torn, (unsigned long long)r->unverified,
+		 (unsigned long long)r->bad_sum,
 		 r->namespaces, r->domains, (double)r->elapsed_ns / 1e6);
 }
 

@@ -139,13 +139,15 @@ static void rec_one(rebuild *b, uint32_t i, kvs_persist_report *r)
 	uint32_t st = atomic_load_explicit((_Atomic uint32_t *)&e->state,
 					   memory_order_acquire);
 
-	if (st == PST_FREE)
+	if (PST_OF(st) == PST_FREE)
 		return;
 	memcpy(&x, e, sizeof(x)); /* checked as copied: nothing moves under it */
-	if (st == PST_COMMITTED && x.rsum == persist_rec_sum(&x) &&
+	if (PST_OF(st) == PST_VERIFIED && x.rsum == persist_rec_sum(&x) &&
 	    rec_check(b, i, &x, r))
 		return;
-	if (st != PST_COMMITTED || x.rsum != persist_rec_sum(&x))
+	if (PST_OF(st) == PST_COMMITTED && x.rsum == persist_rec_sum(&x))
+		r->unverified++; /* its checksum not computed before the end */
+	else if (PST_OF(st) != PST_VERIFIED || x.rsum != persist_rec_sum(&x))
 		r->torn++;
 	r->blocks_dropped++;
 	rec_free(b, i);

@@ -11,19 +11,24 @@
  * writing, committed), namespace, chained hash, parent hash, slot (offset,
  * slab), and XXH3-64 of the block's bytes, with a checksum of the record
  * itself. A slot is marked writing before its client can write it; a commit
- * writes the bytes' checksum and the record, then the committed state last
- * (a release store). docs/architecture.md, "Host tier persistence", is the
- * format and the rule for changing it.
+ * writes the record, then the committed state last (a release store); the
+ * persist worker, a thread of the cache's, then hashes the bytes off the
+ * loop and marks the record verified (persist_fmt.h: a generation in the
+ * state word keeps a slot that went meanwhile from being marked).
+ * docs/architecture.md, "Host tier persistence", is the format and the
+ * rule for changing it.
  *
  * Trust: the next daemon trusts nothing it is handed. A record is kept only
- * when it is committed, its own checksum holds, every field is in bounds,
+ * when it is verified (a committed one not yet verified when the daemon
+ * died is dropped), its own checksum holds, every field is in bounds,
  * its namespace is in the table, its slot fits the slab it names and does
  * not overlap a kept one, its parent was kept, and its bytes' checksum
  * matches; every other slot is freed. A header of another magic, version or
  * geometry is a cold start (the reason is logged and reported). The GPU
  * tier is not persisted.
  *
- * Thread: the daemon's loop thread only, as the cache.
+ * Thread: the daemon's loop thread only, as the cache (the worker is
+ * internal).
  */
 #ifndef KVS_PERSIST_H
 #define KVS_PERSIST_H
@@ -58,6 +63,7 @@ typedef struct kvs_persist_report {
 	uint64_t blocks_kept;    /* in the table, ready to serve */
 	uint64_t blocks_dropped; /* records not kept (any reason) */
 	uint64_t torn;           /* of dropped: caught writing, or a bad record */
+	uint64_t unverified;     /* of dropped: committed, not yet verified */
 	uint64_t bad_sum;        /* of dropped: bytes that fail their checksum */
 	uint32_t namespaces;     /* restored */
 	uint32_t domains;        /* arenas adopted */
@@ -96,9 +102,27 @@ int kvs_persist_adopt(kvs_cache *c, kvs_named_fd *in, uint32_t n,
 		      kvs_persist_report *r);
 
 /*
+ * kvs_persist_sync - wait until the persist worker has verified (or found
+ * gone) every block committed so far: a crash after it keeps them. A block
+ * the worker's full queue left out (persist.queue_full) stays unverified.
+ * Returns 0 (also with persistence off).
+ */
+int kvs_persist_sync(kvs_cache *c);
+
+/* kvs_persist_pending - blocks committed and not yet verified by the
+ * worker (queued or being hashed); 0 with persistence off. */
+uint32_t kvs_persist_pending(kvs_cache *c);
+
+/* kvs_persist_test_hook - tests: @fn(@arg) runs in the worker between a
+ * block's hash and the recheck of its record (NULL: none). */
+void kvs_persist_test_hook(kvs_cache *c, void (*fn)(void *), void *arg);
+
+/*
  * kvs_persist_leave - mark the metadata left cleanly: this daemon has
  * drained (no client connected, nothing being written) and is stopping or
- * handing over; call it last. The next daemon reports
+ * handing over; call it last. It waits for the worker, then verifies in
+ * the calling thread every record still committed (those a full queue left
+ * out): every committed block is kept by the next daemon. The next daemon reports
  * KVS_START_HANDED_OVER; the blocks are checked the same way. A commit
  * after it marks the metadata dirty again. Returns 0 (also with
  * persistence off).

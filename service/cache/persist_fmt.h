@@ -7,7 +7,8 @@
  * The memfd is read by the next daemon on the same machine only: fields are
  * in the host's byte order, at the offsets the static asserts pin.
  *
- * Thread: the daemon's loop thread only.
+ * Thread: the daemon's loop thread, and the persist worker for a record's
+ * sum and its committed-to-verified step (cache_persist_worker.c).
  */
 #ifndef KVS_PERSIST_FMT_H
 #define KVS_PERSIST_FMT_H
@@ -20,7 +21,7 @@
 #include "kvs_nsfile.h"
 
 #define PERSIST_MAGIC 0x314154454d53564bull /* "KVSMETA1" */
-#define PERSIST_VERSION 1u
+#define PERSIST_VERSION 2u
 #define PERSIST_HDR_BYTES 4096u
 #define PERSIST_MAX_DOMS 256u
 #define PERSIST_NS_CAP 4096u
@@ -31,7 +32,15 @@
 #define PERSIST_BYTES_PER_REC 256u
 #define PERSIST_REC_CAP_MAX (1u << 26)
 
-enum persist_state { PST_FREE = 0, PST_WRITING = 1, PST_COMMITTED = 2 };
+/* A record's state word: the state in its low 2 bits, a generation in
+ * the rest, bumped by the loop at every store (free, writing, committed);
+ * the persist worker turns committed into verified at the same generation
+ * (a compare-and-swap), so a record whose slot went meanwhile never is. */
+enum persist_state {
+	PST_FREE = 0, PST_WRITING = 1, PST_COMMITTED = 2, PST_VERIFIED = 3
+};
+#define PST_OF(w) ((w) & 3u)
+#define PST_WORD(w, st) ((((w) >> 2) + 1u) << 2 | (st)) /* next generation */
 enum persist_hdr_state { PHS_DIRTY = 1, PHS_CLEAN = 2 };
 
 /* The header: its fixed part [0, sum) is checksummed once, at creation;
@@ -68,7 +77,7 @@ typedef struct persist_ns {
 
 /* A block, at rec_off + idx * rec_bytes (idx: its block-table index). */
 typedef struct persist_rec {
-	uint32_t state;        /* enum persist_state (release store, last) */
+	uint32_t state;        /* state word (release store, last) */
 	uint32_t ns;
 	uint32_t ns_gen;
 	uint32_t dom;
@@ -78,9 +87,9 @@ typedef struct persist_rec {
 	uint64_t bytes;        /* block bytes (the namespace's) */
 	uint32_t slab_first;   /* the slot's slab: first page and length */
 	uint32_t slab_pages;
-	uint64_t sum;          /* XXH3-64 of the block's bytes */
+	uint64_t sum;          /* XXH3-64 of the bytes (the worker's alone) */
 	uint8_t zero[40];
-	uint64_t rsum;         /* XXH3-64 of [4, 120): the record itself */
+	uint64_t rsum;         /* XXH3-64 of [4, 72): the record itself */
 } persist_rec;
 
 _Static_assert(offsetof(persist_hdr, sum) == 80, "persist_hdr layout");
@@ -89,9 +98,11 @@ _Static_assert(sizeof(persist_ns) == PERSIST_NS_BYTES, "persist_ns size");
 _Static_assert(KVS_NSFILE_ENTRY_MAX <= PERSIST_NS_BYTES - 24, "ns entry");
 _Static_assert(sizeof(persist_rec) == PERSIST_REC_BYTES, "persist_rec size");
 _Static_assert(offsetof(persist_rec, rsum) == 120, "persist_rec layout");
+_Static_assert(offsetof(persist_rec, sum) == 72, "persist_rec sum");
 
 /* The checksums of a namespace entry (its @len entry bytes, seeded with
- * dom, gen and len; @len within bounds) and of a record ([4, 120)). */
+ * dom, gen and len; @len within bounds) and of a record's fields but its
+ * bytes' sum ([4, 72): the loop writes them, the worker the sum). */
 static inline uint64_t persist_ns_sum(const persist_ns *e)
 {
 	return XXH3_64bits_withSeed(e->entry, e->len,
@@ -101,7 +112,7 @@ static inline uint64_t persist_ns_sum(const persist_ns *e)
 
 static inline uint64_t persist_rec_sum(const persist_rec *r)
 {
-	return XXH3_64bits(&r->ns, offsetof(persist_rec, rsum) -
+	return XXH3_64bits(&r->ns, offsetof(persist_rec, sum) -
 				   offsetof(persist_rec, ns));
 }
 

@@ -38,6 +38,7 @@ static const char *const admit_choices[] = { "all", "hit", NULL };
 static const char *const tenant_choices[] = { "off", "uid", NULL };
 static const char *const remote_write_choices[] = { "demote", "through", NULL };
 static const char *const remote_mac_choices[] = { "poly1305", "hmac", NULL };
+static const char *const persist_choices[] = { "off", "on", NULL };
 
 /* In --help's order; --print-config follows it too. */
 const struct setting config_settings[] = {
@@ -313,6 +314,13 @@ const struct setting config_settings[] = {
 	  .why = "must be a number from 1 to 1024",
 	  .help = "tenant arenas at most; a further uid is refused\n"
 		  "(default {})" },
+	{ .name = "persist", .arg = "on|off", .type = T_CHOICE,
+	  FIELD(int, persist), .choices = persist_choices, .def = "on",
+	  .why = "must be on or off",
+	  .help = "on: the host tier outlives the daemon (a metadata\n"
+		  "memfd describes every committed block; a restart\n"
+		  "or hand-over serves them again); off: none of it,\n"
+		  "every start is cold (default {})" },
 	{ .name = "config", .arg = "FILE", .type = T_ACTION,
 	  .help = "read settings from FILE first (key = value, keys\n"
 		  "named as these flags); flags win over the file" },

@@ -91,6 +91,7 @@ typedef struct kvs_config {
 	int tenant_arenas;      /* 1: one host arena per peer uid (trust domain) */
 	uint32_t max_tenants;   /* domains at most (--tenant-arenas uid) */
 	uint64_t tenant_bytes;  /* host bytes per domain; 0: host_bytes / max_tenants */
+	int persist;            /* 1: the host tier outlives the daemon */
 } kvs_config;
 
 /*

@@ -564,7 +564,7 @@ int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 				.max_pinned_share_per_uid = cfg->max_pinned_share_per_uid,
 				/* the pool outlives the daemon: --take-over,
 				 * systemd's fd store (kvs_persist.h) */
-				.persist = 1 };
+				.persist = cfg->persist };
 	kvs_admin_config ac = { .max_pinned_share = cfg->max_pinned_share,
 				.watch_buffer = cfg->watch_buffer };
 	kvs_server *s = calloc(1, sizeof(*s));

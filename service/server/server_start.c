@@ -125,7 +125,10 @@ int server_adopt(kvs_server *s, kvs_named_fd *fds, uint32_t n)
 		kvs_err("rebuilding the table from %u fds: %s", n, kvs_strerror(rc));
 		return rc;
 	}
-	if (!r.reason[0] && s->start.reason[0]) /* why --take-over got none */
+	if (!s->cfg.persist) /* the cache closed what was passed */
+		snprintf(r.reason, sizeof(r.reason), "--persist off: the host "
+			 "tier is not kept across restarts");
+	else if (!r.reason[0] && s->start.reason[0]) /* why --take-over got none */
 		snprintf(r.reason, sizeof(r.reason), "%s", s->start.reason);
 	s->start = r;
 	s->stats.start_mode = r.mode;

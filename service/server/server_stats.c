@@ -13,6 +13,7 @@
 
 #include "kvs_cache_admin.h"
 #include "kvs_log.h"
+#include "kvs_persist.h"
 
 /* Namespaces whose engine counts are rendered one by one: STATS must fit
  * one reply and a scrape stay small, while a daemon may hold thousands of
@@ -58,6 +59,7 @@ static void stats_refresh(kvs_server *s)
 	s->stats.server_pid = getpid();
 	s->stats.server_rss_anon_bytes = rss_anon_bytes();
 	s->stats.server_log_dropped = (int64_t)kvs_log_dropped();
+	s->stats.persist_pending = (int64_t)kvs_persist_pending(s->cache);
 	s->stats.server_metrics_port = s->metrics ? kvs_metrics_port(s->metrics) : 0;
 	if (s->metrics) {
 		uint64_t open, refused, timed_out;

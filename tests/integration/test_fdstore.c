@@ -10,7 +10,11 @@
  *            fds): the new daemon starts "handed over", every block kept and
  *            every hit bit exact; a client reconnects as after any restart.
  *  crash:    kill -9 and the restart Restart=on-failure makes: the new daemon
- *            starts "recovered", with the blocks committed before the crash.
+ *            starts "recovered", with the blocks committed and verified
+ *            (persist.pending 0) before the crash.
+ *  off:      with --persist off the daemon stores its listening socket
+ *            alone (no "kvs-meta", no arena) and a restart starts cold,
+ *            saying so; its clients reconnect and miss.
  *  stop:     a stop releases the store; the socket's path goes with it (the
  *            unit's runtime directory does under systemd).
  * Under a real systemd: tests/integration/test_systemd.sh.
@@ -61,6 +65,46 @@ static void check_kept(kvs_client *w, const kvs_hash *h, size_t n)
 	CHECK_EQ(bad, 0);
 }
 
+/* --persist off: nothing of the pool is stored, a restart is cold. */
+static th_daemon o; /* alive until th_finish */
+
+static void off_part(void)
+{
+	kvs_hash c[N];
+	kvs_client *w;
+	FILE *f;
+	char line[512], names[512] = "";
+
+	if (th_daemon_init(&o, TH_ARGS("--host-size", "32M", "--gpu", "off",
+				       "--persist", "off")) < 0)
+		th_fatal("temp dir");
+	o.fdstore = true;
+	if (th_daemon_start(&o) < 0)
+		th_fatal("kvshared --persist off under the stand-in did not start");
+	CHECK(th_fdstore_wait(&o, "fds", 1) && th_fdstore_wait(&o, "ready", 1));
+	CHECK_EQ(th_fdstore_get(&o, "fds"), 1);
+	f = fopen(o.state, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "names=", 6))
+			snprintf(names, sizeof(names), "%s", line + 6);
+	if (f)
+		fclose(f);
+	CHECK(strstr(names, "listen") != NULL);
+	CHECK(strstr(names, "kvs-meta") == NULL);
+	CHECK(strstr(names, "kvs-arena") == NULL);
+	th_chain(&L, 3, N, 0, 0, c);
+	w = th_connect(&o, &L);
+	CHECK_EQ(th_publish(w, c, N, NULL), N);
+	CHECK_RC(th_fdstore_restart(&o), 0);
+	CHECK_EQ(th_stat_get(&o, "start.mode"), 0);
+	CHECK_EQ(th_stat_get(&o, "start.blocks_kept"), 0);
+	CHECK(th_log_contains(&o, "--persist off"));
+	if (th_probe(w, c, N) == KVS_E_DISCONNECTED)
+		CHECK_RC(kvs_reconnect(w), 0);
+	CHECK_EQ(th_probe(w, c, N), 0);
+	kvs_close(w);
+}
+
 int main(void)
 {
 	kvs_hash a[N], b[N];
@@ -73,7 +117,8 @@ int main(void)
 	d.fdstore = true;
 	if (th_daemon_start(&d) < 0)
 		th_fatal("kvshared under the stand-in did not start");
-	CHECK(th_fdstore_wait(&d, "fds", 3));
+	/* READY=1 comes after FDSTORE=1: a restart counts starts by it */
+	CHECK(th_fdstore_wait(&d, "fds", 3) && th_fdstore_wait(&d, "ready", 1));
 	check_names();
 	CHECK_EQ(th_stat_get(&d, "start.mode"), 0);
 
@@ -91,6 +136,8 @@ int main(void)
 	/* kill -9, restarted with the fds the store kept */
 	th_chain(&L, 2, N, 0, 0, b);
 	CHECK_EQ(th_publish(w, b, N, NULL), N);
+	/* the persist worker's checksums done: a crash keeps them */
+	CHECK(th_wait_stat(&d, "persist.pending", 0, TH_WAIT_MS));
 	CHECK_RC(th_fdstore_crash(&d), 0);
 	CHECK_EQ(th_fdstore_get(&d, "last_exit"), 128 + SIGKILL);
 	CHECK_EQ(th_fdstore_get(&d, "starts"), 3);
@@ -100,6 +147,7 @@ int main(void)
 	check_kept(w, b, N);
 	kvs_close(w);
 
+	off_part();
 	/* th_finish: SIGTERM to the stand-in (systemctl stop): exit 0 and the
 	 * socket's path removed */
 	return th_finish();

@@ -12,9 +12,10 @@
  * (one round in five, and every round after the eighth kill, the stand-in's
  * restart limit, a `systemctl restart` instead: SIGTERM, handed over).
  * First a host tier (32 MiB) that holds every chain the rounds can publish,
- * so no block is evicted: every chain reported committed must hit whole,
- * and start.blocks_kept is at least the committed blocks and at most one
- * chain more. Then one of 1 MiB (64 chains) that evicts all along, so that
+ * so no block is evicted: every chain reported committed must hit whole
+ * (but those of a round that ended in kill -9: a prefix of each, as far as
+ * the persist worker had verified them), and start.blocks_kept is at least
+ * the blocks of the whole ones and at most one chain more than committed. Then one of 1 MiB (64 chains) that evicts all along, so that
  * slots are freed and reused under the kills: blocks are kept, at most what
  * it holds; then the same over an SSD tier, whose namespaces file and
  * index load after the host tier came back. After each restart of all: start.mode is recovered (handed over
@@ -31,6 +32,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -40,6 +42,12 @@
 static th_daemon ds[3]; /* alive until th_finish */
 static th_daemon *D;
 static kvs_layout L;
+/* Chains committed in a round that ended in kill -9: their checksums may
+ * not have been computed by the persist worker yet, so a prefix of each
+ * (none included) may come back; any other committed chain comes back
+ * whole. */
+static uint8_t tail_of_kill[MAX_CHAINS + 1];
+static uint64_t n_tail;
 
 /* Publish chains from @base on until the daemon goes away; report each one
  * committed on the sync fd. */
@@ -93,7 +101,7 @@ static uint64_t verify_all(uint64_t upto, int whole, size_t *bad_total)
 		rc = th_verify(c, h, LEN, &bad);
 		if (!CHECK_GE(rc, 0))
 			break;
-		if (whole && i < upto && !CHECK_EQ(rc, LEN))
+		if (whole && i < upto && !tail_of_kill[i] && !CHECK_EQ(rc, LEN))
 			th_note("chain %" PRIu64 " (committed) hit %d of %d", i,
 				rc, LEN);
 		hits += (uint64_t)rc;
@@ -120,6 +128,8 @@ static uint64_t round_of(uint64_t published, int want, int clean)
 	CHECK_RC(clean ? th_fdstore_restart(D) : th_fdstore_crash(D), 0);
 	published = drain(w.fd, published, 1);
 	CHECK_EQ(th_child_wait(&w, TH_WAIT_MS), 0);
+	for (uint64_t i = base; !clean && i < published && i < MAX_CHAINS; i++)
+		n_tail += !tail_of_kill[i], tail_of_kill[i] = 1;
 	return published;
 }
 
@@ -137,6 +147,8 @@ static void part(th_daemon *d, int tight, int ssd, int rounds)
 	int kills = 0, rc;
 
 	D = d;
+	memset(tail_of_kill, 0, sizeof(tail_of_kill));
+	n_tail = 0;
 	if (ssd)
 		rc = th_daemon_init(d, TH_ARGS("--host-size", "1M", "--page-size",
 					       "64K", "--gpu", "off", "--ssd-dir",
@@ -173,7 +185,7 @@ static void part(th_daemon *d, int tight, int ssd, int rounds)
 			CHECK_GT(kept, 0);
 			CHECK_LE(kept, 256);
 		} else {
-			CHECK_GE(kept, (int64_t)(published * LEN));
+			CHECK_GE(kept, (int64_t)((published - n_tail) * LEN));
 			CHECK_LE(kept, (int64_t)((published + 1) * LEN));
 		}
 		if (ssd) /* its index loaded: the chains evicted are there */

@@ -85,6 +85,7 @@ int main(void)
 	CHECK_EQ(cfg.watch_buffer, 1u << 20);
 	CHECK_EQ(cfg.tenant_arenas, 0);
 	CHECK_EQ(cfg.max_tenants, 8);
+	CHECK_EQ(cfg.persist, 1);
 	CHECK(cfg.ssd_dir[0] == '\0' && cfg.metrics_addr[0] == '\0');
 	CHECK_EQ(cfg.metrics_max_conns, 16);
 	CHECK_EQ(cfg.metrics_timeout, 10);
@@ -101,6 +102,11 @@ int main(void)
 	CHECK(strcmp(kvs_config_set(&cfg, "colour", "blue"), "unknown key") == 0);
 	kvs_config_defaults(&cfg);
 
+	CHECK_EQ(parse(&cfg, "--persist", "off"), 0);
+	CHECK_EQ(cfg.persist, 0);
+	CHECK_EQ(parse(&cfg, "--persist=on", NULL), 0);
+	CHECK_EQ(cfg.persist, 1);
+	CHECK_EQ(parse(&cfg, "--persist", "maybe"), KVS_E_CONFIG);
 	CHECK_EQ(parse(&cfg, "--host-size", "256M"), 0);
 	CHECK_EQ(cfg.host_bytes, 256ull << 20);
 	CHECK_EQ(parse(&cfg, "--host-size=1G", NULL), 0);
