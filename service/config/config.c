@@ -461,78 +461,9 @@ const char *kvs_config_set(kvs_config *cfg, const char *key, const char *val)
 	return set_value(cfg, s, val);
 }
 
-static uint64_t mem_available(void)
-{
-	FILE *f = fopen("/proc/meminfo", "r");
-	char line[256];
-	unsigned long long kb = 0;
-
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
-			break;
-	}
-	fclose(f);
-	return (uint64_t)kb << 10;
-}
-
-/* Field @key ("MemTotal:") of /proc/meminfo's @text, in bytes; 0 if absent. */
-static uint64_t meminfo_bytes(const char *text, const char *key)
-{
-	const char *p = strstr(text, key);
-	unsigned long long kb;
-
-	/* At the start of a line: "SwapTotal:" is not "Total:". */
-	while (p && p != text && p[-1] != '\n')
-		p = strstr(p + 1, key);
-	if (!p || sscanf(p + strlen(key), " %llu kB", &kb) != 1)
-		return 0;
-	return (uint64_t)kb << 10;
-}
-
-int kvs_config_memory_check(const kvs_config *cfg, const char *meminfo,
-			    char *why, size_t cap)
-{
-	char buf[8192];
-	uint64_t total, swap, avail, host = cfg->host_bytes;
-	const double gib = 1024.0 * 1024 * 1024;
-
-	if (!meminfo) {
-		FILE *f = fopen("/proc/meminfo", "r");
-		size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
-
-		if (f)
-			fclose(f);
-		buf[n] = '\0';
-		meminfo = buf;
-	}
-	total = meminfo_bytes(meminfo, "MemTotal:");
-	swap = meminfo_bytes(meminfo, "SwapTotal:");
-	avail = meminfo_bytes(meminfo, "MemAvailable:");
-	if (total == 0)
-		return 0; /* not known: nothing to say */
-	if (host > total + swap) {
-		snprintf(why, cap, "%.1f GiB is more than this machine's memory "
-			 "(RAM %.1f GiB + swap %.1f GiB): the tier could never be "
-			 "filled; give at most that, and leave room for the workers",
-			 host / gib, total / gib, swap / gib);
-		return KVS_E_CONFIG;
-	}
-	if (avail && host > avail) {
-		snprintf(why, cap, "%.1f GiB is more than the memory "
-			 "available now (%.1f GiB of %.1f GiB RAM, %.1f GiB swap): "
-			 "it fills as blocks are written, and past what is free the "
-			 "kernel swaps or ends a process (OOM)", host / gib,
-			 avail / gib, total / gib, swap / gib);
-		return 1;
-	}
-	return 0;
-}
-
 int kvs_config_defaults(kvs_config *cfg)
 {
-	uint64_t avail = mem_available();
+	uint64_t avail = config_mem_available();
 	int rc;
 
 	memset(cfg, 0, sizeof(*cfg));

@@ -60,6 +60,9 @@ struct setting {
 extern const struct setting config_settings[];
 extern const size_t config_n_settings;
 
+/* MemAvailable of /proc/meminfo in bytes, 0 if unknown (config_memory.c). */
+uint64_t config_mem_available(void);
+
 /* The field of kvs_config that @s sets. */
 static inline void *config_field(kvs_config *cfg, const struct setting *s)
 {

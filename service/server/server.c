@@ -551,6 +551,21 @@ static int listen_open(kvs_server *s)
 	return 0;
 }
 
+/* What the daemon serves on: the KV event stream, the socket, /metrics;
+ * then the fds they leave for clients. */
+static int endpoints_open(kvs_server *s, const kvs_config *cfg)
+{
+	int rc = kvev_open(s, cfg);
+
+	if (rc == 0)
+		rc = listen_open(s);
+	if (rc == 0)
+		rc = metrics_open(s, cfg);
+	if (rc == 0)
+		rc = fds_budget(s);
+	return rc;
+}
+
 int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 {
 	kvs_cache_config cc = { .host_bytes = cfg->host_bytes,
@@ -615,16 +630,7 @@ int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 	rc = kvs_admin_create(&ac, s->cache, &s->stats, &s->admin);
 	if (rc < 0)
 		goto fail;
-	rc = kvev_open(s, cfg);
-	if (rc < 0)
-		goto fail;
-	rc = listen_open(s);
-	if (rc < 0)
-		goto fail;
-	rc = metrics_open(s, cfg);
-	if (rc < 0)
-		goto fail;
-	rc = fds_budget(s);
+	rc = endpoints_open(s, cfg);
 	if (rc < 0)
 		goto fail;
 	*out = s;
