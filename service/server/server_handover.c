@@ -316,6 +316,34 @@ static int takeover_connect(const char *path, char *why, size_t cap)
 	return fd;
 }
 
+/* Keep the fds of @mh in @fds after the *@nfds there, up to KVS_SD_FDS_MAX
+ * in all; those past it are closed. -1 if there were too many, or more
+ * than the control buffer held (MSG_CTRUNC: the kernel dropped some). */
+static int take_fds(const struct msghdr *mh, int *fds, uint32_t *nfds)
+{
+	int rc = mh->msg_flags & MSG_CTRUNC ? -1 : 0;
+
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm;
+	     cm = CMSG_NXTHDR((struct msghdr *)mh, cm)) {
+		uint32_t k;
+		int fd;
+
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		k = (uint32_t)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+		for (uint32_t i = 0; i < k; i++) {
+			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+			if (*nfds < KVS_SD_FDS_MAX) {
+				fds[(*nfds)++] = fd;
+			} else {
+				close(fd);
+				rc = -1;
+			}
+		}
+	}
+	return rc;
+}
+
 /* Read the answer: its header into @h, its payload into @p (up to @cap),
  * its fds into @fds (*@nfds: how many came). */
 static int takeover_read(int fd, kvs_wire_hdr *h, uint8_t *p, size_t cap,
@@ -345,13 +373,8 @@ static int takeover_read(int fd, kvs_wire_hdr *h, uint8_t *p, size_t cap,
 			continue;
 		if (r <= 0)
 			return r < 0 ? -errno : -ECONNRESET;
-		for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
-			if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
-				uint32_t k = (uint32_t)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-
-				memcpy(fds + *nfds, CMSG_DATA(cm), k * sizeof(int));
-				*nfds += k;
-			}
+		if (take_fds(&mh, fds, nfds) < 0)
+			return -EMSGSIZE;
 		got += (size_t)r;
 		if (got == KVS_WIRE_HDR_SIZE && want == KVS_WIRE_HDR_SIZE) {
 			int rc = kvs_wire_hdr_decode(buf, got, HO_MSG_MAX -
@@ -428,7 +451,10 @@ int server_takeover(const char *path, kvs_named_fd *fds, uint32_t max,
 	rc = send_fds(fd, req, sizeof(req), NULL, 0);
 	if (rc == 0)
 		rc = takeover_read(fd, &h, p, sizeof(p), raw, &nraw);
-	if (rc < 0)
+	if (rc == -EMSGSIZE)
+		snprintf(why, cap, "a malformed answer (more than %d fds)",
+			 KVS_SD_FDS_MAX);
+	else if (rc < 0)
 		snprintf(why, cap, "no answer: %s", kvs_strerror(rc));
 	else if (h.status < 0 || h.opcode != KVS_OP_HANDOVER)
 		rc = takeover_refused(h.status < 0 ? h.status : KVS_E_PROTO, why, cap);

@@ -13,6 +13,8 @@
  *             every block; a successor whose predecessor answers with a
  *             format it cannot read starts cold on its own socket, says why,
  *             and sends no acknowledgement (so the predecessor serves again).
+ *  many_fds:  a predecessor sending more fds than an answer may carry (in
+ *             two messages): the successor keeps none, says why, exits 1.
  *  no_ack:    a successor that takes the fds and closes without its
  *             acknowledgement: the daemon serves again, every block there.
  *  load:      two workers publish and hit through the switch: every hit's
@@ -29,6 +31,7 @@
 #include "kvs_le.h"
 
 #include <poll.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,6 +186,85 @@ static void version(void)
 	CHECK_EQ(th_recv_u64(ch.fd, &msg, TH_WAIT_MS), 0);
 	CHECK_EQ(msg, 2);
 	CHECK_EQ(th_child_wait(&ch, TH_WAIT_MS), 0);
+}
+
+/* The fake predecessor of many_fds: answers a HANDOVER in the format asked
+ * with one name, and 2 x 40 fds (more than any answer may carry) in two
+ * messages, the header's and the payload's. */
+static int fake_many(void *arg, int sync_fd)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	uint8_t req[KVS_WIRE_HDR_SIZE + 8], reply[KVS_WIRE_HDR_SIZE + 8 + 32];
+	kvs_wire_hdr h = { .magic = KVS_WIRE_MAGIC, .version = KVS_WIRE_VERSION,
+			   .opcode = KVS_OP_HANDOVER, .len = 8 + 32 };
+	union {
+		char b[CMSG_SPACE(sizeof(int) * 40)];
+		struct cmsghdr align;
+	} u;
+	struct pollfd p = { .events = POLLIN };
+	int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), fd, many[40];
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", (const char *)arg);
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    listen(lfd, 4) < 0)
+		return 2;
+	th_send_u64(sync_fd, 1);
+	p.fd = lfd;
+	if (poll(&p, 1, TH_READY_TIMEOUT_MS) != 1 || (fd = accept(lfd, NULL, NULL)) < 0)
+		return 3;
+	if (recv(fd, req, sizeof(req), MSG_WAITALL) != (ssize_t)sizeof(req))
+		return 4;
+	h.req_id = get64(req + 16);
+	memset(reply, 0, sizeof(reply));
+	kvs_wire_hdr_encode(&h, reply);
+	put32(reply + KVS_WIRE_HDR_SIZE, 1);
+	put32(reply + KVS_WIRE_HDR_SIZE + 4, 1);
+	memcpy(reply + KVS_WIRE_HDR_SIZE + 8, "kvs-meta", 8);
+	for (int i = 0; i < 40; i++)
+		many[i] = lfd;
+	for (int part = 0; part < 2; part++) {
+		struct iovec iov = { reply + (part ? KVS_WIRE_HDR_SIZE : 0),
+				     part ? 8 + 32 : KVS_WIRE_HDR_SIZE };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+				     .msg_control = u.b, .msg_controllen = sizeof(u.b) };
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(many));
+		memcpy(CMSG_DATA(cm), many, sizeof(many));
+		if (sendmsg(fd, &mh, MSG_NOSIGNAL) != (ssize_t)iov.iov_len)
+			return 5;
+	}
+	CHECK_EQ(recv(fd, req, sizeof(req), MSG_WAITALL), 0); /* no ACK */
+	th_send_u64(sync_fd, 2);
+	close(fd);
+	close(lfd);
+	return 0;
+}
+
+/* A predecessor sending more fds than an answer may carry: the successor
+ * keeps none of them, says why and exits 1 (no overflow, no crash). */
+static void many_fds(void)
+{
+	static char fake[108];
+	static th_daemon m;
+	th_child ch;
+	uint64_t msg = 0;
+
+	if (th_daemon_init(&m, TH_ARGS("--host-size", "16M", "--gpu", "off",
+				       "--take-over", fake)) < 0)
+		th_fatal("temp dir");
+	snprintf(fake, sizeof(fake), "%s/fake.sock", m.dir);
+	th_spawn(&ch, fake_many, fake);
+	CHECK_EQ(th_recv_u64(ch.fd, &msg, TH_WAIT_MS), 0);
+	CHECK_EQ(th_daemon_start(&m), -ECHILD);
+	CHECK_EQ(m.last_status, 1);
+	CHECK(th_log_contains(&m, "a malformed answer (more than 64 fds)"));
+	CHECK_EQ(th_recv_u64(ch.fd, &msg, TH_WAIT_MS), 0);
+	CHECK_EQ(msg, 2);
+	CHECK_EQ(th_child_wait(&ch, TH_WAIT_MS), 0);
+	th_daemon_destroy(&m);
 }
 
 /* Wait until @name is at least @want. */
@@ -380,6 +462,7 @@ int main(void)
 	kvs_close(w);
 	other_uid();
 	version();
+	many_fds();
 	no_ack();
 	load();
 	return th_finish();
