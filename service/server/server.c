@@ -554,21 +554,19 @@ int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 				.watch_buffer = cfg->watch_buffer };
 	kvs_server *s = calloc(1, sizeof(*s));
 	kvs_named_fd fds[KVS_SD_FDS_MAX];
-	int rc, nfds, lfd = -1, link = -1;
+	int rc, nfds, lfd = -1;
 
 	if (!s)
 		return -ENOMEM;
 	s->cfg = *cfg;
 	s->listen_fd = -1;
-	/* The previous daemon's pool and socket, if it left them: it has
-	 * exited once server_takeover_ack returns. */
-	nfds = server_startup_fds(s, fds, KVS_SD_FDS_MAX, &lfd, &link);
+	/* The previous daemon's pool and socket, if it left them: from
+	 * --take-over, only once it has exited. */
+	nfds = server_startup_fds(s, fds, KVS_SD_FDS_MAX, &lfd);
 	if (nfds < 0) {
 		free(s);
 		return nfds;
 	}
-	if (link >= 0)
-		server_takeover_ack(link);
 	s->listen_fd = lfd;
 	s->uid = geteuid();
 	s->fd_limit = nofile_raise();

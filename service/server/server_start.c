@@ -70,11 +70,12 @@ static uint32_t take_listener(kvs_server *s, kvs_named_fd *fds, uint32_t n,
 	return k;
 }
 
-static int takeover_fds(kvs_server *s, kvs_named_fd *fds, uint32_t max, int *link)
+static int takeover_fds(kvs_server *s, kvs_named_fd *fds, uint32_t max,
+			struct takeover_link *tl)
 {
 	const char *path = s->cfg.take_over;
 	char why[192];
-	int n = server_takeover(path, fds, max, link, why, sizeof(why));
+	int n = server_takeover(path, fds, max, tl, why, sizeof(why));
 
 	if (n == KVS_E_VERSION) {
 		kvs_warn("--take-over %s: %s: starting cold", path, why);
@@ -93,15 +94,15 @@ static int takeover_fds(kvs_server *s, kvs_named_fd *fds, uint32_t max, int *lin
 }
 
 int server_startup_fds(kvs_server *s, kvs_named_fd *fds, uint32_t max,
-		       int *listen_fd, int *link)
+		       int *listen_fd)
 {
+	struct takeover_link tl = { .fd = -1 };
 	char why[256];
 	int n;
 
 	*listen_fd = -1;
-	*link = -1;
 	if (s->cfg.take_over[0]) {
-		n = takeover_fds(s, fds, max, link);
+		n = takeover_fds(s, fds, max, &tl);
 	} else {
 		n = kvs_sd_listen_fds(fds, max, why, sizeof(why));
 		if (n < 0)
@@ -111,7 +112,17 @@ int server_startup_fds(kvs_server *s, kvs_named_fd *fds, uint32_t max,
 	}
 	if (n <= 0)
 		return n;
-	return (int)take_listener(s, fds, (uint32_t)n, listen_fd);
+	n = (int)take_listener(s, fds, (uint32_t)n, listen_fd);
+	if (tl.fd >= 0 && server_takeover_ack(&tl, why, sizeof(why)) < 0) {
+		/* It may serve the pool yet: not ours to touch. */
+		kvs_warn("--take-over %s: %s: starting cold", s->cfg.take_over, why);
+		snprintf(s->start.reason, sizeof(s->start.reason),
+			 "--take-over %s: %.120s", s->cfg.take_over, why);
+		for (int i = 0; i < n; i++)
+			close(fds[i].fd);
+		n = 0;
+	}
+	return n;
 }
 
 int server_adopt(kvs_server *s, kvs_named_fd *fds, uint32_t n)
