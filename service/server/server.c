@@ -132,6 +132,8 @@ void server_conn_gone(kvs_server *s, uint32_t uid)
 
 static void on_accept(evutil_socket_t lfd, short what, void *arg);
 
+#define ADOPT_QUIET_MS (KVS_FAST_STALE_MS + KVS_FAST_REVOKE_GRACE_MS) /* < 1 s */
+
 static void on_accept_resume(evutil_socket_t fd, short what, void *arg)
 {
 	kvs_server *s = arg;
@@ -530,7 +532,17 @@ static int listen_open(kvs_server *s)
 	s->sigterm_ev = evsignal_new(s->base, SIGTERM, on_signal, s);
 	if (!s->listen_ev || !s->accept_ev || !s->sigint_ev || !s->sigterm_ev)
 		return -ENOMEM;
-	event_add(s->listen_ev, NULL);
+	if (s->start.mode == KVS_START_COLD) {
+		event_add(s->listen_ev, NULL);
+	} else {
+		/* The old daemon's clients may read its fast index and pin
+		 * unseen by us until its heartbeat is stale (and a copy under
+		 * way ends): serving no one, nothing is evicted or reused. */
+		struct timeval tv = { 0, ADOPT_QUIET_MS * 1000 };
+		kvs_info("adopted pool: accepting in %u ms (the old fast "
+			 "index goes stale)", ADOPT_QUIET_MS);
+		evtimer_add(s->accept_ev, &tv);
+	}
 	event_add(s->sigint_ev, NULL);
 	event_add(s->sigterm_ev, NULL);
 	return 0;

@@ -478,6 +478,8 @@ static void load(void)
 		th_poll_pause();
 	CHECK_EQ(st, 0);
 	mode = th_stat_get(&b, "start.mode");
+	/* The old fast index goes stale before anyone is served. */
+	CHECK(th_log_contains(&b, "adopted pool: accepting in 350 ms"));
 	CHECK(wait_ge(&b, "ops.commit", 8));
 	for (int i = 0; i < WORKERS; i++) {
 		uint64_t v[sizeof(sum) / 8];

@@ -148,6 +148,7 @@ int main(void)
 		published = round_of(published, 1 + rand() % 40, clean);
 		kills += !clean;
 		CHECK_EQ(th_stat_get(&d, "start.mode"), clean ? 1 : 2);
+		CHECK(th_log_contains(&d, "adopted pool: accepting in 350 ms"));
 		kept = th_stat_get(&d, "start.blocks_kept");
 		/* Every committed block, and at most the chain in flight. */
 		CHECK_GE(kept, (int64_t)(published * LEN));
