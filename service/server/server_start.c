@@ -93,6 +93,29 @@ static int takeover_fds(kvs_server *s, kvs_named_fd *fds, uint32_t max,
 	return n;
 }
 
+/* Of several fds of one name in @fds (@n: the fd store holds every one
+ * stored), keep the last (the newest) and close the others. Returns how
+ * many are left. */
+static uint32_t newest_of_each(kvs_named_fd *fds, uint32_t n)
+{
+	uint32_t k = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t j = i + 1;
+
+		while (j < n && strcmp(fds[j].name, fds[i].name) != 0)
+			j++;
+		if (j < n) {
+			kvs_warn("fds passed at start: %s more than once: the "
+				 "last one kept", fds[i].name);
+			close(fds[i].fd);
+		} else {
+			fds[k++] = fds[i];
+		}
+	}
+	return k;
+}
+
 int server_startup_fds(kvs_server *s, kvs_named_fd *fds, uint32_t max,
 		       int *listen_fd)
 {
@@ -109,6 +132,8 @@ int server_startup_fds(kvs_server *s, kvs_named_fd *fds, uint32_t max,
 			kvs_err("fds passed at start: %s", why);
 		else if (n > 0)
 			kvs_info("%d fds passed at start ($LISTEN_FDS)", n);
+		if (n > 0)
+			n = (int)newest_of_each(fds, (uint32_t)n);
 	}
 	if (n <= 0)
 		return n;

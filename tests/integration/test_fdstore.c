@@ -87,6 +87,10 @@ int main(void)
 	CHECK_EQ(th_stat_get(&d, "start.mode"), 1);
 	CHECK_EQ(th_stat_get(&d, "start.blocks_kept"), N);
 	check_kept(w, a, N);
+	/* Stored again at READY and at STOPPING, each name replaces its old
+	 * fd (FDSTOREREMOVE=1; the stand-in keeps duplicates as systemd
+	 * does): the store does not grow. */
+	CHECK_EQ(th_fdstore_get(&d, "fds"), 3);
 
 	/* kill -9, restarted with the fds the store kept */
 	th_chain(&L, 2, N, 0, 0, b);
@@ -96,6 +100,8 @@ int main(void)
 	CHECK_EQ(th_fdstore_get(&d, "starts"), 3);
 	CHECK_EQ(th_stat_get(&d, "start.mode"), 2);
 	CHECK_EQ(th_stat_get(&d, "start.blocks_kept"), 2 * N);
+	CHECK(th_fdstore_wait(&d, "ready", 3));
+	CHECK_EQ(th_fdstore_get(&d, "fds"), 3);
 	check_kept(w, a, N);
 	check_kept(w, b, N);
 	kvs_close(w);
