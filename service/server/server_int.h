@@ -98,6 +98,7 @@ struct kvs_server {
 	struct handover *ho;
 	int handed_over;
 	int fd_store;
+	int fds_stored; /* of kvs_persist_fds', the first so many are stored */
 	kvs_persist_report start; /* how this daemon started */
 };
 
@@ -223,6 +224,10 @@ int server_takeover_ack(const struct takeover_link *tl, char *why, size_t cap);
  * Returns how many are left in @fds, or the error that stops the start. */
 int server_startup_fds(kvs_server *s, kvs_named_fd *fds, uint32_t max,
 		       int *listen_fd);
+/* server_fdstore_more - store the pool's fds made since they were last
+ * stored (a tenant arena made on a uid's first attach), so that a crash
+ * keeps them: under systemd's fd store only, a no-op otherwise. */
+void server_fdstore_more(kvs_server *s);
 /* server_adopt - rebuild the table from the fds left (@fds, @n; none: a
  * cold start), and say how the daemon started (log, start.* stats).
  * Returns 0, or the error that stops the start. */

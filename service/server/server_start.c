@@ -192,6 +192,29 @@ static void store_fds(kvs_server *s)
 	else if (rc > 0 && !s->fd_store)
 		kvs_info("fd store: %d fds kept by the service manager", rc);
 	s->fd_store |= rc > 0;
+	if (rc > 0)
+		s->fds_stored = n - 1; /* the listener is last */
+}
+
+void server_fdstore_more(kvs_server *s)
+{
+	kvs_named_fd fds[KVS_SD_FDS_MAX];
+	int n, rc;
+
+	if (!s->fd_store)
+		return;
+	/* The new ones come last: kvs-meta, then the arenas in order. */
+	n = kvs_persist_fds(s->cache, fds, KVS_SD_FDS_MAX - 1);
+	if (n <= s->fds_stored)
+		return;
+	rc = kvs_sd_notify_fds(fds + s->fds_stored, (uint32_t)(n - s->fds_stored));
+	if (rc < 0) {
+		kvs_warn("fd store: FDSTORE=1 to $NOTIFY_SOCKET: %s", strerror(-rc));
+		return;
+	}
+	kvs_info("fd store: %s and %d more kept by the service manager",
+		 fds[s->fds_stored].name, n - s->fds_stored - 1);
+	s->fds_stored = n;
 }
 
 void server_ready(kvs_server *s)
