@@ -135,8 +135,11 @@ int server_startup_fds(kvs_server *s, kvs_named_fd *fds, uint32_t max,
 		if (n > 0)
 			n = (int)newest_of_each(fds, (uint32_t)n);
 	}
-	if (n <= 0)
+	if (n <= 0) {
+		if (tl.fd >= 0)
+			close(tl.fd); /* an answer of no fds: nothing to take */
 		return n;
+	}
 	n = (int)take_listener(s, fds, (uint32_t)n, listen_fd);
 	if (tl.fd >= 0 && server_takeover_ack(&tl, why, sizeof(why)) < 0) {
 		/* It may serve the pool yet: not ours to touch. */
