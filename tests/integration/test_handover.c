@@ -12,7 +12,7 @@
  *             write is refused with KVS_E_VERSION, the daemon serves on with
  *             every block; a successor whose predecessor answers with a
  *             format it cannot read starts cold on its own socket, says why,
- *             and sends no acknowledgement (so the predecessor serves again).
+ *             and sends no acknowledgement.
  *  many_fds:  a predecessor sending more fds than an answer may carry (in
  *             two messages): the successor keeps none, says why, exits 1.
  *  alive:     a predecessor that takes the ACK and closes the connection
