@@ -75,6 +75,7 @@ static int do_hello(conn *c, const kvs_wire_hdr *h, const request *rq)
 				      &r.block_bytes);
 		if (rc < 0)
 			return rc;
+		server_fdstore_more(s); /* a tenant arena made just now */
 		if (!c->ns)
 			s->stats.clients_attached++;
 		c->ns = r.ns_id;

@@ -36,7 +36,9 @@ int kvs_sd_notify(const char *state, const int *fds, uint32_t nfds);
 
 /*
  * kvs_sd_notify_fds - store each of @fds (@n) in the fd store under its
- * name: one FDSTORE=1 message each. Returns how many were sent, 0 without
+ * name: one FDSTORE=1 message each, after an FDSTOREREMOVE=1 of that name
+ * (systemd keeps every fd stored under a name; these replace them).
+ * Returns how many were sent, 0 without
  * $NOTIFY_SOCKET, or the first error (-errno).
  */
 int kvs_sd_notify_fds(const kvs_named_fd *fds, uint32_t n);

@@ -111,6 +111,11 @@ int kvs_sd_notify_fds(const kvs_named_fd *fds, uint32_t n)
 
 		if (!kvs_sd_fdname_ok(fds[i].name))
 			return -EINVAL;
+		/* systemd keeps every fd of a name: the old ones go first */
+		snprintf(msg, sizeof(msg), "FDSTOREREMOVE=1\nFDNAME=%s", fds[i].name);
+		rc = kvs_sd_notify(msg, NULL, 0);
+		if (rc <= 0)
+			return rc;
 		snprintf(msg, sizeof(msg), "FDSTORE=1\nFDNAME=%s", fds[i].name);
 		rc = kvs_sd_notify(msg, &fds[i].fd, 1);
 		if (rc <= 0)

@@ -133,6 +133,8 @@ void server_conn_gone(kvs_server *s, uint32_t uid)
 
 static void on_accept(evutil_socket_t lfd, short what, void *arg);
 
+#define ADOPT_QUIET_MS (KVS_FAST_STALE_MS + KVS_FAST_REVOKE_GRACE_MS) /* < 1 s */
+
 static void on_accept_resume(evutil_socket_t fd, short what, void *arg)
 {
 	kvs_server *s = arg;
@@ -545,7 +547,17 @@ static int listen_open(kvs_server *s)
 	s->sigterm_ev = evsignal_new(s->base, SIGTERM, on_signal, s);
 	if (!s->listen_ev || !s->accept_ev || !s->sigint_ev || !s->sigterm_ev)
 		return -ENOMEM;
-	event_add(s->listen_ev, NULL);
+	if (s->start.mode == KVS_START_COLD) {
+		event_add(s->listen_ev, NULL);
+	} else {
+		/* The old daemon's clients may read its fast index and pin
+		 * unseen by us until its heartbeat is stale (and a copy under
+		 * way ends): serving no one, nothing is evicted or reused. */
+		struct timeval tv = { 0, ADOPT_QUIET_MS * 1000 };
+		kvs_info("adopted pool: accepting in %u ms (the old fast "
+			 "index goes stale)", ADOPT_QUIET_MS);
+		evtimer_add(s->accept_ev, &tv);
+	}
 	event_add(s->sigint_ev, NULL);
 	event_add(s->sigterm_ev, NULL);
 	return 0;
@@ -584,21 +596,19 @@ int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 				.watch_buffer = cfg->watch_buffer };
 	kvs_server *s = calloc(1, sizeof(*s));
 	kvs_named_fd fds[KVS_SD_FDS_MAX];
-	int rc, nfds, lfd = -1, link = -1;
+	int rc, nfds, lfd = -1;
 
 	if (!s)
 		return -ENOMEM;
 	s->cfg = *cfg;
 	s->listen_fd = -1;
-	/* The previous daemon's pool and socket, if it left them: it has
-	 * exited once server_takeover_ack returns. */
-	nfds = server_startup_fds(s, fds, KVS_SD_FDS_MAX, &lfd, &link);
+	/* The previous daemon's pool and socket, if it left them: from
+	 * --take-over, only once it has exited. */
+	nfds = server_startup_fds(s, fds, KVS_SD_FDS_MAX, &lfd);
 	if (nfds < 0) {
 		free(s);
 		return nfds;
 	}
-	if (link >= 0)
-		server_takeover_ack(link);
 	s->listen_fd = lfd;
 	s->uid = geteuid();
 	s->fd_limit = nofile_raise();

@@ -11,9 +11,11 @@
  * daemon answers, once drained, with {u32 format, u32 n, n names of
  * HO_NAME bytes} and the n fds by SCM_RIGHTS in that order; the successor
  * sends HANDOVER {format, ACK} and the old daemon exits. A successor that
- * reads another format is refused before anything is touched; one that
- * finds another format in the answer sends no ACK, and the old daemon
- * serves again.
+ * reads another format is refused before anything is touched. Once the
+ * fds are out the old daemon never serves again, ACK or not (the
+ * successor may hold them), and the successor adopts them only once the
+ * old process has exited (a pidfd of the answer's sender), else starts
+ * cold: never two daemons on one pool.
  */
 #define _GNU_SOURCE
 #include "server_int.h"
@@ -26,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -125,6 +128,17 @@ static void handover_resume(kvs_server *s, const char *why)
 	event_add(s->listen_ev, NULL);
 }
 
+/* The fds went out and no ACK came: the successor may hold them and serve
+ * the pool (its ACK lost, or late), so this daemon never serves it again:
+ * it exits as after an ACK, leaving the socket's path. */
+static void handover_abandon(kvs_server *s, const char *why)
+{
+	kvs_err("hand-over: %s after the fds went out: exiting without serving "
+		"again (the successor may hold the pool)", why);
+	s->handed_over = 1;
+	event_base_loopbreak(s->base);
+}
+
 static void on_ack(evutil_socket_t fd, short what, void *arg)
 {
 	kvs_server *s = arg;
@@ -134,7 +148,7 @@ static void on_ack(evutil_socket_t fd, short what, void *arg)
 	ssize_t r;
 
 	if (what & EV_TIMEOUT) {
-		handover_resume(s, "the successor did not acknowledge the fds");
+		handover_abandon(s, "the successor did not acknowledge the fds");
 		return;
 	}
 	r = recv(fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_WAITALL);
@@ -147,8 +161,8 @@ static void on_ack(evutil_socket_t fd, short what, void *arg)
 	    h.opcode != KVS_OP_HANDOVER || h.len != HO_REQ_LEN ||
 	    get32(buf + KVS_WIRE_HDR_SIZE) != KVS_HANDOVER_VERSION ||
 	    get32(buf + KVS_WIRE_HDR_SIZE + 4) != KVS_HANDOVER_ACK) {
-		handover_resume(s, r == 0 ? "the successor closed the connection"
-					  : "the successor's acknowledgement is malformed");
+		handover_abandon(s, r == 0 ? "the successor closed the connection"
+					   : "the successor's acknowledgement is malformed");
 		return;
 	}
 	kvs_info("handed over in %" PRIu64 " ms: the successor serves %s; exiting",
@@ -189,6 +203,10 @@ static void handover_send(kvs_server *s)
 		raw[i] = fds[i].fd;
 	}
 	rc = send_fds(ho->link, msg, KVS_WIRE_HDR_SIZE + len, raw, n);
+	if (rc == -EMSGSIZE) { /* a part went, the fds with it */
+		handover_abandon(s, "the answer went out in part");
+		return;
+	}
 	if (rc < 0) {
 		handover_resume(s, strerror(-rc));
 		return;
@@ -196,7 +214,7 @@ static void handover_send(kvs_server *s)
 	kvs_info("hand-over: %u fds sent after %" PRIu64 " ms", n, now_ms() - ho->t0);
 	ho->ack = event_new(s->base, ho->link, EV_READ, on_ack, s);
 	if (!ho->ack) {
-		handover_resume(s, "out of memory");
+		handover_abandon(s, "out of memory");
 		return;
 	}
 	event_add(ho->ack, &tv);
@@ -316,20 +334,67 @@ static int takeover_connect(const char *path, char *why, size_t cap)
 	return fd;
 }
 
+/* What the answer brought besides its bytes: its fds, and the pid of the
+ * process that sent it (SCM_CREDENTIALS, vouched for by the kernel:
+ * SO_PEERCRED would name whoever called listen(), maybe a daemon long
+ * gone). */
+struct answer {
+	int fds[KVS_SD_FDS_MAX];
+	uint32_t n;
+	pid_t pid;
+};
+
+/* Keep the fds of @mh in @a after those there, up to KVS_SD_FDS_MAX in
+ * all; those past it are closed. -1 if there were too many, or more than
+ * the control buffer held (MSG_CTRUNC: the kernel dropped some). */
+static int take_fds(const struct msghdr *mh, struct answer *a)
+{
+	int rc = mh->msg_flags & MSG_CTRUNC ? -1 : 0;
+
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm;
+	     cm = CMSG_NXTHDR((struct msghdr *)mh, cm)) {
+		uint32_t k;
+		int fd;
+
+		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_CREDENTIALS &&
+		    cm->cmsg_len >= CMSG_LEN(sizeof(struct ucred))) {
+			struct ucred cr;
+
+			memcpy(&cr, CMSG_DATA(cm), sizeof(cr));
+			a->pid = cr.pid;
+		}
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		k = (uint32_t)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+		for (uint32_t i = 0; i < k; i++) {
+			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+			if (a->n < KVS_SD_FDS_MAX) {
+				a->fds[a->n++] = fd;
+			} else {
+				close(fd);
+				rc = -1;
+			}
+		}
+	}
+	return rc;
+}
+
 /* Read the answer: its header into @h, its payload into @p (up to @cap),
- * its fds into @fds (*@nfds: how many came). */
+ * its fds and its sender into @a. */
 static int takeover_read(int fd, kvs_wire_hdr *h, uint8_t *p, size_t cap,
-			 int *fds, uint32_t *nfds)
+			 struct answer *a)
 {
 	union {
-		char b[CMSG_SPACE(sizeof(int) * KVS_SD_FDS_MAX)];
+		char b[CMSG_SPACE(sizeof(int) * KVS_SD_FDS_MAX) +
+		       CMSG_SPACE(sizeof(struct ucred))];
 		struct cmsghdr align;
 	} u;
 	uint8_t buf[HO_MSG_MAX];
 	size_t got = 0, want = KVS_WIRE_HDR_SIZE;
 	int64_t deadline = (int64_t)now_ms() + ANSWER_MS;
 
-	*nfds = 0;
+	a->n = 0;
+	a->pid = 0;
 	while (got < want) {
 		struct iovec iov = { buf + got, want - got };
 		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
@@ -345,13 +410,8 @@ static int takeover_read(int fd, kvs_wire_hdr *h, uint8_t *p, size_t cap,
 			continue;
 		if (r <= 0)
 			return r < 0 ? -errno : -ECONNRESET;
-		for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
-			if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
-				uint32_t k = (uint32_t)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-
-				memcpy(fds + *nfds, CMSG_DATA(cm), k * sizeof(int));
-				*nfds += k;
-			}
+		if (take_fds(&mh, a) < 0)
+			return -EMSGSIZE;
 		got += (size_t)r;
 		if (got == KVS_WIRE_HDR_SIZE && want == KVS_WIRE_HDR_SIZE) {
 			int rc = kvs_wire_hdr_decode(buf, got, HO_MSG_MAX -
@@ -411,65 +471,96 @@ static int takeover_refused(int status, char *why, size_t cap)
 }
 
 int server_takeover(const char *path, kvs_named_fd *fds, uint32_t max,
-		    int *link, char *why, size_t cap)
+		    struct takeover_link *tl, char *why, size_t cap)
 {
 	uint8_t req[KVS_WIRE_HDR_SIZE + HO_REQ_LEN], p[HO_MSG_MAX];
-	int raw[KVS_SD_FDS_MAX];
-	uint32_t nraw = 0;
+	struct answer a = { .n = 0 };
 	kvs_wire_hdr h;
-	int fd = takeover_connect(path, why, cap), rc;
+	int fd = takeover_connect(path, why, cap), rc, on = 1;
 
-	*link = -1;
+	tl->fd = -1;
+	tl->pid = 0;
 	if (fd < 0)
 		return fd;
 	msg_head(req, HO_REQ_LEN, 0, 1);
 	put32(req + KVS_WIRE_HDR_SIZE, KVS_HANDOVER_VERSION);
 	put32(req + KVS_WIRE_HDR_SIZE + 4, 0);
-	rc = send_fds(fd, req, sizeof(req), NULL, 0);
+	rc = setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &on, sizeof(on)) < 0 ? -errno : 0;
 	if (rc == 0)
-		rc = takeover_read(fd, &h, p, sizeof(p), raw, &nraw);
-	if (rc < 0)
+		rc = send_fds(fd, req, sizeof(req), NULL, 0);
+	if (rc == 0)
+		rc = takeover_read(fd, &h, p, sizeof(p), &a);
+	if (rc == -EMSGSIZE)
+		snprintf(why, cap, "a malformed answer (more than %d fds)",
+			 KVS_SD_FDS_MAX);
+	else if (rc < 0)
 		snprintf(why, cap, "no answer: %s", kvs_strerror(rc));
 	else if (h.status < 0 || h.opcode != KVS_OP_HANDOVER)
 		rc = takeover_refused(h.status < 0 ? h.status : KVS_E_PROTO, why, cap);
 	else if (h.len < 8)
 		rc = takeover_refused(KVS_E_PROTO, why, cap);
 	else
-		rc = takeover_names(p, &h, raw, nraw, fds, max, why, cap);
+		rc = takeover_names(p, &h, a.fds, a.n, fds, max, why, cap);
+	if (rc >= 0 && a.pid <= 0) {
+		snprintf(why, cap, "the answer does not say which process sent it");
+		rc = KVS_E_PROTO;
+	}
 	if (rc < 0) {
-		for (uint32_t i = 0; i < nraw; i++)
-			close(raw[i]);
-		close(fd); /* no ACK: the old daemon serves again */
+		for (uint32_t i = 0; i < a.n; i++)
+			close(a.fds[i]);
+		close(fd); /* no ACK */
 		return rc;
 	}
-	*link = fd;
+	tl->fd = fd;
+	tl->pid = a.pid;
 	return rc;
 }
 
-void server_takeover_ack(int link)
+/* Wait up to @ms for the process behind @pidfd to exit: 0 once it has. */
+static int wait_exit(int pidfd, int ms)
 {
-	uint8_t msg[KVS_WIRE_HDR_SIZE + HO_REQ_LEN], b[64];
-	int64_t deadline = (int64_t)now_ms() + EXIT_WAIT_MS;
+	int64_t deadline = (int64_t)now_ms() + ms;
 
+	for (;;) {
+		struct pollfd pf = { .fd = pidfd, .events = POLLIN };
+		int left = (int)(deadline - (int64_t)now_ms()), r;
+
+		if (left <= 0)
+			return -ETIMEDOUT;
+		r = poll(&pf, 1, left);
+		if (r > 0)
+			return 0; /* readable: it exited */
+		if (r < 0 && errno != EINTR)
+			return -errno;
+	}
+}
+
+int server_takeover_ack(const struct takeover_link *tl, char *why, size_t cap)
+{
+	uint8_t msg[KVS_WIRE_HDR_SIZE + HO_REQ_LEN];
+	/* Watched before the ACK: until then it waits for us and is alive,
+	 * so the pid is still its own. */
+	int pidfd = (int)syscall(SYS_pidfd_open, tl->pid, 0), rc;
+
+	if (pidfd < 0) {
+		rc = -errno;
+		snprintf(why, cap, "cannot watch the old daemon (pid %d): %s",
+			 (int)tl->pid, strerror(errno));
+		close(tl->fd); /* no ACK: it exits without serving again */
+		return rc;
+	}
 	msg_head(msg, HO_REQ_LEN, 0, 2);
 	put32(msg + KVS_WIRE_HDR_SIZE, KVS_HANDOVER_VERSION);
 	put32(msg + KVS_WIRE_HDR_SIZE + 4, KVS_HANDOVER_ACK);
-	if (send_fds(link, msg, sizeof(msg), NULL, 0) < 0) {
-		close(link);
-		return;
-	}
-	/* The old daemon closes the link when its process exits. */
-	for (;;) {
-		struct pollfd pf = { .fd = link, .events = POLLIN };
-		int left = (int)(deadline - (int64_t)now_ms());
-
-		if (left <= 0) {
-			kvs_warn("--take-over: the old daemon has not exited "
-				 "within %d ms: going on", EXIT_WAIT_MS);
-			break;
-		}
-		if (poll(&pf, 1, left) > 0 && read(link, b, sizeof(b)) <= 0)
-			break;
-	}
-	close(link);
+	/* Sent or not (it may have given up on us and be exiting), only its
+	 * exit says it let go of the pool: a closed link may be a daemon
+	 * that goes on. */
+	(void)send_fds(tl->fd, msg, sizeof(msg), NULL, 0);
+	rc = wait_exit(pidfd, EXIT_WAIT_MS);
+	if (rc < 0)
+		snprintf(why, cap, "the old daemon (pid %d) has not exited within "
+			 "%d ms: %s", (int)tl->pid, EXIT_WAIT_MS, strerror(-rc));
+	close(pidfd);
+	close(tl->fd);
+	return rc;
 }

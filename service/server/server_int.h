@@ -99,6 +99,7 @@ struct kvs_server {
 	struct handover *ho;
 	int handed_over;
 	int fd_store;
+	int fds_stored; /* of kvs_persist_fds', the first so many are stored */
 	kvs_persist_report start; /* how this daemon started */
 };
 
@@ -196,25 +197,38 @@ int server_handover_start(conn *c, const kvs_wire_hdr *h, uint32_t version,
 /* server_handover_free - free what a hand-over under way holds, but its
  * link to the successor: returned (-1: none) for the caller to close. */
 int server_handover_free(kvs_server *s);
+/* The connection a take-over's fds came on, and the pid that sent them. */
+struct takeover_link {
+	int fd;    /* -1: none */
+	pid_t pid;
+};
 /* server_takeover - the successor's side, from kvs_server_create: ask the
  * daemon on cfg.take_over for its fds (@fds, at most @max; the listening
- * socket among them, named "listen"). Returns how many, with *link the
+ * socket among them, named "listen"). Returns how many, with @tl the
  * connection to acknowledge them on (server_takeover_ack); KVS_E_VERSION
  * when the formats differ (@why says so: start cold); KVS_E_PERM, -errno
  * (@why says what failed). */
 int server_takeover(const char *path, kvs_named_fd *fds, uint32_t max,
-		    int *link, char *why, size_t cap);
+		    struct takeover_link *tl, char *why, size_t cap);
 /* server_takeover_ack - tell the old daemon the fds arrived and wait (a few
- * seconds at most) for it to exit, so that nothing it holds (the metrics
- * port, the SSD tier's files) is still open when this one opens them.
- * Closes @link. */
-void server_takeover_ack(int link);
+ * seconds at most) for its process to exit (a pidfd: a closed connection
+ * is not enough), so that it serves the pool no more and nothing it holds
+ * (the metrics port, the SSD tier's files) is still open when this one
+ * opens them. Closes @tl->fd. Returns 0 once it exited; else <0 (@why
+ * says why): the fds must not be used. */
+int server_takeover_ack(const struct takeover_link *tl, char *why, size_t cap);
 /* server_startup_fds - the fds this daemon starts with: from --take-over,
  * else from systemd ($LISTEN_FDS); the listening socket, if among them,
- * taken out into *listen_fd (else -1). *link: as server_takeover's, or -1.
+ * taken out into *listen_fd (else -1). A take-over's are acknowledged and
+ * kept only once the old daemon has exited (else closed: a cold start on
+ * the socket, start.reason says why).
  * Returns how many are left in @fds, or the error that stops the start. */
 int server_startup_fds(kvs_server *s, kvs_named_fd *fds, uint32_t max,
-		       int *listen_fd, int *link);
+		       int *listen_fd);
+/* server_fdstore_more - store the pool's fds made since they were last
+ * stored (a tenant arena made on a uid's first attach), so that a crash
+ * keeps them: under systemd's fd store only, a no-op otherwise. */
+void server_fdstore_more(kvs_server *s);
 /* server_adopt - rebuild the table from the fds left (@fds, @n; none: a
  * cold start), and say how the daemon started (log, start.* stats).
  * Returns 0, or the error that stops the start. */

@@ -70,11 +70,12 @@ static uint32_t take_listener(kvs_server *s, kvs_named_fd *fds, uint32_t n,
 	return k;
 }
 
-static int takeover_fds(kvs_server *s, kvs_named_fd *fds, uint32_t max, int *link)
+static int takeover_fds(kvs_server *s, kvs_named_fd *fds, uint32_t max,
+			struct takeover_link *tl)
 {
 	const char *path = s->cfg.take_over;
 	char why[192];
-	int n = server_takeover(path, fds, max, link, why, sizeof(why));
+	int n = server_takeover(path, fds, max, tl, why, sizeof(why));
 
 	if (n == KVS_E_VERSION) {
 		kvs_warn("--take-over %s: %s: starting cold", path, why);
@@ -92,26 +93,64 @@ static int takeover_fds(kvs_server *s, kvs_named_fd *fds, uint32_t max, int *lin
 	return n;
 }
 
-int server_startup_fds(kvs_server *s, kvs_named_fd *fds, uint32_t max,
-		       int *listen_fd, int *link)
+/* Of several fds of one name in @fds (@n: the fd store holds every one
+ * stored), keep the last (the newest) and close the others. Returns how
+ * many are left. */
+static uint32_t newest_of_each(kvs_named_fd *fds, uint32_t n)
 {
+	uint32_t k = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t j = i + 1;
+
+		while (j < n && strcmp(fds[j].name, fds[i].name) != 0)
+			j++;
+		if (j < n) {
+			kvs_warn("fds passed at start: %s more than once: the "
+				 "last one kept", fds[i].name);
+			close(fds[i].fd);
+		} else {
+			fds[k++] = fds[i];
+		}
+	}
+	return k;
+}
+
+int server_startup_fds(kvs_server *s, kvs_named_fd *fds, uint32_t max,
+		       int *listen_fd)
+{
+	struct takeover_link tl = { .fd = -1 };
 	char why[256];
 	int n;
 
 	*listen_fd = -1;
-	*link = -1;
 	if (s->cfg.take_over[0]) {
-		n = takeover_fds(s, fds, max, link);
+		n = takeover_fds(s, fds, max, &tl);
 	} else {
 		n = kvs_sd_listen_fds(fds, max, why, sizeof(why));
 		if (n < 0)
 			kvs_err("fds passed at start: %s", why);
 		else if (n > 0)
 			kvs_info("%d fds passed at start ($LISTEN_FDS)", n);
+		if (n > 0)
+			n = (int)newest_of_each(fds, (uint32_t)n);
 	}
-	if (n <= 0)
+	if (n <= 0) {
+		if (tl.fd >= 0)
+			close(tl.fd); /* an answer of no fds: nothing to take */
 		return n;
-	return (int)take_listener(s, fds, (uint32_t)n, listen_fd);
+	}
+	n = (int)take_listener(s, fds, (uint32_t)n, listen_fd);
+	if (tl.fd >= 0 && server_takeover_ack(&tl, why, sizeof(why)) < 0) {
+		/* It may serve the pool yet: not ours to touch. */
+		kvs_warn("--take-over %s: %s: starting cold", s->cfg.take_over, why);
+		snprintf(s->start.reason, sizeof(s->start.reason),
+			 "--take-over %s: %.120s", s->cfg.take_over, why);
+		for (int i = 0; i < n; i++)
+			close(fds[i].fd);
+		n = 0;
+	}
+	return n;
 }
 
 int server_adopt(kvs_server *s, kvs_named_fd *fds, uint32_t n)
@@ -159,6 +198,29 @@ static void store_fds(kvs_server *s)
 	else if (rc > 0 && !s->fd_store)
 		kvs_info("fd store: %d fds kept by the service manager", rc);
 	s->fd_store |= rc > 0;
+	if (rc > 0)
+		s->fds_stored = n - 1; /* the listener is last */
+}
+
+void server_fdstore_more(kvs_server *s)
+{
+	kvs_named_fd fds[KVS_SD_FDS_MAX];
+	int n, rc;
+
+	if (!s->fd_store)
+		return;
+	/* The new ones come last: kvs-meta, then the arenas in order. */
+	n = kvs_persist_fds(s->cache, fds, KVS_SD_FDS_MAX - 1);
+	if (n <= s->fds_stored)
+		return;
+	rc = kvs_sd_notify_fds(fds + s->fds_stored, (uint32_t)(n - s->fds_stored));
+	if (rc < 0) {
+		kvs_warn("fd store: FDSTORE=1 to $NOTIFY_SOCKET: %s", strerror(-rc));
+		return;
+	}
+	kvs_info("fd store: %s and %d more kept by the service manager",
+		 fds[s->fds_stored].name, n - s->fds_stored - 1);
+	s->fds_stored = n;
 }
 
 void server_ready(kvs_server *s)

@@ -12,9 +12,14 @@
  *             write is refused with KVS_E_VERSION, the daemon serves on with
  *             every block; a successor whose predecessor answers with a
  *             format it cannot read starts cold on its own socket, says why,
- *             and sends no acknowledgement (so the predecessor serves again).
+ *             and sends no acknowledgement.
+ *  many_fds:  a predecessor sending more fds than an answer may carry (in
+ *             two messages): the successor keeps none, says why, exits 1.
+ *  alive:     a predecessor that takes the ACK and closes the connection
+ *             but does not exit: the successor does not use its fds.
  *  no_ack:    a successor that takes the fds and closes without its
- *             acknowledgement: the daemon serves again, every block there.
+ *             acknowledgement: the daemon exits (never serves the pool
+ *             once the fds are out).
  *  load:      two workers publish and hit through the switch: every hit's
  *             bytes are checked, each worker reconnects as after a restart;
  *             the old daemon exits 0 once the new one has the socket; the
@@ -29,6 +34,7 @@
 #include "kvs_le.h"
 
 #include <poll.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -185,6 +191,133 @@ static void version(void)
 	CHECK_EQ(th_child_wait(&ch, TH_WAIT_MS), 0);
 }
 
+/* 0: fake_many sends 2 x 40 fds; 1: one fd, then it takes the ACK, closes
+ * the connection and lives on until told. */
+static int fake_mode;
+
+/* The fake predecessor of many_fds and alive: answers a HANDOVER in the
+ * format asked with one name, and (fake_mode 0) 2 x 40 fds (more than any
+ * answer may carry) in two messages, the header's and the payload's. */
+static int fake_many(void *arg, int sync_fd)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	uint8_t req[KVS_WIRE_HDR_SIZE + 8], reply[KVS_WIRE_HDR_SIZE + 8 + 32];
+	kvs_wire_hdr h = { .magic = KVS_WIRE_MAGIC, .version = KVS_WIRE_VERSION,
+			   .opcode = KVS_OP_HANDOVER, .len = 8 + 32 };
+	union {
+		char b[CMSG_SPACE(sizeof(int) * 40)];
+		struct cmsghdr align;
+	} u;
+	struct pollfd p = { .events = POLLIN };
+	int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), fd, many[40];
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", (const char *)arg);
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    listen(lfd, 4) < 0)
+		return 2;
+	th_send_u64(sync_fd, 1);
+	p.fd = lfd;
+	if (poll(&p, 1, TH_READY_TIMEOUT_MS) != 1 || (fd = accept(lfd, NULL, NULL)) < 0)
+		return 3;
+	if (recv(fd, req, sizeof(req), MSG_WAITALL) != (ssize_t)sizeof(req))
+		return 4;
+	h.req_id = get64(req + 16);
+	memset(reply, 0, sizeof(reply));
+	kvs_wire_hdr_encode(&h, reply);
+	put32(reply + KVS_WIRE_HDR_SIZE, 1);
+	put32(reply + KVS_WIRE_HDR_SIZE + 4, 1);
+	memcpy(reply + KVS_WIRE_HDR_SIZE + 8, "kvs-meta", 8);
+	for (int i = 0; i < 40; i++)
+		many[i] = lfd;
+	for (int part = 0; part < 2; part++) {
+		size_t nfd = fake_mode == 0 ? 40 : part == 0;
+
+		struct iovec iov = { reply + (part ? KVS_WIRE_HDR_SIZE : 0),
+				     part ? 8 + 32 : KVS_WIRE_HDR_SIZE };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+				     .msg_control = u.b, .msg_controllen = sizeof(u.b) };
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(nfd * sizeof(int));
+		mh.msg_controllen = nfd ? CMSG_SPACE(nfd * sizeof(int)) : 0;
+		memcpy(CMSG_DATA(cm), many, nfd * sizeof(int));
+		if (!nfd)
+			mh.msg_control = NULL;
+		if (sendmsg(fd, &mh, MSG_NOSIGNAL) != (ssize_t)iov.iov_len)
+			return 5;
+	}
+	if (fake_mode == 1) { /* the ACK; then gone from the link, not dead */
+		uint64_t m = 0;
+
+		CHECK_EQ(recv(fd, req, sizeof(req), MSG_WAITALL), (ssize_t)sizeof(req));
+		CHECK_EQ(get32(req + KVS_WIRE_HDR_SIZE + 4), 1);
+		close(fd);
+		th_send_u64(sync_fd, 2);
+		th_recv_u64(sync_fd, &m, TH_WAIT_MS * 4);
+		close(lfd);
+		return 0;
+	}
+	CHECK_EQ(recv(fd, req, sizeof(req), MSG_WAITALL), 0); /* no ACK */
+	th_send_u64(sync_fd, 2);
+	close(fd);
+	close(lfd);
+	return 0;
+}
+
+/* A predecessor that takes the ACK and closes the link but does not exit
+ * (one that went on serving): the successor does not use its fds; it
+ * says so and, the socket still answered, exits 1. */
+static void alive(void)
+{
+	static char fake[108];
+	static th_daemon m;
+	th_child ch;
+	uint64_t msg = 0;
+
+	fake_mode = 1;
+	if (th_daemon_init(&m, TH_ARGS("--host-size", "16M", "--gpu", "off",
+				       "--take-over", fake)) < 0)
+		th_fatal("temp dir");
+	snprintf(fake, sizeof(fake), "%s/fake.sock", m.dir);
+	th_spawn(&ch, fake_many, fake);
+	CHECK_EQ(th_recv_u64(ch.fd, &msg, TH_WAIT_MS), 0);
+	CHECK_EQ(th_daemon_start(&m), -ECHILD);
+	CHECK_EQ(m.last_status, 1);
+	CHECK(th_log_contains(&m, "has not exited within 5000 ms"));
+	CHECK(!th_log_contains(&m, "started handed over"));
+	CHECK_EQ(th_recv_u64(ch.fd, &msg, TH_WAIT_MS), 0);
+	CHECK_EQ(msg, 2);
+	th_send_u64(ch.fd, 3);
+	CHECK_EQ(th_child_wait(&ch, TH_WAIT_MS), 0);
+	th_daemon_destroy(&m);
+}
+
+/* A predecessor sending more fds than an answer may carry: the successor
+ * keeps none of them, says why and exits 1 (no overflow, no crash). */
+static void many_fds(void)
+{
+	static char fake[108];
+	static th_daemon m;
+	th_child ch;
+	uint64_t msg = 0;
+
+	if (th_daemon_init(&m, TH_ARGS("--host-size", "16M", "--gpu", "off",
+				       "--take-over", fake)) < 0)
+		th_fatal("temp dir");
+	snprintf(fake, sizeof(fake), "%s/fake.sock", m.dir);
+	th_spawn(&ch, fake_many, fake);
+	CHECK_EQ(th_recv_u64(ch.fd, &msg, TH_WAIT_MS), 0);
+	CHECK_EQ(th_daemon_start(&m), -ECHILD);
+	CHECK_EQ(m.last_status, 1);
+	CHECK(th_log_contains(&m, "a malformed answer (more than 64 fds)"));
+	CHECK_EQ(th_recv_u64(ch.fd, &msg, TH_WAIT_MS), 0);
+	CHECK_EQ(msg, 2);
+	CHECK_EQ(th_child_wait(&ch, TH_WAIT_MS), 0);
+	th_daemon_destroy(&m);
+}
+
 /* Wait until @name is at least @want. */
 static bool wait_ge(th_daemon *d, const char *name, int64_t want)
 {
@@ -198,14 +331,15 @@ static bool wait_ge(th_daemon *d, const char *name, int64_t want)
 	return true;
 }
 
-/* A successor that takes the fds and vanishes without its ACK: the daemon
- * serves again, every block still there. */
+/* A successor that takes the fds and vanishes without its ACK: once the
+ * fds are out the daemon (b, after the load) never serves again, it exits
+ * 0 and leaves the socket. */
 static void no_ack(void)
 {
 	uint8_t buf[4096];
 	kvs_wire_hdr h;
-	kvs_client *w;
-	int fd = th_raw_connect(&a), n;
+	int fd = th_raw_connect(&b), n, st = -1;
+	int64_t deadline = th_now_ms() + TH_WAIT_MS;
 
 	if (!CHECK_GE(fd, 0))
 		return;
@@ -216,11 +350,11 @@ static void no_ack(void)
 	if (n >= 8)
 		CHECK_EQ(get32(buf + 4), (n - 8) / 32);
 	close(fd);
-	CHECK(th_log_contains(&a, "hand-over failed: the successor closed the "
-				  "connection: serving again"));
-	w = th_connect(&a, &L);
-	CHECK_EQ(th_probe(w, pre, NPRE), NPRE);
-	kvs_close(w);
+	while (!th_daemon_exited(&b, &st) && th_now_ms() < deadline)
+		th_poll_pause();
+	CHECK_EQ(st, 0);
+	CHECK(th_log_contains(&b, "hand-over: the successor closed the connection "
+				  "after the fds went out: exiting without serving again"));
 }
 
 /* ---- a hand-over under load ---------------------------------------------- */
@@ -344,6 +478,8 @@ static void load(void)
 		th_poll_pause();
 	CHECK_EQ(st, 0);
 	mode = th_stat_get(&b, "start.mode");
+	/* The old fast index goes stale before anyone is served. */
+	CHECK(th_log_contains(&b, "adopted pool: accepting in 350 ms"));
 	CHECK(wait_ge(&b, "ops.commit", 8));
 	for (int i = 0; i < WORKERS; i++) {
 		uint64_t v[sizeof(sum) / 8];
@@ -380,7 +516,9 @@ int main(void)
 	kvs_close(w);
 	other_uid();
 	version();
-	no_ack();
+	many_fds();
+	alive();
 	load();
+	no_ack();
 	return th_finish();
 }

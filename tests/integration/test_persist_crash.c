@@ -179,6 +179,7 @@ static void part(th_daemon *d, int tight, int ssd, int rounds)
 		published = round_of(published, 1 + rand() % 40, clean);
 		kills += !clean;
 		CHECK_EQ(th_stat_get(d, "start.mode"), clean ? 1 : 2);
+		CHECK(th_log_contains(d, "adopted pool: accepting in 350 ms"));
 		kept = th_stat_get(d, "start.blocks_kept");
 		/* Every committed block, and at most the chain in flight. */
 		if (tight) {

@@ -1,7 +1,8 @@
 /*
  * kvs-fdstore - a stand-in for systemd's service manager, for tests: it is
  * the $NOTIFY_SOCKET of the program it runs, keeps the fds sent to it with
- * FDSTORE=1 (by FDNAME=), and passes them to the program's next start as
+ * FDSTORE=1 (by FDNAME=; several of one name are all kept, as systemd
+ * does, and FDSTOREREMOVE=1 with FDNAME= drops them), and passes them to the program's next start as
  * systemd does ($LISTEN_FDS from fd 3, $LISTEN_FDNAMES, $LISTEN_PID).
  *
  *   kvs-fdstore [--ready-fd N] [--state FILE] [--restarts N] -- PROGRAM ARGS
@@ -88,16 +89,10 @@ static void write_state(const struct sup *s)
 	rename(tmp, s->state);
 }
 
-/* FDSTORE=1: keep @fd under @name; one of that name already kept is
- * replaced (systemd keeps both; the daemon stores each name once). */
+/* FDSTORE=1: keep @fd under @name, after any kept under that name already
+ * (systemd keeps them all, in the order stored). */
 static void store_add(struct store *st, const char *name, int fd)
 {
-	for (int i = 0; i < st->n; i++)
-		if (!strcmp(st->name[i], name)) {
-			close(st->fd[i]);
-			st->fd[i] = fd;
-			return;
-		}
 	if (st->n >= MAX_FDS) {
 		fprintf(stderr, "kvs-fdstore: more than %d fds: %s dropped\n",
 			MAX_FDS, name);
@@ -106,6 +101,22 @@ static void store_add(struct store *st, const char *name, int fd)
 	}
 	st->fd[st->n] = fd;
 	snprintf(st->name[st->n++], NAME_MAX_LEN + 1, "%s", name);
+}
+
+/* FDSTOREREMOVE=1: close every fd kept under @name. */
+static void store_remove(struct store *st, const char *name)
+{
+	int k = 0;
+
+	for (int i = 0; i < st->n; i++) {
+		if (!strcmp(st->name[i], name)) {
+			close(st->fd[i]);
+			continue;
+		}
+		st->fd[k] = st->fd[i];
+		memmove(st->name[k++], st->name[i], NAME_MAX_LEN + 1);
+	}
+	st->n = k;
 }
 
 /* The value of KEY= in a notification (@msg, '\n'-separated), into @out. */
@@ -126,7 +137,8 @@ static int field(const char *msg, const char *key, char *out, size_t cap)
 	return 0;
 }
 
-static void on_notify(struct sup *s)
+/* One notification, if one waits: 1 when one was read. */
+static int on_notify(struct sup *s)
 {
 	char msg[4096], name[NAME_MAX_LEN + 1], v[32];
 	union {
@@ -140,7 +152,7 @@ static void on_notify(struct sup *s)
 	ssize_t r = recvmsg(s->nsock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 
 	if (r < 0)
-		return;
+		return 0;
 	msg[r] = '\0';
 	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
 		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
@@ -158,6 +170,9 @@ static void on_notify(struct sup *s)
 		for (int i = 0; i < nfds; i++)
 			close(fds[i]); /* systemd refuses fds without FDSTORE=1 */
 	}
+	if (field(msg, "FDSTOREREMOVE", v, sizeof(v)) && !strcmp(v, "1") &&
+	    field(msg, "FDNAME", name, sizeof(name)))
+		store_remove(&s->st, name);
 	if (field(msg, "STOPPING", v, sizeof(v)) && !strcmp(v, "1"))
 		s->stopping = 1;
 	if (field(msg, "READY", v, sizeof(v)) && !strcmp(v, "1")) {
@@ -169,6 +184,7 @@ static void on_notify(struct sup *s)
 		}
 	}
 	write_state(s);
+	return 1;
 }
 
 /* In the child: the stored fds at 3.., the LISTEN_* variables, exec. */
@@ -359,8 +375,10 @@ int main(int argc, char **argv)
 
 		if (poll(p, 2, -1) < 0 && errno != EINTR)
 			break;
-		if (p[0].revents)
-			on_notify(&s);
+		/* Every notification first, as systemd: what a program sent
+		 * before it exited counts before its exit does. */
+		while (on_notify(&s))
+			;
 		if (p[1].revents)
 			rc = on_signal(&s);
 	}

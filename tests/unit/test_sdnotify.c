@@ -76,6 +76,9 @@ static void notify(const char *name)
 	CHECK(strcmp(msg, "READY=1\nSTATUS=serving") == 0);
 	nf.fd = memfd_create("kvs-test", MFD_CLOEXEC);
 	CHECK_EQ(kvs_sd_notify_fds(&nf, 1), 1);
+	/* The name's old fds go first: systemd keeps all of a name. */
+	CHECK_EQ(receive(l, msg, sizeof(msg), fds), 0);
+	CHECK(strcmp(msg, "FDSTOREREMOVE=1\nFDNAME=kvs-meta") == 0);
 	n = receive(l, msg, sizeof(msg), fds);
 	CHECK_EQ(n, 1);
 	CHECK(strcmp(msg, "FDSTORE=1\nFDNAME=kvs-meta") == 0);
