@@ -254,6 +254,12 @@ void server_stopping(kvs_server *s);
 #define CMD_SCOPED 0x20u    /* a worker's is kept to its domain, or refused
 			     * with KVS_E_PERM (command.c, scope_request) */
 
+/* server_nofile_raise - raise the soft RLIMIT_NOFILE to the hard one;
+ * the limit in effect (server_fds.c). */
+uint64_t server_nofile_raise(void);
+/* server_fds_budget - fit --max-clients to the fds the limit leaves, once
+ * the server is set up; 0 or a negative errno (server_fds.c). */
+int server_fds_budget(kvs_server *s);
 /* command_dispatch - handle one complete request (header @h, payload @p). */
 void command_dispatch(conn *c, const kvs_wire_hdr *h, const uint8_t *p);
 /* command_flags - CMD_* of @opcode; 0 for an opcode the daemon does not serve. */

@@ -108,6 +108,7 @@ static void off_part(void)
 		CHECK_RC(kvs_reconnect(w), 0);
 	CHECK_EQ(th_probe(w, c, N), 0);
 	kvs_close(w);
+}
 
 static th_daemon t;
 
