@@ -27,7 +27,7 @@ CFLAGS=(-g -O1 "$SAN" -fno-sanitize-recover=undefined
 # Each target and the sources it needs besides its own file.
 TARGETS=(fuzz_wire fuzz_admin fuzz_config fuzz_ssd fuzz_remote)
 declare -A SOURCES=(
-	[fuzz_wire]="client/wire.c"
+	[fuzz_wire]="client/wire.c client/wire_desc.c"
 	[fuzz_admin]="client/wire.c client/wire_admin.c"
 	[fuzz_ssd]="$(echo storage/ssd/ssd*.c) storage/ssd/index.c -luring -lxxhash -llmdb"
 	[fuzz_remote]="storage/remote/resp.c storage/remote/remote_cluster_slots.c storage/remote/remote_value.c storage/ssd/nsfile.c -lxxhash -lcrypto"
