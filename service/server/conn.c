@@ -6,6 +6,8 @@
 #define _GNU_SOURCE
 #include "server_int.h"
 
+#include "kvs_scm.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -122,21 +124,13 @@ static int conn_flush(conn *c)
 			int fds[2] = { c->pending_fd, c->pending_fd2 };
 			size_t nfd = c->pending_fd2 >= 0 ? 2 : 1;
 			struct iovec iov;
-			struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
-					     .msg_control = u.buf,
-					     .msg_controllen = CMSG_SPACE(nfd * sizeof(int)) };
-			struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+			struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 
 			if (len > 65536)
 				len = 65536;
-			/* CMSG_SPACE pads past CMSG_LEN: send no stray bytes. */
-			memset(&u, 0, sizeof(u));
 			iov.iov_base = evbuffer_pullup(c->out, (ssize_t)len);
 			iov.iov_len = len;
-			cm->cmsg_level = SOL_SOCKET;
-			cm->cmsg_type = SCM_RIGHTS;
-			cm->cmsg_len = CMSG_LEN(nfd * sizeof(int));
-			memcpy(CMSG_DATA(cm), fds, nfd * sizeof(int));
+			kvs_scm_rights(&mh, u.buf, fds, nfd);
 			n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 			if (n > 0) {
 				if (c->pending_own2)

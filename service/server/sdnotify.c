@@ -4,6 +4,7 @@
  */
 #define _GNU_SOURCE
 #include "kvs_sdnotify.h"
+#include "kvs_scm.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -78,18 +79,8 @@ int kvs_sd_notify(const char *state, const int *fds, uint32_t nfds)
 		return rc;
 	mh.msg_name = &sa;
 	mh.msg_namelen = salen;
-	if (nfds) {
-		struct cmsghdr *cm;
-
-		memset(&u, 0, sizeof(u));
-		mh.msg_control = u.buf;
-		mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
-		cm = CMSG_FIRSTHDR(&mh);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
-		memcpy(CMSG_DATA(cm), fds, sizeof(int) * nfds);
-	}
+	if (nfds)
+		kvs_scm_rights(&mh, u.buf, fds, (size_t)nfds);
 	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;

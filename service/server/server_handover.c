@@ -19,6 +19,7 @@
  */
 #define _GNU_SOURCE
 #include "server_int.h"
+#include "kvs_scm.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -76,18 +77,8 @@ static int send_fds(int fd, const uint8_t *buf, size_t n, const int *fds,
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 	ssize_t w;
 
-	if (nfds) {
-		struct cmsghdr *cm;
-
-		memset(&u, 0, sizeof(u));
-		mh.msg_control = u.b;
-		mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
-		cm = CMSG_FIRSTHDR(&mh);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
-		memcpy(CMSG_DATA(cm), fds, sizeof(int) * nfds);
-	}
+	if (nfds)
+		kvs_scm_rights(&mh, u.b, fds, (size_t)nfds);
 	do
 		w = sendmsg(fd, &mh, MSG_NOSIGNAL);
 	while (w < 0 && errno == EINTR);
