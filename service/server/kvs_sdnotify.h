@@ -44,6 +44,13 @@ int kvs_sd_notify(const char *state, const int *fds, uint32_t nfds);
 int kvs_sd_notify_fds(const kvs_named_fd *fds, uint32_t n);
 
 /*
+ * kvs_sd_notify_remove - FDSTOREREMOVE=1 of @name: systemd closes every fd
+ * it keeps under that name. Returns as kvs_sd_notify(), -EINVAL for a name
+ * kvs_sd_fdname_ok() refuses.
+ */
+int kvs_sd_notify_remove(const char *name);
+
+/*
  * kvs_sd_listen_fds - the fds passed to this process ($LISTEN_PID is ours):
  * $LISTEN_FDS of them from fd 3, named by $LISTEN_FDNAMES (':'-separated;
  * "unknown" where a name is missing), made close-on-exec, written to @out

@@ -92,6 +92,16 @@ int kvs_sd_notify(const char *state, const int *fds, uint32_t nfds)
 	return rc;
 }
 
+int kvs_sd_notify_remove(const char *name)
+{
+	char msg[64 + KVS_FDNAME_MAX];
+
+	if (!kvs_sd_fdname_ok(name))
+		return -EINVAL;
+	snprintf(msg, sizeof(msg), "FDSTOREREMOVE=1\nFDNAME=%s", name);
+	return kvs_sd_notify(msg, NULL, 0);
+}
+
 int kvs_sd_notify_fds(const kvs_named_fd *fds, uint32_t n)
 {
 	char msg[64 + KVS_FDNAME_MAX];
@@ -100,11 +110,8 @@ int kvs_sd_notify_fds(const kvs_named_fd *fds, uint32_t n)
 	for (uint32_t i = 0; i < n; i++) {
 		int rc;
 
-		if (!kvs_sd_fdname_ok(fds[i].name))
-			return -EINVAL;
 		/* systemd keeps every fd of a name: the old ones go first */
-		snprintf(msg, sizeof(msg), "FDSTOREREMOVE=1\nFDNAME=%s", fds[i].name);
-		rc = kvs_sd_notify(msg, NULL, 0);
+		rc = kvs_sd_notify_remove(fds[i].name);
 		if (rc <= 0)
 			return rc;
 		snprintf(msg, sizeof(msg), "FDSTORE=1\nFDNAME=%s", fds[i].name);

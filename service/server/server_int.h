@@ -100,6 +100,11 @@ struct kvs_server {
 	int handed_over;
 	int fd_store;
 	int fds_stored; /* of kvs_persist_fds', the first so many are stored */
+	/* The names systemd's fd store passed at start ($LISTEN_FDNAMES), until
+	 * the first store: those this start does not store again are removed
+	 * from it then (FDSTOREREMOVE=1), so it pins no memfd nobody uses. */
+	char passed[KVS_SD_FDS_MAX][KVS_FDNAME_MAX + 1];
+	uint32_t npassed;
 	kvs_persist_report start; /* how this daemon started */
 };
 
@@ -233,7 +238,8 @@ void server_fdstore_more(kvs_server *s);
  * cold start), and say how the daemon started (log, start.* stats).
  * Returns 0, or the error that stops the start. */
 int server_adopt(kvs_server *s, kvs_named_fd *fds, uint32_t n);
-/* server_ready - READY=1 for systemd, and the fds to keep in its store. */
+/* server_ready - READY=1 for systemd, and the fds to keep in its store
+ * (the names passed at start and not stored again removed from it). */
 void server_ready(kvs_server *s);
 /* server_stopping - a stop under systemd: STOPPING=1, every connection
  * closed, the state marked as left cleanly, the fds stored again. */

@@ -116,6 +116,20 @@ static uint32_t newest_of_each(kvs_named_fd *fds, uint32_t n)
 	return k;
 }
 
+/* Remember the names of @fds (@n) the fd store passed, once each. */
+static void remember_passed(kvs_server *s, const kvs_named_fd *fds, uint32_t n)
+{
+	for (uint32_t i = 0; i < n && s->npassed < KVS_SD_FDS_MAX; i++) {
+		uint32_t k = 0;
+
+		while (k < s->npassed && strcmp(s->passed[k], fds[i].name))
+			k++;
+		if (k == s->npassed)
+			snprintf(s->passed[s->npassed++], sizeof(s->passed[0]),
+				 "%s", fds[i].name);
+	}
+}
+
 int server_startup_fds(kvs_server *s, kvs_named_fd *fds, uint32_t max,
 		       int *listen_fd)
 {
@@ -132,8 +146,10 @@ int server_startup_fds(kvs_server *s, kvs_named_fd *fds, uint32_t max,
 			kvs_err("fds passed at start: %s", why);
 		else if (n > 0)
 			kvs_info("%d fds passed at start ($LISTEN_FDS)", n);
-		if (n > 0)
+		if (n > 0) {
+			remember_passed(s, fds, (uint32_t)n);
 			n = (int)newest_of_each(fds, (uint32_t)n);
+		}
 	}
 	if (n <= 0) {
 		if (tl.fd >= 0)
@@ -180,6 +196,38 @@ int server_adopt(kvs_server *s, kvs_named_fd *fds, uint32_t n)
 	return 0;
 }
 
+/* The names passed at start that @fds (@n, just stored) do not hold: a
+ * cold start's pool, --persist off's none, tenant arenas not made again.
+ * Removed from the store, so that it keeps no memfd (RAM) nobody uses. */
+static void remove_unused(kvs_server *s, const kvs_named_fd *fds, int n)
+{
+	char gone[256] = "";
+	size_t len = 0;
+
+	for (uint32_t k = 0; k < s->npassed; k++) {
+		int i = 0, rc;
+
+		while (i < n && strcmp(fds[i].name, s->passed[k]))
+			i++;
+		if (i < n)
+			continue;
+		rc = kvs_sd_notify_remove(s->passed[k]);
+		if (rc < 0) {
+			kvs_warn("fd store: FDSTOREREMOVE=1 of %s: %s",
+				 s->passed[k], strerror(-rc));
+			continue;
+		}
+		if (len < sizeof(gone))
+			len += (size_t)snprintf(gone + len, sizeof(gone) - len,
+						"%s%s", len ? ", " : "",
+						s->passed[k]);
+	}
+	if (gone[0])
+		kvs_info("fd store: %s removed: not used by this start (%s)",
+			 gone, mode_names[s->start.mode]);
+	s->npassed = 0;
+}
+
 /* The fds systemd keeps for the next start: the pool's and the listener. */
 static void store_fds(kvs_server *s)
 {
@@ -198,8 +246,10 @@ static void store_fds(kvs_server *s)
 	else if (rc > 0 && !s->fd_store)
 		kvs_info("fd store: %d fds kept by the service manager", rc);
 	s->fd_store |= rc > 0;
-	if (rc > 0)
+	if (rc > 0) {
 		s->fds_stored = n - 1; /* the listener is last */
+		remove_unused(s, fds, n);
+	}
 }
 
 void server_fdstore_more(kvs_server *s)

@@ -12,9 +12,11 @@
  *  crash:    kill -9 and the restart Restart=on-failure makes: the new daemon
  *            starts "recovered", with the blocks committed and verified
  *            (persist.pending 0) before the crash.
- *  off:      with --persist off the daemon stores its listening socket
- *            alone (no "kvs-meta", no arena) and a restart starts cold,
- *            saying so; its clients reconnect and miss.
+ *  off:      a restart with --persist off (its config file changed)
+ *            starts cold, saying so; its clients reconnect and miss; the
+ *            pool's fds the store passed it are removed from the store
+ *            (FDSTOREREMOVE=1: no stale memfd pins RAM there), which keeps
+ *            the listening socket alone.
  *  tenants:  with --tenant-arenas uid, the arena made on a uid's first
  *            attach after READY is stored then (kvs-arena-0): a crash
  *            recovers that uid's blocks. Needs root (a second uid).
@@ -39,16 +41,25 @@
 static th_daemon d;
 static kvs_layout L;
 
-static void check_names(void)
+/* The stand-in's names= now. */
+static void stored_names(const th_daemon *x, char *names, size_t cap)
 {
-	FILE *f = fopen(d.state, "r");
-	char line[512], names[512] = "";
+	FILE *f = fopen(x->state, "r");
+	char line[512];
 
+	names[0] = '\0';
 	while (f && fgets(line, sizeof(line), f))
 		if (!strncmp(line, "names=", 6))
-			snprintf(names, sizeof(names), "%s", line + 6);
+			snprintf(names, cap, "%s", line + 6);
 	if (f)
 		fclose(f);
+}
+
+static void check_names(void)
+{
+	char names[512];
+
+	stored_names(&d, names, sizeof(names));
 	CHECK(strstr(names, "kvs-meta") != NULL);
 	CHECK(strstr(names, "kvs-arena-0") != NULL);
 	CHECK(strstr(names, "listen") != NULL);
@@ -70,44 +81,63 @@ static void check_kept(kvs_client *w, const kvs_hash *h, size_t n)
 	CHECK_EQ(bad, 0);
 }
 
-/* --persist off: nothing of the pool is stored, a restart is cold. */
+/* o's config file: `persist = on|off`, read at each start. */
+static char conf[160];
+
+static void write_conf(const char *persist)
+{
+	FILE *f = fopen(conf, "w");
+
+	if (!f)
+		th_fatal("%s: cannot write", conf);
+	fprintf(f, "[kvshared]\npersist = %s\n", persist);
+	fclose(f);
+}
+
+/* A restart with --persist off (the config changed): it starts cold, its
+ * clients miss, and the pool's fds the store passed it are removed from the
+ * store (FDSTOREREMOVE=1): only the listening socket is kept. */
 static th_daemon o; /* alive until th_finish */
 
 static void off_part(void)
 {
 	kvs_hash c[N];
 	kvs_client *w;
-	FILE *f;
-	char line[512], names[512] = "";
+	char names[512];
 
-	if (th_daemon_init(&o, TH_ARGS("--host-size", "32M", "--gpu", "off",
-				       "--persist", "off")) < 0)
+	if (th_daemon_init(&o, TH_ARGS("--config", conf, "--host-size", "32M",
+				       "--gpu", "off")) < 0)
 		th_fatal("temp dir");
+	snprintf(conf, sizeof(conf), "%s/kvshared.conf", o.dir);
+	write_conf("on");
 	o.fdstore = true;
 	if (th_daemon_start(&o) < 0)
-		th_fatal("kvshared --persist off under the stand-in did not start");
-	CHECK(th_fdstore_wait(&o, "fds", 1) && th_fdstore_wait(&o, "ready", 1));
-	CHECK_EQ(th_fdstore_get(&o, "fds"), 1);
-	f = fopen(o.state, "r");
-	while (f && fgets(line, sizeof(line), f))
-		if (!strncmp(line, "names=", 6))
-			snprintf(names, sizeof(names), "%s", line + 6);
-	if (f)
-		fclose(f);
-	CHECK(strstr(names, "listen") != NULL);
-	CHECK(strstr(names, "kvs-meta") == NULL);
-	CHECK(strstr(names, "kvs-arena") == NULL);
+		th_fatal("kvshared under the stand-in did not start");
+	CHECK(th_fdstore_wait(&o, "fds", 3) && th_fdstore_wait(&o, "ready", 1));
 	th_chain(&L, 3, N, 0, 0, c);
 	w = th_connect(&o, &L);
 	CHECK_EQ(th_publish(w, c, N, NULL), N);
+	write_conf("off");
 	CHECK_RC(th_fdstore_restart(&o), 0);
 	CHECK_EQ(th_stat_get(&o, "start.mode"), 0);
 	CHECK_EQ(th_stat_get(&o, "start.blocks_kept"), 0);
 	CHECK(th_log_contains(&o, "--persist off"));
+	CHECK(th_log_contains(&o, "fd store: kvs-meta, kvs-arena-0 removed: "
+			      "not used by this start (cold)"));
+	/* READY=1 came after the removal: the store holds the socket alone */
+	CHECK_EQ(th_fdstore_get(&o, "fds"), 1);
+	stored_names(&o, names, sizeof(names));
+	CHECK(strstr(names, "listen") != NULL);
+	CHECK(strstr(names, "kvs-meta") == NULL);
+	CHECK(strstr(names, "kvs-arena") == NULL);
+	th_note("stored after a restart with --persist off: %s", names);
 	if (th_probe(w, c, N) == KVS_E_DISCONNECTED)
 		CHECK_RC(kvs_reconnect(w), 0);
 	CHECK_EQ(th_probe(w, c, N), 0);
 	kvs_close(w);
+	/* and a restart from there (nothing passed but the socket) stays so */
+	CHECK_RC(th_fdstore_restart(&o), 0);
+	CHECK_EQ(th_fdstore_get(&o, "fds"), 1);
 }
 
 static th_daemon t;
