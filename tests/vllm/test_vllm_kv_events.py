@@ -66,6 +66,7 @@ def test_the_pool_is_published_with_vllms_block_hashes(tmp_path, tiny_model):
         # has published it.
         go = tmp_path / "go"
         reader = Engine(tmp_path, tiny_model, "reader", [prompt], "--socket", sock,
+                        "--max-tokens", "2",
                         "--rounds", "2", "--go-file", str(go), "--wait-first",
                         "--kv-events", f"ipc://{tmp_path}/reader-ev",
                         "--kv-events-replay", f"ipc://{tmp_path}/reader-rep",
