@@ -13,8 +13,13 @@
 #include "kvevents_int.h"
 #include "kvs_cache_admin.h"
 #include "kvs_log.h"
+#include "kvshare.h"
 
 #define BATCH_BYTES_MAX (1u << 20) /* a batch is sent once past this */
+/* One replay answer: at most this many batches and bytes (and at least one
+ * batch), then the end marker; the requester asks again for more. */
+#define REPLAY_BATCHES 256u
+#define REPLAY_BYTES (8u << 20)
 
 typedef struct kept_batch {
 	uint64_t seq;
@@ -93,13 +98,32 @@ static void rec_event(const kvs_kvev *e, const kvs_rec *r,
 	ev->parent = pb;
 }
 
+/* kvshare_ns of @r: its namespace's layout seed without adapter and salt. */
+static const uint8_t *ns_name(const kvs_kvev *e, const kvs_rec *r,
+			      uint8_t out[KVEV_NS_LEN])
+{
+	const kvs_ns_info *ns = kvs_cache_ns_at(e->cache, r->ns);
+	kvs_layout l;
+
+	if (!ns)
+		return NULL;
+	l = (kvs_layout){ .model = ns->model, .layers = ns->layers,
+			  .kv_heads = ns->kv_heads, .head_dim = ns->head_dim,
+			  .block_tokens = ns->block_tokens,
+			  .tp_rank = ns->tp_rank, .tp_size = ns->tp_size,
+			  .dtype = (kvs_dtype)ns->dtype };
+	hash_bytes(kvs_hash_layout_seed(&l), out);
+	return out;
+}
+
 static void emit(kvs_kvev *e, uint32_t idx, const kvs_rec *r, uint8_t tier,
 		 int stored)
 {
 	kvev_event ev = { .stored = stored };
-	uint8_t hb[16], pb[16];
+	uint8_t hb[16], pb[16], nb[KVEV_NS_LEN];
 
 	tier_names(tier, &ev);
+	ev.ns = ns_name(e, r, nb);
 	if (e->side[idx])
 		kvev_side_event(e->side[idx], &ev);
 	else
@@ -369,6 +393,8 @@ static void replay_answer(kvs_kvev *e, const uint8_t *id, size_t idlen,
 	static const uint8_t end_seq[8] = { 0xff, 0xff, 0xff, 0xff,
 					    0xff, 0xff, 0xff, 0xff };
 	uint8_t sb[8];
+	uint32_t sent = 0;
+	uint64_t bytes = 0;
 	int rc = 0;
 
 	for (uint32_t i = 0; rc == 0 && i < e->ring_n; i++) {
@@ -378,8 +404,13 @@ static void replay_answer(kvs_kvev *e, const uint8_t *id, size_t idlen,
 
 		if (k->seq < start)
 			continue;
+		if (sent == REPLAY_BATCHES ||
+		    (sent && bytes + k->len > REPLAY_BYTES))
+			break;
 		seq_bytes(k->seq, sb);
 		rc = send_frames(e, f, n, 5);
+		sent++;
+		bytes += k->len;
 	}
 	if (rc == 0) {
 		const void *f[] = { id, "", "", end_seq, "" };
@@ -446,6 +477,7 @@ static int sockets_open(kvs_kvev *e, const kvs_kvev_config *cfg,
 			struct event_base *base)
 {
 	int hwm = (int)cfg->hwm, zero = 0, one = 1, fd;
+	int rhwm = 4 * (REPLAY_BATCHES + 1); /* four answers unread */
 	size_t sz = sizeof(fd);
 
 	e->zctx = zmq_ctx_new();
@@ -463,6 +495,7 @@ static int sockets_open(kvs_kvev *e, const kvs_kvev_config *cfg,
 	if (!e->rep)
 		return -ENOMEM;
 	zmq_setsockopt(e->rep, ZMQ_LINGER, &zero, sizeof(zero));
+	zmq_setsockopt(e->rep, ZMQ_SNDHWM, &rhwm, sizeof(rhwm));
 	zmq_setsockopt(e->rep, ZMQ_ROUTER_MANDATORY, &one, sizeof(one));
 	if (open_endpoint(e->rep, cfg->replay, 1) < 0 ||
 	    zmq_getsockopt(e->rep, ZMQ_FD, &fd, &sz) < 0)

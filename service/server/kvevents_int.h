@@ -38,7 +38,13 @@ typedef struct kvev_event {
 	uint32_t lora_len;
 	const uint8_t *extra;  /* one msgpack object, or NULL */
 	uint32_t extra_len;
+	const uint8_t *ns;     /* KVEV_NS_LEN bytes, or NULL: kvshare_ns */
 } kvev_event;
+
+/* kvshare_ns, in every event: the seed of the block's namespace's layout
+ * without its adapter and salt (kvs_hash_layout_seed, hi then lo,
+ * big-endian), so that an engine's connector keeps its model's blocks. */
+#define KVEV_NS_LEN 16
 
 /* The ownership every event names. */
 #define KVEV_OWNERSHIP "kvshare"

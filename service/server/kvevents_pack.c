@@ -39,16 +39,23 @@ static int pack_key(msgpack_packer *pk, const char *key)
 	return pack_cstr(pk, key);
 }
 
-/* The fields both kinds end with: the tier as vLLM names it, and who. */
+/* The fields both kinds end with: the tier as vLLM names it, who, and
+ * the namespace (a key vLLM's decoder ignores). */
 static int pack_where(msgpack_packer *pk, const kvev_event *ev)
 {
-	return pack_key(pk, "locality") || pack_cstr(pk, ev->locality) ||
-	       pack_key(pk, "ownership") || pack_cstr(pk, KVEV_OWNERSHIP);
+	int rc = pack_key(pk, "locality") || pack_cstr(pk, ev->locality) ||
+		 pack_key(pk, "ownership") || pack_cstr(pk, KVEV_OWNERSHIP);
+
+	if (rc == 0 && ev->ns)
+		rc = pack_key(pk, "kvshare_ns") ||
+		     msgpack_pack_bin(pk, KVEV_NS_LEN) ||
+		     msgpack_pack_bin_body(pk, ev->ns, KVEV_NS_LEN);
+	return rc;
 }
 
 static int pack_removed(msgpack_packer *pk, const kvev_event *ev)
 {
-	return msgpack_pack_map(pk, 5) || pack_key(pk, "type") ||
+	return msgpack_pack_map(pk, 5 + !!ev->ns) || pack_key(pk, "type") ||
 	       pack_cstr(pk, "BlockRemoved") || pack_key(pk, "block_hashes") ||
 	       msgpack_pack_array(pk, 1) ||
 	       pack_hash(pk, ev->hash_kind, ev->hash, ev->hash_len) ||
@@ -71,7 +78,7 @@ static int pack_tokens(msgpack_packer *pk, const kvev_event *ev)
 
 static int pack_stored(msgpack_packer *pk, const kvev_event *ev)
 {
-	int rc = msgpack_pack_map(pk, ev->extra ? 11 : 10) ||
+	int rc = msgpack_pack_map(pk, 10 + !!ev->extra + !!ev->ns) ||
 		 pack_key(pk, "type") || pack_cstr(pk, "BlockStored") ||
 		 pack_key(pk, "block_hashes") || msgpack_pack_array(pk, 1) ||
 		 pack_hash(pk, ev->hash_kind, ev->hash, ev->hash_len) ||

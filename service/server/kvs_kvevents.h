@@ -22,10 +22,13 @@
  * then lo, big-endian), with no token ids. Side records are kept only while
  * events are on, and freed with their record.
  *
+ * Every event also names its namespace (kvshare_ns: the seed of its layout
+ * without adapter and salt), a key vLLM's decoder skips.
+ *
  * Replay: a request [identity, "", start seq (u64 big-endian)] on the
- * ROUTER socket is answered with every buffered batch from that seq,
- * [identity, "", topic, seq, payload] each, then [identity, "", "", -1 as 8
- * bytes, ""], as vLLM ends a replay. The buffer keeps the latest batches up
+ * ROUTER socket is answered with the buffered batches from that seq, at
+ * most 256 and 8 MiB (at least one), [identity, "", topic, seq, payload]
+ * each, then [identity, "", "", -1 as 8 bytes, ""], as vLLM ends a replay. The buffer keeps the latest batches up
  * to a byte bound (--kv-events-buffer).
  *
  * Errors: 0 or a negative KVS_E_* / -errno.

@@ -3,6 +3,7 @@
     python run_engine.py --model DIR --prompts IN.json --out OUT.json
                          [--socket S --stats-file F] [--rounds N --go-file G]
                          [--no-prefix-cache] [--max-tokens N] [--tp N] [--extra JSON]
+                         [--kv-events ENDPOINT --kv-events-replay ENDPOINT]
 
 IN.json holds a list of token-id lists, or of {"prompt_token_ids": [...],
 "image_seed": S} for a prompt with one image (random RGB noise of
@@ -12,6 +13,8 @@ round after the first the script waits for --go-file.N to exist (so a test
 can change the cache in between), and OUT.json gets one list per round;
 with --wait-first it waits for --go-file.0 before the first round too (an
 engine started alongside another, to run once the other has published).
+With --kv-events the engine publishes its own KV events there (vLLM's
+KVEventsConfig, the zmq publisher; --kv-events-replay its replay socket).
 Prints "READY" once the engine is up and "ROUND i" after each round.
 """
 
@@ -62,6 +65,8 @@ def main() -> None:
     ap.add_argument("--image-size", type=int, default=112)
     ap.add_argument("--extra", default="{}",
                     help="more of the connector's extra config, as JSON")
+    ap.add_argument("--kv-events", help="the engine's own KV events: a ZMQ PUB endpoint")
+    ap.add_argument("--kv-events-replay", help="their replay endpoint")
     a = ap.parse_args()
 
     # The engine core in this process (no EngineCore process) and, for one
@@ -90,6 +95,12 @@ def main() -> None:
             "kv_load_failure_policy": "recompute",
             "kv_connector_extra_config": extra,
         }
+    if a.kv_events:
+        from vllm.config.kv_events import KVEventsConfig
+
+        kw["kv_events_config"] = KVEventsConfig(enable_kv_cache_events=True, publisher="zmq",
+                                                endpoint=a.kv_events,
+                                                replay_endpoint=a.kv_events_replay)
     if a.max_batched_tokens:
         kw["max_num_batched_tokens"] = a.max_batched_tokens
     if a.tp > 1:

@@ -62,14 +62,33 @@ def test_the_pool_is_published_with_vllms_block_hashes(tmp_path, tiny_model):
             except Exception:
                 assert daemon.poll() is None and time.monotonic() < deadline
                 time.sleep(0.05)
-        writer = Engine(tmp_path, tiny_model, "writer", [prompt], "--socket", sock,
-                        "--stats-file", str(tmp_path / "writer"),
-                        "--extra", json.dumps({"describe": True}))
-        writer.wait()
-        assert counters(tmp_path / "writer.worker")["published_blocks"] == 9
-        st = daemon_stats(sock)
-        assert st["kv_events.side_records"] == 9 and st["kv_events.side_bad"] == 0
-        stored = [e for e in replay_all(rep) if isinstance(e, kv_events.BlockStored)]
+        # The reader starts alongside, and runs the prompt once the writer
+        # has published it.
+        go = tmp_path / "go"
+        reader = Engine(tmp_path, tiny_model, "reader", [prompt], "--socket", sock,
+                        "--max-tokens", "2",
+                        "--rounds", "2", "--go-file", str(go), "--wait-first",
+                        "--kv-events", f"ipc://{tmp_path}/reader-ev",
+                        "--kv-events-replay", f"ipc://{tmp_path}/reader-rep",
+                        "--extra", json.dumps({"describe": True,
+                                               "pool_events": f"ipc://{tmp_path}/ev",
+                                               "pool_events_replay": rep}))
+        try:
+            writer = Engine(tmp_path, tiny_model, "writer", [prompt], "--socket", sock,
+                            "--stats-file", str(tmp_path / "writer"),
+                            "--extra", json.dumps({"describe": True}))
+            writer.wait()
+            assert counters(tmp_path / "writer.worker")["published_blocks"] == 9
+            st = daemon_stats(sock)
+            assert st["kv_events.side_records"] == 9 and st["kv_events.side_bad"] == 0
+            stored = [e for e in replay_all(rep) if isinstance(e, kv_events.BlockStored)]
+            (tmp_path / "go.0").touch()
+            reader.rounds(1)
+            own = replay_all(f"ipc://{tmp_path}/reader-rep")  # the reader's own stream
+            (tmp_path / "go.1").touch()
+            reader.wait()
+        finally:
+            reader.stop()
     finally:
         daemon.terminate()
         daemon.wait(timeout=30)
@@ -91,3 +110,16 @@ def test_the_pool_is_published_with_vllms_block_hashes(tmp_path, tiny_model):
                                        if parent is not None else None)
         assert (e.block_size, e.medium, e.ownership) == (BLOCK, "CPU", "kvshare")
         parent = want
+
+    # The reader's own stream: the pool's blocks of its model, the writer's,
+    # as the daemon told them (medium CPU, ownership kvshare: not the
+    # engine's GPU cache), and its own GPU blocks of the same prompt once it
+    # loaded them, under the same keys: a router that follows only engines
+    # credits the reader with the writer's prefix.
+    pool = [e for e in own if isinstance(e, kv_events.BlockStored) and e.ownership == "kvshare"]
+    assert [e.block_hashes for e in pool] == [e.block_hashes for e in stored]
+    assert [e.token_ids for e in pool] == [e.token_ids for e in stored]
+    assert all((e.medium, e.locality, e.block_size) == ("CPU", "LOCAL", BLOCK) for e in pool)
+    gpu = {h for e in own if isinstance(e, kv_events.BlockStored) and e.medium == "GPU"
+           for h in e.block_hashes}
+    assert {e.block_hashes[0] for e in pool} <= gpu

@@ -83,7 +83,14 @@ writes its counters as JSON to PATH.scheduler / PATH.worker after every step
 that changed them, for scripts and tests; tensor-parallel ranks after the
 first write PATH.worker.RANK), `describe` (default false: true hands the
 daemon, before each commit, vLLM's own block hash, token ids and extra keys
-of every block published, for its vLLM KV events: kvshare/_vllm_events.py).
+of every block published, for its vLLM KV events: kvshare/_vllm_events.py),
+`pool_events` (the daemon's --kv-events endpoint to subscribe to, e.g.
+`tcp://127.0.0.1:5557`: the scheduler side hands the pool's blocks of this
+model, as the daemon's stream tells them, to vLLM's own KV events through
+take_events(); default none), `pool_events_replay` (the daemon's
+--kv-events-replay endpoint: catching up at start and over gaps),
+`pool_events_catchup` (batches replayed at most, at start or for a gap;
+default 4096). docs/routers.md, "In each engine's own stream".
 """
 
 from __future__ import annotations
@@ -517,6 +524,8 @@ class KvshareConnector(GroupsMixin, WorkerCopies, KVConnectorBase_V1, SupportsHM
         self.to_recv = Pending()  # requests in WAITING_FOR_REMOTE_KVS
         self.who = ("(scheduler)" if role == KVConnectorRole.SCHEDULER
                     else f"(worker, tp rank {self.tp_rank} of {self.tp_size})")
+        self.pool_events = (events.pool_events(tc, self.layout, self.clients, self.daemon)
+                            if role == KVConnectorRole.SCHEDULER else None)
         self._log_start()
 
     def _log_start(self) -> None:
@@ -688,6 +697,10 @@ class KvshareConnector(GroupsMixin, WorkerCopies, KVConnectorBase_V1, SupportsHM
             st = self.reqs.get(req_id)
             if st is not None:
                 st.loading = False
+
+    def take_events(self) -> Any:
+        """The pool's blocks of this model, into vLLM's own KV events."""
+        return self.pool_events.take() if self.pool_events is not None else ()
 
     def build_connector_meta(self, scheduler_output: "SchedulerOutput") -> KVConnectorMetadata:
         meta = KvshareMetadata()
@@ -964,5 +977,7 @@ class KvshareConnector(GroupsMixin, WorkerCopies, KVConnectorBase_V1, SupportsHM
         if self.pool is not None:
             self.pool.shutdown(wait=True)
         self.clients.close()
+        if self.pool_events is not None:
+            self.pool_events.close()
         for g in self.groups or ():
             g.clients.close()

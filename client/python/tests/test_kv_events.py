@@ -255,3 +255,115 @@ def test_hostile_side_records_are_refused(start_daemon, tmp_path):
         st = c.stats()  # the daemon keeps serving this connection
         assert st["kv_events.side_bad"] == 1 and st["kv_events.side_records"] == 0
         assert c.query(hashes) == 2
+
+
+def test_replay_answers_in_pages(start_daemon, tmp_path, zctx):
+    pub, rep = f"ipc://{tmp_path}/ev", f"ipc://{tmp_path}/rep"
+    d = start_daemon(["--host-size", "64M", "--kv-events", pub, "--kv-events-replay", rep])
+    with kvshare.Client(d.socket, L) as c:
+        for i in range(300):  # a batch each
+            with c.reserve(c.hash_tokens(list(range(i * 16, i * 16 + 16)))):
+                pass
+        assert c.stats()["kv_events.batches"] == 300
+    r = zctx.socket(zmq.DEALER)
+    r.setsockopt(zmq.LINGER, 0)
+    r.connect(rep)
+
+    def replay(start: int) -> list[int]:
+        r.send_multipart([b"", start.to_bytes(8, "big")])
+        got = []
+        while True:
+            assert r.poll(10000), "no replay answer"
+            _, _, seq, _ = r.recv_multipart()
+            if seq == END_SEQ:
+                return got
+            got.append(int.from_bytes(seq, "big"))
+
+    # At most 256 batches an answer, always ended; the rest asked for again.
+    assert replay(0) == list(range(256))
+    assert replay(256) == list(range(256, 300))
+
+
+# ---- the pool in an engine's own stream (the connector's take_events) -----
+
+def _publish(c: kvshare.Client, toks: list[int], tag: int, describe: bool = True) -> list[bytes]:
+    """A chain of full blocks, each described with a made-up engine hash
+    (32 bytes, as vLLM's sha256); returns those hashes."""
+    hashes = c.hash_tokens(toks)
+    eng = [bytes([tag, i]) * 16 for i in range(len(hashes))]
+    with c.reserve(hashes):
+        if describe:
+            c.describe([kvshare.BlockDesc(hash=hashes[i], engine_hash=eng[i],
+                                          parent_hash=eng[i - 1] if i else None,
+                                          token_ids=toks[16 * i:16 * i + 16], block_size=16)
+                        for i in range(len(hashes))])
+    return eng
+
+
+def _take_until(pe, want: int, timeout_s: float = 10.0) -> list:
+    out: list = []
+    deadline = time.monotonic() + timeout_s
+    while len(out) < want and time.monotonic() < deadline:
+        out.extend(pe.take())
+        time.sleep(0.02)
+    return out
+
+
+def test_pool_events_keep_this_models_blocks(start_daemon, tmp_path):
+    from kvshare import _vllm_events as ev
+
+    pub, rep = f"ipc://{tmp_path}/ev", f"ipc://{tmp_path}/rep"
+    d = start_daemon(["--host-size", "64M", "--kv-events", pub, "--kv-events-replay", rep])
+    other = kvshare.Layout(model="ev-other", layers=2, kv_heads=2, head_dim=64, block_tokens=16)
+    salted = kvshare.Layout(model="ev-model", layers=2, kv_heads=2, head_dim=64,
+                            block_tokens=16, salt="tenant-1")
+    assert ev.ns_name(salted) == ev.ns_name(L) != ev.ns_name(other)
+    with kvshare.Client(d.socket, L) as c, kvshare.Client(d.socket, other) as o, \
+            kvshare.Client(d.socket, salted) as s:
+        p1 = _publish(c, list(range(0, 32)), 1)            # seq 0: past the catch-up
+        p2 = _publish(c, list(range(100, 132)), 2)         # 1: stored, then removed
+        _publish(o, list(range(200, 232)), 3)              # 2: another model
+        _publish(c, list(range(300, 332)), 4, describe=False)  # 3: no side record
+        h2 = c.hash_tokens(list(range(100, 132)))
+        kvsctl(d.socket, "evict", "--prefix", "%016x%016x" % (int(h2[0]["hi"]),
+                                                               int(h2[0]["lo"])))  # 4
+        p4 = _publish(c, list(range(400, 432)), 5)         # 5
+        assert c.stats()["kv_events.batches"] == 6
+        pe = ev.PoolEvents(pub, rep, ev.ns_name(L), 5, lambda: c.stats()["kv_events.batches"])
+        try:
+            # Catching up: the net state of the newest 5 batches, vLLM's classes.
+            got = pe.take()
+            assert [type(e) for e in got] == [kv_events.BlockStored] * 2
+            assert [e.block_hashes for e in got] == [[h] for h in p4]
+            assert got[0].token_ids == list(range(400, 416)) and got[1].parent_block_hash == p4[0]
+            assert all((e.medium, e.locality, e.ownership) == ("CPU", "LOCAL", "kvshare")
+                       for e in got)
+            # Live (a subscription that took late is a gap, replayed): this
+            # model's blocks, a salted namespace's included; no other model's.
+            p5 = _publish(c, list(range(500, 532)), 6)
+            _publish(o, list(range(600, 632)), 7)
+            p6 = _publish(s, list(range(700, 732)), 8)
+            got = _take_until(pe, 4)
+            assert [e.block_hashes[0] for e in got] == p5 + p6, got
+            # Removals: of the blocks this stream reported, never of p1 (it
+            # told no BlockStored of it).
+            kvsctl(d.socket, "flush", "--all")
+            got = _take_until(pe, 6)
+            assert all(isinstance(e, kv_events.BlockRemoved) and e.medium == "CPU"
+                       and e.ownership == "kvshare" for e in got)
+            assert sorted(e.block_hashes[0] for e in got) == sorted(p4 + p5 + p6)
+            assert not set(p1 + p2) & {e.block_hashes[0] for e in got}
+            # A gap (the subscriber away) is filled from the replay socket.
+            pe.sub.disconnect(pub)
+            p7 = _publish(c, list(range(800, 832)), 9)
+            pe.sub.connect(pub)
+            got = []
+            for i in range(200):  # until the subscription is back
+                _publish(o, list(range(1000 + 16 * i, 1016 + 16 * i)), 10)
+                got.extend(pe.take())
+                if pe.next == c.stats()["kv_events.batches"]:
+                    break
+                time.sleep(0.02)
+            assert [e.block_hashes[0] for e in got] == p7 and pe.lost == 0
+        finally:
+            pe.close()
