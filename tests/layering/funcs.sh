@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # funcs.sh - no function of the daemon, the engines or the library is over
-# 80 lines (issue 24: a function past that does several things; give each
-# its name). Every C file under service/, storage/ and client/, their
+# 80 lines (a function past that does several things; give each step its
+# name). Every C file under service/, storage/ and client/, their
 # subfolders included.
 #
 # Kernel style makes a function's body easy to find: its opening brace

@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # sizes.sh - no file of the daemon, the engines or the library is over 700
-# lines (issue "one tier interface": a file past that is doing several
-# jobs; split it along them). Every C file under service/, storage/ and
+# lines (a file past that is doing several jobs; split it along them). Every C file under service/, storage/ and
 # client/, their subfolders included (client/python/ is the Python package).
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
