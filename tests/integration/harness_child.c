@@ -6,6 +6,7 @@
 #include "harness_int.h"
 #include "harness_raw.h"
 
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -122,6 +123,12 @@ int th_run_child(th_child_fn fn, void *arg, int timeout_ms)
 
 	th_spawn(&ch, fn, arg);
 	return th_child_wait(&ch, timeout_ms);
+}
+
+int th_become(uid_t uid)
+{
+	return setgroups(0, NULL) < 0 || setresgid(uid, uid, uid) < 0 ||
+	       setresuid(uid, uid, uid) < 0 ? -1 : 0;
 }
 
 int th_send_u64(int fd, uint64_t v)

@@ -36,6 +36,11 @@ int th_child_kill(th_child *ch, int sig);
 /* th_run_child - spawn, then wait up to @timeout_ms. */
 int th_run_child(th_child_fn fn, void *arg, int timeout_ms);
 
+/* th_become - this process (a child of a test run as root) becomes @uid,
+ * with @uid as its gid and no supplementary groups: a worker of that uid.
+ * 0, or -1 with errno set. */
+int th_become(uid_t uid);
+
 /* Messages on a sync fd: one u64 each. recv returns 0, -ETIMEDOUT, -EPIPE
  * (the other side is gone) or -errno. */
 int th_send_u64(int fd, uint64_t v);

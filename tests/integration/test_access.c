@@ -186,8 +186,7 @@ static int raw_nobody(void *arg, int sync_fd)
 	uint8_t payload[64];
 	int fd, n;
 
-	if (setgroups(0, NULL) < 0 || setresgid(NOBODY, NOBODY, NOBODY) < 0 ||
-	    setresuid(NOBODY, NOBODY, NOBODY) < 0)
+	if (th_become(NOBODY) < 0)
 		return 3;
 	fd = th_raw_connect(d);
 	if (fd < 0)

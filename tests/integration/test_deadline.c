@@ -1,6 +1,6 @@
 /*
  * test_deadline - no caller waits forever on a daemon that is stuck rather
- * than dead (issue 20, item 4).
+ * than dead.
  *
  *  args:     kvs_set_timeout() and kvs_connect_timeout() refuse a negative
  *            deadline (-EINVAL).

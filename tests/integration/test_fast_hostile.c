@@ -1,6 +1,6 @@
 /*
  * test_fast_hostile - the fast path against what one process can do to a
- * real daemon (docs/architecture.md, "Hits without a round trip"; issue 20):
+ * real daemon (docs/architecture.md, "Hits without a round trip"):
  *
  *  - fds: a fast client costs the daemon one fd (its socket), not two: the
  *    pin area's memfd is closed once sent (counted in /proc/PID/fd of the

@@ -20,11 +20,8 @@
  *
  * Root only (worker uids beside the operators); skipped otherwise.
  */
-#include "harness.h"
-#include "harness_child.h"
-#include "harness_client.h"
+#include "slab_attack.h"
 
-#include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,23 +29,7 @@
 
 #include "kvs_fast.h"
 
-#define NOBODY 65534
-#define OTHER 65533
-#define A_TOKENS 62   /* 62 KiB blocks */
-#define B_TOKENS 16   /* another block size */
-#define CHAIN 64
-#define CHAINS 40     /* 2,560 blocks: twice what the arena holds */
-#define SLAB_BYTES (31u * 65536u)
-#define MAX_SLABS 64
 #define HOGS 17
-
-static const char *sock;
-
-static int become(uid_t uid)
-{
-	return setgroups(0, NULL) < 0 || setresgid(uid, uid, uid) < 0 ||
-	       setresuid(uid, uid, uid) < 0 ? -1 : 0;
-}
 
 /* This process's mapping named @name (the last one: the newest client's). */
 static uint8_t *mapping(const char *name)
@@ -82,35 +63,6 @@ static uint64_t word_of(const kvs_fast_hdr *ih, uint64_t off, uint32_t gen)
 	return 0;
 }
 
-/* One block of each slab of A's blocks in the arena (by offset: slab i is
- * [i, i + 1) x SLAB_BYTES), found by lookups let go at once. */
-static uint32_t one_per_slab(kvs_client *a, kvs_hash (*h)[CHAIN],
-			     kvs_block *pick)
-{
-	static kvs_block blk[CHAIN];
-	uint32_t n = 0;
-
-	for (uint32_t s = 0; s < MAX_SLABS; s++)
-		pick[s].gen = 0;
-	for (int i = 0; i < CHAINS; i++) {
-		kvs_lease l = 0;
-		int hits = kvs_lookup(a, h[i], CHAIN, &l, blk);
-
-		CHECK_GE(hits, 0);
-		if (l)
-			kvs_release(a, l);
-		for (int j = 0; j < hits; j++) {
-			uint64_t s = blk[j].offset / SLAB_BYTES;
-
-			if (s < MAX_SLABS && pick[s].gen == 0) {
-				pick[s] = blk[j];
-				n++;
-			}
-		}
-	}
-	return n;
-}
-
 /* Child, as nobody: fill the arena with A's blocks, then one pin per slab
  * written straight into its pin area (words as the index says). Sends the
  * pins written, keeps them until told. */
@@ -118,7 +70,7 @@ static int attacker(void *arg, int fd)
 {
 	kvs_layout la = th_layout("fslab-a", A_TOKENS);
 	static kvs_hash h[CHAINS][CHAIN];
-	kvs_block pick[MAX_SLABS];
+	slab_pick pick[MAX_SLABS];
 	kvs_fast_pins_hdr *ph;
 	const kvs_fast_hdr *ih;
 	uint64_t *pins, *slabs, go;
@@ -126,13 +78,10 @@ static int attacker(void *arg, int fd)
 	uint32_t n = 0;
 
 	(void)arg;
-	if (become(NOBODY) < 0 || kvs_connect(sock, &la, &a) < 0)
+	if (th_become(NOBODY) < 0 || kvs_connect(sock, &la, &a) < 0)
 		return 3;
-	for (uint32_t i = 0; i < CHAINS; i++) {
-		th_chain(&la, 100 + i, CHAIN, 0, 0, h[i]);
-		CHECK_GE(th_publish(a, h[i], CHAIN, NULL), 0);
-	}
-	one_per_slab(a, h, pick);
+	slab_fill(a, &la, h);
+	slab_one_each(a, h, pick);
 	ph = (kvs_fast_pins_hdr *)mapping("kvshare-pins");
 	ih = (const kvs_fast_hdr *)mapping("kvshare-fastidx");
 	if (!ph || !ih)
@@ -140,10 +89,10 @@ static int attacker(void *arg, int fd)
 	pins = (uint64_t *)((uint8_t *)ph + KVS_FAST_PINS_OFF);
 	slabs = pins + ph->cap;
 	for (uint32_t s = 0; s < MAX_SLABS; s++) {
-		if (pick[s].gen == 0)
+		if (pick[s].chain < 0)
 			continue;
-		slabs[n] = word_of(ih, pick[s].offset, pick[s].gen);
-		pins[n++] = kvs_fast_pin_key(pick[s].offset, pick[s].gen);
+		slabs[n] = word_of(ih, pick[s].b.offset, pick[s].b.gen);
+		pins[n++] = kvs_fast_pin_key(pick[s].b.offset, pick[s].b.gen);
 	}
 	__atomic_store_n(&ph->used, n, __ATOMIC_SEQ_CST);
 	th_send_u64(fd, n);
@@ -152,43 +101,6 @@ static int attacker(void *arg, int fd)
 	memset(pins, 0, n * sizeof(*pins));
 	kvs_close(a);
 	return 0;
-}
-
-/* Child, as another worker uid: a chain of 64 B blocks published and read
- * back (on the fast path: 16 one-page slabs, within its budget); sends 0
- * when it worked. */
-static int other_worker(void *arg, int fd)
-{
-	kvs_layout lb = th_layout("fslab-b", B_TOKENS);
-	kvs_client *c = NULL;
-	int ok;
-
-	(void)arg;
-	if (become(OTHER) < 0 || kvs_connect(sock, &lb, &c) < 0)
-		return 3;
-	ok = th_round_trip(c, &lb, 21, 64);
-	th_send_u64(fd, ok ? 0 : 1);
-	kvs_close(c);
-	return 0;
-}
-
-/* One block of B's size reserved (and aborted) by this process (root):
- * the reserve's result. */
-static int reserve_b(th_daemon *d)
-{
-	kvs_layout lb = th_layout("fslab-b", B_TOKENS);
-	kvs_client *b = th_connect(d, &lb);
-	kvs_lease w = 0;
-	kvs_block blk;
-	kvs_hash h;
-	int rc;
-
-	th_chain(&lb, 7, 1, 0, 0, &h);
-	rc = kvs_reserve(b, &h, 1, &w, &blk);
-	if (w)
-		kvs_abort(b, w);
-	kvs_close(b);
-	return rc;
 }
 
 static void slabs(void)
@@ -206,7 +118,7 @@ static void slabs(void)
 	th_spawn(&ch, attacker, NULL);
 	CHECK_RC(th_recv_u64(ch.fd, &n, 60000), 0);
 	CHECK_RC(th_recv_u64(ch.fd, &grant, TH_WAIT_MS), 0);
-	rc = reserve_b(&d);
+	rc = slab_reserve_b(&d, "fslab-b");
 	over = th_stat_get(&d, "fast.pins_unbudgeted");
 	held = th_stat_get(&d, "fast.held");
 	th_note("slabs: %llu pins written, one a slab, area budget %llu pages; "
@@ -221,7 +133,7 @@ static void slabs(void)
 	/* What is held fits the budget: 31-page slabs, two at most and the
 	 * short one. */
 	CHECK_LE(held, 3);
-	th_spawn(&other, other_worker, NULL);
+	th_spawn(&other, slab_other_worker, "fslab-b");
 	CHECK_RC(th_recv_u64(other.fd, &res, TH_WAIT_MS), 0);
 	th_note("slabs: uid %u's 64-block chain of the other size: %s", OTHER,
 		res == 0 ? "published and read back whole" : "failed");
@@ -240,7 +152,7 @@ static int hog(void *arg, int fd)
 	uint64_t go;
 
 	(void)arg;
-	if (become(NOBODY) < 0)
+	if (th_become(NOBODY) < 0)
 		return 3;
 	for (int i = 0; i < HOGS; i++)
 		if (kvs_connect(sock, &l, &c[i]) < 0)
@@ -260,7 +172,7 @@ static int late(void *arg, int fd)
 	uint64_t go;
 
 	(void)arg;
-	if (become(OTHER) < 0 || kvs_connect(sock, &l, &c) < 0)
+	if (th_become(OTHER) < 0 || kvs_connect(sock, &l, &c) < 0)
 		return 3;
 	th_send_u64(fd, 1);
 	th_recv_u64(fd, &go, 60000);

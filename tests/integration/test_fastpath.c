@@ -30,7 +30,6 @@
 #include "harness_ssd.h"
 #include "kvshare_admin.h"
 
-#include <grp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -412,8 +411,7 @@ static int worker_readers(void *arg, int sync_fd)
 	race *r = arg;
 	pthread_t t[READERS];
 
-	if (setgroups(0, NULL) < 0 || setresgid(65534, 65534, 65534) < 0 ||
-	    setresuid(65534, 65534, 65534) < 0)
+	if (th_become(65534) < 0)
 		return 3;
 	for (int i = 0; i < READERS; i++)
 		pthread_create(&t[i], NULL, reader, r);
@@ -501,8 +499,7 @@ static int as_uid(void *arg, int sync_fd)
 	int w;
 	th_mapping m;
 
-	if (setgroups(0, NULL) < 0 || setresgid(uid, uid, uid) < 0 ||
-	    setresuid(uid, uid, uid) < 0)
+	if (th_become(uid) < 0)
 		return 3;
 	if (kvs_connect(dom_d->socket, &L, &c) == 0) {
 		th_chain(&L, 4242, 4, 0, 0, h);

@@ -121,28 +121,43 @@ static void other_uid(void)
 	kvs_close(w);
 }
 
+/* A fake predecessor's listener on @path: tells the parent it listens,
+ * takes one connection and reads its HANDOVER request into @req (@n
+ * bytes). The connection, or minus the child's exit code (2: no listener,
+ * 3: no connection, 4: no request); the listener in *lfd. */
+static int fake_accept(const char *path, int sync_fd, int *lfd, uint8_t *req,
+		       size_t n)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct pollfd p = { .events = POLLIN };
+	int fd;
+
+	*lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	if (*lfd < 0 || bind(*lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    listen(*lfd, 4) < 0)
+		return -2;
+	th_send_u64(sync_fd, 1);
+	p.fd = *lfd;
+	if (poll(&p, 1, TH_READY_TIMEOUT_MS) != 1 || (fd = accept(*lfd, NULL, NULL)) < 0)
+		return -3;
+	if (recv(fd, req, n, MSG_WAITALL) != (ssize_t)n)
+		return -4;
+	return fd;
+}
+
 /* The fake predecessor, on @arg's path: answers a HANDOVER with format 99
  * and no fds, and checks that no acknowledgement comes (the successor
  * closes). Tells the parent when it listens, then when it is done. */
 static int fake_old(void *arg, int sync_fd)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	uint8_t req[KVS_WIRE_HDR_SIZE + 8], reply[KVS_WIRE_HDR_SIZE + 8];
 	kvs_wire_hdr h = { .magic = KVS_WIRE_MAGIC, .version = KVS_WIRE_VERSION,
 			   .opcode = KVS_OP_HANDOVER, .len = 8 };
-	struct pollfd p = { .events = POLLIN };
-	int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), fd;
+	int lfd, fd = fake_accept(arg, sync_fd, &lfd, req, sizeof(req));
 
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", (const char *)arg);
-	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    listen(lfd, 4) < 0)
-		return 2;
-	th_send_u64(sync_fd, 1);
-	p.fd = lfd;
-	if (poll(&p, 1, TH_READY_TIMEOUT_MS) != 1 || (fd = accept(lfd, NULL, NULL)) < 0)
-		return 3;
-	if (recv(fd, req, sizeof(req), MSG_WAITALL) != (ssize_t)sizeof(req))
-		return 4;
+	if (fd < 0)
+		return -fd;
 	CHECK_EQ(get16(req + 6), KVS_OP_HANDOVER);
 	CHECK_EQ(get32(req + KVS_WIRE_HDR_SIZE), 1);
 	h.req_id = get64(req + 16);
@@ -200,7 +215,6 @@ static int fake_mode;
  * answer may carry) in two messages, the header's and the payload's. */
 static int fake_many(void *arg, int sync_fd)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	uint8_t req[KVS_WIRE_HDR_SIZE + 8], reply[KVS_WIRE_HDR_SIZE + 8 + 32];
 	kvs_wire_hdr h = { .magic = KVS_WIRE_MAGIC, .version = KVS_WIRE_VERSION,
 			   .opcode = KVS_OP_HANDOVER, .len = 8 + 32 };
@@ -208,19 +222,10 @@ static int fake_many(void *arg, int sync_fd)
 		char b[CMSG_SPACE(sizeof(int) * 40)];
 		struct cmsghdr align;
 	} u;
-	struct pollfd p = { .events = POLLIN };
-	int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), fd, many[40];
+	int lfd, fd = fake_accept(arg, sync_fd, &lfd, req, sizeof(req)), many[40];
 
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", (const char *)arg);
-	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    listen(lfd, 4) < 0)
-		return 2;
-	th_send_u64(sync_fd, 1);
-	p.fd = lfd;
-	if (poll(&p, 1, TH_READY_TIMEOUT_MS) != 1 || (fd = accept(lfd, NULL, NULL)) < 0)
-		return 3;
-	if (recv(fd, req, sizeof(req), MSG_WAITALL) != (ssize_t)sizeof(req))
-		return 4;
+	if (fd < 0)
+		return -fd;
 	h.req_id = get64(req + 16);
 	memset(reply, 0, sizeof(reply));
 	kvs_wire_hdr_encode(&h, reply);

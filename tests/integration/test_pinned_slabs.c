@@ -24,31 +24,11 @@
  * attacker's lookups take the socket (KVS_NO_FASTPATH): this is the socket
  * leases' budget; test_fast_slabs holds the fast path's pins to theirs.
  */
-#include "harness.h"
-#include "harness_child.h"
-#include "harness_client.h"
+#include "slab_attack.h"
 
-#include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
-
-#define NOBODY 65534
-#define OTHER 65533
-#define A_TOKENS 62   /* 62 KiB blocks */
-#define B_TOKENS 16   /* another block size */
-#define CHAIN 64
-#define CHAINS 40     /* 2,560 blocks: twice what the arena holds */
-#define SLAB_BYTES (31u * 65536u)
-#define MAX_SLABS 64
-
-static const char *sock;
-
-static int become(uid_t uid)
-{
-	return setgroups(0, NULL) < 0 || setresgid(uid, uid, uid) < 0 ||
-	       setresuid(uid, uid, uid) < 0 ? -1 : 0;
-}
 
 /* Child, as nobody: fill the arena with A's blocks, then one single-block
  * lookup, kept, per slab (by offset: slab i is [i, i + 1) x SLAB_BYTES).
@@ -57,47 +37,25 @@ static int attacker(void *arg, int fd)
 {
 	kvs_layout la = th_layout("pins-a", A_TOKENS);
 	static kvs_hash h[CHAINS][CHAIN];
-	static kvs_block blk[CHAIN];
 	kvs_lease held[MAX_SLABS];
 	uint32_t tried = 0, n = 0;
-	int pick[MAX_SLABS][2];
+	slab_pick pick[MAX_SLABS];
 	kvs_client *a = NULL;
 	uint64_t go;
 
 	(void)arg;
-	if (become(NOBODY) < 0 || kvs_connect(sock, &la, &a) < 0)
+	if (th_become(NOBODY) < 0 || kvs_connect(sock, &la, &a) < 0)
 		return 3;
-	for (uint32_t i = 0; i < CHAINS; i++) {
-		th_chain(&la, 100 + i, CHAIN, 0, 0, h[i]);
-		CHECK_GE(th_publish(a, h[i], CHAIN, NULL), 0);
-	}
-	/* Where the blocks are, all leases let go before any is kept. */
-	for (uint32_t s = 0; s < MAX_SLABS; s++)
-		pick[s][0] = -1;
-	for (int i = 0; i < CHAINS; i++) {
-		kvs_lease l = 0;
-		int hits = kvs_lookup(a, h[i], CHAIN, &l, blk);
-
-		CHECK_GE(hits, 0);
-		if (l)
-			kvs_release(a, l);
-		for (int j = 0; j < hits; j++) {
-			uint64_t s = blk[j].offset / SLAB_BYTES;
-
-			if (s < MAX_SLABS && pick[s][0] < 0) {
-				pick[s][0] = i;
-				pick[s][1] = j;
-			}
-		}
-	}
+	slab_fill(a, &la, h);
+	slab_one_each(a, h, pick);
 	for (uint32_t s = 0; s < MAX_SLABS; s++) {
 		kvs_lease one = 0;
 		kvs_block b1;
 
-		if (pick[s][0] < 0)
+		if (pick[s].chain < 0)
 			continue;
 		tried++;
-		if (kvs_lookup(a, &h[pick[s][0]][pick[s][1]], 1, &one, &b1) == 1)
+		if (kvs_lookup(a, &h[pick[s].chain][pick[s].idx], 1, &one, &b1) == 1)
 			held[n++] = one;
 	}
 	th_send_u64(fd, tried);
@@ -107,42 +65,6 @@ static int attacker(void *arg, int fd)
 		kvs_release(a, held[i]);
 	kvs_close(a);
 	return 0;
-}
-
-/* Child, as another worker uid: a chain of 64 B blocks (16 slabs of one
- * page) published and read back; sends 0 when it worked. */
-static int other_worker(void *arg, int fd)
-{
-	kvs_layout lb = th_layout("pins-b", B_TOKENS);
-	kvs_client *c = NULL;
-	int ok;
-
-	(void)arg;
-	if (become(OTHER) < 0 || kvs_connect(sock, &lb, &c) < 0)
-		return 3;
-	ok = th_round_trip(c, &lb, 21, 64);
-	th_send_u64(fd, ok ? 0 : 1);
-	kvs_close(c);
-	return 0;
-}
-
-/* One block of B's size reserved (and aborted), by this process: the
- * reserve's result. */
-static int reserve_b(th_daemon *d)
-{
-	kvs_layout lb = th_layout("pins-b", B_TOKENS);
-	kvs_client *b = th_connect(d, &lb);
-	kvs_lease w = 0;
-	kvs_block blk;
-	kvs_hash h;
-	int rc;
-
-	th_chain(&lb, 7, 1, 0, 0, &h);
-	rc = kvs_reserve(b, &h, 1, &w, &blk);
-	if (w)
-		kvs_abort(b, w);
-	kvs_close(b);
-	return rc;
 }
 
 /* Start the attacker on @d; *tried, *held from it. */
@@ -173,7 +95,7 @@ static void open_arena(void)
 				 "--socket-mode", "0666",
 				 "--max-pinned-share-per-uid", "0"));
 	attack(&d, &ch, &tried, &held);
-	rc = reserve_b(&d);
+	rc = slab_reserve_b(&d, "pins-b");
 	th_note("open: %llu slabs, %llu pins held (%llu KiB pinned); a %u KiB "
 		"reserve: %s, %lld bytes in use of 64 MiB",
 		(unsigned long long)tried, (unsigned long long)held,
@@ -201,7 +123,7 @@ static void budget(void)
 	attack(&d, &ch, &tried, &held);
 	slab_bytes = th_stat_get(&d, "leases.pinned_slab_bytes");
 	refused = th_stat_get(&d, "leases.refused_slabs");
-	rc = reserve_b(&d);
+	rc = slab_reserve_b(&d, "pins-b");
 	th_note("budget: %llu slabs asked, %llu pins held, slabs held %lld KiB "
 		"(bound 32768), %lld refused; a %u KiB reserve: %s",
 		(unsigned long long)tried, (unsigned long long)held,
@@ -213,7 +135,7 @@ static void budget(void)
 	CHECK_LE(slab_bytes, 32 << 20);
 	CHECK_EQ(refused, (int64_t)(tried - held));
 	CHECK_RC(rc, 1);
-	th_spawn(&other, other_worker, NULL);
+	th_spawn(&other, slab_other_worker, "pins-b");
 	CHECK_RC(th_recv_u64(other.fd, &res, TH_WAIT_MS), 0);
 	th_note("budget: uid %u's 64-block chain of the other size: %s", OTHER,
 		res == 0 ? "published and read back whole" : "failed");

@@ -1,6 +1,5 @@
 /*
- * test_remote_tier_pins - write-through's pins are capped (issue 21 item
- * 6): a daemon W with a 4 MiB host tier (256 blocks of 16 KiB) publishes at
+ * test_remote_tier_pins - write-through's pins are capped: a daemon W with a 4 MiB host tier (256 blocks of 16 KiB) publishes at
  * commit to a private 3-master cluster with --remote-timeout 10000. One node
  * SIGSTOPped; W commits 64 chains of 16 new blocks (4x its host tier) at
  * once. Every block whose key is on that node waits for its EXISTS (until

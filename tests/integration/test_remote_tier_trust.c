@@ -1,6 +1,6 @@
 /*
  * test_remote_tier_trust - who can make a daemon serve KV through the remote
- * tier (issue 21 item 4). A private 3-master cluster; A and B publish at
+ * tier. A private 3-master cluster; A and B publish at
  * commit and C only reads, the three with the same 0600
  * --remote-secret-file; D publishes with another secret. 16 KiB blocks.
  *  control:  a chain published through A is a whole hit on C, bytes checked.

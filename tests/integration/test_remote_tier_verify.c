@@ -1,6 +1,6 @@
 /*
  * test_remote_tier_verify - the values' MAC runs on the remote tier's
- * workers, off the loop (issue 21 item 7), and still decides what is
+ * workers, off the loop, and still decides what is
  * served. A private 3-master cluster; A publishes at commit, C only reads,
  * both with the same --remote-secret-file. 256 KiB blocks, chains of 32:
  * a lookup's window asks about all 32 at once, so their 32 GETs and 32

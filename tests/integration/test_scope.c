@@ -32,7 +32,6 @@
 #include "harness_client.h"
 #include "kvshare_admin.h"
 
-#include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,8 +65,7 @@ static int as_uid(void *arg, int sync_fd)
 
 	for (int i = 0; i < NRES; i++)
 		res[i] = INT64_MIN;
-	if (setgroups(0, NULL) < 0 || setresgid(j->uid, j->uid, j->uid) < 0 ||
-	    setresuid(j->uid, j->uid, j->uid) < 0)
+	if (th_become(j->uid) < 0)
 		return 3;
 	j->fn(j->d, sync_fd, res);
 	for (int i = 0; i < NRES; i++)

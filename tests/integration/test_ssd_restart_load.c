@@ -161,9 +161,9 @@ static void publish(kvs_client *c, uint32_t a, uint32_t b)
 }
 
 /*
- * Whether @n segments were recycled, or demotion is off (an error; before
- * issue 25 item 3 also a store that found no segment it could recycle, in
- * about 1 run in 4 here; a restart turns demotion on again). Recycling is
+ * Whether @n segments were recycled, or demotion is off (an error; a store
+ * that finds no segment it can recycle now stalls with demotion on,
+ * docs/ssd.md "Stalls"; a restart turns demotion on again). Recycling is
  * this test's setting, not what it checks: the checks of the load hold
  * either way, and the log says which it was.
  */

@@ -24,7 +24,6 @@
 #include "harness_client.h"
 #include "kvshare_admin.h"
 
-#include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,8 +80,7 @@ static int as_uid(void *arg, int sync_fd)
 		   .inode = -1 };
 	int64_t *v = (int64_t *)&s;
 
-	if (setgroups(0, NULL) < 0 || setresgid(w->uid, w->uid, w->uid) < 0 ||
-	    setresuid(w->uid, w->uid, w->uid) < 0)
+	if (th_become(w->uid) < 0)
 		return 3;
 	s.connect = kvs_connect(w->d->socket, &L, &c);
 	if (s.connect == 0) {

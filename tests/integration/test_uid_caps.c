@@ -24,7 +24,6 @@
 #include "harness_child.h"
 #include "harness_client.h"
 
-#include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,8 +56,7 @@ static int as_nobody(void *arg, int sync_fd)
 	size_t bad = 1;
 	int rc;
 
-	if (setgroups(0, NULL) < 0 || setresgid(NOBODY, NOBODY, NOBODY) < 0 ||
-	    setresuid(NOBODY, NOBODY, NOBODY) < 0)
+	if (th_become(NOBODY) < 0)
 		return 3;
 	rc = kvs_connect(sock, l, &c);
 	th_send_u64(sync_fd, (uint64_t)(int64_t)rc);

@@ -1,5 +1,5 @@
 /*
- * test_verify - kvs_verify() and `kvsctl verify` (issue 5) against a daemon
+ * test_verify - kvs_verify() and `kvsctl verify` against a daemon
  * with an SSD tier (64 KiB blocks, a 2 MiB host tier, 1 MiB segments, 8 MiB
  * of SSD), and one without.
  *  clean:    after publishing past the host tier, every block on SSD is

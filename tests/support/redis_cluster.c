@@ -2,7 +2,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "redis_cluster.h"
+#include "redis_cluster_int.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -23,38 +23,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CLI_TIMEOUT_S 10.0
-#define CLI_ARGS_MAX 64
-
-struct rc_cluster {
-	int n, plain;
-	int port[RC_MAX_NODES];
-	pid_t pid[RC_MAX_NODES];
-	char dir[512];
-	char seeds[RC_MAX_NODES * 24], tls_seeds[RC_MAX_NODES * 24];
-	int tls_port[RC_MAX_NODES]; /* tls_and_plain: the TLS ports */
-	char server[PATH_MAX], cli[PATH_MAX];
-	const char *const *extra;
-	double cli_timeout_s;
-	int tls, tls_auth_clients, tls_and_plain;
-	int masters, replicas;    /* rc_opts.replicas: nodes masters.. replicate */
-	char node_timeout[16];
-};
-
 static char why[512];
 static rc_cluster *live[4]; /* for the exit handler */
 
 const char *rc_why(void)
 {
 	return why;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* A short pause between polls of a condition that has no fd to wait on;
@@ -218,122 +192,6 @@ static pid_t spawn_server(const rc_cluster *c, int i)
 	return pid;
 }
 
-int rc_cli_argv(const rc_cluster *c, int i, char *out, size_t cap, int argc,
-		const char *const *argv)
-{
-	const char *av[CLI_ARGS_MAX + 16];
-	char port[16];
-	int pfd[2], n = 0, status;
-	size_t len = 0;
-	double end = now_s() + c->cli_timeout_s;
-	pid_t pid;
-
-	if (argc > CLI_ARGS_MAX)
-		return -E2BIG;
-	snprintf(port, sizeof(port), "%d", c->port[i]);
-	av[n++] = c->cli;
-	av[n++] = "-h";
-	av[n++] = "127.0.0.1";
-	av[n++] = "-p";
-	av[n++] = port;
-	if (c->tls && !c->tls_and_plain) {
-		static char ca[PATH_MAX], cert[PATH_MAX], key[PATH_MAX];
-
-		snprintf(ca, sizeof(ca), "%s", rc_tls_file(c, "ca.crt"));
-		snprintf(cert, sizeof(cert), "%s", rc_tls_file(c, "client.crt"));
-		snprintf(key, sizeof(key), "%s", rc_tls_file(c, "client.key"));
-		av[n++] = "--tls";
-		av[n++] = "--cacert";
-		av[n++] = ca;
-		av[n++] = "--cert";
-		av[n++] = cert;
-		av[n++] = "--key";
-		av[n++] = key;
-	}
-	for (int k = 0; k < argc; k++)
-		av[n++] = argv[k];
-	av[n] = NULL;
-	if (pipe2(pfd, O_CLOEXEC) < 0)
-		return -errno;
-	pid = fork();
-	if (pid < 0) {
-		close(pfd[0]);
-		close(pfd[1]);
-		return -errno;
-	}
-	if (pid == 0) {
-		int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-
-		if (fd >= 0)
-			dup2(fd, STDIN_FILENO);
-		dup2(pfd[1], STDOUT_FILENO);
-		dup2(pfd[1], STDERR_FILENO);
-		execv(c->cli, (char *const *)av);
-		_exit(127);
-	}
-	close(pfd[1]);
-	if (out && cap)
-		out[0] = '\0';
-	for (;;) {
-		struct pollfd p = { .fd = pfd[0], .events = POLLIN };
-		char buf[4096];
-		double left = end - now_s();
-		ssize_t k;
-
-		if (left <= 0) {
-			kill(pid, SIGKILL);
-			waitpid(pid, &status, 0);
-			close(pfd[0]);
-			return -ETIMEDOUT;
-		}
-		if (poll(&p, 1, (int)(left * 1000) + 1) <= 0)
-			continue;
-		k = read(pfd[0], buf, sizeof(buf));
-		if (k <= 0)
-			break;
-		if (out && cap > 1) {
-			/* Keep the end: where redis-cli says what went wrong. */
-			size_t take = (size_t)k < cap - 1 ? (size_t)k : cap - 1;
-			const char *from = buf + ((size_t)k - take);
-
-			if (len + take > cap - 1) {
-				size_t drop = len + take - (cap - 1);
-
-				memmove(out, out + drop, len - drop);
-				len -= drop;
-			}
-			memcpy(out + len, from, take);
-			len += take;
-			out[len] = '\0';
-		}
-	}
-	close(pfd[0]);
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	while (out && len && (out[len - 1] == '\n' || out[len - 1] == '\r'))
-		out[--len] = '\0';
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
-
-void rc_set_cli_timeout(rc_cluster *c, double seconds)
-{
-	c->cli_timeout_s = seconds;
-}
-
-int rc_cli(const rc_cluster *c, int i, char *out, size_t cap, ...)
-{
-	const char *argv[CLI_ARGS_MAX];
-	int argc = 0;
-	va_list ap;
-	const char *a;
-
-	va_start(ap, cap);
-	while ((a = va_arg(ap, const char *)) != NULL && argc < CLI_ARGS_MAX)
-		argv[argc++] = a;
-	va_end(ap);
-	return rc_cli_argv(c, i, out, cap, argc, argv);
-}
-
 /* 1 when node @i answers PING, 0 not yet, <0 when its process is gone. */
 static int ping(rc_cluster *c, int i)
 {
@@ -354,7 +212,7 @@ static int wait_ping(rc_cluster *c, int i, double end)
 	int rc;
 
 	while ((rc = ping(c, i)) == 0) {
-		if (now_s() > end)
+		if (rc_now_s() > end)
 			return -ETIMEDOUT;
 		backoff(&pause);
 	}
@@ -375,7 +233,7 @@ static int node_ok(const rc_cluster *c, int i)
 
 int rc_wait_ok(rc_cluster *c, double timeout_s)
 {
-	double end = now_s() + timeout_s, pause = 0.005;
+	double end = rc_now_s() + timeout_s, pause = 0.005;
 
 	if (c->plain)
 		return 0;
@@ -383,7 +241,7 @@ int rc_wait_ok(rc_cluster *c, double timeout_s)
 		if (!c->pid[i])
 			continue;
 		while (!node_ok(c, i)) {
-			if (now_s() > end) {
+			if (rc_now_s() > end) {
 				snprintf(why, sizeof(why),
 					 "node %d (port %d): cluster not ok after %.0f s",
 					 i, c->port[i], timeout_s);
@@ -418,10 +276,10 @@ static void remove_tree(const char *path)
 
 static void reap(pid_t pid)
 {
-	double end = now_s() + 10, pause = 0.001;
+	double end = rc_now_s() + 10, pause = 0.001;
 	int status;
 
-	while (waitpid(pid, &status, WNOHANG) == 0 && now_s() < end)
+	while (waitpid(pid, &status, WNOHANG) == 0 && rc_now_s() < end)
 		backoff(&pause);
 }
 
@@ -471,7 +329,7 @@ int rc_kill(rc_cluster *c, int i)
 
 int rc_restart(rc_cluster *c, int i, double timeout_s)
 {
-	double end = now_s() + timeout_s;
+	double end = rc_now_s() + timeout_s;
 	int rc;
 
 	if (c->pid[i] > 0)
@@ -482,7 +340,7 @@ int rc_restart(rc_cluster *c, int i, double timeout_s)
 	rc = wait_ping(c, i, end);
 	if (rc < 0)
 		return rc;
-	return rc_wait_ok(c, end - now_s());
+	return rc_wait_ok(c, end - rc_now_s());
 }
 
 static void print_log(const rc_cluster *c, int i)
@@ -596,14 +454,14 @@ static int replicas_pin(rc_cluster *c, double end)
 				break;
 			if (!strstr(line, id))
 				rc_cli(c, r, out, sizeof(out), "CLUSTER", "REPLICATE", id, NULL);
-			if (now_s() > end) {
+			if (rc_now_s() > end) {
 				snprintf(why, sizeof(why), "node %d: not a replica of %d", r, i);
 				return -ETIMEDOUT;
 			}
 			backoff(&pause);
 		}
 	}
-	return rc_wait_ok(c, end - now_s());
+	return rc_wait_ok(c, end - rc_now_s());
 }
 
 int rc_replica_of(const rc_cluster *c, int i)
@@ -613,30 +471,30 @@ int rc_replica_of(const rc_cluster *c, int i)
 
 int rc_wait_failover(rc_cluster *c, int i, double timeout_s)
 {
-	double end = now_s() + timeout_s, pause = 0.01;
+	double end = rc_now_s() + timeout_s, pause = 0.01;
 	int r = rc_replica_of(c, i);
 	char line[1024];
 
 	if (r < 0)
 		return -EINVAL;
 	while (myself(c, r, line, sizeof(line)) < 0 || !strstr(line, "master")) {
-		if (now_s() > end) {
+		if (rc_now_s() > end) {
 			snprintf(why, sizeof(why), "node %d: no failover of %d in %.0f s",
 				 r, i, timeout_s);
 			return -ETIMEDOUT;
 		}
 		backoff(&pause);
 	}
-	return rc_wait_ok(c, end - now_s());
+	return rc_wait_ok(c, end - rc_now_s());
 }
 
-int rc_start(const rc_opts *o, rc_cluster **out)
+/* A cluster of @o's shape, its binaries found, its directory made;
+ * nothing started. */
+static int cluster_new(const rc_opts *o, rc_cluster **out)
 {
 	const char *tmp = getenv("TMPDIR");
-	double timeout = o->timeout_s > 0 ? o->timeout_s : 60, end = now_s() + timeout;
 	rc_cluster *c;
 	int rc;
-	size_t slot;
 
 	if (o->masters < 1 || o->replicas < 0 || o->replicas > 1 ||
 	    o->masters * (1 + o->replicas) > RC_MAX_NODES ||
@@ -670,7 +528,15 @@ int rc_start(const rc_opts *o, rc_cluster **out)
 		free(c);
 		return rc;
 	}
-	srand((unsigned)getpid() ^ (unsigned)(now_s() * 1e6));
+	*out = c;
+	return 0;
+}
+
+/* Stopped by the exit handler if the test does not stop it (four at most). */
+static void register_live(rc_cluster *c)
+{
+	size_t slot;
+
 	for (slot = 0; slot < sizeof(live) / sizeof(live[0]) && live[slot]; slot++)
 		;
 	if (slot < sizeof(live) / sizeof(live[0])) {
@@ -680,47 +546,41 @@ int rc_start(const rc_opts *o, rc_cluster **out)
 		if (!registered++)
 			atexit(at_exit);
 	}
-	if (c->tls) {
-		char tdir[PATH_MAX];
+}
 
-		snprintf(tdir, sizeof(tdir), "%s/tls", c->dir);
-		rc = rc_make_certs(tdir, c->cli_timeout_s * 3, why, sizeof(why));
-	} else {
-		rc = 0;
+/* redis-cli --cluster create over every node, then wait until the cluster
+ * is whole and each replica follows its master. */
+static int cluster_create(rc_cluster *c, double end)
+{
+	const char *argv[CLI_ARGS_MAX];
+	char addr[RC_MAX_NODES][32], outb[8192];
+	int argc = 0, rc = 0;
+
+	argv[argc++] = "--cluster";
+	argv[argc++] = "create";
+	for (int i = 0; i < c->n; i++) {
+		snprintf(addr[i], sizeof(addr[i]), "127.0.0.1:%d", c->port[i]);
+		argv[argc++] = addr[i];
+	}
+	argv[argc++] = "--cluster-replicas";
+	argv[argc++] = c->replicas ? "1" : "0";
+	argv[argc++] = "--cluster-yes";
+	if (c->masters < 3) /* redis-cli wants 3 masters; fewer: by hand */
+		rc = -EINVAL;
+	else if (rc_cli_argv(c, 0, outb, sizeof(outb), argc, argv) != 0) {
+		fprintf(stderr, "redis_cluster: cluster create failed:\n%s\n", outb);
+		rc = -EIO;
 	}
 	if (rc == 0)
-		rc = start_nodes(c, end);
-	if (rc == 0 && !c->plain) {
-		const char *argv[CLI_ARGS_MAX];
-		char addr[RC_MAX_NODES][32], outb[8192];
-		int argc = 0;
+		rc = rc_wait_ok(c, end - rc_now_s());
+	if (rc == 0 && c->replicas)
+		rc = replicas_pin(c, end);
+	return rc;
+}
 
-		argv[argc++] = "--cluster";
-		argv[argc++] = "create";
-		for (int i = 0; i < c->n; i++) {
-			snprintf(addr[i], sizeof(addr[i]), "127.0.0.1:%d", c->port[i]);
-			argv[argc++] = addr[i];
-		}
-		argv[argc++] = "--cluster-replicas";
-		argv[argc++] = c->replicas ? "1" : "0";
-		argv[argc++] = "--cluster-yes";
-		if (c->masters < 3) /* redis-cli wants 3 masters; fewer: by hand */
-			rc = -EINVAL;
-		else if (rc_cli_argv(c, 0, outb, sizeof(outb), argc, argv) != 0) {
-			fprintf(stderr, "redis_cluster: cluster create failed:\n%s\n", outb);
-			rc = -EIO;
-		}
-		if (rc == 0)
-			rc = rc_wait_ok(c, end - now_s());
-		if (rc == 0 && c->replicas)
-			rc = replicas_pin(c, end);
-	}
-	if (rc < 0) {
-		if (!why[0])
-			snprintf(why, sizeof(why), "start failed: %s", strerror(-rc));
-		rc_stop(c);
-		return rc;
-	}
+/* rc_seeds() and rc_tls_seeds(): every node, comma-separated. */
+static void seeds_fill(rc_cluster *c)
+{
 	for (int i = 0; i < c->n; i++) {
 		size_t len = strlen(c->seeds);
 
@@ -730,6 +590,35 @@ int rc_start(const rc_opts *o, rc_cluster **out)
 		snprintf(c->tls_seeds + len, sizeof(c->tls_seeds) - len, "%s127.0.0.1:%d",
 			 i ? "," : "", c->tls_port[i]);
 	}
+}
+
+int rc_start(const rc_opts *o, rc_cluster **out)
+{
+	double timeout = o->timeout_s > 0 ? o->timeout_s : 60, end = rc_now_s() + timeout;
+	rc_cluster *c = NULL;
+	int rc = cluster_new(o, &c);
+
+	if (rc < 0)
+		return rc;
+	srand((unsigned)getpid() ^ (unsigned)(rc_now_s() * 1e6));
+	register_live(c);
+	if (c->tls) {
+		char tdir[PATH_MAX];
+
+		snprintf(tdir, sizeof(tdir), "%s/tls", c->dir);
+		rc = rc_make_certs(tdir, c->cli_timeout_s * 3, why, sizeof(why));
+	}
+	if (rc == 0)
+		rc = start_nodes(c, end);
+	if (rc == 0 && !c->plain)
+		rc = cluster_create(c, end);
+	if (rc < 0) {
+		if (!why[0])
+			snprintf(why, sizeof(why), "start failed: %s", strerror(-rc));
+		rc_stop(c);
+		return rc;
+	}
+	seeds_fill(c);
 	*out = c;
 	return 0;
 }

@@ -401,7 +401,7 @@ static int promote(kvs_client *cb, const kvs_hash *h, unsigned n, uint64_t size,
 	return 0;
 }
 
-/* The long chains (issue 21): a prompt of 512 blocks of 64 KiB, and 32 of
+/* The long chains: a prompt of 512 blocks of 64 KiB, and 32 of
  * 2 MiB, published through A; B's first lookup of each: its hit ratio
  * (the whole chain since lookups fetch all the cluster holds) and GB/s,
  * medians over the reps. */

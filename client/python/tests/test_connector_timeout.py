@@ -1,5 +1,5 @@
-"""KvshareConnector's scheduler side against a stopped kvshared (issue 20,
-item 4): a lookup returns 0 matched tokens within the connector's deadline,
+"""KvshareConnector's scheduler side against a stopped kvshared: a
+lookup returns 0 matched tokens within the connector's deadline,
 never raises, and consecutive scheduler steps within the reconnect interval
 cost one deadline in all, whatever number of clients (salts) are open; with
 the fast path on, the first steps may still hit from the shared index (the

@@ -1,5 +1,5 @@
 """Deadlines: no call waits forever on a daemon that is stuck rather than dead
-(issue 20, item 4), against a real kvshared that the tests SIGSTOP."""
+against a real kvshared that the tests SIGSTOP."""
 
 from __future__ import annotations
 
