@@ -41,11 +41,6 @@ struct kvs_fast_stats {
 	KVS_FAST_STATS(KVS_STAT_FIELD)
 };
 
-#define LD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
-#define ST(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
-#define ST_REL(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
-#define LD_ACQ(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
-
 typedef struct fdom {
 	uint64_t arena_id;
 	int fd;               /* the index memfd, sealed read-only for others */
