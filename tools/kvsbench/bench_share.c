@@ -252,7 +252,7 @@ static int share_request(const struct share_opts *o, kvs_client *c,
 			 const kvs_hash *h, int n, kvs_block *b, unsigned idx,
 			 uint8_t *scratch, struct report *r)
 {
-	double t0 = kvsb_now();
+	double t0 = now_s();
 	int rc, hits;
 
 	r->blocks += (uint64_t)n;
@@ -261,11 +261,11 @@ static int share_request(const struct share_opts *o, kvs_client *c,
 		return rc;
 	r->hit_blocks += (uint64_t)hits;
 	r->miss_blocks += (uint64_t)(n - hits);
-	r->lookup_s += kvsb_now() - t0;
+	r->lookup_s += now_s() - t0;
 
-	t0 = kvsb_now();
+	t0 = now_s();
 	rc = write_windows(o, c, h, n, hits, b, scratch, r);
-	r->write_s += kvsb_now() - t0;
+	r->write_s += now_s() - t0;
 	return rc;
 }
 
@@ -774,7 +774,7 @@ int kvsb_cmd_share(const char *sock, int argc, char **argv)
 		return 1;
 	}
 	fflush(stdout); /* nothing buffered may be written twice by the children */
-	t0 = kvsb_now();
+	t0 = now_s();
 	if (o.rag) {
 		/* RAG: all at once, from a cold cache, as a serving fleet. */
 		failed = run_phase(&o, 1, o.workers, r);
@@ -788,7 +788,7 @@ int kvsb_cmd_share(const char *sock, int argc, char **argv)
 			failed += run_phase(&o, 2, o.workers, r);
 		}
 	}
-	secs = kvsb_now() - t0;
+	secs = now_s() - t0;
 
 	for (unsigned i = 0; i < o.workers; i++) {
 		sum.requests += r[i].requests;
