@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "kvs_client_int.h"
+#include "kvs_clock.h"
 #include "kvs_wire_admin.h"
 #include "kvshare_admin.h"
 
@@ -373,14 +374,6 @@ void kvs_watch_close(kvs_watch *w)
 	free(w);
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Take the next whole message out of the buffer into w->cur. 1 when there
  * was one, 0 when more bytes are needed, or an error. */
 static int take_message(kvs_watch *w)
@@ -407,7 +400,7 @@ static int take_message(kvs_watch *w)
 
 int kvs_watch_next(kvs_watch *w, kvs_event *ev, int timeout_ms)
 {
-	int64_t deadline = timeout_ms < 0 ? 0 : now_ms() + timeout_ms;
+	int64_t deadline = timeout_ms < 0 ? 0 : (int64_t)now_ms() + timeout_ms;
 
 	if (!w || !ev)
 		return -EINVAL;
@@ -449,7 +442,7 @@ int kvs_watch_next(kvs_watch *w, kvs_event *ev, int timeout_ms)
 			w->cap = KVS_WIRE_HDR_SIZE + KVS_WIRE_MAX_PAYLOAD;
 		}
 		if (timeout_ms >= 0) {
-			int64_t left = deadline - now_ms();
+			int64_t left = deadline - (int64_t)now_ms();
 
 			rc = poll(&pfd, 1, left > 0 ? (int)left : 0);
 			if (rc < 0 && errno != EINTR)

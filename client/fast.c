@@ -55,9 +55,6 @@
 #define FAST_LEASES 64 /* fast leases held at once; more go by socket */
 #define FAST_TAG 0xffff0000u
 
-#define LD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
-#define ST(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
-
 typedef struct flease {
 	uint32_t gen;   /* 0: free */
 	uint32_t start, n;

@@ -51,6 +51,15 @@
 #define KVS_FAST_HEARTBEAT_MS 50u
 #define KVS_FAST_STALE_MS 250u
 
+/* Loads and stores of a shared word that another process may write at the
+ * same time: whole, never torn or kept in a register by the compiler;
+ * relaxed, or acquire / release where an order is needed (an entry's seq,
+ * the header's counters). Both sides' one spelling. */
+#define LD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#define ST(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+#define ST_REL(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#define LD_ACQ(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+
 /* hdr.flags: every committed host block of the domain is in the index and
  * no other tier can answer a lookup (no SSD tier): a miss in the index is
  * a miss of the socket path too. Without it a miss falls back. */

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "kvs_client_int.h"
+#include "kvs_clock.h"
 #include "kvs_wire.h"
 
 void kvs__kill(kvs_client *c)
@@ -52,14 +53,6 @@ int kvs__die(kvs_client *c, int err)
 
 /* ---- deadlines ---- */
 
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 int kvs__timeout_default(void)
 {
 	const char *env = getenv("KVSHARE_TIMEOUT_MS");
@@ -81,7 +74,7 @@ int kvs__arm(kvs_client *c)
 {
 	if (c->deadline)
 		return 0;
-	c->deadline = now_ns() + (int64_t)c->timeout_ms * 1000000;
+	c->deadline = (int64_t)now_ns() + (int64_t)c->timeout_ms * 1000000;
 	return 1;
 }
 
@@ -98,7 +91,7 @@ static int wait_io(kvs_client *c, short events)
 {
 	for (;;) {
 		struct pollfd p = { .fd = c->fd, .events = events };
-		int64_t left = c->deadline - now_ns();
+		int64_t left = c->deadline - (int64_t)now_ns();
 		/* Rounded up, so that giving up means the deadline has passed. */
 		int ms = left > 0 ? (int)((left + 999999) / 1000000) : 0;
 		int rc = poll(&p, 1, ms);
@@ -371,7 +364,7 @@ int kvs__sock_connect(const char *path, int64_t deadline)
 	if (fd < 0)
 		return -errno;
 	for (;;) {
-		int64_t left = deadline - now_ns();
+		int64_t left = deadline - (int64_t)now_ns();
 
 		/* A connect interrupted or timed out has not happened (an
 		 * AF_UNIX connect never goes on in the background): retry

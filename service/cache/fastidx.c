@@ -65,7 +65,7 @@ int kvs_fast_create(kvs_cache *cache, kvs_counters *stats, uint32_t entries,
 		n <<= 1;
 	if (getrandom(&f->seed, sizeof(f->seed), GRND_NONBLOCK) !=
 	    (ssize_t)sizeof(f->seed))
-		f->seed = (uint64_t)(uintptr_t)f ^ fast_now_ms() * 0x9e3779b97f4a7c15ull;
+		f->seed = (uint64_t)(uintptr_t)f ^ now_ms() * 0x9e3779b97f4a7c15ull;
 	f->cache = cache;
 	f->st = stats;
 	f->entries = n;
@@ -311,14 +311,6 @@ void fast_delete_at(fdom *d, uint32_t i)
 
 /* ---- connections -------------------------------------------------------- */
 
-uint64_t fast_now_ms(void)
-{
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (uint64_t)now.tv_sec * 1000u + (uint64_t)now.tv_nsec / 1000000u;
-}
-
 _Static_assert(KVS_NONE == KVS_FAST_NO_BUDGET, "a grant of KVS_NONE pages");
 
 /* A pin area of @cap pins whose pins may hold @pages pages of slabs: its
@@ -514,7 +506,7 @@ uint32_t kvs_fast_replay(kvs_fast *f)
 
 static void stamp(fdom *d)
 {
-	__atomic_store_n(&d->hdr->heartbeat_ms, fast_now_ms(), __ATOMIC_RELEASE);
+	__atomic_store_n(&d->hdr->heartbeat_ms, now_ms(), __ATOMIC_RELEASE);
 }
 
 void kvs_fast_tick(kvs_fast *f)

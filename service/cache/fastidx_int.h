@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kvs_clock.h"
 #include "kvs_fast.h"
 #include "kvs_fastidx.h"
 
@@ -40,11 +41,6 @@
 struct kvs_fast_stats {
 	KVS_FAST_STATS(KVS_STAT_FIELD)
 };
-
-#define LD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
-#define ST(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
-#define ST_REL(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
-#define LD_ACQ(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
 
 typedef struct fdom {
 	uint64_t arena_id;
@@ -127,7 +123,6 @@ void fast_set_complete(kvs_fast *f, fdom *d);
 fdom *fast_dom_get(kvs_fast *f, uint64_t id);
 int64_t fast_find(const fdom *d, uint32_t ns, kvs_hash h, int64_t *empty);
 void fast_delete_at(fdom *d, uint32_t i);
-uint64_t fast_now_ms(void);
 void fast_seen_update(kvs_fast *f, kvs_fast_client *fc);
 uint32_t fast_drain(kvs_fast *f, kvs_fast_client *fc, uint32_t max);
 

@@ -478,7 +478,7 @@ void kvs_fast_detach(kvs_fast *f, kvs_fast_client *fc)
 	fast_seen_update(f, fc); /* its last counts; none believed after this */
 	ST(&fc->hdr->revoked, 1u);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	fc->revoked_ms = fast_now_ms();
+	fc->revoked_ms = now_ms();
 	if (fc->revoked_ms == 0)
 		fc->revoked_ms = 1;
 	f->nclients--;
@@ -486,7 +486,7 @@ void kvs_fast_detach(kvs_fast *f, kvs_fast_client *fc)
 
 void fast_reap(kvs_fast *f)
 {
-	uint64_t now = fast_now_ms();
+	uint64_t now = now_ms();
 	uint32_t gone = 0;
 
 	for (uint32_t i = 0; i < f->nall;) {

@@ -28,7 +28,8 @@
  * remembered comes back protected, so a prefix whose reuse distance exceeds
  * the probation window is kept from its second write on. It is a bucketed
  * array of 32-bit fingerprints, FIFO within each bucket (seg_ghost in
- * policy_seg.c, leaf-learn's too); a false match (about
+ * policy_seg.c, leaf-learn's too, as are the heaps, the ring and the hooks'
+ * common parts: seg_pol); a false match (about
  * 8 in 2^32 per admission) only protects one block too many.
  *
  * Per record, nothing beside the record: r->stamp holds the access clock
@@ -62,16 +63,6 @@
 #define F_PROT (1ull << 62)       /* a member of the protected heap */
 #define CLOCK_MASK (F_PROT - 1)
 
-enum { PROB = 0, PROT = 1 };
-
-typedef struct q2 {
-	kvs_table *t;
-	uint64_t clock;      /* touches: the access order */
-	seg_ring ring;       /* admissions and their clocks */
-	seg_heaps hs;        /* [cls * 2 + segment] */
-	seg_ghost ghost;     /* fingerprints of evicted blocks */
-} q2;
-
 /* ---- ghost history ---------------------------------------------------- */
 
 static uint32_t fingerprint(kvs_hash h)
@@ -81,7 +72,7 @@ static uint32_t fingerprint(kvs_hash h)
 	return f ? f : 1;
 }
 
-static void ghost_put(q2 *q, kvs_hash h)
+static void ghost_put(seg_pol *q, kvs_hash h)
 {
 	uint32_t f = fingerprint(h);
 
@@ -89,126 +80,82 @@ static void ghost_put(q2 *q, kvs_hash h)
 }
 
 /* 1 if @h is remembered; the entry is used up. */
-static int ghost_take(q2 *q, kvs_hash h)
+static int ghost_take(seg_pol *q, kvs_hash h)
 {
 	return seg_ghost_take(&q->ghost, h, fingerprint(h)) != 0;
 }
 
-/* ---- admission ages (policy_seg.c) ---------------------------------- */
-
-static uint64_t window(const q2 *q)
+/* The probation window, in admissions (policy_seg.c counts the ages). */
+static uint64_t window(const seg_pol *q)
 {
 	return (uint64_t)kvs_table_count(q->t) * SMALL_PCT / 100;
 }
 
-static void admit(q2 *q, uint64_t stamp)
-{
-	seg_ring_admit(&q->ring, stamp, window(q) + 1);
-}
-
 /* ---- the policy ------------------------------------------------------- */
 
-static int is_protected(const kvs_rec *r)
+static int segment(const kvs_rec *r)
 {
-	return r->hits > 0 || (r->stamp & F_REMEMBERED);
+	return r->hits > 0 || (r->stamp & F_REMEMBERED) ? SEG_PROT : SEG_PROB;
 }
 
 static int q2_create(kvs_table *t, void **state)
 {
-	q2 *q = calloc(1, sizeof(*q));
+	seg_pol *q = malloc(sizeof(*q));
 
 	if (!q)
 		return -ENOMEM;
-	q->t = t;
-	q->hs = (seg_heaps){ .t = t, .key_mask = CLOCK_MASK, .seg_bit = F_PROT };
-	q->ghost = (seg_ghost){ .factor = GHOST_FACTOR, .fp_shift = 0 };
+	seg_pol_init(q, t, CLOCK_MASK, F_PROT, GHOST_FACTOR, 0);
 	*state = q;
 	return 0;
 }
 
 static void q2_destroy(void *state)
 {
-	q2 *q = state;
-
-	seg_heaps_free(&q->hs);
-	seg_ghost_free(&q->ghost);
-	seg_ring_free(&q->ring);
-	free(q);
+	seg_pol_free(state);
+	free(state);
 }
 
 static void q2_add(void *state, uint32_t idx)
 {
-	q2 *q = state;
-	kvs_rec *r = kvs_table_rec(q->t, idx);
-	int seg = is_protected(r) ? PROT : PROB;
-	seg_heap *h = seg_heap_of(&q->hs, r->cls, seg);
+	seg_pol *q = state;
 
-	r->stamp = (r->stamp & ~F_PROT) | (seg == PROT ? F_PROT : 0);
-	if (!h || seg_heap_push(&q->hs, h, idx) < 0)
-		/* Out of memory: the record stays unevictable; still correct,
-		 * only less of the cache can be reclaimed. */
-		r->pol = KVS_NONE;
+	seg_heaps_add(&q->hs, idx, segment(kvs_table_rec(q->t, idx)));
 }
 
 static void q2_del(void *state, uint32_t idx)
 {
-	q2 *q = state;
-	kvs_rec *r = kvs_table_rec(q->t, idx);
-	seg_heap *h = seg_heap_member(&q->hs, idx, r);
+	seg_pol *q = state;
 
-	if (!h)
-		return;
-	seg_heap_remove(&q->hs, h, r->pol);
-	r->pol = KVS_NONE;
-	/* Still evictable as it leaves the set: it is being evicted. */
-	if (r->state == KVS_REC_READY && r->refs == 0 && r->children == 0)
-		ghost_put(q, r->hash);
+	if (seg_heaps_del(&q->hs, idx))
+		ghost_put(q, kvs_table_rec(q->t, idx)->hash);
 }
 
 static void q2_touch(void *state, uint32_t idx)
 {
-	q2 *q = state;
+	seg_pol *q = state;
 	kvs_rec *r = kvs_table_rec(q->t, idx);
-	seg_heap *h = seg_heap_member(&q->hs, idx, r);
 	uint64_t flags;
 
 	if (r->stamp == 0) {
 		/* Admitted: its first access since it was written. */
 		flags = ghost_take(q, r->hash) ? F_REMEMBERED : 0;
 		r->stamp = flags | ++q->clock;
-		admit(q, q->clock);
+		seg_ring_admit(&q->ring, q->clock, window(q) + 1);
 	} else {
 		flags = r->stamp & (F_REMEMBERED | F_PROT);
 		r->stamp = flags | ++q->clock;
 	}
-	if (!h)
-		return;
-	if ((is_protected(r) ? F_PROT : 0) != (r->stamp & F_PROT)) {
-		/* It earned protection while in the set: move it. */
-		seg_heap_remove(&q->hs, h, r->pol);
-		r->pol = KVS_NONE;
-		q2_add(q, idx);
-		return;
-	}
-	seg_heap_fix(&q->hs, h, r->pol);
+	seg_heaps_touched(&q->hs, idx, segment(r));
 }
 
 static uint32_t q2_victim(void *state, uint32_t cls)
 {
-	q2 *q = state;
-	uint32_t prob = seg_heap_least(&q->hs, cls, PROB), prot = seg_heap_least(&q->hs, cls, PROT);
-
-	if (prob == KVS_NONE || prot == KVS_NONE)
-		return prob != KVS_NONE ? prob : prot;
-	return seg_ring_older(&q->ring, seg_key(&q->hs, prob), window(q)) ? prob : prot;
+	return seg_pol_victim(state, cls, window(state));
 }
 
 static void q2_stats(void *state, kvs_policy_stats *st)
 {
-	q2 *q = state;
-
-	st->probation = (int64_t)seg_heaps_count(&q->hs, PROB);
-	st->protected_ = (int64_t)seg_heaps_count(&q->hs, PROT);
+	seg_pol_counts(state, st);
 	st->window_ppm = SMALL_PCT * 10000;
 }
 

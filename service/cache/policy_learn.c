@@ -80,14 +80,8 @@
 #define CARRY_SHIFT 58          /* 3 bits: uses the ghost carried */
 #define KEY_MASK ((1ull << CARRY_SHIFT) - 1)
 
-enum { PROB = 0, PROT = 1 };
-
 typedef struct lrn {
-	kvs_table *t;
-	uint64_t clock;       /* touches: the access order */
-	seg_ring ring;        /* admissions and their clocks */
-	seg_heaps hs;         /* [cls * 2 + segment] */
-	seg_ghost ghost;      /* fingerprint, eviction tick, uses */
+	seg_pol s;            /* heaps, ring, ghost (fingerprint, tick, uses) */
 	double ev[NFREQ];     /* evictions by use count, decayed */
 	double ret[NFREQ];    /* ... of which the ghost saw written again */
 	double bonus[NFREQ];  /* key bonus per use count, in turnovers */
@@ -114,21 +108,21 @@ static uint32_t fingerprint(kvs_hash h)
 
 static uint64_t tick_len(const lrn *q)
 {
-	uint64_t n = kvs_table_count(q->t) / 64;
+	uint64_t n = kvs_table_count(q->s.t) / 64;
 
 	return n ? n : 1;
 }
 
 static uint32_t tick_now(const lrn *q)
 {
-	return (uint32_t)(q->ring.admitted / tick_len(q)) & 255;
+	return (uint32_t)(q->s.ring.admitted / tick_len(q)) & 255;
 }
 
 static void ghost_put(lrn *q, kvs_hash h, unsigned uses)
 {
 	uint32_t f = fingerprint(h);
 
-	if (seg_ghost_put(&q->ghost, kvs_table_count(q->t), h, f,
+	if (seg_ghost_put(&q->s.ghost, kvs_table_count(q->s.t), h, f,
 			  f << G_FP_SHIFT | tick_now(q) << G_TICK_SHIFT | uses))
 		q->ev[uses]++;
 }
@@ -141,7 +135,7 @@ static void ghost_put(lrn *q, kvs_hash h, unsigned uses)
  * of eviction is (ARC's |B2| / |B1|). */
 static void adapt(lrn *q, unsigned uses, uint64_t d)
 {
-	double n = (double)kvs_table_count(q->t), ep = q->ev[0], em = 0;
+	double n = (double)kvs_table_count(q->s.t), ep = q->ev[0], em = 0;
 
 	if (n < 1 || (uses == 0 && (double)d > WIN_REACH * q->win * n))
 		return; /* too far for any window we would give: no lesson */
@@ -164,7 +158,7 @@ static void adapt(lrn *q, unsigned uses, uint64_t d)
  * when it is not remembered; the entry is used up. */
 static unsigned ghost_take(lrn *q, kvs_hash h)
 {
-	uint32_t e = seg_ghost_take(&q->ghost, h, fingerprint(h));
+	uint32_t e = seg_ghost_take(&q->s.ghost, h, fingerprint(h));
 	unsigned u = (e & 15) + 1;
 	uint64_t d;
 
@@ -177,16 +171,10 @@ static unsigned ghost_take(lrn *q, kvs_hash h)
 	return u < NFREQ ? u : NFREQ - 1;
 }
 
-/* ---- admission ages (policy_seg.c) ---------------------------------- */
-
+/* The probation window, in admissions (policy_seg.c counts the ages). */
 static uint64_t window(const lrn *q)
 {
-	return (uint64_t)((double)kvs_table_count(q->t) * q->win);
-}
-
-static void admit(lrn *q, uint64_t stamp)
-{
-	seg_ring_admit(&q->ring, stamp, window(q) + 1);
+	return (uint64_t)((double)kvs_table_count(q->s.t) * q->win);
 }
 
 /* ---- what it learns --------------------------------------------------- */
@@ -235,10 +223,10 @@ static uint64_t key_now(const lrn *q, const kvs_rec *r)
 	double turn;
 
 	if (u == 0 || q->bonus[u] == 0)
-		return q->clock;
-	turn = (double)kvs_table_count(q->t) * (double)q->clock /
-	       (double)(q->ring.admitted ? q->ring.admitted : 1);
-	return q->clock + (uint64_t)(q->bonus[u] * turn);
+		return q->s.clock;
+	turn = (double)kvs_table_count(q->s.t) * (double)q->s.clock /
+	       (double)(q->s.ring.admitted ? q->s.ring.admitted : 1);
+	return q->s.clock + (uint64_t)(q->bonus[u] * turn);
 }
 
 /* ---- the policy ------------------------------------------------------- */
@@ -249,9 +237,7 @@ static int l_create(kvs_table *t, void **state)
 
 	if (!q)
 		return -ENOMEM;
-	q->t = t;
-	q->hs = (seg_heaps){ .t = t, .key_mask = KEY_MASK, .seg_bit = F_PROT };
-	q->ghost = (seg_ghost){ .factor = GHOST_FACTOR, .fp_shift = G_FP_SHIFT };
+	seg_pol_init(&q->s, t, KEY_MASK, F_PROT, GHOST_FACTOR, G_FP_SHIFT);
 	q->win = WIN_PPM / 1e6;
 	*state = q;
 	return 0;
@@ -261,97 +247,66 @@ static void l_destroy(void *state)
 {
 	lrn *q = state;
 
-	seg_heaps_free(&q->hs);
-	seg_ghost_free(&q->ghost);
-	seg_ring_free(&q->ring);
+	seg_pol_free(&q->s);
 	free(q);
 }
 
 static void l_add(void *state, uint32_t idx)
 {
 	lrn *q = state;
-	kvs_rec *r = kvs_table_rec(q->t, idx);
-	int seg = uses(r) ? PROT : PROB;
-	seg_heap *h = seg_heap_of(&q->hs, r->cls, seg);
 
-	r->stamp = (r->stamp & ~F_PROT) | (seg == PROT ? F_PROT : 0);
-	if (!h || seg_heap_push(&q->hs, h, idx) < 0)
-		/* Out of memory: the record stays unevictable; still correct,
-		 * only less of the cache can be reclaimed. */
-		r->pol = KVS_NONE;
+	seg_heaps_add(&q->s.hs, idx, uses(kvs_table_rec(q->s.t, idx)) ? SEG_PROT : SEG_PROB);
 }
 
 static void l_del(void *state, uint32_t idx)
 {
 	lrn *q = state;
-	kvs_rec *r = kvs_table_rec(q->t, idx);
-	seg_heap *h = seg_heap_member(&q->hs, idx, r);
 
-	if (!h)
-		return;
-	seg_heap_remove(&q->hs, h, r->pol);
-	r->pol = KVS_NONE;
-	/* Still evictable as it leaves the set: it is being evicted. */
-	if (r->state == KVS_REC_READY && r->refs == 0 && r->children == 0)
+	if (seg_heaps_del(&q->s.hs, idx)) {
+		kvs_rec *r = kvs_table_rec(q->s.t, idx);
+
 		ghost_put(q, r->hash, uses(r));
+	}
 }
 
 static void l_touch(void *state, uint32_t idx)
 {
 	lrn *q = state;
-	kvs_rec *r = kvs_table_rec(q->t, idx);
-	seg_heap *h = seg_heap_member(&q->hs, idx, r);
-	unsigned now;
+	kvs_rec *r = kvs_table_rec(q->s.t, idx);
 
 	if (r->stamp == 0) {
 		/* Admitted: its first access since it was written. */
 		unsigned c = ghost_take(q, r->hash);
 
 		r->stamp = (uint64_t)c << CARRY_SHIFT;
-		admit(q, q->clock + 1);
-		if (++q->epoch_adm >= kvs_table_count(q->t))
+		seg_ring_admit(&q->s.ring, q->s.clock + 1, window(q) + 1);
+		if (++q->epoch_adm >= kvs_table_count(q->s.t))
 			relearn(q);
 	}
-	now = uses(r);
-	q->clock++;
+	q->s.clock++;
 	r->stamp = (r->stamp & ~KEY_MASK) | (key_now(q, r) & KEY_MASK);
-	if (!h)
-		return;
-	if ((now ? F_PROT : 0) != (r->stamp & F_PROT)) {
-		/* It earned protection while in the set: move it. */
-		seg_heap_remove(&q->hs, h, r->pol);
-		r->pol = KVS_NONE;
-		l_add(q, idx);
-		return;
-	}
-	/* A key can fall (the bonus its use count earns may have shrunk
-	 * since the last touch): both ways. */
-	seg_heap_fix(&q->hs, h, r->pol);
+	seg_heaps_touched(&q->s.hs, idx, uses(r) ? SEG_PROT : SEG_PROB);
 }
 
 static uint32_t l_victim(void *state, uint32_t cls)
 {
 	lrn *q = state;
-	uint32_t prob = seg_heap_least(&q->hs, cls, PROB), prot = seg_heap_least(&q->hs, cls, PROT);
 
-	if (prob == KVS_NONE || prot == KVS_NONE)
-		return prob != KVS_NONE ? prob : prot;
-	return seg_ring_older(&q->ring, seg_key(&q->hs, prob), window(q)) ? prob : prot;
+	return seg_pol_victim(&q->s, cls, window(q));
 }
 
 static int l_reused(void *state, uint32_t idx)
 {
 	lrn *q = state;
 
-	return uses(kvs_table_rec(q->t, idx)) > 0;
+	return uses(kvs_table_rec(q->s.t, idx)) > 0;
 }
 
 static void l_stats(void *state, kvs_policy_stats *st)
 {
 	lrn *q = state;
 
-	st->probation = (int64_t)seg_heaps_count(&q->hs, PROB);
-	st->protected_ = (int64_t)seg_heaps_count(&q->hs, PROT);
+	seg_pol_counts(&q->s, st);
 	st->window_ppm = (int64_t)(q->win * 1e6 + 0.5);
 	for (int f = 0; f < NFREQ; f++)
 		st->bonus_milli[f] = (int64_t)(q->bonus[f] * 1000 + 0.5);

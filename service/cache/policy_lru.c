@@ -44,39 +44,24 @@ static void lru_destroy(void *state)
 static void lru_add(void *state, uint32_t idx)
 {
 	lru *l = state;
-	kvs_rec *r = kvs_table_rec(l->hs.t, idx);
-	seg_heap *h = seg_heap_of(&l->hs, r->cls, 0);
 
-	if (!h || seg_heap_push(&l->hs, h, idx) < 0)
-		/* Out of memory: the record simply stays unevictable; it is
-		 * still correct, only less of the cache can be reclaimed. */
-		r->pol = KVS_NONE;
+	seg_heaps_add(&l->hs, idx, 0);
 }
 
 static void lru_del(void *state, uint32_t idx)
 {
 	lru *l = state;
-	kvs_rec *r = kvs_table_rec(l->hs.t, idx);
-	seg_heap *h = seg_heap_member(&l->hs, idx, r);
 
-	if (!h)
-		return;
-	seg_heap_remove(&l->hs, h, r->pol);
-	r->pol = KVS_NONE;
+	seg_heaps_del(&l->hs, idx);
 }
 
 static void lru_touch(void *state, uint32_t idx)
 {
 	lru *l = state;
 	kvs_rec *r = kvs_table_rec(l->hs.t, idx);
-	seg_heap *h;
 
 	r->stamp = ++l->clock;
-	/* A pinned or non-leaf record is not in a heap; only reorder members
-	 * (membership is tracked by pol, which add/del keep exact). */
-	h = seg_heap_member(&l->hs, idx, r);
-	if (h)
-		seg_heap_fix(&l->hs, h, r->pol);
+	seg_heaps_touched(&l->hs, idx, 0);
 }
 
 static uint32_t lru_victim(void *state, uint32_t cls)
@@ -86,24 +71,13 @@ static uint32_t lru_victim(void *state, uint32_t cls)
 	return seg_heap_least(&l->hs, cls, 0);
 }
 
-const kvs_policy_ops kvs_policy_leaf_lru = {
-	.name = "leaf-lru",
-	.leaf_only = 1,
-	.create = lru_create,
-	.destroy = lru_destroy,
-	.add = lru_add,
-	.del = lru_del,
-	.touch = lru_touch,
-	.victim = lru_victim,
-};
+/* The two differ only in which records the cache puts in the set. */
+#define LRU_OPS(name_, leaf_only_)                                            \
+	{                                                                     \
+		.name = name_, .leaf_only = leaf_only_, .create = lru_create, \
+		.destroy = lru_destroy, .add = lru_add, .del = lru_del,       \
+		.touch = lru_touch, .victim = lru_victim,                     \
+	}
 
-const kvs_policy_ops kvs_policy_lru = {
-	.name = "lru",
-	.leaf_only = 0,
-	.create = lru_create,
-	.destroy = lru_destroy,
-	.add = lru_add,
-	.del = lru_del,
-	.touch = lru_touch,
-	.victim = lru_victim,
-};
+const kvs_policy_ops kvs_policy_leaf_lru = LRU_OPS("leaf-lru", 1);
+const kvs_policy_ops kvs_policy_lru = LRU_OPS("lru", 0);

@@ -1,11 +1,9 @@
-/* policy_seg.c - heaps, the admission ring and the ghost history of the
- * two-segment policies (see policy_seg.h). */
+/* policy_seg.c - heaps, the admission ring, the ghost history and the
+ * shared hooks of the two-segment policies (see policy_seg.h). */
 #include "policy_seg.h"
 
 #include <errno.h>
 #include <stdlib.h>
-
-#include "kvs_policy.h"
 
 uint64_t seg_key(const seg_heaps *s, uint32_t idx)
 {
@@ -157,6 +155,51 @@ void seg_heaps_free(seg_heaps *s)
 	s->nclasses = 0;
 }
 
+void seg_heaps_add(seg_heaps *s, uint32_t idx, int seg)
+{
+	kvs_rec *r = kvs_table_rec(s->t, idx);
+	seg_heap *h = seg_heap_of(s, r->cls, seg);
+
+	r->stamp = (r->stamp & ~s->seg_bit) | (seg ? s->seg_bit : 0);
+	if (!h || seg_heap_push(s, h, idx) < 0)
+		/* Out of memory: the record stays unevictable; still correct,
+		 * only less of the cache can be reclaimed. */
+		r->pol = KVS_NONE;
+}
+
+int seg_heaps_del(seg_heaps *s, uint32_t idx)
+{
+	kvs_rec *r = kvs_table_rec(s->t, idx);
+	seg_heap *h = seg_heap_member(s, idx, r);
+
+	if (!h)
+		return 0;
+	seg_heap_remove(s, h, r->pol);
+	r->pol = KVS_NONE;
+	/* Still evictable as it leaves the set: it is being evicted. */
+	return r->state == KVS_REC_READY && r->refs == 0 && r->children == 0;
+}
+
+void seg_heaps_touched(seg_heaps *s, uint32_t idx, int seg)
+{
+	kvs_rec *r = kvs_table_rec(s->t, idx);
+	seg_heap *h = seg_heap_member(s, idx, r);
+
+	/* A pinned or non-leaf record is in no heap; only members move
+	 * (membership is tracked by pol, which add and del keep exact). */
+	if (!h)
+		return;
+	if ((seg ? s->seg_bit : 0) != (r->stamp & s->seg_bit)) {
+		/* It earned protection while in the set: move it. */
+		seg_heap_remove(s, h, r->pol);
+		r->pol = KVS_NONE;
+		seg_heaps_add(s, idx, seg);
+		return;
+	}
+	/* A key can fall as well as rise (leaf-learn's bonus): both ways. */
+	seg_heap_fix(s, h, r->pol);
+}
+
 /* ---- admission ages --------------------------------------------------- */
 
 /* Make the ring hold at least @n admissions, keeping those it has. Without
@@ -296,4 +339,39 @@ void seg_ghost_free(seg_ghost *g)
 	g->e = NULL;
 	g->next = NULL;
 	g->buckets = 0;
+}
+
+/* ---- the two-segment policies' state ---------------------------------- */
+
+void seg_pol_init(seg_pol *p, kvs_table *t, uint64_t key_mask,
+		  uint64_t seg_bit, uint32_t ghost_factor, uint32_t fp_shift)
+{
+	*p = (seg_pol){
+		.t = t,
+		.hs = { .t = t, .key_mask = key_mask, .seg_bit = seg_bit },
+		.ghost = { .factor = ghost_factor, .fp_shift = fp_shift },
+	};
+}
+
+void seg_pol_free(seg_pol *p)
+{
+	seg_heaps_free(&p->hs);
+	seg_ghost_free(&p->ghost);
+	seg_ring_free(&p->ring);
+}
+
+uint32_t seg_pol_victim(seg_pol *p, uint32_t cls, uint64_t window)
+{
+	uint32_t prob = seg_heap_least(&p->hs, cls, SEG_PROB);
+	uint32_t prot = seg_heap_least(&p->hs, cls, SEG_PROT);
+
+	if (prob == KVS_NONE || prot == KVS_NONE)
+		return prob != KVS_NONE ? prob : prot;
+	return seg_ring_older(&p->ring, seg_key(&p->hs, prob), window) ? prob : prot;
+}
+
+void seg_pol_counts(const seg_pol *p, kvs_policy_stats *st)
+{
+	st->probation = (int64_t)seg_heaps_count(&p->hs, SEG_PROB);
+	st->protected_ = (int64_t)seg_heaps_count(&p->hs, SEG_PROT);
 }

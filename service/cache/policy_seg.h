@@ -1,9 +1,11 @@
 /*
  * policy_seg.h - what the two-segment policies (leaf-2q, leaf-learn) share:
  * the evictable leaves in binary min-heaps, one per slot class and segment,
- * keyed by the low bits of each record's stamp; a ring of admission
- * clocks that tells how many admissions came after an access; and the
- * ghost history of evicted blocks' fingerprints.
+ * keyed by the low bits of each record's stamp (the LRU policies use them
+ * with one segment); a ring of admission clocks that tells how many
+ * admissions came after an access; the ghost history of evicted blocks'
+ * fingerprints; and seg_pol, the three of them with the access clock, which
+ * the hooks of both policies share (add, del, the end of touch, victim).
  *
  * Heaps rather than lists for policy_lru.c's reason: a lookup touches a
  * chain's parents before its leaves, so a list would put every parent ahead
@@ -19,6 +21,7 @@
 
 #include <stdint.h>
 
+#include "kvs_policy.h"
 #include "kvs_table.h"
 
 typedef struct seg_heap {
@@ -52,6 +55,19 @@ uint64_t seg_key(const seg_heaps *s, uint32_t idx);
 /* Members of segment @seg, over all classes. */
 uint64_t seg_heaps_count(const seg_heaps *s, int seg);
 void seg_heaps_free(seg_heaps *s);
+
+/* Add record @idx to segment @seg of its class (its stamp's seg_bit set to
+ * match); without memory it stays out of the set (pol = KVS_NONE). */
+void seg_heaps_add(seg_heaps *s, uint32_t idx, int seg);
+/* Take record @idx out of the set if it is a member. Returns 1 when it was
+ * one and is still evictable as it leaves (committed, unpinned, childless):
+ * the cache removes a victim before it changes anything, so that is an
+ * eviction; 0 otherwise. */
+int seg_heaps_del(seg_heaps *s, uint32_t idx);
+/* Record @idx, a member or not, was accessed and now belongs in segment
+ * @seg (its key and the rest of its stamp set, seg_bit as it was): move a
+ * member whose segment changed, else put it in its place. */
+void seg_heaps_touched(seg_heaps *s, uint32_t idx, int seg);
 
 typedef struct seg_ring {
 	uint64_t admitted; /* records first seen */
@@ -98,5 +114,30 @@ int seg_ghost_put(seg_ghost *g, uint32_t records, kvs_hash h, uint32_t fp,
 /* The entry of @h with fingerprint @fp, used up (cleared); 0 if none. */
 uint32_t seg_ghost_take(seg_ghost *g, kvs_hash h, uint32_t fp);
 void seg_ghost_free(seg_ghost *g);
+
+/* ---- the two-segment policies' state ---------------------------------- */
+
+enum { SEG_PROB = 0, SEG_PROT = 1 }; /* probation, protected */
+
+typedef struct seg_pol {
+	kvs_table *t;
+	uint64_t clock;   /* touches: the access order */
+	seg_ring ring;    /* admissions and their clocks */
+	seg_heaps hs;     /* [cls * 2 + segment] */
+	seg_ghost ghost;  /* fingerprints of evicted blocks */
+} seg_pol;
+
+/* Empty, over @t: the heaps' key_mask and seg_bit, the ghost's factor and
+ * fp_shift (see seg_heaps, seg_ghost). */
+void seg_pol_init(seg_pol *p, kvs_table *t, uint64_t key_mask,
+		  uint64_t seg_bit, uint32_t ghost_factor, uint32_t fp_shift);
+void seg_pol_free(seg_pol *p);
+/* The victim in class @cls (or KVS_CLASS_ANY): the oldest probation member
+ * if more than @window admissions came after its last access, else the
+ * oldest protected one, else whichever segment has one; KVS_NONE when
+ * both are empty. */
+uint32_t seg_pol_victim(seg_pol *p, uint32_t cls, uint64_t window);
+/* The segments' sizes into @st (probation, protected_). */
+void seg_pol_counts(const seg_pol *p, kvs_policy_stats *st);
 
 #endif /* KVS_POLICY_SEG_H */

@@ -20,6 +20,7 @@
 
 #include "kvs_admin.h"
 #include "kvs_cache.h"
+#include "kvs_clock.h"
 #include "kvs_fastidx.h"
 #include "kvs_hist.h"
 #include "kvs_log.h"
@@ -144,19 +145,6 @@ struct conn {
 	uint64_t msgs, partial_msgs;
 };
 
-
-static inline uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static inline uint64_t now_ms(void)
-{
-	return now_ns() / 1000000u;
-}
 
 /* ---- conn.c ---- */
 

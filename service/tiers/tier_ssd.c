@@ -18,14 +18,6 @@
 
 #define DEFAULT_SEGMENTS 4
 
-uint64_t ssd_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 kvs_ssd_loc ssd_loc_of(const ssd_tier *t, uint32_t idx, uint64_t bytes)
 {
 	const loc *l = ssd_loc(t, idx);
@@ -61,14 +53,14 @@ void ssd_disable(ssd_tier *t, int err, const char *what)
 	}
 	t->retry_s = !t->retry_s ? t->retry_first_s
 		     : t->retry_s >= RETRY_MAX_S / 2 ? RETRY_MAX_S : 2 * t->retry_s;
-	t->retry_at = ssd_now_ms() + (uint64_t)t->retry_s * 1000;
+	t->retry_at = now_ms() + (uint64_t)t->retry_s * 1000;
 	kvs_err("SSD tier: %s failed: %s: demotion turned off, serving from RAM; "
 		"trying again in %u s", what, kvs_strerror(err), t->retry_s);
 }
 
 int ssd_enabled_now(const ssd_tier *t)
 {
-	return t->enabled || (t->retry_at && ssd_now_ms() >= t->retry_at);
+	return t->enabled || (t->retry_at && now_ms() >= t->retry_at);
 }
 
 int ssd_enabled(ssd_tier *t)

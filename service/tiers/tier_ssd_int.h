@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <time.h>
 
+#include "kvs_clock.h"
 #include "kvs_index.h"
 #include "kvs_nsfile.h"
 #include "kvs_log.h" /* kvs_ratelimit */
@@ -198,7 +199,7 @@ typedef struct ssd_ns {
 	int state;
 	kvs_nsfile_ns entry; /* NSF_PENDING: what to file (strings in buf) */
 	uint8_t *buf;
-	uint64_t retry_at;   /* ms (ssd_now_ms): its next append, after one failed */
+	uint64_t retry_at;   /* ms (now_ms): its next append, after one failed */
 } ssd_ns;
 
 typedef struct ssd_tier {
@@ -223,13 +224,13 @@ typedef struct ssd_tier {
 	kvs_pool vs;      /* of vjob, by id (a cookie's 30 bits) */
 	/* A stall: the store has no segment to write now (-EBUSY). Writes are
 	 * dropped until it has one (see stall_begin in tier_ssd_write.c). */
-	uint64_t stall_since;  /* ms (ssd_now_ms) the episode began; 0: none */
+	uint64_t stall_since;  /* ms (now_ms) the episode began; 0: none */
 	uint64_t stall_tried;  /* ms of the store's last refusal */
 	uint64_t stall_drops;  /* writes dropped in this episode */
 	int stall_poke;        /* completions reaped since that refusal */
 	int stall_logged;      /* this episode's start was logged */
 	kvs_ratelimit rl_stall;
-	/* Off after an I/O error (enabled 0) until retry_at (ssd_now_ms; 0:
+	/* Off after an I/O error (enabled 0) until retry_at (now_ms; 0:
 	 * for good); retry_s the last wait, doubled by each failed try. */
 	uint64_t retry_at;
 	uint32_t retry_first_s, retry_s;
@@ -263,8 +264,6 @@ static inline const loc *ssd_loc(const ssd_tier *t, uint32_t idx)
 }
 
 /* tier_ssd.c */
-/* Monotonic milliseconds. */
-uint64_t ssd_now_ms(void);
 kvs_ssd_loc ssd_loc_of(const ssd_tier *t, uint32_t idx, uint64_t bytes);
 kvs_index_key ssd_key_of(const kvs_tier_blk *b);
 /* An I/O error: count it and stop admitting (serving from RAM) for a

@@ -93,7 +93,7 @@ void ssd_ns_created(kvs_tier_mod *tt, uint32_t id, const kvs_ns_desc *d)
 /* Append @n's entry; on failure, not again for NS_RETRY_MS. */
 static int ns_file(ssd_tier *t, ssd_ns *n, uint32_t id)
 {
-	uint64_t now = ssd_now_ms(), held;
+	uint64_t now = now_ms(), held;
 	int rc;
 
 	if (now < n->retry_at)
@@ -328,14 +328,6 @@ static uint64_t majflt_now(void)
 	struct rusage ru;
 
 	return getrusage(RUSAGE_THREAD, &ru) == 0 ? (uint64_t)ru.ru_majflt : 0;
-}
-
-static uint64_t now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
 /* ---- the reader thread ------------------------------------------------ */

@@ -76,7 +76,7 @@ static int wslot_get(ssd_tier *t, uint32_t *out)
 static int stall_skip(ssd_tier *t)
 {
 	return t->stall_since && !t->stall_poke &&
-	       ssd_now_ms() - t->stall_tried < STALL_RETRY_MS;
+	       now_ms() - t->stall_tried < STALL_RETRY_MS;
 }
 
 /* The store refused a write (-EBUSY): no segment free, every used one being
@@ -85,7 +85,7 @@ static int stall_skip(ssd_tier *t)
  * cache may lose a copy) until a segment can be had. */
 static void stall_begin(ssd_tier *t)
 {
-	uint64_t now = ssd_now_ms(), held;
+	uint64_t now = now_ms(), held;
 
 	t->stall_tried = now;
 	t->stall_poke = 0;
@@ -110,7 +110,7 @@ static void stall_end(ssd_tier *t)
 
 	if (!t->stall_since)
 		return;
-	ms = ssd_now_ms() - t->stall_since;
+	ms = now_ms() - t->stall_since;
 	t->counts.stall_ms += (int64_t)ms;
 	if (t->stall_logged)
 		kvs_warn("SSD tier: demoting again after %" PRIu64 " ms without a "

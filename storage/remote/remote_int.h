@@ -19,6 +19,7 @@
 #include <sys/uio.h>
 #include <time.h>
 
+#include "kvs_clock.h"
 #include "kvs_remote.h"
 #include "kvs_remote_cluster_slots.h"
 #include "kvs_resp.h"
@@ -201,14 +202,6 @@ struct kvs_remote {
 				 * wait for the refresh (AUTH rule) */
 	char last_err[320];
 };
-
-static inline uint64_t now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
 
 /* writev that never raises SIGPIPE: a node that went away is an error
  * code here, not a signal that kills the caller's process. */

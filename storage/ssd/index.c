@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "kvs_clock.h"
 #include "kvs_le.h"
 
 #define KEY_BYTES KVS_INDEX_KEY_BYTES
@@ -429,14 +430,6 @@ static int commit_range(kvs_index *ix, size_t a, size_t b)
 		return rc;
 	}
 	return mdb_txn_commit(txn); /* frees txn, also on error */
-}
-
-static uint64_t now_us(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000 + (uint64_t)t.tv_nsec / 1000;
 }
 
 int kvs_index_flush(kvs_index *ix)

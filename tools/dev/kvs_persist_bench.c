@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "kvs_cache.h"
+#include "kvs_clock.h"
 #include "kvs_log.h"
 #include "kvs_persist.h"
 
@@ -33,14 +34,6 @@ typedef struct opts {
 } opts;
 
 static kvs_counters stats;
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* A layout of @bytes per block: fp16, 16 tokens, 1 layer, 1 head. */
 static kvs_ns_desc desc_of(uint64_t bytes)

@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kvs_clock.h"
 #include "kvs_remote.h"
 #include "redis_cluster.h"
 
@@ -49,14 +50,6 @@ static char tls_ca[512], tls_cert[512], tls_key[512];
 static size_t inflight, next, done, errors;
 static uint8_t **bufs; /* one per window slot */
 static uint8_t *val;
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void usage(void)
 {

@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kvs_clock.h"
 #include "kvs_index.h"
 #include "kvs_ssd.h"
 #include "kvs_nsfile.h"
@@ -51,14 +52,6 @@ typedef struct fill {
 	uint64_t done, failed;
 	unsigned chain;
 } fill;
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void on_cqe(void *arg, const kvs_ssd_cqe *q)
 {
@@ -175,7 +168,7 @@ int main(int argc, char **argv)
 	TRY("create index", kvs_index_create(&f.ix));
 	TRY("index map size", kvs_index_set_mapsize(f.ix, kvs_index_mapsize_for(size, BLOCK)));
 	TRY("open index", kvs_index_open(f.ix, ixdir));
-	t0 = now();
+	t0 = now_s();
 	for (uint64_t i = 0; i < n; i++) {
 		uint8_t *p = ring + (i % RING) * BLOCK;
 		kvs_ssd_blk b = { .ns = NS_ID, .len = BLOCK };
@@ -197,7 +190,7 @@ int main(int argc, char **argv)
 	TRY("index flush", kvs_index_flush(f.ix));
 	fprintf(stderr, "kvs-ssd-fill: %" PRIu64 " blocks written and indexed in "
 		"%.1f s (O_DIRECT %d, io_uring %d), %" PRIu64 " failed\n", n,
-		now() - t0, kvs_ssd_direct(f.ssd), kvs_ssd_uring(f.ssd), f.failed);
+		now_s() - t0, kvs_ssd_direct(f.ssd), kvs_ssd_uring(f.ssd), f.failed);
 	printf("--ssd-segment %" PRIu64 " --ssd-size %" PRIu64 "\n", (uint64_t)SEG, size);
 	rc = f.failed ? -EIO : 0;
 	step = "write completions";

@@ -124,7 +124,7 @@ int kvsb_daemon_start_exe(const char *bin, const char *const *args,
 		return rc;
 	}
 	fflush(NULL);
-	t0 = kvsb_now();
+	t0 = now_s();
 	d->pid = fork();
 	if (d->pid < 0) {
 		rc = -errno;
@@ -150,11 +150,11 @@ int kvsb_daemon_start_exe(const char *bin, const char *const *args,
 		_exit(127);
 	}
 	close(p[1]);
-	deadline = kvsb_now() + timeout_s;
+	deadline = now_s() + timeout_s;
 	rc = -ETIMEDOUT;
-	while (kvsb_now() < deadline) {
+	while (now_s() < deadline) {
 		struct pollfd pf = { p[0], POLLIN, 0 };
-		int ms = (int)((deadline - kvsb_now()) * 1000) + 1;
+		int ms = (int)((deadline - now_s()) * 1000) + 1;
 		ssize_t n;
 
 		if (poll(&pf, 1, ms) <= 0)
@@ -178,7 +178,7 @@ int kvsb_daemon_start_exe(const char *bin, const char *const *args,
 		}
 	}
 	close(p[0]);
-	d->start_ms = (kvsb_now() - t0) * 1e3;
+	d->start_ms = (now_s() - t0) * 1e3;
 	if (rc < 0) {
 		kill(d->pid, SIGKILL);
 		kvsb_reap(d->pid, 5.0);
@@ -318,8 +318,8 @@ int kvsb_clients_run(unsigned n, kvsb_client_fn fn, const void *ctx,
 	close(go[0]);
 	/* Every client answers once, set up or failed; a client that crashes
 	 * before that is caught by the deadline. */
-	deadline = kvsb_now() + 120.0;
-	while (seen < started && kvsb_now() < deadline) {
+	deadline = now_s() + 120.0;
+	while (seen < started && now_s() < deadline) {
 		struct pollfd p = { ready[0], POLLIN, 0 };
 		char buf[64];
 		ssize_t got;

@@ -564,7 +564,7 @@ int kvsb_redis_start(double timeout_s, kvsb_redis **out)
 	if (s->pid == 0)
 		exec_server(bin, s);
 
-	deadline = kvsb_now() + timeout_s;
+	deadline = now_s() + timeout_s;
 	for (;;) {
 		int status;
 		pid_t p = waitpid(s->pid, &status, WNOHANG);
@@ -577,7 +577,7 @@ int kvsb_redis_start(double timeout_s, kvsb_redis **out)
 		rc = try_ping(s);
 		if (rc != 0)
 			break;
-		if (kvsb_now() > deadline) {
+		if (now_s() > deadline) {
 			rc = -ETIMEDOUT;
 			break;
 		}

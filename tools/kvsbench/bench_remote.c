@@ -300,12 +300,12 @@ static void pause_ms(void)
 /* Wait until @name reaches @want; -ETIMEDOUT after WAIT_S. */
 static int wait_stat(kvs_client *c, const char *name, int64_t want)
 {
-	double end = kvsb_now() + WAIT_S;
+	double end = now_s() + WAIT_S;
 	int64_t v = 0;
 	int rc;
 
 	while ((rc = stat_of(c, name, &v)) == 0 && v < want) {
-		if (kvsb_now() > end)
+		if (now_s() > end)
 			return -ETIMEDOUT;
 		pause_ms();
 	}
@@ -332,7 +332,7 @@ static int publish(kvs_client *ca, const kvs_hash *h, unsigned n, uint64_t size,
 
 	if (rc < 0)
 		return rc;
-	t0 = kvsb_now();
+	t0 = now_s();
 	rc = kvs_reserve(ca, h, n, &lease, blocks);
 	if (rc < 0)
 		return rc;
@@ -355,7 +355,7 @@ static int publish(kvs_client *ca, const kvs_hash *h, unsigned n, uint64_t size,
 	if (rc < 0)
 		return rc;
 	rc = wait_stat(ca, "tier_remote.published", base + n);
-	t1 = kvsb_now();
+	t1 = now_s();
 	if (rc < 0)
 		return rc;
 	*gbs = (double)n * (double)size / (t1 - t0) / 1e9;
@@ -369,10 +369,10 @@ static int promote(kvs_client *cb, const kvs_hash *h, unsigned n, uint64_t size,
 {
 	static kvs_block blocks[MAX_BLOCKS];
 	kvs_lease lease = 0;
-	double t0 = kvsb_now(), t1;
+	double t0 = now_s(), t1;
 	int hits = kvs_lookup(cb, h, n, &lease, blocks);
 
-	t1 = kvsb_now();
+	t1 = now_s();
 	if (hits < 0)
 		return hits;
 	for (int i = 0; i < hits; i++) {

@@ -176,7 +176,7 @@ static int replay_run(kvs_client *c, const replay_trace *t, uint32_t block_token
 {
 	kvs_hash *h = calloc(t->max_n + 1, sizeof(*h));
 	kvs_block *b = calloc(t->max_n + 1, sizeof(*b));
-	double t0 = kvsb_now();
+	double t0 = now_s();
 	int rc = 0;
 
 	if (!h || !b) {
@@ -211,7 +211,7 @@ static int replay_run(kvs_client *c, const replay_trace *t, uint32_t block_token
 		rc = 0;
 	}
 out:
-	res->seconds = kvsb_now() - t0;
+	res->seconds = now_s() - t0;
 	free(h);
 	free(b);
 	return rc;

@@ -216,7 +216,7 @@ static int share_request(const struct share_opts *o, kvs_client *c,
 			 const kvs_hash *h, int n, kvs_block *b, unsigned idx,
 			 uint8_t *scratch, struct report *r)
 {
-	double t0 = kvsb_now();
+	double t0 = now_s();
 	int rc, hits;
 
 	r->blocks += (uint64_t)n;
@@ -225,11 +225,11 @@ static int share_request(const struct share_opts *o, kvs_client *c,
 		return rc;
 	r->hit_blocks += (uint64_t)hits;
 	r->miss_blocks += (uint64_t)(n - hits);
-	r->lookup_s += kvsb_now() - t0;
+	r->lookup_s += now_s() - t0;
 
-	t0 = kvsb_now();
+	t0 = now_s();
 	rc = write_windows(o, c, h, n, hits, b, scratch, r);
-	r->write_s += kvsb_now() - t0;
+	r->write_s += now_s() - t0;
 	return rc;
 }
 

@@ -435,9 +435,9 @@ int kvsb_cmd_share(const char *sock, int argc, char **argv)
 	if (!r)
 		return 1;
 	fflush(stdout); /* nothing buffered may be written twice by the children */
-	t0 = kvsb_now();
+	t0 = now_s();
 	failed = share_run(&o, r);
-	secs = kvsb_now() - t0;
+	secs = now_s() - t0;
 	share_sum(&o, r, &sum);
 	if (o.rag) {
 		if (!o.json_only)

@@ -106,7 +106,7 @@ static int demote(const struct ssd_ctx *x, kvs_client *ctl, double *secs)
 		kvs_lease lease;
 		int64_t inflight;
 
-		tc = kvsb_now();
+		tc = now_s();
 		rc = kvs_reserve(c, h, o->qd, &lease, b);
 		if (rc < 0)
 			goto out;
@@ -136,7 +136,7 @@ static int demote(const struct ssd_ctx *x, kvs_client *ctl, double *secs)
 		rc = -ENODATA;
 		goto out;
 	}
-	*secs = kvsb_now() - t0;
+	*secs = now_s() - t0;
 out:
 	if (rc < 0)
 		fprintf(stderr, "kvsbench: ssd: demote failed: %s\n", kvs_strerror(rc));
@@ -159,7 +159,7 @@ static int promote_client(const void *ctxp, unsigned idx, kvsb_gate *g, void *re
 	kvsb_gate_wait(g);
 	if (rc < 0)
 		goto out;
-	res->t0 = kvsb_now();
+	res->t0 = now_s();
 	for (unsigned i = idx; i < x->promote_n; i += o->clients) {
 		const kvs_hash *h = x->h + (size_t)i * o->qd;
 		kvs_lease lease;
@@ -180,7 +180,7 @@ static int promote_client(const void *ctxp, unsigned idx, kvsb_gate *g, void *re
 		if (rc < 0)
 			goto out;
 	}
-	res->t1 = kvsb_now();
+	res->t1 = now_s();
 out:
 	if (rc < 0)
 		fprintf(stderr, "kvsbench: ssd: client %u: %s\n", idx, kvs_strerror(rc));

@@ -11,14 +11,6 @@
 
 #include "bench_util.h"
 
-double kvsb_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 uint64_t kvsb_splitmix64(uint64_t *s)
 {
 	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
@@ -87,7 +79,7 @@ int kvsb_parse_seconds(const char *s, double *out)
 
 int kvsb_reap(int pid, double timeout_s)
 {
-	double deadline = kvsb_now() + timeout_s;
+	double deadline = now_s() + timeout_s;
 	struct timespec pause = { 0, 1000000 };
 	int status;
 
@@ -98,7 +90,7 @@ int kvsb_reap(int pid, double timeout_s)
 			return status;
 		if (p < 0 && errno != EINTR)
 			return -errno;
-		if (kvsb_now() > deadline)
+		if (now_s() > deadline)
 			return -ETIMEDOUT;
 		nanosleep(&pause, NULL);
 		if (pause.tv_nsec < 20000000)

@@ -1,5 +1,5 @@
 /*
- * bench_util.h - the small helpers kvsbench's subcommands share: a clock,
+ * bench_util.h - the small helpers kvsbench's subcommands share: the clock,
  * the median of repetitions, option parsing with kvsbench's messages, a
  * step-or-fail macro, SplitMix64 token ids, and reaping a child and showing
  * its log.
@@ -10,11 +10,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kvs_clock.h" /* now_s(), the clock of every subcommand */
+
 /* The most values kvsb_median() takes. */
 #define KVSB_MEDIAN_MAX 100
 
-/* kvsb_now - CLOCK_MONOTONIC in seconds. */
-double kvsb_now(void);
 
 /*
  * kvsb_median - the median of @n values (n <= KVSB_MEDIAN_MAX; sorted in a

@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kvs_clock.h"
 #include "kvsctl.h"
 #include "kvshare.h"
 #include "kvshare_admin.h"
@@ -58,14 +59,6 @@ struct sample {
 	int64_t evicted, demoted, promoted, dropped;
 	int64_t uptime;
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static int64_t val(const char *text, const char *name)
 {
