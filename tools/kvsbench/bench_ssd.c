@@ -20,10 +20,12 @@
 #include "bench_proc.h"
 #include "bench_ssd.h"
 #include "bench_util.h"
+#include "kvs_size.h"
 #include "kvshare.h"
 
 #define SSD_MAX_REPS 50
 #define SSD_MAX_CLIENTS 64
+#define SSD_MAX_TOTAL 1000000000000000ull /* --bytes, at most 1e15 */
 #define SSD_SEGMENT (256ull << 20)
 #define SSD_STAGING_CAP (192ull << 20) /* under the tier's 256 MiB */
 #define SSD_TOKEN_SEED 0x7373642d62656e63ull
@@ -117,25 +119,6 @@ static void usage(void)
 		"                     repetition, interleaved with this build's and "
 		"fio\n"
 		"  --json             one JSON object instead of the table\n");
-}
-
-static int parse_size(const char *s, uint64_t *out)
-{
-	char *end;
-	double v = strtod(s, &end);
-	uint64_t m = 1;
-
-	switch (*end) {
-	case 'k': case 'K': m = 1ull << 10; end++; break;
-	case 'm': case 'M': m = 1ull << 20; end++; break;
-	case 'g': case 'G': m = 1ull << 30; end++; break;
-	case '\0': break;
-	default: return -EINVAL;
-	}
-	if (*end || v <= 0 || v * (double)m > 1e15)
-		return -EINVAL;
-	*out = (uint64_t)(v * (double)m);
-	return 0;
 }
 
 static int parse_unsigned(const char *opt, const char *s, unsigned min,
@@ -602,7 +585,7 @@ int kvsb_cmd_ssd(const char *sock, int argc, char **argv)
 		switch (opt) {
 		case 'd': o.dir = optarg; break;
 		case 'b':
-			if (parse_size(optarg, &o.block) < 0 || (o.block & 4095) ||
+			if (kvs_parse_size(optarg, &o.block) < 0 || (o.block & 4095) ||
 			    o.block > (256u << 20)) {
 				fprintf(stderr, "kvsbench: ssd: --block-bytes must "
 					"be a multiple of 4K up to 256M\n");
@@ -611,7 +594,7 @@ int kvsb_cmd_ssd(const char *sock, int argc, char **argv)
 			break;
 		case 'q': bad |= parse_unsigned("qd", optarg, 1, 4096, &o.qd); break;
 		case 't':
-			if (parse_size(optarg, &o.total) < 0) {
+			if (kvs_parse_size(optarg, &o.total) < 0 || o.total > SSD_MAX_TOTAL) {
 				fprintf(stderr, "kvsbench: ssd: --bytes: not a size\n");
 				bad = 1;
 			}
