@@ -1,47 +1,16 @@
 /*
- * config_value.c - reading one value of a setting (see config_int.h): sizes
- * with units, bounded numbers, permission bits, booleans, and lists of user
- * or group ids. Pure functions of the text but for the name look-ups.
+ * config_value.c - reading one value of a setting (see config_int.h):
+ * bounded numbers, permission bits, booleans, and lists of user or group
+ * ids (sizes with units: kvs_parse_size(), client/kvs_size.h). Pure
+ * functions of the text but for the name look-ups.
  */
 #include "config_int.h"
 
 #include <errno.h>
 #include <grp.h>
-#include <math.h>
 #include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
-
-int kvs_parse_size(const char *s, uint64_t *out)
-{
-	char *end;
-	double v;
-	uint64_t mult = 1;
-
-	errno = 0;
-	if (!s || !*s || *s == '-')
-		return -EINVAL;
-	v = strtod(s, &end);
-	if (end == s || errno || !isfinite(v) || v <= 0)
-		return -EINVAL;
-	switch (*end) {
-	case 'k': case 'K': mult = 1ull << 10; end++; break;
-	case 'm': case 'M': mult = 1ull << 20; end++; break;
-	case 'g': case 'G': mult = 1ull << 30; end++; break;
-	case 't': case 'T': mult = 1ull << 40; end++; break;
-	default: break;
-	}
-	if (mult > 1 && (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0))
-		end += strlen(end);
-	else if (mult == 1 && strcmp(end, "B") == 0)
-		end++;
-	if (*end)
-		return -EINVAL;
-	if (v * (double)mult >= 18446744073709551615.0)
-		return -ERANGE;
-	*out = (uint64_t)(v * (double)mult);
-	return *out ? 0 : -EINVAL;
-}
 
 int config_parse_u32(const char *s, uint32_t min, uint32_t *out)
 {

@@ -19,6 +19,7 @@
 #include <stdio.h>
 
 #include "kvs_log.h"
+#include "kvs_size.h" /* kvs_parse_size(), the tools' too */
 
 #define KVS_SOCKET_PATH_MAX 108 /* sizeof(sun_path) */
 #define KVS_ALLOW_MAX 64        /* entries of --allow-uid, --allow-gid,
@@ -119,12 +120,6 @@ int kvs_config_parse_args(kvs_config *cfg, int argc, char **argv);
  */
 int kvs_config_memory_check(const kvs_config *cfg, const char *meminfo,
 			    char *why, size_t cap);
-
-/*
- * kvs_parse_size - "123", "64K", "1.5G", "2GiB" -> bytes (binary units).
- * Errors: -EINVAL (syntax, zero), -ERANGE (overflow).
- */
-int kvs_parse_size(const char *s, uint64_t *out);
 
 /*
  * kvs_config_parse_text - apply a config file's text (@name for messages):

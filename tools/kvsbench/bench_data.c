@@ -16,6 +16,7 @@
 #include "bench_proc.h"
 #include "bench_redis.h"
 #include "bench_util.h"
+#include "kvs_size.h"
 #include "kvshare.h"
 
 #define DATA_MAX_SIZES 16
@@ -373,39 +374,18 @@ static void data_usage(void)
 		"  -h, --help             this help\n");
 }
 
-/* "64K,256K,1M,2M,8M": binary K/M/G suffixes, optional "B" or "iB". */
+/* "64K,256K,1M,2M,8M" (kvs_parse_sizes()): multiples of 64 up to 1G. */
 static int parse_sizes(const char *s, struct data_opts *o)
 {
-	const char *p = s;
+	int n = kvs_parse_sizes(s, o->sizes, DATA_MAX_SIZES);
 
-	o->nsizes = 0;
-	while (*p) {
-		char *end;
-		unsigned long long v;
-		uint64_t mult = 1;
-
-		errno = 0;
-		v = strtoull(p, &end, 10);
-		if (errno || end == p || *p == '-')
+	for (int i = 0; i < n; i++)
+		if (o->sizes[i] > (1ull << 30) || o->sizes[i] % 64)
 			goto bad;
-		switch (*end) {
-		case 'k': case 'K': mult = 1ull << 10; end++; break;
-		case 'm': case 'M': mult = 1ull << 20; end++; break;
-		case 'g': case 'G': mult = 1ull << 30; end++; break;
-		default: break;
-		}
-		if (!strncmp(end, "iB", 2))
-			end += 2;
-		else if (*end == 'B')
-			end++;
-		if ((*end && *end != ',') || v == 0 || v > (1ull << 30) / mult ||
-		    (v * mult) % 64 || o->nsizes == DATA_MAX_SIZES)
-			goto bad;
-		o->sizes[o->nsizes++] = v * mult;
-		p = *end ? end + 1 : end;
-	}
-	if (o->nsizes > 0)
+	if (n > 0) {
+		o->nsizes = (unsigned)n;
 		return 0;
+	}
 bad:
 	fprintf(stderr, "kvsbench: --block-bytes: '%s' is not a list of at most "
 		"%d sizes, each a multiple of 64 up to 1G\n", s, DATA_MAX_SIZES);

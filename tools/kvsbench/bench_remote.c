@@ -23,6 +23,7 @@
 #include "bench_proc.h"
 #include "bench_remote.h"
 #include "bench_util.h"
+#include "kvs_size.h"
 #include "kvshare.h"
 
 #define MAX_REPS 21
@@ -75,23 +76,6 @@ static void usage(void)
 		"  --tls          every case also over TLS (two more daemons with\n"
 		"                 --remote-tls, redis-benchmark --tls), on the same\n"
 		"                 nodes' TLS ports (the private cluster only)\n");
-}
-
-static int parse_size(const char *s, uint64_t *out)
-{
-	char *end;
-	unsigned long long v = strtoull(s, &end, 10);
-
-	if (end == s)
-		return -1;
-	if (*end == 'K' || *end == 'k')
-		v <<= 10, end++;
-	else if (*end == 'M' || *end == 'm')
-		v <<= 20, end++;
-	if (*end || v < 1024 || v > (64ull << 20) || v % 1024)
-		return -1;
-	*out = v;
-	return 0;
 }
 
 /* ---- processes ---------------------------------------------------------- */
@@ -453,18 +437,16 @@ static int long_chains(const struct opts *o, const struct cluster *cl,
 
 /* ---- the command -------------------------------------------------------- */
 
+/* --sizes: 1K to 64M each, multiples of 1K. */
 static int parse_sizes(const char *s, struct opts *o)
 {
-	char buf[128], *tok, *save = NULL;
+	int n = kvs_parse_sizes(s, o->sizes, MAX_SIZES);
 
-	snprintf(buf, sizeof(buf), "%s", s);
-	o->nsizes = 0;
-	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		if (o->nsizes == MAX_SIZES || parse_size(tok, &o->sizes[o->nsizes]) < 0)
+	for (int i = 0; i < n; i++)
+		if (o->sizes[i] < 1024 || o->sizes[i] > (64ull << 20) || o->sizes[i] % 1024)
 			return -1;
-		o->nsizes++;
-	}
-	return o->nsizes ? 0 : -1;
+	o->nsizes = n > 0 ? (unsigned)n : 0;
+	return n > 0 ? 0 : -1;
 }
 
 int kvsb_cmd_remote(const char *sock, int argc, char **argv)

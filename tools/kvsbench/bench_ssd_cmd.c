@@ -21,6 +21,7 @@
 #include "bench_ssd.h"
 #include "bench_ssd_int.h"
 #include "bench_util.h"
+#include "kvs_size.h"
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -69,25 +70,6 @@ static void usage(void)
 		"                     repetition, interleaved with this build's and "
 		"fio\n"
 		"  --json             one JSON object instead of the table\n");
-}
-
-static int parse_size(const char *s, uint64_t *out)
-{
-	char *end;
-	double v = strtod(s, &end);
-	uint64_t m = 1;
-
-	switch (*end) {
-	case 'k': case 'K': m = 1ull << 10; end++; break;
-	case 'm': case 'M': m = 1ull << 20; end++; break;
-	case 'g': case 'G': m = 1ull << 30; end++; break;
-	case '\0': break;
-	default: return -EINVAL;
-	}
-	if (*end || v <= 0 || v * (double)m > 1e15)
-		return -EINVAL;
-	*out = (uint64_t)(v * (double)m);
-	return 0;
 }
 
 static int parse_unsigned(const char *opt, const char *s, unsigned min,
@@ -209,7 +191,7 @@ static int ssd_parse(struct ssd_opts *o, int argc, char **argv)
 		switch (opt) {
 		case 'd': o->dir = optarg; break;
 		case 'b':
-			if (parse_size(optarg, &o->block) < 0 || (o->block & 4095) ||
+			if (kvs_parse_size(optarg, &o->block) < 0 || (o->block & 4095) ||
 			    o->block > (256u << 20)) {
 				fprintf(stderr, "kvsbench: ssd: --block-bytes must "
 					"be a multiple of 4K up to 256M\n");
@@ -218,7 +200,7 @@ static int ssd_parse(struct ssd_opts *o, int argc, char **argv)
 			break;
 		case 'q': bad |= parse_unsigned("qd", optarg, 1, 4096, &o->qd); break;
 		case 't':
-			if (parse_size(optarg, &o->total) < 0) {
+			if (kvs_parse_size(optarg, &o->total) < 0 || o->total > SSD_MAX_TOTAL) {
 				fprintf(stderr, "kvsbench: ssd: --bytes: not a size\n");
 				bad = 1;
 			}

@@ -12,6 +12,7 @@
 #include "kvshare.h"
 
 #define SSD_MAX_REPS 50
+#define SSD_MAX_TOTAL 1000000000000000ull /* --bytes, at most 1e15 */
 #define SSD_MAX_CLIENTS 64
 #define SSD_SEGMENT (256ull << 20)
 #define SSD_STAGING_CAP (192ull << 20) /* under the tier's 256 MiB */
