@@ -15,7 +15,6 @@ static void test_metadata(void)
 {
 	const uint32_t chains = 62500, len = 16; /* 1,000,000 blocks */
 	kvs_cache *c = mk_cache(96u << 20, "leaf-2q");
-	const char *tmp = getenv("TMPDIR");
 	char dir[256], why[256];
 	kvs_tier_ssd_config sc = { .dir = dir, .segment_bytes = 1u << 20 };
 	kvs_tier_gpu_config gc = { .device = -1, .bytes = 1u << 20, .page_bytes = PAGE };
@@ -23,8 +22,7 @@ static void test_metadata(void)
 	kvs_owner *o;
 	double per;
 
-	snprintf(dir, sizeof(dir), "%s/kvs-test-tiers-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	if (!c || !mkdtemp(dir)) {
+	if (!c || !mk_dir(dir)) {
 		CHECK(!"setup");
 		return;
 	}
@@ -98,7 +96,6 @@ static void test_restart_background(void)
 {
 	enum { CHAINS = 48, LEN = 6 };
 	const uint64_t bytes = 4096;
-	const char *tmp = getenv("TMPDIR");
 	char dir[256];
 	kvs_tier_ssd_config sc = { .dir = dir, .segment_bytes = 1u << 20,
 				   .bytes = 8u << 20, .write_through = 1 };
@@ -109,8 +106,7 @@ static void test_restart_background(void)
 	kvs_hash hs[LEN];
 	int slices = 0, whole = 0;
 
-	snprintf(dir, sizeof(dir), "%s/kvs-test-tiers-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	if (!c || !mkdtemp(dir)) {
+	if (!c || !mk_dir(dir)) {
 		CHECK(!"setup");
 		return;
 	}
@@ -187,15 +183,13 @@ static void publish_one(kvs_cache *c, kvs_tier_mod *ssd, kvs_owner *o)
  * its first block on SSD (a write-through commit here), not before. */
 static void test_restart_namespaces(void)
 {
-	const char *tmp = getenv("TMPDIR");
 	char dir[256], path[300];
 	kvs_tier_ssd_config sc = { .dir = dir, .segment_bytes = 1u << 20,
 				   .write_through = 1 };
 	struct stat st;
 	off_t first = 0;
 
-	snprintf(dir, sizeof(dir), "%s/kvs-test-tiers-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	if (!mkdtemp(dir)) {
+	if (!mk_dir(dir)) {
 		CHECK(!"mkdtemp");
 		return;
 	}

@@ -81,6 +81,16 @@ static inline int publish(kvs_cache *c, kvs_owner *o, uint32_t k, uint32_t n,
 	return fresh;
 }
 
+/* A fresh directory for an SSD tier under $TMPDIR (else /tmp) in @dir
+ * (256 bytes); NULL when it cannot be made. */
+static inline char *mk_dir(char dir[256])
+{
+	const char *tmp = getenv("TMPDIR");
+
+	snprintf(dir, 256, "%s/kvs-test-tiers-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	return mkdtemp(dir);
+}
+
 /* Remove the SSD tier's directory: its files and its index. */
 static inline void rm_dir(const char *dir)
 {
