@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "kvshare.h"
+#include "kvs_clock.h"
 
 #define BT 16
 #define MAX_CHAIN 8
@@ -36,14 +37,6 @@ static uint64_t next(void)
 	rng ^= rng >> 7;
 	rng ^= rng << 17;
 	return rng;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* The bytes of block @h: a stream seeded by the hash alone, so every writer

@@ -30,20 +30,13 @@
 #include <time.h>
 
 #include "harness_client.h"
+#include "kvs_clock.h"
 
 typedef struct opts {
 	const char *cmd, *sock;
 	uint64_t blocks, seed;
 	uint32_t chain, block_tokens, head_dim, every;
 } opts;
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int usage(void)
 {

@@ -103,7 +103,7 @@ static int cli_collect(pid_t pid, int fd, char *out, size_t cap, double end)
 	for (;;) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
 		char buf[4096];
-		double left = end - rc_now_s();
+		double left = end - now_s();
 		ssize_t k;
 
 		if (left <= 0) {
@@ -134,7 +134,7 @@ int rc_cli_argv(const rc_cluster *c, int i, char *out, size_t cap, int argc,
 	const char *av[CLI_ARGS_MAX + 16];
 	char port[16];
 	int pfd[2];
-	double end = rc_now_s() + c->cli_timeout_s;
+	double end = now_s() + c->cli_timeout_s;
 	pid_t pid;
 
 	if (argc > CLI_ARGS_MAX)

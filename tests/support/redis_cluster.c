@@ -212,7 +212,7 @@ static int wait_ping(rc_cluster *c, int i, double end)
 	int rc;
 
 	while ((rc = ping(c, i)) == 0) {
-		if (rc_now_s() > end)
+		if (now_s() > end)
 			return -ETIMEDOUT;
 		backoff(&pause);
 	}
@@ -233,7 +233,7 @@ static int node_ok(const rc_cluster *c, int i)
 
 int rc_wait_ok(rc_cluster *c, double timeout_s)
 {
-	double end = rc_now_s() + timeout_s, pause = 0.005;
+	double end = now_s() + timeout_s, pause = 0.005;
 
 	if (c->plain)
 		return 0;
@@ -241,7 +241,7 @@ int rc_wait_ok(rc_cluster *c, double timeout_s)
 		if (!c->pid[i])
 			continue;
 		while (!node_ok(c, i)) {
-			if (rc_now_s() > end) {
+			if (now_s() > end) {
 				snprintf(why, sizeof(why),
 					 "node %d (port %d): cluster not ok after %.0f s",
 					 i, c->port[i], timeout_s);
@@ -276,10 +276,10 @@ static void remove_tree(const char *path)
 
 static void reap(pid_t pid)
 {
-	double end = rc_now_s() + 10, pause = 0.001;
+	double end = now_s() + 10, pause = 0.001;
 	int status;
 
-	while (waitpid(pid, &status, WNOHANG) == 0 && rc_now_s() < end)
+	while (waitpid(pid, &status, WNOHANG) == 0 && now_s() < end)
 		backoff(&pause);
 }
 
@@ -329,7 +329,7 @@ int rc_kill(rc_cluster *c, int i)
 
 int rc_restart(rc_cluster *c, int i, double timeout_s)
 {
-	double end = rc_now_s() + timeout_s;
+	double end = now_s() + timeout_s;
 	int rc;
 
 	if (c->pid[i] > 0)
@@ -340,7 +340,7 @@ int rc_restart(rc_cluster *c, int i, double timeout_s)
 	rc = wait_ping(c, i, end);
 	if (rc < 0)
 		return rc;
-	return rc_wait_ok(c, end - rc_now_s());
+	return rc_wait_ok(c, end - now_s());
 }
 
 static void print_log(const rc_cluster *c, int i)
@@ -454,14 +454,14 @@ static int replicas_pin(rc_cluster *c, double end)
 				break;
 			if (!strstr(line, id))
 				rc_cli(c, r, out, sizeof(out), "CLUSTER", "REPLICATE", id, NULL);
-			if (rc_now_s() > end) {
+			if (now_s() > end) {
 				snprintf(why, sizeof(why), "node %d: not a replica of %d", r, i);
 				return -ETIMEDOUT;
 			}
 			backoff(&pause);
 		}
 	}
-	return rc_wait_ok(c, end - rc_now_s());
+	return rc_wait_ok(c, end - now_s());
 }
 
 int rc_replica_of(const rc_cluster *c, int i)
@@ -471,21 +471,21 @@ int rc_replica_of(const rc_cluster *c, int i)
 
 int rc_wait_failover(rc_cluster *c, int i, double timeout_s)
 {
-	double end = rc_now_s() + timeout_s, pause = 0.01;
+	double end = now_s() + timeout_s, pause = 0.01;
 	int r = rc_replica_of(c, i);
 	char line[1024];
 
 	if (r < 0)
 		return -EINVAL;
 	while (myself(c, r, line, sizeof(line)) < 0 || !strstr(line, "master")) {
-		if (rc_now_s() > end) {
+		if (now_s() > end) {
 			snprintf(why, sizeof(why), "node %d: no failover of %d in %.0f s",
 				 r, i, timeout_s);
 			return -ETIMEDOUT;
 		}
 		backoff(&pause);
 	}
-	return rc_wait_ok(c, end - rc_now_s());
+	return rc_wait_ok(c, end - now_s());
 }
 
 /* A cluster of @o's shape, its binaries found, its directory made;
@@ -572,7 +572,7 @@ static int cluster_create(rc_cluster *c, double end)
 		rc = -EIO;
 	}
 	if (rc == 0)
-		rc = rc_wait_ok(c, end - rc_now_s());
+		rc = rc_wait_ok(c, end - now_s());
 	if (rc == 0 && c->replicas)
 		rc = replicas_pin(c, end);
 	return rc;
@@ -594,13 +594,13 @@ static void seeds_fill(rc_cluster *c)
 
 int rc_start(const rc_opts *o, rc_cluster **out)
 {
-	double timeout = o->timeout_s > 0 ? o->timeout_s : 60, end = rc_now_s() + timeout;
+	double timeout = o->timeout_s > 0 ? o->timeout_s : 60, end = now_s() + timeout;
 	rc_cluster *c = NULL;
 	int rc = cluster_new(o, &c);
 
 	if (rc < 0)
 		return rc;
-	srand((unsigned)getpid() ^ (unsigned)(rc_now_s() * 1e6));
+	srand((unsigned)getpid() ^ (unsigned)(now_s() * 1e6));
 	register_live(c);
 	if (c->tls) {
 		char tdir[PATH_MAX];

@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <sys/types.h>
 #include <time.h>
+#include "kvs_clock.h"
 
 #define CLI_TIMEOUT_S 10.0
 #define CLI_ARGS_MAX 64
@@ -30,13 +31,5 @@ struct rc_cluster {
 	int masters, replicas;    /* rc_opts.replicas: nodes masters.. replicate */
 	char node_timeout[16];
 };
-
-static inline double rc_now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 #endif

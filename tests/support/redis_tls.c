@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "kvs_clock.h"
 
 /* The node certificate names 127.0.0.1 (an IP SAN: the engine checks a
  * numeric host against those) and localhost (a DNS name, for a server name
@@ -35,14 +36,6 @@ static const char MAKE_CERTS[] =
 	"openssl req -new $k -keyout client.key -out client.csr -subj /CN=kvs-test-client\n"
 	"openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial "
 	"-out client.crt -days 2\n";
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 int rc_make_certs(const char *dir, double timeout_s, char *why, size_t cap)
 {

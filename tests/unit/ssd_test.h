@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include "kvs_clock.h"
 
 #define KiB 1024ULL
 #define MiB (1024ULL * 1024)
@@ -68,14 +69,6 @@ static inline void fill(void *p, size_t n)
 
 	for (i = 0; i < n; i++)
 		b[i] = (uint8_t)rnd();
-}
-
-static inline double now_s(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
 static inline int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
