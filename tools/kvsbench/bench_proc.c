@@ -42,7 +42,7 @@ static void daemon_cleanup(kvsb_daemon *d)
 	free(d);
 }
 
-int kvsb_daemon_exe(char *buf, size_t len)
+int kvsb_beside_exe(const char *name, char *buf, size_t len)
 {
 	char self[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -51,10 +51,15 @@ int kvsb_daemon_exe(char *buf, size_t len)
 	if (n < 0)
 		return -errno;
 	self[n] = '\0';
-	w = snprintf(buf, len, "%s/kvshared", dirname(self));
+	w = snprintf(buf, len, "%s/%s", dirname(self), name);
 	if (w < 0 || (size_t)w >= len)
 		return -ENAMETOOLONG;
 	return access(buf, X_OK) == 0 ? 0 : -ENOENT;
+}
+
+int kvsb_daemon_exe(char *buf, size_t len)
+{
+	return kvsb_beside_exe("kvshared", buf, len);
 }
 
 int kvsb_daemon_start(uint64_t host_bytes, double timeout_s,
@@ -348,4 +353,43 @@ int kvsb_clients_run(unsigned n, kvsb_client_fn fn, const void *ctx,
 	munmap(shm, bytes);
 	free(pids);
 	return failed;
+}
+
+int kvsb_run_capture(char *const *argv, char *out, size_t cap, double timeout_s)
+{
+	int fds[2], status;
+	size_t have = 0;
+	ssize_t n;
+	pid_t pid;
+
+	if (pipe2(fds, O_CLOEXEC) < 0)
+		return -errno;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		dup2(fds[1], STDOUT_FILENO);
+		dup2(fds[1], STDERR_FILENO);
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	close(fds[1]);
+	while ((n = read(fds[0], out + have, cap - 1 - have)) > 0 && have + (size_t)n < cap - 1)
+		have += (size_t)n;
+	if (n > 0)
+		have += (size_t)n;
+	while (n > 0) { /* drain what does not fit */
+		char sink[4096];
+
+		n = read(fds[0], sink, sizeof(sink));
+	}
+	out[have] = '\0';
+	close(fds[0]);
+	status = kvsb_reap(pid, timeout_s);
+	if (status == -ETIMEDOUT) {
+		kill(pid, SIGKILL);
+		kvsb_reap(pid, 5.0);
+		return -ETIMEDOUT;
+	}
+	return status < 0 ? status : (WIFEXITED(status) ? WEXITSTATUS(status) : 128);
 }

@@ -48,9 +48,14 @@ int kvsb_daemon_start_exe(const char *bin, const char *const *args,
 			  double timeout_s, kvsb_daemon **out);
 
 /*
- * kvsb_daemon_exe - the path of the "kvshared" beside the running program
- * into @buf of @len bytes.
+ * kvsb_beside_exe - the path of the program @name in the running program's
+ * directory, into @buf of @len bytes.
  * Errors: -ENOENT (none there, or not executable), -ENAMETOOLONG, -errno.
+ */
+int kvsb_beside_exe(const char *name, char *buf, size_t len);
+
+/*
+ * kvsb_daemon_exe - kvsb_beside_exe() of "kvshared".
  */
 int kvsb_daemon_exe(char *buf, size_t len);
 
@@ -109,5 +114,13 @@ void kvsb_gate_wait(kvsb_gate *g);
  */
 int kvsb_clients_run(unsigned n, kvsb_client_fn fn, const void *ctx,
 		     void *res, size_t res_size);
+
+/*
+ * kvsb_run_capture - run @argv (its PATH searched) with stdout and stderr
+ * into @out[@cap], NUL-ended (what does not fit is read and dropped); its
+ * exit status, 128 when a signal ended it, -ETIMEDOUT (killed) after
+ * @timeout_s.
+ */
+int kvsb_run_capture(char *const *argv, char *out, size_t cap, double timeout_s);
 
 #endif /* KVSB_PROC_H */

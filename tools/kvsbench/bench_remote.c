@@ -8,18 +8,16 @@
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_cluster.h"
 #include "bench_proc.h"
 #include "bench_remote.h"
 #include "bench_util.h"
@@ -29,7 +27,6 @@
 #define MAX_REPS 21
 #define MAX_SIZES 4
 #define MAX_BLOCKS 512 /* the long-chain case: 512 blocks of 64 KiB */
-#define MAX_PORTS 16
 #define WAIT_S 60.0
 
 enum { M_PUB, M_PROMO, M_SET, M_GET, M_N };
@@ -39,17 +36,6 @@ struct opts {
 	int tls; /* also every case over TLS, on the same nodes' TLS ports */
 	unsigned blocks, reps, warmup, clients, keys, nsizes;
 	uint64_t sizes[MAX_SIZES];
-};
-
-/* The private cluster: kvs-redis-cluster beside kvsbench, stopped when its
- * stdin closes. */
-struct cluster {
-	pid_t pid;
-	int in;
-	char seeds[1024];
-	int ports[MAX_PORTS];
-	int nports;
-	char tls_seeds[1024], ca[PATH_MAX]; /* --tls: TLS_SEEDS, DIR/tls/ca.crt */
 };
 
 static void usage(void)
@@ -76,133 +62,6 @@ static void usage(void)
 		"  --tls          every case also over TLS (two more daemons with\n"
 		"                 --remote-tls, redis-benchmark --tls), on the same\n"
 		"                 nodes' TLS ports (the private cluster only)\n");
-}
-
-/* ---- processes ---------------------------------------------------------- */
-
-/* The path of @name beside the running program. */
-static int beside_exe(const char *name, char *buf, size_t len)
-{
-	char exe[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	char *slash;
-
-	if (n < 0)
-		return -errno;
-	exe[n] = '\0';
-	slash = strrchr(exe, '/');
-	if (!slash)
-		return -ENOENT;
-	*slash = '\0';
-	if ((size_t)snprintf(buf, len, "%s/%s", exe, name) >= len)
-		return -ENAMETOOLONG;
-	return access(buf, X_OK) == 0 ? 0 : -ENOENT;
-}
-
-static int cluster_start(struct cluster *cl, int tls)
-{
-	char bin[PATH_MAX], line[1024];
-	int in[2], out[2];
-	FILE *f;
-	int rc = beside_exe("kvs-redis-cluster", bin, sizeof(bin));
-
-	if (rc < 0)
-		return rc;
-	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0)
-		return -errno;
-	cl->pid = fork();
-	if (cl->pid < 0)
-		return -errno;
-	if (cl->pid == 0) {
-		dup2(in[0], STDIN_FILENO);
-		dup2(out[1], STDOUT_FILENO);
-		execl(bin, bin, "--masters", "3", tls ? "--tls" : NULL, (char *)NULL);
-		_exit(127);
-	}
-	close(in[0]);
-	close(out[1]);
-	cl->in = in[1];
-	f = fdopen(out[0], "r");
-	rc = -ECHILD;
-	while (f && fgets(line, sizeof(line), f)) {
-		line[strcspn(line, "\n")] = '\0';
-		if (!strncmp(line, "SEEDS=", 6)) {
-			snprintf(cl->seeds, sizeof(cl->seeds), "%s", line + 6);
-		} else if (!strncmp(line, "TLS_SEEDS=", 10)) {
-			snprintf(cl->tls_seeds, sizeof(cl->tls_seeds), "%s", line + 10);
-		} else if (!strncmp(line, "DIR=", 4)) {
-			snprintf(cl->ca, sizeof(cl->ca), "%.*s/tls/ca.crt",
-				 PATH_MAX - 16, line + 4);
-		} else if (!strncmp(line, "PORTS=", 6)) {
-			char *p = line + 6;
-
-			while (*p && cl->nports < MAX_PORTS) {
-				cl->ports[cl->nports++] = (int)strtol(p, &p, 10);
-				p += strspn(p, ", ");
-			}
-		} else if (!strcmp(line, "READY")) {
-			rc = 0;
-			break;
-		} else if (strstr(line, "SKIP")) {
-			fprintf(stderr, "kvsbench: remote: %s\n", line);
-			rc = -ENOENT;
-		}
-	}
-	if (f)
-		fclose(f);
-	return rc;
-}
-
-static void cluster_stop(struct cluster *cl)
-{
-	if (cl->pid <= 0)
-		return;
-	close(cl->in);
-	if (kvsb_reap(cl->pid, 30.0) == -ETIMEDOUT) {
-		kill(cl->pid, SIGKILL);
-		kvsb_reap(cl->pid, 5.0);
-	}
-	cl->pid = 0;
-}
-
-/* Run @argv with stdout (and stderr) into @out[@cap]; its exit status. */
-static int run_capture(char *const *argv, char *out, size_t cap, double timeout_s)
-{
-	int fds[2], status;
-	size_t have = 0;
-	ssize_t n;
-	pid_t pid;
-
-	if (pipe2(fds, O_CLOEXEC) < 0)
-		return -errno;
-	pid = fork();
-	if (pid < 0)
-		return -errno;
-	if (pid == 0) {
-		dup2(fds[1], STDOUT_FILENO);
-		dup2(fds[1], STDERR_FILENO);
-		execvp(argv[0], argv);
-		_exit(127);
-	}
-	close(fds[1]);
-	while ((n = read(fds[0], out + have, cap - 1 - have)) > 0 && have + (size_t)n < cap - 1)
-		have += (size_t)n;
-	if (n > 0)
-		have += (size_t)n;
-	while (n > 0) { /* drain what does not fit */
-		char sink[4096];
-
-		n = read(fds[0], sink, sizeof(sink));
-	}
-	out[have] = '\0';
-	close(fds[0]);
-	status = kvsb_reap(pid, timeout_s);
-	if (status == -ETIMEDOUT) {
-		kill(pid, SIGKILL);
-		kvsb_reap(pid, 5.0);
-		return -ETIMEDOUT;
-	}
-	return status < 0 ? status : (WIFEXITED(status) ? WEXITSTATUS(status) : 128);
 }
 
 /* The "NAME: N requests per second" of redis-benchmark -q, last one. */
@@ -233,7 +92,7 @@ static int redis_bench(const struct opts *o, const char *host, const char *port,
 	snprintf(c, sizeof(c), "%u", o->clients);
 	snprintf(r, sizeof(r), "%u", o->keys);
 	snprintf(n, sizeof(n), "%u", 24 * o->keys);
-	rc = run_capture(argv, out, sizeof(out), 600);
+	rc = kvsb_run_capture(argv, out, sizeof(out), 600);
 	if (rc != 0) {
 		fprintf(stderr, "kvsbench: remote: redis-benchmark exited %d:\n%s\n", rc, out);
 		return rc == 127 ? -ENOENT : -EIO;
@@ -245,19 +104,6 @@ static int redis_bench(const struct opts *o, const char *host, const char *port,
 		return -EPROTO;
 	}
 	return 0;
-}
-
-/* FLUSHALL on every node of the private cluster, between repetitions. */
-static void flush_all(const struct cluster *cl)
-{
-	char out[256], port[16];
-
-	for (int i = 0; i < cl->nports; i++) {
-		char *argv[] = { "redis-cli", "-p", port, "FLUSHALL", NULL };
-
-		snprintf(port, sizeof(port), "%d", cl->ports[i]);
-		run_capture(argv, out, sizeof(out), 30);
-	}
 }
 
 /* ---- the daemons' side -------------------------------------------------- */
@@ -389,7 +235,7 @@ static int promote(kvs_client *cb, const kvs_hash *h, unsigned n, uint64_t size,
  * 2 MiB, published through A; B's first lookup of each: its hit ratio
  * (the whole chain since lookups fetch all the cluster holds) and GB/s,
  * medians over the reps. */
-static int long_chains(const struct opts *o, const struct cluster *cl,
+static int long_chains(const struct opts *o, const struct kvsb_cluster *cl,
 		       kvsb_daemon *da, kvsb_daemon *db, const uint8_t *src,
 		       unsigned *bad)
 {
@@ -413,7 +259,7 @@ static int long_chains(const struct opts *o, const struct cluster *cl,
 			int got = 0;
 
 			if (cl->pid > 0)
-				flush_all(cl);
+				kvsb_cluster_flush(cl);
 			kvsb_tokens(tok, (size_t)lc[k].n * bt, 7000003ull * (r + 1) + k, 128256);
 			rc = kvs_hash_tokens(ca, tok, (size_t)lc[k].n * bt, h, MAX_BLOCKS);
 			if (rc >= 0)
@@ -449,7 +295,9 @@ static int parse_sizes(const char *s, struct opts *o)
 	return n > 0 ? 0 : -1;
 }
 
-int kvsb_cmd_remote(const char *sock, int argc, char **argv)
+/* The command line into @o. 0: run; 1: --help was asked (usage printed);
+ * 2: a usage error (said). */
+static int parse_opts(int argc, char **argv, struct opts *o)
 {
 	static const struct option lopts[] = {
 		{ "seeds", required_argument, NULL, 'S' },
@@ -463,39 +311,26 @@ int kvsb_cmd_remote(const char *sock, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct opts o = { .blocks = 32, .reps = 5, .warmup = 2, .clients = 16, .keys = 16,
-			  .nsizes = 2, .sizes = { 1u << 20, 2u << 20 } };
-	struct cluster cl = { 0 };
-	/* [0]: plain, [1]: TLS (--tls) */
-	kvsb_daemon *da[2] = { 0 }, *db[2] = { 0 };
-	kvs_client *ca[2][MAX_SIZES] = { 0 }, *cb[2][MAX_SIZES] = { 0 };
-	static double v[2][MAX_SIZES][M_N][MAX_REPS];
-	static kvs_hash h[MAX_BLOCKS];
-	static uint32_t tok[MAX_BLOCKS * 2048];
-	char host[256] = "127.0.0.1", port[16] = "", tport[16] = "";
-	uint8_t *src = NULL;
-	unsigned bad = 0;
-	int opt, usage_bad = 0, rc = 0;
+	int opt, usage_bad = 0;
 
-	(void)sock;
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "h", lopts, NULL)) != -1) {
 		switch (opt) {
-		case 'S': o.seeds = optarg; break;
-		case 'b': usage_bad |= kvsb_parse_uint("blocks", optarg, 1, MAX_BLOCKS, &o.blocks) < 0; break;
-		case 'w': usage_bad |= kvsb_parse_uint("warmup", optarg, 0, 100, &o.warmup) < 0; break;
-		case 'r': usage_bad |= kvsb_parse_uint("reps", optarg, 1, MAX_REPS, &o.reps) < 0; break;
-		case 'c': usage_bad |= kvsb_parse_uint("clients", optarg, 1, 1024, &o.clients) < 0; break;
-		case 'k': usage_bad |= kvsb_parse_uint("keys", optarg, 1, 100000, &o.keys) < 0; break;
-		case 'T': o.tls = 1; break;
+		case 'S': o->seeds = optarg; break;
+		case 'b': usage_bad |= kvsb_parse_uint("blocks", optarg, 1, MAX_BLOCKS, &o->blocks) < 0; break;
+		case 'w': usage_bad |= kvsb_parse_uint("warmup", optarg, 0, 100, &o->warmup) < 0; break;
+		case 'r': usage_bad |= kvsb_parse_uint("reps", optarg, 1, MAX_REPS, &o->reps) < 0; break;
+		case 'c': usage_bad |= kvsb_parse_uint("clients", optarg, 1, 1024, &o->clients) < 0; break;
+		case 'k': usage_bad |= kvsb_parse_uint("keys", optarg, 1, 100000, &o->keys) < 0; break;
+		case 'T': o->tls = 1; break;
 		case 'z':
-			if (parse_sizes(optarg, &o) < 0) {
+			if (parse_sizes(optarg, o) < 0) {
 				fprintf(stderr, "kvsbench: remote: --sizes: sizes from 1K to "
 					"64M, multiples of 1K, comma-separated\n");
 				usage_bad = 1;
 			}
 			break;
-		case 'h': usage(); return 0;
+		case 'h': usage(); return 1;
 		default: usage_bad = 1;
 		}
 	}
@@ -503,21 +338,176 @@ int kvsb_cmd_remote(const char *sock, int argc, char **argv)
 		usage();
 		return 2;
 	}
-	if (o.tls && o.seeds) {
+	if (o->tls && o->seeds) {
 		fprintf(stderr, "kvsbench: remote: --tls runs on the private cluster "
 			"(its CA signed the nodes' certificates), not with --seeds\n");
 		return 2;
 	}
 	/* a chain fits the daemons' 256 MiB host tiers twice, and its tokens
 	 * the token array */
-	for (unsigned s = 0; s < o.nsizes; s++)
-		if (o.blocks * o.sizes[s] > (128ull << 20)) {
+	for (unsigned s = 0; s < o->nsizes; s++)
+		if (o->blocks * o->sizes[s] > (128ull << 20)) {
 			fprintf(stderr, "kvsbench: remote: --blocks x size over 128 MiB\n");
 			return 2;
 		}
+	return 0;
+}
 
+/* Daemons A (writes through to the cluster) and B (promotes from it) on the
+ * plain seeds, and with --tls two more on the TLS seeds: da[1], db[1]. */
+static int start_daemons(const struct opts *o, const struct kvsb_cluster *cl,
+			 kvsb_daemon *da[2], kvsb_daemon *db[2])
+{
+	const char *aa[] = { "--host-size", "256M", "--page-size", "1M",
+			     "--remote", o->seeds, "--remote-write", "through",
+			     "--remote-timeout", "10000", "--log-level", "warn", NULL };
+	const char *ab[] = { "--host-size", "256M", "--page-size", "1M",
+			     "--remote", o->seeds, "--remote-timeout", "10000",
+			     "--log-level", "warn", NULL };
+	const char *ta[] = { "--host-size", "256M", "--page-size", "1M",
+			     "--remote", cl->tls_seeds, "--remote-write", "through",
+			     "--remote-timeout", "10000", "--log-level", "warn",
+			     "--remote-tls", "--remote-tls-ca", cl->ca, NULL };
+	const char *tb[] = { "--host-size", "256M", "--page-size", "1M",
+			     "--remote", cl->tls_seeds, "--remote-timeout", "10000",
+			     "--log-level", "warn", "--remote-tls",
+			     "--remote-tls-ca", cl->ca, NULL };
+	int rc;
+
+	KVSB_STEP("remote: ", "daemon A start", kvsb_daemon_start_args(aa, 30, &da[0]));
+	KVSB_STEP("remote: ", "daemon B start", kvsb_daemon_start_args(ab, 30, &db[0]));
+	if (o->tls) {
+		KVSB_STEP("remote: ", "TLS daemon A start",
+			  kvsb_daemon_start_args(ta, 30, &da[1]));
+		KVSB_STEP("remote: ", "TLS daemon B start",
+			  kvsb_daemon_start_args(tb, 30, &db[1]));
+	}
+out:
+	return rc;
+}
+
+/* Every block's bytes (sizes <= 64 MiB): one SplitMix64 stream. */
+static uint8_t *make_src(void)
+{
+	uint8_t *src = malloc(64u << 20);
+	uint64_t s = 0x72656d6f7465ull;
+
+	if (!src)
+		return NULL;
+	for (size_t i = 0; i + 8 <= (64u << 20); i += 8) {
+		uint64_t x = kvsb_splitmix64(&s);
+
+		memcpy(src + i, &x, 8);
+	}
+	return src;
+}
+
+/* The rates of the repetitions, by mode (plain, TLS), size, measure, rep. */
+typedef double rates[2][MAX_SIZES][M_N][MAX_REPS];
+
+/* The warm-up and measured repetitions: in each, for each size and mode, a
+ * new chain published through A, promoted through B, then redis-benchmark
+ * on the same nodes; the measured ones into @v (and printed). Blocks read
+ * back wrong are counted in @bad. */
+static int run_reps(const struct opts *o, const struct kvsb_cluster *cl,
+		    kvs_client *ca[2][MAX_SIZES], kvs_client *cb[2][MAX_SIZES],
+		    const char *host, const char *port, const char *tport,
+		    const uint8_t *src, rates v, unsigned *bad)
+{
+	static kvs_hash h[MAX_BLOCKS];
+	static uint32_t tok[MAX_BLOCKS * 2048];
+	int rc = 0;
+
+	for (unsigned r = 0; r < o->warmup + o->reps; r++) {
+		unsigned at = r < o->warmup ? 0 : r - o->warmup; /* warm-up: slot 0, overwritten */
+
+		if (cl->pid > 0)
+			kvsb_cluster_flush(cl);
+		for (unsigned s = 0; s < o->nsizes; s++)
+		for (int m = 0; m <= o->tls; m++) {
+			uint64_t size = o->sizes[s];
+			uint32_t bt = (uint32_t)(size / 1024);
+			double *x[M_N] = { &v[m][s][M_PUB][at], &v[m][s][M_PROMO][at],
+					   &v[m][s][M_SET][at], &v[m][s][M_GET][at] };
+			int n;
+
+			/* TLS chains apart: the daemons share the nodes */
+			kvsb_tokens(tok, (size_t)o->blocks * bt,
+				    1000003ull * (r + 1) + s + 7919ull * (uint64_t)m, 128256);
+			n = kvs_hash_tokens(ca[m][s], tok, (size_t)o->blocks * bt, h, MAX_BLOCKS);
+			KVSB_STEP("remote: ", "hash", n);
+			KVSB_STEP("remote: ", "publish (A)",
+				  publish(ca[m][s], h, o->blocks, size, src, x[M_PUB]));
+			KVSB_STEP("remote: ", "promote (B)",
+				  promote(cb[m][s], h, o->blocks, size, src, x[M_PROMO], bad, NULL));
+			KVSB_STEP("remote: ", "redis-benchmark",
+				  redis_bench(o, host, m ? tport : port, m ? cl->ca : NULL,
+					      size, x[M_SET], x[M_GET]));
+			if (r < o->warmup)
+				continue;
+			printf("%-4u %-5s%-4s %10.2f %10.2f %10.2f %10.2f  GB/s\n", at + 1,
+			       size == (1u << 20) ? "1M" : size == (2u << 20) ? "2M" : "",
+			       m ? "TLS" : "", *x[M_PUB], *x[M_PROMO], *x[M_SET], *x[M_GET]);
+			fflush(stdout);
+		}
+	}
+out:
+	return rc;
+}
+
+/* The medians of @v and their ratios to redis-benchmark's, and with --tls
+ * what TLS costs each side. */
+static void print_medians(const struct opts *o, rates v)
+{
+	printf("\nmedians (GB/s)          publish  rb SET  ratio   promote  rb GET  ratio\n");
+	for (int t = 0; t <= o->tls; t++)
+	for (unsigned s = 0; s < o->nsizes; s++) {
+		double m[M_N];
+
+		for (int k = 0; k < M_N; k++)
+			m[k] = kvsb_median(v[t][s][k], o->reps);
+		printf("%6" PRIu64 " KiB blocks%-4s %8.2f %7.2f %6.2f %9.2f %7.2f %6.2f\n",
+		       o->sizes[s] >> 10, t ? " TLS" : "", m[M_PUB], m[M_SET],
+		       m[M_PUB] / m[M_SET], m[M_PROMO], m[M_GET], m[M_PROMO] / m[M_GET]);
+	}
+	/* What TLS costs each side: TLS GB/s over plain GB/s, medians of the
+	 * reps' own ratios (a rep's plain and TLS cases run back to back). */
+	if (!o->tls)
+		return;
+	printf("\nTLS / plain (medians)  publish  rb SET   promote  rb GET\n");
+	for (unsigned s = 0; s < o->nsizes; s++) {
+		double q[M_N], x[MAX_REPS];
+
+		for (int k = 0; k < M_N; k++) {
+			for (unsigned i = 0; i < o->reps; i++)
+				x[i] = v[1][s][k][i] / v[0][s][k][i];
+			q[k] = kvsb_median(x, o->reps);
+		}
+		printf("%6" PRIu64 " KiB blocks     %7.2f %7.2f %9.2f %7.2f\n",
+		       o->sizes[s] >> 10, q[M_PUB], q[M_SET], q[M_PROMO], q[M_GET]);
+	}
+}
+
+int kvsb_cmd_remote(const char *sock, int argc, char **argv)
+{
+	struct opts o = { .blocks = 32, .reps = 5, .warmup = 2, .clients = 16, .keys = 16,
+			  .nsizes = 2, .sizes = { 1u << 20, 2u << 20 } };
+	struct kvsb_cluster cl = { 0 };
+	/* [0]: plain, [1]: TLS (--tls) */
+	kvsb_daemon *da[2] = { 0 }, *db[2] = { 0 };
+	kvs_client *ca[2][MAX_SIZES] = { 0 }, *cb[2][MAX_SIZES] = { 0 };
+	static rates v;
+	char host[256] = "127.0.0.1", port[16] = "", tport[16] = "";
+	uint8_t *src = NULL;
+	unsigned bad = 0;
+	int rc;
+
+	(void)sock;
+	rc = parse_opts(argc, argv, &o);
+	if (rc)
+		return rc == 1 ? 0 : 2;
 	if (!o.seeds) {
-		rc = cluster_start(&cl, o.tls);
+		rc = kvsb_cluster_start(&cl, o.tls);
 		if (rc == -ENOENT) {
 			fprintf(stderr, "kvsbench: remote: no redis-server or no "
 				"kvs-redis-cluster beside kvsbench: give --seeds\n");
@@ -533,45 +523,13 @@ int kvsb_cmd_remote(const char *sock, int argc, char **argv)
 		rc = -EPROTO;
 		goto out;
 	}
-	{
-		const char *aa[] = { "--host-size", "256M", "--page-size", "1M",
-				     "--remote", o.seeds, "--remote-write", "through",
-				     "--remote-timeout", "10000", "--log-level", "warn", NULL };
-		const char *ab[] = { "--host-size", "256M", "--page-size", "1M",
-				     "--remote", o.seeds, "--remote-timeout", "10000",
-				     "--log-level", "warn", NULL };
-
-		const char *ta[] = { "--host-size", "256M", "--page-size", "1M",
-				     "--remote", cl.tls_seeds, "--remote-write", "through",
-				     "--remote-timeout", "10000", "--log-level", "warn",
-				     "--remote-tls", "--remote-tls-ca", cl.ca, NULL };
-		const char *tb[] = { "--host-size", "256M", "--page-size", "1M",
-				     "--remote", cl.tls_seeds, "--remote-timeout", "10000",
-				     "--log-level", "warn", "--remote-tls",
-				     "--remote-tls-ca", cl.ca, NULL };
-
-		KVSB_STEP("remote: ", "daemon A start", kvsb_daemon_start_args(aa, 30, &da[0]));
-		KVSB_STEP("remote: ", "daemon B start", kvsb_daemon_start_args(ab, 30, &db[0]));
-		if (o.tls) {
-			KVSB_STEP("remote: ", "TLS daemon A start",
-				  kvsb_daemon_start_args(ta, 30, &da[1]));
-			KVSB_STEP("remote: ", "TLS daemon B start",
-				  kvsb_daemon_start_args(tb, 30, &db[1]));
-		}
-	}
-	src = malloc(64u << 20); /* every block's bytes (sizes <= 64 MiB) */
+	rc = start_daemons(&o, &cl, da, db);
+	if (rc < 0)
+		goto out;
+	src = make_src();
 	if (!src) {
 		rc = -ENOMEM;
 		goto out;
-	}
-	{
-		uint64_t s = 0x72656d6f7465ull;
-
-		for (size_t i = 0; i + 8 <= (64u << 20); i += 8) {
-			uint64_t x = kvsb_splitmix64(&s);
-
-			memcpy(src + i, &x, 8);
-		}
 	}
 	for (int m = 0; m <= o.tls; m++)
 		for (unsigned s = 0; s < o.nsizes; s++) {
@@ -587,66 +545,10 @@ int kvsb_cmd_remote(const char *sock, int argc, char **argv)
 	       o.seeds, o.blocks, o.reps, o.warmup, o.clients, o.keys, 24 * o.keys);
 	printf("%-4s %-9s %10s %10s %10s %10s\n", "rep", "size", "publish", "promote",
 	       "rb SET", "rb GET");
-	for (unsigned r = 0; r < o.warmup + o.reps; r++) {
-		unsigned at = r < o.warmup ? 0 : r - o.warmup; /* warm-up: slot 0, overwritten */
-
-		if (cl.pid > 0)
-			flush_all(&cl);
-		for (unsigned s = 0; s < o.nsizes; s++)
-		for (int m = 0; m <= o.tls; m++) {
-			uint64_t size = o.sizes[s];
-			uint32_t bt = (uint32_t)(size / 1024);
-			double *x[M_N] = { &v[m][s][M_PUB][at], &v[m][s][M_PROMO][at],
-					   &v[m][s][M_SET][at], &v[m][s][M_GET][at] };
-			int n;
-
-			/* TLS chains apart: the daemons share the nodes */
-			kvsb_tokens(tok, (size_t)o.blocks * bt,
-				    1000003ull * (r + 1) + s + 7919ull * (uint64_t)m, 128256);
-			n = kvs_hash_tokens(ca[m][s], tok, (size_t)o.blocks * bt, h, MAX_BLOCKS);
-			KVSB_STEP("remote: ", "hash", n);
-			KVSB_STEP("remote: ", "publish (A)",
-				  publish(ca[m][s], h, o.blocks, size, src, x[M_PUB]));
-			KVSB_STEP("remote: ", "promote (B)",
-				  promote(cb[m][s], h, o.blocks, size, src, x[M_PROMO], &bad, NULL));
-			KVSB_STEP("remote: ", "redis-benchmark",
-				  redis_bench(&o, host, m ? tport : port, m ? cl.ca : NULL,
-					      size, x[M_SET], x[M_GET]));
-			if (r < o.warmup)
-				continue;
-			printf("%-4u %-5s%-4s %10.2f %10.2f %10.2f %10.2f  GB/s\n", at + 1,
-			       size == (1u << 20) ? "1M" : size == (2u << 20) ? "2M" : "",
-			       m ? "TLS" : "", *x[M_PUB], *x[M_PROMO], *x[M_SET], *x[M_GET]);
-			fflush(stdout);
-		}
-	}
-	printf("\nmedians (GB/s)          publish  rb SET  ratio   promote  rb GET  ratio\n");
-	for (int t = 0; t <= o.tls; t++)
-	for (unsigned s = 0; s < o.nsizes; s++) {
-		double m[M_N];
-
-		for (int k = 0; k < M_N; k++)
-			m[k] = kvsb_median(v[t][s][k], o.reps);
-		printf("%6" PRIu64 " KiB blocks%-4s %8.2f %7.2f %6.2f %9.2f %7.2f %6.2f\n",
-		       o.sizes[s] >> 10, t ? " TLS" : "", m[M_PUB], m[M_SET],
-		       m[M_PUB] / m[M_SET], m[M_PROMO], m[M_GET], m[M_PROMO] / m[M_GET]);
-	}
-	/* What TLS costs each side: TLS GB/s over plain GB/s, medians of the
-	 * reps' own ratios (a rep's plain and TLS cases run back to back). */
-	if (o.tls) {
-		printf("\nTLS / plain (medians)  publish  rb SET   promote  rb GET\n");
-		for (unsigned s = 0; s < o.nsizes; s++) {
-			double q[M_N], x[MAX_REPS];
-
-			for (int k = 0; k < M_N; k++) {
-				for (unsigned i = 0; i < o.reps; i++)
-					x[i] = v[1][s][k][i] / v[0][s][k][i];
-				q[k] = kvsb_median(x, o.reps);
-			}
-			printf("%6" PRIu64 " KiB blocks     %7.2f %7.2f %9.2f %7.2f\n",
-			       o.sizes[s] >> 10, q[M_PUB], q[M_SET], q[M_PROMO], q[M_GET]);
-		}
-	}
+	rc = run_reps(&o, &cl, ca, cb, host, port, tport, src, v, &bad);
+	if (rc < 0)
+		goto out;
+	print_medians(&o, v);
 	KVSB_STEP("remote: ", "long chains", long_chains(&o, &cl, da[0], db[0], src, &bad));
 	if (bad) {
 		fprintf(stderr, "kvsbench: remote: %u blocks read back wrong\n", bad);
@@ -662,6 +564,6 @@ out:
 	for (int m = 0; m < 2; m++)
 		if (kvsb_daemon_stop(da[m]) < 0 || kvsb_daemon_stop(db[m]) < 0)
 			rc = rc < 0 ? rc : -ECHILD;
-	cluster_stop(&cl);
+	kvsb_cluster_stop(&cl);
 	return rc < 0 ? 1 : 0;
 }
