@@ -409,7 +409,9 @@ static int run_system(struct ops_ctx *x, int sy, struct ops_res *res,
 	return rc;
 }
 
-int kvsb_cmd_ops(const char *sock, int argc, char **argv)
+/* The command line into @o. 0: run; 1: --help (usage printed); 2: a usage
+ * error (said). */
+static int ops_parse(int argc, char **argv, struct ops_opts *o)
 {
 	enum { O_VALUE = 256, O_JSON };
 	static const struct option opts[] = {
@@ -423,6 +425,147 @@ int kvsb_cmd_ops(const char *sock, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	int opt, bad = 0;
+
+	while ((opt = getopt_long(argc, argv, "c:k:t:r:p:h", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'c': bad |= kvsb_parse_uint("clients", optarg, 1, OPS_MAX_CLIENTS, &o->clients); break;
+		case 'k': bad |= kvsb_parse_uint("blocks", optarg, 1, KVS_MAX_HASHES, &o->blocks); break;
+		case 't': bad |= kvsb_parse_seconds(optarg, &o->seconds); break;
+		case 'r': bad |= kvsb_parse_uint("reps", optarg, 1, OPS_MAX_REPS, &o->reps); break;
+		case 'p':
+			o->run[SYS_FAST] = !strcmp(optarg, "fast") || !strcmp(optarg, "both");
+			o->run[SYS_SOCKET] = !strcmp(optarg, "socket") || !strcmp(optarg, "both");
+			if (!o->run[SYS_FAST] && !o->run[SYS_SOCKET]) {
+				fprintf(stderr, "kvsbench: ops: --path: fast, socket "
+					"or both, not '%s'\n", optarg);
+				bad = 1;
+			}
+			break;
+		case O_VALUE: bad |= kvsb_parse_uint("value-bytes", optarg, 1, 1u << 20, &o->value_bytes); break;
+		case O_JSON: o->json = 1; break;
+		case 'h': ops_usage(); return 1;
+		default: ops_usage(); return 2;
+		}
+	}
+	if (bad || optind < argc) {
+		if (optind < argc)
+			fprintf(stderr, "kvsbench: ops: unexpected argument '%s'\n",
+				argv[optind]);
+		ops_usage();
+		return 2;
+	}
+	return 0;
+}
+
+/* The table's heading (none with --json). */
+static void ops_header(const struct ops_ctx *x, const kvsb_daemon *d,
+		       const kvsb_redis *srv)
+{
+	const struct ops_opts *o = x->o;
+
+	if (o->json)
+		return;
+	printf("kvsbench ops: %u clients; kvshare: lookup+release of %u "
+	       "cached blocks (fast path, socket path); Redis: MGET of %u "
+	       "keys x %u B\n", o->clients, o->blocks, o->blocks,
+	       o->value_bytes);
+	printf("  %.1f s per run, %u reps, order rotated per rep; "
+	       "kvshared %s; redis-server %s\n", o->seconds, o->reps,
+	       d ? "private (started here)" : x->sock,
+	       srv ? kvsb_redis_version(srv) : "n/a");
+	printf("%-7s %11s %7s %7s %11s %7s %7s %11s %7s %7s %7s %7s\n",
+	       "rep", "fast_op/s", "p50_us", "p99_us", "sock_op/s",
+	       "p50_us", "p99_us", "redis_op/s", "p50_us", "p99_us",
+	       "fast/R", "sock/R");
+}
+
+/* The repetitions, each system first in turn, into @row and the kvshare
+ * paths' ratios to Redis into @ratio; each printed. A run's error. */
+static int ops_reps(struct ops_ctx *x, struct ops_res *res, uint64_t *hist,
+		    struct ops_row row[OPS_MAX_REPS][SYS_N],
+		    double ratio[OPS_MAX_REPS][SYS_REDIS], const char *redis_na)
+{
+	const struct ops_opts *o = x->o;
+	int rc;
+
+	for (unsigned r = 0; r < o->reps; r++) {
+		char name[16];
+
+		/* Interleaved: each system goes first in turn. */
+		for (int k = 0; k < SYS_N; k++) {
+			int sy = (int)((r + (unsigned)k) % SYS_N);
+
+			if (o->run[sy] &&
+			    (rc = run_system(x, sy, res, hist, &row[r][sy])) < 0)
+				return rc;
+		}
+		for (int sy = 0; sy < SYS_REDIS; sy++)
+			ratio[r][sy] = row[r][SYS_REDIS].ops_s > 0
+					       ? row[r][sy].ops_s / row[r][SYS_REDIS].ops_s
+					       : 0;
+		snprintf(name, sizeof(name), "%u", r + 1);
+		print_row(o, name, row[r], ratio[r], redis_na);
+		fflush(stdout);
+	}
+	return 0;
+}
+
+/* The median row: each column's median over the repetitions, and the
+ * medians of the per-repetition ratios. */
+static void ops_medians(const struct ops_opts *o,
+			struct ops_row row[OPS_MAX_REPS][SYS_N],
+			double ratio[OPS_MAX_REPS][SYS_REDIS], const char *redis_na)
+{
+	struct ops_row med[SYS_N];
+	double v[OPS_MAX_REPS], mratio[SYS_REDIS];
+
+#define MED(field, sy)                                                        \
+	do {                                                                  \
+		for (unsigned r = 0; r < o->reps; r++)                        \
+			v[r] = row[r][sy].field;                              \
+		med[sy].field = kvsb_median(v, o->reps);                      \
+	} while (0)
+	for (int sy = 0; sy < SYS_N; sy++) {
+		MED(ops_s, sy);
+		MED(p50_us, sy);
+		MED(p99_us, sy);
+	}
+#undef MED
+	for (int sy = 0; sy < SYS_REDIS; sy++) {
+		for (unsigned r = 0; r < o->reps; r++)
+			v[r] = ratio[r][sy];
+		mratio[sy] = kvsb_median(v, o->reps);
+	}
+	print_row(o, "median", med, mratio, redis_na);
+	if (!o->json && !redis_na)
+		printf("fast/R, sock/R = kvshare ops/s / Redis ops/s in the same "
+		       "repetition; the median row has the medians of those\n");
+}
+
+/* The daemon measured: --socket's, or a private one started into *@d. */
+static int ops_daemon(struct ops_ctx *x, kvsb_daemon **d)
+{
+	int rc;
+
+	if (x->o->sock) {
+		x->sock = x->o->sock;
+		return 0;
+	}
+	/* K blocks of 4 KiB, plus slack for the allocator's pages */
+	rc = kvsb_daemon_start((uint64_t)x->o->blocks * 4096 + (16u << 20), 10.0, d);
+	if (rc < 0) {
+		fprintf(stderr, "kvsbench: ops: starting kvshared failed: %s%s\n",
+			kvs_strerror(rc), rc == -ENOENT ?
+			" (none beside kvsbench; pass --socket)" : "");
+		return rc;
+	}
+	x->sock = kvsb_daemon_socket(*d);
+	return 0;
+}
+
+int kvsb_cmd_ops(const char *sock, int argc, char **argv)
+{
 	struct ops_opts o = { .sock = sock, .clients = 4, .blocks = 32,
 			      .reps = 5, .value_bytes = 16, .seconds = 2.0,
 			      .run = { 1, 1, 1 } };
@@ -434,44 +577,19 @@ int kvsb_cmd_ops(const char *sock, int argc, char **argv)
 			    .head_dim = 64, .block_tokens = 16, .tp_size = 1,
 			    .dtype = KVS_DTYPE_FP16 },
 	};
-	struct ops_row row[OPS_MAX_REPS][SYS_N], med[SYS_N];
-	double v[OPS_MAX_REPS], ratio[OPS_MAX_REPS][SYS_REDIS], mratio[SYS_REDIS];
+	struct ops_row row[OPS_MAX_REPS][SYS_N];
+	double ratio[OPS_MAX_REPS][SYS_REDIS];
 	struct ops_res *res = NULL;
 	uint64_t *hist = NULL;
 	kvsb_daemon *d = NULL;
 	kvsb_redis *srv = NULL;
 	const char *redis_na = NULL;
 	char *keybuf = NULL, redis_why[128];
-	int opt, bad = 0, rc = 0, status = 1;
+	int rc, status = 1;
 
-	while ((opt = getopt_long(argc, argv, "c:k:t:r:p:h", opts, NULL)) != -1) {
-		switch (opt) {
-		case 'c': bad |= kvsb_parse_uint("clients", optarg, 1, OPS_MAX_CLIENTS, &o.clients); break;
-		case 'k': bad |= kvsb_parse_uint("blocks", optarg, 1, KVS_MAX_HASHES, &o.blocks); break;
-		case 't': bad |= kvsb_parse_seconds(optarg, &o.seconds); break;
-		case 'r': bad |= kvsb_parse_uint("reps", optarg, 1, OPS_MAX_REPS, &o.reps); break;
-		case 'p':
-			o.run[SYS_FAST] = !strcmp(optarg, "fast") || !strcmp(optarg, "both");
-			o.run[SYS_SOCKET] = !strcmp(optarg, "socket") || !strcmp(optarg, "both");
-			if (!o.run[SYS_FAST] && !o.run[SYS_SOCKET]) {
-				fprintf(stderr, "kvsbench: ops: --path: fast, socket "
-					"or both, not '%s'\n", optarg);
-				bad = 1;
-			}
-			break;
-		case O_VALUE: bad |= kvsb_parse_uint("value-bytes", optarg, 1, 1u << 20, &o.value_bytes); break;
-		case O_JSON: o.json = 1; break;
-		case 'h': ops_usage(); return 0;
-		default: ops_usage(); return 2;
-		}
-	}
-	if (bad || optind < argc) {
-		if (optind < argc)
-			fprintf(stderr, "kvsbench: ops: unexpected argument '%s'\n",
-				argv[optind]);
-		ops_usage();
-		return 2;
-	}
+	rc = ops_parse(argc, argv, &o);
+	if (rc)
+		return rc == 1 ? 0 : 2;
 	x.hashes = calloc(o.blocks, sizeof(*x.hashes));
 	res = calloc(o.clients, sizeof(*res));
 	hist = calloc(HIST_BUCKETS, sizeof(*hist));
@@ -480,21 +598,7 @@ int kvsb_cmd_ops(const char *sock, int argc, char **argv)
 			kvs_strerror(-ENOMEM));
 		goto out;
 	}
-	if (o.sock) {
-		x.sock = o.sock;
-	} else {
-		/* K blocks of 4 KiB, plus slack for the allocator's pages */
-		rc = kvsb_daemon_start((uint64_t)o.blocks * 4096 + (16u << 20),
-				       10.0, &d);
-		if (rc < 0) {
-			fprintf(stderr, "kvsbench: ops: starting kvshared failed: "
-				"%s%s\n", kvs_strerror(rc), rc == -ENOENT ?
-				" (none beside kvsbench; pass --socket)" : "");
-			goto out;
-		}
-		x.sock = kvsb_daemon_socket(d);
-	}
-	if (ops_setup_ours(&x) < 0)
+	if (ops_daemon(&x, &d) < 0 || ops_setup_ours(&x) < 0)
 		goto out;
 
 	rc = kvsb_redis_start(10.0, &srv);
@@ -511,66 +615,16 @@ int kvsb_cmd_ops(const char *sock, int argc, char **argv)
 	}
 	o.run[SYS_REDIS] = srv != NULL;
 
-	if (!o.json) {
-		printf("kvsbench ops: %u clients; kvshare: lookup+release of %u "
-		       "cached blocks (fast path, socket path); Redis: MGET of %u "
-		       "keys x %u B\n", o.clients, o.blocks, o.blocks,
-		       o.value_bytes);
-		printf("  %.1f s per run, %u reps, order rotated per rep; "
-		       "kvshared %s; redis-server %s\n", o.seconds, o.reps,
-		       d ? "private (started here)" : x.sock,
-		       srv ? kvsb_redis_version(srv) : "n/a");
-		printf("%-7s %11s %7s %7s %11s %7s %7s %11s %7s %7s %7s %7s\n",
-		       "rep", "fast_op/s", "p50_us", "p99_us", "sock_op/s",
-		       "p50_us", "p99_us", "redis_op/s", "p50_us", "p99_us",
-		       "fast/R", "sock/R");
-	}
+	ops_header(&x, d, srv);
 	memset(row, 0, sizeof(row));
 	memset(ratio, 0, sizeof(ratio));
-	for (unsigned r = 0; r < o.reps; r++) {
-		char name[16];
-
-		/* Interleaved: each system goes first in turn. */
-		for (int k = 0; k < SYS_N; k++) {
-			int sy = (int)((r + (unsigned)k) % SYS_N);
-
-			if (o.run[sy] &&
-			    (rc = run_system(&x, sy, res, hist, &row[r][sy])) < 0)
-				goto run_failed;
-		}
-		for (int sy = 0; sy < SYS_REDIS; sy++)
-			ratio[r][sy] = row[r][SYS_REDIS].ops_s > 0
-					       ? row[r][sy].ops_s / row[r][SYS_REDIS].ops_s
-					       : 0;
-		snprintf(name, sizeof(name), "%u", r + 1);
-		print_row(&o, name, row[r], ratio[r], redis_na);
-		fflush(stdout);
+	rc = ops_reps(&x, res, hist, row, ratio, redis_na);
+	if (rc < 0) {
+		fprintf(stderr, "kvsbench: ops: a run failed: %s\n", kvs_strerror(rc));
+		goto out;
 	}
-#define MED(field, sy)                                                        \
-	do {                                                                  \
-		for (unsigned r = 0; r < o.reps; r++)                         \
-			v[r] = row[r][sy].field;                              \
-		med[sy].field = kvsb_median(v, o.reps);                       \
-	} while (0)
-	for (int sy = 0; sy < SYS_N; sy++) {
-		MED(ops_s, sy);
-		MED(p50_us, sy);
-		MED(p99_us, sy);
-	}
-#undef MED
-	for (int sy = 0; sy < SYS_REDIS; sy++) {
-		for (unsigned r = 0; r < o.reps; r++)
-			v[r] = ratio[r][sy];
-		mratio[sy] = kvsb_median(v, o.reps);
-	}
-	print_row(&o, "median", med, mratio, redis_na);
-	if (!o.json && !redis_na)
-		printf("fast/R, sock/R = kvshare ops/s / Redis ops/s in the same "
-		       "repetition; the median row has the medians of those\n");
+	ops_medians(&o, row, ratio, redis_na);
 	status = 0;
-	goto out;
-run_failed:
-	fprintf(stderr, "kvsbench: ops: a run failed: %s\n", kvs_strerror(rc));
 out:
 	if (srv && kvsb_redis_stop(srv) < 0)
 		fprintf(stderr, "kvsbench: ops: redis-server did not stop "
