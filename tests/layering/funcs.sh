@@ -72,7 +72,6 @@ pending="
 	tools/kvsctl/kvsctl_cache.c:kvsctl_inspect
 	tools/kvsctl/kvsctl_cache.c:kvsctl_verify
 	tools/kvsctl/kvsctl_pin.c:chain_parse
-	tools/kvsctl/kvsctl_top.c:kvsctl_top
 "
 mapfile -t files < <(find service storage client tests tools -path client/python -prune -o \
 	-name '*.[ch]' -print | sort)

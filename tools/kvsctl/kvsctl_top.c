@@ -296,7 +296,10 @@ static void top_usage(void)
 		"                          another (the default when stdout is not a tty)\n");
 }
 
-int kvsctl_top(const char *sock, int argc, char **argv)
+/* The command line. 0: run; 1: --help (usage printed); 2: a usage error
+ * (said). */
+static int top_parse(int argc, char **argv, double *interval, unsigned long *count,
+		     int *batch)
 {
 	static const struct option opts[] = {
 		{ "interval", required_argument, NULL, 'i' },
@@ -305,24 +308,16 @@ int kvsctl_top(const char *sock, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct sigaction sa = { .sa_handler = on_stop }, sw = { .sa_handler = on_winch };
-	struct sigaction old_int, old_term, old_hup, old_winch;
-	struct termios saved, raw;
-	struct sample cur, prev;
-	double interval = 1.0;
-	unsigned long count = 0, frames = 0;
-	int batch = 0, o, rc, tty, have_prev = 0, raw_on = 0, restore = 0, cols, rows;
-	char def[128], *end;
-	const char *shown_sock = sock;
-	kvs_client *c;
+	char *end;
+	int o;
 
 	while ((o = getopt_long(argc, argv, "i:n:bh", opts, NULL)) != -1) {
 		switch (o) {
 		case 'i':
 			errno = 0;
-			interval = strtod(optarg, &end);
-			if (errno || end == optarg || *end || !(interval >= 0.1) ||
-			    interval > 3600) {
+			*interval = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !(*interval >= 0.1) ||
+			    *interval > 3600) {
 				fprintf(stderr, "kvsctl: top: --interval must be 0.1..3600 "
 						"seconds, not '%s'\n", optarg);
 				return 2;
@@ -330,14 +325,14 @@ int kvsctl_top(const char *sock, int argc, char **argv)
 			break;
 		case 'n':
 			errno = 0;
-			count = strtoul(optarg, &end, 10);
-			if (errno || end == optarg || *end || *optarg == '-' || !count) {
+			*count = strtoul(optarg, &end, 10);
+			if (errno || end == optarg || *end || *optarg == '-' || !*count) {
 				fprintf(stderr, "kvsctl: top: bad count '%s'\n", optarg);
 				return 2;
 			}
 			break;
-		case 'b': batch = 1; break;
-		case 'h': top_usage(); return 0;
+		case 'b': *batch = 1; break;
+		case 'h': top_usage(); return 1;
 		default: top_usage(); return 2;
 		}
 	}
@@ -346,107 +341,157 @@ int kvsctl_top(const char *sock, int argc, char **argv)
 		top_usage();
 		return 2;
 	}
-	if (!shown_sock)
-		shown_sock = kvs_default_socket_path(def, sizeof(def)) < 0 ? "(default)" : def;
-	if ((rc = kvs_connect(sock, NULL, &c)) < 0) {
-		fprintf(stderr, "kvsctl: connect failed: %s\n", kvs_strerror(rc));
-		return 1;
-	}
-	tty = !batch && isatty(STDOUT_FILENO);
-	sigaction(SIGINT, &sa, &old_int);
-	sigaction(SIGTERM, &sa, &old_term);
-	sigaction(SIGHUP, &sa, &old_hup);
-	sigaction(SIGWINCH, &sw, &old_winch);
+	return 0;
+}
+
+/* The terminal top takes over (a tty, not --batch): the alternate screen,
+ * keys without echo, and its signals; all given back by term_leave. */
+struct top_term {
+	int tty, raw_on, restore;
+	struct termios saved;
+	struct sigaction old_int, old_term, old_hup, old_winch;
+};
+
+static void term_enter(struct top_term *t, int batch)
+{
+	struct sigaction sa = { .sa_handler = on_stop }, sw = { .sa_handler = on_winch };
+	struct termios raw;
+
+	t->tty = !batch && isatty(STDOUT_FILENO);
+	sigaction(SIGINT, &sa, &t->old_int);
+	sigaction(SIGTERM, &sa, &t->old_term);
+	sigaction(SIGHUP, &sa, &t->old_hup);
+	sigaction(SIGWINCH, &sw, &t->old_winch);
 	top_stop = 0;
-	if (tty && isatty(STDIN_FILENO) && tcgetattr(STDIN_FILENO, &saved) == 0) {
-		raw = saved;
+	if (t->tty && isatty(STDIN_FILENO) && tcgetattr(STDIN_FILENO, &t->saved) == 0) {
+		raw = t->saved;
 		raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
 		raw.c_cc[VMIN] = 0;
 		raw.c_cc[VTIME] = 0;
 		raw.c_cc[VSUSP] = _POSIX_VDISABLE; /* a stopped top would leave it raw */
 		if (tcsetattr(STDIN_FILENO, TCSAFLUSH, &raw) == 0)
-			raw_on = restore = 1;
+			t->raw_on = t->restore = 1;
 	}
-	if (tty)
+	if (t->tty)
 		fputs("\033[?1049h\033[?25l\033[2J", stdout); /* alt screen, no cursor */
-	term_size(&cols, &rows);
+}
+
+/* The one way out: put the terminal back whatever happened. */
+static void term_leave(struct top_term *t)
+{
+	if (t->tty)
+		fputs("\033[?25h\033[?1049l", stdout);
+	fflush(stdout);
+	if (t->restore)
+		tcsetattr(STDIN_FILENO, TCSAFLUSH, &t->saved);
+	sigaction(SIGINT, &t->old_int, NULL);
+	sigaction(SIGTERM, &t->old_term, NULL);
+	sigaction(SIGHUP, &t->old_hup, NULL);
+	sigaction(SIGWINCH, &t->old_winch, NULL);
+}
+
+/* What a frame shows besides the sample. */
+struct top_view {
+	const char *sock;
+	double interval;
+	int cols, rows;
+};
+
+/* One frame: a sample into @cur, drawn against @prev (NULL: the first),
+ * written to stdout in one write. */
+static int top_frame(kvs_client *c, const struct top_term *t, struct top_view *v,
+		     struct sample *cur, const struct sample *prev)
+{
+	kvs_ns_summary *nss = NULL;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+	int rc, nns;
+
+	if ((rc = take_sample(c, cur)) < 0)
+		return rc;
+	nns = kvs_list(c, 0, 0, &nss);
+	if (nns < 0)
+		return nns;
+	if (top_resized) {
+		top_resized = 0;
+		term_size(&v->cols, &v->rows);
+		if (t->tty)
+			fputs("\033[2J", stdout);
+	}
+	f = open_memstream(&buf, &len);
+	if (!f) {
+		free(nss);
+		return -ENOMEM;
+	}
+	if (t->tty)
+		fputs("\033[H", f);
+	frame(f, t->tty, v->cols, v->rows, v->sock, v->interval, cur, prev, nss, nns);
+	free(nss);
+	fclose(f);
+	fflush(stdout);
+	rc = write_all(STDOUT_FILENO, buf, len) < 0 ? -errno : 0;
+	free(buf);
+	return rc;
+}
+
+/* Wait until @next (monotonic seconds), a key, or a signal; q, Q or ^C
+ * stop top. */
+static void top_wait(struct top_term *t, double next)
+{
+	while (!top_stop && !top_resized) {
+		double left = next - now_s();
+		struct pollfd pfd = { .fd = STDIN_FILENO, .events = POLLIN };
+		char keys[64];
+		ssize_t n;
+
+		if (left <= 0)
+			break;
+		if (poll(&pfd, t->raw_on ? 1 : 0, (int)(left * 1000) + 1) <= 0)
+			continue; /* timeout, or EINTR: top_stop decides */
+		n = read(STDIN_FILENO, keys, sizeof(keys));
+		if (n == 0) {
+			t->raw_on = 0; /* stdin closed: only signals stop us now */
+			continue;
+		}
+		for (ssize_t i = 0; i < n; i++)
+			if (keys[i] == 'q' || keys[i] == 'Q' || keys[i] == 3)
+				top_stop = -1;
+	}
+}
+
+int kvsctl_top(const char *sock, int argc, char **argv)
+{
+	struct top_term t = { 0 };
+	struct top_view v = { .sock = sock, .interval = 1.0 };
+	struct sample cur, prev;
+	unsigned long count = 0, frames = 0;
+	int batch = 0, rc, have_prev = 0;
+	char def[128];
+	kvs_client *c;
+
+	rc = top_parse(argc, argv, &v.interval, &count, &batch);
+	if (rc)
+		return rc == 1 ? 0 : 2;
+	if (!v.sock)
+		v.sock = kvs_default_socket_path(def, sizeof(def)) < 0 ? "(default)" : def;
+	if ((rc = kvs_connect(sock, NULL, &c)) < 0) {
+		fprintf(stderr, "kvsctl: connect failed: %s\n", kvs_strerror(rc));
+		return 1;
+	}
+	term_enter(&t, batch);
+	term_size(&v.cols, &v.rows);
 	rc = 0;
 	while (!top_stop) {
-		kvs_ns_summary *nss = NULL;
-		int nns;
-		char *buf = NULL;
-		size_t len = 0;
-		FILE *f;
-		double next;
-
-		if ((rc = take_sample(c, &cur)) < 0)
+		if ((rc = top_frame(c, &t, &v, &cur, have_prev ? &prev : NULL)) < 0)
 			break;
-		nns = kvs_list(c, 0, 0, &nss);
-		if (nns < 0) {
-			rc = nns;
-			break;
-		}
-		if (top_resized) {
-			top_resized = 0;
-			term_size(&cols, &rows);
-			if (tty)
-				fputs("\033[2J", stdout);
-		}
-		f = open_memstream(&buf, &len);
-		if (!f) {
-			free(nss);
-			rc = -ENOMEM;
-			break;
-		}
-		if (tty)
-			fputs("\033[H", f);
-		frame(f, tty, cols, rows, shown_sock, interval, &cur,
-		      have_prev ? &prev : NULL, nss, nns);
-		free(nss);
-		fclose(f);
-		fflush(stdout);
-		if (write_all(STDOUT_FILENO, buf, len) < 0) {
-			free(buf);
-			rc = -errno;
-			break;
-		}
-		free(buf);
 		prev = cur;
 		have_prev = 1;
 		if (count && ++frames >= count)
 			break;
-		/* Wait for the next refresh, a key, or a signal. */
-		next = cur.t + interval;
-		while (!top_stop && !top_resized) {
-			double left = next - now_s();
-			struct pollfd pfd = { .fd = STDIN_FILENO, .events = POLLIN };
-			char keys[64];
-			ssize_t n;
-
-			if (left <= 0)
-				break;
-			if (poll(&pfd, raw_on ? 1 : 0, (int)(left * 1000) + 1) <= 0)
-				continue; /* timeout, or EINTR: top_stop decides */
-			n = read(STDIN_FILENO, keys, sizeof(keys));
-			if (n == 0) {
-				raw_on = 0; /* stdin closed: only signals stop us now */
-				continue;
-			}
-			for (ssize_t i = 0; i < n; i++)
-				if (keys[i] == 'q' || keys[i] == 'Q' || keys[i] == 3)
-					top_stop = -1;
-		}
+		top_wait(&t, cur.t + v.interval);
 	}
-	/* The one way out: put the terminal back whatever happened. */
-	if (tty)
-		fputs("\033[?25h\033[?1049l", stdout);
-	fflush(stdout);
-	if (restore)
-		tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved);
-	sigaction(SIGINT, &old_int, NULL);
-	sigaction(SIGTERM, &old_term, NULL);
-	sigaction(SIGHUP, &old_hup, NULL);
-	sigaction(SIGWINCH, &old_winch, NULL);
+	term_leave(&t);
 	kvs_close(c);
 	if (rc < 0) {
 		fprintf(stderr, "kvsctl: top failed: %s\n", kvs_strerror(rc));
