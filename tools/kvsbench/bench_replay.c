@@ -366,7 +366,9 @@ static int run_models(const replay_opts *o, const replay_trace *t,
 	return 0;
 }
 
-int kvsbench_replay(const char *sock, int argc, char **argv)
+/* The command line into @o, and the blocks its capacity holds into
+ * *@blocks. 0: run; 1: --help (usage printed); 2: a usage error (said). */
+static int replay_parse(int argc, char **argv, replay_opts *o, uint64_t *blocks)
 {
 	enum { O_JSON = 256 };
 	static const struct option opts[] = {
@@ -379,36 +381,28 @@ int kvsbench_replay(const char *sock, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	replay_opts o = { .block_tokens = 512 };
-	replay_result res = { .evicted = -1 };
-	kvsb_daemon *d = NULL;
-	char bin[PATH_MAX], host_size[32], *stats = NULL;
-	const char *args[] = { "--page-size", "4K", "--host-size", host_size,
-			       "--log-level", "warn", NULL, NULL, NULL };
-	kvs_client *c = NULL;
-	replay_trace t = { 0 };
-	uint64_t blocks, v;
-	int opt, bad = 0, rc;
+	uint64_t v;
+	int opt, bad = 0;
 
 	while ((opt = getopt_long(argc, argv, "t:c:b:p:d:h", opts, NULL)) != -1) {
 		switch (opt) {
-		case 't': o.trace = optarg; break;
+		case 't': o->trace = optarg; break;
 		case 'c':
 			bad |= parse_count("capacity-tokens", optarg, 1,
-					   UINT64_C(1) << 50, &o.capacity_tokens);
+					   UINT64_C(1) << 50, &o->capacity_tokens);
 			break;
 		case 'b':
 			bad |= parse_count("block-tokens", optarg, 1, 1u << 20, &v);
-			o.block_tokens = (uint32_t)v;
+			o->block_tokens = (uint32_t)v;
 			break;
-		case 'p': o.policy = optarg; break;
-		case 'd': o.daemon = optarg; break;
-		case O_JSON: o.json = 1; break;
-		case 'h': replay_usage(); return 0;
+		case 'p': o->policy = optarg; break;
+		case 'd': o->daemon = optarg; break;
+		case O_JSON: o->json = 1; break;
+		case 'h': replay_usage(); return 1;
 		default: replay_usage(); return 2;
 		}
 	}
-	if (bad || optind < argc || !o.trace || !o.capacity_tokens) {
+	if (bad || optind < argc || !o->trace || !o->capacity_tokens) {
 		if (optind < argc)
 			fprintf(stderr, "kvsbench: replay: unexpected argument '%s'\n",
 				argv[optind]);
@@ -418,40 +412,55 @@ int kvsbench_replay(const char *sock, int argc, char **argv)
 		replay_usage();
 		return 2;
 	}
-	if (sock)
-		fprintf(stderr, "kvsbench: replay: --socket ignored: the replay "
-			"runs its own daemon\n");
-	blocks = o.capacity_tokens / o.block_tokens;
-	if (blocks == 0) {
+	*blocks = o->capacity_tokens / o->block_tokens;
+	if (*blocks == 0) {
 		fprintf(stderr, "kvsbench: replay: --capacity-tokens %" PRIu64
-			" holds no block of %u tokens\n", o.capacity_tokens,
-			o.block_tokens);
+			" holds no block of %u tokens\n", o->capacity_tokens,
+			o->block_tokens);
 		return 2;
 	}
-	if (kvs_layout_block_bytes(&replay_layout) != SLOT_BYTES) {
-		fprintf(stderr, "kvsbench: replay: layout failed: %s\n",
-			kvs_strerror(KVS_E_INTERNAL));
-		return 1;
-	}
-	if (o.daemon) {
-		snprintf(bin, sizeof(bin), "%s", o.daemon);
-	} else if ((rc = kvsb_daemon_exe(bin, sizeof(bin))) < 0) {
+	return 0;
+}
+
+/* The kvshared to run, into @bin[PATH_MAX]: --daemon's, or the one beside
+ * kvsbench. */
+static int replay_daemon_bin(const replay_opts *o, char *bin)
+{
+	int rc;
+
+	if (o->daemon) {
+		snprintf(bin, PATH_MAX, "%s", o->daemon);
+	} else if ((rc = kvsb_daemon_exe(bin, PATH_MAX)) < 0) {
 		fprintf(stderr, "kvsbench: replay: finding kvshared failed: %s "
 			"(use --daemon)\n", kvs_strerror(rc));
-		return 1;
+		return rc;
 	}
 	if (access(bin, X_OK) < 0) {
+		rc = -errno;
 		fprintf(stderr, "kvsbench: replay: %s failed: %s (use --daemon)\n",
-			bin, kvs_strerror(-errno));
-		return 1;
+			bin, kvs_strerror(rc));
+		return rc;
 	}
-	if (replay_trace_load(o.trace, &t) < 0)
-		return 1;
+	return 0;
+}
+
+/* @t replayed through a private @bin of @blocks slots (--policy's eviction
+ * policy), its hits, evictions and what its policy learned into @res; the
+ * daemon stopped after. */
+static int replay_in_daemon(const char *bin, const replay_opts *o, const replay_trace *t,
+			    uint64_t blocks, replay_result *res)
+{
+	kvsb_daemon *d = NULL;
+	char host_size[32], *stats = NULL;
+	const char *args[] = { "--page-size", "4K", "--host-size", host_size,
+			       "--log-level", "warn", NULL, NULL, NULL };
+	kvs_client *c = NULL;
+	int rc;
 
 	snprintf(host_size, sizeof(host_size), "%" PRIu64, blocks * SLOT_BYTES);
-	if (o.policy) {
+	if (o->policy) {
 		args[6] = "--eviction-policy";
-		args[7] = o.policy;
+		args[7] = o->policy;
 	}
 	rc = kvsb_daemon_start_exe(bin, args, READY_TIMEOUT_S, &d);
 	if (rc < 0) {
@@ -461,7 +470,7 @@ int kvsbench_replay(const char *sock, int argc, char **argv)
 		else
 			fprintf(stderr, "kvsbench: replay: starting %s failed: "
 				"%s\n", bin, kvs_strerror(rc));
-		goto out;
+		return rc;
 	}
 	/* Over the socket: fast-path hits reach the policy when the daemon
 	 * drains their ring, not at the lookup, so the order of touches (and
@@ -475,29 +484,52 @@ int kvsbench_replay(const char *sock, int argc, char **argv)
 			" bytes, not %u\n", kvs_block_bytes(c), SLOT_BYTES);
 		goto out;
 	}
-	TRY("replay", replay_run(c, &t, o.block_tokens, &res));
+	TRY("replay", replay_run(c, t, o->block_tokens, res));
 	TRY("stats", kvs_stats(c, &stats));
-	if (kvs_stats_value(stats, "blocks.evicted", &res.evicted) < 0)
-		res.evicted = -1;
-	learned_read(stats, &res);
+	if (kvs_stats_value(stats, "blocks.evicted", &res->evicted) < 0)
+		res->evicted = -1;
+	learned_read(stats, res);
 	kvs_close(c);
 	c = NULL;
 	rc = kvsb_daemon_stop(d);
 	d = NULL;
-	if (rc < 0) {
+	if (rc < 0)
 		fprintf(stderr, "kvsbench: replay: kvshared did not exit cleanly "
 			"on SIGTERM: %s\n", kvs_strerror(rc));
-		goto out;
-	}
-	rc = run_models(&o, &t, blocks, &res);
-	if (rc < 0)
-		goto out;
-	print_result(&o, &t, blocks, &res);
 out:
-	if (c)
-		kvs_close(c);
+	kvs_close(c);
 	kvsb_daemon_stop(d);
 	free(stats);
+	return rc;
+}
+
+int kvsbench_replay(const char *sock, int argc, char **argv)
+{
+	replay_opts o = { .block_tokens = 512 };
+	replay_result res = { .evicted = -1 };
+	char bin[PATH_MAX];
+	replay_trace t = { 0 };
+	uint64_t blocks;
+	int rc;
+
+	rc = replay_parse(argc, argv, &o, &blocks);
+	if (rc)
+		return rc == 1 ? 0 : 2;
+	if (sock)
+		fprintf(stderr, "kvsbench: replay: --socket ignored: the replay "
+			"runs its own daemon\n");
+	if (kvs_layout_block_bytes(&replay_layout) != SLOT_BYTES) {
+		fprintf(stderr, "kvsbench: replay: layout failed: %s\n",
+			kvs_strerror(KVS_E_INTERNAL));
+		return 1;
+	}
+	if (replay_daemon_bin(&o, bin) < 0 || replay_trace_load(o.trace, &t) < 0)
+		return 1;
+	rc = replay_in_daemon(bin, &o, &t, blocks, &res);
+	if (rc >= 0)
+		rc = run_models(&o, &t, blocks, &res);
+	if (rc >= 0)
+		print_result(&o, &t, blocks, &res);
 	replay_trace_free(&t);
 	return rc < 0 ? 1 : 0;
 }
