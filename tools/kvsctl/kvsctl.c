@@ -472,7 +472,10 @@ int kvsctl_parse_u32(const char *s, uint32_t *out)
 	return 0;
 }
 
-static int cmd_plan(const char *sock, int argc, char **argv)
+/* The command line into @m, @dtype, @tokens, @json. 0: run; 1: --help
+ * (usage printed); 2: a bad value (said). */
+static int plan_parse(int argc, char **argv, struct preset *m, kvs_dtype *dtype,
+		      uint32_t *tokens, int *json)
 {
 	static const struct option opts[] = {
 		{ "preset", required_argument, NULL, 'p' },
@@ -487,14 +490,7 @@ static int cmd_plan(const char *sock, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct preset m = { "custom", "gqa", 0, 0, 0, 0 };
-	kvs_dtype dtype = KVS_DTYPE_FP16;
-	uint32_t tokens = 0;
-	uint64_t per_token, esz, host = 0;
-	kvs_layout lay;
-	int json = 0, c, have_daemon = 0;
-	kvs_client *cl;
-	char *text = NULL;
+	int c;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -505,24 +501,24 @@ static int cmd_plan(const char *sock, int argc, char **argv)
 			bad = 1;
 			for (size_t i = 0; i < NPRESETS; i++)
 				if (strcmp(optarg, presets[i].name) == 0) {
-					m = presets[i];
+					*m = presets[i];
 					bad = 0;
 				}
 			break;
-		case 'l': bad = kvsctl_parse_u32(optarg, &m.layers); break;
-		case 'k': bad = kvsctl_parse_u32(optarg, &m.kv_heads); break;
-		case 'd': bad = kvsctl_parse_u32(optarg, &m.head_dim); break;
-		case 'n': bad = kvsctl_parse_u32(optarg, &tokens); break;
-		case 'r': bad = kvsctl_parse_u32(optarg, &m.latent_dim); break;
-		case 't': bad = dtype_parse(optarg, &dtype); break;
+		case 'l': bad = kvsctl_parse_u32(optarg, &m->layers); break;
+		case 'k': bad = kvsctl_parse_u32(optarg, &m->kv_heads); break;
+		case 'd': bad = kvsctl_parse_u32(optarg, &m->head_dim); break;
+		case 'n': bad = kvsctl_parse_u32(optarg, tokens); break;
+		case 'r': bad = kvsctl_parse_u32(optarg, &m->latent_dim); break;
+		case 't': bad = dtype_parse(optarg, dtype); break;
 		case 'a':
 			bad = strcmp(optarg, "mha") && strcmp(optarg, "gqa") &&
 			      strcmp(optarg, "mqa") && strcmp(optarg, "mla");
 			if (!bad)
-				m.attention = optarg;
+				m->attention = optarg;
 			break;
-		case 'j': json = 1; break;
-		case 'h': plan_usage(); return 0;
+		case 'j': *json = 1; break;
+		case 'h': plan_usage(); return 1;
 		default: plan_usage(); return 2;
 		}
 		if (bad) {
@@ -531,46 +527,83 @@ static int cmd_plan(const char *sock, int argc, char **argv)
 			return 2;
 		}
 	}
-	if (strcmp(m.attention, "mqa") == 0)
-		m.kv_heads = 1;
-	esz = kvs_dtype_bytes(dtype);
-	if (strcmp(m.attention, "mla") == 0) {
-		if (!m.layers || !m.latent_dim) {
+	return 0;
+}
+
+/* KV bytes per token of @m in @dtype, as kvshare stores them in 256-token
+ * blocks (rounded up); 0 when the model is not given or too large (said). */
+static uint64_t plan_per_token(struct preset *m, kvs_dtype dtype)
+{
+	kvs_layout lay;
+	uint64_t per_token;
+
+	if (strcmp(m->attention, "mqa") == 0)
+		m->kv_heads = 1;
+	if (strcmp(m->attention, "mla") == 0) {
+		if (!m->layers || !m->latent_dim) {
 			fprintf(stderr, "kvsctl: plan: mla needs --layers and --latent-dim\n");
-			return 2;
+			return 0;
 		}
 		/* One latent per token: half of a block of K and V latents. */
-		lay = (kvs_layout){ .layers = m.layers, .kv_heads = 1,
-				    .head_dim = m.latent_dim, .block_tokens = 256,
+		lay = (kvs_layout){ .layers = m->layers, .kv_heads = 1,
+				    .head_dim = m->latent_dim, .block_tokens = 256,
 				    .dtype = dtype };
 		per_token = (kvs_layout_block_bytes(&lay) + 511) / 512;
 	} else {
-		if (!m.layers || !m.kv_heads || !m.head_dim) {
+		if (!m->layers || !m->kv_heads || !m->head_dim) {
 			fprintf(stderr, "kvsctl: plan: needs --preset or --layers, "
 					"--kv-heads and --head-dim\n");
-			return 2;
+			return 0;
 		}
-		lay = (kvs_layout){ .layers = m.layers, .kv_heads = m.kv_heads,
-				    .head_dim = m.head_dim, .block_tokens = 256,
+		lay = (kvs_layout){ .layers = m->layers, .kv_heads = m->kv_heads,
+				    .head_dim = m->head_dim, .block_tokens = 256,
 				    .dtype = dtype };
 		per_token = (kvs_layout_block_bytes(&lay) + 255) / 256;
 	}
-	if (per_token == 0) {
+	if (per_token == 0)
 		fprintf(stderr, "kvsctl: plan: the layout is too large\n");
-		return 2;
-	}
-	if (kvs_connect(sock, NULL, &cl) == 0) {
-		if (kvs_stats(cl, &text) == 0) {
-			int64_t v;
+	return per_token;
+}
 
-			if (kvs_stats_value(text, "tier_host.bytes_total", &v) == 0) {
-				host = (uint64_t)v;
-				have_daemon = 1;
-			}
-			free(text);
+/* The host tier's bytes of the daemon on @sock into *@host; 0 when none
+ * answers. */
+static int plan_host_bytes(const char *sock, uint64_t *host)
+{
+	kvs_client *cl;
+	char *text = NULL;
+	int have = 0;
+
+	if (kvs_connect(sock, NULL, &cl) < 0)
+		return 0;
+	if (kvs_stats(cl, &text) == 0) {
+		int64_t v;
+
+		if (kvs_stats_value(text, "tier_host.bytes_total", &v) == 0) {
+			*host = (uint64_t)v;
+			have = 1;
 		}
-		kvs_close(cl);
+		free(text);
 	}
+	kvs_close(cl);
+	return have;
+}
+
+static int cmd_plan(const char *sock, int argc, char **argv)
+{
+	struct preset m = { "custom", "gqa", 0, 0, 0, 0 };
+	kvs_dtype dtype = KVS_DTYPE_FP16;
+	uint32_t tokens = 0;
+	uint64_t per_token, esz, host = 0;
+	int json = 0, rc, have_daemon;
+
+	rc = plan_parse(argc, argv, &m, &dtype, &tokens, &json);
+	if (rc)
+		return rc == 1 ? 0 : 2;
+	esz = kvs_dtype_bytes(dtype);
+	per_token = plan_per_token(&m, dtype);
+	if (per_token == 0)
+		return 2;
+	have_daemon = plan_host_bytes(sock, &host);
 	if (json) {
 		printf("{\"model\":\"%s\",\"attention\":\"%s\",\"layers\":%u,"
 		       "\"kv_heads\":%u,\"head_dim\":%u,\"latent_dim\":%u,"
