@@ -98,15 +98,19 @@ const char *kvsq_dtype_name(kvs_dtype d)
 	       d == KVS_DTYPE_INT4 ? "int4" : "fp8";
 }
 
-/* Bytes per stored element, scales and everything else in a block included. */
-static double bytes_per_elem(const struct qopts *o, kvs_dtype stored)
+double kvsq_bytes_per_elem(uint32_t block_tokens, uint32_t kv_heads, uint32_t head_dim,
+			   kvs_dtype stored)
 {
 	kvs_kv_format f;
 
-	if (kvs_kv_format_init(&f, 1, o->block_tokens, o->kv_heads, o->head_dim,
-			       stored) < 0)
+	if (kvs_kv_format_init(&f, 1, block_tokens, kv_heads, head_dim, stored) < 0)
 		return 0.0;
-	return (double)f.total / (2.0 * o->block_tokens * o->kv_heads * o->head_dim);
+	return (double)f.total / (2.0 * block_tokens * kv_heads * head_dim);
+}
+
+static double bytes_per_elem(const struct qopts *o, kvs_dtype stored)
+{
+	return kvsq_bytes_per_elem(o->block_tokens, o->kv_heads, o->head_dim, stored);
 }
 
 static void seq_free(struct seq *s)

@@ -22,6 +22,10 @@ const char *kvsq_dtype_name(kvs_dtype d);
 /* Element @i of an fp16, bf16 or fp32 array at @p. */
 float kvsq_elem_get(const uint8_t *p, kvs_dtype d, size_t i);
 void kvsq_elem_put(uint8_t *p, kvs_dtype d, size_t i, float x);
+/* Bytes per stored element of a one-layer block of K and V in @stored,
+ * scales and everything else in the block included. */
+double kvsq_bytes_per_elem(uint32_t block_tokens, uint32_t kv_heads, uint32_t head_dim,
+			   kvs_dtype stored);
 /* ||a - ref|| / ||ref|| (Frobenius; ||a - ref|| when ref is all zeros). */
 double kvsq_rel_err(const float *a, const float *ref, size_t n);
 /* --@name's value in [lo, hi] / a positive finite number; 1 (and a

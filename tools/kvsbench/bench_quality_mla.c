@@ -322,14 +322,10 @@ static int mla_measure(const struct mopts *o, const struct mseq *s, const float 
 	return rc;
 }
 
-/* Bytes per stored element, scales and everything else in a block included. */
+/* A latent row is a block's K and V halves of one head (docs/vllm.md, MLA). */
 static double mla_bytes_per_elem(const struct mopts *o, kvs_dtype stored)
 {
-	kvs_kv_format f;
-
-	if (kvs_kv_format_init(&f, 1, o->block_tokens, 1, width(o) / 2, stored) < 0)
-		return 0.0;
-	return (double)f.total / ((double)o->block_tokens * width(o));
+	return kvsq_bytes_per_elem(o->block_tokens, 1, width(o) / 2, stored);
 }
 
 static void mla_print(const struct mopts *o, const struct mrow *r, int n)
