@@ -67,8 +67,6 @@ pending="
 	tools/kvsbench/bench_proc.c:kvsb_daemon_start_exe
 	tools/kvsbench/bench_proc.c:kvsb_clients_run
 	tools/kvsbench/bench_quality.c:roundtrip
-	tools/kvsctl/kvsctl_cache.c:kvsctl_inspect
-	tools/kvsctl/kvsctl_cache.c:kvsctl_verify
 	tools/kvsctl/kvsctl_pin.c:chain_parse
 "
 mapfile -t files < <(find service storage client tests tools -path client/python -prune -o \

@@ -221,6 +221,46 @@ static void inspect_usage(void)
 		"  -j, --json         one JSON object\n");
 }
 
+/* What inspect prints of @bi: a JSON object, or one field a line. */
+static void inspect_print(const kvs_block_info *bi, int json)
+{
+	char hx[33], px[33] = "";
+
+	kvs_hash_format(bi->hash, hx);
+	if (bi->has_parent)
+		kvs_hash_format(bi->parent, px);
+	if (json) {
+		printf("{\"hash\":\"%s\",\"namespace\":%u,\"tier\":\"%s\",\"state\":\"%s\","
+		       "\"offset\":%" PRIu64 ",\"generation\":%u,\"refs\":%u,"
+		       "\"pinned\":%s,\"parent\":", hx, bi->ns, tier_name(bi->tier),
+		       state_name(bi->state), bi->offset, bi->gen, bi->refs,
+		       bi->pinned ? "true" : "false");
+		if (bi->has_parent)
+			printf("\"%s\"", px);
+		else
+			fputs("null", stdout);
+		printf(",\"children\":%u,\"depth\":%u,\"hits\":%u,\"age_s\":%" PRIu64 "}\n",
+		       bi->children, bi->depth, bi->hits, bi->age_s);
+	} else {
+		printf("block      %s\n"
+		       "namespace  %u\n"
+		       "state      %s\n"
+		       "tier       %s\n"
+		       "offset     %" PRIu64 "\n"
+		       "generation %u\n"
+		       "refs       %u%s\n"
+		       "parent     %s\n"
+		       "children   %u\n"
+		       "depth      %u\n"
+		       "hits       %u\n"
+		       "age        %" PRIu64 " s\n",
+		       hx, bi->ns, state_name(bi->state), tier_name(bi->tier), bi->offset,
+		       bi->gen, bi->refs, bi->pinned ? " (pinned by an operator)" : "",
+		       bi->has_parent ? px : "none (first block of a prefix)",
+		       bi->children, bi->depth, bi->hits, bi->age_s);
+	}
+}
+
 int kvsctl_inspect(const char *sock, int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -233,7 +273,6 @@ int kvsctl_inspect(const char *sock, int argc, char **argv)
 	kvs_block_info bi;
 	kvs_client *c;
 	kvs_hash h;
-	char hx[33], px[33] = "";
 	int json = 0, o, rc;
 
 	while ((o = getopt_long(argc, argv, "n:jh", opts, NULL)) != -1) {
@@ -272,39 +311,7 @@ int kvsctl_inspect(const char *sock, int argc, char **argv)
 	}
 	if (rc < 0)
 		return kvsctl_fail("inspect", rc);
-	kvs_hash_format(bi.hash, hx);
-	if (bi.has_parent)
-		kvs_hash_format(bi.parent, px);
-	if (json) {
-		printf("{\"hash\":\"%s\",\"namespace\":%u,\"tier\":\"%s\",\"state\":\"%s\","
-		       "\"offset\":%" PRIu64 ",\"generation\":%u,\"refs\":%u,"
-		       "\"pinned\":%s,\"parent\":", hx, bi.ns, tier_name(bi.tier),
-		       state_name(bi.state), bi.offset, bi.gen, bi.refs,
-		       bi.pinned ? "true" : "false");
-		if (bi.has_parent)
-			printf("\"%s\"", px);
-		else
-			fputs("null", stdout);
-		printf(",\"children\":%u,\"depth\":%u,\"hits\":%u,\"age_s\":%" PRIu64 "}\n",
-		       bi.children, bi.depth, bi.hits, bi.age_s);
-	} else {
-		printf("block      %s\n"
-		       "namespace  %u\n"
-		       "state      %s\n"
-		       "tier       %s\n"
-		       "offset     %" PRIu64 "\n"
-		       "generation %u\n"
-		       "refs       %u%s\n"
-		       "parent     %s\n"
-		       "children   %u\n"
-		       "depth      %u\n"
-		       "hits       %u\n"
-		       "age        %" PRIu64 " s\n",
-		       hx, bi.ns, state_name(bi.state), tier_name(bi.tier), bi.offset,
-		       bi.gen, bi.refs, bi.pinned ? " (pinned by an operator)" : "",
-		       bi.has_parent ? px : "none (first block of a prefix)",
-		       bi.children, bi.depth, bi.hits, bi.age_s);
-	}
+	inspect_print(&bi, json);
 	return fflush(stdout) == 0 ? 0 : 1;
 }
 
@@ -432,6 +439,45 @@ static void verify_usage(void)
 		VERIFY_FAILED_DEFAULT, KVS_VERIFY_FAILED_MAX);
 }
 
+/* What verify prints of @res and its listed failures @f: a JSON object, or
+ * a summary and a failure a line. */
+static void verify_print(const kvs_verify_result *res, const kvs_verify_failure *f, int json)
+{
+	if (json) {
+		printf("{\"ssd_tier\":%s,\"checked\":%" PRIu64 ",\"ok\":%" PRIu64
+		       ",\"failed\":%" PRIu64 ",\"skipped\":%" PRIu64 ",\"failures\":[",
+		       res->ssd_tier ? "true" : "false", res->checked, res->ok,
+		       res->failed, res->skipped);
+		for (uint32_t i = 0; i < res->listed; i++) {
+			char hex[33];
+
+			kvs_hash_format(f[i].hash, hex);
+			printf("%s{\"hash\":\"%s\",\"namespace\":%u,\"errno\":%d,"
+			       "\"error\":", i ? "," : "", hex, f[i].ns, f[i].error);
+			kvsctl_json_str(kvs_strerror(f[i].error));
+			putchar('}');
+		}
+		printf("]}\n");
+	} else if (!res->ssd_tier) {
+		printf("verify: the daemon has no SSD tier: nothing to verify\n");
+	} else {
+		printf("verify: %" PRIu64 " blocks checked: %" PRIu64 " ok, %" PRIu64
+		       " failed (dropped from the SSD tier), %" PRIu64 " skipped "
+		       "(changed while being read)\n", res->checked, res->ok,
+		       res->failed, res->skipped);
+		for (uint32_t i = 0; i < res->listed; i++) {
+			char hex[33];
+
+			kvs_hash_format(f[i].hash, hex);
+			printf("failed %s namespace %u: %s\n", hex, f[i].ns,
+			       kvs_strerror(f[i].error));
+		}
+		if (res->failed > res->listed)
+			printf("(%" PRIu64 " more failures not listed: --max-failed)\n",
+			       res->failed - res->listed);
+	}
+}
+
 int kvsctl_verify(const char *sock, int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -481,39 +527,7 @@ int kvsctl_verify(const char *sock, int argc, char **argv)
 	kvs_close(c);
 	if (rc < 0)
 		return kvsctl_fail("verify", rc);
-	if (json) {
-		printf("{\"ssd_tier\":%s,\"checked\":%" PRIu64 ",\"ok\":%" PRIu64
-		       ",\"failed\":%" PRIu64 ",\"skipped\":%" PRIu64 ",\"failures\":[",
-		       res.ssd_tier ? "true" : "false", res.checked, res.ok,
-		       res.failed, res.skipped);
-		for (uint32_t i = 0; i < res.listed; i++) {
-			char hex[33];
-
-			kvs_hash_format(f[i].hash, hex);
-			printf("%s{\"hash\":\"%s\",\"namespace\":%u,\"errno\":%d,"
-			       "\"error\":", i ? "," : "", hex, f[i].ns, f[i].error);
-			kvsctl_json_str(kvs_strerror(f[i].error));
-			putchar('}');
-		}
-		printf("]}\n");
-	} else if (!res.ssd_tier) {
-		printf("verify: the daemon has no SSD tier: nothing to verify\n");
-	} else {
-		printf("verify: %" PRIu64 " blocks checked: %" PRIu64 " ok, %" PRIu64
-		       " failed (dropped from the SSD tier), %" PRIu64 " skipped "
-		       "(changed while being read)\n", res.checked, res.ok,
-		       res.failed, res.skipped);
-		for (uint32_t i = 0; i < res.listed; i++) {
-			char hex[33];
-
-			kvs_hash_format(f[i].hash, hex);
-			printf("failed %s namespace %u: %s\n", hex, f[i].ns,
-			       kvs_strerror(f[i].error));
-		}
-		if (res.failed > res.listed)
-			printf("(%" PRIu64 " more failures not listed: --max-failed)\n",
-			       res.failed - res.listed);
-	}
+	verify_print(&res, f, json);
 	free(f);
 	if (fflush(stdout) != 0)
 		return 1;
