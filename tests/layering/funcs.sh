@@ -64,7 +64,6 @@ pending="
 	tools/dev/kvs_remote_bench.c:main
 	tools/dev/kvs_ssd_fill.c:main
 	tools/kvsbench/bench_data.c:kvsb_cmd_data
-	tools/kvsbench/bench_proc.c:kvsb_daemon_start_exe
 	tools/kvsbench/bench_proc.c:kvsb_clients_run
 	tools/kvsbench/bench_quality.c:roundtrip
 	tools/kvsctl/kvsctl_pin.c:chain_parse

@@ -79,14 +79,73 @@ int kvsb_daemon_start_args(const char *const *args, double timeout_s,
 	return kvsb_daemon_start_exe(NULL, args, timeout_s, out);
 }
 
+/* In the forked child: @ready_fd as fd 3, stdout and stderr into @log,
+ * then exec @exe; never returns. */
+static void exec_daemon(const char *exe, const char *const *argv, int ready_fd,
+			const char *log)
+{
+	int fd;
+
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	if (ready_fd == 3)
+		fcntl(3, F_SETFD, 0);
+	else if (dup2(ready_fd, 3) < 0)
+		_exit(127);
+	fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd >= 0) {
+		dup2(fd, STDOUT_FILENO);
+		dup2(fd, STDERR_FILENO);
+	}
+	execv(exe, (char *const *)argv);
+	_exit(127);
+}
+
+/* Wait up to @timeout_s for "READY" on @fd (the daemon's --ready-fd):
+ * 0; -ECHILD when it closed the pipe first, -EPROTO when it wrote something
+ * else, -ETIMEDOUT. */
+static int wait_ready(int fd, double timeout_s)
+{
+	double deadline = now_s() + timeout_s;
+	char got[16];
+	size_t have = 0;
+	int rc = -ETIMEDOUT;
+
+	while (now_s() < deadline) {
+		struct pollfd pf = { fd, POLLIN, 0 };
+		int ms = (int)((deadline - now_s()) * 1000) + 1;
+		ssize_t n;
+
+		if (poll(&pf, 1, ms) <= 0)
+			continue;
+		n = read(fd, got + have, sizeof(got) - 1 - have);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			rc = -ECHILD; /* it closed the pipe without READY */
+			break;
+		}
+		have += (size_t)n;
+		got[have] = '\0';
+		if (strstr(got, "READY")) {
+			rc = 0;
+			break;
+		}
+		if (have == sizeof(got) - 1) {
+			rc = -EPROTO;
+			break;
+		}
+	}
+	return rc;
+}
+
 int kvsb_daemon_start_exe(const char *bin, const char *const *args,
 			  double timeout_s, kvsb_daemon **out)
 {
-	char exe[PATH_MAX], got[16];
+	char exe[PATH_MAX];
 	const char *tmp = getenv("TMPDIR");
 	const char *argv[MAX_ARGS + 6];
-	size_t have = 0, nargs = 0;
-	double deadline, t0;
+	size_t nargs = 0;
+	double t0;
 	kvsb_daemon *d;
 	int p[2], rc;
 
@@ -138,50 +197,10 @@ int kvsb_daemon_start_exe(const char *bin, const char *const *args,
 		daemon_cleanup(d);
 		return rc;
 	}
-	if (d->pid == 0) {
-		int fd;
-
-		prctl(PR_SET_PDEATHSIG, SIGTERM);
-		if (p[1] == 3)
-			fcntl(3, F_SETFD, 0);
-		else if (dup2(p[1], 3) < 0)
-			_exit(127);
-		fd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-		if (fd >= 0) {
-			dup2(fd, STDOUT_FILENO);
-			dup2(fd, STDERR_FILENO);
-		}
-		execv(exe, (char *const *)argv);
-		_exit(127);
-	}
+	if (d->pid == 0)
+		exec_daemon(exe, argv, p[1], d->log);
 	close(p[1]);
-	deadline = now_s() + timeout_s;
-	rc = -ETIMEDOUT;
-	while (now_s() < deadline) {
-		struct pollfd pf = { p[0], POLLIN, 0 };
-		int ms = (int)((deadline - now_s()) * 1000) + 1;
-		ssize_t n;
-
-		if (poll(&pf, 1, ms) <= 0)
-			continue;
-		n = read(p[0], got + have, sizeof(got) - 1 - have);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			rc = -ECHILD; /* it closed the pipe without READY */
-			break;
-		}
-		have += (size_t)n;
-		got[have] = '\0';
-		if (strstr(got, "READY")) {
-			rc = 0;
-			break;
-		}
-		if (have == sizeof(got) - 1) {
-			rc = -EPROTO;
-			break;
-		}
-	}
+	rc = wait_ready(p[0], timeout_s);
 	close(p[0]);
 	d->start_ms = (now_s() - t0) * 1e3;
 	if (rc < 0) {
