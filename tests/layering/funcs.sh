@@ -66,7 +66,6 @@ pending="
 	tools/kvsbench/bench_data.c:kvsb_cmd_data
 	tools/kvsbench/bench_proc.c:kvsb_clients_run
 	tools/kvsbench/bench_quality.c:roundtrip
-	tools/kvsctl/kvsctl_pin.c:chain_parse
 "
 mapfile -t files < <(find service storage client tests tools -path client/python -prune -o \
 	-name '*.[ch]' -print | sort)

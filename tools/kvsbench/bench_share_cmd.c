@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "bench_share.h"
+#include "cli.h"
 #include "bench_share_int.h"
 #include "bench_util.h"
 
@@ -81,17 +82,8 @@ static int parse_u64(const char *opt, const char *s, uint64_t *out)
 
 static int parse_dtype(const char *s, kvs_dtype *out)
 {
-	static const struct { const char *name; kvs_dtype d; } t[] = {
-		{ "fp16", KVS_DTYPE_FP16 }, { "bf16", KVS_DTYPE_BF16 },
-		{ "fp32", KVS_DTYPE_FP32 }, { "fp8", KVS_DTYPE_FP8_E4M3 },
-		{ "int8", KVS_DTYPE_INT8 }, { "int4", KVS_DTYPE_INT4 },
-	};
-	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
-		if (!strcmp(s, t[i].name)) {
-			*out = t[i].d;
-			return 0;
-		}
-	}
+	if (cli_dtype_parse(s, out) == 0)
+		return 0;
 	fprintf(stderr, "kvsbench: --dtype: unknown type '%s'\n", s);
 	return -1;
 }

@@ -425,22 +425,6 @@ static const struct preset presets[] = {
 };
 #define NPRESETS (sizeof(presets) / sizeof(presets[0]))
 
-static int dtype_parse(const char *s, kvs_dtype *out)
-{
-	static const struct { const char *name; kvs_dtype t; } names[] = {
-		{ "fp16", KVS_DTYPE_FP16 }, { "bf16", KVS_DTYPE_BF16 },
-		{ "fp32", KVS_DTYPE_FP32 }, { "fp8", KVS_DTYPE_FP8_E4M3 },
-		{ "int8", KVS_DTYPE_INT8 }, { "int4", KVS_DTYPE_INT4 },
-	};
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		if (strcmp(s, names[i].name) == 0) {
-			*out = names[i].t;
-			return 0;
-		}
-	}
-	return -EINVAL;
-}
-
 static void plan_usage(void)
 {
 	fprintf(stderr,
@@ -510,7 +494,7 @@ static int plan_parse(int argc, char **argv, struct preset *m, kvs_dtype *dtype,
 		case 'd': bad = kvsctl_parse_u32(optarg, &m->head_dim); break;
 		case 'n': bad = kvsctl_parse_u32(optarg, tokens); break;
 		case 'r': bad = kvsctl_parse_u32(optarg, &m->latent_dim); break;
-		case 't': bad = dtype_parse(optarg, dtype); break;
+		case 't': bad = cli_dtype_parse(optarg, dtype); break;
 		case 'a':
 			bad = strcmp(optarg, "mha") && strcmp(optarg, "gqa") &&
 			      strcmp(optarg, "mqa") && strcmp(optarg, "mla");

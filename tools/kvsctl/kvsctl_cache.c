@@ -12,22 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "kvsctl.h"
 #include "kvshare.h"
 #include "kvshare_admin.h"
-
-static const char *dtype_name(kvs_dtype t)
-{
-	switch (t) {
-	case KVS_DTYPE_FP16: return "fp16";
-	case KVS_DTYPE_BF16: return "bf16";
-	case KVS_DTYPE_FP32: return "fp32";
-	case KVS_DTYPE_FP8_E4M3: return "fp8";
-	case KVS_DTYPE_INT8: return "int8";
-	case KVS_DTYPE_INT4: return "int4";
-	}
-	return "unknown";
-}
 
 static const char *tier_name(kvs_tier t)
 {
@@ -102,7 +90,7 @@ static void ls_json(const kvs_ns_summary *v, int n)
 		       ",\"pinned\":%" PRIu64 ",\"clients\":%u,",
 
 		       s->salted ? "true" : "false", s->layers, s->kv_heads,
-		       s->head_dim, dtype_name(s->dtype), s->block_tokens,
+		       s->head_dim, cli_dtype_name(s->dtype), s->block_tokens,
 		       s->tp_rank, s->tp_size, s->block_bytes, s->blocks,
 		       s->blocks * s->block_bytes, s->writing, s->hits, s->pinned,
 		       s->clients);
@@ -138,7 +126,7 @@ static void ls_human(const kvs_ns_summary *v, int n)
 		       s->salted ? ", salted" : "");
 		printf("  layout    %u layers x %u kv heads x %u dim, %s, %u tokens/block, "
 		       "tp %u/%u\n", s->layers, s->kv_heads, s->head_dim,
-		       dtype_name(s->dtype), s->block_tokens, s->tp_rank, s->tp_size);
+		       cli_dtype_name(s->dtype), s->block_tokens, s->tp_rank, s->tp_size);
 		printf("  blocks    %" PRIu64 " x %" PRIu64 " bytes = %.1f MiB, %" PRIu64
 		       " being written, %" PRIu64 " pinned\n", s->blocks,
 		       s->block_bytes, (double)(s->blocks * s->block_bytes) / 1048576.0,

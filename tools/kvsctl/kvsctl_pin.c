@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "kvsctl.h"
 #include "kvshare.h"
 #include "kvshare_admin.h"
@@ -135,6 +136,40 @@ typedef struct chain_args {
 	size_t n;
 } chain_args;
 
+/* The chain of @a, from a file of hashes (@hfile) or of tokens (@tfile,
+ * hashed under @a's layout). -1: read; else the exit status (said). */
+static int chain_read(const char *cmd, const char *hfile, const char *tfile, chain_args *a)
+{
+	const kvs_layout *l = &a->l;
+	uint32_t *tok = NULL;
+	size_t ntok = 0;
+	int rc;
+
+	if (hfile) {
+		rc = read_hashes(hfile, &a->h, &a->n);
+	} else {
+		rc = read_tokens(tfile, &tok, &ntok);
+		if (rc == 0 && !(a->h = malloc((ntok / l->block_tokens + 1) *
+					       sizeof(*a->h))))
+			rc = -ENOMEM;
+		if (rc == 0)
+			a->n = kvs_hash_chain(kvs_hash_layout_seed(l), l->block_tokens,
+					      tok, ntok, a->h,
+					      ntok / l->block_tokens + 1);
+		free(tok);
+	}
+	if (rc < 0) {
+		free(a->h);
+		return kvsctl_fail(hfile ? "reading hashes" : "reading tokens", rc);
+	}
+	if (a->n == 0) {
+		free(a->h);
+		fprintf(stderr, "kvsctl: %s: no full block in the input\n", cmd);
+		return 1;
+	}
+	return -1;
+}
+
 /* Parse them and compute the chain into a->h (the caller frees it).
  * Returns -1 when it is ready, else the command's exit code. */
 static int chain_parse(const char *cmd, void (*usage)(void), int argc,
@@ -160,13 +195,10 @@ static int chain_parse(const char *cmd, void (*usage)(void), int argc,
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	static const char *const dtypes[] = { "", "fp16", "bf16", "fp32", "fp8", "int8",
-					      "int4" };
 	const char *hfile = NULL, *tfile = NULL;
 	kvs_layout *l = &a->l;
-	uint32_t *u = NULL, *tok = NULL;
-	size_t ntok = 0;
-	int o, rc, dt;
+	uint32_t *u = NULL;
+	int o;
 
 	memset(a, 0, sizeof(*a));
 	l->tp_size = 1;
@@ -187,14 +219,11 @@ static int chain_parse(const char *cmd, void (*usage)(void), int argc,
 		case O_RANK: u = &l->tp_rank; break;
 		case O_SIZE: u = &l->tp_size; break;
 		case O_DTYPE:
-			for (dt = 1; dt <= 6 && strcmp(optarg, dtypes[dt]); dt++)
-				;
-			if (dt > 6) {
+			if (cli_dtype_parse(optarg, &l->dtype) < 0) {
 				fprintf(stderr, "kvsctl: %s: --dtype must be fp16, bf16, "
 					"fp32, fp8, int8 or int4\n", cmd);
 				return 2;
 			}
-			l->dtype = (kvs_dtype)dt;
 			break;
 		case 'j': a->json = 1; break;
 		case 'h': usage(); return 0;
@@ -221,29 +250,7 @@ static int chain_parse(const char *cmd, void (*usage)(void), int argc,
 			"--kv-heads, --head-dim and --block-tokens\n", cmd);
 		return 2;
 	}
-	if (hfile) {
-		rc = read_hashes(hfile, &a->h, &a->n);
-	} else {
-		rc = read_tokens(tfile, &tok, &ntok);
-		if (rc == 0 && !(a->h = malloc((ntok / l->block_tokens + 1) *
-					       sizeof(*a->h))))
-			rc = -ENOMEM;
-		if (rc == 0)
-			a->n = kvs_hash_chain(kvs_hash_layout_seed(l), l->block_tokens,
-					      tok, ntok, a->h,
-					      ntok / l->block_tokens + 1);
-		free(tok);
-	}
-	if (rc < 0) {
-		free(a->h);
-		return kvsctl_fail(hfile ? "reading hashes" : "reading tokens", rc);
-	}
-	if (a->n == 0) {
-		free(a->h);
-		fprintf(stderr, "kvsctl: %s: no full block in the input\n", cmd);
-		return 1;
-	}
-	return -1;
+	return chain_read(cmd, hfile, tfile, a);
 }
 
 static int pin_run(const char *sock, int argc, char **argv)
