@@ -490,7 +490,9 @@ static int run_size(struct data_ctx *x, int have_redis, struct data_row *w)
 	return 0;
 }
 
-int kvsb_cmd_data(const char *sock, int argc, char **argv)
+/* The command line into @o. 0: run; 1: --help (usage printed); 2: a usage
+ * error (said). */
+static int data_parse(int argc, char **argv, struct data_opts *o)
 {
 	enum { O_JSON = 256 };
 	static const struct option opts[] = {
@@ -503,24 +505,17 @@ int kvsb_cmd_data(const char *sock, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct data_opts o = { .sock = sock, .sizes = { 2u << 20 }, .nsizes = 1,
-			       .reps = 5, .readers = 1, .seconds = 0.5 };
-	kvsb_daemon *d = NULL;
-	kvsb_redis *srv = NULL;
-	const char *redis_na = NULL, *dsock;
-	char redis_why[128];
-	uint64_t host = 32u << 20;
-	int opt, bad = 0, rc = 0, status = 1;
+	int opt, bad = 0;
 
 	while ((opt = getopt_long(argc, argv, "b:k:n:t:r:h", opts, NULL)) != -1) {
 		switch (opt) {
-		case 'b': bad |= parse_sizes(optarg, &o); break;
-		case 'k': bad |= kvsb_parse_uint("blocks", optarg, 1, KVS_MAX_HASHES, &o.blocks); break;
-		case 'n': bad |= kvsb_parse_uint("readers", optarg, 1, DATA_MAX_READERS, &o.readers); break;
-		case 't': bad |= kvsb_parse_seconds(optarg, &o.seconds); break;
-		case 'r': bad |= kvsb_parse_uint("reps", optarg, 1, DATA_MAX_REPS, &o.reps); break;
-		case O_JSON: o.json = 1; break;
-		case 'h': data_usage(); return 0;
+		case 'b': bad |= parse_sizes(optarg, o); break;
+		case 'k': bad |= kvsb_parse_uint("blocks", optarg, 1, KVS_MAX_HASHES, &o->blocks); break;
+		case 'n': bad |= kvsb_parse_uint("readers", optarg, 1, DATA_MAX_READERS, &o->readers); break;
+		case 't': bad |= kvsb_parse_seconds(optarg, &o->seconds); break;
+		case 'r': bad |= kvsb_parse_uint("reps", optarg, 1, DATA_MAX_REPS, &o->reps); break;
+		case O_JSON: o->json = 1; break;
+		case 'h': data_usage(); return 1;
 		default: data_usage(); return 2;
 		}
 	}
@@ -531,31 +526,84 @@ int kvsb_cmd_data(const char *sock, int argc, char **argv)
 		data_usage();
 		return 2;
 	}
-	if (o.sock) {
-		dsock = o.sock;
-	} else {
-		/* every size's blocks at once, plus the allocator's slack
-		 * (slab tails, at most ~2%; one spare block per size) */
-		for (unsigned i = 0; i < o.nsizes; i++)
-			host += (blocks_for(&o, o.sizes[i]) + 1ull) * o.sizes[i] *
-				105 / 100;
-		rc = kvsb_daemon_start(host, 10.0, &d);
-		if (rc < 0) {
-			fprintf(stderr, "kvsbench: data: starting kvshared failed: "
-				"%s%s\n", kvs_strerror(rc), rc == -ENOENT ?
-				" (none beside kvsbench; pass --socket)" : "");
-			return 1;
-		}
-		dsock = kvsb_daemon_socket(d);
+	return 0;
+}
+
+/* The daemon measured: --socket's, or a private one started into *@d with
+ * room for every size's blocks at once. NULL when that failed (said). */
+static const char *data_daemon(const struct data_opts *o, kvsb_daemon **d)
+{
+	uint64_t host = 32u << 20;
+	int rc;
+
+	if (o->sock)
+		return o->sock;
+	/* every size's blocks at once, plus the allocator's slack
+	 * (slab tails, at most ~2%; one spare block per size) */
+	for (unsigned i = 0; i < o->nsizes; i++)
+		host += (blocks_for(o, o->sizes[i]) + 1ull) * o->sizes[i] * 105 / 100;
+	rc = kvsb_daemon_start(host, 10.0, d);
+	if (rc < 0) {
+		fprintf(stderr, "kvsbench: data: starting kvshared failed: %s%s\n",
+			kvs_strerror(rc), rc == -ENOENT ?
+			" (none beside kvsbench; pass --socket)" : "");
+		return NULL;
 	}
-	rc = kvsb_redis_start(10.0, &srv);
-	if (rc == -ENOENT) {
-		redis_na = "n/a (redis-server not installed)";
-	} else if (rc < 0) {
-		snprintf(redis_why, sizeof(redis_why), "n/a (redis-server failed "
-			 "to start: %s)", kvs_strerror(rc));
-		redis_na = redis_why;
+	return kvsb_daemon_socket(*d);
+}
+
+/* One size: its blocks in both systems, measured, its row printed. */
+static int data_size(const struct data_opts *o, const char *dsock, const kvsb_redis *srv,
+		     uint64_t size, const char *redis_na)
+{
+	struct data_ctx x = {
+		.o = o, .sock = dsock,
+		.redis_sock = srv ? kvsb_redis_socket(srv) : NULL,
+		.layout = { .model = "kvsbench-data", .layers = 1,
+			    .kv_heads = 1, .block_tokens = 16,
+			    .head_dim = (uint32_t)(size / 64),
+			    .tp_size = 1, .dtype = KVS_DTYPE_FP16 },
+		.bb = size, .k = blocks_for(o, size),
+	};
+	struct data_row w;
+	int rc = 0;
+
+	x.hashes = calloc(x.k, sizeof(*x.hashes));
+	x.keys = calloc(x.k, DATA_KEY_LEN);
+	if (!x.hashes || !x.keys)
+		rc = -ENOMEM;
+	if (rc == 0)
+		rc = setup_ours(&x);
+	if (rc == 0 && srv)
+		rc = setup_redis(&x);
+	if (rc == 0)
+		rc = run_size(&x, srv != NULL, &w);
+	if (rc == 0) {
+		print_row(o, &w, redis_na);
+		fflush(stdout);
 	}
+	free(x.hashes);
+	free(x.keys);
+	return rc;
+}
+
+int kvsb_cmd_data(const char *sock, int argc, char **argv)
+{
+	struct data_opts o = { .sock = sock, .sizes = { 2u << 20 }, .nsizes = 1,
+			       .reps = 5, .readers = 1, .seconds = 0.5 };
+	kvsb_daemon *d = NULL;
+	kvsb_redis *srv = NULL;
+	const char *redis_na, *dsock;
+	char redis_why[128];
+	int rc, status = 1;
+
+	rc = data_parse(argc, argv, &o);
+	if (rc)
+		return rc == 1 ? 0 : 2;
+	dsock = data_daemon(&o, &d);
+	if (!dsock)
+		return 1;
+	redis_na = kvsb_redis_start_or_na(10.0, &srv, redis_why, sizeof(redis_why));
 	rc = 0;
 	if (!o.json) {
 		printf("kvsbench data: %u reader(s) copy K blocks of B bytes into "
@@ -568,41 +616,12 @@ int kvsb_cmd_data(const char *sock, int argc, char **argv)
 		       "kvshare_GB/s", "memcpy_GB/s", "redis_GB/s",
 		       "vs_memcpy", "vs_redis");
 	}
-	for (unsigned i = 0; i < o.nsizes; i++) {
-		struct data_ctx x = {
-			.o = &o, .sock = dsock,
-			.redis_sock = srv ? kvsb_redis_socket(srv) : NULL,
-			.layout = { .model = "kvsbench-data", .layers = 1,
-				    .kv_heads = 1, .block_tokens = 16,
-				    .head_dim = (uint32_t)(o.sizes[i] / 64),
-				    .tp_size = 1, .dtype = KVS_DTYPE_FP16 },
-			.bb = o.sizes[i], .k = blocks_for(&o, o.sizes[i]),
-		};
-		struct data_row w;
-
-		x.hashes = calloc(x.k, sizeof(*x.hashes));
-		x.keys = calloc(x.k, DATA_KEY_LEN);
-		if (!x.hashes || !x.keys)
-			rc = -ENOMEM;
-		if (rc == 0)
-			rc = setup_ours(&x);
-		if (rc == 0 && srv)
-			rc = setup_redis(&x);
-		if (rc == 0)
-			rc = run_size(&x, srv != NULL, &w);
-		if (rc == 0) {
-			print_row(&o, &w, redis_na);
-			fflush(stdout);
-		}
-		free(x.hashes);
-		free(x.keys);
-		if (rc < 0)
-			goto out;
-	}
-	status = 0;
-out:
+	for (unsigned i = 0; i < o.nsizes && rc == 0; i++)
+		rc = data_size(&o, dsock, srv, o.sizes[i], redis_na);
 	if (rc < 0)
 		fprintf(stderr, "kvsbench: data failed: %s\n", kvs_strerror(rc));
+	else
+		status = 0;
 	if (srv && kvsb_redis_stop(srv) < 0)
 		fprintf(stderr, "kvsbench: data: redis-server did not stop "
 			"cleanly\n");

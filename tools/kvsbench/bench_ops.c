@@ -601,14 +601,8 @@ int kvsb_cmd_ops(const char *sock, int argc, char **argv)
 	if (ops_daemon(&x, &d) < 0 || ops_setup_ours(&x) < 0)
 		goto out;
 
-	rc = kvsb_redis_start(10.0, &srv);
-	if (rc == -ENOENT) {
-		redis_na = "n/a (redis-server not installed)";
-	} else if (rc < 0) {
-		snprintf(redis_why, sizeof(redis_why), "n/a (redis-server failed "
-			 "to start: %s)", kvs_strerror(rc));
-		redis_na = redis_why;
-	} else {
+	redis_na = kvsb_redis_start_or_na(10.0, &srv, redis_why, sizeof(redis_why));
+	if (srv) {
 		x.redis_sock = kvsb_redis_socket(srv);
 		if (ops_setup_redis(&x, &keybuf) < 0)
 			goto out;

@@ -597,6 +597,21 @@ int kvsb_redis_start(double timeout_s, kvsb_redis **out)
 	return rc;
 }
 
+const char *kvsb_redis_start_or_na(double timeout_s, kvsb_redis **out, char *why,
+				   size_t len)
+{
+	int rc = kvsb_redis_start(timeout_s, out);
+
+	if (rc == -ENOENT)
+		return "n/a (redis-server not installed)";
+	if (rc < 0) {
+		snprintf(why, len, "n/a (redis-server failed to start: %s)",
+			 strerror(-rc));
+		return why;
+	}
+	return NULL;
+}
+
 const char *kvsb_redis_socket(const kvsb_redis *s)
 {
 	return s->sock;

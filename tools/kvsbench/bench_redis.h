@@ -136,6 +136,15 @@ int kvsb_redis_find(char *buf, size_t len);
 int kvsb_redis_start(double timeout_s, kvsb_redis **out);
 
 /*
+ * kvsb_redis_start_or_na - kvsb_redis_start() for a benchmark that runs
+ * without Redis when it cannot have one: NULL when the server runs (in
+ * *@out), else why not, for its table's Redis columns ("n/a (...)", in
+ * @why[@len] when it is an error's text; *@out stays NULL).
+ */
+const char *kvsb_redis_start_or_na(double timeout_s, kvsb_redis **out, char *why,
+				   size_t len);
+
+/*
  * kvsb_redis_socket - the server's socket path.
  * kvsb_redis_version - its redis_version from INFO, or "unknown".
  * Ownership: valid until kvsb_redis_stop(). Thread: the server's.
