@@ -279,6 +279,45 @@ void kvsb_gate_wait(kvsb_gate *g)
 	close(g->go_r);
 }
 
+/* A forked client: @fn on its gate (@ready_w, @go_r) and its result slot
+ * @res; a client that fails before it passes the gate still answers it
+ * ('F'). Never returns. */
+static void client_main(kvsb_client_fn fn, const void *ctx, unsigned i, int ready_w,
+			int go_r, void *res)
+{
+	kvsb_gate g = { ready_w, go_r, 0 };
+	int rc = fn(ctx, i, &g, res);
+
+	if (!g.passed) {
+		char c = 'F';
+
+		(void)!write(g.ready_w, &c, 1);
+	}
+	fflush(NULL);
+	_exit(rc < 0 ? 1 : 0);
+}
+
+/* Every client answers once on @ready_r, set up or failed; a client that
+ * crashes before that is caught by the deadline (120 s). */
+static void wait_clients_ready(int ready_r, unsigned started)
+{
+	double deadline = now_s() + 120.0;
+	unsigned seen = 0;
+
+	while (seen < started && now_s() < deadline) {
+		struct pollfd p = { ready_r, POLLIN, 0 };
+		char buf[64];
+		ssize_t got;
+
+		if (poll(&p, 1, 1000) <= 0)
+			continue;
+		got = read(ready_r, buf, sizeof(buf));
+		if (got <= 0)
+			break;
+		seen += (unsigned)got;
+	}
+}
+
 int kvsb_clients_run(unsigned n, kvsb_client_fn fn, const void *ctx,
 		     void *res, size_t res_size)
 {
@@ -286,8 +325,7 @@ int kvsb_clients_run(unsigned n, kvsb_client_fn fn, const void *ctx,
 	char *shm;
 	pid_t *pids = calloc(n, sizeof(*pids));
 	int ready[2], go[2], failed = 0, status, err;
-	unsigned started = 0, seen = 0;
-	double deadline;
+	unsigned started = 0;
 
 	if (!pids)
 		return -ENOMEM;
@@ -322,39 +360,15 @@ int kvsb_clients_run(unsigned n, kvsb_client_fn fn, const void *ctx,
 			continue;
 		}
 		if (pid == 0) {
-			kvsb_gate g = { ready[1], go[0], 0 };
-			int rc;
-
 			close(ready[0]);
 			close(go[1]);
-			rc = fn(ctx, i, &g, shm + i * res_size);
-			if (!g.passed) {
-				char c = 'F';
-
-				(void)!write(g.ready_w, &c, 1);
-			}
-			fflush(NULL);
-			_exit(rc < 0 ? 1 : 0);
+			client_main(fn, ctx, i, ready[1], go[0], shm + i * res_size);
 		}
 		pids[started++] = pid;
 	}
 	close(ready[1]);
 	close(go[0]);
-	/* Every client answers once, set up or failed; a client that crashes
-	 * before that is caught by the deadline. */
-	deadline = now_s() + 120.0;
-	while (seen < started && now_s() < deadline) {
-		struct pollfd p = { ready[0], POLLIN, 0 };
-		char buf[64];
-		ssize_t got;
-
-		if (poll(&p, 1, 1000) <= 0)
-			continue;
-		got = read(ready[0], buf, sizeof(buf));
-		if (got <= 0)
-			break;
-		seen += (unsigned)got;
-	}
+	wait_clients_ready(ready[0], started);
 	close(go[1]); /* start */
 	close(ready[0]);
 	/* Reap our clients only: the daemon and redis-server are children
