@@ -63,7 +63,6 @@ pending="
 	tests/unit/test_wire_admin.c:test_list
 	tools/dev/kvs_remote_bench.c:main
 	tools/dev/kvs_ssd_fill.c:main
-	tools/kvsbench/bench_quality.c:roundtrip
 "
 mapfile -t files < <(find service storage client tests tools -path client/python -prune -o \
 	-name '*.[ch]' -print | sort)

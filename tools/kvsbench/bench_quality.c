@@ -86,6 +86,19 @@ double kvsq_normal(uint64_t *s) /* Box-Muller */
 	return sqrt(-2.0 * log(1.0 - u)) * cos(6.283185307179586 * v);
 }
 
+void kvsq_page_ids(int32_t *ids, uint32_t npages, uint64_t seed)
+{
+	for (uint32_t i = 0; i < npages; i++)
+		ids[i] = (int32_t)i;
+	for (uint32_t i = npages - 1; i > 0; i--) { /* Fisher-Yates */
+		uint32_t j = (uint32_t)(kvsq_splitmix64(&seed) % (i + 1));
+		int32_t t = ids[i];
+
+		ids[i] = ids[j];
+		ids[j] = t;
+	}
+}
+
 size_t kvsq_esize(kvs_dtype d)
 {
 	return d == KVS_DTYPE_FP32 ? 4 : d == KVS_DTYPE_FP16 || d == KVS_DTYPE_BF16 ? 2 : 1;
@@ -231,6 +244,35 @@ static int to_device(kvs_kv_cache *c, kvs_kv_blocks *b, void *const *host_layer,
  * of dtype @stored and load them back into k_out and v_out (fp32), on the
  * C twin or on the GPU.
  */
+/* The worker cache @layer[0] stored into the blocks of @b and loaded back
+ * into the cache, cleared between: on the CPU, or with @cuda through device
+ * copies of both (in @dev, the caller frees them). */
+static int store_and_load(kvs_kv_cache *c, kvs_kv_blocks *b, void **layer,
+			  size_t cache_bytes, int cuda, void *dev[5])
+{
+	uint8_t *cache = layer[0];
+	int rc;
+
+	if (!cuda) {
+		rc = kvs_kv_scatter(c, b);
+		memset(cache, 0, cache_bytes);
+		return rc ? rc : kvs_kv_gather(c, b);
+	}
+	rc = to_device(c, b, layer, cache_bytes, dev);
+	memset(cache, 0, cache_bytes);
+	if (rc == 0)
+		rc = kvs_kv_scatter_cuda(c, b, NULL);
+	if (rc == 0) /* clear the worker cache, then load it back */
+		rc = kvs_cuda_copy(dev[0], cache, cache_bytes);
+	if (rc == 0)
+		rc = kvs_kv_gather_cuda(c, b, NULL);
+	if (rc == 0)
+		rc = kvs_cuda_sync(NULL);
+	if (rc == 0)
+		rc = kvs_cuda_copy(cache, dev[0], cache_bytes);
+	return rc;
+}
+
 static int roundtrip(const struct qopts *o, kvs_dtype worker, kvs_dtype stored,
 		     const struct seq *in, float *k_out, float *v_out,
 		     int cuda, uint64_t seed)
@@ -263,15 +305,7 @@ static int roundtrip(const struct qopts *o, kvs_dtype worker, kvs_dtype stored,
 	ids = calloc(npages, sizeof(*ids));
 	if (!bb || !cache || !arena || !offsets || !ids)
 		goto out;
-	for (uint32_t i = 0; i < npages; i++)
-		ids[i] = (int32_t)i;
-	for (uint32_t i = npages - 1; i > 0; i--) { /* Fisher-Yates */
-		uint32_t j = (uint32_t)(kvsq_splitmix64(&seed) % (i + 1));
-		int32_t t = ids[i];
-
-		ids[i] = ids[j];
-		ids[j] = t;
-	}
+	kvsq_page_ids(ids, npages, seed);
 	for (uint32_t i = 0; i < nblocks; i++) /* blocks in reverse slot order */
 		offsets[i] = (uint64_t)(nblocks - 1 - i) * bb;
 	for (uint32_t t = 0; t < o->kv_len; t++)
@@ -285,25 +319,7 @@ static int roundtrip(const struct qopts *o, kvs_dtype worker, kvs_dtype stored,
 	b.arena_bytes = (uint64_t)nblocks * bb;
 	b.offsets = offsets;
 	b.page_ids = ids;
-	if (!cuda) {
-		rc = kvs_kv_scatter(&c, &b);
-		memset(cache, 0, cache_bytes);
-		if (rc == 0)
-			rc = kvs_kv_gather(&c, &b);
-	} else {
-		rc = to_device(&c, &b, layer, cache_bytes, dev);
-		memset(cache, 0, cache_bytes);
-		if (rc == 0)
-			rc = kvs_kv_scatter_cuda(&c, &b, NULL);
-		if (rc == 0) /* clear the worker cache, then load it back */
-			rc = kvs_cuda_copy(dev[0], cache, cache_bytes);
-		if (rc == 0)
-			rc = kvs_kv_gather_cuda(&c, &b, NULL);
-		if (rc == 0)
-			rc = kvs_cuda_sync(NULL);
-		if (rc == 0)
-			rc = kvs_cuda_copy(cache, dev[0], cache_bytes);
-	}
+	rc = store_and_load(&c, &b, layer, cache_bytes, cuda, dev);
 	for (uint32_t t = 0; rc == 0 && t < o->kv_len; t++)
 		for (size_t e = 0; e < row; e++) {
 			k_out[t * row + e] = kvsq_elem_get(cache, worker,

@@ -16,6 +16,9 @@
 uint64_t kvsq_splitmix64(uint64_t *s);
 double kvsq_unif(uint64_t *s);   /* [0, 1) */
 double kvsq_normal(uint64_t *s); /* N(0, 1), Box-Muller */
+/* The page ids 0..@npages-1 in a random order of @seed (Fisher-Yates): a
+ * worker cache's blocks scattered over its pages. */
+void kvsq_page_ids(int32_t *ids, uint32_t npages, uint64_t seed);
 /* Bytes of one element of @d in a worker cache (1 for the quantized ones). */
 size_t kvsq_esize(kvs_dtype d);
 const char *kvsq_dtype_name(kvs_dtype d);

@@ -238,15 +238,7 @@ static int mla_roundtrip(const struct mopts *o, kvs_dtype worker, kvs_dtype stor
 	layer[0] = cache;
 	if (!bb || !cache || !arena || !offsets || !ids)
 		goto out;
-	for (uint32_t i = 0; i < npages; i++)
-		ids[i] = (int32_t)i;
-	for (uint32_t i = npages - 1; i > 0; i--) { /* Fisher-Yates */
-		uint32_t j = (uint32_t)(kvsq_splitmix64(&seed) % (i + 1));
-		int32_t t = ids[i];
-
-		ids[i] = ids[j];
-		ids[j] = t;
-	}
+	kvsq_page_ids(ids, npages, seed);
 	for (uint32_t i = 0; i < nblocks; i++)
 		offsets[i] = (uint64_t)(nblocks - 1 - i) * bb;
 	for (uint32_t t = 0; t < o->kv_len; t++) {
