@@ -164,7 +164,9 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-int main(int argc, char **argv)
+/* The command line into opt. 0: run; 1: --help; 2: a usage error (usage
+ * printed either way). */
+static int parse_opts(int argc, char **argv)
 {
 	static const struct option lo[] = {
 		{ "seeds", required_argument, NULL, 's' },
@@ -176,11 +178,7 @@ int main(int argc, char **argv)
 		{ "tls", no_argument, NULL, 't' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 } };
-	double rs[2][16], rr[2][16];
-	rc_cluster *c = NULL;
-	kvs_remote *r;
-	char host[64] = "127.0.0.1";
-	int port = 0, ch, rc;
+	int ch;
 
 	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
 		switch (ch) {
@@ -191,7 +189,7 @@ int main(int argc, char **argv)
 		case 'p': opt.pool = (unsigned)atoi(optarg); break;
 		case 'r': opt.reps = atoi(optarg); break;
 		case 't': opt.tls = 1; break;
-		default: usage(); return ch == 'h' ? 0 : 2;
+		default: usage(); return ch == 'h' ? 1 : 2;
 		}
 	}
 	if (opt.size < 16 || !opt.keys || !opt.window || opt.window > 0xffff ||
@@ -199,24 +197,99 @@ int main(int argc, char **argv)
 		usage();
 		return 2;
 	}
-	if (!opt.seeds) {
-		rc = rc_start(&(rc_opts){ .masters = 3, .tls = opt.tls }, &c);
-		if (rc == -ENOENT) {
-			printf("kvs-remote-bench: SKIP: %s\n", rc_why());
-			return 77;
-		}
-		if (rc < 0) {
-			fprintf(stderr, "kvs-remote-bench: cluster start failed: %s\n",
-				strerror(-rc));
-			return 1;
-		}
-		opt.seeds = rc_seeds(c);
-		if (opt.tls) {
-			snprintf(tls_ca, sizeof(tls_ca), "%s", rc_tls_file(c, "ca.crt"));
-			snprintf(tls_cert, sizeof(tls_cert), "%s", rc_tls_file(c, "client.crt"));
-			snprintf(tls_key, sizeof(tls_key), "%s", rc_tls_file(c, "client.key"));
-		}
+	return 0;
+}
+
+/* A private 3-master cluster into *@c, its seeds into opt (and with --tls
+ * its CA and client certificate). 0, 77 (no redis-server: said) or 1. */
+static int start_cluster(rc_cluster **c)
+{
+	int rc = rc_start(&(rc_opts){ .masters = 3, .tls = opt.tls }, c);
+
+	if (rc == -ENOENT) {
+		printf("kvs-remote-bench: SKIP: %s\n", rc_why());
+		return 77;
 	}
+	if (rc < 0) {
+		fprintf(stderr, "kvs-remote-bench: cluster start failed: %s\n",
+			strerror(-rc));
+		return 1;
+	}
+	opt.seeds = rc_seeds(*c);
+	if (opt.tls) {
+		snprintf(tls_ca, sizeof(tls_ca), "%s", rc_tls_file(*c, "ca.crt"));
+		snprintf(tls_cert, sizeof(tls_cert), "%s", rc_tls_file(*c, "client.crt"));
+		snprintf(tls_key, sizeof(tls_key), "%s", rc_tls_file(*c, "client.key"));
+	}
+	return 0;
+}
+
+/* A remote engine on opt's seeds, open, into *@out. */
+static int open_remote(kvs_remote **out)
+{
+	kvs_remote *r;
+	int rc = kvs_remote_create(&r);
+
+	if (rc < 0)
+		return rc;
+	kvs_remote_set_seeds(r, opt.seeds);
+	kvs_remote_set_pool(r, opt.pool);
+	kvs_remote_set_timeout_ms(r, 30000);
+	kvs_remote_set_callback(r, on_done, r);
+	if (opt.tls)
+		rc = kvs_remote_set_tls(r, &(struct kvs_remote_tls){ .ca_file = tls_ca });
+	if (rc == 0)
+		rc = kvs_remote_open(r);
+	if (rc < 0) {
+		kvs_remote_close(r);
+		return rc;
+	}
+	*out = r;
+	return 0;
+}
+
+/* One repetition: the engine's SETs then GETs on a clean keyspace (@c's
+ * nodes flushed when it is the private cluster), then redis-benchmark's;
+ * GB/s into @rs (engine) and @rr (redis-benchmark), [0] SET, [1] GET. */
+static int one_rep(rc_cluster *c, const char *host, int port, double rs[2], double rr[2])
+{
+	double s_rps = 0, g_rps = 0;
+	kvs_remote *r;
+	int rc = open_remote(&r);
+
+	if (rc < 0) {
+		fprintf(stderr, "kvs-remote-bench: open failed: %s\n", strerror(-rc));
+		return -1;
+	}
+	/* a clean keyspace each rep: SET NX must store */
+	for (int i = 0; c && i < rc_nodes(c); i++)
+		rc_cli(c, i, NULL, 0, "FLUSHALL", NULL);
+	rs[0] = phase(r, KVS_REMOTE_SET);
+	rs[1] = phase(r, KVS_REMOTE_GET);
+	kvs_remote_close(r);
+	if (rs[0] < 0 || rs[1] < 0)
+		return -1;
+	if (redis_benchmark(host, port, &s_rps, &g_rps) < 0) {
+		fprintf(stderr, "kvs-remote-bench: redis-benchmark failed\n");
+		return -1;
+	}
+	rr[0] = s_rps * (double)opt.size / 1e9;
+	rr[1] = g_rps * (double)opt.size / 1e9;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	double rs[2][16], rr[2][16];
+	rc_cluster *c = NULL;
+	char host[64] = "127.0.0.1";
+	int port = 0, rc;
+
+	rc = parse_opts(argc, argv);
+	if (rc)
+		return rc == 1 ? 0 : 2;
+	if (!opt.seeds && (rc = start_cluster(&c)) != 0)
+		return rc;
 	sscanf(opt.seeds, "%63[^:]:%d", host, &port);
 	val = malloc(opt.size);
 	bufs = calloc(opt.window, sizeof(*bufs));
@@ -229,38 +302,14 @@ int main(int argc, char **argv)
 	       opt.tls ? ", TLS" : "", opt.size, opt.keys, opt.window, opt.pool);
 	printf("rep  engine_SET_GB/s  redis_SET_GB/s  engine_GET_GB/s  redis_GET_GB/s\n");
 	for (int rep = 0; rep < opt.reps; rep++) {
-		double s_rps = 0, g_rps = 0;
+		double s2[2], r2[2];
 
-		rc = kvs_remote_create(&r);
-		if (rc == 0) {
-			kvs_remote_set_seeds(r, opt.seeds);
-			kvs_remote_set_pool(r, opt.pool);
-			kvs_remote_set_timeout_ms(r, 30000);
-			kvs_remote_set_callback(r, on_done, r);
-			if (opt.tls)
-				rc = kvs_remote_set_tls(r, &(struct kvs_remote_tls){
-							 .ca_file = tls_ca });
-			if (rc == 0)
-				rc = kvs_remote_open(r);
-		}
-		if (rc < 0) {
-			fprintf(stderr, "kvs-remote-bench: open failed: %s\n", strerror(-rc));
+		if (one_rep(c, host, port, s2, r2) < 0)
 			return 1;
+		for (int k = 0; k < 2; k++) {
+			rs[k][rep] = s2[k];
+			rr[k][rep] = r2[k];
 		}
-		/* a clean keyspace each rep: SET NX must store */
-		for (int i = 0; c && i < rc_nodes(c); i++)
-			rc_cli(c, i, NULL, 0, "FLUSHALL", NULL);
-		rs[0][rep] = phase(r, KVS_REMOTE_SET);
-		rs[1][rep] = phase(r, KVS_REMOTE_GET);
-		kvs_remote_close(r);
-		if (rs[0][rep] < 0 || rs[1][rep] < 0)
-			return 1;
-		if (redis_benchmark(host, port, &s_rps, &g_rps) < 0) {
-			fprintf(stderr, "kvs-remote-bench: redis-benchmark failed\n");
-			return 1;
-		}
-		rr[0][rep] = s_rps * (double)opt.size / 1e9;
-		rr[1][rep] = g_rps * (double)opt.size / 1e9;
 		printf("%3d  %15.2f  %14.2f  %15.2f  %14.2f\n", rep, rs[0][rep],
 		       rr[0][rep], rs[1][rep], rr[1][rep]);
 	}
