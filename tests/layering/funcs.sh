@@ -61,7 +61,6 @@ pending="
 	tests/unit/test_wire.c:test_hello
 	tests/unit/test_wire.c:test_hashes
 	tests/unit/test_wire_admin.c:test_list
-	tools/dev/kvs_ssd_fill.c:main
 "
 mapfile -t files < <(find service storage client tests tools -path client/python -prune -o \
 	-name '*.[ch]' -print | sort)

@@ -99,6 +99,55 @@ static void usage(void)
 	fprintf(stderr, "usage: kvs-ssd-fill --dir DIR --blocks N [--chain L]\n");
 }
 
+/* @n block hashes into f->h: chains of f->chain blocks of random tokens
+ * (@tok holds one chain's), hashed under the layout as a worker would. */
+static void make_chains(fill *f, uint64_t n, uint32_t *tok)
+{
+	for (uint64_t c = 0; c * f->chain < n; c++) {
+		uint64_t s = 0x66696c6c2d73736full ^ (c * 0x9e3779b97f4a7c15ull);
+		uint64_t first = c * f->chain, len = n - first < f->chain ? n - first : f->chain;
+
+		for (size_t j = 0; j < len * layout.block_tokens; j++) {
+			s ^= s << 13;
+			s ^= s >> 7;
+			s ^= s << 17;
+			tok[j] = (uint32_t)(s % 128256);
+		}
+		kvs_hash_chain(kvs_hash_layout_seed(&layout), layout.block_tokens,
+			       tok, len * layout.block_tokens, f->h + first, len);
+	}
+}
+
+/* The @n blocks written through a ring of RING buffers at @ring, each
+ * block's first bytes its hash, the index flushed every 65,536. */
+static int write_blocks(fill *f, uint64_t n, uint8_t *ring, const char **step)
+{
+	int rc;
+
+	for (uint64_t i = 0; i < n; i++) {
+		uint8_t *p = ring + (i % RING) * BLOCK;
+		kvs_ssd_blk b = { .ns = NS_ID, .len = BLOCK };
+		kvs_ssd_loc loc;
+
+		/* the block's key on disk, as the daemon names it (cache_ns_key) */
+		b.hash = f->h[i];
+		b.hash.lo ^= (uint64_t)NS_ID * 0x9e3779b97f4a7c15ull;
+		while (i - f->done >= RING)
+			reap_wait(f);
+		memset(p, (int)(f->h[i].lo & 0xff), BLOCK);
+		memcpy(p, &f->h[i], sizeof(f->h[i]));
+		if ((rc = kvs_ssd_write(f->ssd, &b, p, 0, i, &loc)) < 0)
+			return rc;
+		if (i % 65536 == 65535 && (rc = kvs_index_flush(f->ix)) < 0) {
+			*step = "index flush";
+			return rc;
+		}
+	}
+	while (f->done < n)
+		reap_wait(f);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -138,19 +187,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "kvs-ssd-fill: out of memory\n");
 		return 1;
 	}
-	for (uint64_t c = 0; c * f.chain < n; c++) {
-		uint64_t s = 0x66696c6c2d73736full ^ (c * 0x9e3779b97f4a7c15ull);
-		uint64_t first = c * f.chain, len = n - first < f.chain ? n - first : f.chain;
-
-		for (size_t j = 0; j < len * layout.block_tokens; j++) {
-			s ^= s << 13;
-			s ^= s >> 7;
-			s ^= s << 17;
-			tok[j] = (uint32_t)(s % 128256);
-		}
-		kvs_hash_chain(kvs_hash_layout_seed(&layout), layout.block_tokens,
-			       tok, len * layout.block_tokens, f.h + first, len);
-	}
+	make_chains(&f, n, tok);
 	free(tok);
 #define TRY(what, expr)                                                       \
 	do {                                                                  \
@@ -169,24 +206,7 @@ int main(int argc, char **argv)
 	TRY("index map size", kvs_index_set_mapsize(f.ix, kvs_index_mapsize_for(size, BLOCK)));
 	TRY("open index", kvs_index_open(f.ix, ixdir));
 	t0 = now_s();
-	for (uint64_t i = 0; i < n; i++) {
-		uint8_t *p = ring + (i % RING) * BLOCK;
-		kvs_ssd_blk b = { .ns = NS_ID, .len = BLOCK };
-		kvs_ssd_loc loc;
-
-		/* the block's key on disk, as the daemon names it (cache_ns_key) */
-		b.hash = f.h[i];
-		b.hash.lo ^= (uint64_t)NS_ID * 0x9e3779b97f4a7c15ull;
-		while (i - f.done >= RING)
-			reap_wait(&f);
-		memset(p, (int)(f.h[i].lo & 0xff), BLOCK);
-		memcpy(p, &f.h[i], sizeof(f.h[i]));
-		TRY("write", kvs_ssd_write(f.ssd, &b, p, 0, i, &loc));
-		if (i % 65536 == 65535)
-			TRY("index flush", kvs_index_flush(f.ix));
-	}
-	while (f.done < n)
-		reap_wait(&f);
+	TRY("write", write_blocks(&f, n, ring, &step));
 	TRY("index flush", kvs_index_flush(f.ix));
 	fprintf(stderr, "kvs-ssd-fill: %" PRIu64 " blocks written and indexed in "
 		"%.1f s (O_DIRECT %d, io_uring %d), %" PRIu64 " failed\n", n,
