@@ -137,17 +137,38 @@ class _Lease:
         n = len(idx)
         if n == 0:
             return
-        if list(idx) == list(range(idx[0], idx[0] + n)):
-            blocks = ctypes.cast(ctypes.byref(self._blocks, idx[0] * ctypes.sizeof(CBlock)),
-                                 ctypes.POINTER(CBlock))
-        else:
-            arr = (CBlock * n)(*[self._blocks[i] for i in idx])
-            blocks = ctypes.cast(arr, ctypes.POINTER(CBlock))
+        blocks = self._block_array(idx)
         ptr, stream = cache._pointer(tensor)
         f = lib.kvs_kv_store if store else lib.kvs_kv_load
         check(f(c._handle(), byref(cache._c), layer, ptr, blocks,
                 ids.ctypes.data_as(ctypes.POINTER(c_int32)), n, stream),
               "kvs_kv_store" if store else "kvs_kv_load")
+
+    def _block_array(self, idx: Sequence[int]) -> Any:
+        """The blocks @idx (not empty) as a C array: the lease's own when
+        they are consecutive, else a copy (the array lives as long as the
+        pointer: ctypes keeps it in the pointer's _objects)."""
+        n = len(idx)
+        if list(idx) == list(range(idx[0], idx[0] + n)):
+            return ctypes.cast(ctypes.byref(self._blocks, idx[0] * ctypes.sizeof(CBlock)),
+                               ctypes.POINTER(CBlock))
+        arr = (CBlock * n)(*[self._blocks[i] for i in idx])
+        return ctypes.cast(arr, ctypes.POINTER(CBlock))
+
+    def _regions(self, write: bool, idx: Sequence[int], ptrs: Any, sizes: Any,
+                 per_block: int) -> None:
+        n = len(idx)
+        p = np.ascontiguousarray(ptrs, dtype=np.uint64).reshape(-1)
+        s = np.ascontiguousarray(sizes, dtype=np.uint64).reshape(-1)
+        if per_block < 1 or len(p) != n * per_block or len(s) != len(p):
+            raise ValueError(f"{n} blocks of {per_block} regions need {n * per_block} "
+                             f"addresses and sizes, not {len(p)} and {len(s)}")
+        if n == 0:
+            return
+        f, name = ((lib.kvs_block_write_regions, "kvs_block_write_regions") if write
+                   else (lib.kvs_block_read_regions, "kvs_block_read_regions"))
+        check(f(self._client._handle(), self._block_array(idx), n, per_block,
+                p.ctypes.data, s.ctypes.data), name)
 
 
 class ReadLease(_Lease):
@@ -193,6 +214,23 @@ class ReadLease(_Lease):
         if first < 0 or count < 0 or first + count > self.hits:
             raise IndexError(f"hits [{first}, {first + count}) of {self.hits}")
         self._copy(False, layer, cache, tensor, range(first, first + count), page_ids)
+
+    def read_regions(self, ptrs: Any, sizes: Any, per_block: int, first: int = 0,
+                     count: Optional[int] = None) -> None:
+        """Copy hits [first, first + count) (count: every hit from first on,
+        by default) into caller memory in one library call: each block into
+        @per_block regions laid end to end in it, addresses @ptrs and byte
+        counts @sizes (count * per_block of each, block by block: an
+        engine's page buffers). The bytes are copied as stored (no
+        dequantization: for namespaces of the engine's own layout, such as
+        SGLang's pages). A block's regions total exactly block_bytes, or
+        nothing is copied (kvs_block_read_regions checks all before it
+        copies any)."""
+        self._live()
+        count = self.hits - first if count is None else count
+        if first < 0 or count < 0 or first + count > self.hits:
+            raise IndexError(f"hits [{first}, {first + count}) of {self.hits}")
+        self._regions(False, range(first, first + count), ptrs, sizes, per_block)
 
     def release(self) -> None:
         """Drop the lease's own hold on the pins (idempotent). The daemon
@@ -330,6 +368,17 @@ class WriteLease(_Lease):
         new = self.new
         self._copy(True, layer, cache, tensor, new, ids[new])
         return len(new)
+
+    def write_regions(self, idx: Sequence[int], ptrs: Any, sizes: Any, per_block: int) -> None:
+        """Copy caller memory into the NEW blocks @idx in one library call,
+        each block from @per_block regions (addresses @ptrs, byte counts
+        @sizes: len(idx) * per_block of each, block by block), as
+        read_regions reads them back."""
+        self._live()
+        for i in idx:
+            if not 0 <= i < self._count or self._blocks[i].status != NEW:
+                raise IndexError(f"block {i} is not NEW in this lease")
+        self._regions(True, list(idx), ptrs, sizes, per_block)
 
     def _end(self) -> None:
         self._ended = True

@@ -60,7 +60,7 @@ from sglang.srt.mem_cache.hicache_storage import (
 )
 
 from . import errors
-from ._lib import CBlock, lib
+from ._lib import lib
 from ._types import NOPARENT
 from .client import BUSY, EXISTS, FULL, HASH_DTYPE, NEW, Client, Layout
 
@@ -395,10 +395,7 @@ class KvshareHiCacheStorage(HiCacheStorage):
         with c.lookup(self._hashes(keys)) as hit:
             k = len(hit)
             if k:
-                ptrs, sizes = regions(k)
-                errors.check(lib.kvs_block_read_regions(
-                    c._handle(), hit._blocks, k, per_block, ptrs.ctypes.data,
-                    sizes.ctypes.data), "kvs_block_read_regions")
+                hit.read_regions(*regions(k), per_block)
         self._count(loaded_blocks=k, loaded_bytes=k * self.page_bytes,
                     load_us=round((time.perf_counter() - t0) * 1e6), load_errors=n - k)
         return k
@@ -426,11 +423,7 @@ class KvshareHiCacheStorage(HiCacheStorage):
         new = [i for i, s in enumerate(st) if s == NEW]
         try:
             if new:
-                ptrs, sizes = regions(new)
-                blocks = (CBlock * len(new))(*[w._blocks[first + i] for i in new])
-                errors.check(lib.kvs_block_write_regions(
-                    c._handle(), blocks, len(new), per_block, ptrs.ctypes.data,
-                    sizes.ctypes.data), "kvs_block_write_regions")
+                w.write_regions([first + i for i in new], *regions(new), per_block)
             w.commit()
         except BaseException:
             if not w.ended:

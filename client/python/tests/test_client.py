@@ -591,3 +591,55 @@ def test_reserve_after_a_parent_this_client_did_not_send(daemon):
         assert w.statuses == [5, 5, 5] and w.id == 0 and w.new == []
         with pytest.raises(kvshare.InvalidArgument):
             b.reserve_after(orphan[:0])
+
+
+def test_read_and_write_regions(daemon):
+    """A block from and into an engine's scattered page buffers in one call
+    each; what the caller gets wrong is refused before a byte moves."""
+    with kvshare.Client(daemon.socket, L) as c:
+        bb = c.block_bytes
+        h = c.hash_tokens(tokens(3 * 32, 41))
+        cuts = [0, 100, bb // 2, bb]  # three regions a block, uneven
+        sizes = np.array([cuts[i + 1] - cuts[i] for i in range(3)], dtype=np.uint64)
+        src = [np.random.default_rng(i).integers(0, 256, bb, dtype=np.uint8) for i in range(3)]
+
+        def regions(bufs, which):
+            ptrs = [bufs[b].ctypes.data + cuts[r] for b in which for r in range(3)]
+            return np.array(ptrs, dtype=np.uint64), np.tile(sizes, len(which))
+
+        with c.reserve(h) as w:
+            assert w.new == [0, 1, 2]
+            with pytest.raises(ValueError):  # one region short
+                w.write_regions([0], *(a[:2] for a in regions(src, [0])), 3)
+            short = regions(src, [0])
+            short[1][2] -= 1  # the block's regions total one byte less than block_bytes
+            with pytest.raises(kvshare.InvalidArgument):
+                w.write_regions([0], *short, 3)
+            w.write_regions([2, 0, 1], *regions(src, [2, 0, 1]), 3)
+        with pytest.raises(kvshare.LeaseReleased):
+            w.write_regions([0], *regions(src, [0]), 3)
+        with c.reserve(h) as w2:
+            assert w2.new == []
+            with pytest.raises(IndexError):  # committed: not this lease's to write
+                w2.write_regions([0], *regions(src, [0]), 3)
+        dst = [np.zeros(bb, dtype=np.uint8) for _ in range(3)]
+        with c.lookup(h) as hit:
+            assert len(hit) == 3
+            for i in range(3):
+                assert np.array_equal(hit.view(i), src[i])
+            hit.read_regions(*regions(dst, [1, 2]), 3, first=1)
+            assert not dst[0].any()
+            assert all(np.array_equal(dst[i], src[i]) for i in (1, 2))
+            with pytest.raises(IndexError):  # hits 1..3 of 3
+                hit.read_regions(*regions(dst, [0, 1, 2]), 3, first=1, count=3)
+            with pytest.raises(ValueError):  # 3 blocks' regions for hits 1..2
+                hit.read_regions(*regions(dst, [0, 1, 2]), 3, first=1)
+            over = regions(dst, [0])
+            over[1][0] += 1  # a region past its share of the block
+            with pytest.raises(kvshare.InvalidArgument):
+                hit.read_regions(*over, 3, count=1)
+            assert not dst[0].any()
+            hit.read_regions(*regions(dst, [0]), 3, count=1)
+            assert np.array_equal(dst[0], src[0])
+        with pytest.raises(kvshare.LeaseReleased):
+            hit.read_regions(*regions(dst, [0]), 3, count=1)
