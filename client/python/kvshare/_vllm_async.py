@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import os
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
@@ -35,6 +36,42 @@ if TYPE_CHECKING:
 # imports no vLLM.
 LOGGER_NAME = "vllm.kvshare"
 logger = logging.getLogger(LOGGER_NAME)
+
+
+def engine_cpus() -> set[int]:
+    """Every CPU some thread of this process may run on (the union of their
+    affinities): where the engine itself runs."""
+    cpus: set[int] = set()
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return set(os.sched_getaffinity(0))
+    for tid in tids:
+        try:
+            cpus |= os.sched_getaffinity(int(tid))
+        except (OSError, ValueError):  # a thread that ended meanwhile
+            pass
+    return cpus or set(os.sched_getaffinity(0))
+
+
+def _widen_affinity() -> None:
+    """A copy thread's start: run on every CPU the engine's threads use, not
+    only on its creator's. vLLM's CPU worker pins each of its OpenMP threads,
+    the main thread included, to one core (VLLM_CPU_OMP_THREADS_BIND), and a
+    new thread inherits its creator's affinity: every copy thread was on the
+    main thread's one core, beside it, while the others were free. Left as
+    inherited where the affinity cannot be set."""
+    cpus = engine_cpus()
+    try:
+        if cpus != os.sched_getaffinity(0):
+            os.sched_setaffinity(0, cpus)
+    except OSError:
+        pass
+
+
+def copy_pool(threads: int, name: str) -> concurrent.futures.ThreadPoolExecutor:
+    """@threads copy threads (named @name) on every CPU the engine uses."""
+    return concurrent.futures.ThreadPoolExecutor(threads, name, initializer=_widen_affinity)
 
 
 def windows(n: int, after: bool = False) -> list[tuple[int, int]]:
@@ -60,7 +97,7 @@ class Copies:
     the copies themselves only run `fn`."""
 
     def __init__(self, name: str) -> None:
-        self.pool = concurrent.futures.ThreadPoolExecutor(1, name)
+        self.pool = copy_pool(1, name)
         self.running: list[tuple[concurrent.futures.Future, str, frozenset[int]]] = []
 
     def submit(self, req_id: str, blocks: Iterable[int], fn: Callable[..., Any],

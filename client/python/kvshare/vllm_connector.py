@@ -119,7 +119,7 @@ import kvshare
 from kvshare import _vllm_keys as keys
 from kvshare import _vllm_events as events
 from kvshare import _vllm_names as names
-from kvshare._vllm_async import LOGGER_NAME, Copies, Pending, WorkerCopies, windows
+from kvshare._vllm_async import LOGGER_NAME, Copies, Pending, WorkerCopies, copy_pool, windows
 from kvshare._vllm_groups import GroupsMixin, hma_groups
 
 if TYPE_CHECKING:
@@ -862,7 +862,7 @@ class KvshareConnector(GroupsMixin, WorkerCopies, KVConnectorBase_V1, SupportsHM
         # at once otherwise. The CUDA path registers the host arena on its
         # first use: one thread there.
         threads = 1 if self.overlap or not current_platform.is_cpu() else self.load_threads
-        self.pool = concurrent.futures.ThreadPoolExecutor(threads, "kvshare-load")
+        self.pool = copy_pool(threads, "kvshare-load")
         for i, name in enumerate(order):
             t = kv_caches[name]
             if kind == "mla":  # [blocks, block_size, latent width], the same memory

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import threading
 import time
 import types
@@ -866,3 +867,27 @@ def test_no_daemon_at_start_is_a_warning_then_misses(tmp_path, monkeypatch, vllm
             assert conn.get_num_new_matched_tokens(request("a", prompt(23)), 0) == (0, False)
         conn.shutdown()
         vllm_log.clear()
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs to pin one")
+def test_copy_threads_run_on_every_cpu_of_the_engine(daemon, monkeypatch):
+    """vLLM's CPU worker pins its main thread to one core; the copy threads it
+    starts (loads, asynchronous loads, publishes) run on every core the
+    engine's threads use, not on the main thread's one beside it."""
+    every = os.sched_getaffinity(0)
+    one = {min(every)}
+    seen: dict[str, set[int]] = {}
+
+    def pinned_main() -> None:  # the worker's main thread, as vLLM pins it
+        os.sched_setaffinity(0, one)
+        e = Engine(monkeypatch, daemon.socket)
+        assert os.sched_getaffinity(0) == one
+        seen["load"] = e.worker.pool.submit(os.sched_getaffinity, 0).result()
+        for name in ("publishes", "aloads"):
+            copies = getattr(e.worker, name)
+            seen[name] = copies.pool.submit(os.sched_getaffinity, 0).result()
+
+    t = threading.Thread(target=pinned_main)
+    t.start()
+    t.join()
+    assert seen == {"load": every, "publishes": every, "aloads": every}
