@@ -4,9 +4,9 @@
 # give each step its name). Every C file under service/, storage/, client/,
 # tests/ and tools/, their subfolders included.
 #
-# The functions of tests/ and tools/ in the list below are not split yet:
-# each is one test's or one tool's main line (its steps in order, with their
-# checks inline). The list may only shrink: a function in it that is no
+# The test functions in the list below are not split yet: each is one
+# test's main line (its steps in order, with their checks inline). No
+# function of the tools is in it. The list may only shrink: a function in it that is no
 # longer over the limit, or is gone, fails the check too, so that whoever
 # splits one also takes it off.
 #
