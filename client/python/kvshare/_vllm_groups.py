@@ -10,7 +10,12 @@ What each group shares is what vLLM's own prefix cache keeps of it:
                       cdiv(window - 1, block_size) blocks before it (vLLM's
                       SlidingWindowManager retains only that window by
                       default, prefix_cache_retention_interval 0; with None,
-                      every block: then the connector shares every block too).
+                      every block: then the connector shares every block too;
+                      with a positive interval, that window and also the
+                      need blocks before every interval boundary, each
+                      block i with i % (interval // block_size) >=
+                      interval // block_size - need; every block when
+                      need >= interval // block_size).
 The hit reported to the scheduler is vLLM's own rule (HybridKVCacheCoordinator
 over SingleTypeKVCacheManager.find_longest_cache_hit): the longest block-
 aligned length L that every group serves, a full group when the pool holds
@@ -118,6 +123,30 @@ def publish_range(g: Group, prompt_len: int, dense: bool) -> tuple[int, int]:
     return g.first(end), end
 
 
+def publish_ranges(g: Group, prompt_len: int, interval: Optional[int]
+                   ) -> list[tuple[int, int]]:
+    """The block ranges [first, last) of a prompt the group publishes, for
+    vLLM's prefix_cache_retention_interval (None: dense, 0: the last window
+    only, > 0: also a window before every interval boundary), as
+    SlidingWindowManager.reachable_block_mask keeps them: publish_range's,
+    and for a positive interval of @seg blocks a sliding group's need
+    blocks before each boundary k * seg (all blocks when need >= seg)."""
+    first, last = publish_range(g, prompt_len, interval is None)
+    if g.kind == "full" or not interval:
+        return [(first, last)]
+    seg, full = interval // g.block_size, prompt_len // g.block_size
+    if g.need >= seg:
+        return [(0, full)]
+    keep = set(range(first, last)) | {i for i in range(full) if i % seg >= seg - g.need}
+    out: list[tuple[int, int]] = []
+    for i in sorted(keep):
+        if out and out[-1][1] == i:
+            out[-1] = (out[-1][0], i + 1)
+        else:
+            out.append((i, i + 1))
+    return out
+
+
 _UNSUPPORTED = ("KvshareConnector with vLLM's hybrid KV cache manager: %s; the connector "
                 "shares nothing for this model (with --disable-hybrid-kv-cache-manager, "
                 "for a model that runs without it, every layer's whole KV is shared)")
@@ -188,13 +217,15 @@ class GroupsMixin:
 
     groups: Optional[list[Group]] = None
 
-    def _setup_groups(self, model: str, dtype: str, dense: bool) -> None:
+    def _setup_groups(self, model: str, dtype: str, dense: bool,
+                      interval: Optional[int] = 0) -> None:
         """A layout and clients for each group (model: the model string
         before any suffix; MLA groups end in |mla<width>)."""
         from kvshare.vllm_connector import _Clients
 
         base = self.clients
         self.dense = dense
+        self.interval = interval  # sliding groups' prefix_cache_retention_interval
         self.block_size = self.groups[0].block_size  # every group's (groups_of)
         self.failed_recv: set[str] = set()
         for g in self.groups:
@@ -274,13 +305,14 @@ class GroupsMixin:
 
         out = []
         for g in self.groups:
-            first, last = publish_range(g, len(st.prompt), self.dense)
-            last = min(last, end)
-            ids = st.group_blocks[g.index][:last] if g.index < len(st.group_blocks) else []
-            if last > first and len(ids) == last and 0 not in ids[first:]:  # 0: vLLM's null
-                out.append(_Save(req_id, st.prompt[: last * self.block_size], st.salt,
-                                 st.adapter, ids, extras=st.extras, first=first,
-                                 group=g.index))
+            for first, last in publish_ranges(g, len(st.prompt),
+                                              None if self.dense else self.interval):
+                last = min(last, end)
+                ids = st.group_blocks[g.index][:last] if g.index < len(st.group_blocks) else []
+                if last > first and len(ids) == last and 0 not in ids[first:]:  # 0: null
+                    out.append(_Save(req_id, st.prompt[: last * self.block_size], st.salt,
+                                     st.adapter, ids, extras=st.extras, first=first,
+                                     group=g.index))
         return out
 
     def request_finished_all_groups(self, request: Any, block_ids: tuple[list[int], ...]

@@ -485,8 +485,8 @@ class KvshareConnector(GroupsMixin, WorkerCopies, KVConnectorBase_V1, SupportsHM
         # HMA: one namespace per KV-cache group (_vllm_groups).
         self.groups, self.hma_off = hma_groups(vllm_config, kv_cache_config)
         if self.groups:
-            self._setup_groups(model_id, dtype, getattr(
-                vllm_config.cache_config, "prefix_cache_retention_interval", 0) is None)
+            interval = getattr(vllm_config.cache_config, "prefix_cache_retention_interval", 0)
+            self._setup_groups(model_id, dtype, interval is None, interval)
         self.log_interval = float(tc.get_from_extra_config("log_interval", 30))
         self.overlap = tc.get_from_extra_config("overlap", None)
         self.load_threads = max(1, int(tc.get_from_extra_config("load_threads", 2)))

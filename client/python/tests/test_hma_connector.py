@@ -21,6 +21,7 @@ import torch  # noqa: E402
 from vllm.distributed import parallel_state  # noqa: E402
 from vllm.distributed.kv_transfer.kv_connector.v1.base import (  # noqa: E402
     KVConnectorRole, supports_hma)
+from vllm.v1.core.kv_cache_coordinator import replay_boundaries  # noqa: E402
 from vllm.v1.core.single_type_kv_cache_manager import (  # noqa: E402
     FullAttentionManager, SlidingWindowManager)
 from vllm.v1.kv_cache_interface import (  # noqa: E402
@@ -117,6 +118,56 @@ def test_hit_rule_is_vllms(window):
         assert our_hit([(sw, swa)], n) == vllm_hit([(sw, swa)], n), (n, swa)
         both = [(spec(), full), (sw, swa)]
         assert our_hit(both, n) == vllm_hit(both, n), (n, full, swa)
+
+
+def vllm_kept(window: int, prompt_len: int, interval: int | None) -> set[int]:
+    """The blocks of a prompt vLLM's SlidingWindowManager caches (its own
+    reachable_block_mask, with the coordinator's replay boundary)."""
+    full = prompt_len // BS
+    mask = SlidingWindowManager.reachable_block_mask(
+        0, full, BS, spec(window), False, retention_interval=interval,
+        reachable_boundaries=replay_boundaries(prompt_len, BS, use_eagle=False))
+    return set(range(full)) if mask is None else {i for i in range(full) if mask[i]}
+
+
+def published(window: int, prompt_len: int, interval: int | None) -> set[int]:
+    g = Group(0, "sliding", window, BS, ("l0",))
+    return {i for a, b in _vllm_groups.publish_ranges(g, prompt_len, interval)
+            for i in range(a, b)}
+
+
+@pytest.mark.parametrize("window", [2, BS, BS + 1, 2 * BS + 1, 3 * BS, 5 * BS + 7])
+def test_publish_rule_is_what_vllm_keeps(window):
+    """Every prompt length and retention interval: a sliding group publishes
+    exactly the blocks vLLM's prefix cache keeps of the prompt."""
+    for interval in (None, 0, BS, 2 * BS, 3 * BS, 4 * BS, 7 * BS):
+        for n in range(0, 24 * BS, 5):
+            assert published(window, n, interval) == vllm_kept(window, n, interval), (
+                interval, n)
+
+
+@pytest.mark.parametrize("window", [2, BS + 1, 2 * BS + 1, 3 * BS])
+@pytest.mark.parametrize("interval", [BS, 3 * BS, 4 * BS, 6 * BS])
+def test_hit_rule_is_vllms_with_periodic_windows(window, interval):
+    """Pools as vLLM keeps them with a positive interval (prompts of one
+    token chain, each its periodic windows and its last): the hit is vLLM's,
+    and some hits end at a periodic boundary, not at a prompt's."""
+    rng = random.Random(window * 1000 + interval)
+    periodic = 0
+    for _ in range(150):
+        lens = [rng.randrange(1, 20 * BS) for _ in range(rng.randrange(1, 3))]
+        swa = set().union(*(vllm_kept(window, n, interval) for n in lens))
+        full = set(range(max(lens) // BS))
+        q = rng.randrange(1, 22)
+        sw = spec(window)
+        both = [(spec(), full), (sw, swa)]
+        hit = our_hit(both, q)
+        assert hit == vllm_hit(both, q), (q, lens, swa)
+        assert our_hit([(sw, swa)], q) == vllm_hit([(sw, swa)], q), (q, lens, swa)
+        periodic += hit % (interval // BS) == 0 and hit > 0 and all(
+            hit != max(0, n - 1) // BS for n in lens)
+    if _vllm_groups._cdiv(window - 1, BS) < interval // BS:
+        assert periodic > 0
 
 
 def test_window_bound_and_minimum():
