@@ -65,6 +65,8 @@ def main() -> None:
     ap.add_argument("--image-size", type=int, default=112)
     ap.add_argument("--extra", default="{}",
                     help="more of the connector's extra config, as JSON")
+    ap.add_argument("--attention-backend",
+                    help="vLLM's attention backend by name (default: vLLM's choice)")
     ap.add_argument("--kv-events", help="the engine's own KV events: a ZMQ PUB endpoint")
     ap.add_argument("--kv-events-replay", help="their replay endpoint")
     a = ap.parse_args()
@@ -103,6 +105,8 @@ def main() -> None:
                                                 replay_endpoint=a.kv_events_replay)
     if a.max_batched_tokens:
         kw["max_num_batched_tokens"] = a.max_batched_tokens
+    if a.attention_backend:
+        kw["attention_backend"] = a.attention_backend
     if a.tp > 1:
         kw.update(tensor_parallel_size=a.tp, distributed_executor_backend="mp")
     else:

@@ -48,7 +48,11 @@ def test_vllm_mla_loads_what_another_vllm_published(tmp_path, mla_model):
     p = [rng.randrange(4, 512) for _ in range(FULL * BS + 6)]
     sock = str(work / "kvshared.sock")
     daemon = start_daemon(sock, open(work / "kvshared.log", "w"))
-    common = ["--block-size", str(BS), "--max-tokens", str(TOKENS), "--max-model-len", "512"]
+    # CPU_MLA on every machine: where the CPU has AMX, vLLM prefers its
+    # AMX_MLA backend, which takes bf16, fp16 or int8 weights only (this
+    # model is fp32: "expect weight to be bfloat16, float16, ...").
+    common = ["--block-size", str(BS), "--max-tokens", str(TOKENS), "--max-model-len", "512",
+              "--attention-backend", "CPU_MLA"]
     conn = ["--socket", sock, *common]
     engines: list[Engine] = []
     try:

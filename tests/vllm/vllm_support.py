@@ -125,6 +125,13 @@ class Engine:
     def wait(self) -> None:
         assert self.proc.wait(timeout=ENGINE_TIMEOUT) == 0, self.tail()
 
+    def tail(self, chars: int = 6000) -> str:
+        """The end of the engine's log, for a failure's message."""
+        try:
+            return self.log.read_text(errors="replace")[-chars:]
+        except OSError as e:
+            return f"(no log: {e})"
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.terminate()
