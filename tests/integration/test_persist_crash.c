@@ -15,10 +15,12 @@
  * so no block is evicted: every chain reported committed must hit whole
  * (but those of a round that ended in kill -9: a prefix of each, as far as
  * the persist worker had verified them), and start.blocks_kept is at least
- * the blocks of the whole ones and at most one chain more than committed. Then one of 1 MiB (64 chains) that evicts all along, so that
- * slots are freed and reused under the kills: blocks are kept, at most what
- * it holds; then the same over an SSD tier, whose namespaces file and
- * index load after the host tier came back. After each restart of all: start.mode is recovered (handed over
+ * the blocks of the whole ones and at most one chain more than committed.
+ * Then one of 1 MiB (64 chains) that evicts all along, so that slots are
+ * freed and reused under the kills: blocks are kept after each restart
+ * (after kill -9, none may be), at most what it holds; then the same over an
+ * SSD tier, whose namespaces file and index load after the host tier came
+ * back. After each restart of all: start.mode is recovered (handed over
  * after a restart) and every hit of every chain ever published has its
  * pattern.
  * Rounds: $TH_PERSIST_CRASH_ROUNDS (default 12). The seed is printed; set
@@ -183,7 +185,11 @@ static void part(th_daemon *d, int tight, int ssd, int rounds)
 		kept = th_stat_get(d, "start.blocks_kept");
 		/* Every committed block, and at most the chain in flight. */
 		if (tight) {
-			CHECK_GT(kept, 0);
+			/* After kill -9 every block may be gone (the persist
+			 * worker, starved of a core, verified none since the
+			 * slots were last reused); a clean stop verifies what
+			 * the tier holds. */
+			CHECK_GE(kept, clean ? 1 : 0);
 			CHECK_LE(kept, 256);
 		} else {
 			CHECK_GE(kept, (int64_t)((published - n_tail) * LEN));
