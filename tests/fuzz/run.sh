@@ -21,20 +21,20 @@ FUZZ_DIR=${FUZZ_DIR:-build/fuzz}
 CLANG=${CLANG:-clang}
 SAN=-fsanitize=fuzzer,address,undefined
 CFLAGS=(-g -O1 "$SAN" -fno-sanitize-recover=undefined
-	-Wall -Wextra -Wno-unused-parameter -Iclient -Iservice/server -Iservice/cache -Iservice/tiers -Iservice/config
+	-Wall -Wextra -Wno-unused-parameter -Iproto -Iservice/server -Iservice/cache -Iservice/tiers -Iservice/config
 	-Iservice/base -Istorage/host -Istorage/ssd -Istorage/remote -Istorage/gpu)
 
 # Each target and the sources it needs besides its own file.
 TARGETS=(fuzz_wire fuzz_admin fuzz_config fuzz_ssd fuzz_remote)
 declare -A SOURCES=(
-	[fuzz_wire]="client/wire.c client/wire_desc.c"
-	[fuzz_admin]="client/wire.c client/wire_admin.c"
+	[fuzz_wire]="proto/wire.c proto/wire_desc.c"
+	[fuzz_admin]="proto/wire.c proto/wire_admin.c"
 	[fuzz_ssd]="$(echo storage/ssd/ssd*.c) storage/ssd/index.c -luring -lxxhash -llmdb"
 	[fuzz_remote]="storage/remote/resp.c storage/remote/remote_cluster_slots.c storage/remote/remote_value.c storage/ssd/nsfile.c -lxxhash -lcrypto"
 	# Every eviction policy: config.c checks --eviction-policy names
 	# against the registry, which links them all.
 	[fuzz_config]="$(echo service/config/config*.c service/cache/policy*.c)
-		service/cache/table.c service/base/log.c client/socket_path.c"
+		service/cache/table.c service/base/log.c proto/socket_path.c"
 )
 # The parsers print a line for each bad input: keep libFuzzer's output only.
 declare -A EXTRA=([fuzz_config]="-close_fd_mask=3")

@@ -36,7 +36,7 @@ fi
 
 out=$(mktemp -d "${TMPDIR:-/tmp}/kvs-gpu.XXXXXX")
 trap 'rm -rf "$out"' EXIT
-inc="-I$root/kernels -I$root/client -I$root/tools/kvsbench -I$root/tests -I$root/tests/support -I$cuda/include"
+inc="-I$root/kernels -I$root/proto -I$root/client -I$root/tools/kvsbench -I$root/tests -I$root/tests/support -I$cuda/include"
 t0=$(date +%s)
 pids=""
 for f in kernels/kvs_kv_copy.cu kernels/kvs_attention_ref.cu; do
@@ -45,7 +45,7 @@ for f in kernels/kvs_kv_copy.cu kernels/kvs_attention_ref.cu; do
 	pids="$pids $!"
 done
 for f in kernels/kvs_kv_copy.c kernels/kvs_attention_ref.c kernels/kvs_cuda.c \
-	 client/error.c tools/kvsbench/bench_quality.c tests/gpu/test_kernels_gpu.c; do
+	 proto/error.c tools/kvsbench/bench_quality.c tests/gpu/test_kernels_gpu.c; do
 	cc -O2 -std=gnu11 -ffp-contract=off -Wall -Wextra $inc -c "$root/$f" -o "$out/$(basename "$f").o" &
 	pids="$pids $!"
 done

@@ -28,7 +28,8 @@ BUILD = os.environ.get("BUILD_DIR", os.path.join(ROOT, "build"))
 if not os.path.isabs(BUILD):
     BUILD = os.path.join(ROOT, BUILD)
 DUMP = os.path.join(BUILD, "tests", "abi_dump")
-HEADERS = [os.path.join(ROOT, "client", h) for h in ("kvshare.h", "kvs_types.h")]
+HEADERS = [os.path.join(ROOT, "client", "kvshare.h"),
+           os.path.join(ROOT, "proto", "kvs_types.h")]
 
 
 def _generator():
