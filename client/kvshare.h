@@ -55,86 +55,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kvs_types.h" /* kvs_hash, KVS_E_*, kvs_dtype, kvs_tier */
+#include "kvs_types.h" /* the vocabulary: errors, hashes, layouts, blocks */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define KVSHARE_VERSION_MAJOR 0
-#define KVSHARE_VERSION_MINOR 4 /* 3: kvs_connect_timeout, kvs_set_timeout;
-				 * 4: kvs_reserve_after, kvs_hash_key,
-				 * kvs_block_read_regions/write_regions */
-
-/* Per-block status in a reserve reply. */
-typedef enum kvs_block_status {
-	KVS_BLOCK_HIT = 0,    /* lookup: present, pinned under the lease */
-	KVS_BLOCK_NEW = 1,    /* reserve: a slot is yours to write, then commit */
-	KVS_BLOCK_EXISTS = 2, /* reserve: already committed by someone */
-	KVS_BLOCK_BUSY = 3,   /* reserve: another client is writing it now */
-	KVS_BLOCK_FULL = 4,   /* reserve: no slot could be made (all pinned) */
-	KVS_BLOCK_NOPARENT = 5, /* kvs_reserve_after: the parent is not cached */
-} kvs_block_status;
-
-/* The layout of a worker's KV cache. Identical layouts share one namespace;
- * any difference (including the salt) isolates. Strings are NUL-terminated,
- * at most KVS_NAME_MAX bytes; adapter and salt may be NULL (none). */
-#define KVS_NAME_MAX 255
-typedef struct kvs_layout {
-	const char *model;    /* model id, required */
-	const char *adapter;  /* LoRA/adapter id, or NULL */
-	const char *salt;     /* tenant salt, or NULL */
-	uint32_t layers;      /* transformer layers in this rank */
-	uint32_t kv_heads;    /* KV heads in this rank */
-	uint32_t head_dim;
-	uint32_t block_tokens; /* tokens per cache block */
-	uint32_t tp_rank;     /* tensor-parallel rank (0 if none) */
-	uint32_t tp_size;     /* tensor-parallel size (1 if none) */
-	kvs_dtype dtype;      /* stored element type */
-} kvs_layout;
-
-/* One block in a lookup or reserve reply. */
-typedef struct kvs_block {
-	uint64_t offset;  /* byte offset of the block in its tier's arena */
-	uint32_t gen;     /* slot generation: detects stale references */
-	uint8_t tier;     /* kvs_tier */
-	uint8_t status;   /* kvs_block_status */
-} kvs_block;
-
-typedef uint64_t kvs_lease;
 typedef struct kvs_client kvs_client;
 
-/* Limits of one request. */
-#define KVS_MAX_HASHES 16384
-
-/*
- * kvs_default_socket_path - the daemon's default socket path:
- * $XDG_RUNTIME_DIR/kvshare/kvshared.sock, else /tmp/kvshare-$UID/kvshared.sock.
- * @buf, @len: where to write it, NUL-terminated.
- * Errors: -ENAMETOOLONG if it does not fit.
- * Ownership: caller's buffer. Thread: any.
- */
-int kvs_default_socket_path(char *buf, size_t len);
-
-/*
- * kvs_dtype_bytes - bytes of one stored element of @dtype, 0 if unknown;
- * INT4 packs two elements per byte and says 1. The size of a block, scales
- * included, is kvs_layout_block_bytes().
- * Thread: any.
- */
-size_t kvs_dtype_bytes(kvs_dtype dtype);
-
-/*
- * kvs_layout_block_bytes - bytes of one block of @layout:
- * layers * 2 (K and V) * block_tokens * kv_heads * head_dim * dtype bytes
- * for the plain dtypes; the quantized ones (INT8, FP8_E4M3, INT4) add their
- * scales, zero points and K's fp16 outlier channels after the codes
- * (quantization scheme 2). docs/architecture.md shows the block's byte
- * layout for each dtype.
- * Returns 0 if any factor is zero or the product overflows.
- * Thread: any.
- */
-uint64_t kvs_layout_block_bytes(const kvs_layout *layout);
+/* The layout, the block and its status, the lease, the request's limit and
+ * the functions of no connection (the default socket path, sizes, hashing)
+ * are the vocabulary this library shares with the daemon: kvs_types.h. */
 
 /*
  * kvs_connect - connect to the daemon and attach with a layout.
@@ -280,39 +211,6 @@ uint32_t kvs_namespace_id(const kvs_client *c);
  */
 int kvs_hash_tokens(const kvs_client *c, const uint32_t *tokens,
 		    size_t ntokens, kvs_hash *out, size_t max);
-
-/*
- * kvs_hash_layout_seed - h_{-1} for a layout, as kvs_hash_tokens() uses it;
- * and kvs_hash_chain - the same chaining from an explicit seed. Exposed so
- * that tools and tests can compute hashes without a connection.
- * Thread: any.
- */
-kvs_hash kvs_hash_layout_seed(const kvs_layout *layout);
-size_t kvs_hash_chain(kvs_hash seed, uint32_t block_tokens,
-		      const uint32_t *tokens, size_t ntokens, kvs_hash *out,
-		      size_t max);
-
-/*
- * kvs_hash_key - the block hash of an opaque key that an engine computed
- * itself (SGLang's chained SHA-256 of a page, as hex): XXH3_128 of @seed
- * and the key's bytes, so that the same key under two layouts (model,
- * ranks, block size, dtype, salt: kvs_hash_layout_seed()) names two
- * blocks, here and in the remote tier shared with other hosts. The key
- * must name its whole prefix, as a chained hash does: kvshare looks
- * chains up by their hashes alone.
- * @seed: kvs_hash_layout_seed() of the client's layout.
- * @key, @len: the key's bytes (@key may be NULL when @len is 0).
- * Thread: any.
- */
-kvs_hash kvs_hash_key(kvs_hash seed, const void *key, size_t len);
-
-/*
- * kvs_hash_format - 32 lower-case hex digits (hi then lo) and a NUL.
- * kvs_hash_parse - the reverse; 32 hex digits exactly. Errors: -EINVAL.
- * Thread: any.
- */
-void kvs_hash_format(kvs_hash h, char out[33]);
-int kvs_hash_parse(const char *s, kvs_hash *out);
 
 /*
  * kvs_lookup - find the longest cached prefix of a hash chain and pin it.
@@ -624,21 +522,12 @@ int kvs_kv_load(kvs_client *c, const kvs_paged_cache *pc, uint32_t layer,
  * them beside the daemon's own (`kvsctl stats`, section "engines"; /metrics):
  * what a connector did with the blocks the daemon gave it. From an attached
  * client they count for its namespace too (namespace.<id>.engines.*).
- * @delta: the counts since this client's last report (each is added).
+ * @delta: the counts since this client's last report (each is added;
+ *         kvs_engine_report: kvs_types.h).
  * Errors: -EINVAL, KVS_E_DISCONNECTED, KVS_E_PROTO (a daemon older than the
  *         message: it answers KVS_E_OPCODE).
  * Thread: the client's.
  */
-typedef struct kvs_engine_report {
-	uint64_t hit_tokens;       /* tokens a scheduler was told are cached */
-	uint64_t loaded_blocks;    /* blocks copied into the engine's cache */
-	uint64_t loaded_bytes;
-	uint64_t load_us;          /* microseconds the loads took */
-	uint64_t load_errors;      /* blocks that could not be loaded */
-	uint64_t published_blocks; /* blocks stored and committed */
-	uint64_t publish_us;       /* microseconds the publishes took */
-	uint64_t skipped_blocks;   /* not published: BUSY or FULL at reserve */
-} kvs_engine_report;
 int kvs_report(kvs_client *c, const kvs_engine_report *delta);
 
 /*

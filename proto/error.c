@@ -1,7 +1,7 @@
 /* error.c - one error domain: -errno and KVS_E_* (see kvshare.h). */
 #include <string.h>
 
-#include "kvshare.h"
+#include "kvs_types.h"
 
 static const char *const kvs_errors[] = {
 	[KVS_E_BASE - (KVS_E_PROTO)] = "malformed or truncated message",

@@ -7,7 +7,7 @@
 #include <xxhash.h>
 
 #include "kvs_kv_format.h"
-#include "kvshare.h"
+#include "kvs_types.h"
 
 /* Everything that makes two layouts differ goes into the seed, each field
  * length-prefixed so that ("ab","c") and ("a","bc") never collide. */

@@ -1,6 +1,6 @@
 /*
  * kvs_le.h - little-endian field access, the one encoding of every byte
- * format: the wire codecs (client/wire.c, wire_admin.c), the SSD index's keys
+ * format: the wire codecs (proto/wire.c, wire_admin.c), the SSD index's keys
  * and values (storage/ssd/index.c) and the SSD record headers and superblocks
  * (storage/ssd/ssd_format.c). Internal: not installed, not part of the API. Byte by
  * byte, so any alignment and any host byte order give the same bytes.

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kvshare.h"
+#include "kvs_types.h"
 
 #define KVS_WIRE_MAGIC 0x3153564bu /* "KVS1" */
 #define KVS_WIRE_VERSION 1

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "kvshare.h"
+#include "kvs_types.h"
 
 int kvs_default_socket_path(char *buf, size_t len)
 {

@@ -5,7 +5,7 @@ The Python package takes libkvshare's constants and struct layouts from
 _abi.py, a module generated from the C headers by the compiler
 (tests/python_abi/abi_dump.c) and checked into the tree, so an installed
 wheel needs no compiler. Run this after a change to client/kvshare.h or
-client/kvs_types.h:
+proto/kvs_types.h:
 
     cmake --build build --target abi_dump && scripts/python_abi.py
 

@@ -17,7 +17,7 @@
 
 /* The fast path's stats section, fast.*: X(name, kind, help) lines
  * (kvs_stats.h), the clients' own counters (KVS_FAST_COUNTERS,
- * client/kvs_fast.h) among them; kvs_fast.counts holds the values. */
+ * proto/kvs_fast.h) among them; kvs_fast.counts holds the values. */
 #define KVS_FAST_STATS(X)                                                     \
 	X(clients, GAUGE, "connections with a fast-path pin area")            \
 	X(revoked, GAUGE, "pin areas of closed connections, in their grace")  \

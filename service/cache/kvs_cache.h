@@ -34,7 +34,7 @@
 
 #include "kvs_stats.h"
 #include "kvs_tier_ops.h"
-#include "kvshare.h"
+#include "kvs_types.h"
 
 typedef struct kvs_cache kvs_cache;
 typedef struct kvs_owner kvs_owner; /* one per connection */

@@ -4,7 +4,7 @@
  * arena), and one pin area per connection that asked for it (FASTATTACH).
  * Code: service/cache/fastidx.c (index, connections, replay, stats) and
  * service/cache/fastpins.c (pins: hold, unhold, revocation). Layout of both:
- * client/kvs_fast.h. Protocol and memory ordering:
+ * proto/kvs_fast.h. Protocol and memory ordering:
  * docs/architecture.md, "Hits without a round trip".
  *
  * The cache calls four hooks (all accept f == NULL, the fast path off):

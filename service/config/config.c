@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "kvs_policy.h"
-#include "kvshare.h"
+#include "kvs_types.h"
 
 #define FALLBACK_HOST_BYTES (1ull << 30)
 #define DEFAULT_MAX_OUTBUF (64ull << 20) /* not a setting (yet) */

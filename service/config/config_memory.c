@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "kvshare.h"
+#include "kvs_types.h"
 
 /* /proc/meminfo into @buf (empty if it cannot be read). */
 static const char *read_meminfo(char *buf, size_t cap)

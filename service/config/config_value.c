@@ -1,7 +1,7 @@
 /*
  * config_value.c - reading one value of a setting (see config_int.h):
  * bounded numbers, permission bits, booleans, and lists of user or group
- * ids (sizes with units: kvs_parse_size(), client/kvs_size.h). Pure
+ * ids (sizes with units: kvs_parse_size(), proto/kvs_size.h). Pure
  * functions of the text but for the name look-ups.
  */
 #include "config_int.h"

@@ -13,7 +13,7 @@
 #include "kvevents_int.h"
 #include "kvs_cache_admin.h"
 #include "kvs_log.h"
-#include "kvshare.h"
+#include "kvs_types.h"
 
 #define BATCH_BYTES_MAX (1u << 20) /* a batch is sent once past this */
 /* One replay answer: at most this many batches and bytes (and at least one

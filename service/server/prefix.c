@@ -12,7 +12,7 @@
 #include <jansson.h>
 
 #include "kvs_cache_admin.h"
-#include "kvshare.h"
+#include "kvs_types.h"
 #include "server_int.h"
 
 /* A request's token_ids: at most this many (1 MiB of body holds fewer of

@@ -26,7 +26,6 @@
 #include <string.h>
 
 #include "kvs_wire.h"
-#include "kvshare.h"
 
 static const char *dir;
 static int failed;

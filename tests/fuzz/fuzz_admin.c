@@ -1,6 +1,6 @@
 /*
  * fuzz_admin - libFuzzer target for the operator messages' codec
- * (client/wire_admin.c): LIST request, header and namespace entries,
+ * (proto/wire_admin.c): LIST request, header and namespace entries,
  * INSPECT request and reply, EVICT request and reply, PIN/UNPIN request,
  * EVENT messages and VERIFY request and reply.
  *
@@ -22,7 +22,6 @@
 
 #include "kvs_wire.h"
 #include "kvs_wire_admin.h"
-#include "kvshare.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

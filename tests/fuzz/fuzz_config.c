@@ -25,7 +25,7 @@
 #include <string.h>
 
 #include "kvs_config.h"
-#include "kvshare.h"
+#include "kvs_types.h"
 
 #define MAX_ARGS 32
 

@@ -1,5 +1,5 @@
 /*
- * fuzz_wire - libFuzzer target for the wire codec (client/wire.c).
+ * fuzz_wire - libFuzzer target for the wire codec (proto/wire.c).
  *
  * The input is read as a message: a 24-byte header, then a payload. Every
  * decoder of kvs_wire.h runs on it: the header decoder on the first bytes,
@@ -19,7 +19,6 @@
 #include <string.h>
 
 #include "kvs_wire.h"
-#include "kvshare.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -22,7 +22,6 @@
 #include "kvs_ssd.h"
 #include "kvs_wire.h"
 #include "kvs_wire_admin.h"
-#include "kvshare.h"
 
 static const char *out_dir;
 static int failed;

@@ -22,7 +22,7 @@ expect llama-2-7b 524288 "$(plan --preset llama-2-7b | field bytes_per_token)"
 expect deepseek-v3 70272 "$(plan --preset deepseek-v3 | field bytes_per_token)"
 expect custom-equals-preset 327680 "$(plan --layers 80 --kv-heads 8 --head-dim 128 | field bytes_per_token)"
 expect mqa 8192 "$(plan --layers 32 --kv-heads 71 --head-dim 64 --attention mqa | field bytes_per_token)"
-# fp8 (scheme 2, kernels/kvs_kv_format.h), per 256-token block, rounded up:
+# fp8 (scheme 2, proto/kvs_kv_format.h), per 256-token block, rounded up:
 # codes; K's fp32 scale+zero per layer, head and channel; V's per layer,
 # token and head; 4 fp16 K channels per layer and head (u16 index + codes).
 blk8=$((80 * 2 * 256 * 8 * 128 + 80 * 8 * 128 * 8 + 80 * 256 * 8 * 8 + 80 * 8 * 4 * 2 + 80 * 8 * 4 * 256 * 2))

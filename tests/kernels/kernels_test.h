@@ -22,7 +22,7 @@
 #include "kvs_kv_copy.h"
 #include "kvs_kv_format.h"
 #include "kvs_numeric.h"
-#include "kvshare.h" /* kvs_layout_block_bytes(): the client sizes blocks the same */
+#include "kvs_types.h" /* kvs_layout_block_bytes(): the client sizes blocks the same */
 
 static uint64_t rng_state;
 

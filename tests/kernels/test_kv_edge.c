@@ -31,7 +31,7 @@
 #include "kvs_kv_copy.h"
 #include "kvs_kv_format.h"
 #include "kvs_numeric.h"
-#include "kvshare.h" /* kvs_layout_block_bytes(): what HELLO checks */
+#include "kvs_types.h" /* kvs_layout_block_bytes(): what HELLO checks */
 
 static uint64_t xs = 88172645463325252ull;
 

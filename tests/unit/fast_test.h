@@ -1,7 +1,7 @@
 /*
  * fast_test.h - what test_fastidx and test_fastpins share: a namespace
  * attached to a cache, the index mapped and probed as a client reads it
- * (client/kvs_fast.h), two hashes of one home. Static inline: each test
+ * (proto/kvs_fast.h), two hashes of one home. Static inline: each test
  * takes what it uses.
  */
 #ifndef KVS_FAST_TEST_H

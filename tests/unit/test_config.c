@@ -9,7 +9,7 @@
 
 #include "kvs_check.h"
 #include "kvs_config.h"
-#include "kvshare.h"
+#include "kvs_types.h"
 
 static int parse(kvs_config *cfg, const char *a1, const char *a2)
 {

@@ -1,6 +1,6 @@
 /*
  * test_fastidx - the fast path's index and pin areas (service/cache/fastidx.c)
- * over a real cache, read the way a client reads them (client/kvs_fast.h):
+ * over a real cache, read the way a client reads them (proto/kvs_fast.h):
  *
  *  - mechanics: records published into a small index up to 88% load, some
  *    left out at the probe bound (counted; COMPLETE cleared); every one

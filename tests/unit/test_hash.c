@@ -1,5 +1,5 @@
 /*
- * test_hash - chained block hashes and layout sizes (client/hash.c).
+ * test_hash - chained block hashes and layout sizes (proto/hash.c).
  * Exit 0 pass, 1 fail.
  *
  * The known-answer values below were computed once with hash.c and checked
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "kvs_check.h"
-#include "kvshare.h"
+#include "kvs_types.h"
 
 
 static int heq(kvs_hash a, kvs_hash b)
@@ -233,7 +233,7 @@ static void test_sizes(void)
 	CHECK(kvs_layout_block_bytes(&l) == 0);
 	l.kv_heads = 0x1fffffffu; /* (2^32-1) * 2 * (2^29-1) * 2 < 2^63: fits */
 	CHECK(kvs_layout_block_bytes(&l) == 0xffffffffull * 2 * 0x1fffffffull * 2);
-	/* Quantized blocks (scheme 2, kernels/kvs_kv_format.h): codes; K's
+	/* Quantized blocks (scheme 2, proto/kvs_kv_format.h): codes; K's
 	 * scale and zero per channel and token group; V's per token and
 	 * channel group; head_dim / 32 fp16 K channels per (layer, head), each
 	 * a u16 index and block_tokens fp16 codes. Base: 32 layers, 8 heads,

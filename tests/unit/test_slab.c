@@ -5,7 +5,7 @@
  * KVS_TEST_SEED=<n> replays a run. Exit: 0 pass, 1 fail.
  */
 #include "kvs_slab.h"
-#include "kvshare.h"
+#include "kvs_types.h"
 
 #include <errno.h>
 #include <inttypes.h>

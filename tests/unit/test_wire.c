@@ -1,5 +1,5 @@
 /*
- * test_wire - the wire codec (client/wire.c): round trips of every encoder and
+ * test_wire - the wire codec (proto/wire.c): round trips of every encoder and
  * decoder, every decode error path, the byte layout, and kvs_strerror().
  * Exit 0 pass, 1 fail.
  */
@@ -10,7 +10,7 @@
 
 #include "kvs_wire.h"
 #include "kvs_check.h"
-#include "kvshare.h"
+#include "kvs_types.h"
 
 
 #define HELLO_FIXED 40 /* flags, 7 x u32, 3 x u16 lengths, u16 pad */

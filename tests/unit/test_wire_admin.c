@@ -1,5 +1,5 @@
 /*
- * test_wire_admin - the operator messages' codec (client/wire_admin.c):
+ * test_wire_admin - the operator messages' codec (proto/wire_admin.c):
  * round trips of every encoder and decoder, and the decode errors
  * (truncated, trailing bytes, fields out of range). Exit 0 pass, 1 fail.
  */

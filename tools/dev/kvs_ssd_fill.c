@@ -33,7 +33,7 @@
 #include "kvs_index.h"
 #include "kvs_ssd.h"
 #include "kvs_nsfile.h"
-#include "kvshare.h"
+#include "kvs_types.h"
 
 #define SEG (256ull << 20)
 #define BLOCK 4096u

@@ -426,7 +426,7 @@ def test_store_load_round_trip_every_layout(daemon, writer, dtype):
                                       page_rows(before[layer], reader, p, H, D))
 
 
-# Scheme 2 (kernels/kvs_kv_format.h): K per channel over the block's tokens
+# Scheme 2 (proto/kvs_kv_format.h): K per channel over the block's tokens
 # (INT4: 32-token groups), V per token (INT4: 32-channel groups), each with a
 # scale and zero point, and head_dim / 32 fp16 K channels. For INT8/INT4 the
 # error is at most half a step, (group range) / qmax / 2 <= amax / qmax, with
