@@ -4,6 +4,7 @@
 
 #include "kvs_wire.h"
 #include "kvs_le.h"
+#include "kvs_ns.h"
 
 
 void kvs_wire_hdr_encode(const kvs_wire_hdr *h, uint8_t *buf)
@@ -36,9 +37,9 @@ int kvs_wire_hdr_decode(const uint8_t *buf, size_t n, uint32_t max_payload,
 	return 0;
 }
 
-/* HELLO: flags u32, 7 x u32 (layers, kv_heads, head_dim, block_tokens,
- * tp_rank, tp_size, dtype), 3 x u16 string lengths, u16 zero, then strings. */
-#define HELLO_FIXED (4 + 7 * 4 + 4 * 2)
+/* HELLO: flags u32, the layout's seven u32 (kvs_ns.h: KVS_LAYOUT_DIMS),
+ * 3 x u16 string lengths, u16 zero, then strings. */
+#define HELLO_FIXED (4 + KVS_LAYOUT_DIMS_BYTES + 4 * 2)
 
 static size_t name_len(const char *s)
 {
@@ -74,13 +75,7 @@ int kvs_wire_hello_encode_flags(const kvs_layout *l, uint32_t flags,
 	if (cap < need)
 		return -ENOBUFS;
 	put32(p, flags);
-	put32(p + 4, l->layers);
-	put32(p + 8, l->kv_heads);
-	put32(p + 12, l->head_dim);
-	put32(p + 16, l->block_tokens);
-	put32(p + 20, l->tp_rank);
-	put32(p + 24, l->tp_size);
-	put32(p + 28, (uint32_t)l->dtype);
+	kvs_layout_dims_put(p + 4, l);
 	put16(p + 32, (uint16_t)ml);
 	put16(p + 34, (uint16_t)al);
 	put16(p + 36, (uint16_t)sl);
@@ -100,13 +95,7 @@ int kvs_wire_hello_decode(const uint8_t *p, size_t n, kvs_wire_hello *o)
 	if (n < HELLO_FIXED)
 		return KVS_E_PROTO;
 	o->flags = get32(p);
-	o->layers = get32(p + 4);
-	o->kv_heads = get32(p + 8);
-	o->head_dim = get32(p + 12);
-	o->block_tokens = get32(p + 16);
-	o->tp_rank = get32(p + 20);
-	o->tp_size = get32(p + 24);
-	o->dtype = get32(p + 28);
+	kvs_layout_dims_get(p + 4, o);
 	o->model_len = get16(p + 32);
 	o->adapter_len = get16(p + 34);
 	o->salt_len = get16(p + 36);

@@ -4,6 +4,7 @@
 
 #include "kvs_wire_admin.h"
 #include "kvs_le.h"
+#include "kvs_ns.h"
 
 /* ---- list ---- */
 
@@ -86,13 +87,7 @@ int kvs_wire_ns_encode(const kvs_wire_ns *e, const kvs_wire_prefix *top,
 	if (cap < need)
 		return -ENOBUFS;
 	put32(p, e->id);
-	put32(p + 4, e->layers);
-	put32(p + 8, e->kv_heads);
-	put32(p + 12, e->head_dim);
-	put32(p + 16, e->block_tokens);
-	put32(p + 20, e->tp_rank);
-	put32(p + 24, e->tp_size);
-	put32(p + 28, e->dtype);
+	kvs_layout_dims_put(p + 4, e);
 	put32(p + 32, e->clients);
 	put32(p + 36, e->flags);
 	put64(p + 40, e->block_bytes);
@@ -133,13 +128,7 @@ int kvs_wire_ns_decode(const uint8_t *p, size_t n, kvs_wire_ns *o, size_t *used)
 	if (n < KVS_WIRE_NS_FIXED)
 		return KVS_E_PROTO;
 	o->id = get32(p);
-	o->layers = get32(p + 4);
-	o->kv_heads = get32(p + 8);
-	o->head_dim = get32(p + 12);
-	o->block_tokens = get32(p + 16);
-	o->tp_rank = get32(p + 20);
-	o->tp_size = get32(p + 24);
-	o->dtype = get32(p + 28);
+	kvs_layout_dims_get(p + 4, o);
 	o->clients = get32(p + 32);
 	o->flags = get32(p + 36);
 	o->block_bytes = get64(p + 40);

@@ -149,7 +149,7 @@ void cache_persist_ns(kvs_cache *c, uint32_t id)
 	cache_persist *p = c->persist;
 	const ns *s;
 	persist_ns *e;
-	kvs_nsfile_ns f;
+	kvs_ns_layout f;
 	int len;
 
 	if (!p || p->adopting || id == 0 || id > p->hdr->ns_cap)
@@ -160,7 +160,7 @@ void cache_persist_ns(kvs_cache *c, uint32_t id)
 	if (p->hdr->ns_hwm < id)
 		set_state(&p->hdr->ns_hwm, id);
 	set_state(&e->state, 0);
-	f = (kvs_nsfile_ns){
+	f = (kvs_ns_layout){
 		.model = s->model, .adapter = s->adapter,
 		.salt = (const uint8_t *)s->salt,
 		.model_len = (uint32_t)strlen(s->model),
@@ -169,7 +169,7 @@ void cache_persist_ns(kvs_cache *c, uint32_t id)
 		.kv_heads = s->info.kv_heads, .head_dim = s->info.head_dim,
 		.block_tokens = s->info.block_tokens, .tp_rank = s->info.tp_rank,
 		.tp_size = s->info.tp_size, .dtype = s->info.dtype, .id = id };
-	len = kvs_nsfile_encode(&f, e->entry, sizeof(e->entry));
+	len = kvs_ns_encode(&f, e->entry, sizeof(e->entry));
 	if (len < 0) {
 		kvs_warn("namespace %u: not persisted (%s): its host blocks are "
 			 "lost at a restart", id, kvs_strerror(len));

@@ -41,9 +41,9 @@ static void rec_free(rebuild *b, uint32_t i)
 static void ns_one(rebuild *b, uint32_t id, kvs_persist_report *r)
 {
 	const persist_ns *e = cache_persist_ns_at(b->p, id);
-	char model[KVS_NSFILE_STR_MAX + 1], adapter[KVS_NSFILE_STR_MAX + 1];
+	char model[KVS_NS_STR_MAX + 1], adapter[KVS_NS_STR_MAX + 1];
 	persist_ns copy;
-	kvs_nsfile_ns f;
+	kvs_ns_layout f;
 	kvs_ns_desc d;
 	uint32_t got;
 
@@ -53,7 +53,7 @@ static void ns_one(rebuild *b, uint32_t id, kvs_persist_report *r)
 	memcpy(&copy, e, sizeof(copy));
 	if (copy.len > sizeof(copy.entry) || copy.sum != persist_ns_sum(&copy) ||
 	    copy.gen == 0 || copy.dom >= b->c->ndoms ||
-	    kvs_nsfile_decode(copy.entry, copy.len, &f) != (int)copy.len ||
+	    kvs_ns_decode(copy.entry, copy.len, &f) != (int)copy.len ||
 	    f.id != id) {
 		kvs_warn("persist: namespace entry %u is not valid: its blocks "
 			 "are dropped", id);

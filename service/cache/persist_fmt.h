@@ -18,7 +18,7 @@
 
 #include <xxhash.h>
 
-#include "kvs_nsfile.h"
+#include "kvs_ns.h"
 
 #define PERSIST_MAGIC 0x314154454d53564bull /* "KVSMETA1" */
 #define PERSIST_VERSION 2u
@@ -70,7 +70,7 @@ typedef struct persist_ns {
 	uint32_t state;        /* 1: set (release store, written last) */
 	uint32_t dom;
 	uint32_t gen;          /* changes each time the id is given */
-	uint32_t len;          /* bytes of the nsfile entry in @entry */
+	uint32_t len;          /* bytes of the namespace record (kvs_ns.h) in @entry */
 	uint64_t sum;          /* persist_ns_sum() */
 	uint8_t entry[PERSIST_NS_BYTES - 24];
 } persist_ns;
@@ -95,7 +95,7 @@ typedef struct persist_rec {
 _Static_assert(offsetof(persist_hdr, sum) == 80, "persist_hdr layout");
 _Static_assert(sizeof(persist_hdr) <= PERSIST_HDR_BYTES, "persist_hdr size");
 _Static_assert(sizeof(persist_ns) == PERSIST_NS_BYTES, "persist_ns size");
-_Static_assert(KVS_NSFILE_ENTRY_MAX <= PERSIST_NS_BYTES - 24, "ns entry");
+_Static_assert(KVS_NS_ENTRY_MAX <= PERSIST_NS_BYTES - 24, "ns entry");
 _Static_assert(sizeof(persist_rec) == PERSIST_REC_BYTES, "persist_rec size");
 _Static_assert(offsetof(persist_rec, rsum) == 120, "persist_rec layout");
 _Static_assert(offsetof(persist_rec, sum) == 72, "persist_rec sum");

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "kvs_log.h"
-#include "kvs_nsfile.h"
+#include "kvs_ns.h"
 #include "kvs_remote.h"
 #include "kvs_remote_value.h"
 #include "kvs_types.h" /* kvs_strerror */
@@ -255,12 +255,12 @@ static void remote_committed(kvs_tier_mod *tt, const kvs_tier_blk *b)
 		remote_publish(t, b, 1);
 }
 
-/* The namespace's fingerprint: its layout and salt, as the namespaces file
- * encodes them (the same bytes on every machine). */
+/* The namespace's fingerprint: its layout and salt, as a namespace record
+ * (kvs_ns.h) encodes them (the same bytes on every machine). */
 static void remote_ns_created(kvs_tier_mod *tt, uint32_t id, const kvs_ns_desc *d)
 {
 	remote_tier *t = remote_of(tt);
-	kvs_nsfile_ns ns = {
+	kvs_ns_layout ns = {
 		.model = d->model, .model_len = (uint32_t)strlen(d->model),
 		.adapter = d->adapter, .adapter_len = (uint32_t)strlen(d->adapter),
 		.salt = d->salt, .salt_len = d->salt_len, .layers = d->layers,

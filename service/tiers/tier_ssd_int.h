@@ -197,7 +197,7 @@ enum {
 
 typedef struct ssd_ns {
 	int state;
-	kvs_nsfile_ns entry; /* NSF_PENDING: what to file (strings in buf) */
+	kvs_ns_layout entry; /* NSF_PENDING: what to file (strings in buf) */
 	uint8_t *buf;
 	uint64_t retry_at;   /* ms (now_ms): its next append, after one failed */
 } ssd_ns;

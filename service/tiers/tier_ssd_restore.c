@@ -65,8 +65,8 @@ void ssd_ns_created(kvs_tier_mod *tt, uint32_t id, const kvs_ns_desc *d)
 	if (!n)
 		return; /* NSF_NONE: its blocks are not written */
 	ns_set(n, NSF_NEVER);
-	if (ml > KVS_NSFILE_STR_MAX || al > KVS_NSFILE_STR_MAX ||
-	    d->salt_len > KVS_NSFILE_STR_MAX) {
+	if (ml > KVS_NS_STR_MAX || al > KVS_NS_STR_MAX ||
+	    d->salt_len > KVS_NS_STR_MAX) {
 		kvs_warn("SSD tier: namespace %u cannot be persisted: its blocks "
 			 "are not written to SSD", id);
 		return;
@@ -80,7 +80,7 @@ void ssd_ns_created(kvs_tier_mod *tt, uint32_t id, const kvs_ns_desc *d)
 		memcpy(buf + ml + al, d->salt, d->salt_len);
 	n->buf = buf;
 	n->state = NSF_PENDING;
-	n->entry = (kvs_nsfile_ns){
+	n->entry = (kvs_ns_layout){
 		.model = (const char *)buf, .adapter = (const char *)buf + ml,
 		.salt = buf + ml + al, .model_len = (uint32_t)ml,
 		.adapter_len = (uint32_t)al, .salt_len = d->salt_len,
@@ -130,10 +130,10 @@ int ssd_ns_filed(ssd_tier *t, uint32_t id)
 /* One entry of the namespaces file: the namespace gets its id back. One
  * that cannot (its layout no longer fits, no memory) stays out: its blocks
  * are dropped from the index as the load comes to them. */
-static int ns_restore_one(void *arg, const kvs_nsfile_ns *f)
+static int ns_restore_one(void *arg, const kvs_ns_layout *f)
 {
 	ssd_tier *t = arg;
-	char model[KVS_NSFILE_STR_MAX + 1], adapter[KVS_NSFILE_STR_MAX + 1];
+	char model[KVS_NS_STR_MAX + 1], adapter[KVS_NS_STR_MAX + 1];
 	kvs_ns_desc d = { .model = model, .adapter = adapter, .salt = f->salt,
 			  .salt_len = f->salt_len, .layers = f->layers,
 			  .kv_heads = f->kv_heads, .head_dim = f->head_dim,

@@ -49,7 +49,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kvs_nsfile.h" /* kvs_nsfile_ns */
+#include "kvs_ns.h" /* kvs_ns_layout */
 #include "kvs_types.h"  /* kvs_hash */
 
 #define KVS_RVAL_KEY_PREFIX "kvs2:"
@@ -115,10 +115,10 @@ uint64_t kvs_rval_mac_id(const kvs_rval_mac *m);
 void kvs_rval_mac_free(kvs_rval_mac *m);
 
 /* kvs_rval_ns_fp - the fingerprint of namespace @ns: XXH3-64 of its
- * namespaces-file entry without its id (layout and salt, the same bytes on
- * every machine; @ns->id is ignored), never 0 (0 means "none"); 0 when it
- * cannot be encoded. */
-uint64_t kvs_rval_ns_fp(const kvs_nsfile_ns *ns);
+ * namespace record without its id (kvs_ns.h: layout and salt, the same
+ * bytes on every machine; @ns->id is ignored), never 0 (0 means "none");
+ * 0 when it cannot be encoded. */
+uint64_t kvs_rval_ns_fp(const kvs_ns_layout *ns);
 
 /* kvs_rval_key - the key of block @hash of namespace @ns_fp into
  * @key[KVS_RVAL_KEY_BYTES]. */

@@ -141,16 +141,16 @@ void kvs_rval_mac_free(kvs_rval_mac *m)
 	free(m);
 }
 
-uint64_t kvs_rval_ns_fp(const kvs_nsfile_ns *ns)
+uint64_t kvs_rval_ns_fp(const kvs_ns_layout *ns)
 {
-	uint8_t buf[KVS_NSFILE_ENTRY_MAX];
-	kvs_nsfile_ns layout = *ns;
+	uint8_t buf[KVS_NS_ENTRY_MAX];
+	kvs_ns_layout layout = *ns;
 	int n;
 
 	/* The layout only, as the old format encodes it: the id is this
 	 * daemon's name for it, not the same on every machine. */
 	layout.id = 0;
-	n = kvs_nsfile_encode(&layout, buf, sizeof(buf));
+	n = kvs_ns_encode(&layout, buf, sizeof(buf));
 	/* the entry without its length word; | 1: never 0 */
 	return n > 4 ? (XXH3_64bits(buf + 4, (size_t)n - 4) | 1) : 0;
 }

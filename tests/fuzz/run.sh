@@ -30,7 +30,7 @@ declare -A SOURCES=(
 	[fuzz_wire]="proto/wire.c proto/wire_desc.c"
 	[fuzz_admin]="proto/wire.c proto/wire_admin.c"
 	[fuzz_ssd]="$(echo storage/ssd/ssd*.c) storage/ssd/index.c -luring -lxxhash -llmdb"
-	[fuzz_remote]="storage/remote/resp.c storage/remote/remote_cluster_slots.c storage/remote/remote_value.c storage/ssd/nsfile.c -lxxhash -lcrypto"
+	[fuzz_remote]="storage/remote/resp.c storage/remote/remote_cluster_slots.c storage/remote/remote_value.c proto/ns.c -lxxhash -lcrypto"
 	# Every eviction policy: config.c checks --eviction-policy names
 	# against the registry, which links them all.
 	[fuzz_config]="$(echo service/config/config*.c service/cache/policy*.c)

@@ -36,7 +36,7 @@ static inline rc_cluster *rt_cluster(const rc_opts *o)
  * kvs_rval_ns_fp of the same namespaces-file entry). */
 static inline uint64_t rt_fp(const kvs_layout *l)
 {
-	kvs_nsfile_ns ns = {
+	kvs_ns_layout ns = {
 		.model = l->model, .model_len = (uint32_t)strlen(l->model),
 		.adapter = l->adapter ? l->adapter : "",
 		.adapter_len = l->adapter ? (uint32_t)strlen(l->adapter) : 0,

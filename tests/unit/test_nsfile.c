@@ -18,9 +18,9 @@
 #include "kvs_nsfile.h"
 #include "kvs_wire.h"
 
-static kvs_nsfile_ns of_layout(const kvs_layout *l)
+static kvs_ns_layout of_layout(const kvs_layout *l)
 {
-	return (kvs_nsfile_ns){
+	return (kvs_ns_layout){
 		.model = l->model, .model_len = (uint32_t)strlen(l->model),
 		.adapter = l->adapter ? l->adapter : "",
 		.adapter_len = l->adapter ? (uint32_t)strlen(l->adapter) : 0,
@@ -33,7 +33,7 @@ static kvs_nsfile_ns of_layout(const kvs_layout *l)
 
 static uint32_t ids[8];
 
-static int ids_fn(void *arg, const kvs_nsfile_ns *ns)
+static int ids_fn(void *arg, const kvs_ns_layout *ns)
 {
 	int *n = arg;
 
@@ -43,7 +43,7 @@ static int ids_fn(void *arg, const kvs_nsfile_ns *ns)
 	return 0;
 }
 
-static int count_fn(void *arg, const kvs_nsfile_ns *ns)
+static int count_fn(void *arg, const kvs_ns_layout *ns)
 {
 	(*(int *)arg)++;
 	return ns->layers == 99; /* stop after a layer count of 99 */
@@ -60,41 +60,41 @@ int main(void)
 	};
 	const char *tmp = getenv("TMPDIR");
 	char dir[256], path[300];
-	uint8_t a[KVS_NSFILE_ENTRY_MAX], b[KVS_NSFILE_ENTRY_MAX];
-	kvs_nsfile_ns ns;
+	uint8_t a[KVS_NS_ENTRY_MAX], b[KVS_NS_ENTRY_MAX];
+	kvs_ns_layout ns;
 	struct stat st;
 	int n, m, count, whole = 0;
 	FILE *f;
 
 	for (size_t i = 0; i < sizeof(ls) / sizeof(ls[0]); i++) {
-		kvs_nsfile_ns in = of_layout(&ls[i]);
+		kvs_ns_layout in = of_layout(&ls[i]);
 
-		n = kvs_nsfile_encode(&in, a, sizeof(a));
+		n = kvs_ns_encode(&in, a, sizeof(a));
 		m = kvs_wire_hello_encode(&ls[i], b, sizeof(b));
 		CHECK(n > 4 && m > 0);
 		CHECK_EQ(n, m + 4);
 		CHECK(memcmp(a + 4, b, (size_t)m) == 0);
-		CHECK_EQ(kvs_nsfile_decode(a, (size_t)n, &ns), n);
+		CHECK_EQ(kvs_ns_decode(a, (size_t)n, &ns), n);
 		CHECK(ns.model_len == in.model_len && memcmp(ns.model, in.model, in.model_len) == 0);
 		CHECK(ns.salt_len == in.salt_len);
 		CHECK(ns.layers == in.layers && ns.dtype == in.dtype && ns.tp_rank == in.tp_rank);
-		CHECK_EQ(kvs_nsfile_decode(a, (size_t)n - 1, &ns), -EAGAIN);
+		CHECK_EQ(kvs_ns_decode(a, (size_t)n - 1, &ns), -EAGAIN);
 	}
 	ns = of_layout(&ls[0]);
 	ns.model = "a\0b";
 	ns.model_len = 3;
-	CHECK_EQ(kvs_nsfile_encode(&ns, a, sizeof(a)), -EINVAL);
+	CHECK_EQ(kvs_ns_encode(&ns, a, sizeof(a)), -EINVAL);
 	ns = of_layout(&ls[0]);
-	n = kvs_nsfile_encode(&ns, a, sizeof(a));
-	a[4] = 2; /* flags: 0 or KVS_NSFILE_F_ID */
-	CHECK_EQ(kvs_nsfile_decode(a, (size_t)n, &ns), -EBADMSG);
+	n = kvs_ns_encode(&ns, a, sizeof(a));
+	a[4] = 2; /* flags: 0 or KVS_NS_F_ID */
+	CHECK_EQ(kvs_ns_decode(a, (size_t)n, &ns), -EBADMSG);
 	a[4] = 1; /* says it has an id, but is no longer */
-	CHECK_EQ(kvs_nsfile_decode(a, (size_t)n, &ns), -EBADMSG);
+	CHECK_EQ(kvs_ns_decode(a, (size_t)n, &ns), -EBADMSG);
 	/* With its id: 4 bytes more, the same layout. */
 	ns = of_layout(&ls[1]);
 	ns.id = 7;
-	n = kvs_nsfile_encode(&ns, a, sizeof(a));
-	m = kvs_nsfile_encode(&(kvs_nsfile_ns){ .id = 0, .model = ns.model,
+	n = kvs_ns_encode(&ns, a, sizeof(a));
+	m = kvs_ns_encode(&(kvs_ns_layout){ .id = 0, .model = ns.model,
 		.model_len = ns.model_len, .adapter = ns.adapter,
 		.adapter_len = ns.adapter_len, .salt = ns.salt,
 		.salt_len = ns.salt_len, .layers = ns.layers,
@@ -103,12 +103,12 @@ int main(void)
 		.tp_size = ns.tp_size, .dtype = ns.dtype }, b, sizeof(b));
 	CHECK_EQ(n, m + 4);
 	memset(&ns, 0, sizeof(ns));
-	CHECK_EQ(kvs_nsfile_decode(a, (size_t)n, &ns), n);
+	CHECK_EQ(kvs_ns_decode(a, (size_t)n, &ns), n);
 	CHECK(ns.id == 7 && ns.salt_len == 8 && memcmp(ns.salt, "tenant-b", 8) == 0);
 	CHECK(ns.adapter_len == 6 && memcmp(ns.adapter, "lora-7", 6) == 0);
 	a[4 + 40] = 0; /* id 0 with the flag */
 	a[4 + 41] = a[4 + 42] = a[4 + 43] = 0;
-	CHECK_EQ(kvs_nsfile_decode(a, (size_t)n, &ns), -EBADMSG);
+	CHECK_EQ(kvs_ns_decode(a, (size_t)n, &ns), -EBADMSG);
 
 	/* A file: two entries, then a torn third, which the load trims. */
 	snprintf(dir, sizeof(dir), "%s/kvs-test-nsfile-XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -118,7 +118,7 @@ int main(void)
 	for (size_t i = 0; i < 2; i++) {
 		ns = of_layout(&ls[i]);
 		CHECK_EQ(kvs_nsfile_append(dir, &ns), 0);
-		whole += kvs_nsfile_encode(&ns, b, sizeof(b));
+		whole += kvs_ns_encode(&ns, b, sizeof(b));
 	}
 	snprintf(path, sizeof(path), "%s/" KVS_NSFILE_NAME, dir);
 	CHECK(stat(path, &st) == 0);

@@ -68,7 +68,7 @@ static void check_keys(macs *k)
 {
 	uint8_t key[KVS_RVAL_KEY_BYTES], key2[KVS_RVAL_KEY_BYTES];
 	kvs_hash h = { .lo = 0x0706050403020100ull, .hi = 0x0f0e0d0c0b0a0908ull };
-	kvs_nsfile_ns ns = { .model = "m", .model_len = 1, .adapter = "",
+	kvs_ns_layout ns = { .model = "m", .model_len = 1, .adapter = "",
 			     .layers = 2, .kv_heads = 2, .head_dim = 64,
 			     .block_tokens = 16, .tp_size = 1, .dtype = 1 };
 	uint64_t fp, fp2;

@@ -21,6 +21,15 @@ static void put32(uint8_t *p, uint32_t v)
 		p[i] = (uint8_t)(v >> (8 * i));
 }
 
+static uint32_t le(const uint8_t *p, int bytes)
+{
+	uint32_t v = 0;
+
+	for (int i = bytes - 1; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
 static void test_hdr(void)
 {
 	kvs_wire_hdr h = { .magic = KVS_WIRE_MAGIC, .version = KVS_WIRE_VERSION,
@@ -91,6 +100,17 @@ static void test_hello(void)
 	CHECK(d.model_len == 10 && !memcmp(d.model, "llama-3-8b", 10));
 	CHECK(d.adapter_len == 6 && !memcmp(d.adapter, "lora-7", 6));
 	CHECK(d.salt_len == 8 && !memcmp(d.salt, "tenant-a", 8));
+	/* The bytes as docs/protocol.md gives them (the namespace records of
+	 * kvs_ns.h store the seven numbers in this order too). */
+	{
+		static const uint32_t dims[7] = { 32, 8, 128, 16, 1, 2, KVS_DTYPE_BF16 };
+
+		CHECK(le(b, 4) == 0);
+		for (int i = 0; i < 7; i++)
+			CHECK(le(b + 4 + 4 * i, 4) == dims[i]);
+		CHECK(le(b + 32, 2) == 10 && le(b + 34, 2) == 6 && le(b + 36, 2) == 8);
+		CHECK(!memcmp(b + HELLO_FIXED, "llama-3-8blora-7tenant-a", 24));
+	}
 
 	/* Exact fit works, one byte short is -ENOBUFS. */
 	CHECK(kvs_wire_hello_encode(&l, b, (size_t)n) == n);

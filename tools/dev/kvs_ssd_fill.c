@@ -10,7 +10,7 @@
  * preallocated 256 MiB segments with io_uring + O_DIRECT, indexes each once
  * its write completed (parent = the previous block of its chain of L), and
  * writes DIR/namespaces with the one layout the blocks belong to, in the
- * daemon's format (storage/ssd/kvs_nsfile.h, its one codec). Prints the
+ * daemon's format (storage/ssd/kvs_nsfile.h, proto/kvs_ns.h). Prints the
  * kvshared flags that open the directory as it was built:
  *   --ssd-segment 268435456 --ssd-size BYTES
  * DIR must exist and be empty of a previous tier.
@@ -83,7 +83,7 @@ static void reap_wait(fill *f)
 
 static int write_ns(const char *dir)
 {
-	kvs_nsfile_ns ns = { .model = layout.model,
+	kvs_ns_layout ns = { .model = layout.model,
 			     .model_len = (uint32_t)strlen(layout.model),
 			     .adapter = "", .layers = layout.layers,
 			     .kv_heads = layout.kv_heads, .head_dim = layout.head_dim,
