@@ -37,6 +37,7 @@ from .client import (
     WriteLease,
     default_socket_path,
     dtype_code,
+    dtype_name,
 )
 from .errors import (
     DisconnectedError,
@@ -76,7 +77,8 @@ __all__ = [
     "TIER_GPU", "TIER_HOST", "TIER_NAMES", "TIER_REMOTE", "TIER_SSD", "Block", "BlockDesc",
     "Client",
     "Layout", "PagedCache",
-    "ReadLease", "WriteLease", "default_socket_path", "dtype_code", "hash_tokens",
+    "ReadLease", "WriteLease", "default_socket_path", "dtype_code", "dtype_name",
+    "hash_tokens",
     "library_version", "strerror", "Error", "DisconnectedError", "FullError",
     "InvalidArgument", "LayoutError", "LeaseError", "LeaseReleased", "LimitError",
     "NoDaemonError", "NoDevice", "OutOfRange", "PermissionDenied", "ProtocolError",

@@ -70,6 +70,13 @@ def dtype_code(dtype: Union[str, int]) -> int:
     return DTYPES[name]
 
 
+def dtype_name(name: str) -> str:
+    """The name kvshare gives a dtype that vLLM, torch or SGLang may name
+    otherwise ("float16" and "half": "fp16", "bfloat16": "bf16", "float32"
+    and "float": "fp32", "fp8": "fp8_e4m3"); any other name as it is."""
+    return _DTYPE_ALIASES.get(name, name)
+
+
 @dataclasses.dataclass(frozen=True)
 class Layout:
     """The KV layout of a worker (kvs_layout): identical layouts share one

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Callable, Optional
 

@@ -28,19 +28,17 @@ several groups (block ids are per group), so the connector loads
 asynchronously (WAITING_FOR_REMOTE_KVS) and reports a request whose load
 lost any block in failed_recving: vLLM recomputes all of it.
 
-Pure functions and a mixin of KvshareConnector; the connector's state is its.
+Pure functions: the connector's sides apply them (_vllm_scheduler: hits,
+loads and publishes per group; _vllm_worker: each group's layers and cache).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import Any, Callable, Optional
 
 import kvshare
 from kvshare import _vllm_names as names
-
-if TYPE_CHECKING:
-    import torch
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -210,156 +208,3 @@ def hma_groups(vllm_config: Any, kv_cache_config: Any
     if len(kv_cache_config.kv_cache_groups) == 1 and groups[0].kind == "full":
         return None, None
     return groups, None
-
-
-class GroupsMixin:
-    """KvshareConnector's side of HMA (self.groups set: a list of Group)."""
-
-    groups: Optional[list[Group]] = None
-
-    def _setup_groups(self, model: str, dtype: str, dense: bool,
-                      interval: Optional[int] = 0) -> None:
-        """A layout and clients for each group (model: the model string
-        before any suffix; MLA groups end in |mla<width>)."""
-        from kvshare.vllm_connector import _Clients
-
-        base = self.clients
-        self.dense = dense
-        self.interval = interval  # sliding groups' prefix_cache_retention_interval
-        self.block_size = self.groups[0].block_size  # every group's (groups_of)
-        self.failed_recv: set[str] = set()
-        for g in self.groups:
-            if g.latent is not None:
-                kv_heads, head_dim, rank, size = self._latent_layout(g.latent, dtype)
-            else:
-                kv_heads, head_dim, rank, size = (g.kv_heads, g.head_dim, self.layout.tp_rank,
-                                                  self.layout.tp_size)
-            m = names.latent(model + g.suffix(), g.latent)
-            if len(m.encode()) > 255:
-                raise ValueError(f"model_id {model!r}: with the group's {g.suffix()!r} "
-                                 "over 255 bytes")
-            g.layout = dataclasses.replace(self.layout, model=m, layers=len(g.layers),
-                                           kv_heads=kv_heads, head_dim=head_dim,
-                                           block_tokens=g.block_size, tp_rank=rank,
-                                           tp_size=size)
-            g.clients = _Clients(base.socket, g.layout, base.interval, self.counters,
-                                 base.max_clients, base.timeout, base.max_salts)
-        # Only asynchronous loads can fail per request (see the module).
-        self.load_async = True
-        # The connector's own clients are the first group's: its connection
-        # at start, its counter reports to the daemon.
-        self.clients = self.groups[0].clients
-
-    def _group(self, idx: Optional[int]) -> Optional[Group]:
-        return None if idx is None else next(g for g in self.groups if g.index == idx)
-
-    # ---- scheduler ---------------------------------------------------------
-
-    def _groups_hits(self, st: Any, tokens: list[int]) -> Optional[int]:
-        """The hit in blocks of @tokens (full blocks) that every group's
-        namespace serves, on every tensor-parallel rank; None: a client
-        could not be had or a query failed."""
-        from kvshare.vllm_connector import _query
-
-        hashes: dict[tuple[int, int], Any] = {}
-
-        class _Miss(Exception):
-            pass
-
-        def present(g: Group, start: int, stop: int) -> int:
-            have = stop - start
-            for rank in range(self.ns_ranks if g.latent is None else 1):
-                c = g.clients.get(st.salt, st.adapter, rank)
-                if c is None:
-                    raise _Miss()
-                try:
-                    if (g.index, rank) not in hashes:
-                        hashes[g.index, rank] = c.hash_tokens(tokens)
-                    have = min(have, _query(c, hashes[g.index, rank][start:start + have]))
-                except kvshare.Error as e:
-                    g.clients.failed(g.clients.key(st.salt, st.adapter, rank), e)
-                    raise _Miss()
-                if have == 0:
-                    break
-            return have
-
-        try:
-            return hit_blocks(self.groups, len(tokens) // self.block_size, present)
-        except _Miss:
-            return None
-
-    def _groups_loads(self, req_id: str, st: Any, block_ids: tuple) -> list:
-        """The loads of a hit [st.load_start, st.load_end) blocks, one per group,
-        into vLLM's blocks of each (a sliding group: its window only)."""
-        from kvshare.vllm_connector import _Load
-
-        end, bs = st.load_end, self.block_size
-        return [_Load(req_id, st.prompt[: end * bs], st.salt, st.adapter,
-                      list(block_ids[g.index][:end]), st.load_start, extras=st.extras,
-                      first=g.first(end),
-                      group=g.index) for g in self.groups]
-
-    def _groups_saves(self, req_id: str, st: Any, end: int) -> list:
-        """The publishes of a prompt's blocks up to @end (what each group keeps)."""
-        from kvshare.vllm_connector import _Save
-
-        out = []
-        for g in self.groups:
-            for first, last in publish_ranges(g, len(st.prompt),
-                                              None if self.dense else self.interval):
-                last = min(last, end)
-                ids = st.group_blocks[g.index][:last] if g.index < len(st.group_blocks) else []
-                if last > first and len(ids) == last and 0 not in ids[first:]:  # 0: null
-                    out.append(_Save(req_id, st.prompt[: last * self.block_size], st.salt,
-                                     st.adapter, ids, extras=st.extras, first=first,
-                                     group=g.index))
-        return out
-
-    def request_finished_all_groups(self, request: Any, block_ids: tuple[list[int], ...]
-                                    ) -> tuple[bool, Optional[dict[str, Any]]]:
-        return self.request_finished(request, list(block_ids[0]) if block_ids else [])
-
-    # ---- worker ------------------------------------------------------------
-
-    def _register_groups(self, kv_caches: dict[str, "torch.Tensor"], kind: str) -> None:
-        """Each group's layers (their index in its namespace) and paged cache."""
-        self.layer_ns: dict[int, tuple[int, int]] = {}  # layer index -> (group, index in it)
-        for g in self.groups:
-            names_in = [n for n in g.layers if n in kv_caches]
-            if len(names_in) != len(g.layers):
-                raise ValueError(f"kvshare: group {g.index}: {len(g.layers) - len(names_in)} "
-                                 "of its layers have no KV cache tensor")
-            for li, name in enumerate(names_in):
-                self.layer_ns[self.layers[name][0]] = (g.index, li)
-            g.cache = kvshare.PagedCache.for_tensor(self.layers[names_in[0]][1], kind,
-                                                    g.layout.kv_heads, g.layout.head_dim)
-
-    def _ns_of(self, group: Optional[int]) -> tuple[Any, Any, list]:
-        """(clients, cache, [(index in the namespace, tensor)]) of a namespace:
-        the connector's own (group None) or a group's."""
-        if group is None:
-            return self.clients, self.cache, list(self.layers.values())
-        g = self._group(group)
-        by_index = {i: t for i, t in self.layers.values()}
-        layers = sorted((li, by_index[i]) for i, (gi, li) in self.layer_ns.items() if gi == group)
-        return g.clients, g.cache if self.cache is not None else None, layers
-
-    def _layer_in(self, idx: int, group: Optional[int]) -> Optional[tuple[int, Any, Any]]:
-        """(index in the namespace, cache, layout) of layer @idx for a job of
-        @group; None when the layer is not the group's."""
-        if group is None:
-            return idx, self.cache, self.layout
-        gi, li = self.layer_ns.get(idx, (None, 0))
-        if gi != group:
-            return None
-        g = self._group(group)
-        return li, g.cache, g.layout
-
-    def get_transfer_results(self, finished_req_ids: set[str]) -> Any:
-        r = super().get_transfer_results(finished_req_ids)
-        if self.groups:
-            with self.lock:
-                failed = self.failed_recv & r.finished_recving
-                self.failed_recv -= failed
-            r.failed_recving = set(failed)
-        return r

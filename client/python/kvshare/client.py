@@ -53,6 +53,7 @@ from ._types import (  # noqa: F401
     Hashes,
     Layout,
     dtype_code,
+    dtype_name,
 )
 
 

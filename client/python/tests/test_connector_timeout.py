@@ -88,15 +88,15 @@ def test_stopped_daemon_costs_one_deadline_per_interval(daemon, monkeypatch, fas
                             KVConnectorRole.SCHEDULER)
     prompt = [int(x) for x in np.random.default_rng(1).integers(0, 50000, 5 * BS + 1)]
     # Publish 5 blocks under the connector's layout, unsalted.
-    with kvshare.Client(daemon.socket, conn.layout) as c:
+    with kvshare.Client(daemon.socket, conn.side.layout) as c:
         with c.reserve(c.hash_tokens(prompt)) as w:
             for i in w.new:
                 w.view(i)[:] = i
     assert conn.get_num_new_matched_tokens(request("warm", prompt), 0) == (5 * BS, False)
     # A second client (another salt) is open too: it must not be asked either.
     assert conn.get_num_new_matched_tokens(request("warm2", prompt, "s2"), 0) == (0, False)
-    assert len(conn.clients.clients) == 2
-    errors0 = conn.counters.daemon_errors
+    assert len(conn.side.clients.clients) == 2
+    errors0 = conn.side.counters.daemon_errors
 
     results: list = []
 
@@ -128,14 +128,14 @@ def test_stopped_daemon_costs_one_deadline_per_interval(daemon, monkeypatch, fas
         assert results == [(0, False)] * STEPS
     # One call went past its deadline; every later one, on any client,
     # asked nothing until the reconnect interval is over.
-    assert conn.counters.daemon_errors - errors0 == 1
+    assert conn.side.counters.daemon_errors - errors0 == 1
     assert took >= TIMEOUT_MS / 1000
     # The connector's deadline was the one applied, not the library's 5 s.
     assert took < 5.0
     print(f"{STEPS} steps with a stopped daemon: {took:.3f} s, deadline {TIMEOUT_MS} ms")
 
     # The interval over (as if 60 s had passed), the daemon answers again.
-    conn.clients.down_until = conn.clients.away_until = 0.0
+    conn.side.clients.down_until = conn.side.clients.away_until = 0.0
     assert conn.get_num_new_matched_tokens(request("back", prompt), 0) == (5 * BS, False)
     conn.shutdown()
 

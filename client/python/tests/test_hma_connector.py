@@ -216,7 +216,7 @@ def test_a_group_not_followed_shares_nothing(hma, daemon, caplog):
     mamba = MambaSpec(block_size=BS, shapes=((4, 4),), dtypes=(torch.float32,))
     with caplog.at_level("WARNING", logger="vllm.kvshare"):
         e = hma(groups=(([FULL], spec()), (["model.layers.0.mixer"], mamba)))
-    assert e.sched.hma_off and e.sched.groups is None
+    assert e.sched.side.hma_off and e.sched.side.groups is None
     assert "shares nothing for this model" in caplog.text and "MambaSpec" in caplog.text
     p = prompt(6, blocks=4)
     assert e.sched.get_num_new_matched_tokens(request("a", p), 0) == (0, False)
@@ -234,7 +234,7 @@ def test_supports_hma_and_one_full_group_is_as_without(daemon, monkeypatch):
     one = KvshareConnector(hma_config(daemon.socket), KVConnectorRole.SCHEDULER,
                            kv_cache_config(([SWA, FULL], spec())))
     try:
-        assert one.groups is None and one.layout == plain.layout
+        assert one.side.groups is None and one.side.layout == plain.side.layout
     finally:
         plain.shutdown()
         one.shutdown()
@@ -322,7 +322,7 @@ class HmaEngine:
         assert asynch is True  # HMA loads asynchronously: failures are per request
         blocks = hit // BS
         n = -(-len(req.prompt_token_ids) // BS)
-        need = self.sched.groups[0].need
+        need = self.sched.side.groups[0].need
         ids = ([0] * (blocks - need) + self.pages(n - blocks + need), self.pages(n))
         for name, g in ((SWA, 0), (FULL, 1)):
             self.kv[name][ids[g]] = -1.0
@@ -370,7 +370,7 @@ def test_each_group_publishes_what_vllm_keeps_and_loads_it(hma, daemon):
     a = hma()
     p = prompt(3, blocks=5)  # 5 full blocks and a token
     a.publish(request("a", p), 1.0)
-    g_swa, g_full = a.sched.groups
+    g_swa, g_full = a.sched.side.groups
     assert namespaces(daemon.socket) == {g_swa.layout.model: 2, g_full.layout.model: 5}
     b = hma()
     hit, ids, r = b.load(request("b", p))
@@ -389,7 +389,7 @@ def test_hit_is_the_minimum_over_groups(hma, daemon):
     serve; a window that misses ends before the miss."""
     e = hma()
     p = prompt(4, blocks=6)
-    g_swa, g_full = e.sched.groups
+    g_swa, g_full = e.sched.side.groups
 
     def put(g: Group, first: int, last: int) -> None:
         with kvshare.Client(daemon.socket, g.layout) as c:

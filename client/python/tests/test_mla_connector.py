@@ -112,7 +112,7 @@ def step(w: KvshareConnector, meta, kv: dict, pages: list[int], computed: int,
         w.wait_for_layer_load(name)
         t[pages[computed // BS:]] = value
     w.wait_for_save()
-    w.publishes.wait_all()
+    w.side.publishes.wait_all()
     w.clear_connector_metadata()
     assert not w.get_block_ids_with_load_errors()
 
@@ -130,9 +130,9 @@ def test_mla_one_namespace_one_writer_every_rank_reads(daemon, monkeypatch):
     w1, kv1 = worker(monkeypatch, cfg, 1, (PAGES, 1, BS, WIDTH))
     try:
         for w in (sched, w0, w1):
-            assert dataclasses.astuple(w.layout)[1:8] == (2, 1, WIDTH // 2, BS, "fp32", 0, 1)
-            assert w.layout.model.endswith("|mla576") and w.layout == sched.layout
-        assert (w0.writer, w1.writer) == (True, False)
+            assert dataclasses.astuple(w.side.layout)[1:8] == (2, 1, WIDTH // 2, BS, "fp32", 0, 1)
+            assert w.side.layout.model.endswith("|mla576") and w.side.layout == sched.side.layout
+        assert (w0.side.writer, w1.side.writer) == (True, False)
         p = prompt(3)
         req = request("a", p)
         assert sched.get_num_new_matched_tokens(req, 0) == (0, False)
@@ -141,7 +141,7 @@ def test_mla_one_namespace_one_writer_every_rank_reads(daemon, monkeypatch):
                                                     {"a": len(p)}))
         step(w0, meta, kv0, [0, 1, 2, 3, 4], 0, 1.0)
         step(w1, meta, kv1, [0, 1, 2, 3, 4], 0, 9.0)  # a rank that is not the writer
-        assert (w0.counters.published_blocks, w1.counters.published_blocks) == (4, 0)
+        assert (w0.side.counters.published_blocks, w1.side.counters.published_blocks) == (4, 0)
         with kvshare.Client(daemon.socket) as c:
             assert c.stats()["blocks.committed"] == 4
         sched.request_finished(req, [0, 1, 2, 3, 4])
@@ -153,7 +153,7 @@ def test_mla_one_namespace_one_writer_every_rank_reads(daemon, monkeypatch):
                                                     {"b": 1}))
         for w, kv in ((w0, kv0), (w1, kv1)):
             step(w, meta, kv, [10, 11, 12, 13, 14], 4 * BS, 5.0)
-            assert w.counters.loaded_blocks == 4
+            assert w.side.counters.loaded_blocks == 4
             for t in kv.values():  # rank 0's bytes on both ranks
                 assert bool((t[10:14] == 1.0).all()) and bool((t[14] == 5.0).all())
     finally:
@@ -168,14 +168,14 @@ def test_mla_identity(daemon, monkeypatch):
     block dtypes and odd widths are refused at start."""
     monkeypatch.setattr(parallel_state, "get_tensor_model_parallel_rank", lambda: 0)
     mla = KvshareConnector(mla_config(daemon.socket, model_id="x"), KVConnectorRole.SCHEDULER)
-    assert mla.layout.model == "x|mla576"
+    assert mla.side.layout.model == "x|mla576"
     mla.shutdown()
     with pytest.raises(ValueError, match=r"\|mla<width>"):
         KvshareConnector(vllm_config(daemon.socket, extra={"model_id": "x|mla576"}),
                          KVConnectorRole.SCHEDULER)
     default = KvshareConnector(mla_config(daemon.socket), KVConnectorRole.SCHEDULER)
     plain = KvshareConnector(vllm_config(daemon.socket), KVConnectorRole.SCHEDULER)
-    assert default.layout.model == plain.layout.model + "|mla576"
+    assert default.side.layout.model == plain.side.layout.model + "|mla576"
     default.shutdown()
     plain.shutdown()
     for dtype in ("int8", "fp8_e4m3", "int4"):  # measured past the goals: refused

@@ -25,7 +25,7 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole  #
 from vllm.lora.request import LoRARequest  # noqa: E402
 
 import kvshare  # noqa: E402
-from kvshare import vllm_connector  # noqa: E402
+from kvshare import _vllm_common  # noqa: E402
 from kvshare.vllm_connector import KvshareConnector  # noqa: E402
 
 BS = 16                      # vLLM block_size = kvshare block_tokens
@@ -239,8 +239,8 @@ def test_model_id_as_given(engines, daemon):
     assert a.run(request("a", p), 1.0) == (0, 1.0)
     b = engines(model="/b/tiny", extra={"model_id": "tiny-llama"})
     assert b.run(request("b", p), 2.0) == (4 * BS, 1.0)
-    assert a.worker.layout.model == "tiny-llama"
-    with kvshare.Client(daemon.socket, a.worker.layout) as c:
+    assert a.worker.side.layout.model == "tiny-llama"
+    with kvshare.Client(daemon.socket, a.worker.side.layout) as c:
         with c.lookup(c.hash_tokens(p)) as r:
             assert r.hits == 4
     with pytest.raises(ValueError, match="model_id"):
@@ -257,7 +257,7 @@ def test_salts(engines):
         assert e.run(request(f"w{i}", p, salt=s), float(i)) == (0, float(i))
     for i, s in enumerate(salts):
         assert e.run(request(f"r{i}", p, salt=s), 9.0) == (4 * BS, float(i))
-    assert e.sched.counters.no_client == 0
+    assert e.sched.side.counters.no_client == 0
 
 
 def test_thousand_salts_keep_clients_bounded(monkeypatch, start_daemon):
@@ -272,14 +272,15 @@ def test_thousand_salts_keep_clients_bounded(monkeypatch, start_daemon):
         base = stats(d.socket)["clients.connected"]
         for i in range(1000):
             assert e.run(request(f"s{i}", p, salt=f"salt-{i}"), 1.0) == (0, 1.0)
-            assert len(e.sched.clients.clients) <= cap and len(e.worker.clients.clients) <= cap
+            for conn in (e.sched, e.worker):
+                assert len(conn.side.clients.clients) <= cap
             if i % 100 == 99:
                 assert stats(d.socket)["clients.connected"] <= base + 2 * cap
         # The most recent salts still hit, through the clients that were kept.
         assert e.run(request("again", p, salt="salt-999"), 2.0) == (BS, 1.0)
         s = stats(d.socket)
         assert s["clients.connected"] <= base + 2 * cap and s["leases.active"] == 0
-        assert s["namespaces.count"] >= 1000 and e.sched.counters.no_client == 0
+        assert s["namespaces.count"] >= 1000 and e.sched.side.counters.no_client == 0
     finally:
         e.close()
 
@@ -293,7 +294,7 @@ def test_salts_past_the_daemons_namespace_cap_reclaim_the_oldest(engines, daemon
     p = prompt(10, blocks=1)
     for i in range(300):
         assert e.run(request(f"s{i}", p, salt=f"salt-{i}"), 1.0) == (0, 1.0)
-    assert e.sched.counters.no_client == 0 and e.sched.counters.daemon_errors == 0
+    assert e.sched.side.counters.no_client == 0 and e.sched.side.counters.daemon_errors == 0
     assert e.run(request("new", p, salt="salt-299"), 2.0) == (BS, 1.0)
     assert e.run(request("old", p, salt="salt-0"), 2.0) == (0, 2.0)
 
@@ -301,9 +302,9 @@ def test_salts_past_the_daemons_namespace_cap_reclaim_the_oldest(engines, daemon
 def test_no_idle_client_is_a_miss(daemon):
     """Past max_clients the least recently used idle client is closed; when
     every client holds a lease, a new namespace is a miss at once."""
-    counters = vllm_connector.Counters()
+    counters = _vllm_common.Counters()
     layout = kvshare.Layout(model="m", layers=1, kv_heads=1, head_dim=8, block_tokens=4)
-    cl = vllm_connector._Clients(daemon.socket, layout, 5.0, counters, 2, max_salts=2)
+    cl = _vllm_common._Clients(daemon.socket, layout, 5.0, counters, 2, max_salts=2)
     a, b = cl.get("a", None), cl.get("b", None)
     for c in (a, b):
         c.reserve(c.hash_tokens([1, 2, 3, 4])).commit()
@@ -323,9 +324,9 @@ def test_no_idle_client_is_a_miss(daemon):
 def test_least_recently_used_client_goes(daemon):
     """Past max_clients the client used least recently is closed, not the
     one opened first: a request for a keeps a."""
-    counters = vllm_connector.Counters()
+    counters = _vllm_common.Counters()
     layout = kvshare.Layout(model="m", layers=1, kv_heads=1, head_dim=8, block_tokens=4)
-    cl = vllm_connector._Clients(daemon.socket, layout, 5.0, counters, 2, max_salts=2)
+    cl = _vllm_common._Clients(daemon.socket, layout, 5.0, counters, 2, max_salts=2)
     a, b = cl.get("a", None), cl.get("b", None)
     assert cl.get("a", None) is a
     c = cl.get("c", None)
@@ -342,9 +343,9 @@ def test_namespace_refused_is_a_miss_not_an_outage(start_daemon):
     is room, not after the reconnect interval of a daemon that is away."""
     d = start_daemon(["--host-size", "16M", "--max-clients", "2"])
     hogs = [kvshare.Client(d.socket), kvshare.Client(d.socket)]
-    counters = vllm_connector.Counters()
+    counters = _vllm_common.Counters()
     layout = kvshare.Layout(model="m", layers=1, kv_heads=1, head_dim=8, block_tokens=4)
-    cl = vllm_connector._Clients(d.socket, layout, 60.0, counters, 4)
+    cl = _vllm_common._Clients(d.socket, layout, 60.0, counters, 4)
     assert cl.get("a", None) is None
     hogs.pop().close()
     deadline = time.monotonic() + 10
@@ -379,11 +380,11 @@ def test_long_prompt_is_windowed_not_an_outage(monkeypatch, start_daemon):
         assert len(long) == 262161
         assert e.run(request("long-1", long), 3.0) == (0, 3.0)
         assert e.run(request("c", short), 4.0) == (4 * BS, 1.0)  # still shared
-        assert e.worker.counters.published_blocks == 4 + blocks
+        assert e.worker.side.counters.published_blocks == 4 + blocks
         assert e.run(request("long-2", long), 5.0) == (blocks * BS, 3.0)
-        assert e.worker.counters.loaded_blocks == 2 * 4 + blocks
-        for side in (e.sched, e.worker):
-            assert side.counters.request_errors == 0 and side.counters.daemon_errors == 0
+        assert e.worker.side.counters.loaded_blocks == 2 * 4 + blocks
+        for conn in (e.sched, e.worker):
+            assert conn.side.counters.request_errors == 0 and conn.side.counters.daemon_errors == 0
         assert stats(d.socket)["leases.active"] == 0
     finally:
         e.close()
@@ -394,9 +395,9 @@ def test_request_errors_keep_the_client(daemon):
     room, bad input) is a miss for it: the client stays and the next
     request is served at once. Only a lost connection closes the client
     and makes every request miss for the reconnect interval."""
-    counters = vllm_connector.Counters()
+    counters = _vllm_common.Counters()
     layout = kvshare.Layout(model="m", layers=1, kv_heads=1, head_dim=8, block_tokens=4)
-    cl = vllm_connector._Clients(daemon.socket, layout, 60.0, counters, 4)
+    cl = _vllm_common._Clients(daemon.socket, layout, 60.0, counters, 4)
     a = cl.get(None, None)
     for err in (kvshare.LimitError(kvshare.errors.E_TOOMANY), kvshare.LimitError(
             kvshare.errors.E_LIMIT), kvshare.FullError(kvshare.errors.E_FULL),
@@ -423,16 +424,17 @@ def test_salts_cannot_take_the_unsalted_clients(monkeypatch, start_daemon):
         p = prompt(30, blocks=1)
         base = stats(d.socket)["clients.connected"]
         assert e.run(request("u0", p), 1.0) == (0, 1.0)
-        shared = [side.clients.clients[(None, None)] for side in (e.sched, e.worker)]
+        shared = [conn.side.clients.clients[(None, None)] for conn in (e.sched, e.worker)]
         for i in range(60):
             assert e.run(request(f"s{i}", p, salt=f"salt-{i}"), 2.0) == (0, 2.0)
-            for side in (e.sched, e.worker):
-                assert sum(k[0] is not None for k in side.clients.clients) <= 2
-        assert [side.clients.clients.get((None, None)) for side in (e.sched, e.worker)] == shared
+            for conn in (e.sched, e.worker):
+                assert sum(k[0] is not None for k in conn.side.clients.clients) <= 2
+        assert [conn.side.clients.clients.get((None, None))
+                for conn in (e.sched, e.worker)] == shared
         assert e.run(request("u1", p), 3.0) == (BS, 1.0)
         assert e.run(request("again", p, salt="salt-59"), 4.0) == (BS, 2.0)
         assert stats(d.socket)["clients.connected"] <= base + 2 * 4
-        assert e.sched.counters.no_client == 0
+        assert e.sched.side.counters.no_client == 0
     finally:
         e.close()
 
@@ -440,9 +442,9 @@ def test_salts_cannot_take_the_unsalted_clients(monkeypatch, start_daemon):
 def test_salt_past_the_budget_with_every_salt_busy_is_a_miss(daemon):
     """A new salt when every salted client holds a lease is a miss, while an
     unsalted namespace still gets its client (its share is not the salts')."""
-    counters = vllm_connector.Counters()
+    counters = _vllm_common.Counters()
     layout = kvshare.Layout(model="m", layers=1, kv_heads=1, head_dim=8, block_tokens=4)
-    cl = vllm_connector._Clients(daemon.socket, layout, 5.0, counters, 4, max_salts=2)
+    cl = _vllm_common._Clients(daemon.socket, layout, 5.0, counters, 4, max_salts=2)
     leases = []
     for salt in ("a", "b"):
         c = cl.get(salt, None)
@@ -469,7 +471,7 @@ def test_exception_in_a_publish_ends_its_lease(engines, daemon, monkeypatch):
     monkeypatch.undo()
     s = stats(daemon.socket)
     assert s["leases.active"] == 0 and s["blocks.committed"] == 0
-    with kvshare.Client(daemon.socket, e.worker.layout) as c:
+    with kvshare.Client(daemon.socket, e.worker.side.layout) as c:
         with c.reserve(c.hash_tokens(p)) as w:
             assert w.statuses == [kvshare.NEW] * 4  # not BUSY: nobody is writing them
             w.abort()
@@ -487,7 +489,7 @@ def test_daemon_lost_in_a_publish_is_a_miss(engines, daemon, monkeypatch):
     monkeypatch.setattr(kvshare.WriteLease, "store", lost)
     assert e.run(request("a", p), 1.0) == (0, 1.0)  # wait_for_save did not raise
     monkeypatch.undo()
-    assert e.worker.counters.daemon_errors == 1
+    assert e.worker.side.counters.daemon_errors == 1
     deadline = time.monotonic() + 10  # the daemon sees the client go in its own time
     while stats(daemon.socket)["leases.active"] and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -504,7 +506,7 @@ def test_exception_in_a_load_is_a_recompute(engines, daemon, monkeypatch):
     real = kvshare.Client.hash_tokens
 
     def broken(self: kvshare.Client, tokens: object) -> np.ndarray:
-        if self in e.worker.clients.clients.values():
+        if self in e.worker.side.clients.clients.values():
             raise TypeError("not the scheduler's")
         return real(self, tokens)
 
@@ -542,12 +544,12 @@ def pool_kv(e: Engine, socket: str, tokens: list[int], blocks: int) -> torch.Ten
     """Every layer of the pool's first `blocks` blocks of `tokens`, loaded
     into fresh pages: [layers, blocks, kv_heads, BS, 2 * head_dim]."""
     out = torch.zeros(LAYERS, blocks, KV_HEADS, BS, 2 * HEAD_DIM)
-    with kvshare.Client(socket, e.worker.layout) as c, \
+    with kvshare.Client(socket, e.worker.side.layout) as c, \
             c.lookup(c.hash_tokens(tokens[: blocks * BS])) as lease:
         assert lease.hits == blocks
         for layer in range(LAYERS):
             t = torch.zeros(PAGES, KV_HEADS, BS, 2 * HEAD_DIM)
-            lease.load(layer, e.worker.cache, t, list(range(blocks)))
+            lease.load(layer, e.worker.side.cache, t, list(range(blocks)))
             out[layer] = t[:blocks]
     return out
 
@@ -557,7 +559,7 @@ def gate_publishes(e: Engine) -> threading.Event:
     after this are still to copy (as a slow copy would be)."""
     gate = threading.Event()
     e.gates.append(gate)
-    e.worker.publishes.submit("gate", [], gate.wait)
+    e.worker.side.publishes.submit("gate", [], gate.wait)
     return gate
 
 
@@ -576,7 +578,7 @@ def test_reused_block_not_published_with_another_requests_kv(engines, daemon):
     assert e.sched.get_num_new_matched_tokens(a, 0) == (0, False)
     e.sched.update_state_after_alloc(a, None, 0)
     forward(e, e.sched.build_connector_meta(sched_out([("a", pages, 0)], {"a": len(p)})), kv_a)
-    assert e.worker.publishes.busy() == {"gate", "a"}  # a's copy has not run
+    assert e.worker.side.publishes.busy() == {"gate", "a"}  # a's copy has not run
     # a is preempted; b gets its blocks in the next step
     b = request("b", prompt(41))
     e.sched.get_num_new_matched_tokens(b, 0)
@@ -587,12 +589,12 @@ def test_reused_block_not_published_with_another_requests_kv(engines, daemon):
     kv_b = {pg: torch.full((KV_HEADS, BS, 2 * HEAD_DIM), 7.0) for pg in pages}
     forward(e, meta, kv_b)
     gate.set()
-    e.worker.publishes.wait_all()
+    e.worker.side.publishes.wait_all()
     want = torch.stack([kv_a[pg] for pg in pages[:4]])
     got = pool_kv(e, daemon.socket, p, 4)
     for layer in range(LAYERS):
         assert torch.equal(got[layer], want), f"layer {layer}: not a's KV"
-    assert e.worker.counters.publish_waits == 1
+    assert e.worker.side.counters.publish_waits == 1
 
 
 def test_finished_request_held_until_its_publish_is_done(engines, daemon):
@@ -617,7 +619,7 @@ def test_finished_request_held_until_its_publish_is_done(engines, daemon):
     e.worker.clear_connector_metadata()
     assert stats(daemon.socket)["blocks.committed"] == 0
     gate.set()
-    e.worker.publishes.wait_all()
+    e.worker.side.publishes.wait_all()
     e.worker.bind_connector_metadata(e.sched.build_connector_meta(sched_out()))
     assert e.worker.get_finished(set()) == ({"a"}, None)
     e.worker.clear_connector_metadata()
@@ -670,7 +672,7 @@ def test_async_load_reported_through_get_finished(engines, daemon):
     assert [ld.req_id for ld in meta.async_loads] == ["r"] and not meta.loads
     gate = threading.Event()
     e.gates.append(gate)
-    e.worker.aloads.submit("gate", [], gate.wait)  # the copy is still to run
+    e.worker.side.aloads.submit("gate", [], gate.wait)  # the copy is still to run
     e.worker.handle_preemptions(meta)
     e.worker.bind_connector_metadata(meta)
     e.worker.start_load_kv(None)  # returns with the copy queued
@@ -679,7 +681,7 @@ def test_async_load_reported_through_get_finished(engines, daemon):
     e.worker.clear_connector_metadata()
     assert float(e.kv["model.layers.1.self_attn.attn"][pages[0]].flatten()[0]) == -1.0
     gate.set()
-    e.worker.aloads.wait_all()
+    e.worker.side.aloads.wait_all()
     out = types.SimpleNamespace(finished_recving=None)
     deadline = time.monotonic() + 10
     while not out.finished_recving:
@@ -747,7 +749,7 @@ def test_scheduler_queries_and_a_load_that_finds_less_reports_it(engines, daemon
     e.worker.start_load_kv(None)
     e.worker.wait_for_save()
     assert e.worker.get_block_ids_with_load_errors() == {300, 301, 302, 303}
-    e.worker.publishes.wait_all()  # b's publish (off the step) holds a lease until it ends
+    e.worker.side.publishes.wait_all()  # b's publish (off the step) holds a lease until it ends
     assert stats(daemon.socket)["leases.active"] == 0
 
 
@@ -759,13 +761,13 @@ def test_tensor_parallel_hit_needs_every_rank(daemon, monkeypatch):
     monkeypatch.setattr(parallel_state, "get_tensor_model_parallel_rank", lambda: 1)
     cfg = vllm_config(daemon.socket, parallel={"tensor_parallel_size": 2})
     worker1 = KvshareConnector(cfg, KVConnectorRole.WORKER)
-    assert (worker1.layout.tp_rank, worker1.layout.tp_size) == (1, 2)
+    assert (worker1.side.layout.tp_rank, worker1.side.layout.tp_size) == (1, 2)
     worker1.shutdown()
     sched = KvshareConnector(cfg, KVConnectorRole.SCHEDULER)
     p = prompt(9)
 
     def publish(rank: int, blocks: int) -> None:
-        layout = dataclasses.replace(sched.layout, tp_rank=rank)
+        layout = dataclasses.replace(sched.side.layout, tp_rank=rank)
         with kvshare.Client(daemon.socket, layout) as c:
             with c.reserve(c.hash_tokens(p[: blocks * BS])) as w:
                 for i in w.new:
@@ -780,7 +782,7 @@ def test_tensor_parallel_hit_needs_every_rank(daemon, monkeypatch):
         assert sched.get_num_new_matched_tokens(request("c", p), 0) == (4 * BS, False)
         # vLLM computed 3 blocks itself: the fourth is what is left to load.
         assert sched.get_num_new_matched_tokens(request("d", p), 3 * BS) == (BS, False)
-        assert sched.counters.lookups == 4 and sched.counters.no_client == 0
+        assert sched.side.counters.lookups == 4 and sched.side.counters.no_client == 0
     finally:
         sched.shutdown()
 
@@ -794,10 +796,10 @@ def test_sleep_mode_unregisters_and_restores(engines):
     assert e.run(request("a", p), 1.0) == (0, 1.0)
     e.worker.unregister_kv_caches()
     e.worker.unregister_kv_caches()
-    assert e.worker.cache is None
+    assert e.worker.side.cache is None
     e.worker.restore_kv_caches()
     e.worker.restore_kv_caches()
-    assert e.worker.cache is not None
+    assert e.worker.side.cache is not None
     assert e.run(request("b", p), 2.0) == (4 * BS, 1.0)
 
 
@@ -840,7 +842,7 @@ def test_the_connector_logs_in_vllms_log(engines, daemon, vllm_log):
         start = [m for m in msgs if m.startswith(f"kvshare connector {who} started:")]
         assert len(start) == 1, msgs
         assert f"socket {daemon.socket}," in start[0]
-        assert f"namespace {e.worker.layout.model}," in start[0] and "fp32 blocks" in start[0]
+        assert f"namespace {e.worker.side.layout.model}," in start[0] and "fp32 blocks" in start[0]
     assert any(m.startswith("kvshare connector (scheduler): lookups=2 hit_tokens=64 ")
                for m in msgs), msgs
     assert any(m.startswith("kvshare connector (worker, tp rank 0 of 1): ") and
@@ -882,9 +884,9 @@ def test_copy_threads_run_on_every_cpu_of_the_engine(daemon, monkeypatch):
         os.sched_setaffinity(0, one)
         e = Engine(monkeypatch, daemon.socket)
         assert os.sched_getaffinity(0) == one
-        seen["load"] = e.worker.pool.submit(os.sched_getaffinity, 0).result()
+        seen["load"] = e.worker.side.pool.submit(os.sched_getaffinity, 0).result()
         for name in ("publishes", "aloads"):
-            copies = getattr(e.worker, name)
+            copies = getattr(e.worker.side, name)
             seen[name] = copies.pool.submit(os.sched_getaffinity, 0).result()
 
     t = threading.Thread(target=pinned_main)
