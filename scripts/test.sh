@@ -47,7 +47,8 @@ step_python() {
 	local py
 
 	py=$(scripts/python_env.sh)
-	BUILD_DIR=$BUILD_DIR "$py" -m pytest -q -p no:cacheprovider \
+	# --durations: where the step's time goes (most of it: the engines).
+	BUILD_DIR=$BUILD_DIR "$py" -m pytest -q -p no:cacheprovider --durations=12 \
 		client/python/tests tests/vllm
 	# The docs' python blocks in this venv (CTest's docs.python skips them
 	# while the venv does not exist yet; 77: every block was skipped).
