@@ -1,5 +1,5 @@
 # build_dir.sh - is a build folder this tree's? Sourced by scripts/build.sh
-# (and by tests/integration/test_build_dir.sh, which feeds it fake caches).
+# (and by tests/integration/install/test_build_dir.sh, which feeds it fake caches).
 #
 # A build folder copied with its tree (cp -a) or pointed at from another
 # checkout keeps, in CMakeCache.txt, the source and build paths it was

@@ -10,7 +10,7 @@
 # machine, a second build), it waits for them, up to KVS_APT_LOCK_TIMEOUT
 # seconds (default 300) in all, then fails saying which lock is held.
 #
-# For tests only (tests/integration/test_deps_lock.sh): KVS_DEPS_PACKAGES
+# For tests only (tests/integration/install/test_deps_lock.sh): KVS_DEPS_PACKAGES
 # replaces the package list (space-separated).
 set -euo pipefail
 
@@ -36,7 +36,7 @@ PACKAGES=(
 	clang         # tests/fuzz/run.sh: libFuzzer targets
 	libclang-rt-14-dev # libFuzzer and the sanitizer runtimes for clang
 	valgrind      # tests/stress/valgrind.sh: memcheck of the daemon
-	tmux          # tests/integration/test_top.sh: kvsctl top in a pseudo-terminal
+	tmux          # tests/integration/tools/test_top.sh: kvsctl top in a pseudo-terminal
 )
 
 die() {

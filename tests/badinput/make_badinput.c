@@ -16,7 +16,7 @@
  *                       eof: it waits for the rest of the message, and
  *                       closes without a reply when the sender shuts down
  *   count KIND N        errors.KIND grows by N (errors.total by the sum)
- * tests/integration/test_badinput_corpus.c replays them. The output is
+ * tests/integration/server/test_badinput_corpus.c replays them. The output is
  * committed; run this again when the wire format changes. Exit 0, or 1.
  */
 #include <errno.h>

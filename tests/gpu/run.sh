@@ -9,7 +9,7 @@
 # GPU that is present, then runs it: every CUDA op against its C twin, the
 # gather/scatter bandwidth table against cudaMemcpy, and `kvsbench quality`
 # with its CUDA column. Then the daemon's GPU tier on the real driver:
-# tests/integration/test_gpu_tier with KVS_TEST_GPU_REAL=1 (kvshared --gpu 0,
+# tests/integration/tiers/gpu/test_gpu_tier with KVS_TEST_GPU_REAL=1 (kvshared --gpu 0,
 # a writer and a reader process sharing blocks through the exported CUDA VMM
 # fd, a host-only client, demotion GPU -> host with identical bytes); that
 # part needs the CMake build (built into $KVS_BUILD_DIR, default

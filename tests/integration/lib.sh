@@ -1,5 +1,5 @@
 # lib.sh - the common part of the shell integration tests, sourced by
-# tests/integration/test_*.sh after they set `name`:
+# tests/integration/*/test_*.sh after they set `name`:
 #
 #   name=test_x
 #   . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"

@@ -23,19 +23,19 @@ pending="
 	tests/badinput/make_badinput.c:hellos
 	tests/fuzz/make_corpus.c:admin_seeds
 	tests/gpu/test_kernels_gpu.c:setup_make
-	tests/integration/test_admin.c:api
-	tests/integration/test_fastpath.c:test_same_answers
-	tests/integration/test_fd_limit.c:main
-	tests/integration/test_limits.c:test_timeouts
-	tests/integration/test_remote_share.c:main
-	tests/integration/test_remote_tier_reshard.c:main
-	tests/integration/test_remote_tier_start.c:main
-	tests/integration/test_remote_tier_tls.c:main
-	tests/integration/test_scope.c:test_tenant_domains
-	tests/integration/test_share.c:publish_then_share
-	tests/integration/test_ssd_crash.c:main
-	tests/integration/test_ssd_ns_file.c:main
-	tests/integration/test_ssd_tier.c:main
+	tests/integration/server/test_admin.c:api
+	tests/integration/fastpath/test_fastpath.c:test_same_answers
+	tests/integration/server/test_fd_limit.c:main
+	tests/integration/server/test_limits.c:test_timeouts
+	tests/integration/tiers/remote/test_remote_share.c:main
+	tests/integration/tiers/remote/test_remote_tier_reshard.c:main
+	tests/integration/tiers/remote/test_remote_tier_start.c:main
+	tests/integration/tiers/remote/test_remote_tier_tls.c:main
+	tests/integration/server/test_scope.c:test_tenant_domains
+	tests/integration/cache/test_share.c:publish_then_share
+	tests/integration/tiers/ssd/test_ssd_crash.c:main
+	tests/integration/tiers/ssd/test_ssd_ns_file.c:main
+	tests/integration/tiers/ssd/test_ssd_tier.c:main
 	tests/kernels/test_kernels_copy.c:check_quant
 	tests/kernels/test_kernels_copy.c:run_case
 	tests/kernels/test_kv_edge.c:nonfinite_case

@@ -1,7 +1,7 @@
 /*
  * kvs-pool-fill - fill a running kvshared's host tier with many small
  * blocks, or check them: the tests' and benchmarks' client for a pool that
- * must survive a restart (tests/integration/test_systemd.sh,
+ * must survive a restart (tests/integration/server/test_systemd.sh,
  * tools/dev/bench_handover.sh --restarts).
  *
  *   kvs-pool-fill fill|check --socket PATH --blocks N [--chain L]

@@ -58,7 +58,7 @@ static void check_surfaces(th_daemon *d, int64_t hit, int64_t miss)
 		return;
 	}
 	snprintf(cmd, sizeof(cmd),
-		 "python3 '%s/tests/integration/counters_check.py' '%s' '%s' %lld %lld %lld",
+		 "python3 '%s/tests/integration/server/counters_check.py' '%s' '%s' %lld %lld %lld",
 		 src, ctl, d->socket,
 		 (long long)th_stat_get(d, "server.metrics_port"),
 		 (long long)hit, (long long)miss);

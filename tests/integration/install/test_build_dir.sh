@@ -13,8 +13,8 @@ set -u
 
 name=test_build_dir
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-. "$here/lib.sh"
-src=$(cd "$here/../.." && pwd)
+. "$here/../lib.sh"
+src=$(cd "$here/../../.." && pwd)
 . "$src/scripts/build_dir.sh"
 
 make_tmp kvsbuilddir

@@ -22,7 +22,7 @@
  *            recovers that uid's blocks. Needs root (a second uid).
  *  stop:     a stop releases the store; the socket's path goes with it (the
  *            unit's runtime directory does under systemd).
- * Under a real systemd: tests/integration/test_systemd.sh.
+ * Under a real systemd: tests/integration/server/test_systemd.sh.
  */
 #include "harness.h"
 #include "harness_child.h"

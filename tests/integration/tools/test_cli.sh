@@ -8,7 +8,7 @@
 set -u
 
 name=test_cli
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 need_env KVSHARED KVSCTL KVSBENCH
 need_cmd python3

@@ -19,9 +19,9 @@
 set -u
 
 name=test_deps_lock
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
-deps=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/scripts/deps.sh
+deps=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)/scripts/deps.sh
 [ "$(id -u)" = 0 ] || skip "needs root: the apt and dpkg locks are root's"
 need_cmd python3
 need_cmd apt-get "apt-get is not installed (not a Debian system)"

@@ -9,7 +9,7 @@
 set -u
 
 name=test_share_dtypes
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 need_env KVSHARED KVSCTL KVSBENCH
 need_cmd python3

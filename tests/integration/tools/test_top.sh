@@ -11,7 +11,7 @@
 set -u
 
 name=test_top
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 need_env KVSHARED KVSCTL KVSBENCH
 need_cmd tmux "tmux is not installed (scripts/deps.sh installs it)"

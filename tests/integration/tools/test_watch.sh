@@ -18,7 +18,7 @@
 set -u
 
 name=test_watch
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 need_env KVSHARED KVSCTL KVSBENCH
 need_cmd python3

@@ -18,14 +18,14 @@
 # network with the machine; clients run in its mount namespace (nsenter),
 # where /run/kvshare/kvshared.sock is. Needs root, systemd, unshare, nsenter
 # and a cgroup2 mount; skipped otherwise, with the reason
-# (tests/integration/test_fdstore.c covers the protocol under a stand-in).
+# (tests/integration/server/test_fdstore.c covers the protocol under a stand-in).
 #
 # Env: KVSHARED, KVSCTL, KVS_POOL_FILL (ctest sets them; the build folder is
 # KVSHARED's). Exit: 0 pass, 1 fail, 77 skip.
 set -u
 
 name=test_systemd
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 need_env KVSHARED KVSCTL KVS_POOL_FILL
 [ "$(id -u)" = 0 ] || skip "not root: cannot run a service manager"

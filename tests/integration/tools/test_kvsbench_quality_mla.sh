@@ -9,7 +9,7 @@
 set -u
 
 name=test_kvsbench_quality_mla
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 need_env KVSBENCH
 need_cmd python3
 make_tmp kvsqmla

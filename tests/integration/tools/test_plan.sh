@@ -3,7 +3,7 @@
 # daemon's host tier.
 set -euo pipefail
 name=test_plan
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 need_env KVSHARED KVSCTL
 need_cmd python3
 make_tmp kvsplan

@@ -4,7 +4,7 @@
 # counts the lines it dropped (server.log_dropped).
 set -euo pipefail
 name=test_log
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 need_env KVSHARED KVSCTL KVSBENCH
 need_cmd python3
 make_tmp kvslog

@@ -4,7 +4,7 @@
 # after a scripted workload; off by default; a bad address is refused.
 set -euo pipefail
 name=test_metrics
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 need_env KVSHARED KVSCTL KVSBENCH
 need_cmd python3
 make_tmp kvsmetrics

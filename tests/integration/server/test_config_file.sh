@@ -3,7 +3,7 @@
 # over the file, and bad files are refused with the file and line number.
 set -euo pipefail
 : "${KVSHARED:?}"
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 pass=0 fail=0

@@ -11,7 +11,7 @@
 set -u
 
 name=test_share_rag
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 need_env KVSHARED KVSCTL KVSBENCH
 need_cmd python3

@@ -12,7 +12,7 @@
 set -u
 
 name=test_kvsctl_timeout
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 need_env KVSHARED KVSCTL
 make_tmp kvstmo

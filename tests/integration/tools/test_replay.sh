@@ -5,7 +5,7 @@
 # policy learned reaches the daemon's stats (policy.*).
 set -euo pipefail
 : "${KVSBENCH:?}"
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 trace=$here/tests/data/synthetic_trace.jsonl
 [ -f "$trace" ] || { echo "skip: $trace missing"; exit 77; }
 pass=0 fail=0

@@ -5,11 +5,11 @@
 # with --stats, and a clean stop.
 set -euo pipefail
 name=test_demo
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 need_env KVSHARED KVSCTL KVSBENCH
 need_cmd python3
 make_tmp kvsdemo
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 bin=$(dirname "$KVSHARED")
 [ "$(dirname "$KVSCTL")" = "$bin" ] && [ "$(dirname "$KVSBENCH")" = "$bin" ] ||
 	skip "kvshared, kvsctl and kvsbench are not in one build directory"

@@ -86,7 +86,7 @@ static void check_renderings(uint32_t a, uint32_t b, const kvs_engine_report *ra
 	fputs(hostile, f);
 	fclose(f);
 	snprintf(cmd, sizeof(cmd),
-		 "python3 '%s/tests/integration/engines_ns_check.py' '%s' '%s' %lld "
+		 "python3 '%s/tests/integration/server/engines_ns_check.py' '%s' '%s' %lld "
 		 "'%s' %u %u %llu %llu %llu %llu",
 		 src, ctl, d.socket, (long long)th_stat_get(&d, "server.metrics_port"),
 		 model, a, b, (unsigned long long)ra->hit_tokens,
