@@ -12,43 +12,6 @@
 #include "cache_int.h"
 #include "kvs_log.h"
 
-int cache_grow(void **arr, uint32_t *cap, size_t elem, uint32_t n)
-{
-	uint8_t *na;
-
-	if (n <= *cap)
-		return 0;
-	na = realloc(*arr, (size_t)n * elem);
-	if (!na)
-		return -ENOMEM;
-	memset(na + (size_t)*cap * elem, 0, (size_t)(n - *cap) * elem);
-	*arr = na;
-	*cap = n;
-	return 0;
-}
-
-int cache_rec_room(kvs_cache *c, uint32_t idx)
-{
-	uint32_t n = kvs_table_capacity(c->table);
-	int rc = cache_grow((void **)&c->chain, &c->nchain, sizeof(*c->chain), n);
-
-	if (rc < 0)
-		return rc;
-	cache_chain_link(c, idx, KVS_NONE);
-
-	for (uint8_t t = 0; t < KVS_TIER_MAX && rc == 0; t++) {
-		if (!cache_kids_on(c, t))
-			continue;
-		rc = cache_grow((void **)&c->kids[t], &c->nkids[t],
-				sizeof(uint32_t), n);
-		if (rc == 0)
-			c->kids[t][idx] = 0;
-	}
-	for (uint32_t i = 0; i < c->nstores && rc == 0; i++)
-		rc = c->stores[i]->ops->store->rec_new(c->stores[i], idx);
-	return rc;
-}
-
 /* ---- life cycle ------------------------------------------------------- */
 
 int kvs_cache_create(const kvs_cache_config *cfg, kvs_counters *stats,
@@ -119,6 +82,7 @@ void kvs_cache_destroy(kvs_cache *c)
 	if (!c)
 		return;
 	cache_tiers_close(c); /* before the arenas: reads land in them */
+	cache_promos_free(c);
 	cache_pw_stop(c->pw);  /* so does the persist worker's hashing */
 	for (uint32_t i = 0; i < kvs_pool_cap(&c->leases); i++) {
 		free(cache_lease(c, i)->recs); /* free ones keep theirs too */
@@ -220,12 +184,6 @@ void kvs_cache_owner_free(kvs_cache *c, kvs_owner *o)
 }
 
 /* ---- operations ------------------------------------------------------- */
-
-static kvs_block located(const kvs_rec *r, uint8_t status)
-{
-	return (kvs_block){ .offset = r->offset, .gen = r->gen,
-			    .tier = r->tier, .status = status };
-}
 
 /* The longest present prefix of @hashes for @o: its records in
  * out[i].offset (@out may be NULL: a query), *promote the ones to read back from a store tier, and
@@ -370,154 +328,6 @@ int kvs_cache_query(kvs_cache *c, kvs_owner *o, const kvs_hash *hashes,
 	return cache_query_remote(c, o, hashes + hits, n - hits, hits);
 }
 
-uint64_t cache_lookup_finish(kvs_cache *c, uint32_t s, uint32_t hits,
-			     kvs_block *out)
-{
-	lease *l = cache_lease(c, s);
-
-	/* Blocks past the first that could not be read back are not hits. */
-	for (uint32_t i = hits; i < l->n; i++)
-		cache_lease_unpin(c, l, i);
-	c->pins -= l->n - hits;
-	l->owner->pins -= l->n - hits;
-	cache_count_lookup(c, l->owner->ns, hits, l->n - hits);
-	l->n = hits;
-	if (hits == 0) {
-		cache_lease_free(c, s);
-		return 0;
-	}
-	for (uint32_t i = 0; i < hits; i++)
-		out[i] = located(cache_rec(c, l->recs[i]), KVS_BLOCK_HIT);
-	return cache_lease_id(c, s);
-}
-
-/* A slot for a block of @o (in the slot tier it maps first, else in host)
- * and, unless it has a ghost record (@ghost), a new record for key @h.
- * *in_above: the slot is in o->above. */
-static int reserve_slot(kvs_cache *c, kvs_owner *o, kvs_hash h, uint32_t ghost,
-			uint8_t above, uint64_t *off, uint32_t *idx, int *in_above,
-			uint32_t *held)
-{
-	uint32_t d = cache_ns(c, o->ns)->dom;
-	int rc;
-
-	/* When the slot tier has no room (everything there pinned): host. */
-	*in_above = 0;
-	if (above) {
-		*in_above = cache_make_room(c, o->ns, above, off) == 0;
-		if (!*in_above)
-			cache_note(c, above, KVS_TIER_NOTE_RESERVE_FALLBACK, 1);
-	}
-	*held = KVS_NONE;
-	rc = *in_above ? 0 : cache_make_room(c, o->ns, KVS_TIER_HOST, off);
-	if (rc < 0)
-		return rc;
-	/* Its host slab counts for the uid (cache_pinslab.c). */
-	if (!*in_above && (rc = cache_pinslab_charge(c, o, d, *off, held)) < 0) {
-		kvs_slab_free(c->doms[d].slab, *off);
-		return rc;
-	}
-	if (ghost != KVS_NONE)
-		return 0;
-	rc = kvs_table_insert(c->table, h, idx);
-	if (rc == 0 && (rc = cache_rec_room(c, *idx)) < 0)
-		kvs_table_remove(c->table, *idx);
-	if (rc < 0)
-		cache_pinslab_uncharge(c, o, d, *held);
-	if (rc < 0 && *in_above)
-		c->tier[above]->ops->slot->free(c->tier[above], *off);
-	else if (rc < 0)
-		kvs_slab_free(c->doms[d].slab, *off);
-	return rc;
-}
-
-/* Reserve one missing block after @prev: a slot, a record, a lease entry.
- * @ghost is the block's ghost record when it has one (it is rewritten in
- * place, keeping its children), else KVS_NONE. */
-int cache_reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
-		      uint32_t prev, uint32_t ghost, int host_only, uint32_t *idx_out)
-{
-	ns *sp = cache_ns(c, o->ns);
-	lease *l;
-	/* The record that holds the new block's place in the tree while a slot
-	 * is found: its parent gains a child now, so that the eviction making
-	 * room can neither take the parent as a leaf nor drop a ghost. With
-	 * a store tier that would keep the parent, the child counts as in host
-	 * RAM only once it has a slot: the end of the chain so far may move
-	 * down to that tier to make that room (it stays in the tree), so that
-	 * a chain published window by window passes through a host tier
-	 * smaller than itself (the pins of the open window alone must fit). */
-	uint32_t hold = ghost != KVS_NONE ? ghost : prev;
-	int lower = cache_kids_on(c, KVS_TIER_HOST);
-	int hold_in_ram = hold != KVS_NONE && lower &&
-			  (hold != prev || !cache_store_keeps(c, hold));
-	uint8_t above = host_only ? 0 : o->above;
-	uint64_t off = 0;
-	uint32_t idx = ghost, cls, held;
-	int in_above = 0;
-	kvs_rec *r;
-	int rc;
-
-	if ((rc = cache_lease_room(cache_lease(c, s), 1)) < 0)
-		return rc;
-	if (hold != KVS_NONE) {
-		cache_rec(c, hold)->children++;
-		if (hold_in_ram)
-			cache_kids_add(c, KVS_TIER_HOST, hold, 1);
-		cache_sync_evictable(c, hold);
-	}
-	rc = reserve_slot(c, o, h, ghost, above, &off, &idx, &in_above, &held);
-	if (rc < 0) {
-		cache_child_gone(c, hold, hold_in_ram ? KVS_TIER_HOST : 0);
-		return rc;
-	}
-	r = cache_rec(c, idx);
-	if (ghost != KVS_NONE) {
-		r->children--; /* the hold; it keeps its real children */
-		if (hold_in_ram)
-			cache_kids_add(c, KVS_TIER_HOST, ghost, -1);
-		c->ghosts--;
-		r->state = KVS_REC_WRITING;
-		cache_set_tier(c, idx, KVS_TIER_HOST);
-		r = cache_rec(c, idx);
-	} else {
-		r->parent = prev; /* prev keeps the child counted above */
-		cache_chain_link(c, idx, prev);
-		r->tier = KVS_TIER_HOST; /* counted in prev's host children */
-		c->in_tier[KVS_TIER_HOST]++;
-		sp->recs++;
-		if (lower && prev != KVS_NONE && !hold_in_ram) {
-			/* Only now (prev may have moved down by now). */
-			cache_kids_add(c, KVS_TIER_HOST, prev, 1);
-			cache_sync_evictable(c, prev);
-		}
-	}
-	r->offset = off;
-	r->gen = ++c->gen;
-	r->refs = 1;
-	r->ns = o->ns;
-	r->cls = (uint16_t)sp->cls;
-	if (in_above) {
-		cache_set_tier(c, idx, above);
-		cache_ns_tier_class(c, o->ns, above, &cls); /* made above */
-		r = cache_rec(c, idx);
-		r->cls = (uint16_t)cls;
-		cache_note(c, above, KVS_TIER_NOTE_RESERVED, 1);
-	}
-	if (in_above)
-		cache_persist_free(c, idx);
-	else
-		cache_persist_writing(c, idx);
-	l = cache_lease(c, s);
-	l->held[l->n] = held;
-	l->recs[l->n++] = idx;
-	c->pins++;
-	o->pins++;
-	sp->info.writing++;
-	*idx_out = idx;
-	return 0;
-}
-
 int kvs_cache_reserve(kvs_cache *c, kvs_owner *o, const kvs_hash *hashes,
 		      uint32_t n, uint64_t *lease_out, kvs_block *out)
 {
@@ -574,7 +384,7 @@ int kvs_cache_reserve(kvs_cache *c, kvs_owner *o, const kvs_hash *hashes,
 			out[i].status = stop = KVS_BLOCK_FULL;
 			continue;
 		}
-		out[i] = located(cache_rec(c, idx), KVS_BLOCK_NEW);
+		out[i] = cache_located(cache_rec(c, idx), KVS_BLOCK_NEW);
 		prev = idx;
 		fresh++;
 	}

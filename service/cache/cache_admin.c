@@ -5,7 +5,6 @@
 #include <time.h>
 
 #include "cache_int.h"
-#include "kvs_fastidx.h"
 
 /* ---- introspection ---------------------------------------------------- */
 
@@ -126,73 +125,6 @@ void kvs_cache_ns_foreach(const kvs_cache *c,
 
 /* ---- operator primitives (kvs_cache_admin.h) -------------------------- */
 
-uint32_t cache_clock_s(const kvs_cache *c)
-{
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (uint32_t)(now.tv_sec - c->born.tv_sec);
-}
-
-/* Best effort: without memory for the array an age reads as 0. */
-void cache_touch_atime(kvs_cache *c, uint32_t idx)
-{
-	if (idx >= c->natime &&
-	    cache_grow((void **)&c->atime, &c->natime, sizeof(*c->atime),
-		       kvs_table_capacity(c->table)) < 0)
-		return;
-	c->atime[idx] = cache_clock_s(c);
-}
-
-void cache_tell(kvs_cache *c, kvs_cache_event kind, uint32_t idx)
-{
-	if (c->on_event)
-		c->on_event(c->event_arg, kind, cache_rec(c, idx));
-	cache_resid(c, idx, 0);
-}
-
-void cache_resid(kvs_cache *c, uint32_t idx, int gone)
-{
-	if (c->on_resid)
-		c->on_resid(c->resid_arg, idx, cache_rec(c, idx), gone);
-}
-
-void kvs_cache_set_resid_hook(kvs_cache *c, kvs_cache_resid_fn fn, void *arg)
-{
-	c->on_resid = fn;
-	c->resid_arg = arg;
-}
-
-void kvs_cache_set_event_hook(kvs_cache *c, kvs_cache_event_fn fn, void *arg)
-{
-	c->on_event = fn;
-	c->event_arg = arg;
-}
-
-uint32_t kvs_cache_rec_span(const kvs_cache *c)
-{
-	uint32_t count = kvs_table_count(c->table), hi = 0;
-
-	for (uint32_t found = 0; found < count; hi++)
-		found += cache_rec(c, hi)->state != KVS_REC_FREE;
-	return hi;
-}
-
-uint32_t kvs_cache_rec_end(const kvs_cache *c)
-{
-	return kvs_table_capacity(c->table);
-}
-
-const kvs_rec *kvs_cache_rec_at(const kvs_cache *c, uint32_t idx)
-{
-	return cache_rec(c, idx);
-}
-
-kvs_hash kvs_cache_rec_hash(const kvs_rec *r)
-{
-	return cache_ns_key(r->ns, r->hash); /* the mix is its own inverse */
-}
-
 void kvs_cache_rec_chain(kvs_cache *c, uint32_t idx, uint32_t *depth,
 			 uint32_t *root)
 {
@@ -275,50 +207,6 @@ uint32_t kvs_cache_ns_count(const kvs_cache *c)
 	return c->nns;
 }
 
-int kvs_cache_free_rec(kvs_cache *c, uint32_t idx, kvs_cache_event kind)
-{
-	uint8_t freed;
-
-	return (int)kvs_cache_free_recs(c, &idx, 1, kind, &freed); /* a batch of one */
-}
-
-uint32_t kvs_cache_free_recs(kvs_cache *c, const uint32_t *idx, uint32_t n,
-			     kvs_cache_event kind, uint8_t *freed)
-{
-	uint32_t v[KVS_CACHE_FREE_BATCH], pos[KVS_CACHE_FREE_BATCH], total = 0;
-	uint8_t kept[KVS_CACHE_FREE_BATCH];
-
-	memset(freed, 0, n);
-	c->evict_kind = kind;
-	for (uint32_t at = 0; at < n;) {
-		uint64_t arena = 0;
-		uint32_t m = 0;
-
-		/* One domain's evictable records, each taken until decided
-		 * (so a repeat is not evictable twice), as the make-room loop
-		 * does. */
-		for (; at < n && m < KVS_CACHE_FREE_BATCH; at++) {
-			uint32_t x = idx[at];
-			uint64_t a;
-
-			if (!cache_evictable(c, x, cache_rec(c, x)))
-				continue;
-			a = cache_ns_dom(c, cache_rec(c, x)->ns)->arena_id;
-			if (m > 0 && a != arena)
-				break;
-			arena = a;
-			cache_victim_take(c, cache_policy_of(c, x), x);
-			v[m] = x;
-			pos[m++] = at;
-		}
-		total += cache_evict_batch(c, arena, v, m, kept);
-		for (uint32_t i = 0; i < m; i++)
-			freed[pos[i]] = !kept[i];
-	}
-	c->evict_kind = KVS_CACHE_EVENT_EVICTED;
-	return total;
-}
-
 int kvs_cache_touch_rec(kvs_cache *c, uint32_t idx)
 {
 	kvs_rec *r = cache_rec(c, idx);
@@ -337,22 +225,6 @@ void kvs_cache_count_miss(kvs_cache *c, uint32_t ns_id, uint64_t n)
 	int64_t room = INT64_MAX - c->stats->blocks_lookup_miss;
 
 	cache_count_lookup(c, ns_id, 0, n > (uint64_t)room ? (uint64_t)room : n);
-}
-
-void kvs_cache_set_fast(kvs_cache *c, struct kvs_fast *f)
-{
-	uint32_t cap = kvs_table_capacity(c->table);
-
-	c->fast = f;
-	/* Blocks already in the table (adopted from the daemon before,
-	 * kvs_persist.h) go into the index too: an index that claims every
-	 * host block must have them. Once, at start. */
-	for (uint32_t i = 0; f && i < cap; i++) {
-		const kvs_rec *r = cache_rec(c, i);
-
-		if (r->state == KVS_REC_READY && r->tier == KVS_TIER_HOST)
-			kvs_fast_publish(f, cache_ns_dom(c, r->ns)->arena_id, i, r);
-	}
 }
 
 void kvs_cache_pin_rec(kvs_cache *c, uint32_t idx, int delta)

@@ -1,84 +1,25 @@
-/* cache_evict.c - a record's tier, the leaf rule, eviction and demotion,
- * and the one loop that makes room in a tier (see cache_int.h). */
+/* cache_evict.c - a record's tier, eviction and demotion, the one loop
+ * that makes room in a tier, and freeing records for the operator (see
+ * cache_int.h; the leaf rule is cache_rec.c's). */
 #include <errno.h>
 
 #include "cache_int.h"
 #include "kvs_cache_admin.h"
-#include "kvs_fastidx.h"
 #include "kvs_log.h"
 #include "kvs_types.h" /* kvs_strerror */
 
-#define HOST_BATCH KVS_FAST_BATCH /* host victims decided at once, at most */
+#define HOST_BATCH KVS_CACHE_HOLD_BATCH /* host victims decided at once, at most */
 _Static_assert(KVS_CACHE_FREE_BATCH <= HOST_BATCH,
 	       "an operator's batch is decided by cache_evict_batch()");
-
-static int slot_tier(const kvs_cache *c, uint8_t t)
-{
-	return t < KVS_TIER_MAX && c->tier[t] &&
-	       c->tier[t]->ops->slot;
-}
-
-/* A record is evictable when committed, unpinned, in a tier with a policy
- * (host, or a slot tier) and (for a leaf-only policy) a leaf; the policy
- * holds exactly the evictable records. Call after any of those changes.
- * "Leaf" counts the children in the record's own tier where that count is
- * kept (a slot tier; the host tier with a store tier below it): a parent
- * whose children moved down may move down too, and the prefix stays whole
- * across the tiers. Elsewhere it counts every child. */
-int cache_evictable(const kvs_cache *c, uint32_t idx, const kvs_rec *r)
-{
-	uint32_t kids;
-
-	if (r->state != KVS_REC_READY || r->refs != 0)
-		return 0;
-	if (r->tier != KVS_TIER_HOST && !slot_tier(c, r->tier))
-		return 0;
-	kids = cache_kids_on(c, r->tier) ? cache_kids(c, r->tier, idx)
-					 : r->children;
-	return !c->leaf_only || kids == 0;
-}
-
-/* The policy that orders record @idx: its slot tier's, else its domain's. */
-kvs_policy *cache_policy_of(const kvs_cache *c, uint32_t idx)
-{
-	const kvs_rec *r = cache_rec(c, idx);
-
-	return slot_tier(c, r->tier) ? c->tpol[r->tier]
-				     : cache_ns_dom(c, r->ns)->policy;
-}
-
-void cache_sync_evictable(kvs_cache *c, uint32_t idx)
-{
-	int want = cache_evictable(c, idx, cache_rec(c, idx));
-	kvs_rec *r = cache_rec(c, idx);
-
-	if (want && r->pol == KVS_NONE)
-		kvs_policy_add(cache_policy_of(c, idx), idx);
-	else if (!want && r->pol != KVS_NONE)
-		kvs_policy_del(cache_policy_of(c, idx), idx);
-}
 
 void cache_free_slot(kvs_cache *c, uint32_t idx)
 {
 	kvs_rec *r = cache_rec(c, idx);
 
-	if (slot_tier(c, r->tier))
+	if (cache_slot_tier(c, r->tier))
 		c->tier[r->tier]->ops->slot->free(c->tier[r->tier], r->offset);
 	else
 		kvs_slab_free(cache_ns_dom(c, r->ns)->slab, r->offset);
-}
-
-uint32_t cache_kids(const kvs_cache *c, uint8_t t, uint32_t idx)
-{
-	return idx < c->nkids[t] ? c->kids[t][idx] : 0;
-}
-
-/* Every record index has room in the kept counts (cache_rec_room at
- * insert), so this never allocates. */
-void cache_kids_add(kvs_cache *c, uint8_t t, uint32_t idx, int delta)
-{
-	if (cache_kids_on(c, t) && idx < c->nkids[t])
-		c->kids[t][idx] += (uint32_t)delta;
 }
 
 /* Move record @idx to tier @t, keeping its parent's kept child counts
@@ -117,7 +58,7 @@ void cache_set_tier(kvs_cache *c, uint32_t idx, uint8_t t)
 		 r->state == KVS_REC_READY)
 		cache_persist_commit(c, idx);
 	if (t == KVS_TIER_HOST && old != KVS_TIER_HOST && r->state == KVS_REC_READY)
-		kvs_fast_publish(c->fast, cache_ns_dom(c, r->ns)->arena_id, idx, r);
+		cache_fast_publish(c, idx, r);
 	if (old != t)
 		cache_resid(c, idx, 0);
 }
@@ -336,7 +277,7 @@ uint32_t cache_evict_batch(kvs_cache *c, uint64_t arena_id, const uint32_t *v,
 	uint8_t keep[HOST_BATCH];
 	uint32_t gone = 0;
 
-	kvs_fast_hold_batch(c->fast, arena_id, v, n, keep);
+	cache_fast_hold_batch(c, arena_id, v, n, keep);
 	for (uint32_t i = 0; i < n; i++) {
 		cache_rec(c, v[i])->refs--; /* ours from cache_victim_take() */
 		if (keep[i]) {
@@ -380,7 +321,7 @@ static uint32_t host_batch(kvs_cache *c, kvs_policy *pol, uint32_t cls,
  * pins once per batch, not once per victim (service/cache/fastpins.c): the first
  * batch is one victim while the domain's fast-path pins are few (an
  * eviction that makes room takes no more than it did), more when they are
- * many (kvs_fast_batch_hint: the look costs at most 256 pins per victim,
+ * many (the fast path's batch hint: the look costs at most 256 pins per victim,
  * the extra slots serve the next reserves), and each batch that did not
  * make room is followed by one twice as large, up to HOST_BATCH. A victim
  * found pinned is held and the next ones are named. */
@@ -390,7 +331,7 @@ int cache_make_room(kvs_cache *c, uint32_t ns_id, uint8_t t, uint64_t *off)
 	kvs_tier_mod *tt = t == KVS_TIER_HOST ? NULL : c->tier[t];
 	kvs_policy *pol = tt ? c->tpol[t] : d->policy;
 	uint32_t cls = cache_ns(c, ns_id)->cls;
-	uint32_t want = tt ? 1 : kvs_fast_batch_hint(c->fast, d->arena_id);
+	uint32_t want = tt ? 1 : cache_fast_batch_hint(c, d->arena_id);
 	uint32_t v[HOST_BATCH];
 	int rc;
 
@@ -406,7 +347,7 @@ int cache_make_room(kvs_cache *c, uint32_t ns_id, uint8_t t, uint64_t *off)
 		/* The fast path (host only): its hits weigh in before a
 		 * victim is named, and a block a client pinned there stays. */
 		if (!tt && n == 0)
-			kvs_fast_replay(c->fast);
+			cache_fast_replay(c);
 		if (tt) {
 			v[0] = kvs_policy_victim(pol, cls);
 			if (v[0] == KVS_NONE)
@@ -424,7 +365,7 @@ int cache_make_room(kvs_cache *c, uint32_t ns_id, uint8_t t, uint64_t *off)
 			want = want < HOST_BATCH ? 2 * want : HOST_BATCH;
 			continue;
 		}
-		if (!tt && kvs_fast_unhold(c->fast) > 0) {
+		if (!tt && cache_fast_unhold(c) > 0) {
 			n++;
 			continue; /* fast-path pins released since held */
 		}
@@ -435,4 +376,65 @@ int cache_make_room(kvs_cache *c, uint32_t ns_id, uint8_t t, uint64_t *off)
 			return KVS_E_FULL;
 	}
 	return KVS_E_FULL;
+}
+
+int kvs_cache_free_rec(kvs_cache *c, uint32_t idx, kvs_cache_event kind)
+{
+	uint8_t freed;
+
+	return (int)kvs_cache_free_recs(c, &idx, 1, kind, &freed); /* a batch of one */
+}
+
+uint32_t kvs_cache_free_recs(kvs_cache *c, const uint32_t *idx, uint32_t n,
+			     kvs_cache_event kind, uint8_t *freed)
+{
+	uint32_t v[KVS_CACHE_FREE_BATCH], pos[KVS_CACHE_FREE_BATCH], total = 0;
+	uint8_t kept[KVS_CACHE_FREE_BATCH];
+
+	memset(freed, 0, n);
+	c->evict_kind = kind;
+	for (uint32_t at = 0; at < n;) {
+		uint64_t arena = 0;
+		uint32_t m = 0;
+
+		/* One domain's evictable records, each taken until decided
+		 * (so a repeat is not evictable twice), as the make-room loop
+		 * does. */
+		for (; at < n && m < KVS_CACHE_FREE_BATCH; at++) {
+			uint32_t x = idx[at];
+			uint64_t a;
+
+			if (!cache_evictable(c, x, cache_rec(c, x)))
+				continue;
+			a = cache_ns_dom(c, cache_rec(c, x)->ns)->arena_id;
+			if (m > 0 && a != arena)
+				break;
+			arena = a;
+			cache_victim_take(c, cache_policy_of(c, x), x);
+			v[m] = x;
+			pos[m++] = at;
+		}
+		total += cache_evict_batch(c, arena, v, m, kept);
+		for (uint32_t i = 0; i < m; i++)
+			freed[pos[i]] = !kept[i];
+	}
+	c->evict_kind = KVS_CACHE_EVENT_EVICTED;
+	return total;
+}
+
+int cache_ns_tier_class(kvs_cache *c, uint32_t ns_id, uint8_t t, uint32_t *cls)
+{
+	ns *s = cache_ns(c, ns_id);
+	kvs_tier_mod *tt = c->tier[t];
+	int rc;
+
+	if (s->tcls[t] == NO_CLASS) {
+		rc = tt->ops->slot->class_of(tt, s->info.block_bytes, &s->tcls[t]);
+		if (rc < 0) {
+			s->tcls[t] = NO_CLASS;
+			return rc == -ENOMEM ? rc : KVS_E_LAYOUT;
+		}
+	}
+	*cls = s->tcls[t];
+	return 0;
 }

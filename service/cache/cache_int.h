@@ -1,15 +1,16 @@
 /*
  * cache_int.h - the cache's internals, shared by its files only:
- * cache.c (life cycle, attach, lookup, reserve, commit, the per-record
- * arrays), cache_lease.c (leases), cache_pinslab.c (the host slabs each
- * uid's leases hold, budgeted), cache_promote.c (promotion jobs: reads
- * back from store tiers, the chain probed and fetched from a shared tier,
- * remote queries), cache_evict.c (tiers of a record, the leaf rule,
- * eviction and demotion, making room), cache_ns.c (trust domains and
- * namespaces), cache_tier.c (the tier interface's cache side: adding and
- * closing tiers, the environment, owners that go away), cache_admin.c
- * (operator primitives, events, stats) and cache_check.c (the consistency
- * check). Leases and promotion jobs are elements of a kvs_pool each
+ * cache.c (life cycle, lookup, reserve, commit), cache_rec.c (record
+ * state: the per-record arrays, last access, the leaf rule, policies,
+ * children by tier, the hooks), cache_lease.c (leases, reserving a block
+ * into one, commit), cache_pinslab.c (the host slabs each uid's leases
+ * hold, budgeted), cache_promote.c (promotion jobs: reads back from store
+ * tiers, the chain probed and fetched from a shared tier, remote queries),
+ * cache_evict.c (tiers of a record, eviction and demotion, making room),
+ * cache_ns.c (trust domains and namespaces), cache_tier.c (the tier
+ * interface's cache side: adding and closing tiers, the environment,
+ * owners that go away), cache_admin.c (operator primitives, stats) and
+ * cache_check.c (the consistency check). Leases and promotion jobs are elements of a kvs_pool each
  * (storage/host/kvs_pool.h): their addresses never move. No tier includes it:
  * tiers see kvs_tier_ops.h only. Nor does any wire header reach it: the cache
  * speaks kvs_hash and kvs_cache_event (layering.cache_no_wire).
@@ -19,6 +20,7 @@
 #ifndef KVS_CACHE_INT_H
 #define KVS_CACHE_INT_H
 
+#include <string.h> /* memset */
 #include <time.h>
 
 #include "cache_key.h" /* cache_ns_key */
@@ -185,7 +187,9 @@ struct kvs_cache {
 	uint32_t *kids[KVS_TIER_MAX];
 	uint32_t nkids[KVS_TIER_MAX];
 	kvs_pool promos;      /* of promo: promotions in flight */
-	struct kvs_fast *fast; /* the fast path's index and pins, or NULL */
+	/* The fast path (kvs_cache_set_fast): its hooks, or NULL: none. */
+	const kvs_cache_fast_ops *fast_ops;
+	void *fast;
 	/* operator's view (kvs_cache_admin.h, cache_admin.c) */
 	kvs_cache_event_fn on_event;
 	void *event_arg;
@@ -264,6 +268,75 @@ static inline int cache_kids_on(const kvs_cache *c, uint8_t t)
 	return t < KVS_TIER_MAX && c->kids_on[t];
 }
 
+/* Whether tier @t is a slot tier (its own slots and policy). */
+static inline int cache_slot_tier(const kvs_cache *c, uint8_t t)
+{
+	return t < KVS_TIER_MAX && c->tier[t] && c->tier[t]->ops->slot;
+}
+
+/* The host bytes at offset @off of the shared arena (--tenant-arenas off,
+ * the only mode store tiers run in). */
+static inline void *cache_host_ptr(const kvs_cache *c, uint64_t off)
+{
+	return (uint8_t *)kvs_arena_base(c->arena) + off;
+}
+
+/* Where record @r is, as a lookup or reserve answers it. */
+static inline kvs_block cache_located(const kvs_rec *r, uint8_t status)
+{
+	return (kvs_block){ .offset = r->offset, .gen = r->gen,
+			    .tier = r->tier, .status = status };
+}
+
+/* The fast path's hooks (kvs_cache_set_fast), each what the fast path
+ * answers when there is none: nothing published, nothing held, batches of
+ * one, nothing to let go or replay. */
+static inline void cache_fast_publish(kvs_cache *c, uint32_t idx,
+				      const kvs_rec *r)
+{
+	if (c->fast_ops)
+		c->fast_ops->publish(c->fast, cache_ns_dom(c, r->ns)->arena_id,
+				     idx, r);
+}
+
+static inline uint32_t cache_fast_hold_batch(kvs_cache *c, uint64_t arena_id,
+					     const uint32_t *idx, uint32_t n,
+					     uint8_t *keep)
+{
+	if (c->fast_ops)
+		return c->fast_ops->hold_batch(c->fast, arena_id, idx, n, keep);
+	memset(keep, 0, n);
+	return 0;
+}
+
+static inline uint32_t cache_fast_batch_hint(kvs_cache *c, uint64_t arena_id)
+{
+	return c->fast_ops ? c->fast_ops->batch_hint(c->fast, arena_id) : 1;
+}
+
+static inline uint32_t cache_fast_unhold(kvs_cache *c)
+{
+	return c->fast_ops ? c->fast_ops->unhold(c->fast) : 0;
+}
+
+static inline uint32_t cache_fast_replay(kvs_cache *c)
+{
+	return c->fast_ops ? c->fast_ops->replay(c->fast) : 0;
+}
+
+/*
+ * The files call down this order only, never up nor in a circle
+ * (layering.cache_calls reads it off their objects):
+ *
+ *   cache_check -> cache_admin -> cache -> cache_tier -> cache_promote ->
+ *   cache_ns -> cache_lease -> cache_evict -> cache_rec ->
+ *   cache_pinslab, cache_persist*, policy*, table
+ *
+ * (cache_persist_adopt and cache_persist_rebuild, which build a cache's
+ * state from a metadata memfd, sit above cache_ns.)
+ */
+
+/* cache_rec.c: the record-state core. */
 /* cache_grow - grow the per-record array *@arr of @elem-byte entries
  * (*@cap of them) to @n entries, new ones zeroed: sized as the table's
  * records (kvs_table_capacity), it has their slack, a quarter at most.
@@ -272,13 +345,21 @@ int cache_grow(void **arr, uint32_t *cap, size_t elem, uint32_t n);
 /* cache_rec_room - record @idx was inserted: room for it in every kept
  * per-record array, and store tiers told (rec_new). Errors: -ENOMEM. */
 int cache_rec_room(kvs_cache *c, uint32_t idx);
-
-/* cache_evict.c */
+uint32_t cache_clock_s(const kvs_cache *c);
+void cache_touch_atime(kvs_cache *c, uint32_t idx);
+void cache_tell(kvs_cache *c, kvs_cache_event kind, uint32_t idx);
+/* Tell the residency hook of record @idx (@gone: it is being removed). */
+void cache_resid(kvs_cache *c, uint32_t idx, int gone);
 int cache_evictable(const kvs_cache *c, uint32_t idx, const kvs_rec *r);
 kvs_policy *cache_policy_of(const kvs_cache *c, uint32_t idx);
 void cache_sync_evictable(kvs_cache *c, uint32_t idx);
 uint32_t cache_kids(const kvs_cache *c, uint8_t t, uint32_t idx);
 void cache_kids_add(kvs_cache *c, uint8_t t, uint32_t idx, int delta);
+/* The store tier that can read @idx back now, or NULL. */
+kvs_tier_mod *cache_store_of(const kvs_cache *c, uint32_t idx);
+void cache_note(kvs_cache *c, uint8_t t, int what, uint64_t n);
+
+/* cache_evict.c */
 void cache_set_tier(kvs_cache *c, uint32_t idx, uint8_t tier);
 /* Record @p lost a child that was in tier @t (0: none). */
 void cache_child_gone(kvs_cache *c, uint32_t p, uint8_t t);
@@ -291,8 +372,8 @@ void cache_evict(kvs_cache *c, uint32_t idx, int tell_it);
  * per batch, service/cache/fastpins.c). cache_victim_take: @x leaves policy @pol
  * (as an eviction, as far as the policy knows) and takes one pin of ours,
  * so that the policy names the next one and a repeat is not taken twice.
- * cache_evict_batch: decide @v[0..n) (at most KVS_FAST_BATCH, all of the
- * domain of arena @arena_id, each taken): a victim a client pins is held
+ * cache_evict_batch: decide @v[0..n) (at most KVS_CACHE_HOLD_BATCH, all of
+ * the domain of arena @arena_id, each taken): a victim a client pins is held
  * by the fast path and goes back to its policy (kept[i] = 1 when @kept is
  * not NULL), the others are evicted. Returns how many were evicted. */
 void cache_victim_take(kvs_cache *c, kvs_policy *pol, uint32_t x);
@@ -301,17 +382,15 @@ uint32_t cache_evict_batch(kvs_cache *c, uint64_t arena_id, const uint32_t *v,
 /* A free slot for a block of namespace @ns_id in tier @t (host: in its
  * domain's arena), evicting that tier's victims as needed. */
 int cache_make_room(kvs_cache *c, uint32_t ns_id, uint8_t t, uint64_t *off);
+/* The class of namespace @ns_id's blocks in slot tier @t (made on first
+ * use). Errors: KVS_E_LAYOUT, -ENOMEM. */
+int cache_ns_tier_class(kvs_cache *c, uint32_t ns_id, uint8_t t, uint32_t *cls);
 /* Give back record @idx's slot, in the arena of its tier. */
 void cache_free_slot(kvs_cache *c, uint32_t idx);
 /* Whether a store tier would keep @idx if the host tier evicted it. */
 int cache_store_keeps(kvs_cache *c, uint32_t idx);
 /* The facts of @idx a tier is told (kvs_tier_blk). */
 void cache_blk(const kvs_cache *c, uint32_t idx, kvs_tier_blk *b);
-
-/* cache.c: reserve one missing block after @prev into lease @s (@ghost:
- * its ghost record, or KVS_NONE); @host_only: not in the owner's slot tier. */
-int cache_reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
-		      uint32_t prev, uint32_t ghost, int host_only, uint32_t *idx);
 
 /* cache_lease.c */
 uint64_t cache_lease_id(const kvs_cache *c, uint32_t s);
@@ -328,6 +407,14 @@ void cache_unpin(kvs_cache *c, uint32_t idx);
 uint32_t cache_end_write(kvs_cache *c, uint32_t s, int commit);
 /* Whether @more pins would take @o past --max-pinned-blocks (counted). */
 int cache_over_pin_limit(kvs_cache *c, kvs_owner *o, uint64_t more);
+/* Keep the first @hits records of read lease @s (unpin the rest), fill
+ * @out; returns the lease id, 0 (lease freed) when @hits is 0. */
+uint64_t cache_lookup_finish(kvs_cache *c, uint32_t s, uint32_t hits,
+			     kvs_block *out);
+/* Reserve one missing block after @prev into write lease @s (@ghost: its
+ * ghost record, or KVS_NONE); @host_only: not in the owner's slot tier. */
+int cache_reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
+		      uint32_t prev, uint32_t ghost, int host_only, uint32_t *idx);
 
 /* cache_pinslab.c: the slab of host record @idx, which owner @o is about
  * to pin, charged to @o's uid unless @o is an operator (*held: the slab, or KVS_NONE when nothing
@@ -363,9 +450,6 @@ uint32_t cache_ns_find(const kvs_cache *c, uint32_t d, const kvs_ns_desc *desc);
  * NULL. */
 int cache_ns_create(kvs_cache *c, const kvs_ns_desc *desc, uint32_t d,
 		    const kvs_tier_mod *from, uint32_t at, uint32_t *id);
-/* The class of namespace @ns_id's blocks in slot tier @t (made on first
- * use). Errors: KVS_E_LAYOUT, -ENOMEM. */
-int cache_ns_tier_class(kvs_cache *c, uint32_t ns_id, uint8_t t, uint32_t *cls);
 void cache_ns_free_all(kvs_cache *c);
 /* Store tier @t, added after namespaces were made (an adoption,
  * kvs_persist.h), is told of each (ns_created), as if it had been there. */
@@ -385,33 +469,23 @@ int cache_promote(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_block *out,
  * @local hits, asked of the shared tier (kvs_cache_query). */
 int cache_query_remote(kvs_cache *c, kvs_owner *o, const kvs_hash *want,
 		       uint32_t nwant, uint32_t local);
-void cache_promo_arrays_free(promo *p);
-/* cache.c: keep the first @hits records of read lease @s (unpin the rest),
- * fill @out; returns the lease id, 0 (lease freed) when @hits is 0. */
-uint64_t cache_lookup_finish(kvs_cache *c, uint32_t s, uint32_t hits,
-			     kvs_block *out);
+/* The promotion jobs' arrays and pool, once the tiers are closed (their
+ * reads land in the jobs). */
+void cache_promos_free(kvs_cache *c);
 
 /* cache_tier.c */
-/* The store tier that can read @idx back now, or NULL. */
-kvs_tier_mod *cache_store_of(const kvs_cache *c, uint32_t idx);
 /* The record of (@ns_id, @hash), asking the store tiers that restore in the
  * background (store->find) when the table has none; KVS_NONE if nobody
  * has it. */
 uint32_t cache_find(kvs_cache *c, uint32_t ns_id, kvs_hash hash);
 void cache_tiers_owner_gone(kvs_cache *c, kvs_owner *o);
 void cache_tiers_close(kvs_cache *c);
-void cache_note(kvs_cache *c, uint8_t t, int what, uint64_t n);
 
 /* cache_admin.c */
 /* The slot allocators of every domain, summed; *bytes, *resident: their
  * arenas'. */
 void cache_host_stats(const kvs_cache *c, kvs_slab_stats *ss, uint64_t *bytes,
 		      uint64_t *resident);
-uint32_t cache_clock_s(const kvs_cache *c);
-void cache_touch_atime(kvs_cache *c, uint32_t idx);
-void cache_tell(kvs_cache *c, kvs_cache_event kind, uint32_t idx);
-/* Tell the residency hook of record @idx (@gone: it is being removed). */
-void cache_resid(kvs_cache *c, uint32_t idx, int gone);
 
 /* cache_persist.c: the metadata memfd (kvs_persist.h, persist_fmt.h). */
 struct persist_hdr;

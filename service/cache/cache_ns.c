@@ -489,23 +489,6 @@ static int ns_reclaim(kvs_cache *c, uint32_t uid)
 	return 1;
 }
 
-int cache_ns_tier_class(kvs_cache *c, uint32_t ns_id, uint8_t t, uint32_t *cls)
-{
-	ns *s = cache_ns(c, ns_id);
-	kvs_tier_mod *tt = c->tier[t];
-	int rc;
-
-	if (s->tcls[t] == NO_CLASS) {
-		rc = tt->ops->slot->class_of(tt, s->info.block_bytes, &s->tcls[t]);
-		if (rc < 0) {
-			s->tcls[t] = NO_CLASS;
-			return rc == -ENOMEM ? rc : KVS_E_LAYOUT;
-		}
-	}
-	*cls = s->tcls[t];
-	return 0;
-}
-
 void cache_ns_free_all(kvs_cache *c)
 {
 	for (uint32_t i = 0; i < c->nns; i++) {

@@ -7,12 +7,21 @@
 #include <string.h>
 
 #include "cache_int.h"
-#include "kvs_fastidx.h"
 #include "kvs_log.h"
 
 enum { POS_HOST = 0, POS_READ = 1, POS_FETCH = 2 };
 /* The cookie of a probe: its job, with this bit (positions are < 2^31). */
 #define PROBE_BIT 0x80000000u
+
+static void promo_arrays_free(promo *p)
+{
+	free(p->idx);
+	free(p->res);
+	free(p->from);
+	free(p->kind);
+	free(p->out);
+	free(p->want);
+}
 
 static int promo_new(kvs_cache *c, uint32_t n, uint32_t *out)
 {
@@ -29,7 +38,7 @@ static int promo_new(kvs_cache *c, uint32_t n, uint32_t *out)
 	p->out = malloc((size_t)n * sizeof(*p->out));
 	p->want = NULL;
 	if (!p->idx || !p->res || !p->from || !p->kind || !p->out) {
-		cache_promo_arrays_free(p);
+		promo_arrays_free(p);
 		*p = (promo){ 0 };
 		kvs_pool_free(&c->promos, s);
 		return -ENOMEM;
@@ -41,21 +50,18 @@ static int promo_new(kvs_cache *c, uint32_t n, uint32_t *out)
 	return 0;
 }
 
-void cache_promo_arrays_free(promo *p)
+void cache_promos_free(kvs_cache *c)
 {
-	free(p->idx);
-	free(p->res);
-	free(p->from);
-	free(p->kind);
-	free(p->out);
-	free(p->want);
+	for (uint32_t i = 0; i < kvs_pool_cap(&c->promos); i++)
+		promo_arrays_free(cache_promo(c, i)); /* free ones: NULLs */
+	kvs_pool_fini(&c->promos);
 }
 
 static void promo_free(kvs_cache *c, uint32_t s)
 {
 	promo *p = cache_promo(c, s);
 
-	cache_promo_arrays_free(p);
+	promo_arrays_free(p);
 	*p = (promo){ 0 };
 	kvs_pool_free(&c->promos, s);
 }
@@ -116,7 +122,7 @@ static void fetched(kvs_cache *c, uint32_t idx, uint8_t from)
 	cache_persist_commit(c, idx);
 	cache_tell(c, KVS_CACHE_EVENT_STORED, idx);
 	r = cache_rec(c, idx);
-	kvs_fast_publish(c->fast, cache_ns_dom(c, r->ns)->arena_id, idx, r);
+	cache_fast_publish(c, idx, r);
 }
 
 /* A copy that failed its read (corrupt, stale, an I/O error) leaves its
@@ -253,7 +259,7 @@ static int promote_one(kvs_cache *c, uint32_t ps, uint32_t i)
 	p->kind[i] = POS_READ;
 	p->from[i] = t->ops->tier;
 	cache_blk(c, idx, &b);
-	rc = t->ops->store->read(t, &b, kvs_tier_host_ptr(t, off), (uint64_t)ps << 32 | i);
+	rc = t->ops->store->read(t, &b, cache_host_ptr(c, off), (uint64_t)ps << 32 | i);
 	if (rc == 0) {
 		promoted(c, idx, p->from[i]);
 		return 0;
@@ -332,7 +338,7 @@ void kvs_tier_probe_done(kvs_tier_mod *t, uint64_t cookie, int count)
 		want_blk(c, p, j, &b);
 		b.idx = idx;
 		p->pending++; /* before: the fetch may complete at once */
-		rc = t->ops->store->fetch(t, &b, kvs_tier_host_ptr(t, cache_rec(c, idx)->offset),
+		rc = t->ops->store->fetch(t, &b, cache_host_ptr(c, cache_rec(c, idx)->offset),
 				   (uint64_t)s << 32 | pos);
 		if (rc != 1) {
 			p->pending--;

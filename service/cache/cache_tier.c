@@ -1,5 +1,5 @@
 /* cache_tier.c - the cache's side of the tier interface (kvs_tier_ops.h):
- * adding tiers, promotion jobs and their deferred replies, verify, and the
+ * adding and closing tiers, verify, owners that go away, and the
  * environment the tiers call. */
 #include <errno.h>
 #include <stdlib.h>
@@ -190,23 +190,6 @@ void cache_tiers_close(kvs_cache *c)
 		free(c->kids[t]);
 		c->kids[t] = NULL;
 	}
-	for (uint32_t i = 0; i < kvs_pool_cap(&c->promos); i++)
-		cache_promo_arrays_free(cache_promo(c, i)); /* free ones: NULLs */
-	kvs_pool_fini(&c->promos);
-}
-
-void cache_note(kvs_cache *c, uint8_t t, int what, uint64_t n)
-{
-	if (t < KVS_TIER_MAX && c->tier[t] && c->tier[t]->ops->note)
-		c->tier[t]->ops->note(c->tier[t], what, n);
-}
-
-kvs_tier_mod *cache_store_of(const kvs_cache *c, uint32_t idx)
-{
-	for (uint32_t i = 0; i < c->nstores; i++)
-		if (c->stores[i]->ops->store->has(c->stores[i], idx))
-			return c->stores[i];
-	return NULL;
 }
 
 /* ---- verify, and owners that go away ---------------------------------- */
@@ -266,7 +249,7 @@ int kvs_cache_verify(kvs_cache *c, kvs_owner *o, uint32_t ns_id,
 
 void *kvs_tier_host_ptr(const kvs_tier_mod *t, uint64_t off)
 {
-	return (uint8_t *)kvs_arena_base(t->cache->arena) + off;
+	return cache_host_ptr(t->cache, off);
 }
 
 uint64_t kvs_tier_host_bytes(const kvs_tier_mod *t)

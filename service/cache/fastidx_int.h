@@ -1,7 +1,8 @@
 /*
- * fastidx_int.h - the fast path's daemon state, shared by its two files:
- * fastidx.c (the index, connections, touch replay, stats) and fastpins.c
- * (the pin snapshot, hold and unhold). Not an interface: kvs_fastidx.h is.
+ * fastidx_int.h - the fast path's daemon state, shared by its three files,
+ * each calling only those before it: fastidx.c (the index), fastpins.c
+ * (the pin snapshot, hold and unhold) and fastconn.c (pin areas,
+ * connections, touch replay, stats). Not an interface: kvs_fastidx.h is.
  *
  * Thread: the daemon's loop thread only.
  */
@@ -118,16 +119,17 @@ struct kvs_fast {
 	void *at_pin_arg;
 };
 
-/* fastidx.c */
+/* Stamp index @d's heartbeat (clients trust it while it is fresh). */
+static inline void fast_stamp(fdom *d)
+{
+	__atomic_store_n(&d->hdr->heartbeat_ms, now_ms(), __ATOMIC_RELEASE);
+}
+
+/* fastidx.c: the index. fastpins.c calls it; fastconn.c calls both. */
 void fast_set_complete(kvs_fast *f, fdom *d);
 fdom *fast_dom_get(kvs_fast *f, uint64_t id);
 int64_t fast_find(const fdom *d, uint32_t ns, kvs_hash h, int64_t *empty);
 void fast_delete_at(fdom *d, uint32_t i);
-void fast_seen_update(kvs_fast *f, kvs_fast_client *fc);
-uint32_t fast_drain(kvs_fast *f, kvs_fast_client *fc, uint32_t max);
-
-/* fastpins.c: let go of the revoked areas whose grace is over. */
-void fast_reap(kvs_fast *f);
 void fast_client_free(kvs_fast_client *fc);
 
 #endif /* KVS_FASTIDX_INT_H */

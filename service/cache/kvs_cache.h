@@ -102,11 +102,46 @@ int kvs_cache_arena_fd(const kvs_cache *c);
 uint64_t kvs_cache_arena_bytes(const kvs_cache *c);
 uint64_t kvs_cache_arena_id(const kvs_cache *c);
 
-/* kvs_cache_set_fast - the fast path (service/cache/kvs_fastidx.h) whose hooks
- * the cache calls when host blocks appear, may leave and are short of room;
- * NULL: none (the default). */
-struct kvs_fast;
-void kvs_cache_set_fast(kvs_cache *c, struct kvs_fast *f);
+/* The most records one hold_batch hook is asked about at once. */
+#define KVS_CACHE_HOLD_BATCH 1024u
+
+/*
+ * The fast path's hooks (service/cache/kvs_fastidx.h): the cache calls them
+ * and knows nothing else of the fast path, which sits above it and reads
+ * records through kvs_cache_admin.h. @fast is the pointer given to
+ * kvs_cache_set_fast.
+ *  - publish: host record @idx (READY) became visible in the domain of
+ *    arena @arena_id (commit, promotion from a store tier, demotion from a
+ *    slot tier);
+ *  - hold_batch: may the @n (at most KVS_CACHE_HOLD_BATCH) distinct host
+ *    records @idx of that domain leave the tier (eviction, an operator's
+ *    evict or flush)? keep[i] = 0: yes, and it is unpublished; 1: a client
+ *    pins it, it stays, held by one pin of the fast path's
+ *    (kvs_cache_pin_rec). Returns how many were kept;
+ *  - batch_hint: how many victims a make-room loop should decide in its
+ *    first batch for that domain (at least 1);
+ *  - unhold: room is short: drop the holds that no client's pin needs any
+ *    more; returns how many were let go;
+ *  - replay: before an eviction, apply the hits clients made without the
+ *    socket to the policy's order and the hit counts; returns the touches
+ *    read.
+ */
+struct kvs_rec; /* kvs_table.h */
+typedef struct kvs_cache_fast_ops {
+	void (*publish)(void *fast, uint64_t arena_id, uint32_t idx,
+			const struct kvs_rec *r);
+	uint32_t (*hold_batch)(void *fast, uint64_t arena_id,
+			       const uint32_t *idx, uint32_t n, uint8_t *keep);
+	uint32_t (*batch_hint)(void *fast, uint64_t arena_id);
+	uint32_t (*unhold)(void *fast);
+	uint32_t (*replay)(void *fast);
+} kvs_cache_fast_ops;
+
+/* kvs_cache_set_fast - the fast path's hooks (@ops, called with @fast);
+ * the host blocks already committed (an adoption's) are published at once.
+ * @ops NULL: none (the default). */
+void kvs_cache_set_fast(kvs_cache *c, const kvs_cache_fast_ops *ops,
+			void *fast);
 /* kvs_cache_owner_arena - the host arena of @o's domain (the only one its
  * HELLO reply may hand out). Errors: KVS_E_NOTATTACHED. */
 int kvs_cache_owner_arena(const kvs_cache *c, const kvs_owner *o, int *fd,

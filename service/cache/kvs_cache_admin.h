@@ -1,7 +1,8 @@
 /*
  * kvs_cache_admin.h - the operator's primitives over the cache: walk and find
  * records, free one, pin one, count a fast-path hit, and hear about blocks
- * as they are stored and freed (implemented in cache_admin.c). admin.c
+ * as they are stored and freed (implemented in cache_admin.c, the record
+ * accessors and hooks in cache_rec.c, freeing in cache_evict.c). admin.c
  * builds list/inspect/evict/pin/watch on these, naming the cache's events
  * (kvs_cache_event) on the wire itself; the cache keeps its rules (prefix
  * closure, pinned blocks stay) because every change goes through it.

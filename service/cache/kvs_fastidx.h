@@ -2,12 +2,14 @@
  * kvs_fastidx.h - hits without a round trip, the daemon's side: one
  * shared-memory index of committed host blocks per trust domain (host
  * arena), and one pin area per connection that asked for it (FASTATTACH).
- * Code: service/cache/fastidx.c (index, connections, replay, stats) and
- * service/cache/fastpins.c (pins: hold, unhold, revocation). Layout of both:
- * proto/kvs_fast.h. Protocol and memory ordering:
- * docs/architecture.md, "Hits without a round trip".
+ * Code: service/cache/fastidx.c (the index), service/cache/fastpins.c (pins:
+ * hold, unhold) and service/cache/fastconn.c (pin areas, connections,
+ * replay, stats, revocation). Layout of both: proto/kvs_fast.h. Protocol
+ * and memory ordering: docs/architecture.md, "Hits without a round trip".
  *
- * The cache calls four hooks (all accept f == NULL, the fast path off):
+ * The fast path sits above the cache: the cache calls it only through the
+ * hooks it was given (kvs_fast_hooks, kvs_cache_set_fast), which are the
+ * functions below (all accept f == NULL, the fast path off):
  *  - kvs_fast_publish() when a committed block becomes visible in the host
  *    tier (commit, promotion from SSD, demotion from GPU);
  *  - kvs_fast_hold_batch() (or kvs_fast_hold(), a batch of one) before host
@@ -17,6 +19,7 @@
  *    kept block is *held*: it takes one pin (kvs_cache_pin_rec) so that
  *    the policy stops naming it, until kvs_fast_unhold() finds its pins
  *    gone;
+ *  - kvs_fast_batch_hint() for the make-room loop's first batch;
  *  - kvs_fast_unhold() when room is short and at operator evictions;
  *  - kvs_fast_replay() before an eviction, so that hits on the fast path
  *    weigh in the policy's order as LOOKUP's do.
@@ -59,7 +62,7 @@ typedef struct kvs_fast_client kvs_fast_client;
 /* Records one kvs_fast_hold_batch() decides, at most; and the pins a
  * snapshot may read per victim it decides, amortized (the make-room loop
  * asks kvs_fast_batch_hint() how many victims to start with). */
-#define KVS_FAST_BATCH 1024u
+#define KVS_FAST_BATCH KVS_CACHE_HOLD_BATCH
 #define KVS_FAST_PINS_PER_VICTIM 256u
 /* Touches replayed per kvs_fast_replay() or tick, over all clients, and
  * the least share of one client when many share the budget. */
@@ -90,6 +93,10 @@ typedef struct kvs_fast_grant {
 int kvs_fast_create(kvs_cache *cache, kvs_counters *stats, uint32_t entries,
 		    uint32_t pin_cap, int complete_ok, kvs_fast **out);
 void kvs_fast_destroy(kvs_fast *f);
+
+/* The hooks to give the cache: kvs_cache_set_fast(cache, &kvs_fast_hooks, f)
+ * once @f is made (kvs_fast_publish .. kvs_fast_replay below). */
+extern const kvs_cache_fast_ops kvs_fast_hooks;
 
 /* kvs_fast_publish - record @idx (READY, host) becomes visible in the
  * domain of arena @arena_id. An index that has no room within the probe

@@ -373,7 +373,7 @@ static int fast_open(kvs_server *s, const kvs_config *cfg)
 
 	if (rc < 0)
 		return rc;
-	kvs_cache_set_fast(s->cache, s->fast);
+	kvs_cache_set_fast(s->cache, &kvs_fast_hooks, s->fast);
 	s->fast_ev = event_new(s->base, -1, EV_PERSIST, fast_tick, s);
 	if (!s->fast_ev ||
 	    event_add(s->fast_ev, &(struct timeval){

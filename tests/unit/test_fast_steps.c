@@ -141,7 +141,7 @@ static void test_late_pin(int keep)
 	memset(&stats, 0, sizeof(stats));
 	CHECK(kvs_cache_create(&cfg, &stats, &c) == 0);
 	CHECK(kvs_fast_create(c, &stats, 1024, 64, 1, &f) == 0);
-	kvs_cache_set_fast(c, f);
+	kvs_cache_set_fast(c, &kvs_fast_hooks, f);
 	area_open(c, f, &a, 0, 0);
 	ns = kvs_cache_owner_ns(a.o);
 	commit_n(c, a.o, ns, 2, idx);
@@ -218,7 +218,7 @@ static void test_budget(void)
 	memset(&stats, 0, sizeof(stats));
 	CHECK(kvs_cache_create(&cfg, &stats, &c) == 0);
 	CHECK(kvs_fast_create(c, &stats, 1024, 64, 1, &f) == 0);
-	kvs_cache_set_fast(c, f);
+	kvs_cache_set_fast(c, &kvs_fast_hooks, f);
 	area_open(c, f, &w, 1000, 0);   /* a worker */
 	area_open(c, f, &op, 0, 1);     /* an operator: no budget */
 	CHECK_EQ(op.ph->slab_pages, KVS_FAST_NO_BUDGET);
@@ -317,7 +317,7 @@ static void test_release_race(int honest)
 	memset(&stats, 0, sizeof(stats));
 	CHECK(kvs_cache_create(&cfg, &stats, &c) == 0);
 	CHECK(kvs_fast_create(c, &stats, 1024, 64, 1, &f) == 0);
-	kvs_cache_set_fast(c, f);
+	kvs_cache_set_fast(c, &kvs_fast_hooks, f);
 	area_open(c, f, &w, 1000, 0);
 	area_open(c, f, &op, 0, 1);
 	CHECK_EQ(w.ph->slab_pages, 4);

@@ -1,5 +1,5 @@
 /*
- * test_fastidx - the fast path's index and pin areas (service/cache/fastidx.c)
+ * test_fastidx - the fast path's index and pin areas (service/cache/fastidx.c, fastconn.c)
  * over a real cache, read the way a client reads them (proto/kvs_fast.h):
  *
  *  - mechanics: records published into a small index up to 88% load, some
@@ -140,7 +140,7 @@ static void test_pins(void)
 	memset(&stats, 0, sizeof(stats));
 	CHECK(kvs_cache_create(&cfg, &stats, &c) == 0);
 	CHECK(kvs_fast_create(c, &stats, 1024, 64, 1, &f) == 0);
-	kvs_cache_set_fast(c, f);
+	kvs_cache_set_fast(c, &kvs_fast_hooks, f);
 	o = attach(c, &ns);
 	CHECK(kvs_fast_attach(f, o, &fc, &g) == 0);
 	v = map_index(&g);
@@ -350,7 +350,7 @@ static void test_contention(int batch)
 	memset(&stats, 0, sizeof(stats));
 	CHECK(kvs_cache_create(&cfg, &stats, &c) == 0);
 	CHECK(kvs_fast_create(c, &stats, 1024, 64, 1, &x.f) == 0);
-	kvs_cache_set_fast(c, x.f);
+	kvs_cache_set_fast(c, &kvs_fast_hooks, x.f);
 	o = attach(c, &x.ns);
 	CHECK(kvs_fast_attach(x.f, o, &fc, &g) == 0);
 	x.v = map_index(&g);

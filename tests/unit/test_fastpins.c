@@ -53,7 +53,7 @@ static void one_open(one *x)
 	memset(x, 0, sizeof(*x));
 	CHECK(kvs_cache_create(&cfg, &stats, &x->c) == 0);
 	CHECK(kvs_fast_create(x->c, &stats, 1024, 64, 1, &x->f) == 0);
-	kvs_cache_set_fast(x->c, x->f);
+	kvs_cache_set_fast(x->c, &kvs_fast_hooks, x->f);
 	x->o = attach(x->c, &x->ns);
 	CHECK(kvs_fast_attach(x->f, x->o, &x->fc, &x->g) == 0);
 	x->ph = mmap(NULL, x->g.pins_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
@@ -381,7 +381,7 @@ static void rig_open(rig *r, int K, uint32_t N)
 	r->a = calloc((size_t)K, sizeof(*r->a));
 	CHECK(kvs_cache_create(&cfg, &stats, &r->c) == 0);
 	CHECK(kvs_fast_create(r->c, &stats, 2 * N, KVS_FAST_MAX_PINS, 1, &r->f) == 0);
-	kvs_cache_set_fast(r->c, r->f);
+	kvs_cache_set_fast(r->c, &kvs_fast_hooks, r->f);
 	r->w = attach(r->c, &ns);
 	for (int k = 0; k < K; k++)
 		area_open(r->c, r->f, &r->a[k]);
@@ -549,7 +549,7 @@ static void test_replay_budget(void)
 	memset(&stats, 0, sizeof(stats));
 	CHECK(kvs_cache_create(&cfg, &stats, &c) == 0);
 	CHECK(kvs_fast_create(c, &stats, 1024, 64, 1, &f) == 0);
-	kvs_cache_set_fast(c, f);
+	kvs_cache_set_fast(c, &kvs_fast_hooks, f);
 	for (int k = 0; k < 3; k++) {
 		area_open(c, f, &a[k]);
 		a[k].ph->touch_head = KVS_FAST_TOUCHES; /* a full ring of junk */
