@@ -2,8 +2,7 @@
  * kvs_fast.h - the fast path's shared memory: the per-domain index of
  * committed host blocks (written by kvshared only, read by clients) and the
  * per-connection pin area (written by its client only, read by kvshared).
- * Shared by libkvshare (client/fast.c) and the daemon (service/cache/fastidx.c,
- * service/cache/fastpins.c),
+ * Shared by libkvshare (client/fast.c) and the daemon (service/fast/),
  * like kvs_wire.h; docs/architecture.md ("Hits without a round trip")
  * argues the protocol, docs/protocol.md describes FASTATTACH.
  *

@@ -369,7 +369,7 @@ void cache_forget(kvs_cache *c, uint32_t idx);
 /* Record @idx leaves its tier (the policy's victim, or the operator's). */
 void cache_evict(kvs_cache *c, uint32_t idx, int tell_it);
 /* Host victims in batches (the fast path looks at its clients' pins once
- * per batch, service/cache/fastpins.c). cache_victim_take: @x leaves policy @pol
+ * per batch, service/fast/fastpins.c). cache_victim_take: @x leaves policy @pol
  * (as an eviction, as far as the policy knows) and takes one pin of ours,
  * so that the policy names the next one and a repeat is not taken twice.
  * cache_evict_batch: decide @v[0..n) (at most KVS_CACHE_HOLD_BATCH, all of

@@ -106,7 +106,7 @@ uint64_t kvs_cache_arena_id(const kvs_cache *c);
 #define KVS_CACHE_HOLD_BATCH 1024u
 
 /*
- * The fast path's hooks (service/cache/kvs_fastidx.h): the cache calls them
+ * The fast path's hooks (service/fast/kvs_fastidx.h): the cache calls them
  * and knows nothing else of the fast path, which sits above it and reads
  * records through kvs_cache_admin.h. @fast is the pointer given to
  * kvs_cache_set_fast.

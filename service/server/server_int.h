@@ -58,7 +58,7 @@ struct kvs_server {
 	struct event *tier_ev[KVS_SERVER_TIERS]; /* tiers' event fds */
 	int listen_fd;
 	kvs_cache *cache;
-	kvs_fast *fast;   /* the fast path (fastidx.c, fastpins.c) */
+	kvs_fast *fast;   /* the fast path (service/fast/) */
 	struct event *fast_ev; /* its heartbeat, every KVS_FAST_HEARTBEAT_MS */
 	kvs_admin *admin; /* operator requests and events (admin.c) */
 	struct kvs_kvev *kvev; /* vLLM KV events (--kv-events), or NULL */

@@ -5,7 +5,7 @@
 # folder defines make an edge, and tsort finds any circle. Checked:
 # service/cache/ (the record-state core, cache_rec.c, at the bottom;
 # leases, eviction, namespaces, promotion, tiers and the operator's files
-# above it; the fast path's index, pins and connections above the cache).
+# above it) and service/fast/ (index, pins, connections).
 #
 #   calls.sh <nm> <libkvs_service.a>
 #
@@ -21,7 +21,7 @@ if ! syms=$("$nm" -A "$lib" 2>&1); then
 	echo "calls.sh: $nm $lib: $syms" >&2
 	exit 1
 fi
-for dir in service/cache; do
+for dir in service/cache service/fast; do
 	mapfile -t files < <(cd "$dir" && ls -- *.c | sed 's/\.c$//')
 	if ((${#files[@]} < 2)); then
 		echo "calls.sh: $dir: fewer than two C files" >&2

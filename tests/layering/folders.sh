@@ -3,15 +3,16 @@
 # "Where the code lives"): each folder of service/ includes headers of the
 # folders below it in this order only, never of one above:
 #
-#   server -> tiers -> config -> cache -> base
+#   server -> tiers -> config -> fast -> cache -> base
 #
 # (the loop's edge; the tiers; the settings, which name the policies; the
-# cache with its policy and tier interfaces; the log and the counters). An
+# fast path, which the cache calls only through its hooks; the cache with
+# its policy and tier interfaces; the log and the counters). An
 # include is placed by the file of that name under service/ (names are
 # unique there: each folder is an include directory of kvs_service).
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
-order=(server tiers config cache base)
+order=(server tiers config fast cache base)
 fail=0 n=0
 
 declare -A rank=() folder=()

@@ -1,6 +1,6 @@
 /*
  * test_fast_steps - the fast path's eviction decided step by step, over a
- * real cache (service/cache/fastpins.c):
+ * real cache (service/fast/fastpins.c):
  *
  *  - a pin that appears between a batch's snapshot and its decision (a
  *    client that probed before the victims were marked going, and stored

@@ -1,5 +1,5 @@
 /*
- * test_fastidx - the fast path's index and pin areas (service/cache/fastidx.c, fastconn.c)
+ * test_fastidx - the fast path's index and pin areas (service/fast/fastidx.c, fastconn.c)
  * over a real cache, read the way a client reads them (proto/kvs_fast.h):
  *
  *  - mechanics: records published into a small index up to 88% load, some

@@ -1,6 +1,6 @@
 /*
  * test_fastpins - the fast path's pins against clients that write what they
- * like (service/cache/fastpins.c), over a real cache:
+ * like (service/fast/fastpins.c), over a real cache:
  *
  *  - revocation: a pin stored before the daemon revokes the area still
  *    keeps its block for the grace, and no longer after it (test_revoke);

@@ -2,8 +2,8 @@
  * kvs_fastidx.h - hits without a round trip, the daemon's side: one
  * shared-memory index of committed host blocks per trust domain (host
  * arena), and one pin area per connection that asked for it (FASTATTACH).
- * Code: service/cache/fastidx.c (the index), service/cache/fastpins.c (pins:
- * hold, unhold) and service/cache/fastconn.c (pin areas, connections,
+ * Code: service/fast/fastidx.c (the index), service/fast/fastpins.c (pins:
+ * hold, unhold) and service/fast/fastconn.c (pin areas, connections,
  * replay, stats, revocation). Layout of both: proto/kvs_fast.h. Protocol
  * and memory ordering: docs/architecture.md, "Hits without a round trip".
  *
