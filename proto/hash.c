@@ -112,6 +112,34 @@ size_t kvs_dtype_bytes(kvs_dtype dtype)
 	return 0;
 }
 
+static const struct {
+	const char *name;
+	kvs_dtype dtype;
+} dtype_names[] = { /* the first of a dtype's names is its name */
+	{ "fp16", KVS_DTYPE_FP16 }, { "bf16", KVS_DTYPE_BF16 },
+	{ "fp32", KVS_DTYPE_FP32 }, { "fp8", KVS_DTYPE_FP8_E4M3 },
+	{ "fp8_e4m3", KVS_DTYPE_FP8_E4M3 }, { "int8", KVS_DTYPE_INT8 },
+	{ "int4", KVS_DTYPE_INT4 },
+};
+
+const char *kvs_dtype_name(kvs_dtype dtype)
+{
+	for (size_t i = 0; i < sizeof(dtype_names) / sizeof(dtype_names[0]); i++)
+		if (dtype_names[i].dtype == dtype)
+			return dtype_names[i].name;
+	return "unknown";
+}
+
+int kvs_dtype_parse(const char *name, kvs_dtype *out)
+{
+	for (size_t i = 0; i < sizeof(dtype_names) / sizeof(dtype_names[0]); i++)
+		if (strcmp(name, dtype_names[i].name) == 0) {
+			*out = dtype_names[i].dtype;
+			return 0;
+		}
+	return -EINVAL;
+}
+
 uint64_t kvs_layout_block_bytes(const kvs_layout *l)
 {
 	kvs_kv_format f;

@@ -147,6 +147,16 @@ int kvs_default_socket_path(char *buf, size_t len);
 size_t kvs_dtype_bytes(kvs_dtype dtype);
 
 /*
+ * kvs_dtype_name - @dtype as the tools, the daemon's HTTP API and the docs
+ * spell it: fp16, bf16, fp32, fp8, int8, int4; "unknown" for any other
+ * value. kvs_dtype_parse - the reverse into *@out, "fp8_e4m3" also naming
+ * fp8. Errors: -EINVAL (no such name; *@out unchanged).
+ * Thread: any.
+ */
+const char *kvs_dtype_name(kvs_dtype dtype);
+int kvs_dtype_parse(const char *name, kvs_dtype *out);
+
+/*
  * kvs_layout_block_bytes - bytes of one block of @layout:
  * layers * 2 (K and V) * block_tokens * kv_heads * head_dim * dtype bytes
  * for the plain dtypes; the quantized ones (INT8, FP8_E4M3, INT4) add their

@@ -124,30 +124,3 @@ int cli_main(const char *prog, const struct cli_cmd *cmds, size_t n,
 	usage();
 	return 2;
 }
-
-static const struct {
-	const char *name;
-	kvs_dtype d;
-} dtype_names[] = {
-	{ "fp16", KVS_DTYPE_FP16 }, { "bf16", KVS_DTYPE_BF16 },
-	{ "fp32", KVS_DTYPE_FP32 }, { "fp8", KVS_DTYPE_FP8_E4M3 },
-	{ "int8", KVS_DTYPE_INT8 }, { "int4", KVS_DTYPE_INT4 },
-};
-
-int cli_dtype_parse(const char *s, kvs_dtype *out)
-{
-	for (size_t i = 0; i < sizeof(dtype_names) / sizeof(dtype_names[0]); i++)
-		if (strcmp(s, dtype_names[i].name) == 0) {
-			*out = dtype_names[i].d;
-			return 0;
-		}
-	return -EINVAL;
-}
-
-const char *cli_dtype_name(kvs_dtype d)
-{
-	for (size_t i = 0; i < sizeof(dtype_names) / sizeof(dtype_names[0]); i++)
-		if (dtype_names[i].d == d)
-			return dtype_names[i].name;
-	return "unknown";
-}

@@ -8,8 +8,6 @@
 
 #include <stddef.h>
 
-#include "kvs_types.h" /* kvs_dtype */
-
 /* One command: @fn gets --socket (NULL: not given) and its own argv
  * (argv[0] is its name), and returns the exit status. */
 struct cli_cmd {
@@ -39,13 +37,5 @@ void cli_list(const struct cli_cmd *cmds, size_t n, int width);
  */
 int cli_main(const char *prog, const struct cli_cmd *cmds, size_t n,
 	     void (*usage)(void), int argc, char **argv);
-
-/*
- * cli_dtype_parse - a dtype's name on the command line (fp16, bf16, fp32,
- * fp8, int8, int4) into *@out; -EINVAL for any other. cli_dtype_name - the
- * name of @d, "unknown" for a value that is none.
- */
-int cli_dtype_parse(const char *s, kvs_dtype *out);
-const char *cli_dtype_name(kvs_dtype d);
 
 #endif /* KVS_CLI_H */

@@ -73,23 +73,12 @@ static int get_str(json_t *o, const char *key, const char **out)
 
 static int get_dtype(json_t *o, kvs_dtype *out)
 {
-	static const struct { const char *name; kvs_dtype d; } names[] = {
-		{ "fp16", KVS_DTYPE_FP16 }, { "bf16", KVS_DTYPE_BF16 },
-		{ "fp32", KVS_DTYPE_FP32 }, { "fp8_e4m3", KVS_DTYPE_FP8_E4M3 },
-		{ "fp8", KVS_DTYPE_FP8_E4M3 }, { "int8", KVS_DTYPE_INT8 },
-		{ "int4", KVS_DTYPE_INT4 },
-	};
 	const char *s;
 
 	if (get_str(o, "dtype", &s) < 0)
 		return -1;
 	*out = KVS_DTYPE_FP16;
-	for (size_t i = 0; s && i < sizeof(names) / sizeof(names[0]); i++)
-		if (strcmp(s, names[i].name) == 0) {
-			*out = names[i].d;
-			return 0;
-		}
-	return s ? -1 : 0;
+	return s && kvs_dtype_parse(s, out) < 0 ? -1 : 0;
 }
 
 /* The layout: the fields a worker's kvs_layout has. NULL or a message. */

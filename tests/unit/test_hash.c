@@ -7,6 +7,7 @@
  * same bytes). If they change, every cached prefix (on SSD too) changes name:
  * that needs a new seed scheme number, not a new pinned value.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -260,6 +261,33 @@ static void test_sizes(void)
 	      32ull * 8 * 2 * 2 + 32ull * 8 * 2 * 100 * 2);
 }
 
+/* One table of dtype names for the daemon and the tools: each dtype's name
+ * parses back to it, the alias too, and nothing else parses. */
+static void test_dtype_names(void)
+{
+	static const char *const names[] = { "fp16", "bf16", "fp32", "fp8",
+					     "int8", "int4" };
+	kvs_dtype d;
+
+	for (int v = KVS_DTYPE_FP16; v <= KVS_DTYPE_INT4; v++) {
+		const char *n = kvs_dtype_name((kvs_dtype)v);
+
+		CHECK(strcmp(n, names[v - KVS_DTYPE_FP16]) == 0);
+		d = 0;
+		CHECK_EQ(kvs_dtype_parse(n, &d), 0);
+		CHECK_EQ((int)d, v);
+	}
+	CHECK_EQ(kvs_dtype_parse("fp8_e4m3", &d), 0);
+	CHECK_EQ((int)d, KVS_DTYPE_FP8_E4M3);
+	CHECK(strcmp(kvs_dtype_name((kvs_dtype)0), "unknown") == 0);
+	CHECK(strcmp(kvs_dtype_name((kvs_dtype)7), "unknown") == 0);
+	d = KVS_DTYPE_BF16;
+	CHECK_EQ(kvs_dtype_parse("FP16", &d), -EINVAL);
+	CHECK_EQ(kvs_dtype_parse("", &d), -EINVAL);
+	CHECK_EQ(kvs_dtype_parse("fp16 ", &d), -EINVAL);
+	CHECK_EQ((int)d, KVS_DTYPE_BF16); /* unchanged */
+}
+
 int main(void)
 {
 	test_known_answer();
@@ -268,5 +296,6 @@ int main(void)
 	test_chaining();
 	test_partial_and_limits();
 	test_sizes();
+	test_dtype_names();
 	return check_summary("test_hash");
 }

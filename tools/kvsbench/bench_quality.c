@@ -104,13 +104,6 @@ size_t kvsq_esize(kvs_dtype d)
 	return d == KVS_DTYPE_FP32 ? 4 : d == KVS_DTYPE_FP16 || d == KVS_DTYPE_BF16 ? 2 : 1;
 }
 
-const char *kvsq_dtype_name(kvs_dtype d)
-{
-	return d == KVS_DTYPE_FP16 ? "fp16" : d == KVS_DTYPE_BF16 ? "bf16" :
-	       d == KVS_DTYPE_FP32 ? "fp32" : d == KVS_DTYPE_INT8 ? "int8" :
-	       d == KVS_DTYPE_INT4 ? "int4" : "fp8";
-}
-
 double kvsq_bytes_per_elem(uint32_t block_tokens, uint32_t kv_heads, uint32_t head_dim,
 			   kvs_dtype stored)
 {
@@ -408,7 +401,7 @@ static int measure(const struct qopts *o, const struct seq *s,
 		*out_err = kvsq_rel_err(out, ref, nq);
 	} else {
 		fprintf(stderr, "kvsbench: quality: %s (%s) failed: %s%s%s\n",
-			what, kvsq_dtype_name(stored), kvs_strerror(rc),
+			what, kvs_dtype_name(stored), kvs_strerror(rc),
 			cuda ? " " : "", cuda ? kvs_cuda_error_name() : "");
 	}
 	free(k);
@@ -434,7 +427,7 @@ static void print_results(const struct qopts *o, const struct row *r, int n,
 			       "\"bytes_per_elem\":%.4f,\"k_rel_err\":%.6e,"
 			       "\"v_rel_err\":%.6e,\"out_rel_err\":%.6e,"
 			       "\"out_rel_err_no_outliers\":%.6e,",
-			       i ? "," : "", r[i].name, kvsq_dtype_name(r[i].worker),
+			       i ? "," : "", r[i].name, kvs_dtype_name(r[i].worker),
 			       bytes_per_elem(o, r[i].stored), r[i].k_err, r[i].v_err, r[i].out_err,
 			       r[i].out_err_plain);
 			if (r[i].cuda_ran)
@@ -458,7 +451,7 @@ static void print_results(const struct qopts *o, const struct row *r, int n,
 		if (r[i].cuda_ran)
 			snprintf(cu, sizeof(cu), "%.3e", r[i].out_err_cuda);
 		printf("%-6s %-6s %10.3f %10.3e %10.3e %12.3e %14.3e %12s\n",
-		       r[i].name, kvsq_dtype_name(r[i].worker),
+		       r[i].name, kvs_dtype_name(r[i].worker),
 		       bytes_per_elem(o, r[i].stored), r[i].k_err, r[i].v_err, r[i].out_err, r[i].out_err_plain, cu);
 	}
 	if (!cuda)

@@ -21,7 +21,6 @@ double kvsq_normal(uint64_t *s); /* N(0, 1), Box-Muller */
 void kvsq_page_ids(int32_t *ids, uint32_t npages, uint64_t seed);
 /* Bytes of one element of @d in a worker cache (1 for the quantized ones). */
 size_t kvsq_esize(kvs_dtype d);
-const char *kvsq_dtype_name(kvs_dtype d);
 /* Element @i of an fp16, bf16 or fp32 array at @p. */
 float kvsq_elem_get(const uint8_t *p, kvs_dtype d, size_t i);
 void kvsq_elem_put(uint8_t *p, kvs_dtype d, size_t i, float x);

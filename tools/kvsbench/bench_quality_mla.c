@@ -307,7 +307,7 @@ static int mla_measure(const struct mopts *o, const struct mseq *s, const float 
 		*out_err = kvsq_rel_err(out, ref, nout);
 	} else {
 		fprintf(stderr, "kvsbench: quality --mla: %s failed: %s\n",
-			kvsq_dtype_name(stored), kvs_strerror(rc));
+			kvs_dtype_name(stored), kvs_strerror(rc));
 	}
 	free(rows);
 	free(out);
@@ -332,7 +332,7 @@ static void mla_print(const struct mopts *o, const struct mrow *r, int n)
 			printf("%s{\"dtype\":\"%s\",\"worker\":\"%s\",\"bytes_per_elem\":%.4f,"
 			       "\"c_kv_rel_err\":%.6e,\"k_pe_rel_err\":%.6e,\"out_rel_err\":%.6e,"
 			       "\"out_rel_err_no_outliers\":%.6e}", i ? "," : "", r[i].name,
-			       kvsq_dtype_name(r[i].worker), mla_bytes_per_elem(o, r[i].stored),
+			       kvs_dtype_name(r[i].worker), mla_bytes_per_elem(o, r[i].stored),
 			       r[i].c_err, r[i].pe_err, r[i].out_err, r[i].out_err_plain);
 		printf("]}\n");
 		return;
@@ -346,7 +346,7 @@ static void mla_print(const struct mopts *o, const struct mrow *r, int n)
 	       "c_kv_err", "k_pe_err", "out_rel_err", "no_outliers");
 	for (int i = 0; i < n; i++)
 		printf("%-6s %-6s %10.3f %10.3e %10.3e %12.3e %14.3e\n", r[i].name,
-		       kvsq_dtype_name(r[i].worker), mla_bytes_per_elem(o, r[i].stored),
+		       kvs_dtype_name(r[i].worker), mla_bytes_per_elem(o, r[i].stored),
 		       r[i].c_err, r[i].pe_err, r[i].out_err, r[i].out_err_plain);
 }
 

@@ -82,7 +82,7 @@ static int parse_u64(const char *opt, const char *s, uint64_t *out)
 
 static int parse_dtype(const char *s, kvs_dtype *out)
 {
-	if (cli_dtype_parse(s, out) == 0)
+	if (kvs_dtype_parse(s, out) == 0)
 		return 0;
 	fprintf(stderr, "kvsbench: --dtype: unknown type '%s'\n", s);
 	return -1;

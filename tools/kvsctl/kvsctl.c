@@ -494,7 +494,7 @@ static int plan_parse(int argc, char **argv, struct preset *m, kvs_dtype *dtype,
 		case 'd': bad = kvsctl_parse_u32(optarg, &m->head_dim); break;
 		case 'n': bad = kvsctl_parse_u32(optarg, tokens); break;
 		case 'r': bad = kvsctl_parse_u32(optarg, &m->latent_dim); break;
-		case 't': bad = cli_dtype_parse(optarg, dtype); break;
+		case 't': bad = kvs_dtype_parse(optarg, dtype); break;
 		case 'a':
 			bad = strcmp(optarg, "mha") && strcmp(optarg, "gqa") &&
 			      strcmp(optarg, "mqa") && strcmp(optarg, "mla");

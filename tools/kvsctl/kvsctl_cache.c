@@ -90,7 +90,7 @@ static void ls_json(const kvs_ns_summary *v, int n)
 		       ",\"pinned\":%" PRIu64 ",\"clients\":%u,",
 
 		       s->salted ? "true" : "false", s->layers, s->kv_heads,
-		       s->head_dim, cli_dtype_name(s->dtype), s->block_tokens,
+		       s->head_dim, kvs_dtype_name(s->dtype), s->block_tokens,
 		       s->tp_rank, s->tp_size, s->block_bytes, s->blocks,
 		       s->blocks * s->block_bytes, s->writing, s->hits, s->pinned,
 		       s->clients);
@@ -126,7 +126,7 @@ static void ls_human(const kvs_ns_summary *v, int n)
 		       s->salted ? ", salted" : "");
 		printf("  layout    %u layers x %u kv heads x %u dim, %s, %u tokens/block, "
 		       "tp %u/%u\n", s->layers, s->kv_heads, s->head_dim,
-		       cli_dtype_name(s->dtype), s->block_tokens, s->tp_rank, s->tp_size);
+		       kvs_dtype_name(s->dtype), s->block_tokens, s->tp_rank, s->tp_size);
 		printf("  blocks    %" PRIu64 " x %" PRIu64 " bytes = %.1f MiB, %" PRIu64
 		       " being written, %" PRIu64 " pinned\n", s->blocks,
 		       s->block_bytes, (double)(s->blocks * s->block_bytes) / 1048576.0,

@@ -219,7 +219,7 @@ static int chain_parse(const char *cmd, void (*usage)(void), int argc,
 		case O_RANK: u = &l->tp_rank; break;
 		case O_SIZE: u = &l->tp_size; break;
 		case O_DTYPE:
-			if (cli_dtype_parse(optarg, &l->dtype) < 0) {
+			if (kvs_dtype_parse(optarg, &l->dtype) < 0) {
 				fprintf(stderr, "kvsctl: %s: --dtype must be fp16, bf16, "
 					"fp32, fp8, int8 or int4\n", cmd);
 				return 2;
