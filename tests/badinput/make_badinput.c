@@ -170,63 +170,67 @@ static void stream(void)
 	    KVS_OP_LOOKUP, KVS_E_OPCODE, KVS_OP_LOOKUP);
 }
 
-static void payloads(void)
+/* LOOKUP or RESERVE @op: hash lists wrong each way the decoder refuses. */
+static void hash_list_faults(uint8_t *p, int op)
 {
-	uint8_t p[1024];
-	size_t n;
+	const char *name = op == KVS_OP_LOOKUP ? "lookup" : "reserve";
 	uint32_t over = KVS_MAX_HASHES + 1;
+	char file[64];
+	size_t n;
 
-	for (int op = KVS_OP_LOOKUP; op <= KVS_OP_RESERVE; op++) {
-		const char *name = op == KVS_OP_LOOKUP ? "lookup" : "reserve";
-		char file[64];
+	/* Count past the limit, with every hash there. */
+	hdr(KVS_WIRE_MAGIC, KVS_WIRE_VERSION, (uint16_t)op,
+	    8 + over * KVS_WIRE_HASH_SIZE, 11);
+	memset(buf + len, 0, 8 + (size_t)over * KVS_WIRE_HASH_SIZE);
+	memcpy(buf + len, &over, 4); /* little-endian, as the format */
+	for (uint32_t i = 0; i < over; i++)
+		buf[len + 8 + 16 * (size_t)i] = (uint8_t)(i + 1);
+	len += 8 + (size_t)over * KVS_WIRE_HASH_SIZE;
+	snprintf(file, sizeof(file), "%s-count-over-limit", name);
+	out(file, "attach layout\nreply %d %d\nthen open\ncount toomany 1\n",
+	    op, KVS_E_TOOMANY);
+	/* Count past the limit in a short payload: the count is refused. */
+	memset(p, 0, 8);
+	memcpy(p, &over, 4);
+	msg((uint16_t)op, 12, p, 8);
+	snprintf(file, sizeof(file), "%s-count-over-short", name);
+	out(file, "attach layout\nreply %d %d\nthen open\ncount toomany 1\n",
+	    op, KVS_E_TOOMANY);
+	/* Count 4, two hashes there. */
+	n = hashes(p, 2, 0);
+	p[0] = 4;
+	msg((uint16_t)op, 13, p, n);
+	snprintf(file, sizeof(file), "%s-count-mismatch", name);
+	out(file, "attach layout\nreply %d %d\nthen open\ncount proto 1\n",
+	    op, KVS_E_PROTO);
+	/* Trailing bytes after the hashes. */
+	n = hashes(p, 2, 0);
+	memset(p + n, 0x77, 3);
+	msg((uint16_t)op, 14, p, n + 3);
+	snprintf(file, sizeof(file), "%s-trailing-bytes", name);
+	out(file, "attach layout\nreply %d %d\nthen open\ncount proto 1\n",
+	    op, KVS_E_PROTO);
+	/* Nonzero flags (reserved, must be zero). */
+	n = hashes(p, 1, 0x80);
+	msg((uint16_t)op, 15, p, n);
+	snprintf(file, sizeof(file), "%s-nonzero-flags", name);
+	out(file, "attach layout\nreply %d %d\nthen open\ncount proto 1\n",
+	    op, KVS_E_PROTO);
+	/* A flag out of place: LOOKUP's REMOTE without QUERY (a
+	 * query's part alone), or a LOOKUP flag on RESERVE (REMOTE:
+	 * QUERY's bit is RESERVE's AFTER). */
+	n = hashes(p, 1, KVS_LOOKUP_REMOTE);
+	msg((uint16_t)op, 15, p, n);
+	snprintf(file, sizeof(file), "%s-flag-misplaced", name);
+	out(file, "attach layout\nreply %d %d\nthen open\ncount proto 1\n",
+	    op, KVS_E_PROTO);
+}
 
-		/* Count past the limit, with every hash there. */
-		hdr(KVS_WIRE_MAGIC, KVS_WIRE_VERSION, (uint16_t)op,
-		    8 + over * KVS_WIRE_HASH_SIZE, 11);
-		memset(buf + len, 0, 8 + (size_t)over * KVS_WIRE_HASH_SIZE);
-		memcpy(buf + len, &over, 4); /* little-endian, as the format */
-		for (uint32_t i = 0; i < over; i++)
-			buf[len + 8 + 16 * (size_t)i] = (uint8_t)(i + 1);
-		len += 8 + (size_t)over * KVS_WIRE_HASH_SIZE;
-		snprintf(file, sizeof(file), "%s-count-over-limit", name);
-		out(file, "attach layout\nreply %d %d\nthen open\ncount toomany 1\n",
-		    op, KVS_E_TOOMANY);
-		/* Count past the limit in a short payload: the count is refused. */
-		memset(p, 0, 8);
-		memcpy(p, &over, 4);
-		msg((uint16_t)op, 12, p, 8);
-		snprintf(file, sizeof(file), "%s-count-over-short", name);
-		out(file, "attach layout\nreply %d %d\nthen open\ncount toomany 1\n",
-		    op, KVS_E_TOOMANY);
-		/* Count 4, two hashes there. */
-		n = hashes(p, 2, 0);
-		p[0] = 4;
-		msg((uint16_t)op, 13, p, n);
-		snprintf(file, sizeof(file), "%s-count-mismatch", name);
-		out(file, "attach layout\nreply %d %d\nthen open\ncount proto 1\n",
-		    op, KVS_E_PROTO);
-		/* Trailing bytes after the hashes. */
-		n = hashes(p, 2, 0);
-		memset(p + n, 0x77, 3);
-		msg((uint16_t)op, 14, p, n + 3);
-		snprintf(file, sizeof(file), "%s-trailing-bytes", name);
-		out(file, "attach layout\nreply %d %d\nthen open\ncount proto 1\n",
-		    op, KVS_E_PROTO);
-		/* Nonzero flags (reserved, must be zero). */
-		n = hashes(p, 1, 0x80);
-		msg((uint16_t)op, 15, p, n);
-		snprintf(file, sizeof(file), "%s-nonzero-flags", name);
-		out(file, "attach layout\nreply %d %d\nthen open\ncount proto 1\n",
-		    op, KVS_E_PROTO);
-		/* A flag out of place: LOOKUP's REMOTE without QUERY (a
-		 * query's part alone), or a LOOKUP flag on RESERVE (REMOTE:
-		 * QUERY's bit is RESERVE's AFTER). */
-		n = hashes(p, 1, KVS_LOOKUP_REMOTE);
-		msg((uint16_t)op, 15, p, n);
-		snprintf(file, sizeof(file), "%s-flag-misplaced", name);
-		out(file, "attach layout\nreply %d %d\nthen open\ncount proto 1\n",
-		    op, KVS_E_PROTO);
-	}
+/* RESERVE after nothing; COMMIT, RELEASE, ABORT, REPORT of the wrong size. */
+static void fixed_size_faults(uint8_t *p)
+{
+	size_t n;
+
 	/* RESERVE after a parent with no hash at all: no parent to name. */
 	n = hashes(p, 0, KVS_RESERVE_AFTER);
 	msg(KVS_OP_RESERVE, 15, p, n);
@@ -249,7 +253,11 @@ static void payloads(void)
 	msg(KVS_OP_REPORT, 20, p, KVS_WIRE_REPORT_SIZE + 8);
 	out("report-long", "attach layout\nreply %d %d\nthen open\ncount proto 1\n",
 	    KVS_OP_REPORT, KVS_E_PROTO);
-	/* FASTATTACH: 8 bytes, all zero, on an attached connection. */
+}
+
+/* FASTATTACH: 8 bytes, all zero, on an attached connection. */
+static void fastattach_faults(uint8_t *p)
+{
 	memset(p, 0, 16);
 	msg(KVS_OP_FASTATTACH, 21, p, KVS_WIRE_FAST_REQ_SIZE - 1);
 	out("fastattach-short", "attach layout\nreply %d %d\nthen open\ncount proto 1\n",
@@ -270,8 +278,12 @@ static void payloads(void)
 	msg(KVS_OP_FASTATTACH, 25, p, KVS_WIRE_FAST_REQ_SIZE);
 	out("fastattach-before-hello", "attach none\nreply %d %d\nthen open\ncount notattached 1\n",
 	    KVS_OP_FASTATTACH, KVS_E_NOTATTACHED);
-	/* HANDOVER: format and flags, 8 bytes (a well-formed one would hand
-	 * the daemon over: not here). */
+}
+
+/* HANDOVER: format and flags, 8 bytes (a well-formed one would hand the
+ * daemon over: not here). */
+static void handover_faults(uint8_t *p)
+{
 	memset(p, 0, 16);
 	msg(KVS_OP_HANDOVER, 26, p, 7);
 	out("handover-short", "attach none\nreply %d %d\nthen open\ncount proto 1\n",
@@ -281,14 +293,25 @@ static void payloads(void)
 	    KVS_OP_HANDOVER, KVS_E_PROTO);
 }
 
-static void hellos(void)
+/* Payloads that are wrong after a good header, one family at a time. */
+static void payloads(void)
 {
 	uint8_t p[1024];
-	kvs_layout l = layout(), o;
+
+	for (int op = KVS_OP_LOOKUP; op <= KVS_OP_RESERVE; op++)
+		hash_list_faults(p, op);
+	fixed_size_faults(p);
+	fastattach_faults(p);
+	handover_faults(p);
+}
+
+/* HELLO payload faults: PROTO, the connection stays unattached and open. */
+static void hello_payload_faults(uint8_t *p, const kvs_layout *l)
+{
+	kvs_layout o;
 	size_t n;
 
-	/* Payload faults: PROTO, the connection stays unattached and open. */
-	n = hello(p, &l);
+	n = hello(p, l);
 	msg(KVS_OP_HELLO, 20, p, 20);
 	out("hello-truncated", "attach none\nreply %d %d\nthen open\ncount proto 1\n",
 	    KVS_OP_HELLO, KVS_E_PROTO);
@@ -296,46 +319,52 @@ static void hellos(void)
 	msg(KVS_OP_HELLO, 21, p, n + 1);
 	out("hello-trailing-byte", "attach none\nreply %d %d\nthen open\ncount proto 1\n",
 	    KVS_OP_HELLO, KVS_E_PROTO);
-	n = hello(p, &l);
+	n = hello(p, l);
 	p[38] = 1; /* padding after the three name lengths */
 	msg(KVS_OP_HELLO, 22, p, n);
 	out("hello-nonzero-padding", "attach none\nreply %d %d\nthen open\ncount proto 1\n",
 	    KVS_OP_HELLO, KVS_E_PROTO);
-	n = hello(p, &l);
+	n = hello(p, l);
 	p[0] = 0x80; /* a flag bit no version defines */
 	msg(KVS_OP_HELLO, 23, p, n);
 	out("hello-unknown-flag", "attach none\nreply %d %d\nthen open\ncount proto 1\n",
 	    KVS_OP_HELLO, KVS_E_PROTO);
-	o = l;
+	o = *l;
 	o.model = "bad\x01input"; /* the byte at 3 becomes NUL below */
 	n = hello(p, &o);
 	p[40 + 3] = 0;
 	msg(KVS_OP_HELLO, 24, p, n);
 	out("hello-nul-in-model", "attach none\nreply %d %d\nthen open\ncount proto 1\n",
 	    KVS_OP_HELLO, KVS_E_PROTO);
-	o = l;
+	o = *l;
 	o.salt = "tenant\x01" "42";
 	n = hello(p, &o);
 	p[n - 3] = 0;
 	msg(KVS_OP_HELLO, 25, p, n);
 	out("hello-nul-in-salt", "attach none\nreply %d %d\nthen open\ncount proto 1\n",
 	    KVS_OP_HELLO, KVS_E_PROTO);
-	n = hello(p, &l);
+	n = hello(p, l);
 	p[32] = 0; /* model_len 256: past KVS_NAME_MAX */
 	p[33] = 1;
 	msg(KVS_OP_HELLO, 26, p, n);
 	out("hello-name-too-long", "attach none\nreply %d %d\nthen open\ncount proto 1\n",
 	    KVS_OP_HELLO, KVS_E_PROTO);
+}
 
-	/* Layout faults: LAYOUT. */
+/* HELLO layout faults: LAYOUT. */
+static void hello_layout_faults(uint8_t *p, const kvs_layout *l)
+{
 	static const struct { const char *name; int field; uint32_t v; } bad[] = {
 		{ "layout-zero-layers", 0, 0 }, { "layout-zero-heads", 1, 0 },
 		{ "layout-zero-tokens", 2, 0 }, { "layout-tp-size-0", 3, 0 },
 		{ "layout-unknown-dtype", 4, 99 }, { "layout-huge-block", 5, 4u << 20 },
 		{ "layout-size-overflow", 0, UINT32_MAX },
 	};
+	kvs_layout o;
+	size_t n;
+
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		o = l;
+		o = *l;
 		switch (bad[i].field) {
 		case 0: o.layers = bad[i].v; break;
 		case 1: o.kv_heads = bad[i].v; break;
@@ -349,9 +378,13 @@ static void hellos(void)
 		out(bad[i].name, "attach none\nreply %d %d\nthen open\ncount layout 1\n",
 		    KVS_OP_HELLO, KVS_E_LAYOUT);
 	}
-	/* Sizes whose products overflow (kvs_kv_format_init checks each):
-	 * heads x dim = 2^32 overflows 32 bits (the block, 40 GiB, fits no
-	 * arena); K's parameters, 8 x heads x dim, wrap 64 bits to 0. */
+}
+
+/* Sizes whose products overflow (kvs_kv_format_init checks each):
+ * heads x dim = 2^32 overflows 32 bits (the block, 40 GiB, fits no
+ * arena); K's parameters, 8 x heads x dim, wrap 64 bits to 0. */
+static void hello_overflow_faults(uint8_t *p, const kvs_layout *l)
+{
 	static const struct {
 		const char *name;
 		uint32_t heads, dim;
@@ -361,8 +394,11 @@ static void hellos(void)
 		{ "layout-overflow-64", 1u << 30, 1u << 31, KVS_DTYPE_INT8 },
 		{ "layout-overflow-64-int4", 1u << 31, 1u << 30, KVS_DTYPE_INT4 },
 	};
+	kvs_layout o;
+	size_t n;
+
 	for (size_t i = 0; i < sizeof(big) / sizeof(big[0]); i++) {
-		o = l;
+		o = *l;
 		o.layers = 1;
 		o.block_tokens = 1;
 		o.kv_heads = big[i].heads;
@@ -373,6 +409,17 @@ static void hellos(void)
 		out(big[i].name, "attach none\nreply %d %d\nthen open\ncount layout 1\n",
 		    KVS_OP_HELLO, KVS_E_LAYOUT);
 	}
+}
+
+static void hellos(void)
+{
+	uint8_t p[1024];
+	kvs_layout l = layout(), o;
+	size_t n;
+
+	hello_payload_faults(p, &l);
+	hello_layout_faults(p, &l);
+	hello_overflow_faults(p, &l);
 	/* A second HELLO with another layout: ATTACHED, still attached. */
 	o = l;
 	o.layers = 3;

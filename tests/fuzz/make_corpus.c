@@ -73,14 +73,10 @@ static void msg(const char *name, uint16_t op, int32_t status, uint64_t req_id,
 #define AMSG(name, op, req_id, payload, rc) \
 	tmsg("fuzz_admin", name, op, 0, req_id, payload, rc)
 
-/* The operator messages, as kvsctl and the daemon send them. */
-static void admin_seeds(void)
+/* LIST: requests, and replies of two namespaces (one with its top
+ * prefixes), of none, and a page. */
+static void admin_list_seeds(const kvs_hash *hs, uint8_t *p, size_t cap)
 {
-	static const kvs_hash hs[3] = {
-		{ 0x0123456789abcdefull, 0xfedcba9876543210ull },
-		{ 0x1111111111111111ull, 0x2222222222222222ull },
-		{ 0xdeadbeefcafef00dull, 0x0ull },
-	};
 	kvs_wire_list_req lr = { .ns = 0, .top = 5 };
 	kvs_wire_prefix top[2] = {
 		{ .hash = hs[2], .hits = 9, .root_hits = 12, .depth = 3,
@@ -102,6 +98,27 @@ static void admin_seeds(void)
 		.model = "qwen2-7b", .model_len = 8, .adapter = "lora-sql",
 		.adapter_len = 8,
 	};
+	int off, rc;
+
+	AMSG("list-req", KVS_OP_LIST, 1, p, kvs_wire_list_req_encode(&lr, p, cap));
+	off = kvs_wire_list_hdr_encode(2, p, cap);
+	off += kvs_wire_ns_encode(&ns1, top, p + off, cap - off);
+	rc = kvs_wire_ns_encode(&ns2, NULL, p + off, cap - off);
+	AMSG("list-reply-2", KVS_OP_LIST, 1, p, rc < 0 ? rc : off + rc);
+	AMSG("list-reply-0", KVS_OP_LIST, 1, p, kvs_wire_list_hdr_encode(0, p, cap));
+	lr.paged = 1;
+	lr.cursor = 16384;
+	AMSG("list-req-paged", KVS_OP_LIST, 1, p,
+	     kvs_wire_list_req_encode(&lr, p, cap));
+	off = kvs_wire_list_page_encode(2, 32768, p, cap);
+	off += kvs_wire_ns_encode(&ns1, top, p + off, cap - off);
+	rc = kvs_wire_ns_encode(&ns2, NULL, p + off, cap - off);
+	AMSG("list-page-2", KVS_OP_LIST, 1, p, rc < 0 ? rc : off + rc);
+}
+
+/* INSPECT, EVICT and VERIFY: a request and its replies each. */
+static void admin_block_seeds(const kvs_hash *hs, uint8_t *p, size_t cap)
+{
 	kvs_wire_inspect_req ir = { .ns = 1, .hash = hs[2] };
 	kvs_wire_block_info bi = {
 		.hash = hs[2], .ns = 1, .tier = KVS_TIER_HOST, .state = 2,
@@ -122,52 +139,59 @@ static void admin_seeds(void)
 				       .skipped = 2, .count = 2,
 				       .flags = KVS_WIRE_VERIFY_SSD };
 	kvs_wire_verify_reply vnone = { 0 };
-	uint8_t p[8192];
-	int off, rc;
 
-	AMSG("list-req", KVS_OP_LIST, 1, p, kvs_wire_list_req_encode(&lr, p, sizeof(p)));
-	off = kvs_wire_list_hdr_encode(2, p, sizeof(p));
-	off += kvs_wire_ns_encode(&ns1, top, p + off, sizeof(p) - off);
-	rc = kvs_wire_ns_encode(&ns2, NULL, p + off, sizeof(p) - off);
-	AMSG("list-reply-2", KVS_OP_LIST, 1, p, rc < 0 ? rc : off + rc);
-	AMSG("list-reply-0", KVS_OP_LIST, 1, p, kvs_wire_list_hdr_encode(0, p, sizeof(p)));
-	lr.paged = 1;
-	lr.cursor = 16384;
-	AMSG("list-req-paged", KVS_OP_LIST, 1, p,
-	     kvs_wire_list_req_encode(&lr, p, sizeof(p)));
-	off = kvs_wire_list_page_encode(2, 32768, p, sizeof(p));
-	off += kvs_wire_ns_encode(&ns1, top, p + off, sizeof(p) - off);
-	rc = kvs_wire_ns_encode(&ns2, NULL, p + off, sizeof(p) - off);
-	AMSG("list-page-2", KVS_OP_LIST, 1, p, rc < 0 ? rc : off + rc);
 	AMSG("inspect-req", KVS_OP_INSPECT, 2, p,
-	     kvs_wire_inspect_req_encode(&ir, p, sizeof(p)));
+	     kvs_wire_inspect_req_encode(&ir, p, cap));
 	AMSG("inspect-reply", KVS_OP_INSPECT, 2, p,
-	     kvs_wire_block_info_encode(&bi, p, sizeof(p)));
+	     kvs_wire_block_info_encode(&bi, p, cap));
 	AMSG("evict-req-prefix", KVS_OP_EVICT, 3, p,
-	     kvs_wire_evict_req_encode(&er, p, sizeof(p)));
+	     kvs_wire_evict_req_encode(&er, p, cap));
 	AMSG("evict-req-ns", KVS_OP_EVICT, 3, p,
-	     kvs_wire_evict_req_encode(&ern, p, sizeof(p)));
+	     kvs_wire_evict_req_encode(&ern, p, cap));
 	AMSG("evict-reply", KVS_OP_EVICT, 3, p,
-	     kvs_wire_evict_reply_encode(&rep, p, sizeof(p)));
+	     kvs_wire_evict_reply_encode(&rep, p, cap));
 	AMSG("verify-req", KVS_OP_VERIFY, 7, p,
-	     kvs_wire_verify_req_encode(&vr, p, sizeof(p)));
+	     kvs_wire_verify_req_encode(&vr, p, cap));
 	AMSG("verify-reply-2", KVS_OP_VERIFY, 7, p,
-	     kvs_wire_verify_reply_encode(&vrep, vf, p, sizeof(p)));
+	     kvs_wire_verify_reply_encode(&vrep, vf, p, cap));
 	AMSG("verify-reply-nossd", KVS_OP_VERIFY, 7, p,
-	     kvs_wire_verify_reply_encode(&vnone, NULL, p, sizeof(p)));
-	AMSG("pin-req-3", KVS_OP_PIN, 4, p, kvs_wire_pin_req_encode(0, hs, 3, p, sizeof(p)));
+	     kvs_wire_verify_reply_encode(&vnone, NULL, p, cap));
+}
+
+/* PIN, UNPIN, WATCH and the events a watcher receives. */
+static void admin_pin_watch_seeds(const kvs_hash *hs, uint8_t *p, size_t cap)
+{
+	int off;
+
+	AMSG("pin-req-3", KVS_OP_PIN, 4, p, kvs_wire_pin_req_encode(0, hs, 3, p, cap));
 	AMSG("unpin-req-1", KVS_OP_UNPIN, 5, p,
-	     kvs_wire_pin_req_encode(2, hs, 1, p, sizeof(p)));
-	AMSG("pin-reply", KVS_OP_PIN, 4, p, kvs_wire_u64_encode(3, p, sizeof(p)));
+	     kvs_wire_pin_req_encode(2, hs, 1, p, cap));
+	AMSG("pin-reply", KVS_OP_PIN, 4, p, kvs_wire_u64_encode(3, p, cap));
 	AMSG("watch", KVS_OP_WATCH, 6, p, 0);
-	off = kvs_wire_events_hdr_encode(5, 2, p, sizeof(p));
+	off = kvs_wire_events_hdr_encode(5, 2, p, cap);
 	for (uint32_t k = KVS_EVENT_STORED; k <= KVS_EVENT_FLUSHED; k++) {
 		kvs_wire_event e = { .kind = k, .ns = 1, .hash = hs[k % 3], .seq = 40 + k };
 
-		off += kvs_wire_event_encode(&e, p + off, sizeof(p) - off);
+		off += kvs_wire_event_encode(&e, p + off, cap - off);
 	}
 	AMSG("event-5", KVS_OP_EVENT, 6, p, off);
-	AMSG("event-0", KVS_OP_EVENT, 6, p, kvs_wire_events_hdr_encode(0, 7, p, sizeof(p)));
+	AMSG("event-0", KVS_OP_EVENT, 6, p, kvs_wire_events_hdr_encode(0, 7, p, cap));
+}
+
+/* The operator messages, as kvsctl and the daemon send them (one buffer,
+ * each message encoded into it in turn). */
+static void admin_seeds(void)
+{
+	static const kvs_hash hs[3] = {
+		{ 0x0123456789abcdefull, 0xfedcba9876543210ull },
+		{ 0x1111111111111111ull, 0x2222222222222222ull },
+		{ 0xdeadbeefcafef00dull, 0x0ull },
+	};
+	uint8_t p[8192];
+
+	admin_list_seeds(hs, p, sizeof(p));
+	admin_block_seeds(hs, p, sizeof(p));
+	admin_pin_watch_seeds(hs, p, sizeof(p));
 }
 
 static void wire_seeds(void)

@@ -106,6 +106,60 @@ struct setup {
 	size_t layer_bytes, arena_bytes;
 };
 
+/* Random values in one host layer of @bytes; @fill 2: with infinities and
+ * NaNs among them. */
+static void setup_fill_layer(void *layer, size_t bytes, kvs_dtype w, int fill)
+{
+	for (size_t e = 0; e < bytes / esz(w); e++) {
+		float x = rndf();
+		uint8_t *p = (uint8_t *)layer + e * esz(w);
+
+		if (fill == 2 && rnd() % 61 == 0) { /* +inf, -inf, a NaN */
+			static const uint32_t f32[3] = { 0x7f800000u, 0xff800000u,
+							 0xffc01234u };
+			static const uint16_t f16[3] = { 0x7c00u, 0xfc00u, 0xfe01u };
+			static const uint16_t b16[3] = { 0x7f80u, 0xff80u, 0xff81u };
+			int k = (int)(rnd() % 3);
+
+			if (w == KVS_DTYPE_FP32)
+				memcpy(p, &f32[k], 4);
+			else
+				memcpy(p, w == KVS_DTYPE_FP16 ? &f16[k] : &b16[k], 2);
+			continue;
+		}
+
+		if (w == KVS_DTYPE_FP32) {
+			memcpy(p, &x, 4);
+		} else { /* truncation is fine: any bit pattern but NaN */
+			uint32_t u;
+			uint16_t h;
+
+			memcpy(&u, &x, 4);
+			h = w == KVS_DTYPE_BF16 ? (uint16_t)(u >> 16)
+						: (uint16_t)(rnd() & 0x7bff) ^ (uint16_t)(rnd() & 0x8000);
+			memcpy(p, &h, 2);
+		}
+	}
+}
+
+/* The device copies of the host layers, arena, offsets and page ids. */
+static void setup_upload(struct setup *s, uint32_t L, uint32_t nblocks,
+			 uint32_t npages)
+{
+	CU(cudaMalloc((void **)&s->d_arena, s->arena_bytes));
+	CU(cudaMalloc((void **)&s->d_off, sizeof(uint64_t) * nblocks));
+	CU(cudaMalloc((void **)&s->d_ids, sizeof(int32_t) * npages));
+	CU(cudaMalloc((void **)&s->d_layer_arr, sizeof(void *) * L));
+	for (uint32_t l = 0; l < L; l++) {
+		CU(cudaMalloc(&s->d_layers[l], s->layer_bytes));
+		CU(cudaMemcpy(s->d_layers[l], s->h_layers[l], s->layer_bytes, cudaMemcpyHostToDevice));
+	}
+	CU(cudaMemcpy(s->d_layer_arr, s->d_layers, sizeof(void *) * L, cudaMemcpyHostToDevice));
+	CU(cudaMemcpy(s->d_arena, s->h_arena, s->arena_bytes, cudaMemcpyHostToDevice));
+	CU(cudaMemcpy(s->d_off, s->h_off, sizeof(uint64_t) * nblocks, cudaMemcpyHostToDevice));
+	CU(cudaMemcpy(s->d_ids, s->h_ids, sizeof(int32_t) * npages, cudaMemcpyHostToDevice));
+}
+
 static void setup_make(struct setup *s, kvs_dtype w, kvs_dtype q, int lay,
 		       uint32_t L, uint32_t H, uint32_t D, uint32_t pt, uint32_t bt,
 		       uint32_t nblocks, uint64_t align, int fill)
@@ -151,49 +205,9 @@ static void setup_make(struct setup *s, kvs_dtype w, kvs_dtype q, int lay,
 			memset(s->h_layers[l], 0xa5, s->layer_bytes);
 			continue;
 		}
-		for (size_t e = 0; e < s->layer_bytes / esz(w); e++) {
-			float x = rndf();
-			uint8_t *p = (uint8_t *)s->h_layers[l] + e * esz(w);
-
-			if (fill == 2 && rnd() % 61 == 0) { /* +inf, -inf, a NaN */
-				static const uint32_t f32[3] = { 0x7f800000u, 0xff800000u,
-								 0xffc01234u };
-				static const uint16_t f16[3] = { 0x7c00u, 0xfc00u, 0xfe01u };
-				static const uint16_t b16[3] = { 0x7f80u, 0xff80u, 0xff81u };
-				int k = (int)(rnd() % 3);
-
-				if (w == KVS_DTYPE_FP32)
-					memcpy(p, &f32[k], 4);
-				else
-					memcpy(p, w == KVS_DTYPE_FP16 ? &f16[k] : &b16[k], 2);
-				continue;
-			}
-
-			if (w == KVS_DTYPE_FP32) {
-				memcpy(p, &x, 4);
-			} else { /* truncation is fine: any bit pattern but NaN */
-				uint32_t u;
-				uint16_t h;
-
-				memcpy(&u, &x, 4);
-				h = w == KVS_DTYPE_BF16 ? (uint16_t)(u >> 16)
-							: (uint16_t)(rnd() & 0x7bff) ^ (uint16_t)(rnd() & 0x8000);
-				memcpy(p, &h, 2);
-			}
-		}
+		setup_fill_layer(s->h_layers[l], s->layer_bytes, w, fill);
 	}
-	CU(cudaMalloc((void **)&s->d_arena, s->arena_bytes));
-	CU(cudaMalloc((void **)&s->d_off, sizeof(uint64_t) * nblocks));
-	CU(cudaMalloc((void **)&s->d_ids, sizeof(int32_t) * npages));
-	CU(cudaMalloc((void **)&s->d_layer_arr, sizeof(void *) * L));
-	for (uint32_t l = 0; l < L; l++) {
-		CU(cudaMalloc(&s->d_layers[l], s->layer_bytes));
-		CU(cudaMemcpy(s->d_layers[l], s->h_layers[l], s->layer_bytes, cudaMemcpyHostToDevice));
-	}
-	CU(cudaMemcpy(s->d_layer_arr, s->d_layers, sizeof(void *) * L, cudaMemcpyHostToDevice));
-	CU(cudaMemcpy(s->d_arena, s->h_arena, s->arena_bytes, cudaMemcpyHostToDevice));
-	CU(cudaMemcpy(s->d_off, s->h_off, sizeof(uint64_t) * nblocks, cudaMemcpyHostToDevice));
-	CU(cudaMemcpy(s->d_ids, s->h_ids, sizeof(int32_t) * npages, cudaMemcpyHostToDevice));
+	setup_upload(s, L, nblocks, npages);
 }
 
 static void setup_free(struct setup *s)

@@ -160,6 +160,115 @@ static int check_par(const struct kcase *k, double qmax, const double *x,
 	       fabs(s - want_s) > 0x1p-22 * (fabs(hi) + fabs(lo)) / qmax;
 }
 
+/* One quantized block under check: its format, the values of one (layer,
+ * head, K|V) in and out, and the counts of what failed. */
+struct qcheck {
+	const struct kcase *k;
+	const uint8_t *blk;
+	kvs_kv_format f;
+	double qmax;
+	double *x, *g;  /* bt x D values written, and gathered back */
+	int32_t *slot;  /* the outlier slot of each channel, or -1 */
+	int *bad_data, *bad_scale, *bad_bound, *bad_gather;
+};
+
+/* The values of (layer l, head h, K|V kv) of block j, in and out. */
+static void quant_load(struct qcheck *c, void *const *src, void *const *dst,
+		       const int64_t st[4], const int32_t *ids, uint32_t j,
+		       uint32_t l, uint32_t h, uint32_t kv)
+{
+	const struct kcase *k = c->k;
+	size_t w = wsize(k->w);
+	uint32_t ppb = k->bt / k->pt, D = k->D, bt = k->bt;
+
+	for (uint32_t t = 0; t < bt; t++) {
+		size_t wo = ref_off(st, kv, (size_t)ids[j * ppb + t / k->pt],
+				    t % k->pt, h) * w;
+
+		for (uint32_t d = 0; d < D; d++) {
+			c->x[t * D + d] = wval(k->w, (uint8_t *)src[l] + wo + d * w);
+			c->g[t * D + d] = wval(k->w, (uint8_t *)dst[l] + wo + d * w);
+		}
+	}
+}
+
+/* K's outliers of (l, h): distinct, and the widest channels. */
+static void quant_outliers(struct qcheck *c, uint32_t l, uint32_t h)
+{
+	uint32_t D = c->k->D, bt = c->k->bt;
+	double wmin = INFINITY, wmax = 0.0;
+
+	for (uint32_t o = 0; o < c->f.nout; o++) {
+		uint16_t d;
+
+		memcpy(&d, c->blk + kvs_kv_fmt_oidx(&c->f, l, h, o), 2);
+		if (d >= D || c->slot[d] >= 0) {
+			(*c->bad_data)++;
+			continue;
+		}
+		c->slot[d] = (int32_t)o;
+	}
+	for (uint32_t d = 0; d < D; d++) {
+		double lo = INFINITY, hi = -INFINITY;
+
+		for (uint32_t t = 0; t < bt; t++) {
+			lo = fmin(lo, c->x[t * D + d]);
+			hi = fmax(hi, c->x[t * D + d]);
+		}
+		if (c->slot[d] >= 0)
+			wmin = fmin(wmin, hi - lo);
+		else
+			wmax = fmax(wmax, hi - lo);
+	}
+	*c->bad_data += c->f.nout < D && wmin < wmax * (1 - 0x1p-20);
+}
+
+/* The rows of (l, h, kv): each group's scale and zero point, each code. */
+static void quant_rows(struct qcheck *c, uint32_t l, uint32_t h, uint32_t kv)
+{
+	const struct kcase *k = c->k;
+	const kvs_kv_format *f = &c->f;
+	const uint8_t *blk = c->blk;
+	uint32_t D = k->D, bt = k->bt;
+	double qmax = c->qmax, *x = c->x;
+	int32_t *slot = c->slot;
+	float s, z;
+
+	for (uint32_t t = 0; t < bt; t++) {
+		const uint8_t *row = blk + kvs_kv_fmt_row(f, l, kv, t, h);
+
+		for (uint32_t d = 0; d < D; d++) {
+			uint32_t code = k->q == KVS_DTYPE_INT4 ?
+					(row[d / 2] >> (4 * (d % 2))) & 15u : row[d];
+			uint16_t y16 = 0;
+			const uint8_t *par;
+
+			if (kv == 0)
+				par = blk + kvs_kv_fmt_kpar(f, l, t / f->kgroup, h, d);
+			else
+				par = blk + kvs_kv_fmt_vpar(f, l, t, h, d / f->vgroup);
+			memcpy(&s, par, 4);
+			memcpy(&z, par + 4, 4);
+			if (kv == 0 && t % f->kgroup == 0)
+				*c->bad_scale += check_par(k, qmax, x + t * D + d,
+							   bt - t < f->kgroup ? bt - t : f->kgroup,
+							   D, s, z);
+			if (kv == 1 && d % f->vgroup == 0)
+				*c->bad_scale += check_par(k, qmax, x + t * D + d,
+							   D - d < f->vgroup ? D - d : f->vgroup,
+							   1, s, z);
+			if (slot[d] >= 0)
+				memcpy(&y16, blk + kvs_kv_fmt_oval(f, l, h, (uint32_t)slot[d], t), 2);
+			check_val(k, qmax, s, z, x[t * D + d], code, slot[d] >= 0,
+				  y16, c->g[t * D + d], c->bad_data, c->bad_bound,
+				  c->bad_gather);
+		}
+		/* INT4 pads an odd row with a zero nibble. */
+		if (k->q == KVS_DTYPE_INT4 && D % 2)
+			*c->bad_data += (row[D / 2] >> 4) != 0;
+	}
+}
+
 /* Block j of a quantized case, every layer and head, against a reference
  * of kvs_kv_format.h in long double. */
 static void check_quant(const struct kcase *k, const uint8_t *blk,
@@ -167,93 +276,32 @@ static void check_quant(const struct kcase *k, const uint8_t *blk,
 			const int32_t *ids, uint32_t j, int *bad_data,
 			int *bad_scale, int *bad_bound, int *bad_gather)
 {
-	kvs_kv_format f;
-	size_t w = wsize(k->w);
-	uint32_t ppb = k->bt / k->pt, D = k->D, bt = k->bt;
-	double qmax = k->q == KVS_DTYPE_FP8_E4M3 ? 448.0 :
-		      k->q == KVS_DTYPE_INT4 ? 15.0 : 255.0;
-	double *x = malloc(sizeof(double) * bt * D), *g = malloc(sizeof(double) * bt * D);
-	int32_t *slot = malloc(sizeof(int32_t) * D);
-	float s, z;
+	uint32_t D = k->D, bt = k->bt;
+	struct qcheck c = {
+		.k = k, .blk = blk,
+		.qmax = k->q == KVS_DTYPE_FP8_E4M3 ? 448.0 :
+			k->q == KVS_DTYPE_INT4 ? 15.0 : 255.0,
+		.bad_data = bad_data, .bad_scale = bad_scale,
+		.bad_bound = bad_bound, .bad_gather = bad_gather,
+	};
 
-	CHECK_EQ(kvs_kv_format_init(&f, k->L, bt, k->H, D, k->q), 0);
+	c.x = malloc(sizeof(double) * bt * D);
+	c.g = malloc(sizeof(double) * bt * D);
+	c.slot = malloc(sizeof(int32_t) * D);
+	CHECK_EQ(kvs_kv_format_init(&c.f, k->L, bt, k->H, D, k->q), 0);
 	for (uint32_t l = 0; l < k->L; l++)
 	for (uint32_t h = 0; h < k->H; h++)
 	for (uint32_t kv = 0; kv < 2; kv++) {
-		for (uint32_t t = 0; t < bt; t++) {
-			size_t wo = ref_off(st, kv, (size_t)ids[j * ppb + t / k->pt],
-					    t % k->pt, h) * w;
-
-			for (uint32_t d = 0; d < D; d++) {
-				x[t * D + d] = wval(k->w, (uint8_t *)src[l] + wo + d * w);
-				g[t * D + d] = wval(k->w, (uint8_t *)dst[l] + wo + d * w);
-			}
-		}
+		quant_load(&c, src, dst, st, ids, j, l, h, kv);
 		for (uint32_t d = 0; d < D; d++)
-			slot[d] = -1;
-		if (kv == 0) { /* outliers: distinct, and the widest channels */
-			double wmin = INFINITY, wmax = 0.0;
-
-			for (uint32_t o = 0; o < f.nout; o++) {
-				uint16_t d;
-
-				memcpy(&d, blk + kvs_kv_fmt_oidx(&f, l, h, o), 2);
-				if (d >= D || slot[d] >= 0) {
-					(*bad_data)++;
-					continue;
-				}
-				slot[d] = (int32_t)o;
-			}
-			for (uint32_t d = 0; d < D; d++) {
-				double lo = INFINITY, hi = -INFINITY;
-
-				for (uint32_t t = 0; t < bt; t++) {
-					lo = fmin(lo, x[t * D + d]);
-					hi = fmax(hi, x[t * D + d]);
-				}
-				if (slot[d] >= 0)
-					wmin = fmin(wmin, hi - lo);
-				else
-					wmax = fmax(wmax, hi - lo);
-			}
-			*bad_data += f.nout < D && wmin < wmax * (1 - 0x1p-20);
-		}
-		for (uint32_t t = 0; t < bt; t++) {
-			const uint8_t *row = blk + kvs_kv_fmt_row(&f, l, kv, t, h);
-
-			for (uint32_t d = 0; d < D; d++) {
-				uint32_t code = k->q == KVS_DTYPE_INT4 ?
-						(row[d / 2] >> (4 * (d % 2))) & 15u : row[d];
-				uint16_t y16 = 0;
-				const uint8_t *par;
-
-				if (kv == 0)
-					par = blk + kvs_kv_fmt_kpar(&f, l, t / f.kgroup, h, d);
-				else
-					par = blk + kvs_kv_fmt_vpar(&f, l, t, h, d / f.vgroup);
-				memcpy(&s, par, 4);
-				memcpy(&z, par + 4, 4);
-				if (kv == 0 && t % f.kgroup == 0)
-					*bad_scale += check_par(k, qmax, x + t * D + d,
-								bt - t < f.kgroup ? bt - t : f.kgroup,
-								D, s, z);
-				if (kv == 1 && d % f.vgroup == 0)
-					*bad_scale += check_par(k, qmax, x + t * D + d,
-								D - d < f.vgroup ? D - d : f.vgroup,
-								1, s, z);
-				if (slot[d] >= 0)
-					memcpy(&y16, blk + kvs_kv_fmt_oval(&f, l, h, (uint32_t)slot[d], t), 2);
-				check_val(k, qmax, s, z, x[t * D + d], code, slot[d] >= 0,
-					  y16, g[t * D + d], bad_data, bad_bound, bad_gather);
-			}
-			/* INT4 pads an odd row with a zero nibble. */
-			if (k->q == KVS_DTYPE_INT4 && D % 2)
-				*bad_data += (row[D / 2] >> 4) != 0;
-		}
+			c.slot[d] = -1;
+		if (kv == 0)
+			quant_outliers(&c, l, h);
+		quant_rows(&c, l, h, kv);
 	}
-	free(x);
-	free(g);
-	free(slot);
+	free(c.x);
+	free(c.g);
+	free(c.slot);
 }
 
 /* kvs_kv_block_bytes of a quantized case, from the format's description. */
@@ -270,119 +318,204 @@ static uint64_t quant_block_bytes(const struct kcase *k)
 	       L * H * nout * bt * 2;
 }
 
-static void run_case(const struct kcase *k)
+/* One case's worker cache, block arena and what they are checked with. */
+struct run {
+	const struct kcase *k;
+	uint32_t ppb, npages;
+	size_t w, q, wrow, layer_bytes;
+	void *src[8], *dst[8];
+	int32_t *ids;
+	uint32_t *slot;
+	uint64_t *off, bb, stride;
+	uint8_t *arena, *used;
+	uint8_t *touched; /* bytes a row of a used page covers */
+	kvs_kv_cache c;
+	kvs_kv_blocks b;
+	int64_t st[4];
+};
+
+/* The cache's strides and the block's size, checked against the format. */
+static void run_layout(struct run *r)
 {
-	uint32_t ppb = k->bt / k->pt, npages = k->nblocks * ppb + 5;
-	size_t w = wsize(k->w), q = k->q == k->w ? w : 1;
-	size_t wrow = (size_t)k->D * w, layer_bytes;
-	int quant = k->q != k->w;
+	const struct kcase *k = r->k;
 	kvs_layout lay = { .layers = k->L, .kv_heads = k->H, .head_dim = k->D,
 			   .block_tokens = k->bt, .dtype = k->q };
-	void *src[8], *dst[8];
-	int32_t *ids = malloc(sizeof(int32_t) * npages);
-	uint32_t *slot = malloc(sizeof(uint32_t) * (k->nblocks + 2));
-	uint64_t *off = malloc(sizeof(uint64_t) * k->nblocks), bb, stride;
-	uint8_t *arena, *used = calloc(npages, 1);
-	kvs_kv_cache c = { src, k->L, npages, k->pt, k->H, k->D, k->w,
-			   k->layout == L_INNER ? KVS_KV_KV_INNER :
-			   k->layout == L_OUTER ? KVS_KV_KV_OUTER : KVS_KV_STRIDED,
-			   { 0 } };
-	kvs_kv_blocks b = { 0 };
-	int64_t st[4];
-	uint8_t *touched;
-	int bad_data = 0, bad_scale = 0, bad_bound = 0, bad_gather = 0;
-	int bad_canary = 0, rc;
 
-	ref_strides(k, npages, st);
-	if (c.layout == KVS_KV_STRIDED)
-		memcpy(c.strides, st, sizeof(st));
-	layer_bytes = (ref_off(st, 1, npages - 1, k->pt - 1, k->H - 1) + k->D) * w;
-	touched = calloc(layer_bytes, 1); /* bytes a row of a used page covers */
+	ref_strides(k, r->npages, r->st);
+	if (r->c.layout == KVS_KV_STRIDED)
+		memcpy(r->c.strides, r->st, sizeof(r->st));
+	r->layer_bytes = (ref_off(r->st, 1, r->npages - 1, k->pt - 1, k->H - 1) +
+			  k->D) * r->w;
+	r->touched = calloc(r->layer_bytes, 1);
 
-	b.count = k->nblocks;
-	b.block_tokens = k->bt;
-	b.dtype = k->q;
-	bb = kvs_kv_block_bytes(&c, &b);
-	CHECK_EQ(bb, kvs_layout_block_bytes(&lay));
-	if (quant)
-		CHECK_EQ(bb, quant_block_bytes(k));
+	r->b.count = k->nblocks;
+	r->b.block_tokens = k->bt;
+	r->b.dtype = k->q;
+	r->bb = kvs_kv_block_bytes(&r->c, &r->b);
+	CHECK_EQ(r->bb, kvs_layout_block_bytes(&lay));
+	if (k->q != k->w)
+		CHECK_EQ(r->bb, quant_block_bytes(k));
 	else
-		CHECK_EQ(bb, (uint64_t)k->L * 2 * k->bt * k->H * k->D * w);
-	stride = (bb + 15) / 16 * 16 + 16; /* a canary gap after each block */
-	arena = malloc(stride * (k->nblocks + 2));
-	memset(arena, 0xa5, stride * (k->nblocks + 2));
-	for (uint32_t i = 0; i < npages; i++)
-		ids[i] = (int32_t)i;
+		CHECK_EQ(r->bb, (uint64_t)k->L * 2 * k->bt * k->H * k->D * r->w);
+}
+
+/* The arena with a canary gap after each block, blocks in scrambled slots
+ * of scrambled pages; the rows of the used pages marked in touched. */
+static void run_scramble(struct run *r)
+{
+	const struct kcase *k = r->k;
+
+	r->stride = (r->bb + 15) / 16 * 16 + 16;
+	r->arena = malloc(r->stride * (k->nblocks + 2));
+	memset(r->arena, 0xa5, r->stride * (k->nblocks + 2));
+	for (uint32_t i = 0; i < r->npages; i++)
+		r->ids[i] = (int32_t)i;
 	for (uint32_t i = 0; i < k->nblocks + 2; i++)
-		slot[i] = i;
-	for (uint32_t i = npages - 1; i > 0; i--) {
+		r->slot[i] = i;
+	for (uint32_t i = r->npages - 1; i > 0; i--) {
 		uint32_t j = (uint32_t)(rnd() % (i + 1));
-		int32_t t = ids[i];
-		ids[i] = ids[j], ids[j] = t;
+		int32_t t = r->ids[i];
+		r->ids[i] = r->ids[j], r->ids[j] = t;
 	}
 	for (uint32_t i = k->nblocks + 1; i > 0; i--) {
-		uint32_t j = (uint32_t)(rnd() % (i + 1)), t = slot[i];
-		slot[i] = slot[j], slot[j] = t;
+		uint32_t j = (uint32_t)(rnd() % (i + 1)), t = r->slot[i];
+		r->slot[i] = r->slot[j], r->slot[j] = t;
 	}
 	for (uint32_t i = 0; i < k->nblocks; i++)
-		off[i] = slot[i] * stride;
-	for (uint32_t i = 0; i < k->nblocks * ppb; i++)
-		used[ids[i]] = 1;
-	for (uint32_t p = 0; p < npages; p++)
-	for (uint32_t kv = 0; used[p] && kv < 2; kv++)
+		r->off[i] = r->slot[i] * r->stride;
+	for (uint32_t i = 0; i < k->nblocks * r->ppb; i++)
+		r->used[r->ids[i]] = 1;
+	for (uint32_t p = 0; p < r->npages; p++)
+	for (uint32_t kv = 0; r->used[p] && kv < 2; kv++)
 	for (uint32_t t = 0; t < k->pt; t++)
 	for (uint32_t h = 0; h < k->H; h++)
-		memset(touched + ref_off(st, kv, p, t, h) * w, 1, wrow);
+		memset(r->touched + ref_off(r->st, kv, p, t, h) * r->w, 1, r->wrow);
+}
+
+/* Random source layers, canary-filled destination layers, and the blocks'
+ * descriptor pointed at the arena. */
+static void run_layers(struct run *r)
+{
+	const struct kcase *k = r->k;
+
 	for (uint32_t l = 0; l < k->L; l++) {
-		src[l] = malloc(layer_bytes + wrow);
-		dst[l] = malloc(layer_bytes);
-		fill_layer(k->w, src[l], layer_bytes / wrow + 1, k->D);
-		memset(dst[l], 0xa5, layer_bytes);
+		r->src[l] = malloc(r->layer_bytes + r->wrow);
+		r->dst[l] = malloc(r->layer_bytes);
+		fill_layer(k->w, r->src[l], r->layer_bytes / r->wrow + 1, k->D);
+		memset(r->dst[l], 0xa5, r->layer_bytes);
 	}
-	b.arena = arena;
-	b.arena_bytes = stride * (k->nblocks + 2);
-	b.offsets = off;
-	b.page_ids = ids;
+	r->b.arena = r->arena;
+	r->b.arena_bytes = r->stride * (k->nblocks + 2);
+	r->b.offsets = r->off;
+	r->b.page_ids = r->ids;
+}
+
+/* Scatter src into the arena, then gather it into dst (per layer: in
+ * reverse order). */
+static void run_copy(struct run *r)
+{
+	const struct kcase *k = r->k;
+	int rc;
 
 	for (uint32_t l = 0; l < (k->per_layer ? k->L : 1); l++) {
-		b.layer_first = l;
-		b.layer_count = k->per_layer ? 1 : 0;
-		rc = kvs_kv_scatter(&c, &b);
+		r->b.layer_first = l;
+		r->b.layer_count = k->per_layer ? 1 : 0;
+		rc = kvs_kv_scatter(&r->c, &r->b);
 		CHECK_EQ(rc, 0);
 	}
-	c.layer_ptrs = dst;
+	r->c.layer_ptrs = r->dst;
 	for (uint32_t l = 0; l < (k->per_layer ? k->L : 1); l++) {
-		b.layer_first = k->per_layer ? k->L - 1 - l : 0;
-		b.layer_count = k->per_layer ? 1 : 0;
-		rc = kvs_kv_gather(&c, &b);
+		r->b.layer_first = k->per_layer ? k->L - 1 - l : 0;
+		r->b.layer_count = k->per_layer ? 1 : 0;
+		rc = kvs_kv_gather(&r->c, &r->b);
 		CHECK_EQ(rc, 0);
 	}
+}
+
+/* Bytes written outside the jobs: the arena's gaps and free slots, and
+ * anything outside the used pages' rows (padding, other pages). */
+static int run_canaries(const struct run *r)
+{
+	const struct kcase *k = r->k;
+	uint64_t bb = r->bb, stride = r->stride;
+	int bad_canary = 0;
 
 	for (uint32_t i = 0; i < k->nblocks + 2; i++) /* gaps and free slots */
-		bad_canary += !all_bytes(arena + slot[i] * stride + (i < k->nblocks ? bb : 0),
+		bad_canary += !all_bytes(r->arena + r->slot[i] * stride + (i < k->nblocks ? bb : 0),
 					 stride - (i < k->nblocks ? bb : 0), 0xa5);
-	/* Nothing outside the used pages' rows is written (padding, other
-	 * pages). */
 	for (uint32_t l = 0; l < k->L; l++)
-	for (size_t i = 0; i < layer_bytes; i++)
-		bad_canary += !touched[i] && ((uint8_t *)dst[l])[i] != 0xa5;
-	for (uint32_t j = 0; quant && j < k->nblocks; j++)
-		check_quant(k, arena + off[j], src, dst, st, ids, j, &bad_data,
-			    &bad_scale, &bad_bound, &bad_gather);
-	for (uint32_t j = 0; !quant && j < k->nblocks; j++)
+	for (size_t i = 0; i < r->layer_bytes; i++)
+		bad_canary += !r->touched[i] && ((uint8_t *)r->dst[l])[i] != 0xa5;
+	return bad_canary;
+}
+
+/* A plain case: every row of every block is the source's, in the arena
+ * and gathered back. */
+static void run_check_plain(const struct run *r, int *bad_data, int *bad_gather)
+{
+	const struct kcase *k = r->k;
+
+	for (uint32_t j = 0; j < k->nblocks; j++)
 	for (uint32_t l = 0; l < k->L; l++)
 	for (uint32_t kv = 0; kv < 2; kv++)
 	for (uint32_t t = 0; t < k->bt; t++)
 	for (uint32_t h = 0; h < k->H; h++) {
-		size_t page = (size_t)ids[j * ppb + t / k->pt];
-		size_t wo = ref_off(st, kv, page, t % k->pt, h) * w;
-		const uint8_t *x = (uint8_t *)src[l] + wo, *g = (uint8_t *)dst[l] + wo;
+		size_t page = (size_t)r->ids[j * r->ppb + t / k->pt];
+		size_t wo = ref_off(r->st, kv, page, t % k->pt, h) * r->w;
+		const uint8_t *x = (uint8_t *)r->src[l] + wo, *g = (uint8_t *)r->dst[l] + wo;
 		size_t row = (((size_t)l * 2 + kv) * k->bt + t) * k->H + h;
-		const uint8_t *data = arena + off[j] + row * k->D * q;
+		const uint8_t *data = r->arena + r->off[j] + row * k->D * r->q;
 
-		bad_data += memcmp(data, x, wrow) != 0;
-		bad_gather += memcmp(g, x, wrow) != 0;
+		*bad_data += memcmp(data, x, r->wrow) != 0;
+		*bad_gather += memcmp(g, x, r->wrow) != 0;
 	}
+}
+
+static void run_free(struct run *r)
+{
+	for (uint32_t l = 0; l < r->k->L; l++) {
+		free(r->src[l]);
+		free(r->dst[l]);
+	}
+	free(r->ids);
+	free(r->slot);
+	free(r->off);
+	free(r->arena);
+	free(r->used);
+	free(r->touched);
+}
+
+static void run_case(const struct kcase *k)
+{
+	struct run r = { .k = k };
+	int quant = k->q != k->w;
+	int bad_data = 0, bad_scale = 0, bad_bound = 0, bad_gather = 0;
+	int bad_canary;
+
+	r.ppb = k->bt / k->pt;
+	r.npages = k->nblocks * r.ppb + 5;
+	r.w = wsize(k->w);
+	r.q = k->q == k->w ? r.w : 1;
+	r.wrow = (size_t)k->D * r.w;
+	r.ids = malloc(sizeof(int32_t) * r.npages);
+	r.slot = malloc(sizeof(uint32_t) * (k->nblocks + 2));
+	r.off = malloc(sizeof(uint64_t) * k->nblocks);
+	r.used = calloc(r.npages, 1);
+	r.c = (kvs_kv_cache){ r.src, k->L, r.npages, k->pt, k->H, k->D, k->w,
+			      k->layout == L_INNER ? KVS_KV_KV_INNER :
+			      k->layout == L_OUTER ? KVS_KV_KV_OUTER : KVS_KV_STRIDED,
+			      { 0 } };
+	run_layout(&r);
+	run_scramble(&r);
+	run_layers(&r);
+	run_copy(&r);
+
+	bad_canary = run_canaries(&r);
+	for (uint32_t j = 0; quant && j < k->nblocks; j++)
+		check_quant(k, r.arena + r.off[j], r.src, r.dst, r.st, r.ids, j,
+			    &bad_data, &bad_scale, &bad_bound, &bad_gather);
+	if (!quant)
+		run_check_plain(&r, &bad_data, &bad_gather);
 	if (bad_data + bad_scale + bad_bound + bad_gather + bad_canary)
 		fprintf(stderr, "case w=%d q=%d layout=%d L=%u H=%u D=%u pt=%u bt=%u "
 			"blocks=%u per_layer=%d: data %d scale %d bound %d gather %d "
@@ -394,16 +527,7 @@ static void run_case(const struct kcase *k)
 	CHECK_EQ(bad_bound, 0);
 	CHECK_EQ(bad_gather, 0);
 	CHECK_EQ(bad_canary, 0);
-	for (uint32_t l = 0; l < k->L; l++) {
-		free(src[l]);
-		free(dst[l]);
-	}
-	free(ids);
-	free(slot);
-	free(off);
-	free(arena);
-	free(used);
-	free(touched);
+	run_free(&r);
 }
 
 static void test_copy(void)

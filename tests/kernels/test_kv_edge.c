@@ -166,25 +166,13 @@ static void check_group(kvs_dtype w, kvs_dtype q, uint8_t *const *x,
 	}
 }
 
-static void nonfinite_case(kvs_dtype w, kvs_dtype q)
+/* The source layer: noise, with +-inf, NaN and values near fp32's limits
+ * placed in it. */
+static void nonfinite_fill(kvs_dtype w, uint8_t *src)
 {
 	const float inf = INFINITY, spec[3] = { INFINITY, -INFINITY, NAN };
-	size_t e = wsize(w), layer = (size_t)NPAGES * 2 * PT * H * D * e;
-	uint8_t *src = malloc(layer), *dst = malloc(layer), *arena;
-	void *sp[1] = { src }, *dp[1] = { dst };
-	int32_t ids[NPAGES];
-	uint64_t off = 0;
-	kvs_kv_cache c = { sp, L, NPAGES, PT, H, D, w, KVS_KV_KV_INNER, { 0 } };
-	kvs_kv_blocks b = { 0 };
-	kvs_kv_format f;
-	struct bad bad = { 0 };
-	uint16_t oidx[2];
-	uint8_t *xp[BT], *gs[BT];
+	size_t e = wsize(w);
 
-	CHECK_EQ(kvs_kv_format_init(&f, L, BT, H, D, q), 0);
-	arena = malloc(f.total);
-	for (uint32_t p = 0; p < NPAGES; p++)
-		ids[p] = NPAGES - 1 - (int32_t)p;
 	for (uint32_t kv = 0; kv < 2; kv++)
 	for (uint32_t t = 0; t < BT; t++)
 	for (uint32_t h = 0; h < H; h++)
@@ -212,6 +200,65 @@ static void nonfinite_case(kvs_dtype w, kvs_dtype q)
 	}
 	for (uint32_t d = 0; d < D; d++) /* V, head 1: token 11 has none */
 		wput(w, src + (at(1, 11, 1) + d) * e, d % 2 ? -inf : NAN);
+}
+
+/* Every group of the block in @arena (format @f) against check_group():
+ * K by channel x token group, V by token x channel group. */
+static void nonfinite_groups(kvs_dtype w, kvs_dtype q, const kvs_kv_format *f,
+			     const uint8_t *arena, uint8_t *src, uint8_t *dst,
+			     struct bad *bad)
+{
+	size_t e = wsize(w);
+	uint8_t *xp[BT], *gs[BT];
+
+	for (uint32_t h = 0; h < H; h++) {
+		for (uint32_t gi = 0; gi < f->ktg; gi++) /* K: channel x token group */
+		for (uint32_t d = 0; d < D; d++) {
+			uint32_t t0 = gi * f->kgroup, n = BT - t0 < f->kgroup ? BT - t0 : f->kgroup;
+			float s, z;
+
+			memcpy(&s, arena + kvs_kv_fmt_kpar(f, 0, gi, h, d), 4);
+			memcpy(&z, arena + kvs_kv_fmt_kpar(f, 0, gi, h, d) + 4, 4);
+			for (uint32_t k = 0; k < n; k++) {
+				xp[k] = src + (at(0, t0 + k, h) + d) * e;
+				gs[k] = dst + (at(0, t0 + k, h) + d) * e;
+			}
+			check_group(w, q, xp, gs, n, s, z, bad);
+		}
+		for (uint32_t t = 0; t < BT; t++) /* V: token x channel group */
+		for (uint32_t ci = 0; ci < f->vcg; ci++) {
+			uint32_t e0 = ci * f->vgroup, n = D - e0 < f->vgroup ? D - e0 : f->vgroup;
+			float s, z;
+
+			memcpy(&s, arena + kvs_kv_fmt_vpar(f, 0, t, h, ci), 4);
+			memcpy(&z, arena + kvs_kv_fmt_vpar(f, 0, t, h, ci) + 4, 4);
+			for (uint32_t k = 0; k < n; k++) {
+				xp[k] = src + (at(1, t, h) + e0 + k) * e;
+				gs[k] = dst + (at(1, t, h) + e0 + k) * e;
+			}
+			check_group(w, q, xp, gs, n, s, z, bad);
+		}
+	}
+}
+
+static void nonfinite_case(kvs_dtype w, kvs_dtype q)
+{
+	size_t e = wsize(w), layer = (size_t)NPAGES * 2 * PT * H * D * e;
+	uint8_t *src = malloc(layer), *dst = malloc(layer), *arena;
+	void *sp[1] = { src }, *dp[1] = { dst };
+	int32_t ids[NPAGES];
+	uint64_t off = 0;
+	kvs_kv_cache c = { sp, L, NPAGES, PT, H, D, w, KVS_KV_KV_INNER, { 0 } };
+	kvs_kv_blocks b = { 0 };
+	kvs_kv_format f;
+	struct bad bad = { 0 };
+	uint16_t oidx[2];
+
+	CHECK_EQ(kvs_kv_format_init(&f, L, BT, H, D, q), 0);
+	arena = malloc(f.total);
+	for (uint32_t p = 0; p < NPAGES; p++)
+		ids[p] = NPAGES - 1 - (int32_t)p;
+	nonfinite_fill(w, src);
 	b = (kvs_kv_blocks){ arena, f.total, &off, ids, 1, BT, q, 0, 0 };
 	CHECK_EQ(kvs_kv_scatter(&c, &b), 0);
 	memset(dst, 0xa5, layer);
@@ -222,34 +269,7 @@ static void nonfinite_case(kvs_dtype w, kvs_dtype q)
 	memcpy(oidx + 1, arena + kvs_kv_fmt_oidx(&f, 0, 0, 1), 2);
 	CHECK(oidx[0] == 5 || oidx[0] == 40);
 	CHECK(oidx[1] == 5 || oidx[1] == 40);
-	for (uint32_t h = 0; h < H; h++) {
-		for (uint32_t gi = 0; gi < f.ktg; gi++) /* K: channel x token group */
-		for (uint32_t d = 0; d < D; d++) {
-			uint32_t t0 = gi * f.kgroup, n = BT - t0 < f.kgroup ? BT - t0 : f.kgroup;
-			float s, z;
-
-			memcpy(&s, arena + kvs_kv_fmt_kpar(&f, 0, gi, h, d), 4);
-			memcpy(&z, arena + kvs_kv_fmt_kpar(&f, 0, gi, h, d) + 4, 4);
-			for (uint32_t k = 0; k < n; k++) {
-				xp[k] = src + (at(0, t0 + k, h) + d) * e;
-				gs[k] = dst + (at(0, t0 + k, h) + d) * e;
-			}
-			check_group(w, q, xp, gs, n, s, z, &bad);
-		}
-		for (uint32_t t = 0; t < BT; t++) /* V: token x channel group */
-		for (uint32_t ci = 0; ci < f.vcg; ci++) {
-			uint32_t e0 = ci * f.vgroup, n = D - e0 < f.vgroup ? D - e0 : f.vgroup;
-			float s, z;
-
-			memcpy(&s, arena + kvs_kv_fmt_vpar(&f, 0, t, h, ci), 4);
-			memcpy(&z, arena + kvs_kv_fmt_vpar(&f, 0, t, h, ci) + 4, 4);
-			for (uint32_t k = 0; k < n; k++) {
-				xp[k] = src + (at(1, t, h) + e0 + k) * e;
-				gs[k] = dst + (at(1, t, h) + e0 + k) * e;
-			}
-			check_group(w, q, xp, gs, n, s, z, &bad);
-		}
-	}
+	nonfinite_groups(w, q, &f, arena, src, dst, &bad);
 	if (bad.par + bad.finite + bad.pinf + bad.ninf + bad.nan + bad.none)
 		fprintf(stderr, "non-finite: worker %d stored %d: scale/zero %d, "
 			"finite %d, +inf %d, -inf %d, NaN %d, no finite value %d\n",

@@ -53,13 +53,9 @@ static void sep(void)
 		printf("\n  ]}");                                             \
 	} while (0)
 
-int main(void)
+/* The constants of kvshare.h. */
+static void client_constants(void)
 {
-	int nstructs = 0;
-
-	printf("{\"constants\": {");
-	first = 1;
-	/* kvshare.h */
 	CONST(KVSHARE_VERSION_MAJOR);
 	CONST(KVSHARE_VERSION_MINOR);
 	CONST(KVS_BLOCK_HIT);
@@ -79,7 +75,11 @@ int main(void)
 	CONST(KVS_PAGED_HND);
 	CONST(KVS_PAGED_CPU);
 	CONST(KVS_PAGED_NHD_KV_INNER);
-	/* kvs_types.h */
+}
+
+/* The constants of kvs_types.h. */
+static void type_constants(void)
+{
 	CONST(KVS_E_BASE);
 	CONST(KVS_E_PROTO);
 	CONST(KVS_E_VERSION);
@@ -119,7 +119,13 @@ int main(void)
 	CONST(KVS_DESC_HASH_NONE);
 	CONST(KVS_DESC_HASH_BYTES);
 	CONST(KVS_DESC_HASH_INT);
-	printf("\n  },\n  \"structs\": {");
+}
+
+/* The structs the package passes to the library. */
+static void struct_layouts(void)
+{
+	int nstructs = 0;
+
 	STRUCT(kvs_hash, FIELD(kvs_hash, lo); FIELD(kvs_hash, hi));
 	STRUCT(kvs_layout,
 	       FIELD(kvs_layout, model); FIELD(kvs_layout, adapter);
@@ -163,6 +169,16 @@ int main(void)
 	       FIELD(kvs_block_desc, extra_len);
 	       FIELD(kvs_block_desc, lora);
 	       FIELD(kvs_block_desc, extra));
+}
+
+int main(void)
+{
+	printf("{\"constants\": {");
+	first = 1;
+	client_constants();
+	type_constants();
+	printf("\n  },\n  \"structs\": {");
+	struct_layouts();
 	printf("\n  },\n  \"types\": {\"kvs_lease\": %zu}\n}\n", sizeof(kvs_lease));
 	return 0;
 }

@@ -116,24 +116,9 @@ static void print(const char *what, const struct tally *t)
 	printf("\n");
 }
 
-int main(void)
+/* Keys and values of NKEYS keys, each key's node, and the keys per node. */
+static void fill_keys(int *pernode)
 {
-	rc_cluster *c;
-	kvs_remote *r;
-	kvs_remote_stats st;
-	struct tally t;
-	double t0, end;
-	int pernode[3] = { 0 };
-
-	c = ru_cluster("test_remote_faults", &(rc_opts){ .masters = 3 });
-	cl = c;
-	r = ru_open(rc_seeds(c), TIMEOUT_MS);
-	CHECK(r != NULL);
-	if (r)
-		kvs_remote_set_event_fn(r, on_event, NULL);
-	CHECK_EQ(ru_owners(c, 0, owners, NULL), 0);
-	if (!r)
-		goto out;
 	buf = malloc((size_t)NKEYS * VBYTES);
 	for (int i = 0; i < NKEYS; i++) {
 		klen[i] = ru_key(keys[i], (uint64_t)i);
@@ -145,12 +130,14 @@ int main(void)
 			node_of[i] = 0;
 		pernode[node_of[i]]++;
 	}
-	CHECK_EQ(set_all(r, -1), NKEYS);
-	t = get_all(r);
-	print("all up", &t);
-	CHECK_EQ(count(t.ok), NKEYS);
+}
 
-	/* Node 1 killed: its keys fail fast, twice; the others are served. */
+/* Node 1 killed: its keys fail fast, twice; the others are served. */
+static void kill_node_1(rc_cluster *c, kvs_remote *r, const int *pernode)
+{
+	struct tally t;
+	double t0;
+
 	CHECK_EQ(rc_kill(c, 1), 0);
 	for (int round = 0; round < 2; round++) {
 		t0 = ru_now();
@@ -161,8 +148,15 @@ int main(void)
 		CHECK_EQ(t.fail[1], pernode[1]);
 		CHECK(ru_now() - t0 < TIMEOUT_MS / 1000.0); /* no timeouts waited */
 	}
+}
 
-	/* Node 2 stopped: its keys time out, the others do not wait for them. */
+/* Node 2 stopped: its keys time out, the others do not wait for them;
+ * continued: served again. */
+static void stop_and_continue_node_2(rc_cluster *c, kvs_remote *r, const int *pernode)
+{
+	struct tally t;
+	double t0, end;
+
 	kill(rc_pid(c, 2), SIGSTOP);
 	t0 = ru_now();
 	t = get_all(r);
@@ -181,39 +175,47 @@ int main(void)
 	print("node 2 continued", &t);
 	CHECK_EQ(t.ok[2], pernode[2]);
 	CHECK_EQ(t.ok[0], pernode[0]);
+}
 
-	/* A slot without owner: CLUSTERDOWN, then given back. */
-	{
-		char sl[16], out[256];
-		unsigned s = kvs_slot_of(keys[0], klen[0]);
-		int own = node_of[0];
-		struct iovec iov = { buf, VBYTES };
+/* A slot without owner: CLUSTERDOWN, then given back. */
+static void slot_without_owner(rc_cluster *c, kvs_remote *r)
+{
+	char sl[16], out[256];
+	unsigned s = kvs_slot_of(keys[0], klen[0]);
+	int own = node_of[0];
+	struct iovec iov = { buf, VBYTES };
+	double end;
 
-		snprintf(sl, sizeof(sl), "%u", s);
-		for (int i = 0; i < 3; i++)
-			if (i != 1)
-				rc_cli(c, i, out, sizeof(out), "CLUSTER", "DELSLOTS", sl, NULL);
-		if (own == 1) {
-			printf("key 0 is on the dead node: CLUSTERDOWN part skipped\n");
-		} else {
+	snprintf(sl, sizeof(sl), "%u", s);
+	for (int i = 0; i < 3; i++)
+		if (i != 1)
+			rc_cli(c, i, out, sizeof(out), "CLUSTER", "DELSLOTS", sl, NULL);
+	if (own == 1) {
+		printf("key 0 is on the dead node: CLUSTERDOWN part skipped\n");
+	} else {
+		ru_reset();
+		kvs_remote_get(r, keys[0], klen[0], &iov, 1, 0);
+		CHECK_EQ(kvs_remote_wait(r, 5000), 0);
+		CHECK_EQ(ru_done[0].res, -ENETDOWN);
+		CHECK_EQ(rc_cli(c, own, out, sizeof(out), "CLUSTER", "ADDSLOTS", sl,
+				NULL), 0);
+		end = ru_now() + 10;
+		do {
 			ru_reset();
 			kvs_remote_get(r, keys[0], klen[0], &iov, 1, 0);
 			CHECK_EQ(kvs_remote_wait(r, 5000), 0);
-			CHECK_EQ(ru_done[0].res, -ENETDOWN);
-			CHECK_EQ(rc_cli(c, own, out, sizeof(out), "CLUSTER", "ADDSLOTS", sl,
-					NULL), 0);
-			end = ru_now() + 10;
-			do {
-				ru_reset();
-				kvs_remote_get(r, keys[0], klen[0], &iov, 1, 0);
-				CHECK_EQ(kvs_remote_wait(r, 5000), 0);
-			} while (ru_done[0].res != 0 && ru_now() < end);
-			CHECK_EQ(ru_done[0].res, 0);
-			CHECK(!memcmp(buf, val[0], VBYTES));
-		}
+		} while (ru_done[0].res != 0 && ru_now() < end);
+		CHECK_EQ(ru_done[0].res, 0);
+		CHECK(!memcmp(buf, val[0], VBYTES));
 	}
+}
 
-	/* Node 1 back (empty): misses, then stored and served. */
+/* Node 1 back (empty): misses, then stored and served. */
+static void restart_node_1(rc_cluster *c, kvs_remote *r, const int *pernode)
+{
+	struct tally t;
+	double end;
+
 	CHECK_EQ(rc_restart(c, 1, 60), 0);
 	end = ru_now() + 10;
 	do
@@ -225,32 +227,39 @@ int main(void)
 	t = get_all(r);
 	print("node 1 refilled", &t);
 	CHECK_EQ(count(t.ok), NKEYS);
+}
 
-	/* Corruption in Redis: served bytes, refused by the header check. */
-	{
-		uint8_t hdr[KVS_RVAL_HDR_BYTES], ghdr[KVS_RVAL_HDR_BYTES];
-		kvs_rval_info info = { .block_bytes = VBYTES, .ns_fp = 1,
-				       .hash = { 5, 5 } };
-		kvs_rval_mac *mac;
-		struct iovec sv[2] = { { hdr, sizeof(hdr) }, { val[5], VBYTES } };
-		struct iovec gv[2] = { { ghdr, sizeof(ghdr) }, { buf, VBYTES } };
-		char out[64];
+/* Corruption in Redis: served bytes, refused by the header check. */
+static void corrupt_in_redis(rc_cluster *c, kvs_remote *r)
+{
+	uint8_t hdr[KVS_RVAL_HDR_BYTES], ghdr[KVS_RVAL_HDR_BYTES];
+	kvs_rval_info info = { .block_bytes = VBYTES, .ns_fp = 1,
+			       .hash = { 5, 5 } };
+	kvs_rval_mac *mac;
+	struct iovec sv[2] = { { hdr, sizeof(hdr) }, { val[5], VBYTES } };
+	struct iovec gv[2] = { { ghdr, sizeof(ghdr) }, { buf, VBYTES } };
+	char out[64];
 
-		CHECK_EQ(kvs_rval_mac_create(NULL, 0, &mac), 0);
-		CHECK_EQ(kvs_rval_seal(mac, &info, val[5], hdr), 0);
-		ru_reset();
-		kvs_remote_set_nx(r, "kvs1:corrupt", 12, sv, 2, 0);
-		CHECK_EQ(kvs_remote_wait(r, 5000), 0);
-		CHECK_EQ(ru_done[0].res, 0);
-		CHECK_EQ(rc_cli(c, 0, out, sizeof(out), "-c", "SETRANGE", "kvs1:corrupt",
-				"1000", "X", NULL), 0);
-		ru_reset();
-		kvs_remote_get(r, "kvs1:corrupt", 12, gv, 2, 0);
-		CHECK_EQ(kvs_remote_wait(r, 5000), 0);
-		CHECK_EQ(ru_done[0].res, 0);
-		CHECK_EQ(kvs_rval_verify(mac, ghdr, buf, VBYTES, &info, NULL), -EKEYREJECTED);
-		kvs_rval_mac_free(mac);
-	}
+	CHECK_EQ(kvs_rval_mac_create(NULL, 0, &mac), 0);
+	CHECK_EQ(kvs_rval_seal(mac, &info, val[5], hdr), 0);
+	ru_reset();
+	kvs_remote_set_nx(r, "kvs1:corrupt", 12, sv, 2, 0);
+	CHECK_EQ(kvs_remote_wait(r, 5000), 0);
+	CHECK_EQ(ru_done[0].res, 0);
+	CHECK_EQ(rc_cli(c, 0, out, sizeof(out), "-c", "SETRANGE", "kvs1:corrupt",
+			"1000", "X", NULL), 0);
+	ru_reset();
+	kvs_remote_get(r, "kvs1:corrupt", 12, gv, 2, 0);
+	CHECK_EQ(kvs_remote_wait(r, 5000), 0);
+	CHECK_EQ(ru_done[0].res, 0);
+	CHECK_EQ(kvs_rval_verify(mac, ghdr, buf, VBYTES, &info, NULL), -EKEYREJECTED);
+	kvs_rval_mac_free(mac);
+}
+
+/* The events and counters of all the episodes above. */
+static void check_events_and_stats(kvs_remote *r, const int *pernode)
+{
+	kvs_remote_stats st;
 
 	/* one down and one up per episode: node 1 (killed, restarted); node 2
 	 * (stopped, continued: a busy machine may make a second episode of
@@ -272,6 +281,37 @@ int main(void)
 	CHECK(st.err_timeout >= (uint64_t)pernode[2]);
 	CHECK_EQ(st.err_proto, 0);
 	CHECK_EQ(kvs_remote_pending(r), 0);
+}
+
+int main(void)
+{
+	rc_cluster *c;
+	kvs_remote *r;
+	struct tally t;
+	int pernode[3] = { 0 };
+
+	c = ru_cluster("test_remote_faults", &(rc_opts){ .masters = 3 });
+	cl = c;
+	r = ru_open(rc_seeds(c), TIMEOUT_MS);
+	CHECK(r != NULL);
+	if (r)
+		kvs_remote_set_event_fn(r, on_event, NULL);
+	CHECK_EQ(ru_owners(c, 0, owners, NULL), 0);
+	if (!r)
+		goto out;
+	fill_keys(pernode);
+	CHECK_EQ(set_all(r, -1), NKEYS);
+	t = get_all(r);
+	print("all up", &t);
+	CHECK_EQ(count(t.ok), NKEYS);
+
+	kill_node_1(c, r, pernode);
+	stop_and_continue_node_2(c, r, pernode);
+	slot_without_owner(c, r);
+	restart_node_1(c, r, pernode);
+	corrupt_in_redis(c, r);
+	check_events_and_stats(r, pernode);
+
 	kvs_remote_close(r);
 	for (int i = 0; i < NKEYS; i++)
 		free(val[i]);

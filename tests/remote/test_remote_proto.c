@@ -99,16 +99,13 @@ static int get(kvs_remote *r, const char *key, size_t len, int cookie)
 	return kvs_remote_get(r, key, strlen(key), &iov, 1, (uint64_t)cookie);
 }
 
-int main(void)
+/* Nothing listening: refused at once. */
+static void open_refused(void)
 {
 	kvs_remote *r;
-	kvs_remote_stats st;
 	char seeds[64];
-	int lfd, port, rc;
-	pid_t child;
-	struct timespec t0, t1;
+	int lfd, port;
 
-	/* Nothing listening: refused at once. */
 	lfd = sn_listen_any(&port);
 	CHECK(lfd >= 0);
 	close(lfd); /* the port is free now (and nothing listens on it) */
@@ -118,8 +115,12 @@ int main(void)
 	CHECK_EQ(kvs_remote_open(r), -ECONNREFUSED);
 	CHECK_EQ(kvs_remote_open(r), -ECONNREFUSED); /* may be tried again */
 	kvs_remote_close(r);
+}
 
-	/* Bad settings. */
+static void bad_settings(void)
+{
+	kvs_remote *r;
+
 	CHECK_EQ(kvs_remote_create(&r), 0);
 	CHECK_EQ(kvs_remote_set_seeds(r, "nohost"), -EINVAL);
 	CHECK_EQ(kvs_remote_set_seeds(r, "h:0"), -EINVAL);
@@ -131,10 +132,18 @@ int main(void)
 	CHECK_EQ(kvs_remote_set_timeout_ms(r, 0), -EINVAL);
 	CHECK_EQ(kvs_remote_open(r) < 0, 1);
 	kvs_remote_close(r);
+}
 
-	/* A listener that never answers: open gives up at its timeout. */
+/* A listener that never answers: open gives up at its timeout. Returns
+ * the listener, its address in @seeds, for the scripted peer after. */
+static int open_times_out(char *seeds, size_t cap)
+{
+	kvs_remote *r;
+	struct timespec t0, t1;
+	int lfd, port;
+
 	lfd = sn_listen_any(&port);
-	snprintf(seeds, sizeof(seeds), "127.0.0.1:%d", port);
+	snprintf(seeds, cap, "127.0.0.1:%d", port);
 	CHECK_EQ(kvs_remote_create(&r), 0);
 	kvs_remote_set_seeds(r, seeds);
 	kvs_remote_set_connect_timeout_ms(r, 200);
@@ -143,28 +152,16 @@ int main(void)
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	CHECK((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 < 2000);
 	kvs_remote_close(r);
+	return lfd;
+}
 
-	/* The scripted peer on the same listener. */
-	child = fork();
-	if (child == 0) {
-		peer(lfd);
-		_exit(0);
-	}
-	close(lfd);
-	CHECK_EQ(kvs_remote_create(&r), 0);
-	kvs_remote_set_seeds(r, seeds);
-	kvs_remote_set_timeout_ms(r, 300);
-	kvs_remote_set_pool(r, 1);
-	kvs_remote_set_callback(r, cb, NULL);
-	rc = kvs_remote_open(r);
-	CHECK_EQ(rc, 0);
-	if (rc < 0)
-		goto out;
-	CHECK_EQ(kvs_remote_is_cluster(r), 0);
+/* Replies that fit, and error replies: the connection goes on; the one
+ * that does not fit GET (:1) closes it, and the requests behind it are
+ * resent on a new one. */
+static void replies_and_errors(kvs_remote *r)
+{
+	kvs_remote_stats st;
 
-	/* Replies that fit, and error replies: the connection goes on; the
-	 * one that does not fit GET (:1) closes it, and the requests behind
-	 * it are resent on a new one. */
 	get(r, "good", 3, 0);
 	get(r, "int", 3, 1);
 	get(r, "err", 3, 2);
@@ -183,7 +180,10 @@ int main(void)
 	kvs_remote_get_stats(r, &st);
 	CHECK_EQ(st.connects, 2);
 	CHECK_EQ(st.resent, 5);
+}
 
+static void junk_and_cut_replies(kvs_remote *r)
+{
 	/* A reply that does not parse: that request fails, the connection is
 	 * replaced; requests behind it are resent and served. */
 	get(r, "junk", 3, 10);
@@ -199,8 +199,13 @@ int main(void)
 	get(r, "good", 3, 13);
 	CHECK_EQ(kvs_remote_wait(r, 5000), 0);
 	CHECK_EQ(got[13].res, 0);
+}
 
-	/* No answer: a timeout, bounded; then served again after the backoff. */
+/* No answer: a timeout, bounded; then served again after the backoff. */
+static void timeout_then_served(kvs_remote *r)
+{
+	struct timespec t0, t1;
+
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	get(r, "slow", 3, 14);
 	CHECK_EQ(kvs_remote_wait(r, 5000), 0);
@@ -230,6 +235,13 @@ int main(void)
 		}
 		CHECK(ok);
 	}
+}
+
+/* The error counters of the scripted peer's replies. */
+static void check_error_stats(kvs_remote *r)
+{
+	kvs_remote_stats st;
+
 	kvs_remote_get_stats(r, &st);
 	CHECK_EQ(st.err_proto, 2);
 	CHECK_EQ(st.err_server, 2);
@@ -238,6 +250,41 @@ int main(void)
 	CHECK(st.err_timeout >= 1);
 	CHECK(st.err_down >= 1);
 	CHECK_EQ(kvs_remote_pending(r), 0);
+}
+
+int main(void)
+{
+	kvs_remote *r;
+	char seeds[64];
+	int lfd, rc;
+	pid_t child;
+
+	open_refused();
+	bad_settings();
+	lfd = open_times_out(seeds, sizeof(seeds));
+
+	/* The scripted peer on the same listener. */
+	child = fork();
+	if (child == 0) {
+		peer(lfd);
+		_exit(0);
+	}
+	close(lfd);
+	CHECK_EQ(kvs_remote_create(&r), 0);
+	kvs_remote_set_seeds(r, seeds);
+	kvs_remote_set_timeout_ms(r, 300);
+	kvs_remote_set_pool(r, 1);
+	kvs_remote_set_callback(r, cb, NULL);
+	rc = kvs_remote_open(r);
+	CHECK_EQ(rc, 0);
+	if (rc < 0)
+		goto out;
+	CHECK_EQ(kvs_remote_is_cluster(r), 0);
+
+	replies_and_errors(r);
+	junk_and_cut_replies(r);
+	timeout_then_served(r);
+	check_error_stats(r);
 	kvs_remote_close(r);
 out:
 	kill(child, SIGKILL);

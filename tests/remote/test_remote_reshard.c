@@ -86,122 +86,133 @@ static int add_key(kvs_remote *r, uint64_t k)
 	return ru_done[0].res;
 }
 
-int main(void)
-{
+/* The test's state: the cluster, the engine, a buffer for every value;
+ * the hand-migrated slot, its owner a, the node b it goes to, the third
+ * node (c's index cidx), their ids and b's port; the last key number. */
+struct reshard {
 	rc_cluster *c;
 	kvs_remote *r;
-	kvs_remote_stats st, st2;
-	uint8_t *buf = malloc((size_t)(SAME + OTHERS + NEW_MAX) * VBYTES);
-	char ida[64], idb[64], idc[64], out[512], pb[16];
+	uint8_t *buf;
 	unsigned slot;
-	int a, b, cidx, stored = 0, rounds = 0, bad = 0;
+	int a, b, cidx;
+	char ida[64], idb[64], idc[64], pb[16];
 	uint64_t k;
-	pid_t child;
+};
 
-	c = ru_cluster("test_remote_reshard", &(rc_opts){ .masters = 3 });
-	r = ru_open(rc_seeds(c), 10000);
-	CHECK(r != NULL);
-	if (!r)
-		goto out;
+/* SAME keys in one slot, OTHERS anywhere (SAME..: numbers from 1e6). */
+static void add_first_keys(struct reshard *s)
+{
+	int stored = 0;
 
-	/* SAME keys in one slot, OTHERS anywhere (SAME..: numbers from 1e6). */
 	klen[0] = ru_key(keys[0], 1);
-	slot = kvs_slot_of(keys[0], klen[0]);
-	for (k = 1; nkeys < SAME; k++) {
+	s->slot = kvs_slot_of(keys[0], klen[0]);
+	for (s->k = 1; nkeys < SAME; s->k++) {
+		char kb[32];
+		size_t kl = ru_key(kb, s->k);
+
+		if (kvs_slot_of(kb, kl) == s->slot)
+			stored += add_key(s->r, s->k) == 0;
+	}
+	for (s->k = 1000000; nkeys < SAME + OTHERS; s->k++)
+		stored += add_key(s->r, s->k) == 0;
+	CHECK_EQ(stored, SAME + OTHERS);
+}
+
+/* 1. Slot @slot from a to b by hand: ASK while it migrates, MOVED once
+ * after. */
+static void migrate_slot_by_hand(struct reshard *s)
+{
+	rc_cluster *c = s->c;
+	kvs_remote *r = s->r;
+	kvs_remote_stats st, st2;
+	char sl[16], out[512];
+	uint64_t k;
+
+	snprintf(sl, sizeof(sl), "%u", s->slot);
+	CHECK_EQ(rc_cli(c, s->b, out, sizeof(out), "CLUSTER", "SETSLOT", sl,
+			"IMPORTING", s->ida, NULL), 0);
+	CHECK_EQ(rc_cli(c, s->a, out, sizeof(out), "CLUSTER", "SETSLOT", sl,
+			"MIGRATING", s->idb, NULL), 0);
+	CHECK_EQ(get_all(r, s->buf), 0);
+	CHECK_EQ(rc_cli(c, s->a, out, sizeof(out), "MIGRATE", "127.0.0.1", s->pb, "",
+			"0", "5000", "KEYS", keys[0], keys[1], keys[2], NULL), 0);
+	CHECK(!strcmp(out, "OK"));
+	kvs_remote_get_stats(r, &st);
+	CHECK_EQ(get_all(r, s->buf), 0);
+	kvs_remote_get_stats(r, &st2);
+	CHECK_EQ(st2.ask - st.ask, 3); /* the three migrated keys */
+	/* a new key of the slot, stored through ASK on b */
+	for (k = s->k + 1;; k++) {
 		char kb[32];
 		size_t kl = ru_key(kb, k);
 
-		if (kvs_slot_of(kb, kl) == slot)
-			stored += add_key(r, k) == 0;
+		if (kvs_slot_of(kb, kl) == s->slot)
+			break;
 	}
-	for (k = 1000000; nkeys < SAME + OTHERS; k++)
-		stored += add_key(r, k) == 0;
-	CHECK_EQ(stored, SAME + OTHERS);
+	s->k = k;
+	CHECK_EQ(add_key(r, k), 0);
+	CHECK_EQ(rc_cli(c, s->a, out, sizeof(out), "MIGRATE", "127.0.0.1", s->pb, "",
+			"0", "5000", "KEYS", keys[3], keys[4], keys[5], NULL), 0);
+	for (int i = 0; i < 3; i++)
+		CHECK_EQ(rc_cli(c, i, out, sizeof(out), "CLUSTER", "SETSLOT", sl,
+				"NODE", s->idb, NULL), 0);
+	kvs_remote_get_stats(r, &st);
+	CHECK_EQ(get_all(r, s->buf), 0);
+	kvs_remote_get_stats(r, &st2);
+	/* the slot's 7 GETs were all sent to a at once: 7 MOVED; the
+	 * map learnt from the first, so the next round has none */
+	CHECK_EQ(st2.moved - st.moved, SAME + 1);
+	CHECK_EQ(get_all(r, s->buf), 0);
+	kvs_remote_get_stats(r, &st);
+	CHECK_EQ(st.moved, st2.moved);
+	CHECK(owner(c, s->slot, s->ida) == s->b);
+}
 
-	a = owner(c, slot, ida);
-	CHECK(a >= 0);
-	if (a < 0)
-		goto out;
-	b = (a + 1) % 3;
-	cidx = (a + 2) % 3;
-	myid(c, b, idb);
-	myid(c, cidx, idc);
-	snprintf(pb, sizeof(pb), "%d", rc_port(c, b));
-	CHECK_EQ(get_all(r, buf), 0);
+/* A child running `redis-cli --cluster reshard` of 500 slots, c -> b. */
+static pid_t start_reshard(struct reshard *s)
+{
+	pid_t child = fork();
 
-	/* 1. Slot @slot from a to b by hand. */
-	{
-		char sl[16];
-
-		snprintf(sl, sizeof(sl), "%u", slot);
-		CHECK_EQ(rc_cli(c, b, out, sizeof(out), "CLUSTER", "SETSLOT", sl,
-				"IMPORTING", ida, NULL), 0);
-		CHECK_EQ(rc_cli(c, a, out, sizeof(out), "CLUSTER", "SETSLOT", sl,
-				"MIGRATING", idb, NULL), 0);
-		CHECK_EQ(get_all(r, buf), 0);
-		CHECK_EQ(rc_cli(c, a, out, sizeof(out), "MIGRATE", "127.0.0.1", pb, "",
-				"0", "5000", "KEYS", keys[0], keys[1], keys[2], NULL), 0);
-		CHECK(!strcmp(out, "OK"));
-		kvs_remote_get_stats(r, &st);
-		CHECK_EQ(get_all(r, buf), 0);
-		kvs_remote_get_stats(r, &st2);
-		CHECK_EQ(st2.ask - st.ask, 3); /* the three migrated keys */
-		/* a new key of the slot, stored through ASK on b */
-		for (k = k + 1;; k++) {
-			char kb[32];
-			size_t kl = ru_key(kb, k);
-
-			if (kvs_slot_of(kb, kl) == slot)
-				break;
-		}
-		CHECK_EQ(add_key(r, k), 0);
-		CHECK_EQ(rc_cli(c, a, out, sizeof(out), "MIGRATE", "127.0.0.1", pb, "",
-				"0", "5000", "KEYS", keys[3], keys[4], keys[5], NULL), 0);
-		for (int i = 0; i < 3; i++)
-			CHECK_EQ(rc_cli(c, i, out, sizeof(out), "CLUSTER", "SETSLOT", sl,
-					"NODE", idb, NULL), 0);
-		kvs_remote_get_stats(r, &st);
-		CHECK_EQ(get_all(r, buf), 0);
-		kvs_remote_get_stats(r, &st2);
-		/* the slot's 7 GETs were all sent to a at once: 7 MOVED; the
-		 * map learnt from the first, so the next round has none */
-		CHECK_EQ(st2.moved - st.moved, SAME + 1);
-		CHECK_EQ(get_all(r, buf), 0);
-		kvs_remote_get_stats(r, &st);
-		CHECK_EQ(st.moved, st2.moved);
-		CHECK(owner(c, slot, ida) == b);
-	}
-
-	/* 2. redis-cli --cluster reshard of 500 slots, c -> b, under traffic. */
-	myid(c, cidx, idc);
-	child = fork();
 	if (child == 0) {
 		char addr[32];
 		const char *argv[] = { "--cluster", "reshard", addr, "--cluster-from",
-				       idc, "--cluster-to", idb, "--cluster-slots",
+				       s->idc, "--cluster-to", s->idb, "--cluster-slots",
 				       "500", "--cluster-yes" };
 		static char log[65536];
 		int rc;
 
-		snprintf(addr, sizeof(addr), "127.0.0.1:%d", rc_port(c, 0));
-		rc_set_cli_timeout(c, 200);
-		rc = rc_cli_argv(c, 0, log, sizeof(log), 10, argv);
+		snprintf(addr, sizeof(addr), "127.0.0.1:%d", rc_port(s->c, 0));
+		rc_set_cli_timeout(s->c, 200);
+		rc = rc_cli_argv(s->c, 0, log, sizeof(log), 10, argv);
 		if (rc != 0) /* the end of its output says why */
 			fprintf(stderr, "reshard: exit %d\n...%s\n", rc,
 				log + (strlen(log) > 4000 ? strlen(log) - 4000 : 0));
 		_exit(rc == 0 ? 0 : 1);
 	}
+	return child;
+}
+
+/* 2. The reshard under traffic: every GET exact, every SET stored. */
+static void reshard_under_traffic(struct reshard *s)
+{
+	kvs_remote *r = s->r;
+	kvs_remote_stats st;
+	int rounds = 0, bad = 0;
+	pid_t child;
+
+	myid(s->c, s->cidx, s->idc);
+	child = start_reshard(s);
 	CHECK(child > 0);
 	{
 		double end = ru_now() + 240;
 		int status = 0, done = 0;
 
-		k = 2000000;
+		s->k = 2000000;
 		while (!done && ru_now() < end) {
 			done = waitpid(child, &status, WNOHANG) == child;
-			bad += get_all(r, buf) != 0;
+			bad += get_all(r, s->buf) != 0;
 			if (nkeys < SAME + OTHERS + NEW_MAX)
-				bad += add_key(r, k++) != 0;
+				bad += add_key(r, s->k++) != 0;
 			rounds++;
 		}
 		if (!done) {
@@ -213,7 +224,7 @@ int main(void)
 	}
 	CHECK_EQ(bad, 0);
 	CHECK(rounds >= 1);
-	CHECK_EQ(get_all(r, buf), 0);
+	CHECK_EQ(get_all(r, s->buf), 0);
 	kvs_remote_get_stats(r, &st);
 	printf("test_remote_reshard: %d rounds during the reshard; moved %llu, ask %llu, "
 	       "refreshes %llu, keys %d\n", rounds, (unsigned long long)st.moved,
@@ -221,11 +232,38 @@ int main(void)
 	CHECK_EQ(st.err_timeout + st.err_down + st.err_proto + st.err_server +
 			 st.err_redirect + st.err_clusterdown,
 		 0);
-	kvs_remote_close(r);
+}
+
+int main(void)
+{
+	struct reshard s = { 0 };
+
+	s.buf = malloc((size_t)(SAME + OTHERS + NEW_MAX) * VBYTES);
+	s.c = ru_cluster("test_remote_reshard", &(rc_opts){ .masters = 3 });
+	s.r = ru_open(rc_seeds(s.c), 10000);
+	CHECK(s.r != NULL);
+	if (!s.r)
+		goto out;
+
+	add_first_keys(&s);
+	s.a = owner(s.c, s.slot, s.ida);
+	CHECK(s.a >= 0);
+	if (s.a < 0)
+		goto out;
+	s.b = (s.a + 1) % 3;
+	s.cidx = (s.a + 2) % 3;
+	myid(s.c, s.b, s.idb);
+	myid(s.c, s.cidx, s.idc);
+	snprintf(s.pb, sizeof(s.pb), "%d", rc_port(s.c, s.b));
+	CHECK_EQ(get_all(s.r, s.buf), 0);
+
+	migrate_slot_by_hand(&s);
+	reshard_under_traffic(&s);
+	kvs_remote_close(s.r);
 out:
 	for (int i = 0; i < nkeys; i++)
 		free(val[i]);
-	free(buf);
-	rc_stop(c);
+	free(s.buf);
+	rc_stop(s.c);
 	return check_summary("test_remote_reshard");
 }

@@ -114,70 +114,82 @@ static size_t vsize(int i)
 	return (size_t)1024 << (i % 12);
 }
 
-static void test_data(rc_cluster *c)
-{
-	char ca[512], keys[NKEYS][32], moved_key[32];
-	static uint8_t *val[NKEYS], *got[NKEYS];
-	const void *kp[NKEYS];
-	size_t klen[NKEYS], mlen;
-	int res[NKEYS], owners[KVS_SLOTS], rc, victim = -1, down = 0, served = 0;
-	char ids[RC_MAX_NODES][64], out[256], sl[16];
-	kvs_remote_stats st;
+/* What test_data's steps share: the engine, the NKEYS values and keys. */
+struct tls_data {
 	kvs_remote *r;
+	uint8_t *val[NKEYS], *got[NKEYS];
+	char keys[NKEYS][32];
+	const void *kp[NKEYS];
+	size_t klen[NKEYS];
+};
 
-	snprintf(ca, sizeof(ca), "%s", rc_tls_file(c, "ca.crt"));
-	r = tls_open(rc_seeds(c), &(struct kvs_remote_tls){ .ca_file = ca }, NULL,
-		     NULL, &rc, NULL, 0);
-	CHECK_EQ(rc, 0);
-	if (!r)
-		return;
-	CHECK_EQ(kvs_remote_is_cluster(r), 1);
+/* SET NX of every value in three iovecs, pipelined. */
+static void set_values(struct tls_data *d)
+{
 	ru_reset();
 	for (int i = 0; i < NKEYS; i++) {
 		size_t n = vsize(i), h = n / 3;
 		struct iovec iov[3] = { { NULL, h }, { NULL, h }, { NULL, n - 2 * h } };
 
-		val[i] = malloc(n);
-		got[i] = malloc(n);
-		ru_fill(val[i], n, (uint64_t)i + 900);
-		iov[0].iov_base = val[i];
-		iov[1].iov_base = val[i] + h;
-		iov[2].iov_base = val[i] + 2 * h;
-		klen[i] = ru_key(keys[i], (uint64_t)i + 900);
-		kp[i] = keys[i];
-		CHECK_EQ(kvs_remote_set_nx(r, keys[i], klen[i], iov, 3, (uint64_t)i), 0);
+		d->val[i] = malloc(n);
+		d->got[i] = malloc(n);
+		ru_fill(d->val[i], n, (uint64_t)i + 900);
+		iov[0].iov_base = d->val[i];
+		iov[1].iov_base = d->val[i] + h;
+		iov[2].iov_base = d->val[i] + 2 * h;
+		d->klen[i] = ru_key(d->keys[i], (uint64_t)i + 900);
+		d->kp[i] = d->keys[i];
+		CHECK_EQ(kvs_remote_set_nx(d->r, d->keys[i], d->klen[i], iov, 3,
+					   (uint64_t)i), 0);
 	}
-	CHECK_EQ(kvs_remote_wait(r, 30000), 0);
+	CHECK_EQ(kvs_remote_wait(d->r, 30000), 0);
 	for (int i = 0; i < NKEYS; i++)
 		CHECK_EQ(ru_done[i].res, 0);
+}
+
+/* GET every value in two iovecs and EXISTS them all: bit exact, present. */
+static void get_values_back(struct tls_data *d)
+{
+	kvs_remote_stats st;
+	int res[NKEYS];
+
 	ru_reset();
 	for (int i = 0; i < NKEYS; i++) {
 		size_t n = vsize(i), h = n / 2;
-		struct iovec iov[2] = { { got[i], h }, { got[i] + h, n - h } };
+		struct iovec iov[2] = { { d->got[i], h }, { d->got[i] + h, n - h } };
 
-		memset(got[i], 0, n);
-		CHECK_EQ(kvs_remote_get(r, keys[i], klen[i], iov, 2, (uint64_t)i), 0);
+		memset(d->got[i], 0, n);
+		CHECK_EQ(kvs_remote_get(d->r, d->keys[i], d->klen[i], iov, 2,
+					(uint64_t)i), 0);
 	}
-	CHECK_EQ(kvs_remote_exists(r, kp, klen, NKEYS, res, 100), 0);
-	CHECK_EQ(kvs_remote_wait(r, 30000), 0);
+	CHECK_EQ(kvs_remote_exists(d->r, d->kp, d->klen, NKEYS, res, 100), 0);
+	CHECK_EQ(kvs_remote_wait(d->r, 30000), 0);
 	for (int i = 0; i < NKEYS; i++) {
 		CHECK_EQ(ru_done[i].res, 0);
-		CHECK(!memcmp(got[i], val[i], vsize(i)));
+		CHECK(!memcmp(d->got[i], d->val[i], vsize(i)));
 		CHECK_EQ(res[i], 1);
 	}
 	CHECK_EQ(ru_done[100].res, NKEYS);
-	kvs_remote_get_stats(r, &st);
+	kvs_remote_get_stats(d->r, &st);
 	CHECK_EQ(st.hits, NKEYS);
 	CHECK(st.bytes_in_direct > BIG / 2);
 	CHECK_EQ(st.err_proto, 0);
+}
 
-	/* MOVED: a key's (empty) slot given to another master by hand. */
+/* MOVED: a key's (empty) slot given to another master by hand. */
+static void follow_moved(rc_cluster *c, struct tls_data *d)
+{
+	char moved_key[32], ids[RC_MAX_NODES][64], out[256], sl[16];
+	int owners[KVS_SLOTS];
+	kvs_remote_stats st;
+	size_t mlen;
+
 	mlen = ru_key(moved_key, 4242);
 	CHECK_EQ(ru_owners(c, 0, owners, ids), 0);
 	{
 		unsigned s = kvs_slot_of(moved_key, mlen);
 		int to = (owners[s] + 1) % rc_nodes(c);
-		struct iovec iov = { got[1], 16 };
+		struct iovec iov = { d->got[1], 16 };
 
 		/* IMPORTING first, so that SETSLOT NODE on the new owner bumps
 		 * its epoch (else gossip may give the slot back meanwhile) */
@@ -190,27 +202,33 @@ static void test_data(rc_cluster *c)
 			CHECK_EQ(rc_cli(c, (to + k) % rc_nodes(c), out, sizeof(out), "CLUSTER",
 					"SETSLOT", sl, "NODE", ids[to], NULL), 0);
 		ru_reset();
-		CHECK_EQ(kvs_remote_set_nx(r, moved_key, mlen, &iov, 1, 0), 0);
-		CHECK_EQ(kvs_remote_wait(r, 10000), 0);
+		CHECK_EQ(kvs_remote_set_nx(d->r, moved_key, mlen, &iov, 1, 0), 0);
+		CHECK_EQ(kvs_remote_wait(d->r, 10000), 0);
 		CHECK_EQ(ru_done[0].res, 0);
-		kvs_remote_get_stats(r, &st);
+		kvs_remote_get_stats(d->r, &st);
 		CHECK(st.moved >= 1);
 	}
+}
 
-	/* A node killed: its keys fail fast, the others' keys are served. */
+/* A node killed: its keys fail fast, the others' keys are served. */
+static void kill_one_master(rc_cluster *c, struct tls_data *d)
+{
+	int owners[KVS_SLOTS], victim = -1, down = 0, served = 0;
+
 	CHECK_EQ(ru_owners(c, 0, owners, NULL), 0);
-	victim = owners[kvs_slot_of(keys[1], klen[1])];
+	victim = owners[kvs_slot_of(d->keys[1], d->klen[1])];
 	CHECK_EQ(rc_kill(c, victim), 0);
 	ru_reset();
 	for (int i = 1; i < NKEYS; i++) {
 		size_t n = vsize(i);
-		struct iovec iov = { got[i], n };
+		struct iovec iov = { d->got[i], n };
 
-		CHECK_EQ(kvs_remote_get(r, keys[i], klen[i], &iov, 1, (uint64_t)i), 0);
+		CHECK_EQ(kvs_remote_get(d->r, d->keys[i], d->klen[i], &iov, 1,
+					(uint64_t)i), 0);
 	}
-	CHECK_EQ(kvs_remote_wait(r, 15000), 0);
+	CHECK_EQ(kvs_remote_wait(d->r, 15000), 0);
 	for (int i = 1; i < NKEYS; i++) {
-		int mine = owners[kvs_slot_of(keys[i], klen[i])] == victim;
+		int mine = owners[kvs_slot_of(d->keys[i], d->klen[i])] == victim;
 
 		if (mine) {
 			CHECK(ru_done[i].res < 0);
@@ -223,10 +241,29 @@ static void test_data(rc_cluster *c)
 	printf("node %d killed: %d keys failed, %d served\n", victim, down, served);
 	CHECK(down >= 1);
 	CHECK(served >= 1);
-	kvs_remote_close(r);
+}
+
+static void test_data(rc_cluster *c)
+{
+	static struct tls_data d;
+	char ca[512];
+	int rc;
+
+	snprintf(ca, sizeof(ca), "%s", rc_tls_file(c, "ca.crt"));
+	d.r = tls_open(rc_seeds(c), &(struct kvs_remote_tls){ .ca_file = ca }, NULL,
+		       NULL, &rc, NULL, 0);
+	CHECK_EQ(rc, 0);
+	if (!d.r)
+		return;
+	CHECK_EQ(kvs_remote_is_cluster(d.r), 1);
+	set_values(&d);
+	get_values_back(&d);
+	follow_moved(c, &d);
+	kill_one_master(c, &d);
+	kvs_remote_close(d.r);
 	for (int i = 0; i < NKEYS; i++) {
-		free(val[i]);
-		free(got[i]);
+		free(d.val[i]);
+		free(d.got[i]);
 	}
 }
 

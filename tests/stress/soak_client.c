@@ -97,14 +97,112 @@ static int expected(int rc)
 	return rc >= 0 || rc == KVS_E_FULL || rc == KVS_E_LIMIT;
 }
 
+/* A client's connection, the leases it holds for later, and the result of
+ * its last call (what a failure reports). */
+struct soak {
+	kvs_client *c;
+	kvs_lease held[HELD_MAX];
+	int nheld, rc;
+};
+
+/* Lookup, check every hit's bytes, release now or later. Returns 0 on an
+ * unexpected error. */
+static int soak_lookup(struct soak *s, const kvs_hash *h, size_t n, size_t bb)
+{
+	kvs_block b[MAX_CHAIN];
+	kvs_lease lease;
+
+	s->rc = kvs_lookup(s->c, h, n, &lease, b);
+	if (!expected(s->rc))
+		return 0;
+	for (int i = 0; i < s->rc; i++) {
+		const uint8_t *p = kvs_block_ptr(s->c, &b[i]);
+
+		if (!p) {
+			/* Said: what the daemon answered is the clue. */
+			fprintf(stderr, "soak_client: hit %d of %d (of %zu "
+				"asked): no pointer: tier %u, offset %llu, "
+				"gen %u, status %u\n", i, s->rc, n, b[i].tier,
+				(unsigned long long)b[i].offset, b[i].gen,
+				b[i].status);
+			corrupt += bb;
+			continue;
+		}
+		corrupt += check(p, bb, h[i]);
+		bytes += bb;
+	}
+	hits += s->rc > 0 ? (unsigned)s->rc : 0;
+	if (s->rc > 0 && s->nheld < HELD_MAX && next() % 4 == 0) {
+		s->held[s->nheld++] = lease;
+	} else if (s->rc > 0 && (s->rc = kvs_release(s->c, lease)) < 0) {
+		return 0;
+	}
+	return 1;
+}
+
+/* Reserve, write, then one of four ends (or, rarely, exit as a crash
+ * would). Returns 0 on an unexpected error. */
+static int soak_reserve(struct soak *s, const kvs_hash *h, size_t n, size_t bb)
+{
+	uint64_t how = next() % 100;
+	kvs_block b[MAX_CHAIN];
+	kvs_lease lease;
+
+	s->rc = kvs_reserve(s->c, h, n, &lease, b);
+	if (!expected(s->rc))
+		return 0;
+	if (s->rc <= 0)
+		return 1;
+	for (size_t i = 0; i < n; i++) {
+		uint8_t *p;
+
+		if (b[i].status != KVS_BLOCK_NEW)
+			continue;
+		p = kvs_block_ptr(s->c, &b[i]);
+		if (!p)
+			return 0;
+		fill(p, bb, h[i]);
+	}
+	if (how < 1) {
+		report(); /* a crash between reserve and commit */
+		_exit(3);
+	}
+	if (how < 75)
+		s->rc = kvs_commit(s->c, lease);
+	else if (how < 88)
+		s->rc = kvs_abort(s->c, lease);
+	else if (how < 96)
+		s->rc = kvs_release(s->c, lease);
+	else if (s->nheld < HELD_MAX)
+		s->held[s->nheld++] = lease; /* dropped by a disconnect */
+	else
+		s->rc = kvs_abort(s->c, lease);
+	return s->rc >= 0;
+}
+
+/* Release what is held. Returns 0 on an unexpected error. */
+static int soak_release_held(struct soak *s)
+{
+	while (s->nheld > 0)
+		if ((s->rc = kvs_release(s->c, s->held[--s->nheld])) < 0)
+			return 0;
+	return 1;
+}
+
+/* Disconnect with leases held, reconnect. Returns 0 on an error. */
+static int soak_reconnect(struct soak *s)
+{
+	s->nheld = 0;
+	s->rc = kvs_reconnect(s->c);
+	return s->rc >= 0;
+}
+
 int main(int argc, char **argv)
 {
 	kvs_layout l = { .model = "soak-model", .layers = 2, .kv_heads = 2,
 			 .head_dim = 64, .block_tokens = BT, .tp_size = 1,
 			 .dtype = KVS_DTYPE_FP16 };
-	kvs_client *c = NULL;
-	kvs_lease held[HELD_MAX];
-	int nheld = 0, rc;
+	struct soak s = { .c = NULL, .nheld = 0 };
 	double end;
 
 	if (argc != 4) {
@@ -113,97 +211,38 @@ int main(int argc, char **argv)
 	}
 	end = now_s() + atof(argv[2]);
 	rng = strtoull(argv[3], NULL, 10) * 2654435761u + 1;
-	rc = kvs_connect(argv[1], &l, &c);
-	if (rc < 0) {
-		fprintf(stderr, "soak_client: connect: %s\n", kvs_strerror(rc));
+	s.rc = kvs_connect(argv[1], &l, &s.c);
+	if (s.rc < 0) {
+		fprintf(stderr, "soak_client: connect: %s\n",
+			kvs_strerror(s.rc));
 		return 2;
 	}
 	while (now_s() < end) {
 		kvs_hash h[MAX_CHAIN];
-		kvs_block b[MAX_CHAIN];
-		kvs_lease lease;
 		size_t n = chain(&l, h);
 		uint64_t dice = next() % 100;
-		size_t bb = kvs_block_bytes(c);
+		size_t bb = kvs_block_bytes(s.c);
+		int ok;
 
 		ops++;
-		if (dice < 50) { /* lookup, check, release now or later */
-			rc = kvs_lookup(c, h, n, &lease, b);
-			if (!expected(rc))
-				goto fail;
-			for (int i = 0; i < rc; i++) {
-				const uint8_t *p = kvs_block_ptr(c, &b[i]);
-
-				if (!p) {
-					/* Said: what the daemon answered is the clue. */
-					fprintf(stderr, "soak_client: hit %d of %d (of %zu "
-						"asked): no pointer: tier %u, offset %llu, "
-						"gen %u, status %u\n", i, rc, n, b[i].tier,
-						(unsigned long long)b[i].offset, b[i].gen,
-						b[i].status);
-					corrupt += bb;
-					continue;
-				}
-				corrupt += check(p, bb, h[i]);
-				bytes += bb;
-			}
-			hits += rc > 0 ? (unsigned)rc : 0;
-			if (rc > 0 && nheld < HELD_MAX && next() % 4 == 0) {
-				held[nheld++] = lease;
-			} else if (rc > 0 && (rc = kvs_release(c, lease)) < 0) {
-				goto fail;
-			}
-		} else if (dice < 90) { /* reserve, write, then one of four ends */
-			uint64_t how = next() % 100;
-
-			rc = kvs_reserve(c, h, n, &lease, b);
-			if (!expected(rc))
-				goto fail;
-			if (rc <= 0)
-				continue;
-			for (size_t i = 0; i < n; i++) {
-				uint8_t *p;
-
-				if (b[i].status != KVS_BLOCK_NEW)
-					continue;
-				p = kvs_block_ptr(c, &b[i]);
-				if (!p)
-					goto fail;
-				fill(p, bb, h[i]);
-			}
-			if (how < 1) {
-				report(); /* a crash between reserve and commit */
-				_exit(3);
-			}
-			if (how < 75)
-				rc = kvs_commit(c, lease);
-			else if (how < 88)
-				rc = kvs_abort(c, lease);
-			else if (how < 96)
-				rc = kvs_release(c, lease);
-			else if (nheld < HELD_MAX)
-				held[nheld++] = lease; /* dropped by a disconnect */
-			else
-				rc = kvs_abort(c, lease);
-			if (rc < 0)
-				goto fail;
-		} else if (dice < 97) { /* release what is held */
-			while (nheld > 0)
-				if ((rc = kvs_release(c, held[--nheld])) < 0)
-					goto fail;
-		} else { /* disconnect with leases held, reconnect */
-			nheld = 0;
-			rc = kvs_reconnect(c);
-			if (rc < 0)
-				goto fail;
-		}
+		if (dice < 50)
+			ok = soak_lookup(&s, h, n, bb);
+		else if (dice < 90)
+			ok = soak_reserve(&s, h, n, bb);
+		else if (dice < 97)
+			ok = soak_release_held(&s);
+		else
+			ok = soak_reconnect(&s);
+		if (!ok)
+			goto fail;
 	}
-	kvs_close(c);
+	kvs_close(s.c);
 	report();
 	return corrupt ? 1 : 0;
 fail:
-	fprintf(stderr, "soak_client: unexpected error: %s\n", kvs_strerror(rc));
-	kvs_close(c);
+	fprintf(stderr, "soak_client: unexpected error: %s\n",
+		kvs_strerror(s.rc));
+	kvs_close(s.c);
 	report();
 	return 2;
 }

@@ -14,6 +14,37 @@ static uint64_t pat(kvs_hash h, uint64_t i)
 	return (h.lo ^ (h.hi << 1)) + i * 0x9e3779b97f4a7c15ull;
 }
 
+/* A lookup's n blocks of chain ch: every 509th word checked against the
+ * pattern; returns the words that differ, counts those read in *verified. */
+static uint64_t verify_blocks(const uint8_t *base, const chain *ch,
+			      const kvs_block *bl, int n, uint64_t *verified)
+{
+	uint64_t bad = 0;
+
+	for (int i = 0; i < n; i++) {
+		const uint64_t *p = (const uint64_t *)(base + bl[i].offset);
+
+		for (uint64_t j = 0; j < PAGE / 8; j += 509, (*verified)++)
+			bad += p[j] != pat(ch->h[i], j);
+	}
+	return bad;
+}
+
+/* A reserve of chain ch that got n > 0: the pattern written into each block
+ * it left NEW. */
+static void fill_new_blocks(uint8_t *base, const chain *ch,
+			    const kvs_block *bl, int n)
+{
+	for (uint32_t i = 0; n > 0 && i < ch->n; i++) {
+		uint64_t *p = (uint64_t *)(base + bl[i].offset);
+
+		if (bl[i].status != KVS_BLOCK_NEW)
+			continue;
+		for (uint64_t j = 0; j < PAGE / 8; j++)
+			p[j] = pat(ch->h[i], j);
+	}
+}
+
 static void test_random(unsigned seed)
 {
 	enum { OWNERS = 5, CHAINS = 12, STEPS = 20000 };
@@ -50,24 +81,12 @@ static void test_random(unsigned seed)
 		if (op < 4 && nheld[w] < 16) {
 			n = kvs_cache_lookup(c, o[w], H(&ch[k], 0), ch[k].n, &lease, bl);
 			lookups++;
-			for (int i = 0; i < n; i++) {
-				uint64_t *p = (uint64_t *)(base + bl[i].offset);
-
-				for (uint64_t j = 0; j < PAGE / 8; j += 509, verified++)
-					bad += p[j] != pat(ch[k].h[i], j);
-			}
+			bad += verify_blocks(base, &ch[k], bl, n, &verified);
 			if (n > 0)
 				held[w][nheld[w]++] = lease;
 		} else if (op < 7 && nheld[w] < 16) {
 			n = kvs_cache_reserve(c, o[w], H(&ch[k], 0), ch[k].n, &lease, bl);
-			for (uint32_t i = 0; n > 0 && i < ch[k].n; i++) {
-				uint64_t *p = (uint64_t *)(base + bl[i].offset);
-
-				if (bl[i].status != KVS_BLOCK_NEW)
-					continue;
-				for (uint64_t j = 0; j < PAGE / 8; j++)
-					p[j] = pat(ch[k].h[i], j);
-			}
+			fill_new_blocks(base, &ch[k], bl, n);
 			if (n > 0 && rand() % 4 == 0)
 				kvs_cache_abort(c, o[w], lease);
 			else if (n > 0)

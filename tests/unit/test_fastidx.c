@@ -120,6 +120,33 @@ static void test_mechanics(unsigned seed)
 	kvs_fast_destroy(f);
 }
 
+/* Four blocks reserved and committed: visible in the index only once
+ * committed, each found there with its block's slot; idx gets their
+ * records. */
+static void pins_publish_four(kvs_cache *c, kvs_owner *o, const view *v,
+			      uint32_t ns, kvs_hash *h, kvs_block *b,
+			      uint32_t *idx)
+{
+	uint64_t lease;
+
+	for (int i = 0; i < 4; i++)
+		h[i] = (kvs_hash){ 0x1111u * (i + 1), 0x2222u * (i + 1) };
+	CHECK_EQ(kvs_cache_reserve(c, o, h, 4, &lease, b), 4);
+	CHECK_EQ(ready(v), 0); /* written, not committed: not visible */
+	CHECK_EQ(kvs_cache_commit(c, o, lease), 4);
+	CHECK_EQ(ready(v), 4);
+	for (int i = 0; i < 4; i++) {
+		int64_t at = probe(v, ns, h[i]);
+
+		idx[i] = kvs_cache_find(c, ns, h[i]);
+		CHECK(at >= 0);
+		if (at >= 0) {
+			CHECK_EQ(v->e[at].offset, b[i].offset);
+			CHECK_EQ(v->e[at].gen, b[i].gen);
+		}
+	}
+}
+
 static void test_pins(void)
 {
 	kvs_cache_config cfg = { .host_bytes = 4u << 20, .page_bytes = 64u << 10,
@@ -131,7 +158,6 @@ static void test_pins(void)
 	kvs_owner *o;
 	kvs_block b[4];
 	kvs_hash h[4];
-	uint64_t lease;
 	uint32_t ns = 0, idx[4];
 	kvs_fast_pins_hdr *ph;
 	uint64_t *pins;
@@ -152,22 +178,7 @@ static void test_pins(void)
 	close(g.pins_fd); /* the caller's, once sent */
 	pins = (uint64_t *)((uint8_t *)ph + KVS_FAST_PINS_OFF);
 
-	for (int i = 0; i < 4; i++)
-		h[i] = (kvs_hash){ 0x1111u * (i + 1), 0x2222u * (i + 1) };
-	CHECK_EQ(kvs_cache_reserve(c, o, h, 4, &lease, b), 4);
-	CHECK_EQ(ready(&v), 0); /* written, not committed: not visible */
-	CHECK_EQ(kvs_cache_commit(c, o, lease), 4);
-	CHECK_EQ(ready(&v), 4);
-	for (int i = 0; i < 4; i++) {
-		int64_t at = probe(&v, ns, h[i]);
-
-		idx[i] = kvs_cache_find(c, ns, h[i]);
-		CHECK(at >= 0);
-		if (at >= 0) {
-			CHECK_EQ(v.e[at].offset, b[i].offset);
-			CHECK_EQ(v.e[at].gen, b[i].gen);
-		}
-	}
+	pins_publish_four(c, o, &v, ns, h, b, idx);
 	/* The leaf pinned, as a client pins it: an operator evict keeps it. */
 	pins[0] = kvs_fast_pin_key(b[3].offset, b[3].gen);
 	ph->used = 1;

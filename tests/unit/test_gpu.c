@@ -93,6 +93,61 @@ static uint8_t pat(uint64_t i, unsigned salt)
 	return (uint8_t)(i * 131 + salt + (i >> 12));
 }
 
+/* The child: its own engine, as a client would have. It checks the
+ * creator's bytes, writes its own and exits 0, or 2-4 for the step that
+ * failed. */
+static void engine_child(int kind, int fd, uint64_t bytes)
+{
+	kvs_gpu *cg = NULL;
+	kvs_gpu_arena *ca = NULL;
+	uint8_t *cb = malloc(bytes);
+
+	if (!cb || kvs_gpu_open(kind, 0, &cg, NULL, 0) ||
+	    kvs_gpu_arena_import(cg, fd, bytes, &ca) ||
+	    kvs_gpu_copy_to_host(ca, 0, cb, bytes))
+		_exit(2);
+	for (uint64_t i = 0; i < bytes; i++)
+		if (cb[i] != pat(i, 1))
+			_exit(3);
+	for (uint64_t i = 0; i < bytes; i++)
+		cb[i] = pat(i, 7);
+	if (kvs_gpu_copy_from_host(ca, 0, cb, bytes))
+		_exit(4);
+	kvs_gpu_arena_destroy(ca);
+	kvs_gpu_close(cg);
+	_exit(0);
+}
+
+/* The creator writes through its copies, another process imports the fd,
+ * checks and writes back. */
+static void engine_share_with_child(int kind, const char *name,
+				    kvs_gpu_arena *a, uint8_t *buf,
+				    uint64_t bytes)
+{
+	int fd, bad = 0;
+	pid_t pid;
+	int st;
+
+	for (uint64_t i = 0; i < bytes; i++)
+		buf[i] = pat(i, 1);
+	CHECK(kvs_gpu_copy_from_host(a, 0, buf, bytes) == 0, "h2d");
+	CHECK(kvs_gpu_copy_from_host(a, 1, buf, bytes) == -ERANGE, "range");
+	CHECK(kvs_gpu_copy_to_host(a, bytes, buf, 1) == -ERANGE, "range");
+	CHECK(kvs_gpu_copy_to_host(a, bytes, buf, 0) == 0, "empty at end");
+	fd = dup(kvs_gpu_arena_fd(a));
+	pid = fork();
+	if (pid == 0)
+		engine_child(kind, fd, bytes);
+	close(fd);
+	CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) &&
+	      WEXITSTATUS(st) == 0, "%s child status %d", name, st);
+	memset(buf, 0, bytes);
+	CHECK(kvs_gpu_copy_to_host(a, 0, buf, bytes) == 0, "d2h");
+	for (uint64_t i = 0; i < bytes; i++)
+		bad += buf[i] != pat(i, 7);
+	CHECK(bad == 0, "%s: %d bytes differ after the child's writes", name, bad);
+}
+
 /* Everything the engine promises, for one engine kind. */
 static void test_engine(int kind)
 {
@@ -102,9 +157,7 @@ static void test_engine(int kind)
 	kvs_gpu_arena *a = NULL, *b = NULL;
 	uint64_t gran, bytes;
 	uint8_t *buf;
-	int rc, fd, bad = 0;
-	pid_t pid;
-	int st;
+	int rc;
 
 	rc = kvs_gpu_open(kind, 0, &g, why, sizeof(why));
 	CHECK(rc == 0, "%s open: %d %s", name, rc, why);
@@ -127,45 +180,7 @@ static void test_engine(int kind)
 	CHECK(kvs_gpu_arena_fd(a) >= 0, "fd");
 	buf = malloc(bytes);
 
-	/* The creator writes through its copies, another process imports
-	 * the fd, checks and writes back. */
-	for (uint64_t i = 0; i < bytes; i++)
-		buf[i] = pat(i, 1);
-	CHECK(kvs_gpu_copy_from_host(a, 0, buf, bytes) == 0, "h2d");
-	CHECK(kvs_gpu_copy_from_host(a, 1, buf, bytes) == -ERANGE, "range");
-	CHECK(kvs_gpu_copy_to_host(a, bytes, buf, 1) == -ERANGE, "range");
-	CHECK(kvs_gpu_copy_to_host(a, bytes, buf, 0) == 0, "empty at end");
-	fd = dup(kvs_gpu_arena_fd(a));
-	pid = fork();
-	if (pid == 0) {
-		/* The child: its own engine, as a client would have. */
-		kvs_gpu *cg = NULL;
-		kvs_gpu_arena *ca = NULL;
-		uint8_t *cb = malloc(bytes);
-
-		if (!cb || kvs_gpu_open(kind, 0, &cg, NULL, 0) ||
-		    kvs_gpu_arena_import(cg, fd, bytes, &ca) ||
-		    kvs_gpu_copy_to_host(ca, 0, cb, bytes))
-			_exit(2);
-		for (uint64_t i = 0; i < bytes; i++)
-			if (cb[i] != pat(i, 1))
-				_exit(3);
-		for (uint64_t i = 0; i < bytes; i++)
-			cb[i] = pat(i, 7);
-		if (kvs_gpu_copy_from_host(ca, 0, cb, bytes))
-			_exit(4);
-		kvs_gpu_arena_destroy(ca);
-		kvs_gpu_close(cg);
-		_exit(0);
-	}
-	close(fd);
-	CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) &&
-	      WEXITSTATUS(st) == 0, "%s child status %d", name, st);
-	memset(buf, 0, bytes);
-	CHECK(kvs_gpu_copy_to_host(a, 0, buf, bytes) == 0, "d2h");
-	for (uint64_t i = 0; i < bytes; i++)
-		bad += buf[i] != pat(i, 7);
-	CHECK(bad == 0, "%s: %d bytes differ after the child's writes", name, bad);
+	engine_share_with_child(kind, name, a, buf, bytes);
 
 	/* In-process import too: two mappings of one allocation. */
 	rc = kvs_gpu_open(kind, 0, &g2, why, sizeof(why));

@@ -172,99 +172,104 @@ static void ghost_case(void)
 	}
 }
 
-int main(void)
-{
-	unsigned seed = (unsigned)kvs_test_seed("test_policy_2q");
-	int evictions = 0, moves = 0, remembered = 0;
+/* What the random run counts, for its summary line and its checks. */
+typedef struct run_counts {
+	int evictions, moves, remembered;
+} run_counts;
 
-	kvs_log_set_level(KVS_LOG_WARN);
-	srand(seed);
-	CHECK(kvs_table_create(&t) == 0);
-	CHECK(kvs_policy_create("leaf-2q", t, &p) == 0);
-	CHECK(kvs_policy_known("leaf-2q"));
-	for (int i = 0; i < N; i++)
-		create(i, 0, (uint16_t)(i % CLASSES));
-	/* Admit them all, and make a few of them evictable. */
-	for (int i = 0; i < N; i++)
+/* Evict the victim of a random class, checked against the model; write it
+ * again later. */
+static void evict_one(run_counts *rc)
+{
+	uint32_t cls = (uint32_t)(rand() % CLASSES), v;
+	int j;
+
+	if (rc->evictions >= MAX_EVICTIONS)
+		return;
+	v = kvs_policy_victim(p, cls);
+	CHECK_EQ(v, model_victim(cls));
+	if (v == KVS_NONE)
+		return;
+	for (j = 0; j < N && m[j].idx != v; j++)
+		;
+	CHECK(j < N);
+	if (j == N)
+		return;
+	CHECK(rec(j)->cls == cls);
+	kvs_policy_del(p, v); /* still evictable: an eviction */
+	m[j].in = 0;
+	kvs_table_remove(t, v);
+	ghosted[j] = 1;
+	rc->evictions++;
+	/* Written again (its own hash, or a new block). */
+	create(j, rand() % 2, (uint16_t)cls);
+	rc->remembered += m[j].remembered;
+	touch(j);
+}
+
+/* One random operation (op 0-7) on record i, in policy and model alike. */
+static void random_op(run_counts *rc, int i, int op)
+{
+	switch (op) {
+	case 0: /* becomes evictable */
+		if (!m[i].in) {
+			kvs_policy_add(p, m[i].idx);
+			m[i].in = 1;
+		}
+		break;
+	case 1: /* pinned or grew a child: leaves the set, kept */
+		if (m[i].in) {
+			rec(i)->refs = 1;
+			kvs_policy_del(p, m[i].idx);
+			rec(i)->refs = 0;
+			m[i].in = 0;
+		}
+		break;
+	case 2: /* a lookup hit, as the cache does it: pin, touch, unpin */
+		if (m[i].in) {
+			rec(i)->refs = 1;
+			kvs_policy_del(p, m[i].idx);
+			m[i].in = 0;
+		}
+		rec(i)->hits++;
 		touch(i);
-	ghost_case();
+		rec(i)->refs = 0;
+		kvs_policy_add(p, m[i].idx);
+		m[i].in = 1;
+		break;
+	case 3: /* a hit counted while a member: it moves segments */
+		if (m[i].in && !prot(i)) {
+			rec(i)->hits++;
+			rc->moves++;
+		}
+		touch(i);
+		break;
+	case 4: /* evict the victim of a class; write it again later */
+		evict_one(rc);
+		break;
+	case 5: /* a non-member freed and written anew: an admission */
+		if (!m[i].in) {
+			uint16_t cls = rec(i)->cls;
+
+			kvs_table_remove(t, m[i].idx);
+			create(i, 0, cls);
+			touch(i);
+		}
+		break;
+	default:
+		touch(i);
+		break;
+	}
+}
+
+/* STEPS random operations; the victim checked against the model every 97,
+ * membership and stats every 9973. */
+static void random_run(run_counts *rc)
+{
 	for (int s = 0; s < STEPS; s++) {
 		int i = rand() % N, op = rand() % 8;
 
-		switch (op) {
-		case 0: /* becomes evictable */
-			if (!m[i].in) {
-				kvs_policy_add(p, m[i].idx);
-				m[i].in = 1;
-			}
-			break;
-		case 1: /* pinned or grew a child: leaves the set, kept */
-			if (m[i].in) {
-				rec(i)->refs = 1;
-				kvs_policy_del(p, m[i].idx);
-				rec(i)->refs = 0;
-				m[i].in = 0;
-			}
-			break;
-		case 2: /* a lookup hit, as the cache does it: pin, touch, unpin */
-			if (m[i].in) {
-				rec(i)->refs = 1;
-				kvs_policy_del(p, m[i].idx);
-				m[i].in = 0;
-			}
-			rec(i)->hits++;
-			touch(i);
-			rec(i)->refs = 0;
-			kvs_policy_add(p, m[i].idx);
-			m[i].in = 1;
-			break;
-		case 3: /* a hit counted while a member: it moves segments */
-			if (m[i].in && !prot(i)) {
-				rec(i)->hits++;
-				moves++;
-			}
-			touch(i);
-			break;
-		case 4: { /* evict the victim of a class; write it again later */
-			uint32_t cls = (uint32_t)(rand() % CLASSES), v;
-			int j;
-
-			if (evictions >= MAX_EVICTIONS)
-				break;
-			v = kvs_policy_victim(p, cls);
-			CHECK_EQ(v, model_victim(cls));
-			if (v == KVS_NONE)
-				break;
-			for (j = 0; j < N && m[j].idx != v; j++)
-				;
-			CHECK(j < N);
-			if (j == N)
-				break;
-			CHECK(rec(j)->cls == cls);
-			kvs_policy_del(p, v); /* still evictable: an eviction */
-			m[j].in = 0;
-			kvs_table_remove(t, v);
-			ghosted[j] = 1;
-			evictions++;
-			/* Written again (its own hash, or a new block). */
-			create(j, rand() % 2, (uint16_t)cls);
-			remembered += m[j].remembered;
-			touch(j);
-			break;
-		}
-		case 5: /* a non-member freed and written anew: an admission */
-			if (!m[i].in) {
-				uint16_t cls = rec(i)->cls;
-
-				kvs_table_remove(t, m[i].idx);
-				create(i, 0, cls);
-				touch(i);
-			}
-			break;
-		default:
-			touch(i);
-			break;
-		}
+		random_op(rc, i, op);
 		if (s % 97 == 0) {
 			uint32_t cls = (uint32_t)(rand() % (CLASSES + 1));
 
@@ -277,15 +282,11 @@ int main(void)
 			check_stats();
 		}
 	}
-	check_membership();
-	check_stats();
-	printf("test_policy_2q: %d evictions, %d written again remembered, "
-	       "%d segment moves; with both segments, %d probation and %d "
-	       "protected victims\n", evictions, remembered, moves, chose[0],
-	       chose[1]);
-	CHECK(remembered > 0);
-	CHECK(chose[0] > 0 && chose[1] > 0);
-	/* Draining by victims empties the set, each victim a member. */
+}
+
+/* Draining by victims empties the set, each victim a member. */
+static void drain_victims(void)
+{
 	for (;;) {
 		uint32_t v = kvs_policy_victim(p, KVS_CLASS_ANY);
 		int j;
@@ -301,6 +302,34 @@ int main(void)
 		kvs_policy_del(p, v);
 		m[j].in = 0;
 	}
+}
+
+int main(void)
+{
+	unsigned seed = (unsigned)kvs_test_seed("test_policy_2q");
+	run_counts rc = { 0, 0, 0 };
+
+	kvs_log_set_level(KVS_LOG_WARN);
+	srand(seed);
+	CHECK(kvs_table_create(&t) == 0);
+	CHECK(kvs_policy_create("leaf-2q", t, &p) == 0);
+	CHECK(kvs_policy_known("leaf-2q"));
+	for (int i = 0; i < N; i++)
+		create(i, 0, (uint16_t)(i % CLASSES));
+	/* Admit them all, and make a few of them evictable. */
+	for (int i = 0; i < N; i++)
+		touch(i);
+	ghost_case();
+	random_run(&rc);
+	check_membership();
+	check_stats();
+	printf("test_policy_2q: %d evictions, %d written again remembered, "
+	       "%d segment moves; with both segments, %d probation and %d "
+	       "protected victims\n", rc.evictions, rc.remembered, rc.moves,
+	       chose[0], chose[1]);
+	CHECK(rc.remembered > 0);
+	CHECK(chose[0] > 0 && chose[1] > 0);
+	drain_victims();
 	check_membership();
 	kvs_policy_destroy(p);
 	kvs_table_destroy(t);

@@ -27,10 +27,8 @@
  * - what it exports (kvs_policy_stats, the daemon's policy.*) is the
  *   model's: members per segment, window, bonuses, ghost returns, moves.
  *
- * Then what it learns, seen in what it does: blocks with 3 uses that come
- * back after their eviction (where blocks with 1 never do) outlive younger
- * blocks with 1 use; the other way round, the order stays least recently
- * used. Then the policy drives a real cache (service/cache/cache.c) through
+ * What it learns, seen in what it does, is test_policy_learn_cases. Then
+ * the policy drives a real cache (service/cache/cache.c) through
  * requests that share prefixes, with evictions, pins and aborts: every
  * cache invariant holds after each step (kvs_cache_check: pinned blocks
  * stay, a parent never goes before its children), and prefix closure too.
@@ -323,285 +321,100 @@ static void ghost_case(void)
 	}
 }
 
-/* ---- what it learns, in what it does ---------------------------------- */
+/* What the random run counts, for its summary line and its checks. */
+typedef struct run_counts {
+	int evictions, moves, remembered;
+} run_counts;
 
-/* A fresh policy over @n protected records, half with 1 use, half with 3.
- * Rounds of victims: the victims of one kind are written again (the ghost
- * sees them back), of the other kind replaced by new blocks. Then an old
- * 3-use block and a young 1-use block: the victim is the young one when
- * 3-use blocks came back, the old one (least recently used) when they did
- * not. */
-static void learning_case(int frequent_return)
+/* Evict the victim of a random class, checked against the model; write it
+ * again later. */
+static void evict_one(run_counts *rc)
 {
-	enum { L = 512 };
-	static uint32_t idx[L];
-	static int gen[L];
-	kvs_table *lt;
-	kvs_policy *lp;
-	uint32_t v;
+	uint32_t cls = (uint32_t)(rand() % CLASSES), v;
+	int j;
 
-	CHECK(kvs_table_create(&lt) == 0);
-	CHECK(kvs_policy_create("leaf-learn", lt, &lp) == 0);
-	for (int i = 0; i < L; i++) {
-		kvs_rec *r;
-
-		CHECK(kvs_table_insert(lt, (kvs_hash){ .lo = (uint64_t)i * 0x9e3779b97f4a7c15ull + 7,
-						       .hi = (uint64_t)i + 1 }, &idx[i]) == 0);
-		r = kvs_table_rec(lt, idx[i]);
-		r->state = KVS_REC_READY;
-		r->hits = i % 2 ? 3 : 1;
-		kvs_policy_touch(lp, idx[i]);
-		kvs_policy_add(lp, idx[i]);
-	}
-	for (int round = 0; round < 20 * L; round++) {
-		kvs_rec *r;
-		int i, back;
-
-		v = kvs_policy_victim(lp, KVS_CLASS_ANY);
-		CHECK(v != KVS_NONE);
-		if (v == KVS_NONE)
-			break;
-		for (i = 0; i < L && idx[i] != v; i++)
-			;
-		CHECK(i < L);
-		if (i == L)
-			break;
-		kvs_policy_del(lp, v); /* evictable as it leaves: an eviction */
-		kvs_table_remove(lt, v);
-		back = (i % 2 == 1) == frequent_return;
-		if (!back)
-			gen[i]++;
-		CHECK(kvs_table_insert(lt, (kvs_hash){
-			.lo = ((uint64_t)i << 20 | (uint64_t)gen[i]) * 0x9e3779b97f4a7c15ull + 7,
-			.hi = ((uint64_t)gen[i] << 9 | (uint64_t)i) + 1 }, &idx[i]) == 0);
-		r = kvs_table_rec(lt, idx[i]);
-		r->state = KVS_REC_READY;
-		/* Its own uses again: a 3-use kind written back comes with
-		 * its ghost's count, a new one gets them as hits. */
-		r->hits = back ? 0 : (i % 2 ? 3 : 1);
-		kvs_policy_touch(lp, idx[i]);
-		kvs_policy_add(lp, idx[i]);
-		/* Touch a few others, so that ages differ. */
-		kvs_policy_touch(lp, idx[(i * 7 + round) % L]);
-	}
-	/* The oldest 3-use record: touched long ago. Then every 1-use one,
-	 * then the rest of the 3-use ones. The old 3-use one goes first
-	 * when 3-use blocks did not come back; a 1-use one goes first when
-	 * they did. */
-	{
-		int old3 = -1;
-		kvs_rec *r;
-
-		for (int i = 1; i < L; i += 2)
-			if (kvs_table_rec(lt, idx[i])->hits >= 3 ||
-			    frequent_return) {
-				old3 = i;
-				break;
-			}
-		CHECK(old3 >= 0);
-		if (old3 < 0)
-			goto out;
-		r = kvs_table_rec(lt, idx[old3]);
-		r->hits = 3;
-		kvs_policy_touch(lp, idx[old3]);
-		for (int i = 0; i < L; i += 2) {
-			r = kvs_table_rec(lt, idx[i]);
-			r->hits = 1;
-			kvs_policy_touch(lp, idx[i]);
-		}
-		for (int i = 1; i < L; i += 2)
-			if (i != old3)
-				kvs_policy_touch(lp, idx[i]);
-		v = kvs_policy_victim(lp, KVS_CLASS_ANY);
-		printf("test_policy_learn: learning (%s come back): victim has "
-		       "%u uses\n", frequent_return ? "3-use blocks" :
-		       "1-use blocks", kvs_table_rec(lt, v)->hits);
-		if (frequent_return)
-			CHECK(v != idx[old3] && kvs_table_rec(lt, v)->hits == 1);
-		else
-			CHECK_EQ(v, idx[old3]);
-	}
-	{ /* ... and the bonus it learned, as policy.bonus_f3_milli shows it */
-		kvs_policy_stats st;
-
-		kvs_policy_stats_get(lp, &st);
-		printf("test_policy_learn: learned bonus for 3 uses: %lld/1000 turnover\n",
-		       (long long)st.bonus_milli[3]);
-		CHECK(frequent_return ? st.bonus_milli[3] > 0 : st.bonus_milli[3] == 0);
-		CHECK(st.ghost_returns > 0);
-	}
-out:
-	kvs_policy_destroy(lp);
-	kvs_table_destroy(lt);
+	if (rc->evictions >= MAX_EVICTIONS)
+		return;
+	v = kvs_policy_victim(p, cls);
+	check_victim(cls);
+	if (v == KVS_NONE)
+		return;
+	j = slot_of(v);
+	CHECK(j >= 0);
+	if (j < 0)
+		return;
+	CHECK(rec(j)->cls == cls);
+	evict(j);
+	rc->evictions++;
+	/* Written again (its own hash, or a new block). */
+	create(j, rand() % 2, (uint16_t)cls);
+	rc->remembered += m[j].carried > 0;
+	touch(j);
 }
 
-
-/* The window learned from the reuse distance. Probation blocks are evicted
- * one by one; each is written again at once (@far 0: its ghost hit comes 0
- * admissions after its eviction) or 2000 admissions later (@far 1: far
- * beyond 4 windows of 2%). Then every block is touched, 100 new ones are
- * admitted, and the oldest probation block (100 admissions old, 9% of the
- * records) stands against a protected one: near returns grew the window
- * past it (the protected block goes), far ones taught nothing (the
- * probation block goes, as with the first 2% window). */
-static void window_case(int far)
+/* One random operation (op 0-7) on record i, in policy and model alike. */
+static void random_op(run_counts *rc, int i, int op)
 {
-	enum { W = 1000, ROUNDS = 3000, LATER = 2000, NEW = 100 };
-	static kvs_hash queue[ROUNDS];
-	static uint32_t all[W + ROUNDS + NEW + 1];
-	uint64_t next = 1;
-	uint32_t nall = 0, qhead = 0, qtail = 0, pidx, v;
-	kvs_table *lt;
-	kvs_policy *lp;
-
-	CHECK(kvs_table_create(&lt) == 0);
-	CHECK(kvs_policy_create("leaf-learn", lt, &lp) == 0);
-#define FRESH() ((kvs_hash){ .lo = next * 0x9e3779b97f4a7c15ull + 3, .hi = next++ })
-#define PUT(h, hits_)                                                        \
-	do {                                                                 \
-		uint32_t x_;                                                 \
-		CHECK(kvs_table_insert(lt, (h), &x_) == 0);                  \
-		kvs_table_rec(lt, x_)->state = KVS_REC_READY;                \
-		kvs_table_rec(lt, x_)->hits = (hits_);                       \
-		kvs_policy_touch(lp, x_);                                    \
-		kvs_policy_add(lp, x_);                                      \
-		all[nall++] = x_;                                            \
-	} while (0)
-	PUT(FRESH(), 1);
-	pidx = all[0];
-	for (int i = 0; i < W; i++)
-		PUT(FRESH(), 0);
-	for (int round = 0; round < ROUNDS; round++) {
-		kvs_hash h;
-
-		v = kvs_policy_victim(lp, KVS_CLASS_ANY);
-		CHECK(v != KVS_NONE);
-		/* Near returns grow the window until the probation blocks
-		 * are all inside it: then the protected one is the victim. */
-		if (v == pidx)
-			CHECK(!far);
-		if (v == KVS_NONE || v == pidx)
-			break;
-		h = kvs_table_rec(lt, v)->hash;
-		kvs_policy_del(lp, v); /* evictable as it leaves: an eviction */
-		kvs_table_remove(lt, v);
-		for (uint32_t i = 0; i < nall; i++)
-			if (all[i] == v)
-				all[i] = all[--nall];
-		if (!far) {
-			PUT(h, 0);
-			continue;
+	switch (op) {
+	case 0: /* becomes evictable */
+		if (!m[i].in) {
+			kvs_policy_add(p, m[i].idx);
+			m[i].in = 1;
 		}
-		/* Evicted at round k, written again at round k + LATER. */
-		queue[qtail++] = h;
-		if ((uint32_t)round - qhead >= LATER)
-			PUT(queue[qhead++], 0);
-		else
-			PUT(FRESH(), 0);
-	}
-	for (uint32_t i = 0; i < nall; i++)
-		kvs_policy_touch(lp, all[i]);
-	for (int i = 0; i < NEW; i++)
-		PUT(FRESH(), 0);
-#undef PUT
-#undef FRESH
-	v = kvs_policy_victim(lp, KVS_CLASS_ANY);
-	printf("test_policy_learn: window (%s returns): the victim is %s\n",
-	       far ? "far" : "near", v == pidx ? "protected" : "in probation");
-	CHECK_EQ(v == pidx, !far);
-	kvs_policy_destroy(lp);
-	kvs_table_destroy(lt);
-}
-
-int main(void)
-{
-	unsigned seed = (unsigned)kvs_test_seed("test_policy_learn");
-	int evictions = 0, moves = 0, remembered = 0;
-
-	kvs_log_set_level(KVS_LOG_WARN);
-	srand(seed);
-	CHECK(kvs_table_create(&t) == 0);
-	CHECK(kvs_policy_create("leaf-learn", t, &p) == 0);
-	CHECK(kvs_policy_known("leaf-learn"));
-	CHECK(strcmp(kvs_policy_name_at(0), "leaf-learn") == 0); /* default */
-	for (int i = 0; i < N; i++)
-		create(i, 0, (uint16_t)(i % CLASSES));
-	for (int i = 0; i < N; i++)
+		break;
+	case 1: /* pinned or grew a child: leaves the set, kept */
+		if (m[i].in) {
+			rec(i)->refs = 1;
+			kvs_policy_del(p, m[i].idx);
+			rec(i)->refs = 0;
+			m[i].in = 0;
+		}
+		break;
+	case 2: /* a lookup hit, as the cache does it: pin, touch, unpin */
+		if (m[i].in) {
+			rec(i)->refs = 1;
+			kvs_policy_del(p, m[i].idx);
+			m[i].in = 0;
+		}
+		rec(i)->hits += 1 + (uint32_t)(rand() % 2);
 		touch(i);
-	ghost_case();
+		rec(i)->refs = 0;
+		kvs_policy_add(p, m[i].idx);
+		m[i].in = 1;
+		break;
+	case 3: /* a hit counted while a member: it may move segments */
+		if (m[i].in) {
+			rc->moves += !prot(i);
+			rec(i)->hits++;
+		}
+		touch(i);
+		break;
+	case 4: /* evict the victim of a class; write it again later */
+		evict_one(rc);
+		break;
+	case 5: /* a non-member freed and written anew: an admission */
+		if (!m[i].in) {
+			uint16_t cls = rec(i)->cls;
+
+			kvs_table_remove(t, m[i].idx);
+			create(i, 0, cls);
+			touch(i);
+		}
+		break;
+	default:
+		touch(i);
+		break;
+	}
+}
+
+/* STEPS random operations; the victim checked against the model every 97,
+ * membership and stats every 9973. */
+static void random_run(run_counts *rc)
+{
 	for (int s = 0; s < STEPS; s++) {
 		int i = rand() % N, op = rand() % 8;
 
-		switch (op) {
-		case 0: /* becomes evictable */
-			if (!m[i].in) {
-				kvs_policy_add(p, m[i].idx);
-				m[i].in = 1;
-			}
-			break;
-		case 1: /* pinned or grew a child: leaves the set, kept */
-			if (m[i].in) {
-				rec(i)->refs = 1;
-				kvs_policy_del(p, m[i].idx);
-				rec(i)->refs = 0;
-				m[i].in = 0;
-			}
-			break;
-		case 2: /* a lookup hit, as the cache does it: pin, touch, unpin */
-			if (m[i].in) {
-				rec(i)->refs = 1;
-				kvs_policy_del(p, m[i].idx);
-				m[i].in = 0;
-			}
-			rec(i)->hits += 1 + (uint32_t)(rand() % 2);
-			touch(i);
-			rec(i)->refs = 0;
-			kvs_policy_add(p, m[i].idx);
-			m[i].in = 1;
-			break;
-		case 3: /* a hit counted while a member: it may move segments */
-			if (m[i].in) {
-				moves += !prot(i);
-				rec(i)->hits++;
-			}
-			touch(i);
-			break;
-		case 4: { /* evict the victim of a class; write it again later */
-			uint32_t cls = (uint32_t)(rand() % CLASSES), v;
-			int j;
-
-			if (evictions >= MAX_EVICTIONS)
-				break;
-			v = kvs_policy_victim(p, cls);
-			check_victim(cls);
-			if (v == KVS_NONE)
-				break;
-			j = slot_of(v);
-			CHECK(j >= 0);
-			if (j < 0)
-				break;
-			CHECK(rec(j)->cls == cls);
-			evict(j);
-			evictions++;
-			/* Written again (its own hash, or a new block). */
-			create(j, rand() % 2, (uint16_t)cls);
-			remembered += m[j].carried > 0;
-			touch(j);
-			break;
-		}
-		case 5: /* a non-member freed and written anew: an admission */
-			if (!m[i].in) {
-				uint16_t cls = rec(i)->cls;
-
-				kvs_table_remove(t, m[i].idx);
-				create(i, 0, cls);
-				touch(i);
-			}
-			break;
-		default:
-			touch(i);
-			break;
-		}
+		random_op(rc, i, op);
 		if (s % 97 == 0) {
 			uint32_t cls = (uint32_t)(rand() % (CLASSES + 1));
 
@@ -612,17 +425,11 @@ int main(void)
 			check_stats();
 		}
 	}
-	check_membership();
-	check_stats();
-	printf("test_policy_learn: %d evictions, %d written again remembered, "
-	       "%d segment moves, %d keys with a bonus, window grown %d and "
-	       "shrunk %d times (now %.4f); with both segments, %d probation "
-	       "and %d protected victims\n", evictions, remembered, moves,
-	       bonused, grew, shrank, win, chose[0], chose[1]);
-	CHECK(grew > 0 && shrank > 0);
-	CHECK(remembered > 0);
-	CHECK(chose[0] > 0 && chose[1] > 0);
-	/* Draining by victims empties the set, each victim a member. */
+}
+
+/* Draining by victims empties the set, each victim a member. */
+static void drain_victims(void)
+{
 	for (;;) {
 		uint32_t v = kvs_policy_victim(p, KVS_CLASS_ANY);
 		int j;
@@ -637,13 +444,39 @@ int main(void)
 		kvs_policy_del(p, v);
 		m[j].in = 0;
 	}
+}
+
+int main(void)
+{
+	unsigned seed = (unsigned)kvs_test_seed("test_policy_learn");
+	run_counts rc = { 0, 0, 0 };
+
+	kvs_log_set_level(KVS_LOG_WARN);
+	srand(seed);
+	CHECK(kvs_table_create(&t) == 0);
+	CHECK(kvs_policy_create("leaf-learn", t, &p) == 0);
+	CHECK(kvs_policy_known("leaf-learn"));
+	CHECK(strcmp(kvs_policy_name_at(0), "leaf-learn") == 0); /* default */
+	for (int i = 0; i < N; i++)
+		create(i, 0, (uint16_t)(i % CLASSES));
+	for (int i = 0; i < N; i++)
+		touch(i);
+	ghost_case();
+	random_run(&rc);
+	check_membership();
+	check_stats();
+	printf("test_policy_learn: %d evictions, %d written again remembered, "
+	       "%d segment moves, %d keys with a bonus, window grown %d and "
+	       "shrunk %d times (now %.4f); with both segments, %d probation "
+	       "and %d protected victims\n", rc.evictions, rc.remembered,
+	       rc.moves, bonused, grew, shrank, win, chose[0], chose[1]);
+	CHECK(grew > 0 && shrank > 0);
+	CHECK(rc.remembered > 0);
+	CHECK(chose[0] > 0 && chose[1] > 0);
+	drain_victims();
 	check_membership();
 	kvs_policy_destroy(p);
 	kvs_table_destroy(t);
-	learning_case(1);
-	learning_case(0);
-	window_case(0);
-	window_case(1);
 	policy_cache_run("test_policy_learn", "leaf-learn", seed);
 	return check_summary("test_policy_learn");
 }

@@ -1,102 +1,12 @@
 /*
- * test_slab.c - the slot allocator (storage/host/slab.c) alone.
- *
- * Random parts are seeded from the clock; the seed is printed, and
- * KVS_TEST_SEED=<n> replays a run. Exit: 0 pass, 1 fail.
+ * test_slab.c - the slot allocator (storage/host/slab.c) alone: its
+ * classes, slab lookup, filling one class to the end and back, pages given
+ * back. Mixed classes under churn and a random model run are
+ * test_slab_mixed. Exit: 0 pass, 1 fail.
  */
-#include "kvs_slab.h"
-#include "kvs_types.h"
-
 #include <errno.h>
-#include <inttypes.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
 
-#define KiB (1024ULL)
-#define MiB (1024ULL * 1024)
-
-static unsigned checks, failures;
-
-#define CHECK(cond, ...)						\
-	do {								\
-		checks++;						\
-		if (!(cond)) {						\
-			failures++;					\
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__,	\
-				__LINE__, #cond);			\
-			fprintf(stderr, __VA_ARGS__);			\
-			fputc('\n', stderr);				\
-		}							\
-	} while (0)
-
-/* splitmix64: the same sequence on every libc, so a seed replays anywhere. */
-static uint64_t rng_state;
-
-static uint64_t rnd(void)
-{
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
-
-static uint64_t rnd_below(uint64_t n)
-{
-	return n ? rnd() % n : 0;
-}
-
-/*
- * The arena in 64-byte cells, each naming the slot that covers it (0 =
- * none). Offsets are 64-aligned and strides are blocks rounded to 64, so no
- * two live slots may share even a cell: stricter than a byte map, and 64x
- * smaller.
- */
-struct cellmap {
-	uint32_t *cell;
-	uint64_t ncells;
-};
-
-static int cells_init(struct cellmap *m, uint64_t arena)
-{
-	m->ncells = arena / 64;
-	m->cell = calloc(m->ncells, sizeof(*m->cell));
-	return m->cell ? 0 : -1;
-}
-
-/* Mark [off, off+bytes) as @tag; 0 when it was all free and in range. */
-static int cells_mark(struct cellmap *m, uint64_t off, uint64_t bytes,
-		      uint32_t tag)
-{
-	uint64_t i, first = off / 64, end = (off + bytes + 63) / 64;
-
-	if (off % 64 || end > m->ncells)
-		return -1;
-	for (i = first; i < end; i++)
-		if (m->cell[i])
-			return -1;
-	for (i = first; i < end; i++)
-		m->cell[i] = tag;
-	return 0;
-}
-
-static void cells_clear(struct cellmap *m, uint64_t off, uint64_t bytes)
-{
-	memset(&m->cell[off / 64], 0, (bytes + 63) / 64 * sizeof(*m->cell));
-}
-
-/* Fields that depend only on the layout and what is allocated. */
-static int stats_consistent(const kvs_slab_stats *st)
-{
-	uint64_t used_pages = st->pages_total - st->pages_free;
-
-	return st->arena_bytes == st->pages_total * st->page_bytes &&
-	       st->slab_bytes == used_pages * st->page_bytes &&
-	       st->slot_bytes_used <= st->slab_bytes &&
-	       (st->slabs == 0) == (st->slab_bytes == 0);
-}
+#include "slab_test.h"
 
 static void test_create(void)
 {
@@ -223,30 +133,26 @@ static void test_slab_of(void)
 	kvs_slab_destroy(s);
 }
 
-/*
- * One class on a small arena: fill to -ENOSPC with a real byte map, then
- * errors on free leave everything as it was, then the pages come back.
- */
-static void test_fill_one(uint64_t arena, uint32_t page, uint64_t block)
-{
-	uint64_t *offs, n = 0, i, off, max = arena / 64 + 1, stride, b2;
-	uint64_t slab1 = 0, per_slab = 0;
-	kvs_slab_stats st, st2;
-	unsigned char *bytes;
-	uint32_t cid, cid2;
-	int err, bad = 0;
+/* One test_fill_one run: the allocator, its one class, the slots it holds. */
+struct fill {
 	kvs_slab *s;
+	uint32_t cid;
+	uint64_t arena, block;
+	uint64_t *offs, n;
+};
 
-	printf("fill: arena %" PRIu64 " page %u block %" PRIu64 "\n",
-	       arena, page, block);
-	offs = malloc(max * sizeof(*offs));
-	bytes = calloc(1, arena);
-	if (!offs || !bytes) {
-		CHECK(0, "out of memory");
-		goto out_mem;
-	}
-	CHECK(kvs_slab_create(arena, page, &s) == 0, "create");
-	CHECK(kvs_slab_class(s, block, &cid) == 0, "class");
+/* Alloc to -ENOSPC, each slot marked in a real byte map (bytes); then the
+ * stats, and the first slab's tail. */
+static void fill_to_enospc(struct fill *f, uint32_t page, unsigned char *bytes,
+			   uint64_t max)
+{
+	uint64_t n = 0, i, off, stride, slab1 = 0, per_slab = 0;
+	uint64_t arena = f->arena, block = f->block;
+	kvs_slab *s = f->s;
+	uint32_t cid = f->cid;
+	kvs_slab_stats st;
+	int err, bad = 0;
+
 	while ((err = kvs_slab_alloc(s, cid, &off)) == 0 && n < max) {
 		if (off % 64 || off + block > arena) {
 			bad = 1;
@@ -254,7 +160,7 @@ static void test_fill_one(uint64_t arena, uint32_t page, uint64_t block)
 		}
 		for (i = off; i < off + block; i++)
 			bad |= bytes[i]++;
-		offs[n++] = off;
+		f->offs[n++] = off;
 		if (n == 1) {
 			kvs_slab_stats_get(s, &st);
 			slab1 = st.slab_bytes;
@@ -262,6 +168,7 @@ static void test_fill_one(uint64_t arena, uint32_t page, uint64_t block)
 		if (!per_slab && kvs_slab_class_slabs(s, cid) > 1)
 			per_slab = n - 1;
 	}
+	f->n = n;
 	CHECK(err == -ENOSPC, "fill ends in -ENOSPC (got %d)", err);
 	CHECK(!bad, "offsets aligned, in range, not overlapping");
 	CHECK(kvs_slab_alloc(s, cid, &off) == -ENOSPC, "still -ENOSPC");
@@ -284,6 +191,16 @@ static void test_fill_one(uint64_t arena, uint32_t page, uint64_t block)
 	       "first slab %" PRIu64 " pages, %" PRIu64 " slots\n", n,
 	       st.slabs, 100.0 * st.slot_bytes_used / st.slab_bytes,
 	       slab1 / page, per_slab ? per_slab : n);
+}
+
+/* A freed slot is taken back by the next alloc; errors on free leave the
+ * allocator as it was. */
+static void fill_bad_frees(struct fill *f)
+{
+	uint64_t *offs = f->offs, n = f->n, off, block = f->block;
+	kvs_slab *s = f->s;
+	uint32_t cid = f->cid;
+	kvs_slab_stats st, st2;
 
 	/* free, then alloc takes the hole back */
 	off = offs[n / 2];
@@ -298,14 +215,24 @@ static void test_fill_one(uint64_t arena, uint32_t page, uint64_t block)
 	CHECK(kvs_slab_free(s, off + 64) == -EINVAL, "inside a slot");
 	CHECK(kvs_slab_free(s, off + 1) == -EINVAL, "unaligned");
 	CHECK(kvs_slab_free(s, offs[0] + block / 2) == -EINVAL, "mid slot");
-	CHECK(kvs_slab_free(s, arena) == -EINVAL, "past the arena");
+	CHECK(kvs_slab_free(s, f->arena) == -EINVAL, "past the arena");
 	CHECK(kvs_slab_free(s, UINT64_MAX) == -EINVAL, "UINT64_MAX");
 	kvs_slab_stats_get(s, &st2);
 	CHECK(!memcmp(&st, &st2, sizeof(st)), "stats unchanged by bad frees");
 	CHECK(kvs_slab_alloc(s, cid, &offs[n / 2]) == 0 && offs[n / 2] == off,
 	      "allocator intact after bad frees");
+}
 
-	/* empty every slab: all pages come back, another class takes them */
+/* Empty every slab: all pages come back, another class takes them. */
+static void fill_free_all_then_other_class(struct fill *f)
+{
+	uint64_t *offs = f->offs, n = f->n, i, off, b2;
+	uint64_t arena = f->arena, block = f->block;
+	kvs_slab *s = f->s;
+	uint32_t cid = f->cid, cid2;
+	kvs_slab_stats st;
+	int err;
+
 	err = 0;
 	for (i = 0; i < n; i++)
 		err |= kvs_slab_free(s, offs[i]);
@@ -324,10 +251,35 @@ static void test_fill_one(uint64_t arena, uint32_t page, uint64_t block)
 		n++;
 	CHECK(n * b2 * 2 >= arena,
 	      "the other class takes the pages (%" PRIu64 " slots)", n);
-	kvs_slab_destroy(s);
+}
+
+/*
+ * One class on a small arena: fill to -ENOSPC with a real byte map, then
+ * errors on free leave everything as it was, then the pages come back.
+ */
+static void test_fill_one(uint64_t arena, uint32_t page, uint64_t block)
+{
+	struct fill f = { .arena = arena, .block = block };
+	uint64_t max = arena / 64 + 1;
+	unsigned char *bytes;
+
+	printf("fill: arena %" PRIu64 " page %u block %" PRIu64 "\n",
+	       arena, page, block);
+	f.offs = malloc(max * sizeof(*f.offs));
+	bytes = calloc(1, arena);
+	if (!f.offs || !bytes) {
+		CHECK(0, "out of memory");
+		goto out_mem;
+	}
+	CHECK(kvs_slab_create(arena, page, &f.s) == 0, "create");
+	CHECK(kvs_slab_class(f.s, block, &f.cid) == 0, "class");
+	fill_to_enospc(&f, page, bytes, max);
+	fill_bad_frees(&f);
+	fill_free_all_then_other_class(&f);
+	kvs_slab_destroy(f.s);
 out_mem:
 	free(bytes);
-	free(offs);
+	free(f.offs);
 }
 
 /* A slab emptied by one class is taken by another of a different size. */
@@ -380,268 +332,10 @@ static void test_pages_return(void)
  * room evicts random blocks of any class, as the daemon would), then fill
  * every class to -ENOSPC and measure how much of the arena holds blocks.
  */
-#define MIX_CLASSES 4
-
-static const uint64_t mix_sizes[MIX_CLASSES] = {
-	40 * KiB, 200 * KiB + 4 * KiB, 1 * MiB + 12 * KiB, 2 * MiB,
-};
-
-struct live {
-	uint64_t off;
-	uint32_t cls;
-};
-
-struct mix {
-	kvs_slab *s;
-	uint32_t cid[MIX_CLASSES];
-	struct live *live;
-	size_t nlive, maxlive;
-	struct cellmap m;
-	int bad;
-};
-
-static void mix_drop(struct mix *x, size_t j)
-{
-	struct live *l = &x->live[j];
-
-	x->bad |= kvs_slab_free(x->s, l->off) != 0;
-	cells_clear(&x->m, l->off, mix_sizes[l->cls]);
-	*l = x->live[--x->nlive];
-}
-
-static int mix_alloc(struct mix *x, uint32_t c)
-{
-	uint64_t off;
-	int err;
-
-	err = kvs_slab_alloc(x->s, x->cid[c], &off);
-	if (err)
-		return err;
-	if (x->nlive == x->maxlive ||
-	    cells_mark(&x->m, off, mix_sizes[c], (uint32_t)x->nlive + 1)) {
-		x->bad = 1;
-		return -EIO;
-	}
-	x->live[x->nlive].off = off;
-	x->live[x->nlive++].cls = c;
-	return 0;
-}
-
-static void test_mixed(void)
-{
-	const uint64_t arena = 256 * MiB;
-	uint64_t starved = 0, ops = 0, i, w[MIX_CLASSES], wsum, r;
-	struct mix x = { .maxlive = arena / mix_sizes[0] + 1 };
-	uint32_t c, done;
-	kvs_slab_stats st;
-	int round, err, tries;
-	double pct;
-
-	printf("mixed: 256 MiB arena, 64 KiB pages, "
-	       "blocks 40K 204K 1036K 2M\n");
-	x.live = malloc(x.maxlive * sizeof(*x.live));
-	if (!x.live || cells_init(&x.m, arena)) {
-		CHECK(0, "out of memory");
-		free(x.live);
-		return;
-	}
-	CHECK(kvs_slab_create(arena, 65536, &x.s) == 0, "create");
-	for (c = 0; c < MIX_CLASSES; c++)
-		CHECK(kvs_slab_class(x.s, mix_sizes[c], &x.cid[c]) == 0,
-		      "class");
-
-	for (round = 0; round < 6; round++) {
-		/* each round favours other sizes, so the page mix shifts */
-		for (wsum = 0, c = 0; c < MIX_CLASSES; c++)
-			wsum += w[c] = 1 + rnd_below(8);
-		for (i = 0; i < 40000 && !x.bad; i++, ops++) {
-			if (x.nlive && rnd_below(100) < 40) {
-				mix_drop(&x, rnd_below(x.nlive));
-				continue;
-			}
-			r = rnd_below(wsum);
-			for (c = 0; r >= w[c]; c++)
-				r -= w[c];
-			tries = 0;
-			while ((err = mix_alloc(&x, c)) == -ENOSPC && x.nlive &&
-			       tries++ < 64)
-				mix_drop(&x, rnd_below(x.nlive));
-			starved += err != 0;
-		}
-		kvs_slab_stats_get(x.s, &st);
-		printf("  round %d: %zu live, %.2f%% of arena in blocks, "
-		       "%" PRIu64 " pages free\n", round, x.nlive,
-		       100.0 * st.slot_bytes_used / st.arena_bytes,
-		       st.pages_free);
-		/* a random cut, so the fill starts from a holey arena */
-		for (i = rnd_below(x.nlive / 2 + 1); i > 0; i--)
-			mix_drop(&x, rnd_below(x.nlive));
-	}
-	CHECK(!x.bad, "churn: no overlap, no failed free");
-	printf("  churn: %" PRIu64 " of %" PRIu64 " allocs found no room after"
-	       " 64 evictions\n", starved, ops);
-	CHECK(starved * 100 < ops, "churn: %" PRIu64 " of %" PRIu64
-	      " allocs starved", starved, ops);
-
-	/* fill: random class each time until all of them are out of room */
-	for (done = 0; done != (1u << MIX_CLASSES) - 1 && !x.bad;) {
-		c = (uint32_t)rnd_below(MIX_CLASSES);
-		if (!(done & (1u << c)) && mix_alloc(&x, c) == -ENOSPC)
-			done |= 1u << c;
-	}
-	CHECK(!x.bad, "fill: no overlap, ends in -ENOSPC");
-	kvs_slab_stats_get(x.s, &st);
-	CHECK(stats_consistent(&st), "stats consistent");
-	CHECK(st.slots_used == x.nlive, "slots_used %" PRIu64 " vs %zu",
-	      st.slots_used, x.nlive);
-	pct = 100.0 * st.slot_bytes_used / st.arena_bytes;
-	printf("  full: %.2f%% of arena in blocks (%.2f%% of slab bytes), "
-	       "%" PRIu64 " pages free, %u slabs\n", pct,
-	       100.0 * st.slot_bytes_used / st.slab_bytes, st.pages_free,
-	       st.slabs);
-	for (c = 0; c < MIX_CLASSES; c++)
-		printf("    %8" PRIu64 " B: %u slabs\n", mix_sizes[c],
-		       kvs_slab_class_slabs(x.s, x.cid[c]));
-	CHECK(st.slot_bytes_used * 100 >= st.arena_bytes * 95,
-	      "utilization %.2f%% < 95%%", pct);
-
-	/* and everything goes back */
-	while (x.nlive)
-		mix_drop(&x, x.nlive - 1);
-	kvs_slab_stats_get(x.s, &st);
-	CHECK(!x.bad && st.pages_free == st.pages_total && st.slabs == 0,
-	      "empty again");
-	kvs_slab_destroy(x.s);
-	free(x.m.cell);
-	free(x.live);
-}
-
-/*
- * The allocator against a reference: the set of live offsets (a cell map
- * says which slot starts where). Random allocs, frees of live slots, frees
- * of random offsets: the allocator must agree with the model on every one.
- */
-static void test_model(void)
-{
-	static const uint64_t sizes[] = { 64, 100, 4096, 5000, 12288, 70000,
-					  200000 };
-	const int nsizes = sizeof(sizes) / sizeof(sizes[0]);
-	const uint64_t arena = 8 * MiB;
-	uint64_t off, *start_of, bytes_used = 0, i;
-	size_t nlive = 0, maxlive = arena / 64, j;
-	uint32_t cid[sizeof(sizes) / sizeof(sizes[0])];
-	kvs_slab_stats st, st2;
-	struct cellmap m;
-	struct live *live;
-	int bad = 0, err, c, expect;
-	kvs_slab *s;
-
-	printf("model: %d classes on 8 MiB, 4 KiB pages, 300000 random ops\n",
-	       nsizes);
-	live = malloc(maxlive * sizeof(*live));
-	/* start_of[cell] = 1 + index in live[] of the slot starting there */
-	start_of = calloc(arena / 64, sizeof(*start_of));
-	if (!live || !start_of || cells_init(&m, arena)) {
-		CHECK(0, "out of memory");
-		goto out;
-	}
-	CHECK(kvs_slab_create(arena, 4096, &s) == 0, "create");
-	for (c = 0; c < nsizes; c++)
-		CHECK(kvs_slab_class(s, sizes[c], &cid[c]) == 0, "class");
-
-	for (i = 0; i < 300000 && !bad; i++) {
-		unsigned op = (unsigned)rnd_below(100);
-
-		if (op < 50) {
-			c = (int)rnd_below((uint64_t)nsizes);
-			err = kvs_slab_alloc(s, cid[c], &off);
-			if (err == -ENOSPC)
-				continue;
-			if (err || nlive == maxlive ||
-			    cells_mark(&m, off, sizes[c], 1)) {
-				fprintf(stderr, "op %" PRIu64 ": alloc %d off %"
-					PRIu64 " bad\n", i, err, off);
-				bad = 1;
-				break;
-			}
-			live[nlive].off = off;
-			live[nlive].cls = (uint32_t)c;
-			start_of[off / 64] = ++nlive;
-			bytes_used += sizes[c];
-		} else if (op < 90 && nlive) {
-			j = rnd_below(nlive);
-			off = live[j].off;
-			if (kvs_slab_free(s, off)) {
-				bad = 1;
-				break;
-			}
-			cells_clear(&m, off, sizes[live[j].cls]);
-			bytes_used -= sizes[live[j].cls];
-			start_of[off / 64] = 0;
-			live[j] = live[--nlive];
-			if (j < nlive)
-				start_of[live[j].off / 64] = j + 1;
-		} else {
-			/* any offset, often one near a live slot */
-			off = rnd_below(arena + 4096);
-			if (nlive && (op & 1))
-				off = live[rnd_below(nlive)].off +
-				      (rnd_below(4) ? 0 : rnd_below(3) * 64);
-			expect = off < arena && off % 64 == 0 &&
-				 start_of[off / 64];
-			kvs_slab_stats_get(s, &st);
-			err = kvs_slab_free(s, off);
-			if (expect ? err != 0 : err != -EINVAL) {
-				fprintf(stderr, "op %" PRIu64 ": free %" PRIu64
-					" -> %d, model says %s\n", i, off, err,
-					expect ? "live" : "not a live slot");
-				bad = 1;
-				break;
-			}
-			if (!expect) {
-				kvs_slab_stats_get(s, &st2);
-				bad |= !!memcmp(&st, &st2, sizeof(st));
-				continue;
-			}
-			j = start_of[off / 64] - 1;
-			cells_clear(&m, off, sizes[live[j].cls]);
-			bytes_used -= sizes[live[j].cls];
-			start_of[off / 64] = 0;
-			live[j] = live[--nlive];
-			if (j < nlive)
-				start_of[live[j].off / 64] = j + 1;
-		}
-		if (i % 1000 == 0) {
-			kvs_slab_stats_get(s, &st);
-			bad |= st.slots_used != nlive ||
-			       st.slot_bytes_used != bytes_used ||
-			       !stats_consistent(&st);
-		}
-	}
-	CHECK(!bad, "allocator agrees with the model (op %" PRIu64 ")", i);
-	while (nlive && !bad)
-		bad |= kvs_slab_free(s, live[--nlive].off);
-	kvs_slab_stats_get(s, &st);
-	CHECK(!bad && st.pages_free == st.pages_total && st.slots_used == 0,
-	      "model: empty again");
-	kvs_slab_destroy(s);
-out:
-	free(m.cell);
-	free(start_of);
-	free(live);
-}
 
 int main(void)
 {
-	const char *env = getenv("KVS_TEST_SEED");
-	struct timespec ts;
-	uint64_t seed;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	seed = env ? strtoull(env, NULL, 0) :
-		     (uint64_t)ts.tv_sec * 1000000007ULL + (uint64_t)ts.tv_nsec;
-	rng_state = seed;
-	printf("test_slab: seed %" PRIu64 " (KVS_TEST_SEED to replay)\n", seed);
+	uint64_t seed = slab_test_seed("test_slab");
 
 	test_create();
 	test_classes();
@@ -654,14 +348,5 @@ int main(void)
 	test_fill_one(32 * MiB, 65536, 1 * MiB + 12 * KiB);
 	test_fill_one(8 * MiB, 8192, 8 * MiB);
 	test_pages_return();
-	test_mixed();
-	test_model();
-
-	if (failures) {
-		printf("test_slab: %u of %u checks FAILED (seed %" PRIu64 ")\n",
-		       failures, checks, seed);
-		return 1;
-	}
-	printf("test_slab: %u checks passed\n", checks);
-	return 0;
+	return slab_test_end("test_slab", seed);
 }

@@ -53,44 +53,23 @@ static void t_errors(void)
 	kvs_ssd_close(s);
 }
 
-/*
- * Round trip: many blocks of several sizes in flight at once, aligned and
- * unaligned buffers, partial last sectors; every byte and checksum back.
- */
-static void t_roundtrip(const char *name, unsigned flags, int timed)
+/* A round trip's blocks: RT_NB in flight at once, block i of rt_sizes[i % 7]
+ * bytes. */
+enum { RT_NB = 96 };
+static const uint32_t rt_sizes[] = { 4096, 8192, 65536, 12345, 300000,
+				     1048576, 100 };
+
+/* Every block written at once, then drained: each completes with the
+ * checksum of its bytes. Returns the seconds it took. */
+static double rt_write_all(kvs_ssd *s, struct got *g, uint8_t **src,
+			   kvs_ssd_loc *loc)
 {
-	static const uint32_t sizes[] = { 4096, 8192, 65536, 12345, 300000, 1048576, 100 };
-	enum { NB = 96 };
-	char d[4200];
-	uint8_t *src[NB], *dst[NB];
-	kvs_ssd_loc loc[NB];
-	struct got *g = calloc(1, sizeof(*g));
-	kvs_ssd_stats st;
-	kvs_ssd *s;
-	uint64_t bytes = 0;
-	double t0, tw, tr;
-	int rc, i, ok = 1, fd;
-	uint32_t magic;
+	double t0, tw;
+	int rc, i, ok = 1;
 
-	subdir(d, sizeof(d), name);
-	s = store(d, 16 * MiB, 8, flags, 16, NULL, NULL, &rc);
-	CHECK_EQ(rc, 0);
-	if (!s || !g)
-		return;
-	printf("%s: io_uring %d, O_DIRECT %d\n", name, kvs_ssd_uring(s), kvs_ssd_direct(s));
-	if (!(flags & KVS_SSD_NO_DIRECT) && !kvs_ssd_direct(s))
-		skip_part("%s O_DIRECT: the filesystem of %s refuses it", name, d);
-	for (i = 0; i < NB; i++) {
-		uint32_t len = sizes[i % 7];
-
-		src[i] = abuf(len);
-		dst[i] = abuf(len);
-		fill(src[i] + (i % 5 == 4), len);
-		bytes += len;
-	}
 	t0 = now_s();
-	for (i = 0; i < NB; i++) {
-		kvs_ssd_blk b = blk_of(3, (uint64_t)i, sizes[i % 7]);
+	for (i = 0; i < RT_NB; i++) {
+		kvs_ssd_blk b = blk_of(3, (uint64_t)i, rt_sizes[i % 7]);
 
 		/* every 5th source is unaligned: the copying path */
 		rc = kvs_ssd_write(s, &b, src[i] + (i % 5 == 4), 0, (uint64_t)i, &loc[i]);
@@ -100,17 +79,28 @@ static void t_roundtrip(const char *name, unsigned flags, int timed)
 	CHECK(kvs_ssd_inflight(s) > 1);
 	CHECK_EQ(drain(s, g), 0);
 	tw = now_s() - t0;
-	CHECK_EQ(g->n, NB);
-	for (i = 0; i < NB; i++) {
+	CHECK_EQ(g->n, RT_NB);
+	for (i = 0; i < RT_NB; i++) {
 		ok &= g->res[i] == 0;
 		ok &= g->c[i].blk.csum ==
-		      kvs_ssd_checksum(src[i] + (i % 5 == 4), sizes[i % 7]);
+		      kvs_ssd_checksum(src[i] + (i % 5 == 4), rt_sizes[i % 7]);
 	}
 	CHECK(ok);
+	return tw;
+}
+
+/* Every block read back at once, then drained: the same bytes, length and
+ * namespace. Returns the seconds it took. */
+static double rt_read_all(kvs_ssd *s, struct got *g, uint8_t **src,
+			  uint8_t **dst, kvs_ssd_loc *loc)
+{
+	double t0, tr;
+	int rc, i, ok;
+
 	g->n = 0;
 	t0 = now_s();
-	for (i = 0; i < NB; i++) {
-		kvs_ssd_blk b = blk_of(3, (uint64_t)i, sizes[i % 7]);
+	for (i = 0; i < RT_NB; i++) {
+		kvs_ssd_blk b = blk_of(3, (uint64_t)i, rt_sizes[i % 7]);
 
 		/* every 7th destination is unaligned: the bounce path */
 		rc = kvs_ssd_read(s, &loc[i], &b, 0, dst[i] + (i % 7 == 6), (uint64_t)i);
@@ -118,40 +108,83 @@ static void t_roundtrip(const char *name, unsigned flags, int timed)
 	}
 	CHECK_EQ(drain(s, g), 0);
 	tr = now_s() - t0;
-	CHECK_EQ(g->n, NB);
-	for (i = 0, ok = 1; i < NB; i++) {
+	CHECK_EQ(g->n, RT_NB);
+	for (i = 0, ok = 1; i < RT_NB; i++) {
 		ok &= g->res[i] == 0;
-		ok &= memcmp(src[i] + (i % 5 == 4), dst[i] + (i % 7 == 6), sizes[i % 7]) == 0;
-		ok &= g->c[i].blk.len == sizes[i % 7] && g->c[i].blk.ns == 3;
+		ok &= memcmp(src[i] + (i % 5 == 4), dst[i] + (i % 7 == 6),
+			     rt_sizes[i % 7]) == 0;
+		ok &= g->c[i].blk.len == rt_sizes[i % 7] && g->c[i].blk.ns == 3;
 	}
 	CHECK(ok);
-	/* On disk: a record header at each 4 KiB-aligned location. */
-	{
-		char f[4300];
+	return tr;
+}
 
-		snprintf(f, sizeof(f), "%s/seg-%05u.kvs", d, loc[5].seg);
-		fd = open(f, O_RDONLY);
-		CHECK(fd >= 0 && pread(fd, &magic, 4, (off_t)loc[5].off) == 4);
-		CHECK_EQ(magic, 0x4253564bu);
-		close(fd);
+/* On disk: a record header at each 4 KiB-aligned location (block 5's). */
+static void rt_check_header(const char *d, const kvs_ssd_loc *loc)
+{
+	char f[4300];
+	uint32_t magic;
+	int fd;
+
+	snprintf(f, sizeof(f), "%s/seg-%05u.kvs", d, loc[5].seg);
+	fd = open(f, O_RDONLY);
+	CHECK(fd >= 0 && pread(fd, &magic, 4, (off_t)loc[5].off) == 4);
+	CHECK_EQ(magic, 0x4253564bu);
+	close(fd);
+}
+
+/*
+ * Round trip: many blocks of several sizes in flight at once, aligned and
+ * unaligned buffers, partial last sectors; every byte and checksum back.
+ */
+static void t_roundtrip(const char *name, unsigned flags, int timed)
+{
+	char d[4200];
+	uint8_t *src[RT_NB], *dst[RT_NB];
+	kvs_ssd_loc loc[RT_NB];
+	struct got *g = calloc(1, sizeof(*g));
+	kvs_ssd_stats st;
+	kvs_ssd *s;
+	uint64_t bytes = 0;
+	double tw, tr;
+	int rc, i;
+
+	subdir(d, sizeof(d), name);
+	s = store(d, 16 * MiB, 8, flags, 16, NULL, NULL, &rc);
+	CHECK_EQ(rc, 0);
+	if (!s || !g)
+		return;
+	printf("%s: io_uring %d, O_DIRECT %d\n", name, kvs_ssd_uring(s), kvs_ssd_direct(s));
+	if (!(flags & KVS_SSD_NO_DIRECT) && !kvs_ssd_direct(s))
+		skip_part("%s O_DIRECT: the filesystem of %s refuses it", name, d);
+	for (i = 0; i < RT_NB; i++) {
+		uint32_t len = rt_sizes[i % 7];
+
+		src[i] = abuf(len);
+		dst[i] = abuf(len);
+		fill(src[i] + (i % 5 == 4), len);
+		bytes += len;
 	}
+	tw = rt_write_all(s, g, src, loc);
+	tr = rt_read_all(s, g, src, dst, loc);
+	rt_check_header(d, loc);
 	kvs_ssd_stats_get(s, &st);
-	CHECK_EQ(st.blocks_written, NB);
-	CHECK_EQ(st.blocks_read, NB);
+	CHECK_EQ(st.blocks_written, RT_NB);
+	CHECK_EQ(st.blocks_read, RT_NB);
 	CHECK_EQ(st.bytes_written, bytes);
 	CHECK_EQ(st.corrupt_reads, 0);
 	if (kvs_ssd_uring(s))
 		CHECK(st.inflight_max > 1); /* queue depth > 1 really happened */
 	printf("%s: %d blocks, %.1f MiB: write %.0f MiB/s, read %.0f MiB/s; "
 	       "write lat avg %llu p99 %llu us, read avg %llu p99 %llu us, "
-	       "max in flight %llu\n", name, NB, (double)bytes / MiB,
+	       "max in flight %llu\n", name, RT_NB, (double)bytes / MiB,
 	       (double)bytes / MiB / tw, (double)bytes / MiB / tr,
 	       (unsigned long long)st.write_lat_avg_us,
 	       (unsigned long long)st.write_lat_p99_us,
 	       (unsigned long long)st.read_lat_avg_us,
 	       (unsigned long long)st.read_lat_p99_us,
 	       (unsigned long long)st.inflight_max);
-	for (i = 0; i < NB; i++) {
+	for (i = 0; i < RT_NB; i++) {
 		free(src[i]);
 		free(dst[i]);
 	}

@@ -80,18 +80,14 @@ static void test_hdr(void)
 	      d.status == -ENOMEM);
 }
 
-static void test_hello(void)
+/* A full layout: decoded as encoded, its bytes as docs/protocol.md gives
+ * them; an exact fit works, one byte short is -ENOBUFS. */
+static void hello_round_trip(const kvs_layout *l, uint8_t *b, size_t size)
 {
-	kvs_layout l = { .model = "llama-3-8b", .adapter = "lora-7",
-			 .salt = "tenant-a", .layers = 32, .kv_heads = 8,
-			 .head_dim = 128, .block_tokens = 16, .tp_rank = 1,
-			 .tp_size = 2, .dtype = KVS_DTYPE_BF16 };
-	uint8_t b[2048];
 	kvs_wire_hello d;
-	char longname[KVS_NAME_MAX + 2];
 	int n;
 
-	n = kvs_wire_hello_encode(&l, b, sizeof(b));
+	n = kvs_wire_hello_encode(l, b, size);
 	CHECK(n == HELLO_FIXED + 10 + 6 + 8);
 	CHECK(kvs_wire_hello_decode(b, (size_t)n, &d) == 0);
 	CHECK(d.flags == 0 && d.layers == 32 && d.kv_heads == 8);
@@ -113,46 +109,68 @@ static void test_hello(void)
 	}
 
 	/* Exact fit works, one byte short is -ENOBUFS. */
-	CHECK(kvs_wire_hello_encode(&l, b, (size_t)n) == n);
-	CHECK(kvs_wire_hello_encode(&l, b, (size_t)n - 1) == -ENOBUFS);
+	CHECK(kvs_wire_hello_encode(l, b, (size_t)n) == n);
+	CHECK(kvs_wire_hello_encode(l, b, (size_t)n - 1) == -ENOBUFS);
+}
+
+/* Optional strings absent (l keeps them so), and a control-only HELLO with
+ * no layout. */
+static void hello_optional(kvs_layout *l, uint8_t *b, size_t size)
+{
+	kvs_wire_hello d;
+	int n;
 
 	/* Optional strings absent. */
-	l.adapter = NULL;
-	l.salt = NULL;
-	n = kvs_wire_hello_encode(&l, b, sizeof(b));
+	l->adapter = NULL;
+	l->salt = NULL;
+	n = kvs_wire_hello_encode(l, b, size);
 	CHECK(n == HELLO_FIXED + 10);
 	CHECK(kvs_wire_hello_decode(b, (size_t)n, &d) == 0);
 	CHECK(d.adapter_len == 0 && d.salt_len == 0);
 
 	/* Control-only: no layout. */
-	n = kvs_wire_hello_encode(NULL, b, sizeof(b));
+	n = kvs_wire_hello_encode(NULL, b, size);
 	CHECK(n == HELLO_FIXED);
 	CHECK(kvs_wire_hello_decode(b, (size_t)n, &d) == 0);
 	CHECK(d.flags == KVS_HELLO_CONTROL && d.model_len == 0 && d.layers == 0);
 	CHECK(kvs_wire_hello_encode(NULL, b, HELLO_FIXED - 1) == -ENOBUFS);
+}
 
-	/* Strings: KVS_NAME_MAX is allowed, one more is not. */
+/* Strings: KVS_NAME_MAX is allowed, one more is not; l's strings are put
+ * back at the end. */
+static void hello_name_limits(kvs_layout *l, uint8_t *b, size_t size)
+{
+	char longname[KVS_NAME_MAX + 2];
+	kvs_wire_hello d;
+	int n;
+
 	memset(longname, 'x', sizeof(longname));
 	longname[KVS_NAME_MAX] = '\0';
-	l.salt = longname;
-	n = kvs_wire_hello_encode(&l, b, sizeof(b));
+	l->salt = longname;
+	n = kvs_wire_hello_encode(l, b, size);
 	CHECK(n == HELLO_FIXED + 10 + KVS_NAME_MAX);
 	CHECK(kvs_wire_hello_decode(b, (size_t)n, &d) == 0 &&
 	      d.salt_len == KVS_NAME_MAX);
 	longname[KVS_NAME_MAX] = 'x';
 	longname[KVS_NAME_MAX + 1] = '\0';
-	CHECK(kvs_wire_hello_encode(&l, b, sizeof(b)) == -EINVAL);
-	l.salt = NULL;
-	l.model = longname;
-	CHECK(kvs_wire_hello_encode(&l, b, sizeof(b)) == -EINVAL);
-	l.model = "llama-3-8b";
-	l.adapter = longname;
-	CHECK(kvs_wire_hello_encode(&l, b, sizeof(b)) == -EINVAL);
-	l.adapter = "lora-7";
-	l.salt = "tenant-a";
+	CHECK(kvs_wire_hello_encode(l, b, size) == -EINVAL);
+	l->salt = NULL;
+	l->model = longname;
+	CHECK(kvs_wire_hello_encode(l, b, size) == -EINVAL);
+	l->model = "llama-3-8b";
+	l->adapter = longname;
+	CHECK(kvs_wire_hello_encode(l, b, size) == -EINVAL);
+	l->adapter = "lora-7";
+	l->salt = "tenant-a";
+}
 
-	/* Decode errors. */
-	n = kvs_wire_hello_encode(&l, b, sizeof(b));
+/* Decode errors: lengths, flags, the pad, a string length over the limit. */
+static void hello_decode_errors(const kvs_layout *l, uint8_t *b, size_t size)
+{
+	kvs_wire_hello d;
+	int n;
+
+	n = kvs_wire_hello_encode(l, b, size);
 	CHECK(kvs_wire_hello_decode(b, HELLO_FIXED - 1, &d) == KVS_E_PROTO);
 	CHECK(kvs_wire_hello_decode(b, 0, &d) == KVS_E_PROTO);
 	CHECK(kvs_wire_hello_decode(b, (size_t)n - 1, &d) == KVS_E_PROTO);
@@ -164,11 +182,11 @@ static void test_hello(void)
 	b[0] = 0x2; /* GPU: a worker that maps the GPU arena */
 	CHECK(kvs_wire_hello_decode(b, (size_t)n, &d) == 0 &&
 	      d.flags == KVS_HELLO_GPU);
-	CHECK(kvs_wire_hello_encode_flags(&l, KVS_HELLO_GPU, b, sizeof(b)) == n &&
+	CHECK(kvs_wire_hello_encode_flags(l, KVS_HELLO_GPU, b, size) == n &&
 	      b[0] == 0x2);
-	CHECK(kvs_wire_hello_encode_flags(NULL, KVS_HELLO_GPU, b, sizeof(b)) == -EINVAL);
-	CHECK(kvs_wire_hello_encode_flags(&l, 0x4, b, sizeof(b)) == -EINVAL);
-	n = kvs_wire_hello_encode(&l, b, sizeof(b));
+	CHECK(kvs_wire_hello_encode_flags(NULL, KVS_HELLO_GPU, b, size) == -EINVAL);
+	CHECK(kvs_wire_hello_encode_flags(l, 0x4, b, size) == -EINVAL);
+	n = kvs_wire_hello_encode(l, b, size);
 	b[0] = 0x80;
 	CHECK(kvs_wire_hello_decode(b, (size_t)n, &d) == KVS_E_PROTO);
 	b[0] = 0;
@@ -183,7 +201,21 @@ static void test_hello(void)
 				    &d) == KVS_E_PROTO);
 	b[32] = 0xff;
 	b[33] = 0xff;
-	CHECK(kvs_wire_hello_decode(b, sizeof(b), &d) == KVS_E_PROTO);
+	CHECK(kvs_wire_hello_decode(b, size, &d) == KVS_E_PROTO);
+}
+
+static void test_hello(void)
+{
+	kvs_layout l = { .model = "llama-3-8b", .adapter = "lora-7",
+			 .salt = "tenant-a", .layers = 32, .kv_heads = 8,
+			 .head_dim = 128, .block_tokens = 16, .tp_rank = 1,
+			 .tp_size = 2, .dtype = KVS_DTYPE_BF16 };
+	uint8_t b[2048];
+
+	hello_round_trip(&l, b, sizeof(b));
+	hello_optional(&l, b, sizeof(b));
+	hello_name_limits(&l, b, sizeof(b));
+	hello_decode_errors(&l, b, sizeof(b));
 }
 
 static void test_hello_reply(void)
@@ -229,24 +261,12 @@ static void test_hello_reply(void)
 	CHECK(kvs_wire_hello_reply_encode(&r, b, sizeof(b)) == -EINVAL);
 }
 
-static void test_hashes(void)
+/* Empty, one, and the maximum, decoded as encoded; the encoder's limits. */
+static void hashes_round_trip(const kvs_hash *h, uint8_t *b, size_t cap)
 {
-	size_t cap = 8 + (size_t)(KVS_MAX_HASHES + 1) * KVS_WIRE_HASH_SIZE + 1;
-	kvs_hash *h = calloc(KVS_MAX_HASHES + 1, sizeof(*h));
-	uint8_t *b = malloc(cap);
 	kvs_wire_hashes d;
 	int n, ok;
 
-	if (!h || !b) {
-		CHECK(!"out of memory");
-		free(h);
-		free(b);
-		return;
-	}
-	for (uint32_t i = 0; i <= KVS_MAX_HASHES; i++) {
-		h[i].lo = 0x1000000000000000ull + i;
-		h[i].hi = ~(uint64_t)i;
-	}
 	/* Empty, one, and the maximum. */
 	n = kvs_wire_hashes_encode(h, 0, 0, b, cap);
 	CHECK(n == 8);
@@ -280,8 +300,14 @@ static void test_hashes(void)
 	      KVS_E_TOOMANY);
 	CHECK(kvs_wire_hashes_encode(h, 3, 0, b, 8 + 3 * 16 - 1) == -ENOBUFS);
 	CHECK(kvs_wire_hashes_encode(h, 0, 0, b, 7) == -ENOBUFS);
+}
 
-	/* Decode errors. */
+/* Decode errors: lengths, flags (RESERVE's and LOOKUP's), counts. */
+static void hashes_decode_errors(const kvs_hash *h, uint8_t *b, size_t cap)
+{
+	kvs_wire_hashes d;
+	int n;
+
 	n = kvs_wire_hashes_encode(h, 3, 0, b, cap);
 	CHECK(kvs_wire_hashes_decode(b, 7, &d) == KVS_E_PROTO);
 	CHECK(kvs_wire_hashes_decode(b, (size_t)n - 1, &d) == KVS_E_PROTO);
@@ -307,6 +333,27 @@ static void test_hashes(void)
 	CHECK(kvs_wire_hashes_decode(b, (size_t)n, &d) == KVS_E_TOOMANY);
 	put32(b, 3);
 	CHECK(kvs_wire_hashes_decode(b, (size_t)n, &d) == 0);
+}
+
+static void test_hashes(void)
+{
+	size_t cap = 8 + (size_t)(KVS_MAX_HASHES + 1) * KVS_WIRE_HASH_SIZE + 1;
+	kvs_hash *h = calloc(KVS_MAX_HASHES + 1, sizeof(*h));
+	uint8_t *b = malloc(cap);
+	kvs_wire_hashes d;
+
+	if (!h || !b) {
+		CHECK(!"out of memory");
+		free(h);
+		free(b);
+		return;
+	}
+	for (uint32_t i = 0; i <= KVS_MAX_HASHES; i++) {
+		h[i].lo = 0x1000000000000000ull + i;
+		h[i].hi = ~(uint64_t)i;
+	}
+	hashes_round_trip(h, b, cap);
+	hashes_decode_errors(h, b, cap);
 
 	/* Unaligned: a decoded array may start at any address. */
 	kvs_wire_hashes_encode(h, 2, 0, b + 1, cap - 1);

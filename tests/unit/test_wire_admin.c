@@ -9,27 +9,13 @@
 #include "kvs_check.h"
 #include "kvs_wire_admin.h"
 
-static void test_list(void)
+/* LIST's request, unpaged (8 bytes) and paged (16, the cursor last); a top
+ * past the maximum is refused. */
+static void list_req_codec(uint8_t *b, size_t size)
 {
 	kvs_wire_list_req r = { .ns = 3, .top = 5 }, d;
-	kvs_wire_prefix top[2] = {
-		{ .hash = { 1, 2 }, .hits = 10, .root_hits = 20, .depth = 4,
-		  .flags = KVS_WIRE_PREFIX_PINNED },
-		{ .hash = { 3, 4 }, .hits = 5, .root_hits = 6, .depth = 2 },
-	};
-	kvs_wire_ns e = { .id = 1, .layers = 32, .kv_heads = 8, .head_dim = 128,
-			  .block_tokens = 16, .tp_rank = 3, .tp_size = 4,
-			  .dtype = 1, .clients = 2, .flags = KVS_WIRE_NS_SALTED,
-			  .block_bytes = 1 << 20, .blocks = 7, .writing = 11,
-			  .hits = 99, .pinned = 13, .roots = 6, .longest = 5,
-			  .model = "llama", .model_len = 5, .adapter = "lora",
-			  .adapter_len = 4, .ntop = 2 }, o;
-	uint8_t b[512];
-	size_t used;
-	uint32_t count;
-	int n;
 
-	CHECK(kvs_wire_list_req_encode(&r, b, sizeof(b)) == 8);
+	CHECK(kvs_wire_list_req_encode(&r, b, size) == 8);
 	CHECK(kvs_wire_list_req_decode(b, 8, &d) == 0 && d.ns == 3 && d.top == 5);
 	CHECK(kvs_wire_list_req_decode(b, 7, &d) == KVS_E_PROTO);
 	CHECK(d.paged == 0 && d.cursor == 0);
@@ -37,16 +23,22 @@ static void test_list(void)
 	r.paged = 1;
 	r.cursor = 0x123456789ull;
 	CHECK(kvs_wire_list_req_encode(&r, b, 15) == -ENOBUFS);
-	CHECK(kvs_wire_list_req_encode(&r, b, sizeof(b)) == 16);
+	CHECK(kvs_wire_list_req_encode(&r, b, size) == 16);
 	CHECK(kvs_wire_list_req_decode(b, 16, &d) == 0 && d.paged == 1 &&
 	      d.cursor == 0x123456789ull && d.ns == 3 && d.top == 5);
 	CHECK(kvs_wire_list_req_decode(b, 12, &d) == KVS_E_PROTO);
 	CHECK(kvs_wire_list_req_decode(b, 24, &d) == KVS_E_PROTO);
 	r.paged = 0;
 	r.top = KVS_WIRE_LIST_TOP_MAX + 1;
-	CHECK(kvs_wire_list_req_encode(&r, b, sizeof(b)) == -EINVAL);
+	CHECK(kvs_wire_list_req_encode(&r, b, size) == -EINVAL);
+}
 
-	CHECK(kvs_wire_list_hdr_encode(9, b, sizeof(b)) == 8);
+/* LIST's reply header, unpaged and paged: neither decodes as the other. */
+static void list_hdr_and_page(uint8_t *b, size_t size)
+{
+	uint32_t count;
+
+	CHECK(kvs_wire_list_hdr_encode(9, b, size) == 8);
 	CHECK(kvs_wire_list_hdr_decode(b, 8, &count) == 0 && count == 9);
 	b[4] = 1;
 	CHECK(kvs_wire_list_hdr_decode(b, 8, &count) == KVS_E_PROTO);
@@ -54,28 +46,40 @@ static void test_list(void)
 		uint64_t next;
 
 		CHECK(kvs_wire_list_page_encode(9, 77, b, 15) == -ENOBUFS);
-		CHECK(kvs_wire_list_page_encode(9, 77, b, sizeof(b)) == 16);
+		CHECK(kvs_wire_list_page_encode(9, 77, b, size) == 16);
 		CHECK(kvs_wire_list_page_decode(b, 16, &count, &next) == 0 &&
 		      count == 9 && next == 77);
 		CHECK(kvs_wire_list_page_decode(b, 15, &count, &next) == KVS_E_PROTO);
 		/* An unpaged header is not a page, nor the reverse. */
 		CHECK(kvs_wire_list_hdr_decode(b, 16, &count) == KVS_E_PROTO);
-		kvs_wire_list_hdr_encode(9, b, sizeof(b));
+		kvs_wire_list_hdr_encode(9, b, size);
 		CHECK(kvs_wire_list_page_decode(b, 16, &count, &next) == KVS_E_PROTO);
 	}
+}
 
-	n = kvs_wire_ns_encode(&e, top, b, sizeof(b));
+/* A namespace entry with its top prefixes, decoded as encoded; every cut
+ * short, and a NUL in the model name, refused. */
+static void list_ns_round_trip(const kvs_wire_ns *e, const kvs_wire_prefix *top,
+			       uint8_t *b, size_t size)
+{
+	kvs_wire_ns o;
+	size_t used;
+	int n;
+
+	n = kvs_wire_ns_encode(e, top, b, size);
 	CHECK(n == KVS_WIRE_NS_FIXED + 9 + 2 * KVS_WIRE_PREFIX_SIZE);
-	CHECK(kvs_wire_ns_encode(&e, top, b, (size_t)n - 1) == -ENOBUFS);
+	CHECK(kvs_wire_ns_encode(e, top, b, (size_t)n - 1) == -ENOBUFS);
 	CHECK(kvs_wire_ns_decode(b, (size_t)n + 10, &o, &used) == 0 && used == (size_t)n);
-	CHECK(o.id == e.id && o.layers == e.layers && o.kv_heads == e.kv_heads &&
-	      o.head_dim == e.head_dim && o.block_tokens == e.block_tokens &&
-	      o.tp_rank == e.tp_rank && o.tp_size == e.tp_size &&
-	      o.dtype == e.dtype && o.clients == e.clients &&
-	      o.flags == e.flags && o.block_bytes == e.block_bytes &&
-	      o.blocks == e.blocks && o.writing == e.writing &&
-	      o.hits == e.hits && o.pinned == e.pinned && o.roots == e.roots &&
-	      o.longest == e.longest && o.ntop == e.ntop);
+	CHECK(o.id == e->id && o.layers == e->layers &&
+	      o.kv_heads == e->kv_heads && o.head_dim == e->head_dim &&
+	      o.block_tokens == e->block_tokens &&
+	      o.tp_rank == e->tp_rank && o.tp_size == e->tp_size &&
+	      o.dtype == e->dtype && o.clients == e->clients &&
+	      o.flags == e->flags && o.block_bytes == e->block_bytes &&
+	      o.blocks == e->blocks && o.writing == e->writing &&
+	      o.hits == e->hits && o.pinned == e->pinned &&
+	      o.roots == e->roots &&
+	      o.longest == e->longest && o.ntop == e->ntop);
 	CHECK(o.model_len == 5 && !memcmp(o.model, "llama", 5));
 	CHECK(o.adapter_len == 4 && !memcmp(o.adapter, "lora", 4));
 	{
@@ -91,13 +95,21 @@ static void test_list(void)
 		CHECK(kvs_wire_ns_decode(b, (size_t)cut, &o, &used) == KVS_E_PROTO);
 	b[KVS_WIRE_NS_FIXED] = '\0'; /* NUL in the model name */
 	CHECK(kvs_wire_ns_decode(b, (size_t)n, &o, &used) == KVS_E_PROTO);
+}
 
-	/* A tenant's namespace carries the uid owning its arena; a uid
-	 * without the flag, or a nonzero reserved word, is refused. */
-	e.uid = 1000;
-	CHECK(kvs_wire_ns_encode(&e, top, b, sizeof(b)) == -EINVAL);
-	e.flags |= KVS_WIRE_NS_TENANT;
-	n = kvs_wire_ns_encode(&e, top, b, sizeof(b));
+/* A tenant's namespace carries the uid owning its arena; a uid without the
+ * flag, or a nonzero reserved word, is refused. */
+static void list_ns_tenant(kvs_wire_ns *e, const kvs_wire_prefix *top,
+			   uint8_t *b, size_t size)
+{
+	kvs_wire_ns o;
+	size_t used;
+	int n;
+
+	e->uid = 1000;
+	CHECK(kvs_wire_ns_encode(e, top, b, size) == -EINVAL);
+	e->flags |= KVS_WIRE_NS_TENANT;
+	n = kvs_wire_ns_encode(e, top, b, size);
 	CHECK(n == KVS_WIRE_NS_FIXED + 9 + 2 * KVS_WIRE_PREFIX_SIZE);
 	CHECK(kvs_wire_ns_decode(b, (size_t)n, &o, &used) == 0 &&
 	      o.uid == 1000 &&
@@ -107,8 +119,30 @@ static void test_list(void)
 	b[36] |= KVS_WIRE_NS_TENANT;
 	b[100] = 1; /* the reserved word */
 	CHECK(kvs_wire_ns_decode(b, (size_t)n, &o, &used) == KVS_E_PROTO);
-	e.flags = 0x4; /* an unknown flag */
-	CHECK(kvs_wire_ns_encode(&e, top, b, sizeof(b)) == -EINVAL);
+	e->flags = 0x4; /* an unknown flag */
+	CHECK(kvs_wire_ns_encode(e, top, b, size) == -EINVAL);
+}
+
+static void test_list(void)
+{
+	kvs_wire_prefix top[2] = {
+		{ .hash = { 1, 2 }, .hits = 10, .root_hits = 20, .depth = 4,
+		  .flags = KVS_WIRE_PREFIX_PINNED },
+		{ .hash = { 3, 4 }, .hits = 5, .root_hits = 6, .depth = 2 },
+	};
+	kvs_wire_ns e = { .id = 1, .layers = 32, .kv_heads = 8, .head_dim = 128,
+			  .block_tokens = 16, .tp_rank = 3, .tp_size = 4,
+			  .dtype = 1, .clients = 2, .flags = KVS_WIRE_NS_SALTED,
+			  .block_bytes = 1 << 20, .blocks = 7, .writing = 11,
+			  .hits = 99, .pinned = 13, .roots = 6, .longest = 5,
+			  .model = "llama", .model_len = 5, .adapter = "lora",
+			  .adapter_len = 4, .ntop = 2 };
+	uint8_t b[512];
+
+	list_req_codec(b, sizeof(b));
+	list_hdr_and_page(b, sizeof(b));
+	list_ns_round_trip(&e, top, b, sizeof(b));
+	list_ns_tenant(&e, top, b, sizeof(b));
 }
 
 static void test_inspect(void)

@@ -108,26 +108,14 @@ static int reader(void *arg, int fd)
 	return 0;
 }
 
-static void publish_then_share(void)
+/* The writer @c reserves and fills the prefix @h in its mapping; until it
+ * commits, @other neither sees the blocks nor may write them. */
+static void write_prefix(kvs_client *c, kvs_client *other, const kvs_hash *h,
+			 uint64_t bb)
 {
-	kvs_hash h[PREFIX];
 	kvs_block b[PREFIX], b2[PREFIX];
-	kvs_client *c = th_connect(&d, &L), *other = th_connect(&d, &L);
-	uint64_t bb = kvs_block_bytes(c);
-	th_child kids[READERS];
-	th_stats s0, s1, s2;
 	kvs_lease lease = 0, lease2 = 7;
-	uint64_t msg;
 
-	CHECK_EQ(bb, kvs_layout_block_bytes(&L));
-	CHECK_EQ(bb, 1024 * BT);
-	CHECK_NE(kvs_namespace_id(c), 0);
-	CHECK_EQ(kvs_namespace_id(c), kvs_namespace_id(other));
-	check_hash_tokens_agree(c);
-	th_chain(&L, SEED_PREFIX, PREFIX, 0, 0, h);
-	th_stats_take(&d, &s0);
-
-	/* The writer reserves and fills the prefix in its mapping. */
 	CHECK_RC(th_probe(c, h, PREFIX), 0);
 	CHECK_RC(kvs_reserve(c, h, PREFIX, &lease, b), PREFIX);
 	CHECK_NE(lease, 0);
@@ -157,9 +145,17 @@ static void publish_then_share(void)
 	CHECK_EQ(th_stat_get(&d, "tier_host.blocks_writing"), 0);
 	CHECK_EQ(th_stat_get(&d, "tier_host.slots_used"), PREFIX);
 	CHECK_EQ(th_stat_get(&d, "leases.active"), 0);
+}
 
-	/* Every reader holds the whole prefix at the same time. */
-	th_stats_take(&d, &s1);
+/* Every reader holds the whole prefix at the same time, then adds its own
+ * suffix; @s1 is taken before they start. */
+static void readers_share_prefix(th_stats *s1)
+{
+	th_child kids[READERS];
+	th_stats s2;
+	uint64_t msg;
+
+	th_stats_take(&d, s1);
 	for (int i = 0; i < READERS; i++)
 		th_spawn(&kids[i], reader, (void *)(intptr_t)i);
 	for (int i = 0; i < READERS; i++)
@@ -168,32 +164,59 @@ static void publish_then_share(void)
 	CHECK_EQ(th_stat_get(&d, "leases.pinned_blocks"), READERS * PREFIX);
 	th_stats_take(&d, &s2);
 	/* One lookup each: a request, or one answered by the fast path. */
-	CHECK_EQ(th_stats_delta(&s1, &s2, "ops.lookup") +
-		 th_stats_delta(&s1, &s2, "fast.lookups"), READERS);
+	CHECK_EQ(th_stats_delta(s1, &s2, "ops.lookup") +
+		 th_stats_delta(s1, &s2, "fast.lookups"), READERS);
 	/* blocks.lookup_* count every path's blocks, once. */
-	CHECK_EQ(th_stats_delta(&s1, &s2, "blocks.lookup_hit"), READERS * PREFIX);
-	CHECK_EQ(th_stats_delta(&s1, &s2, "blocks.lookup_miss"), READERS * SUFFIX);
+	CHECK_EQ(th_stats_delta(s1, &s2, "blocks.lookup_hit"), READERS * PREFIX);
+	CHECK_EQ(th_stats_delta(s1, &s2, "blocks.lookup_miss"), READERS * SUFFIX);
 	th_stats_free(&s2);
 	for (int i = 0; i < READERS; i++)
 		CHECK_RC(th_send_u64(kids[i].fd, 1), 0);
 	for (int i = 0; i < READERS; i++)
 		CHECK_RC(th_child_wait(&kids[i], 20000), 0);
+}
+
+/* Once the readers are gone: what the whole story counted since @s0; frees
+ * @s0 and @s1. */
+static void share_totals(th_stats *s0, th_stats *s1, uint64_t bb)
+{
+	th_stats s2;
 
 	CHECK(th_wait_stat(&d, "leases.active", 0, TH_WAIT_MS));
 	CHECK(th_wait_stat(&d, "leases.pinned_blocks", 0, TH_WAIT_MS));
 	th_stats_take(&d, &s2);
-	CHECK_EQ(th_stats_delta(&s0, &s2, "blocks.reserved"), PREFIX + READERS * SUFFIX);
-	CHECK_EQ(th_stats_delta(&s0, &s2, "blocks.committed"), PREFIX + READERS * SUFFIX);
-	CHECK_EQ(th_stats_delta(&s0, &s2, "blocks.reserve_busy"), PREFIX);
-	CHECK_EQ(th_stats_delta(&s0, &s2, "blocks.reserve_exists"), READERS * PREFIX);
-	CHECK_EQ(th_stats_delta(&s0, &s2, "blocks.evicted"), 0);
-	CHECK_EQ(th_stats_delta(&s0, &s2, "errors.total"), 0);
+	CHECK_EQ(th_stats_delta(s0, &s2, "blocks.reserved"), PREFIX + READERS * SUFFIX);
+	CHECK_EQ(th_stats_delta(s0, &s2, "blocks.committed"), PREFIX + READERS * SUFFIX);
+	CHECK_EQ(th_stats_delta(s0, &s2, "blocks.reserve_busy"), PREFIX);
+	CHECK_EQ(th_stats_delta(s0, &s2, "blocks.reserve_exists"), READERS * PREFIX);
+	CHECK_EQ(th_stats_delta(s0, &s2, "blocks.evicted"), 0);
+	CHECK_EQ(th_stats_delta(s0, &s2, "errors.total"), 0);
 	CHECK_EQ(th_stats_val(&s2, "tier_host.blocks"), PREFIX + READERS * SUFFIX);
 	CHECK_EQ(th_stats_val(&s2, "tier_host.slots_used"), PREFIX + READERS * SUFFIX);
 	CHECK_EQ(th_stats_val(&s2, "tier_host.bytes_used"), (PREFIX + READERS * SUFFIX) * bb);
-	th_stats_free(&s0);
-	th_stats_free(&s1);
+	th_stats_free(s0);
+	th_stats_free(s1);
 	th_stats_free(&s2);
+}
+
+static void publish_then_share(void)
+{
+	kvs_hash h[PREFIX];
+	kvs_client *c = th_connect(&d, &L), *other = th_connect(&d, &L);
+	uint64_t bb = kvs_block_bytes(c);
+	th_stats s0, s1;
+
+	CHECK_EQ(bb, kvs_layout_block_bytes(&L));
+	CHECK_EQ(bb, 1024 * BT);
+	CHECK_NE(kvs_namespace_id(c), 0);
+	CHECK_EQ(kvs_namespace_id(c), kvs_namespace_id(other));
+	check_hash_tokens_agree(c);
+	th_chain(&L, SEED_PREFIX, PREFIX, 0, 0, h);
+	th_stats_take(&d, &s0);
+
+	write_prefix(c, other, h, bb);
+	readers_share_prefix(&s1);
+	share_totals(&s0, &s1, bb);
 
 	/* Every reader's suffix is there for everyone. */
 	for (int i = 0; i < READERS; i++) {

@@ -94,27 +94,16 @@ static int64_t index_entries(void)
 	return n;
 }
 
-static void test_same_answers(void)
+/* Every prefix length of @h (12 of 16 cached) on the fast path, and a
+ * chain not cached at all: no lookup request reaches the daemon. */
+static void fast_lookups_stay_local(th_daemon *d, kvs_client *fast,
+				    const kvs_hash *h)
 {
-	th_daemon d;
-	kvs_client *fast, *slow, *envc;
-	kvs_hash h[16];
-	kvs_block bf[16], bs[16];
-	kvs_lease lf, ls;
+	kvs_block bf[16];
+	kvs_lease lf;
 	int64_t ops0;
-	uintptr_t ia;
-	size_t ilen;
-	int w;
 
-	th_daemon_up(&d, TH_ARGS("--host-size", "8M"));
-	fast = th_connect(&d, &L);
-	CHECK_RC(kvs_connect_flags(d.socket, &L, KVS_CONNECT_NO_FASTPATH, &slow), 0);
-	CHECK_EQ(th_stat_get(&d, "fast.clients"), 1);
-	th_chain(&L, 77, 16, 0, 0, h);
-	CHECK_RC(th_publish(slow, h, 12, NULL), 12);
-	CHECK_EQ(th_stat_get(&d, "fast.entries"), 12);
-
-	ops0 = th_stat_get(&d, "ops.lookup");
+	ops0 = th_stat_get(d, "ops.lookup");
 	for (size_t n = 1; n <= 16; n++) {
 		int rf = kvs_lookup(fast, h, n, &lf, bf);
 
@@ -132,9 +121,18 @@ static void test_same_answers(void)
 		CHECK_EQ(kvs_lookup(fast, other, 4, &lf, bf), 0);
 		CHECK_EQ(lf, 0);
 	}
-	CHECK_EQ(th_stat_get(&d, "ops.lookup"), ops0);
-	CHECK_GE(th_stat_get(&d, "fast.lookups"), 17);
-	CHECK_EQ(th_stat_get(&d, "fast.hit_blocks"), 78 + 4 * 12);
+	CHECK_EQ(th_stat_get(d, "ops.lookup"), ops0);
+	CHECK_GE(th_stat_get(d, "fast.lookups"), 17);
+	CHECK_EQ(th_stat_get(d, "fast.hit_blocks"), 78 + 4 * 12);
+}
+
+/* The fast and the slow path give the same blocks, and their leases answer
+ * commit and release alike. */
+static void fast_matches_slow(kvs_client *fast, kvs_client *slow,
+			      const kvs_hash *h)
+{
+	kvs_block bf[16], bs[16];
+	kvs_lease lf, ls;
 
 	for (size_t n = 1; n <= 16; n++) {
 		int rf = kvs_lookup(fast, h, n, &lf, bf);
@@ -152,9 +150,16 @@ static void test_same_answers(void)
 		CHECK_RC(kvs_release(fast, lf), KVS_E_NOLEASE);
 		CHECK_RC(kvs_release(slow, ls), KVS_E_NOLEASE);
 	}
-	/* Another connection's fast lease is not ours to end (the tags of
-	 * two clients collide once in 1024: then it is unknown, still an
-	 * error). */
+}
+
+/* Another connection's fast lease is not ours to end (the tags of two
+ * clients collide once in 1024: then it is unknown, still an error). */
+static void foreign_release_refused(kvs_client *fast, kvs_client *slow,
+				    const kvs_hash *h)
+{
+	kvs_block bf[16];
+	kvs_lease lf;
+
 	CHECK_RC(kvs_lookup(fast, h, 12, &lf, bf), 12);
 	{
 		int rc = kvs_release(slow, lf);
@@ -162,24 +167,60 @@ static void test_same_answers(void)
 		CHECK(rc == KVS_E_NOTOWNER || rc == KVS_E_NOLEASE);
 	}
 	CHECK_RC(kvs_release_nowait(fast, lf), 0);
+}
 
-	/* The index is ours to read only, and stays so. */
+/* The index is ours to read only, and stays so. */
+static void index_read_only(void)
+{
+	uintptr_t ia;
+	size_t ilen;
+	int w;
+
 	if (CHECK(find_index(&ia, &ilen, &w))) {
 		CHECK(!w);
 		CHECK(mprotect((void *)ia, ilen, PROT_READ | PROT_WRITE) != 0);
 		CHECK_EQ(index_entries(), 12);
 	}
+}
 
-	/* The environment variable turns it off for the whole process. */
+/* The environment variable turns it off for the whole process. */
+static void env_turns_fastpath_off(th_daemon *d, const kvs_hash *h)
+{
+	kvs_client *envc;
+	kvs_block bs[16];
+	kvs_lease ls;
+	int64_t ops0;
+
 	setenv("KVS_NO_FASTPATH", "1", 1);
-	envc = th_connect(&d, &L);
+	envc = th_connect(d, &L);
 	unsetenv("KVS_NO_FASTPATH");
-	ops0 = th_stat_get(&d, "ops.lookup");
+	ops0 = th_stat_get(d, "ops.lookup");
 	CHECK_RC(kvs_lookup(envc, h, 16, &ls, bs), 12);
 	CHECK_RC(kvs_release(envc, ls), 0);
-	CHECK_EQ(th_stat_get(&d, "ops.lookup"), ops0 + 1);
-	CHECK_EQ(th_stat_get(&d, "fast.clients"), 1);
+	CHECK_EQ(th_stat_get(d, "ops.lookup"), ops0 + 1);
+	CHECK_EQ(th_stat_get(d, "fast.clients"), 1);
 	kvs_close(envc);
+}
+
+static void test_same_answers(void)
+{
+	th_daemon d;
+	kvs_client *fast, *slow;
+	kvs_hash h[16];
+
+	th_daemon_up(&d, TH_ARGS("--host-size", "8M"));
+	fast = th_connect(&d, &L);
+	CHECK_RC(kvs_connect_flags(d.socket, &L, KVS_CONNECT_NO_FASTPATH, &slow), 0);
+	CHECK_EQ(th_stat_get(&d, "fast.clients"), 1);
+	th_chain(&L, 77, 16, 0, 0, h);
+	CHECK_RC(th_publish(slow, h, 12, NULL), 12);
+	CHECK_EQ(th_stat_get(&d, "fast.entries"), 12);
+
+	fast_lookups_stay_local(&d, fast, h);
+	fast_matches_slow(fast, slow, h);
+	foreign_release_refused(fast, slow, h);
+	index_read_only();
+	env_turns_fastpath_off(&d, h);
 	kvs_close(slow);
 	kvs_close(fast);
 	CHECK(th_wait_stat(&d, "fast.clients", 0, TH_WAIT_MS));

@@ -71,32 +71,12 @@ static void expect_event(kvs_watch *w, kvs_event_kind kind, kvs_hash h,
 	*seq = ev.seq;
 }
 
-static void api(void)
+/* LIST: one namespace, its blocks, trees and most-hit prefixes. */
+static void api_list(kvs_client *ctl, const kvs_hash *a, const kvs_hash *b)
 {
-	kvs_layout l = th_layout("admin-model", BT);
-	kvs_hash a[4], b[4], none = { 1, 2 };
-	kvs_client *w, *ctl;
-	kvs_watch *watch;
 	kvs_ns_summary *v;
-	kvs_block_info bi;
-	kvs_evict_result res;
-	uint64_t seq = 0;
-	kvs_event ev;
 	int n;
 
-	CHECK_RC(kvs_watch_open(d.socket, &watch), 0);
-	w = th_connect(&d, &l);
-	ctl = th_connect(&d, NULL);
-	th_chain(&l, 1, 4, 0, 0, a);
-	th_chain(&l, 1, 2, 7, 2, b); /* shares a[0], a[1] */
-	CHECK(same(a[1], b[1]) && !same(a[2], b[2]));
-	CHECK_RC(th_publish(w, a, 4, NULL), 4);
-	CHECK_RC(th_publish(w, b, 4, NULL), 2);
-	CHECK_RC(th_probe(w, a, 4), 4);
-	CHECK_RC(th_probe(w, a, 4), 4);
-	CHECK_RC(th_probe(w, b, 4), 4);
-
-	/* list */
 	n = kvs_list(ctl, 0, 5, &v);
 	if (CHECK_RC(n, 1)) {
 		CHECK_EQ(v[0].id, 1);
@@ -117,8 +97,15 @@ static void api(void)
 		free(v);
 	}
 	CHECK_RC(kvs_list(ctl, 2, 5, &v), -ENOENT);
+}
 
-	/* inspect */
+/* INSPECT a block, a parent, a missing block; what a worker may not do. */
+static void api_inspect(kvs_client *w, kvs_client *ctl, const kvs_hash *a,
+			kvs_hash none)
+{
+	kvs_block_info bi;
+	kvs_evict_result res;
+
 	if (CHECK_RC(kvs_inspect(ctl, 0, a[3], &bi), 0)) {
 		CHECK_EQ(bi.ns, 1);
 		CHECK_EQ(bi.state, KVS_STATE_READY);
@@ -137,6 +124,14 @@ static void api(void)
 	CHECK_RC(kvs_inspect(w, 0, a[0], &bi), 0); /* own namespace */
 	CHECK_RC(kvs_evict(w, KVS_SCOPE_ALL, 0, none, 1, &res), -EPERM);
 	CHECK_RC(kvs_pin(w, 0, a, 4), -EPERM);
+}
+
+/* PIN, then EVICT of every scope: all, a prefix, a namespace. */
+static void api_pin_evict(kvs_client *w, kvs_client *ctl, const kvs_hash *a,
+			  const kvs_hash *b, kvs_hash none)
+{
+	kvs_block_info bi;
+	kvs_evict_result res;
 
 	/* pin, then flush everything: the pinned chain stays */
 	CHECK_RC(kvs_pin(ctl, 0, a, 4), 4);
@@ -164,8 +159,15 @@ static void api(void)
 	CHECK_EQ(res.freed, 2);
 	CHECK_RC(th_probe(w, a, 4), 0);
 	CHECK_RC(kvs_evict(ctl, KVS_SCOPE_NAMESPACE, 9, none, 0, &res), -ENOENT);
+}
 
-	/* the same story from the watcher, in order */
+/* The same story from the watcher, in order; then the watch is closed. */
+static void api_watch_story(kvs_watch *watch, const kvs_hash *a,
+			    const kvs_hash *b)
+{
+	uint64_t seq = 0;
+	kvs_event ev;
+
 	for (int i = 0; i < 4; i++)
 		expect_event(watch, KVS_EV_STORED, a[i], &seq);
 	expect_event(watch, KVS_EV_STORED, b[2], &seq);
@@ -186,6 +188,31 @@ static void api(void)
 	kvs_watch_close(watch);
 	CHECK(th_wait_stat(&d, "events.subscribers", 0, TH_WAIT_MS));
 	CHECK_EQ(th_stat_get(&d, "events.dropped"), 0);
+}
+
+static void api(void)
+{
+	kvs_layout l = th_layout("admin-model", BT);
+	kvs_hash a[4], b[4], none = { 1, 2 };
+	kvs_client *w, *ctl;
+	kvs_watch *watch;
+
+	CHECK_RC(kvs_watch_open(d.socket, &watch), 0);
+	w = th_connect(&d, &l);
+	ctl = th_connect(&d, NULL);
+	th_chain(&l, 1, 4, 0, 0, a);
+	th_chain(&l, 1, 2, 7, 2, b); /* shares a[0], a[1] */
+	CHECK(same(a[1], b[1]) && !same(a[2], b[2]));
+	CHECK_RC(th_publish(w, a, 4, NULL), 4);
+	CHECK_RC(th_publish(w, b, 4, NULL), 2);
+	CHECK_RC(th_probe(w, a, 4), 4);
+	CHECK_RC(th_probe(w, a, 4), 4);
+	CHECK_RC(th_probe(w, b, 4), 4);
+
+	api_list(ctl, a, b);
+	api_inspect(w, ctl, a, none);
+	api_pin_evict(w, ctl, a, b, none);
+	api_watch_story(watch, a, b);
 	kvs_close(ctl);
 	kvs_close(w);
 }

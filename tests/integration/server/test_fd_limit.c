@@ -97,13 +97,113 @@ static int64_t accepts(th_daemon *d)
 	       th_stat_get(d, "clients.refused");
 }
 
+/* Raw connections that say nothing, and a /metrics scrape: more than the
+ * daemon has fds for. */
+struct flood {
+	int raw[RAW], nraw;
+	int scrape;
+	int64_t seen0; /* accepts() before the flood */
+};
+
+/* Workers connect until one is refused; returns how many were served. */
+static int serve_to_limit(th_daemon *d, kvs_client **w, int64_t max)
+{
+	int nw = 0, rc = 0;
+
+	while (nw < MAX_WORKERS) {
+		rc = kvs_connect(d->socket, &L, &w[nw]);
+		if (rc)
+			break;
+		nw++;
+	}
+	CHECK_RC(rc, KVS_E_LIMIT);
+	CHECK_EQ(nw + 1, max); /* + the stats client */
+	CHECK_GE(th_stat_get(d, "clients.refused"), 1);
+	th_round_trip(w[0], &L, 1, 2);
+	return nw;
+}
+
+/* More connections than fds: refused peers until EMFILE, then the rest
+ * wait in the backlog. */
+static void flood_start(th_daemon *d, struct flood *f)
+{
+	int64_t paused0, t0;
+
+	paused0 = th_stat_get(d, "clients.accept_paused");
+	CHECK_EQ(paused0, 0);
+	f->seen0 = accepts(d);
+	for (int i = 0; i < RAW; i++) {
+		int fd = raw_silent(d);
+
+		if (fd >= 0)
+			f->raw[f->nraw++] = fd;
+	}
+	th_note("%d raw connections made", f->nraw);
+	t0 = th_now_ms();
+	while (th_stat_get(d, "clients.accept_paused") == 0 &&
+	       th_now_ms() - t0 < TH_WAIT_MS)
+		th_poll_pause();
+	CHECK_GE(th_stat_get(d, "clients.accept_paused"), 1);
+
+	/* A scrape of /metrics waits too: its listener finds no fd either. */
+	f->scrape = th_tcp_connect((int)th_stat_get(d, "server.metrics_port"));
+	CHECK(f->scrape >= 0);
+}
+
+/* One saturated second: pauses, CPU ticks and log bytes counted. */
+static void saturated_second(th_daemon *d, kvs_client **w, int nw)
+{
+	long long ticks0, ticks1, log0, log1;
+	int64_t paused0, paused1, t0;
+
+	log0 = file_bytes(d->log);
+	ticks0 = cpu_ticks(d->pid);
+	paused0 = th_stat_get(d, "clients.accept_paused");
+	t0 = th_now_ms();
+	for (int i = 0; i < 5; i++)
+		th_round_trip(w[i % nw], &L, 10 + (uint64_t)i, 2);
+	while (th_now_ms() - t0 < SATURATED_MS)
+		th_poll_pause();
+	paused1 = th_stat_get(d, "clients.accept_paused");
+	ticks1 = cpu_ticks(d->pid);
+	log1 = file_bytes(d->log);
+	th_note("saturated %d ms: %lld listener pauses, %lld CPU ticks, log +%lld "
+		"bytes", SATURATED_MS, (long long)(paused1 - paused0),
+		ticks1 - ticks0, log1 - log0);
+	CHECK(ticks0 >= 0 && ticks1 >= 0);
+	/* 100 ms doubling to 1 s: about 4 pauses a second. */
+	CHECK_LE(paused1 - paused0, 12);
+	/* A spinning loop burns ~100 ticks a second (USER_HZ 100). */
+	CHECK_LE(ticks1 - ticks0, 30);
+	CHECK_LE(log1 - log0, 4096);
+	CHECK(th_log_contains(d, "not accepting for 100 ms"));
+}
+
+/* The flood's connections close; each is accepted once (a closed one too,
+ * from the backlog), served for the moment it takes to read its end or
+ * refused. */
+static void flood_end(th_daemon *d, const struct flood *f)
+{
+	int64_t t0;
+
+	for (int i = 0; i < f->nraw; i++)
+		close(f->raw[i]);
+	if (f->scrape >= 0)
+		close(f->scrape);
+	t0 = th_now_ms();
+	while (accepts(d) < f->seen0 + f->nraw &&
+	       th_now_ms() - t0 < 3 * TH_WAIT_MS)
+		th_poll_pause();
+	CHECK_EQ(accepts(d), f->seen0 + f->nraw);
+}
+
 int main(void)
 {
 	static th_daemon d;
+	static struct flood f;
 	kvs_client *w[MAX_WORKERS] = { 0 }, *x = NULL;
-	int raw[RAW], nraw = 0, nw = 0, rc = 0, scrape;
-	long long ticks0, ticks1, log0, log1;
-	int64_t max, paused0, paused1, t0, seen0;
+	int nw;
+	int64_t max;
 
 	th_init("test_fd_limit");
 	L = th_layout("fd-limit-model", BT);
@@ -125,73 +225,12 @@ int main(void)
 	CHECK(th_log_contains(&d, "--max-clients 1024 lowered to"));
 
 	/* Served up to the limit, then refused cleanly. */
-	while (nw < MAX_WORKERS) {
-		rc = kvs_connect(d.socket, &L, &w[nw]);
-		if (rc)
-			break;
-		nw++;
-	}
-	CHECK_RC(rc, KVS_E_LIMIT);
-	CHECK_EQ(nw + 1, max); /* + the stats client */
-	CHECK_GE(th_stat_get(&d, "clients.refused"), 1);
-	th_round_trip(w[0], &L, 1, 2);
-
-	/* More connections than fds: refused peers until EMFILE, then the
-	 * rest wait in the backlog. */
-	paused0 = th_stat_get(&d, "clients.accept_paused");
-	CHECK_EQ(paused0, 0);
-	seen0 = accepts(&d);
-	for (int i = 0; i < RAW; i++) {
-		int fd = raw_silent(&d);
-
-		if (fd >= 0)
-			raw[nraw++] = fd;
-	}
-	th_note("%d raw connections made", nraw);
-	t0 = th_now_ms();
-	while (th_stat_get(&d, "clients.accept_paused") == 0 &&
-	       th_now_ms() - t0 < TH_WAIT_MS)
-		th_poll_pause();
-	CHECK_GE(th_stat_get(&d, "clients.accept_paused"), 1);
-
-	/* A scrape of /metrics waits too: its listener finds no fd either. */
-	scrape = th_tcp_connect((int)th_stat_get(&d, "server.metrics_port"));
-	CHECK(scrape >= 0);
-
-	/* One saturated second: pauses, CPU ticks and log bytes counted. */
-	log0 = file_bytes(d.log);
-	ticks0 = cpu_ticks(d.pid);
-	paused0 = th_stat_get(&d, "clients.accept_paused");
-	t0 = th_now_ms();
-	for (int i = 0; i < 5; i++)
-		th_round_trip(w[i % nw], &L, 10 + (uint64_t)i, 2);
-	while (th_now_ms() - t0 < SATURATED_MS)
-		th_poll_pause();
-	paused1 = th_stat_get(&d, "clients.accept_paused");
-	ticks1 = cpu_ticks(d.pid);
-	log1 = file_bytes(d.log);
-	th_note("saturated %d ms: %lld listener pauses, %lld CPU ticks, log +%lld "
-		"bytes", SATURATED_MS, (long long)(paused1 - paused0),
-		ticks1 - ticks0, log1 - log0);
-	CHECK(ticks0 >= 0 && ticks1 >= 0);
-	/* 100 ms doubling to 1 s: about 4 pauses a second. */
-	CHECK_LE(paused1 - paused0, 12);
-	/* A spinning loop burns ~100 ticks a second (USER_HZ 100). */
-	CHECK_LE(ticks1 - ticks0, 30);
-	CHECK_LE(log1 - log0, 4096);
-	CHECK(th_log_contains(&d, "not accepting for 100 ms"));
+	nw = serve_to_limit(&d, w, max);
+	flood_start(&d, &f);
+	saturated_second(&d, w, nw);
 
 	/* Served again once the flood is gone and a worker leaves. */
-	for (int i = 0; i < nraw; i++)
-		close(raw[i]);
-	if (scrape >= 0)
-		close(scrape);
-	/* Each is accepted once (a closed one too, from the backlog), served
-	 * for the moment it takes to read its end or refused. */
-	t0 = th_now_ms();
-	while (accepts(&d) < seen0 + nraw && th_now_ms() - t0 < 3 * TH_WAIT_MS)
-		th_poll_pause();
-	CHECK_EQ(accepts(&d), seen0 + nraw);
+	flood_end(&d, &f);
 	kvs_close(w[--nw]);
 	CHECK(th_wait_stat(&d, "clients.connected", max - 1, TH_WAIT_MS));
 	CHECK_RC(kvs_connect(d.socket, &L, &x), 0);

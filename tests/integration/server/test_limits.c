@@ -124,6 +124,41 @@ static int raw_attached(th_daemon *d)
 	return fd;
 }
 
+/* Pipeline stats requests on @fd, for 2 s at most, reading none of the
+ * replies. */
+static void send_stats_unread(int fd)
+{
+	/* One buffer, one send: 2000 tiny sends would each cost a socket
+	 * buffer's worth of overhead. */
+	enum { NREQ = 2000 };
+	uint8_t *req = malloc((size_t)NREQ * KVS_WIRE_HDR_SIZE);
+	kvs_wire_hdr s = { .magic = KVS_WIRE_MAGIC,
+			   .version = KVS_WIRE_VERSION,
+			   .opcode = KVS_OP_STATS };
+	size_t len = (size_t)NREQ * KVS_WIRE_HDR_SIZE, off = 0;
+	int64_t deadline = th_now_ms() + 2000;
+
+	if (!req)
+		th_fatal("out of memory");
+	for (int i = 0; i < NREQ; i++) {
+		s.req_id = (uint64_t)i + 1;
+		kvs_wire_hdr_encode(&s, req + (size_t)i * KVS_WIRE_HDR_SIZE);
+	}
+	/* Until all is sent or the daemon stops reading. */
+	while (off < len && th_now_ms() < deadline) {
+		ssize_t n = send(fd, req + off, len - off,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n > 0)
+			off += (size_t)n;
+		else
+			th_poll_pause();
+	}
+	th_note("sent %zu of %zu stats requests, reading none of the "
+		"replies", off / KVS_WIRE_HDR_SIZE, (size_t)NREQ);
+	free(req);
+}
+
 static void test_timeouts(void)
 {
 	static th_daemon d;
@@ -158,37 +193,7 @@ static void test_timeouts(void)
 	/* Pipelined stats requests whose replies are never read: reading
 	 * pauses at 1 MiB of replies, and a second later it is closed. */
 	deaf = th_raw_connect(&d);
-	{
-		/* One buffer, one send: 2000 tiny sends would each cost a
-		 * socket buffer's worth of overhead. */
-		enum { NREQ = 2000 };
-		uint8_t *req = malloc((size_t)NREQ * KVS_WIRE_HDR_SIZE);
-		kvs_wire_hdr s = { .magic = KVS_WIRE_MAGIC,
-				   .version = KVS_WIRE_VERSION,
-				   .opcode = KVS_OP_STATS };
-		size_t len = (size_t)NREQ * KVS_WIRE_HDR_SIZE, off = 0;
-		int64_t deadline = th_now_ms() + 2000;
-
-		if (!req)
-			th_fatal("out of memory");
-		for (int i = 0; i < NREQ; i++) {
-			s.req_id = (uint64_t)i + 1;
-			kvs_wire_hdr_encode(&s, req + (size_t)i * KVS_WIRE_HDR_SIZE);
-		}
-		/* Until all is sent or the daemon stops reading. */
-		while (off < len && th_now_ms() < deadline) {
-			ssize_t n = send(deaf, req + off, len - off,
-					 MSG_NOSIGNAL | MSG_DONTWAIT);
-
-			if (n > 0)
-				off += (size_t)n;
-			else
-				th_poll_pause();
-		}
-		th_note("sent %zu of %zu stats requests, reading none of the "
-			"replies", off / KVS_WIRE_HDR_SIZE, (size_t)NREQ);
-		free(req);
-	}
+	send_stats_unread(deaf);
 	round_trip(good, 21);
 	CHECK(th_wait_stat(&d, "clients.timeout_unread", 1, 5000));
 	CHECK(th_raw_wait_closed(deaf, TH_WAIT_MS));

@@ -302,36 +302,33 @@ static void start_as_daemon_uid(th_daemon *d)
 	setenv("KVSHARED", saved, 1);
 }
 
-static void test_tenant_domains(void)
+/* Start @d with one arena per uid, as the daemon's uid. */
+static void tenant_daemon_start(th_daemon *d)
 {
-	static th_daemon d;
-	int64_t r[NRES], op[NRES];
-	kvs_watch *w = NULL;
-	kvs_event ev;
-	int64_t per_ns[3] = { 0 };
-	uint64_t go = 1, v = 1;
-	int64_t deadline;
-	job jb;
-	th_child ch;
-
-	if (th_daemon_init(&d, TH_ARGS("--host-size", "32M", "--socket-mode",
-				       "0666", "--tenant-arenas", "uid",
-				       "--max-tenants", "4", "--admin-uid",
-				       "65532")) < 0)
+	if (th_daemon_init(d, TH_ARGS("--host-size", "32M", "--socket-mode",
+				      "0666", "--tenant-arenas", "uid",
+				      "--max-tenants", "4", "--admin-uid",
+				      "65532")) < 0)
 		th_fatal("th_daemon_init failed");
 	/* First: a chroot whose / is 0700 lets no other uid through, the
 	 * daemon's included (a skip, with the reason). */
-	th_open_dir_to(&d, UID_A, UID_A);
-	start_as_daemon_uid(&d);
+	th_open_dir_to(d, UID_A, UID_A);
+	start_as_daemon_uid(d);
+}
 
-	/* Root watches everything, from the start. */
-	CHECK_RC(kvs_watch_open(d.socket, &w), 0);
-	/* B watches from before A publishes. */
-	jb = (job){ .d = &d, .uid = UID_B, .fn = b_watch };
+/* B watches from before A publishes: it sees its own block's event, none
+ * of A's. @r: B's results. */
+static void b_watches_a_publish(th_daemon *d, int64_t *r)
+{
+	uint64_t go = 1, v = 1;
+	job jb;
+	th_child ch;
+
+	jb = (job){ .d = d, .uid = UID_B, .fn = b_watch };
 	th_spawn(&ch, as_uid, &jb);
 	CHECK_RC(th_recv_u64(ch.fd, &v, TH_WAIT_MS), 0);
 	CHECK_EQ((int64_t)v, 0);
-	run_as(&d, UID_A, a_publish, r);
+	run_as(d, UID_A, a_publish, r);
 	CHECK_EQ(r[0], NBLK);
 	th_send_u64(ch.fd, go);
 	for (int i = 0; i < NRES; i++) {
@@ -347,9 +344,13 @@ static void test_tenant_domains(void)
 	if (!CHECK_EQ(r[B_FOREIGN], 0))
 		th_note("worker B's watch got %lld events of A's blocks",
 			(long long)r[B_FOREIGN]);
+}
 
-	/* B reaches for A's namespace (1) on a control connection. */
-	run_as(&d, UID_B, b_reach, r);
+/* B reaches for A's namespace (1) on a control connection: refused, and
+ * A's blocks are all there. */
+static void b_reaches_for_a(th_daemon *d, int64_t *r)
+{
+	run_as(d, UID_B, b_reach, r);
 	CHECK_RC(r[B_INSPECT_ANY], -ENOENT);
 	CHECK_RC(r[B_INSPECT_A], KVS_E_PERM);
 	CHECK_EQ(r[B_LIST], 1);
@@ -366,12 +367,19 @@ static void test_tenant_domains(void)
 		CHECK_EQ(r[B_KVSCTL], 1);
 	CHECK_EQ(r[B_INSPECT_OWN], 2);
 	CHECK_EQ(r[B_EVICT_OWN], 1);
-	CHECK_GE(th_stat_get(&d, "errors.perm"), 8);
+	CHECK_GE(th_stat_get(d, "errors.perm"), 8);
 	/* A's blocks are all there. */
-	run_as(&d, UID_A, a_probe, r);
+	run_as(d, UID_A, a_probe, r);
 	CHECK_EQ(r[0], NBLK);
+}
 
-	/* Root's watch saw both namespaces' blocks. */
+/* Root's watch @w saw both namespaces' blocks; then it is closed. */
+static void root_watch_saw_both(kvs_watch *w)
+{
+	int64_t per_ns[3] = { 0 };
+	int64_t deadline;
+	kvs_event ev;
+
 	deadline = th_now_ms() + TH_WAIT_MS;
 	while ((per_ns[1] < NBLK || per_ns[2] < 1) && th_now_ms() < deadline) {
 		int n = kvs_watch_next(w, &ev, 100);
@@ -384,12 +392,16 @@ static void test_tenant_domains(void)
 	CHECK_EQ(per_ns[1], NBLK);
 	CHECK_EQ(per_ns[2], 1);
 	kvs_watch_close(w);
+}
 
-	/* The operators: root, the daemon's uid, --admin-uid. */
+/* The operators: root, the daemon's uid, --admin-uid see and pin A's
+ * chain; the daemon's uid evicts it all. @op, @r: results. */
+static void operators_reach_all(th_daemon *d, int64_t *op, int64_t *r)
+{
 	for (int i = 0; i < 3; i++) {
 		const uint32_t uids[] = { 0, daemon_uid, UID_ADMIN };
 
-		run_as(&d, uids[i], operator_sees, op);
+		run_as(d, uids[i], operator_sees, op);
 		if (!CHECK_EQ(op[0], 2))
 			th_note("operator uid %u lists %lld namespaces",
 				uids[i], (long long)op[0]);
@@ -398,11 +410,26 @@ static void test_tenant_domains(void)
 		CHECK_EQ(op[3], NBLK);
 		CHECK_EQ(op[4], NBLK);
 	}
-	run_as(&d, daemon_uid, operator_evicts, op);
+	run_as(d, daemon_uid, operator_evicts, op);
 	CHECK_EQ(op[0], 0);
 	CHECK_EQ(op[1], NBLK);
-	run_as(&d, UID_A, a_probe, r);
+	run_as(d, UID_A, a_probe, r);
 	CHECK_EQ(r[0], 0);
+}
+
+static void test_tenant_domains(void)
+{
+	static th_daemon d;
+	int64_t r[NRES], op[NRES];
+	kvs_watch *w = NULL;
+
+	tenant_daemon_start(&d);
+	/* Root watches everything, from the start. */
+	CHECK_RC(kvs_watch_open(d.socket, &w), 0);
+	b_watches_a_publish(&d, r);
+	b_reaches_for_a(&d, r);
+	root_watch_saw_both(w);
+	operators_reach_all(&d, op, r);
 }
 
 /* Worker B in one shared arena: res[0] watch, res[1] LIST, res[2] INSPECT

@@ -74,32 +74,13 @@ static long long exists_calls(rc_cluster *c)
 	return sum;
 }
 
-int main(void)
+/* through: A publishes at commit, B fetches */
+static void publish_through_then_fetch(kvs_client *ca, kvs_client *cb)
 {
-	rc_cluster *c;
-	kvs_client *ca, *ca2, *cb, *cb2;
 	size_t bad;
-	int hits, total;
+	int hits;
 	int64_t t0, ms;
-	long long evicted = 0, exists0;
-	int ret;
 
-	setenv("TH_TIMEOUT", "240", 0);
-	th_init("test_remote_share");
-	c = rt_cluster(&(rc_opts){ .masters = 3 });
-	th_note("cluster %s", rc_seeds(c));
-	th_daemon_up(&A, TH_ARGS("--host-size", "16M", "--page-size", "64K",
-				 "--remote", rc_seeds(c), "--remote-write", "through"));
-	th_daemon_up(&B, TH_ARGS("--host-size", "16M", "--page-size", "64K",
-				 "--remote", rc_seeds(c)));
-	CHECK_EQ(th_stat_get(&A, "tier_remote.enabled"), 1);
-	CHECK_EQ(th_stat_get(&A, "tier_remote.cluster"), 1);
-	CHECK_EQ(th_stat_get(&B, "tier_remote.nodes"), 3);
-	L = th_layout("remote-model", BLOCK_TOKENS);
-	ca = th_connect(&A, &L);
-	cb = th_connect(&B, &L);
-
-	/* through: A publishes at commit, B fetches */
 	th_chain(&L, 11, LEN, 0, 0, H);
 	CHECK_RC(th_publish(ca, H, LEN, NULL), LEN);
 	CHECK(rt_wait_ge(&A, "tier_remote.published", LEN, TH_WAIT_MS));
@@ -120,8 +101,16 @@ int main(void)
 	CHECK_EQ(bad, 0);
 	CHECK_EQ(th_stat_get(&B, "tier_remote.hits"), LEN);
 	CHECK(th_wait_stat(&B, "leases.active", 0, TH_WAIT_MS));
+}
 
-	/* demote: A2 publishes what its small host tier evicts */
+/* demote: A2 publishes what its small host tier evicts, B hits the oldest
+ * chains. Returns A2's client (closed at the end). */
+static kvs_client *demote_publishes_evicted(rc_cluster *c, kvs_client *cb)
+{
+	kvs_client *ca2;
+	size_t bad;
+	int hits, total;
+
 	th_daemon_up(&A2, TH_ARGS("--host-size", "2M", "--page-size", "64K",
 				  "--remote", rc_seeds(c), "--remote-write", "demote"));
 	ca2 = th_connect(&A2, &L);
@@ -145,9 +134,18 @@ int main(void)
 	}
 	th_note("demote: B hits %d of %d blocks", total, DCHAINS * DLEN);
 	CHECK_LE(total, th_stat_get(&A2, "tier_remote.published"));
+	return ca2;
+}
 
-	/* B2 (demote, a 1 MiB host tier: 16 blocks) fetches those chains and
-	 * evicts what it fetched: nothing is sent back, it came from there */
+/* B2 (demote, a 1 MiB host tier: 16 blocks) fetches those chains and
+ * evicts what it fetched: nothing is sent back, it came from there */
+static void fetched_not_sent_back(rc_cluster *c)
+{
+	kvs_client *cb2;
+	long long exists0;
+	size_t bad;
+	int hits;
+
 	th_daemon_up(&B2, TH_ARGS("--host-size", "1M", "--page-size", "64K",
 				  "--remote", rc_seeds(c)));
 	cb2 = th_connect(&B2, &L);
@@ -169,8 +167,15 @@ int main(void)
 	/* not even asked: every EXISTS the cluster saw was a probe's */
 	CHECK_EQ(exists_calls(c) - exists0, th_stat_get(&B2, "tier_remote.probe_keys"));
 	kvs_close(cb2);
+}
 
-	/* maxmemory: about 1 MiB of room per node, 8 MiB published */
+/* maxmemory: about 1 MiB of room per node, 8 MiB published */
+static void maxmemory_evicts(rc_cluster *c, kvs_client *ca, kvs_client *cb)
+{
+	long long evicted = 0;
+	size_t bad;
+	int hits, total;
+
 	for (int i = 0; i < rc_nodes(c); i++)
 		cap_memory(c, i, 1 << 20);
 	for (int i = 0; i < MCHAINS; i++) {
@@ -199,47 +204,77 @@ int main(void)
 	CHECK_LT(total, MCHAINS * MLEN);
 	CHECK_GT(th_stat_get(&B, "tier_remote.misses"), 0);
 	CHECK_EQ(th_stat_get(&B, "tier_remote.corrupt"), 0);
+}
 
-	/* through, under eviction (the cluster's memory uncapped again): A3's
-	 * 2 MiB host tier (32 blocks) turns over
-	 * while SETs are in flight; each goes straight from its block's slot,
-	 * which its pin keeps from reuse until the SET is answered, so what B
-	 * fetches is every block, bit exact (a slot reused under its SET
-	 * would arrive with a checksum that does not match: a miss). */
+/* through, under eviction (the cluster's memory uncapped again): A3's
+ * 2 MiB host tier (32 blocks) turns over
+ * while SETs are in flight; each goes straight from its block's slot,
+ * which its pin keeps from reuse until the SET is answered, so what B
+ * fetches is every block, bit exact (a slot reused under its SET
+ * would arrive with a checksum that does not match: a miss). */
+static void through_under_eviction(rc_cluster *c, kvs_client *cb)
+{
+	kvs_client *ca3;
+	int committed = 0, whole[DCHAINS];
+	size_t bad;
+
 	for (int i = 0; i < rc_nodes(c); i++) {
 		char out[256];
 
 		CHECK_EQ(rc_cli(c, i, out, sizeof(out), "CONFIG", "SET", "maxmemory",
 				"0", NULL), 0);
 	}
-	{
-		kvs_client *ca3;
-		int committed = 0, whole[DCHAINS];
-
-		th_daemon_up(&A3, TH_ARGS("--host-size", "2M", "--page-size", "64K",
-					  "--remote", rc_seeds(c), "--remote-write", "through"));
-		ca3 = th_connect(&A3, &L);
-		for (int i = 0; i < DCHAINS; i++) {
-			th_chain(&L, 5000 + (uint64_t)i, DLEN, 0, 0, W[i]);
-			whole[i] = th_publish(ca3, W[i], DLEN, NULL) == DLEN;
-			committed += whole[i] * DLEN;
-		}
-		CHECK_GT(th_stat_get(&A3, "blocks.evicted"), 0);
-		CHECK_GE(committed, DLEN * DCHAINS / 2);
-		CHECK(rt_wait_ge(&A3, "tier_remote.published", committed, TH_WAIT_MS));
-		for (int i = 0; i < DCHAINS; i++) {
-			if (!whole[i])
-				continue;
-			CHECK_EQ(th_verify(cb, W[i], DLEN, &bad), DLEN);
-			CHECK_EQ(bad, 0);
-		}
-		CHECK_EQ(th_stat_get(&B, "tier_remote.corrupt"), 0);
-		th_note("through under eviction: A3 committed %d, evicted %" PRId64
-			", published %" PRId64, committed,
-			th_stat_get(&A3, "blocks.evicted"),
-			th_stat_get(&A3, "tier_remote.published"));
-		kvs_close(ca3);
+	th_daemon_up(&A3, TH_ARGS("--host-size", "2M", "--page-size", "64K",
+				  "--remote", rc_seeds(c), "--remote-write", "through"));
+	ca3 = th_connect(&A3, &L);
+	for (int i = 0; i < DCHAINS; i++) {
+		th_chain(&L, 5000 + (uint64_t)i, DLEN, 0, 0, W[i]);
+		whole[i] = th_publish(ca3, W[i], DLEN, NULL) == DLEN;
+		committed += whole[i] * DLEN;
 	}
+	CHECK_GT(th_stat_get(&A3, "blocks.evicted"), 0);
+	CHECK_GE(committed, DLEN * DCHAINS / 2);
+	CHECK(rt_wait_ge(&A3, "tier_remote.published", committed, TH_WAIT_MS));
+	for (int i = 0; i < DCHAINS; i++) {
+		if (!whole[i])
+			continue;
+		CHECK_EQ(th_verify(cb, W[i], DLEN, &bad), DLEN);
+		CHECK_EQ(bad, 0);
+	}
+	CHECK_EQ(th_stat_get(&B, "tier_remote.corrupt"), 0);
+	th_note("through under eviction: A3 committed %d, evicted %" PRId64
+		", published %" PRId64, committed,
+		th_stat_get(&A3, "blocks.evicted"),
+		th_stat_get(&A3, "tier_remote.published"));
+	kvs_close(ca3);
+}
+
+int main(void)
+{
+	rc_cluster *c;
+	kvs_client *ca, *ca2, *cb;
+	int ret;
+
+	setenv("TH_TIMEOUT", "240", 0);
+	th_init("test_remote_share");
+	c = rt_cluster(&(rc_opts){ .masters = 3 });
+	th_note("cluster %s", rc_seeds(c));
+	th_daemon_up(&A, TH_ARGS("--host-size", "16M", "--page-size", "64K",
+				 "--remote", rc_seeds(c), "--remote-write", "through"));
+	th_daemon_up(&B, TH_ARGS("--host-size", "16M", "--page-size", "64K",
+				 "--remote", rc_seeds(c)));
+	CHECK_EQ(th_stat_get(&A, "tier_remote.enabled"), 1);
+	CHECK_EQ(th_stat_get(&A, "tier_remote.cluster"), 1);
+	CHECK_EQ(th_stat_get(&B, "tier_remote.nodes"), 3);
+	L = th_layout("remote-model", BLOCK_TOKENS);
+	ca = th_connect(&A, &L);
+	cb = th_connect(&B, &L);
+
+	publish_through_then_fetch(ca, cb);
+	ca2 = demote_publishes_evicted(c, cb);
+	fetched_not_sent_back(c);
+	maxmemory_evicts(c, ca, cb);
+	through_under_eviction(c, cb);
 
 	kvs_close(ca);
 	kvs_close(ca2);

@@ -69,35 +69,21 @@ static pid_t reshard(rc_cluster *c, int from, int to)
 	return pid;
 }
 
-int main(void)
+/* The reshard, under both daemons' traffic: each publishes, each looks
+ * up the other's fresh chain; the chains published before it moved. */
+static void reshard_under_traffic(rc_cluster *c, kvs_client **cl)
 {
 	static int8_t before[KVS_SLOTS], after[KVS_SLOTS];
-	rc_cluster *c;
-	kvs_client *cl[3];
 	int64_t t0;
 	size_t bad;
 	int status = 0, done = 0, rounds = 0, hits_during = 0, asked = 0;
-	int moved = 0, pre_chains, nwhole = 0, chits = 0;
+	int moved = 0, pre_chains;
 	pid_t child;
 
-	setenv("TH_TIMEOUT", "280", 0);
-	th_init("test_remote_tier_reshard");
-	c = rt_cluster(&(rc_opts){ .masters = 3 });
-	for (int d = 0; d < 2; d++)
-		th_daemon_up(&D[d], TH_ARGS("--host-size", "32M", "--page-size", "16K",
-					    "--remote", rc_seeds(c), "--remote-write",
-					    "through"));
-	L = th_layout("remote-model", BLOCK_TOKENS);
-	for (int d = 0; d < 2; d++)
-		cl[d] = th_connect(&D[d], &L);
-	for (int i = 0; i < PRE; i++)
-		for (int d = 0; d < 2; d++)
-			CHECK(publish_one(d, cl[d], 1000 * (uint64_t)(d + 1) + (uint64_t)i));
 	pre_chains = nchains;
 	if (rt_owners(c, 0, before) < 0)
 		th_fatal("CLUSTER NODES failed");
 
-	/* the reshard, under both daemons' traffic */
 	child = reshard(c, 2, 1);
 	CHECK(child > 0);
 	t0 = th_now_ms();
@@ -138,8 +124,14 @@ int main(void)
 	CHECK_GT(rounds, 0);
 	/* as the engine test: through MOVED and ASK, nothing is lost */
 	CHECK_EQ(hits_during, asked);
+}
 
-	/* hits resume: a third daemon, empty, hits every whole chain */
+/* hits resume: a third daemon, empty, hits every whole chain */
+static void third_daemon_hits_all(rc_cluster *c, kvs_client **cl)
+{
+	size_t bad;
+	int nwhole = 0, chits = 0;
+
 	th_daemon_up(&D[2], TH_ARGS("--host-size", "128M", "--page-size", "16K",
 				    "--remote", rc_seeds(c)));
 	cl[2] = th_connect(&D[2], &L);
@@ -159,6 +151,29 @@ int main(void)
 		chits, nwhole * LEN, nwhole);
 	CHECK_EQ(nwhole, nchains);
 	CHECK_EQ(th_stat_get(&D[2], "tier_remote.corrupt"), 0);
+}
+
+int main(void)
+{
+	rc_cluster *c;
+	kvs_client *cl[3];
+
+	setenv("TH_TIMEOUT", "280", 0);
+	th_init("test_remote_tier_reshard");
+	c = rt_cluster(&(rc_opts){ .masters = 3 });
+	for (int d = 0; d < 2; d++)
+		th_daemon_up(&D[d], TH_ARGS("--host-size", "32M", "--page-size", "16K",
+					    "--remote", rc_seeds(c), "--remote-write",
+					    "through"));
+	L = th_layout("remote-model", BLOCK_TOKENS);
+	for (int d = 0; d < 2; d++)
+		cl[d] = th_connect(&D[d], &L);
+	for (int i = 0; i < PRE; i++)
+		for (int d = 0; d < 2; d++)
+			CHECK(publish_one(d, cl[d], 1000 * (uint64_t)(d + 1) + (uint64_t)i));
+
+	reshard_under_traffic(c, cl);
+	third_daemon_hits_all(c, cl);
 	for (int d = 0; d < 3; d++)
 		kvs_close(cl[d]);
 	return th_finish();

@@ -23,12 +23,49 @@ static void signal_all(rc_cluster *c, int sig)
 		CHECK_EQ(kill(rc_pid(c, i), sig), 0);
 }
 
+/* Attached, they share: A publishes at commit, B hits with the same
+ * bytes. The nodes that did not answer while stopped are in their backoff
+ * (at most 2 s) until a request finds them again: a chain may be cut
+ * there, so chains are published until one goes out whole. */
+static void share_after_attach(kvs_client *ca, kvs_client *cb, const kvs_layout *L)
+{
+	kvs_hash H2[LEN];
+	size_t bad;
+	int64_t t0;
+
+	t0 = th_now_ms();
+	for (uint64_t k = 22;; k++) {
+		int64_t before = rt_publish_ends(&A), pub = th_stat_get(&A, "tier_remote.published");
+
+		th_chain(L, k, LEN, 0, 0, H2);
+		CHECK_RC(th_publish(ca, H2, LEN, NULL), LEN);
+		CHECK(rt_wait_publish_ends(&A, before + LEN, TH_WAIT_MS));
+		if (th_stat_get(&A, "tier_remote.published") - pub == LEN)
+			break;
+		if (!CHECK_LT(th_now_ms() - t0, 20000))
+			break;
+		th_poll_pause();
+	}
+	th_note("a chain went out whole %" PRId64 " ms after the attach",
+		th_now_ms() - t0);
+	/* B's nodes may be in their backoff too: looked up until whole */
+	for (int hits = 0; hits < LEN;) {
+		hits = th_verify(cb, H2, LEN, &bad);
+		CHECK_EQ(bad, 0);
+		if (!CHECK_LT(th_now_ms() - t0, 20000))
+			break;
+		if (hits < LEN)
+			th_poll_pause();
+	}
+	CHECK_GE(th_stat_get(&B, "tier_remote.hits"), LEN);
+}
+
 int main(void)
 {
 	rc_cluster *c;
 	kvs_client *ca, *cb;
 	kvs_layout L;
-	kvs_hash H[LEN], H2[LEN];
+	kvs_hash H[LEN];
 	size_t bad;
 	int64_t t0, ms;
 
@@ -73,35 +110,7 @@ int main(void)
 	CHECK(th_log_contains(&A, "remote tier: attached"));
 	CHECK_EQ(th_stat_get(&A, "tier_remote.cluster"), 1);
 
-	/* and share: A publishes at commit, B hits with the same bytes. The
-	 * nodes that did not answer while stopped are in their backoff (at
-	 * most 2 s) until a request finds them again: a chain may be cut
-	 * there, so chains are published until one goes out whole. */
-	t0 = th_now_ms();
-	for (uint64_t k = 22;; k++) {
-		int64_t before = rt_publish_ends(&A), pub = th_stat_get(&A, "tier_remote.published");
-
-		th_chain(&L, k, LEN, 0, 0, H2);
-		CHECK_RC(th_publish(ca, H2, LEN, NULL), LEN);
-		CHECK(rt_wait_publish_ends(&A, before + LEN, TH_WAIT_MS));
-		if (th_stat_get(&A, "tier_remote.published") - pub == LEN)
-			break;
-		if (!CHECK_LT(th_now_ms() - t0, 20000))
-			break;
-		th_poll_pause();
-	}
-	th_note("a chain went out whole %" PRId64 " ms after the attach",
-		th_now_ms() - t0);
-	/* B's nodes may be in their backoff too: looked up until whole */
-	for (int hits = 0; hits < LEN;) {
-		hits = th_verify(cb, H2, LEN, &bad);
-		CHECK_EQ(bad, 0);
-		if (!CHECK_LT(th_now_ms() - t0, 20000))
-			break;
-		if (hits < LEN)
-			th_poll_pause();
-	}
-	CHECK_GE(th_stat_get(&B, "tier_remote.hits"), LEN);
+	share_after_attach(ca, cb, &L);
 
 	kvs_close(ca);
 	kvs_close(cb);

@@ -22,25 +22,16 @@
 
 static th_daemon A, B, W, P, N, F;
 
-int main(void)
+/* share: two daemons with --remote-tls, the CA and a client certificate:
+ * A publishes at commit, B's lookup fetches it, bytes verified. */
+static void share_over_tls(rc_cluster *c, const char *caf, const char *cert,
+			   const char *key)
 {
-	rc_cluster *c;
 	kvs_client *ca, *cb;
 	kvs_layout L;
 	kvs_hash h[LEN];
-	char caf[512], other[512], cert[512], key[512];
-	int64_t t0;
 	size_t bad;
 
-	setenv("TH_TIMEOUT", "240", 0);
-	th_init("test_remote_tier_tls");
-	c = rt_cluster(&(rc_opts){ .masters = 3, .tls = 1, .tls_auth_clients = 1 });
-	snprintf(caf, sizeof(caf), "%s", rc_tls_file(c, "ca.crt"));
-	snprintf(other, sizeof(other), "%s", rc_tls_file(c, "other-ca.crt"));
-	snprintf(cert, sizeof(cert), "%s", rc_tls_file(c, "client.crt"));
-	snprintf(key, sizeof(key), "%s", rc_tls_file(c, "client.key"));
-
-	/* share */
 	if (th_daemon_init(&A, TH_ARGS("--host-size", "8M", "--page-size", "16K",
 				       "--remote", rc_seeds(c), "--remote-write",
 				       "through", "--remote-tls", "--remote-tls-ca", caf,
@@ -68,6 +59,15 @@ int main(void)
 	CHECK_EQ(th_stat_get(&B, "tier_remote.errors_other"), 0);
 	kvs_close(ca);
 	kvs_close(cb);
+}
+
+/* Daemons the cluster refuses at start, or whose flags are refused: the
+ * wrong CA, plain text, no client certificate, a certificate without
+ * its key. */
+static void refused_at_start(rc_cluster *c, const char *caf, const char *other,
+			     const char *cert, const char *key)
+{
+	int64_t t0;
 
 	/* wrong CA */
 	if (th_daemon_init(&W, TH_ARGS("--host-size", "8M", "--remote", rc_seeds(c),
@@ -103,6 +103,23 @@ int main(void)
 		th_fatal("daemon init failed");
 	CHECK_RC(th_daemon_start(&F), -ECHILD);
 	CHECK_EQ(F.last_status, 2);
+}
+
+int main(void)
+{
+	rc_cluster *c;
+	char caf[512], other[512], cert[512], key[512];
+
+	setenv("TH_TIMEOUT", "240", 0);
+	th_init("test_remote_tier_tls");
+	c = rt_cluster(&(rc_opts){ .masters = 3, .tls = 1, .tls_auth_clients = 1 });
+	snprintf(caf, sizeof(caf), "%s", rc_tls_file(c, "ca.crt"));
+	snprintf(other, sizeof(other), "%s", rc_tls_file(c, "other-ca.crt"));
+	snprintf(cert, sizeof(cert), "%s", rc_tls_file(c, "client.crt"));
+	snprintf(key, sizeof(key), "%s", rc_tls_file(c, "client.key"));
+
+	share_over_tls(c, caf, cert, key);
+	refused_at_start(c, caf, other, cert, key);
 
 	{
 		int ret = th_finish();

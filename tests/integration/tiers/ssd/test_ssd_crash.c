@@ -68,6 +68,97 @@ static uint64_t drain(int fd, uint64_t upto)
 	return upto;
 }
 
+/* Counts over all rounds, for the summary and the checks at the end. */
+struct totals {
+	uint64_t hits, loaded, corrupt, demoted;
+};
+
+/* Round @r's start on the old --ssd-dir: the index loads, and everything
+ * published in earlier rounds is the right bytes or a miss. */
+static void restart_and_check(int r, uint64_t published, struct totals *tot)
+{
+	int64_t loaded, corrupt;
+	int hits = 0;
+	size_t bad_total = 0;
+	kvs_client *c;
+
+	if (th_daemon_start(&d) < 0)
+		th_fatal("round %d: the daemon did not start on the old --ssd-dir", r);
+	/* The index loaded: a restart with a broken one fails to start
+	 * or logs it and counts 0 (checked below against the hits). */
+	CHECK(th_wait_stat(&d, "tier_ssd.index_loading", 0, TH_WAIT_MS));
+	loaded = th_stat_get(&d, "tier_ssd.restart_blocks");
+	CHECK_GE(loaded, 0);
+	if (r == 0)
+		CHECK_EQ(loaded, 0); /* a fresh directory */
+	CHECK_EQ(th_stat_get(&d, "tier_ssd.enabled"), 1);
+
+	/* Everything published in earlier rounds: right bytes or a miss. */
+	c = th_connect(&d, &L);
+	for (uint64_t i = 0; i < published; i++) {
+		kvs_hash h[LEN];
+		size_t bad = 0;
+		int rc;
+
+		th_chain(&L, 1000 + i, LEN, 0, 0, h);
+		rc = th_verify(c, h, LEN, &bad);
+		if (!CHECK_GE(rc, 0))
+			break;
+		hits += rc;
+		bad_total += bad;
+	}
+	CHECK_EQ(bad_total, 0);
+	/* RAM is empty after a restart: every hit came from the index. */
+	CHECK_LE(hits, loaded);
+	corrupt = th_stat_get(&d, "tier_ssd.corrupt_blocks");
+	kvs_close(c);
+	if (r > 0) {
+		th_note("round %d: index loaded %" PRId64 " blocks; %d of %" PRIu64
+			" published blocks hit, %zu wrong; %" PRId64
+			" dropped as corrupt on read", r, loaded, hits,
+			published * LEN, bad_total, corrupt);
+		tot->hits += (uint64_t)hits;
+		tot->loaded += (uint64_t)loaded;
+		tot->corrupt += (uint64_t)corrupt;
+	}
+}
+
+/* Heavy demotion, then SIGKILL at a random point of it (after @want more
+ * demotions). Returns how many chains are published now. */
+static uint64_t demote_then_kill(int r, int want, uint64_t published,
+				 struct totals *tot)
+{
+	int64_t demoted0, deadline;
+	uint64_t base = published;
+	th_child w;
+
+	demoted0 = th_stat_get(&d, "tier_ssd.demotions");
+	th_spawn(&w, writer, &base);
+	deadline = th_now_ms() + 20000;
+	while (th_now_ms() < deadline &&
+	       th_stat_get(&d, "tier_ssd.demotions") < demoted0 + want) {
+		published = drain(w.fd, published);
+		th_poll_pause();
+	}
+	/* The writer demoted what was asked before the deadline. */
+	CHECK_GE(th_stat_get(&d, "tier_ssd.demotions"), demoted0 + want);
+	tot->demoted += (uint64_t)(th_stat_get(&d, "tier_ssd.demotions") - demoted0);
+	th_note("round %d: SIGKILL after %d+ demotions, %" PRId64
+		" SSD writes in flight", r, want,
+		th_stat_get(&d, "tier_ssd.writes_inflight"));
+	th_daemon_kill(&d);
+	/* It stops at its first failed publish and exits 0; a signal
+	 * (SIGPIPE from the client library) or 2 is a failure. */
+	CHECK_EQ(th_child_wait(&w, TH_WAIT_MS), 0);
+	published = drain(w.fd, published);
+	close(w.fd);
+	/* The chain being published when the daemon died may be partly
+	 * in: check it too. */
+	if (published < MAX_CHAINS)
+		published++;
+	return published;
+}
+
 int main(void)
 {
 	static const char *args[] = { "--host-size", "2M", "--page-size", "64K",
@@ -77,8 +168,8 @@ int main(void)
 	int rounds = env && atoi(env) > 0 ? atoi(env) : 10;
 	unsigned seed = getenv("TH_SEED") ? (unsigned)strtoul(getenv("TH_SEED"), NULL, 0)
 					  : (unsigned)(getpid() ^ th_now_ms());
-	uint64_t published = 0, tot_hits = 0, tot_loaded = 0, tot_corrupt = 0;
-	uint64_t tot_demoted = 0;
+	uint64_t published = 0;
+	struct totals tot = { 0 };
 
 	th_init("test_ssd_crash");
 	srand(seed);
@@ -91,92 +182,24 @@ int main(void)
 	L = th_layout("ssd-crash", 64);
 
 	for (int r = 0; r <= rounds; r++) {
-		int64_t demoted0, loaded, corrupt, deadline;
-		int want = 1 + rand() % 60, hits = 0;
-		size_t bad_total = 0;
-		uint64_t base = published;
-		th_child w;
-		kvs_client *c;
+		int want = 1 + rand() % 60;
 
-		if (th_daemon_start(&d) < 0)
-			th_fatal("round %d: the daemon did not start on the old --ssd-dir", r);
-		/* The index loaded: a restart with a broken one fails to start
-		 * or logs it and counts 0 (checked below against the hits). */
-		CHECK(th_wait_stat(&d, "tier_ssd.index_loading", 0, TH_WAIT_MS));
-		loaded = th_stat_get(&d, "tier_ssd.restart_blocks");
-		CHECK_GE(loaded, 0);
-		if (r == 0)
-			CHECK_EQ(loaded, 0); /* a fresh directory */
-		CHECK_EQ(th_stat_get(&d, "tier_ssd.enabled"), 1);
-
-		/* Everything published in earlier rounds: right bytes or a miss. */
-		c = th_connect(&d, &L);
-		for (uint64_t i = 0; i < published; i++) {
-			kvs_hash h[LEN];
-			size_t bad = 0;
-			int rc;
-
-			th_chain(&L, 1000 + i, LEN, 0, 0, h);
-			rc = th_verify(c, h, LEN, &bad);
-			if (!CHECK_GE(rc, 0))
-				break;
-			hits += rc;
-			bad_total += bad;
-		}
-		CHECK_EQ(bad_total, 0);
-		/* RAM is empty after a restart: every hit came from the index. */
-		CHECK_LE(hits, loaded);
-		corrupt = th_stat_get(&d, "tier_ssd.corrupt_blocks");
-		kvs_close(c);
-		if (r > 0) {
-			th_note("round %d: index loaded %" PRId64 " blocks; %d of %" PRIu64
-				" published blocks hit, %zu wrong; %" PRId64
-				" dropped as corrupt on read", r, loaded, hits,
-				published * LEN, bad_total, corrupt);
-			tot_hits += (uint64_t)hits;
-			tot_loaded += (uint64_t)loaded;
-			tot_corrupt += (uint64_t)corrupt;
-		}
-
+		restart_and_check(r, published, &tot);
 		if (r == rounds)
 			break; /* the last start only checks */
-		/* Heavy demotion, then SIGKILL at a random point of it. */
-		demoted0 = th_stat_get(&d, "tier_ssd.demotions");
-		th_spawn(&w, writer, &base);
-		deadline = th_now_ms() + 20000;
-		while (th_now_ms() < deadline &&
-		       th_stat_get(&d, "tier_ssd.demotions") < demoted0 + want) {
-			published = drain(w.fd, published);
-			th_poll_pause();
-		}
-		/* The writer demoted what was asked before the deadline. */
-		CHECK_GE(th_stat_get(&d, "tier_ssd.demotions"), demoted0 + want);
-		tot_demoted += (uint64_t)(th_stat_get(&d, "tier_ssd.demotions") - demoted0);
-		th_note("round %d: SIGKILL after %d+ demotions, %" PRId64
-			" SSD writes in flight", r, want,
-			th_stat_get(&d, "tier_ssd.writes_inflight"));
-		th_daemon_kill(&d);
-		/* It stops at its first failed publish and exits 0; a signal
-		 * (SIGPIPE from the client library) or 2 is a failure. */
-		CHECK_EQ(th_child_wait(&w, TH_WAIT_MS), 0);
-		published = drain(w.fd, published);
-		close(w.fd);
-		/* The chain being published when the daemon died may be partly
-		 * in: check it too. */
-		if (published < MAX_CHAINS)
-			published++;
+		published = demote_then_kill(r, want, published, &tot);
 	}
 	th_note("%d kills: %" PRIu64 " chains published, %" PRIu64 " demotions "
 		"before the kills, %" PRIu64 " blocks loaded from the index and %"
 		PRIu64 " hit over the restarts, 0 wrong, %" PRIu64
-		" dropped as corrupt", rounds, published, tot_demoted, tot_loaded,
-		tot_hits, tot_corrupt);
+		" dropped as corrupt", rounds, published, tot.demoted, tot.loaded,
+		tot.hits, tot.corrupt);
 	/* Over several kills, some demoted chains were indexed whole before
 	 * a kill: restarts load blocks and serve them. (One or two rounds may
 	 * be killed before any index commit.) */
 	if (rounds >= 5) {
-		CHECK_GT(tot_loaded, 0);
-		CHECK_GT(tot_hits, 0);
+		CHECK_GT(tot.loaded, 0);
+		CHECK_GT(tot.hits, 0);
 	} else {
 		th_note("%d rounds: loaded and hit counts not checked (5 needed)",
 			rounds);

@@ -70,21 +70,12 @@ static int until_filed(kvs_client *b)
 	return before;
 }
 
-int main(void)
+/* The daemon with the shim armed to fail the second write() to
+ * DIR/namespaces with ENOSPC, once. */
+static void start_with_shim(const char *const *args)
 {
-	static const char *args[] = { "--host-size", "4M", "--page-size", "64K",
-				      "--ssd-dir", dir, "--ssd-segment", "1M",
-				      "--ssd-size", "16M", "--ssd-write-through",
-				      NULL };
 	const char *a = getenv("ASAN_OPTIONS");
-	kvs_client *c[NNS];
-	int64_t writes, loaded, unfiled;
-	int first_b, hits, want;
-	size_t bad;
 
-	th_init("test_ssd_ns_file");
-	if (access(KVS_FAIL_IO_SO, R_OK) != 0)
-		th_skip("the shim %s is not built", KVS_FAIL_IO_SO);
 	snprintf(preload, sizeof(preload), "LD_PRELOAD=%s", KVS_FAIL_IO_SO);
 	snprintf(asan, sizeof(asan), "ASAN_OPTIONS=%s%sverify_asan_link_order=0",
 		 a && *a ? a : "", a && *a ? ":" : "");
@@ -106,33 +97,20 @@ int main(void)
 	th_daemon_setenv(&d, "FAIL_IO_ERRNO=28"); /* ENOSPC */
 	if (th_daemon_start(&d) < 0)
 		th_fatal("daemon did not start with the shim");
-	if (!CHECK(th_log_contains(&d, "fail_io: armed")))
-		return th_finish();
+}
 
-	for (int ns = 0; ns < NNS; ns++) {
-		c[ns] = th_connect(&d, &L[ns]);
-		for (int i = 0; i < CHAINS; i++)
-			publish(c[ns], ns);
-	}
-	CHECK(th_log_contains(&d, "fail_io: first failure: write"));
-	CHECK_EQ(th_stat_get(&d, "tier_ssd.ns_file_errors"), 1);
-	/* All of b's blocks unless its second try came within these chains. */
-	unfiled = th_stat_get(&d, "tier_ssd.ns_unfiled");
-	CHECK_GE(unfiled, 1);
-	CHECK_EQ(th_stat_get(&d, "tier_ssd.writes"), 3 * CHAINS * LEN - unfiled);
-	first_b = until_filed(c[1]);
-	for (int i = 0; i < CHAINS; i++)
-		publish(c[2], 2);
-	writes = th_stat_get(&d, "tier_ssd.writes");
-	th_note("b's entry written at its chain %d; %" PRId64 " blocks on SSD, "
-		"%" PRId64 " kept off it", first_b, writes,
-		th_stat_get(&d, "tier_ssd.ns_unfiled"));
-	for (int ns = 0; ns < NNS; ns++)
-		kvs_close(c[ns]);
+/* The restart: RAM is gone, SSD is all that is left. Every block written
+ * loads, and each namespace's chains hit whole under it (b's from
+ * @first_b on). */
+static void restart_and_verify(int64_t writes, int first_b)
+{
+	kvs_client *c[NNS];
+	int64_t loaded;
+	int hits, want;
+	size_t bad;
 
-	/* The restart: RAM is gone, SSD is all that is left. */
 	if (!CHECK_RC(th_daemon_restart(&d), 0))
-		return th_finish();
+		return;
 	CHECK(th_wait_stat(&d, "tier_ssd.index_loading", 0, TH_WAIT_MS));
 	loaded = th_stat_get(&d, "tier_ssd.restart_blocks");
 	th_note("after the restart: %" PRId64 " of %" PRId64 " blocks loaded",
@@ -160,5 +138,46 @@ int main(void)
 	CHECK_EQ(th_stat_get(&d, "tier_ssd.corrupt_blocks"), 0);
 	for (int ns = 0; ns < NNS; ns++)
 		kvs_close(c[ns]);
+}
+
+int main(void)
+{
+	static const char *args[] = { "--host-size", "4M", "--page-size", "64K",
+				      "--ssd-dir", dir, "--ssd-segment", "1M",
+				      "--ssd-size", "16M", "--ssd-write-through",
+				      NULL };
+	kvs_client *c[NNS];
+	int64_t writes, unfiled;
+	int first_b;
+
+	th_init("test_ssd_ns_file");
+	if (access(KVS_FAIL_IO_SO, R_OK) != 0)
+		th_skip("the shim %s is not built", KVS_FAIL_IO_SO);
+	start_with_shim(args);
+	if (!CHECK(th_log_contains(&d, "fail_io: armed")))
+		return th_finish();
+
+	for (int ns = 0; ns < NNS; ns++) {
+		c[ns] = th_connect(&d, &L[ns]);
+		for (int i = 0; i < CHAINS; i++)
+			publish(c[ns], ns);
+	}
+	CHECK(th_log_contains(&d, "fail_io: first failure: write"));
+	CHECK_EQ(th_stat_get(&d, "tier_ssd.ns_file_errors"), 1);
+	/* All of b's blocks unless its second try came within these chains. */
+	unfiled = th_stat_get(&d, "tier_ssd.ns_unfiled");
+	CHECK_GE(unfiled, 1);
+	CHECK_EQ(th_stat_get(&d, "tier_ssd.writes"), 3 * CHAINS * LEN - unfiled);
+	first_b = until_filed(c[1]);
+	for (int i = 0; i < CHAINS; i++)
+		publish(c[2], 2);
+	writes = th_stat_get(&d, "tier_ssd.writes");
+	th_note("b's entry written at its chain %d; %" PRId64 " blocks on SSD, "
+		"%" PRId64 " kept off it", first_b, writes,
+		th_stat_get(&d, "tier_ssd.ns_unfiled"));
+	for (int ns = 0; ns < NNS; ns++)
+		kvs_close(c[ns]);
+
+	restart_and_verify(writes, first_b);
 	return th_finish();
 }

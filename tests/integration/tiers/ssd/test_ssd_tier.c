@@ -97,22 +97,12 @@ static int zero_superblock(unsigned seg)
 	return rc;
 }
 
-int main(void)
+/* demote / promote */
+static void demote_then_promote(kvs_client *c)
 {
-	static const char *args[] = { "--host-size", "2M", "--page-size", "64K",
-				      "--ssd-dir", ssd_dir, "--ssd-segment", "1M",
-				      "--ssd-size", "8M", NULL };
-	kvs_client *c;
 	size_t bad;
 	int hits;
-	int64_t indexed, loaded;
 
-	th_init("test_ssd_tier");
-	th_daemon_up_ssd(&d, args, ssd_dir, sizeof(ssd_dir));
-	L = th_layout("ssd-model", 64);
-	c = th_connect(&d, &L);
-
-	/* demote / promote */
 	for (int i = 0; i < CHAINS; i++) {
 		th_chain(&L, 1000 + (uint64_t)i, LEN, 0, 0, H[i]);
 		CHECK_RC(th_publish(c, H[i], LEN, NULL), LEN);
@@ -126,19 +116,28 @@ int main(void)
 	CHECK_GT(th_stat_get(&d, "tier_ssd.promotions"), 0);
 	CHECK_EQ(th_stat_get(&d, "tier_ssd.corrupt_blocks"), 0);
 	CHECK(th_wait_stat(&d, "leases.active", 0, TH_WAIT_MS));
+}
 
-	/* restart after kill -9 */
+/* restart after kill -9: the indexed blocks load and all hit. *@c is
+ * closed and replaced by a client of the restarted daemon. Returns how
+ * many blocks were indexed. */
+static int64_t restart_after_kill(kvs_client **c)
+{
+	int64_t indexed;
+	size_t bad;
+	int hits;
+
 	CHECK(th_wait_stat(&d, "tier_ssd.writes_inflight", 0, TH_WAIT_MS));
 	indexed = th_stat_get(&d, "tier_ssd.index_entries");
 	CHECK_GT(indexed, 0);
-	kvs_close(c);
+	kvs_close(*c);
 	th_daemon_kill(&d);
 	if (th_daemon_start(&d) < 0)
 		th_fatal("daemon did not restart");
 	CHECK(th_wait_stat(&d, "tier_ssd.index_loading", 0, TH_WAIT_MS));
 	CHECK_EQ(th_stat_get(&d, "tier_ssd.restart_blocks"), indexed);
-	c = th_connect(&d, &L);
-	hits = th_verify_chains(c, &H[0][0], CHAINS, LEN, &bad);
+	*c = th_connect(&d, &L);
+	hits = th_verify_chains(*c, &H[0][0], CHAINS, LEN, &bad);
 	th_note("after restart: %d hits of %" PRId64 " indexed blocks", hits, indexed);
 	/* At least the first 8 chains went through the SSD while publishing;
 	 * chains leave RAM whole (leaf-first, 4 blocks per publish), so every
@@ -146,12 +145,20 @@ int main(void)
 	CHECK_GE(indexed, CHAINS * LEN / 2);
 	CHECK_EQ(hits, indexed);
 	CHECK_EQ(bad, 0);
+	return indexed;
+}
 
-	/* stale: segment 0 (the first demotions') recycled behind the index's
-	 * back, as by a crash between a recycle and the index commit: its
-	 * superblock is gone, so its entries are dropped at load and the rest
-	 * is loaded; nothing wrong is served */
-	kvs_close(c);
+/* stale: segment 0 (the first demotions') recycled behind the index's
+ * back, as by a crash between a recycle and the index commit: its
+ * superblock is gone, so its entries are dropped at load and the rest
+ * is loaded; nothing wrong is served. *@c is replaced as above. */
+static void restart_with_stale_segment(kvs_client **c, int64_t indexed)
+{
+	int64_t loaded;
+	size_t bad;
+	int hits;
+
+	kvs_close(*c);
 	th_daemon_kill(&d);
 	CHECK_EQ(zero_superblock(0), 0);
 	if (th_daemon_start(&d) < 0)
@@ -162,25 +169,37 @@ int main(void)
 		loaded, indexed);
 	CHECK_LT(loaded, indexed);
 	CHECK_GT(loaded, 0);
-	c = th_connect(&d, &L);
-	hits = th_verify_chains(c, &H[0][0], CHAINS, LEN, &bad);
+	*c = th_connect(&d, &L);
+	hits = th_verify_chains(*c, &H[0][0], CHAINS, LEN, &bad);
 	CHECK_LE(hits, loaded);
 	CHECK_EQ(bad, 0);
+}
 
-	/* corrupt every record on disk */
-	kvs_close(c);
+/* corrupt every record on disk: all misses, counted. *@c is replaced. */
+static void restart_with_corrupt_records(kvs_client **c)
+{
+	size_t bad;
+	int hits;
+
+	kvs_close(*c);
 	th_daemon_kill(&d);
 	CHECK_GT(corrupt_all(), 0);
 	if (th_daemon_start(&d) < 0)
 		th_fatal("daemon did not restart");
-	c = th_connect(&d, &L);
-	hits = th_verify_chains(c, &H[0][0], CHAINS, LEN, &bad);
+	*c = th_connect(&d, &L);
+	hits = th_verify_chains(*c, &H[0][0], CHAINS, LEN, &bad);
 	CHECK_EQ(hits, 0);
 	CHECK_EQ(bad, 0);
 	CHECK_GT(th_stat_get(&d, "tier_ssd.corrupt_blocks"), 0);
+}
 
-	/* recycle: 32 new chains, 128 blocks, past what 8 MiB of SSD holds
-	 * beside the records already there */
+/* recycle: 32 new chains, 128 blocks, past what 8 MiB of SSD holds
+ * beside the records already there */
+static void recycle_segments(kvs_client *c)
+{
+	size_t bad;
+	int hits;
+
 	for (int i = 0; i < RECYCLE_CHAINS; i++) {
 		th_chain(&L, 5000 + (uint64_t)i, LEN, 0, 0, R[i]);
 		CHECK_RC(th_publish(c, R[i], LEN, NULL), LEN);
@@ -199,6 +218,26 @@ int main(void)
 	CHECK_EQ(bad, 0);
 	CHECK_EQ(th_stat_get(&d, "tier_ssd.io_errors"), 0);
 	CHECK_EQ(th_stat_get(&d, "tier_ssd.enabled"), 1);
+}
+
+int main(void)
+{
+	static const char *args[] = { "--host-size", "2M", "--page-size", "64K",
+				      "--ssd-dir", ssd_dir, "--ssd-segment", "1M",
+				      "--ssd-size", "8M", NULL };
+	kvs_client *c;
+	int64_t indexed;
+
+	th_init("test_ssd_tier");
+	th_daemon_up_ssd(&d, args, ssd_dir, sizeof(ssd_dir));
+	L = th_layout("ssd-model", 64);
+	c = th_connect(&d, &L);
+
+	demote_then_promote(c);
+	indexed = restart_after_kill(&c);
+	restart_with_stale_segment(&c, indexed);
+	restart_with_corrupt_records(&c);
+	recycle_segments(c);
 	kvs_close(c);
 	return th_finish();
 }
