@@ -48,8 +48,11 @@ step_python() {
 
 	py=$(scripts/python_env.sh)
 	# --durations: where the step's time goes (most of it: the engines).
+	# Two workers, a test file each at a time (pytest-xdist): an engine's
+	# start is mostly one core importing torch and vLLM, so two files side
+	# by side on 2 cores take 521 s where one after the other took 783.
 	BUILD_DIR=$BUILD_DIR "$py" -m pytest -q -p no:cacheprovider --durations=12 \
-		client/python/tests tests/vllm
+		-n 2 --dist loadfile client/python/tests tests/vllm
 	# The docs' python blocks in this venv (CTest's docs.python skips them
 	# while the venv does not exist yet; 77: every block was skipped).
 	KVS_DOCS_PYTHON=$py python3 tests/docs/run_docs.py --kind python --source . \

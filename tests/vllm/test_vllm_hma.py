@@ -75,7 +75,7 @@ def test_vllm_hma_sliding_window_loads_what_another_vllm_published(tmp_path, swa
         assert "does not support HMA" not in alog and "Turning off hybrid" not in alog
         for kind in (f"sliding window {WINDOW}", "full"):  # both sides, in vLLM's group order
             assert len(re.findall(rf"KV-cache group \d \({kind}, 1 layers, blocks of {BS} "
-                                  "tokens\)", alog)) >= 2, alog[-6000:]
+                                  r"tokens\)", alog)) >= 2, alog[-6000:]
 
         # One namespace per group: the sliding one holds its window only.
         spaces = {n["model"].split("|", 1)[1].split(".")[0]: n for n in ls(sock)}
