@@ -325,8 +325,8 @@ static inline uint32_t cache_fast_replay(kvs_cache *c)
 }
 
 /*
- * The files call down this order only, never up nor in a circle
- * (layering.cache_calls reads it off their objects):
+ * The files call down this order (layering.calls reads their calls off
+ * the objects and fails on any circle; a new call up makes one):
  *
  *   cache_check -> cache_admin -> cache -> cache_tier -> cache_promote ->
  *   cache_ns -> cache_lease -> cache_evict -> cache_rec ->

@@ -2,7 +2,7 @@
  * room for a new record, its last access, whether it is evictable and in
  * which policy, its children by tier, which store tier holds it, and the
  * hooks that hear of it (events, residency, the fast path). It calls no
- * other cache_*.c file (layering.cache_calls); see cache_int.h. */
+ * other cache_*.c file (layering.calls); see cache_int.h. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -4,7 +4,7 @@
  * report replayed into the cache (kvs_fast_replay, kvs_fast_tick), their
  * counters (kvs_fast_stats_fill), and the end of a pin area
  * (kvs_fast_detach and its grace). Above the index (fastidx.c) and the
- * pins (fastpins.c), which never call it (layering.cache_calls).
+ * pins (fastpins.c), which never call it (layering.calls).
  */
 #define _GNU_SOURCE
 #include "fastidx_int.h"

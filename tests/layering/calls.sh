@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# calls.sh - no files of one folder call each other in a circle
-# (docs/development.md, "The layers"): read off the objects of the
-# daemon's library, each file's calls to functions another file of its
-# folder defines make an edge, and tsort finds any circle. Checked:
+# calls.sh - no files of one folder call each other in a circle, and no
+# call runs up service/'s folders (docs/development.md, "The layers"):
+# read off the objects of the daemon's library, each file's calls to
+# functions another file of its folder defines make an edge, and tsort
+# finds any circle; a call to a function of a folder above the caller's in
+# folders.sh's order fails too. Circles are checked in:
 # service/cache/ (the record-state core, cache_rec.c, at the bottom;
 # leases, eviction, namespaces, promotion, tiers and the operator's files
 # above it) and service/fast/ (index, pins, connections).
@@ -65,5 +67,45 @@ for dir in service/cache service/fast; do
 	echo "calls.sh: $dir: $(wc -l <<<"$edges") caller-callee pairs of its ${#files[@]} files, no circle;" \
 		"callers first:" $order
 done
+# Across service/'s folders, no call runs up their order (folders.sh's,
+# which checks the includes): no file calls a function of a folder above
+# its own.
+eval "$(grep '^order=' tests/layering/folders.sh)"
+members=$(for d in "${order[@]}"; do (cd "service/$d" && ls -- *.c | sed "s|\$| $d|"); done)
+up=$(awk -v members="$members" -v order="${order[*]}" '
+	BEGIN {
+		n = split(members, m, "\n")
+		for (i = 1; i <= n; i++) { split(m[i], f, " "); dir[f[1] ".o"] = f[2] }
+		k = split(order, o, " ")
+		for (i = 1; i <= k; i++) rank[o[i]] = i
+	}
+	{
+		split($1, p, ":"); mem = p[2]
+		if (!(mem in dir)) next
+		if ($2 == "U") use[mem, $3] = 1
+		else if ($2 ~ /^[TDBR]$/) def[$3] = mem
+	}
+	END {
+		for (x in use) {
+			split(x, q, SUBSEP)
+			if (!(q[2] in def)) continue
+			a = dir[q[1]]; b = dir[def[q[2]]]
+			if (rank[b] < rank[a])
+				printf "  %s (service/%s/) calls %s of %s (service/%s/)\n", q[1], a, q[2], def[q[2]], b
+			calls++
+		}
+		printf "%d\n", calls
+	}' <<<"$syms")
+ncalls=$(tail -n1 <<<"$up")
+if ((ncalls == 0)); then
+	echo "calls.sh: no calls between service/'s files found in $lib" >&2
+	fail=1
+elif [[ -n $(sed '$d' <<<"$up") ]]; then
+	echo "calls.sh: calls up service/'s folders (order: ${order[*]}):" >&2
+	sed '$d' <<<"$up" | sed 's/\.c\.o / /g' >&2
+	fail=1
+else
+	echo "calls.sh: service/: $ncalls calls to another file's functions, none up the folders' order (${order[*]})"
+fi
 echo "calls.sh: $([[ $fail == 0 ]] && echo ok || echo FAILED)"
 exit $fail
