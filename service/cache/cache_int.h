@@ -326,7 +326,7 @@ static inline uint32_t cache_fast_replay(kvs_cache *c)
 
 /*
  * The files call down this order (layering.calls reads their calls off
- * the objects and fails on any circle; a new call up makes one):
+ * the objects and fails on any circle among them):
  *
  *   cache_check -> cache_admin -> cache -> cache_tier -> cache_promote ->
  *   cache_ns -> cache_lease -> cache_evict -> cache_rec ->
