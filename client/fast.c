@@ -1,6 +1,6 @@
 /*
  * fast.c - hits without a round trip, the client's side (kvs_fast.h for the
- * layout, service/cache/fastidx.c for the daemon's side and the whole ordering
+ * layout, service/fast/fastidx.c for the daemon's side and the whole ordering
  * argument, docs/architecture.md for both).
  *
  * A lookup probes the domain's index (read-only, seqlock per entry), stores
@@ -26,7 +26,7 @@
  * slab; a lookup whose hits would take the area's slabs past the budget
  * goes to the socket, and beside each pin its slab word is written, which
  * the daemon counts the same way: pins past a budget protect nothing
- * (service/cache/fastpins.c), so a client that kept within it is never
+ * (service/fast/fastpins.c), so a client that kept within it is never
  * short of a pin. Since the daemon reads an area while we run, a release
  * that finds a snapshot under way (the index's `snaps` odd) keeps its
  * slabs' pages spent until it is over (unpin, reclaim).
@@ -278,7 +278,7 @@ static void sm_put(struct kvs_fastpath *f, uint64_t w, int retire)
 
 /* The retired pins' pages back once `snaps` has moved on from the value
  * their release saw: the snapshot that may have read them is over, and
- * any later one reads them cleared (service/cache/fastpins.c). */
+ * any later one reads them cleared (service/fast/fastpins.c). */
 static void reclaim(struct kvs_fastpath *f)
 {
 	if (!f->retired ||
@@ -474,7 +474,7 @@ static int fit(const struct kvs_fastpath *f, uint32_t n, uint32_t *start)
  * beside a later pin), then a full fence and a load of `snaps`: even, no
  * snapshot is reading, and any later one reads these pins cleared, so
  * their pages are free at once; odd, one may have read them, so they stay
- * spent (retired) until `snaps` moves on (service/cache/fastpins.c). */
+ * spent (retired) until `snaps` moves on (service/fast/fastpins.c). */
 static void unpin(struct kvs_fastpath *f, uint32_t start, uint32_t n,
 		  const uint64_t *w)
 {
@@ -589,7 +589,7 @@ int kvs__fast_lookup(kvs_client *c, const kvs_hash *hashes, size_t n,
 	/* Pins before the re-check; the daemon marks before it scans. And
 	 * `revoked` again: the daemon stores it, fences, and counts the
 	 * area's pins for a grace period after, so pins validated here
-	 * while it still reads 0 are counted (service/cache/fastpins.c). */
+	 * while it still reads 0 are counted (service/fast/fastpins.c). */
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	for (uint32_t i = 0; i <= hits; i++) {
 		if (i == hits ? LD(&f->ph->revoked) != 0

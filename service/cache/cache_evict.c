@@ -318,7 +318,7 @@ static uint32_t host_batch(kvs_cache *c, kvs_policy *pol, uint32_t cls,
  * until a slab empties and its pages can be re-cut.
  *
  * Host victims go in batches, so that the fast path looks at its clients'
- * pins once per batch, not once per victim (service/cache/fastpins.c): the first
+ * pins once per batch, not once per victim (service/fast/fastpins.c): the first
  * batch is one victim while the domain's fast-path pins are few (an
  * eviction that makes room takes no more than it did), more when they are
  * many (the fast path's batch hint: the look costs at most 256 pins per victim,

@@ -35,7 +35,7 @@
  * sees them only when it would evict) cannot be refused when taken, so a
  * worker uid's pin areas are granted pages of its share when they are
  * made (kvs_cache_fast_grant): an area's pins protect blocks in at most its
- * grant's pages of distinct slabs (service/cache/fastpins.c counts them),
+ * grant's pages of distinct slabs (service/fast/fastpins.c counts them),
  * and what the uid's socket leases may hold is its share less its areas'
  * grants. Two more entries per (uid, domain) hold them: slab PS_FAST_PAGES
  * (pages: the pages granted) and PS_FAST_PINS (pages: the pins granted,

@@ -1,8 +1,8 @@
 /*
  * fastpins.c - the fast path's pins, the daemon's side: may a block leave
- * (kvs_fast_hold, kvs_fast_hold_batch), which held blocks may go
- * (kvs_fast_unhold), and the end of a pin area (kvs_fast_detach and its
- * grace). The memory-ordering argument is at the top of fastidx.c; this
+ * (kvs_fast_hold, kvs_fast_hold_batch) and which held blocks may go
+ * (kvs_fast_unhold); the end of a pin area and its grace are fastconn.c's.
+ * The memory-ordering argument is at the top of fastidx.c; this
  * file answers it for a whole batch of victims with one look at the pins.
  *
  * One look per batch, not one per victim. The argument needs, for each
