@@ -1,8 +1,8 @@
 /*
  * slab_test.h - what the slot allocator's tests share (test_slab,
- * test_slab_mixed): their CHECK and its counts, a seeded splitmix64, a map
- * of the arena's 64-byte cells to the slot covering each, and the stats'
- * layout invariants. Random parts are seeded from the clock; the seed is
+ * test_slab_mixed): their CHECK and its counts, the seeded generator of
+ * kvs_test_rand.h, a map of the arena's 64-byte cells to the slot covering
+ * each, and the stats' layout invariants. Random parts are seeded from the clock; the seed is
  * printed, and KVS_TEST_SEED=<n> replays a run.
  */
 #ifndef KVS_SLAB_TEST_H
@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "kvs_slab.h"
+#include "kvs_test_rand.h"
 #include "kvs_types.h"
 
 #define KiB (1024ULL)
@@ -34,16 +35,12 @@ static unsigned checks, failures;
 		}							\
 	} while (0)
 
-/* splitmix64: the same sequence on every libc, so a seed replays anywhere. */
+/* The random parts' state (kvs_test_rnd). */
 static uint64_t rng_state;
 
 static inline uint64_t rnd(void)
 {
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
+	return kvs_test_rnd(&rng_state);
 }
 
 static inline uint64_t rnd_below(uint64_t n)
@@ -104,16 +101,8 @@ static inline int stats_consistent(const kvs_slab_stats *st)
 /* Seed the random parts ($KVS_TEST_SEED, else the clock) and say so. */
 static inline uint64_t slab_test_seed(const char *name)
 {
-	const char *env = getenv("KVS_TEST_SEED");
-	struct timespec ts;
-	uint64_t seed;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	seed = env ? strtoull(env, NULL, 0) :
-		     (uint64_t)ts.tv_sec * 1000000007ULL + (uint64_t)ts.tv_nsec;
-	rng_state = seed;
-	printf("%s: seed %" PRIu64 " (KVS_TEST_SEED to replay)\n", name, seed);
-	return seed;
+	rng_state = kvs_test_seed(name);
+	return rng_state;
 }
 
 /* The summary line; the exit status (0 pass, 1 fail). */

@@ -55,11 +55,7 @@ static inline void skip_part(const char *fmt, ...)
 }
 static inline uint64_t rnd(void)
 {
-	uint64_t z = (rng += 0x9e3779b97f4a7c15ULL);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
+	return kvs_test_rnd(&rng);
 }
 
 static inline void fill(void *p, size_t n)

@@ -27,11 +27,7 @@ static char base[4096];
 static uint64_t rng = 0x5eed;
 static uint64_t rnd(void)
 {
-	uint64_t z = (rng += 0x9e3779b97f4a7c15ULL);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
+	return kvs_test_rnd(&rng);
 }
 
 static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
