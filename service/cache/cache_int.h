@@ -10,8 +10,9 @@
  * cache_ns.c (trust domains and namespaces), cache_tier.c (the tier
  * interface's cache side: adding and closing tiers, the environment,
  * owners that go away), cache_admin.c (operator primitives, stats) and
- * cache_check.c (the consistency check). Leases and promotion jobs are elements of a kvs_pool each
- * (storage/host/kvs_pool.h): their addresses never move. No tier includes it:
+ * cache_check.c (the consistency check). Leases and promotion jobs are
+ * elements of a kvs_pool each (storage/host/kvs_pool.h): their addresses
+ * never move. No tier includes it:
  * tiers see kvs_tier_ops.h only. Nor does any wire header reach it: the cache
  * speaks kvs_hash and kvs_cache_event (layering.cache_no_wire).
  *
@@ -417,8 +418,9 @@ int cache_reserve_one(kvs_cache *c, kvs_owner *o, uint32_t s, kvs_hash h,
 		      uint32_t prev, uint32_t ghost, int host_only, uint32_t *idx);
 
 /* cache_pinslab.c: the slab of host record @idx, which owner @o is about
- * to pin, charged to @o's uid unless @o is an operator (*held: the slab, or KVS_NONE when nothing
- * was charged: not in the host tier, or no budget). Errors: KVS_E_LIMIT
+ * to pin, charged to @o's uid unless @o is an operator (*held: the slab,
+ * or KVS_NONE when nothing was charged: not in the host tier, or no
+ * budget). Errors: KVS_E_LIMIT
  * (one slab more would pass the uid's share; counted), -ENOMEM; nothing
  * charged. cache_pinslab_drop gives back what a pin of @idx by @o was
  * charged (@held). */

@@ -1,9 +1,9 @@
 /*
  * slab_test.h - what the slot allocator's tests share (test_slab,
  * test_slab_mixed): their CHECK and its counts, the seeded generator of
- * kvs_test_rand.h, a map of the arena's 64-byte cells to the slot covering
- * each, and the stats' layout invariants. Random parts are seeded from the clock; the seed is
- * printed, and KVS_TEST_SEED=<n> replays a run.
+ * kvs_test_rand.h, a map of the arena's 64-byte cells to the slot
+ * covering each, and the stats' layout invariants. Random parts are seeded
+ * from the clock; the seed is printed, and KVS_TEST_SEED=<n> replays a run.
  */
 #ifndef KVS_SLAB_TEST_H
 #define KVS_SLAB_TEST_H
