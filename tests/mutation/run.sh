@@ -115,6 +115,9 @@ fi
 
 command -v cmake >/dev/null || die "cmake is required"
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/kvsmut.XXXXXX") || die "mktemp failed"
+# mktemp's 0700 would keep the tests that run the build's binaries as
+# another uid (test_scope, test_handover) out of it.
+chmod 755 "$scratch"
 cleanup() {
 	if [[ ${MUTATION_KEEP:-0} == 1 ]]; then
 		echo "mutation: kept $scratch" >&2
@@ -124,7 +127,7 @@ cleanup() {
 }
 trap cleanup EXIT
 src=$scratch/src
-bld=$scratch/build
+bld=$src/build # where the docs' examples (docs.shell) expect it: build/ of the checkout
 mkdir -p "$src" "$scratch/orig"
 # The working tree as it is (uncommitted edits included); a tracked file
 # deleted from it is left out.
