@@ -3,6 +3,7 @@
     python run_engine.py --model DIR --prompts IN.json --out OUT.json
                          [--socket S --stats-file F] [--rounds N --go-file G]
                          [--no-prefix-cache] [--max-tokens N] [--tp N] [--extra JSON]
+                         [--model-dtype D]
                          [--kv-events ENDPOINT --kv-events-replay ENDPOINT]
 
 IN.json holds a list of token-id lists, or of {"prompt_token_ids": [...],
@@ -47,6 +48,8 @@ def main() -> None:
     ap.add_argument("--socket")
     ap.add_argument("--stats-file")
     ap.add_argument("--dtype", default="auto", help="what blocks store: auto, int8, fp8_e4m3")
+    ap.add_argument("--model-dtype", default="float32",
+                    help="the engine's dtype (bfloat16: vLLM's CPU GDN layers take no other)")
     ap.add_argument("--model-id", default="",
                     help="the connector's model_id (default: none, the connector's own identity)")
     ap.add_argument("--rounds", type=int, default=1)
@@ -112,7 +115,7 @@ def main() -> None:
     else:
         kw["distributed_executor_backend"] = "uni"
     t0 = time.time()
-    llm = LLM(model=a.model, dtype="float32", block_size=a.block_size,
+    llm = LLM(model=a.model, dtype=a.model_dtype, block_size=a.block_size,
               max_model_len=a.max_model_len, enforce_eager=True, seed=0, max_num_seqs=4,
               enable_prefix_caching=not a.no_prefix_cache, **kw)
     print(f"READY {time.time() - t0:.1f}s", flush=True)

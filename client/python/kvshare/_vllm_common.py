@@ -421,7 +421,9 @@ class Side:
         for g in self.groups or ():
             logger.info("kvshare connector %s: KV-cache group %d (%s%s, %d layers, blocks of %d "
                         "tokens): namespace %s", self.who, g.index, g.kind,
-                        f" window {g.window}" if g.window else "", len(g.layers),
+                        f" window {g.window}" if g.window else
+                        f" of {g.state_bytes} bytes a layer" if g.kind == "state" else "",
+                        len(g.layers),
                         g.block_size, g.layout.model)
         if self.latent is not None:
             logger.info("kvshare connector %s: MLA latent cache of %d elements a token, one "
@@ -473,8 +475,15 @@ class Side:
         self.block_size = self.groups[0].block_size  # every group's (groups_of)
         self.failed_recv: set[str] = set()
         for g in self.groups:
+            gdtype = dtype
             if g.latent is not None:
                 kv_heads, head_dim, rank, size = self._latent_layout(g.latent, dtype)
+            elif g.kind == "state":
+                # A state's bytes, bit for bit: never quantized (the model
+                # string names its real shapes and dtypes).
+                kv_heads, head_dim, rank, size = (1, g.state_head_dim(), self.layout.tp_rank,
+                                                  self.layout.tp_size)
+                gdtype = "fp16"
             else:
                 kv_heads, head_dim, rank, size = (g.kv_heads, g.head_dim, self.layout.tp_rank,
                                                   self.layout.tp_size)
@@ -485,7 +494,7 @@ class Side:
             g.layout = dataclasses.replace(self.layout, model=m, layers=len(g.layers),
                                            kv_heads=kv_heads, head_dim=head_dim,
                                            block_tokens=g.block_size, tp_rank=rank,
-                                           tp_size=size)
+                                           tp_size=size, dtype=gdtype)
             g.clients = _Clients(base.socket, g.layout, base.interval, self.counters,
                                  base.max_clients, base.timeout, base.max_salts)
         # Only asynchronous loads can fail per request (see the module).

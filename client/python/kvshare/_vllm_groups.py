@@ -15,7 +15,14 @@ What each group shares is what vLLM's own prefix cache keeps of it:
                       need blocks before every interval boundary, each
                       block i with i % (interval // block_size) >=
                       interval // block_size - need; every block when
-                      need >= interval // block_size).
+                      need >= interval // block_size);
+  state space         (Mamba, GDN: vLLM's MambaSpec in its "align" mode) the
+                      state at a block boundary, where vLLM's own prefix
+                      cache keeps one: the exact blocks the scheduler hands
+                      connectors (boundary_state_offloads), each stored as
+                      the one chain block that ends at its boundary. A hit
+                      needs the state at its end only: a one-block window,
+                      scanned right to left as MambaManager does.
 The hit reported to the scheduler is vLLM's own rule (HybridKVCacheCoordinator
 over SingleTypeKVCacheManager.find_longest_cache_hit): the longest block-
 aligned length L that every group serves, a full group when the pool holds
@@ -50,13 +57,16 @@ class Group:
     """One KV-cache group of vLLM's kv_cache_config, as the connector shares it."""
 
     index: int                   # its index in kv_cache_config.kv_cache_groups
-    kind: str                    # "full" or "sliding"
+    kind: str                    # "full", "sliding" or "state"
     window: Optional[int]        # sliding: the window in tokens
     block_size: int
     layers: tuple[str, ...]      # its layer names, as vLLM lists them
     kv_heads: int = 0
     head_dim: int = 0
     latent: Optional[int] = None  # MLA: the latent width a token
+    state_bytes: int = 0         # state: the bytes of a layer's state (its page's content)
+    state_page: int = 0          # state: vLLM's page of a layer, padding included
+    state_what: tuple = ()       # state: its shapes, dtypes and kind (the identity)
     # set by the connector
     layout: Optional[kvshare.Layout] = None
     clients: Any = None          # its _Clients
@@ -65,18 +75,34 @@ class Group:
     @property
     def need(self) -> int:
         """Blocks a hit must find before its end (sliding: the window's, as
-        SlidingWindowManager._contiguous_blocks_for_hit; full: all)."""
+        SlidingWindowManager._contiguous_blocks_for_hit; state: the one
+        ending at it; full: all)."""
+        if self.kind == "state":
+            return 1
         return _cdiv(self.window - 1, self.block_size) if self.kind == "sliding" else 0
 
     def first(self, end: int) -> int:
         """The first block a hit (or a publish) ending at block @end needs."""
-        return max(0, end - self.need) if self.kind == "sliding" else 0
+        return 0 if self.kind == "full" else max(0, end - self.need)
 
     def suffix(self) -> str:
-        """What the group adds to the model string: its kind, its window and
-        a digest of its layers (two groups of one model never share)."""
-        kind = f"swa{self.window}" if self.kind == "sliding" else "full"
-        return f"|{kind}.{len(self.layers)}L.{names.digest('layers', *self.layers)[:12]}"
+        """What the group adds to the model string: its kind (with a window
+        or a state's bytes) and a digest of its layers (a state group's with
+        its shapes and dtypes): two groups of one model never share."""
+        if self.kind == "state":
+            kind = f"state{self.state_bytes}"
+        else:
+            kind = f"swa{self.window}" if self.kind == "sliding" else "full"
+        return (f"|{kind}.{len(self.layers)}L."
+                f"{names.digest('layers', *self.layers, *self.state_what)[:12]}")
+
+    def state_head_dim(self) -> int:
+        """A state group's head_dim: its layout stores each layer's state as
+        one fp16 "head" a token of the block (kv_heads 1, PagedCache kind
+        "mla"), so a block holds the state's bytes rounded up to 4 *
+        block_size (copied bit for bit: no dtype conversion between equal
+        dtypes)."""
+        return _cdiv(self.state_bytes, 4 * self.block_size)
 
     def best(self, end: int, present: Callable[["Group", int, int], int]) -> int:
         """The longest hit of at most @end blocks this group serves;
@@ -85,7 +111,7 @@ class Group:
         vLLM does: a window that misses at block m moves to end at m."""
         if self.kind == "full":
             return present(self, 0, end) if end > 0 else 0
-        while end > 0:
+        while end > 0:  # sliding and state: right to left
             start = self.first(end)
             have = present(self, start, end)
             if have == end - start:
@@ -98,10 +124,14 @@ def hit_blocks(groups: list[Group], max_blocks: int,
                present: Callable[[Group, int, int], int]) -> int:
     """The hit every group serves, in blocks (HybridKVCacheCoordinator's fixed
     point: each group cuts the length to what it serves, until none cuts)."""
+    # Full groups first: they cut the length with one query, where a
+    # window or a state scans block by block (the fixed point is the same
+    # in any order: each group's best is the longest it serves up to L).
+    order = sorted(groups, key=lambda g: g.kind != "full")
     end = max_blocks
     while end > 0:
         before = end
-        for g in groups:
+        for g in order:
             end = g.best(end, present)
             if end == 0:
                 return 0
@@ -128,7 +158,10 @@ def publish_ranges(g: Group, prompt_len: int, interval: Optional[int]
     only, > 0: also a window before every interval boundary), as
     SlidingWindowManager.reachable_block_mask keeps them: publish_range's,
     and for a positive interval of @seg blocks a sliding group's need
-    blocks before each boundary k * seg (all blocks when need >= seg)."""
+    blocks before each boundary k * seg (all blocks when need >= seg); a
+    state group none (it publishes the states vLLM hands over: state_block)."""
+    if g.kind == "state":
+        return []
     first, last = publish_range(g, prompt_len, interval is None)
     if g.kind == "full" or not interval:
         return [(first, last)]
@@ -145,6 +178,19 @@ def publish_ranges(g: Group, prompt_len: int, interval: Optional[int]
     return out
 
 
+def state_block(g: Group, prompt_len: int, block_id: int, boundary: int) -> Optional[int]:
+    """The chain block a state group publishes for a boundary state vLLM
+    hands over (its block @block_id holds the state after @boundary
+    tokens), or None: a boundary inside a block, one no hit of the prompt
+    can end at (a hit leaves the prompt's last token to compute), vLLM's
+    null block."""
+    bs = g.block_size
+    if block_id == 0 or boundary <= 0 or boundary % bs \
+            or boundary > (prompt_len - 1) // bs * bs:
+        return None
+    return boundary // bs - 1
+
+
 _UNSUPPORTED = ("KvshareConnector with vLLM's hybrid KV cache manager: %s; the connector "
                 "shares nothing for this model (with --disable-hybrid-kv-cache-manager, "
                 "for a model that runs without it, every layer's whole KV is shared)")
@@ -152,11 +198,12 @@ _UNSUPPORTED = ("KvshareConnector with vLLM's hybrid KV cache manager: %s; the c
 
 def groups_of(kv_cache_config: Any) -> list[Group]:
     """The groups to share of a kv_cache_config; ValueError for a group whose
-    prefix caching the connector does not follow (state-space: Mamba, GDN,
-    linear attention; chunked local attention, EAGLE drafts, groups of
-    different block sizes). Groups vLLM itself does not prefix-cache or
-    transfer (scratch buffers) are left out."""
-    from vllm.v1.kv_cache_interface import (FullAttentionSpec, MLAAttentionSpec,
+    prefix caching the connector does not follow (state-space groups other
+    than in vLLM's "align" mode or with speculative decoding's extra state
+    blocks; chunked local attention, EAGLE drafts, groups of different block
+    sizes). Groups vLLM itself does not prefix-cache or transfer (scratch
+    buffers) are left out."""
+    from vllm.v1.kv_cache_interface import (FullAttentionSpec, MambaSpec, MLAAttentionSpec,
                                             SlidingWindowSpec)
 
     out = []
@@ -168,11 +215,15 @@ def groups_of(kv_cache_config: Any) -> list[Group]:
         what = f"group {i} ({type(spec).__name__}, {len(g.layer_names)} layers)"
         if getattr(g, "is_eagle_group", False):
             raise ValueError(_UNSUPPORTED % f"{what} is an EAGLE draft group")
-        if type(spec) not in (FullAttentionSpec, MLAAttentionSpec, SlidingWindowSpec):
+        if type(spec) not in (FullAttentionSpec, MLAAttentionSpec, SlidingWindowSpec,
+                              MambaSpec):
             raise ValueError(_UNSUPPORTED % f"{what}: its kind is not shared")
         if out and spec.block_size != out[0].block_size:
             raise ValueError(_UNSUPPORTED % f"{what} has block_size {spec.block_size}, "
                              f"group {out[0].index} {out[0].block_size}")
+        if isinstance(spec, MambaSpec):
+            out.append(_state_group(i, g, spec, what))
+            continue
         if spec.head_size_v != spec.head_size and not isinstance(spec, MLAAttentionSpec):
             raise ValueError(_UNSUPPORTED % f"{what}: V heads of another size than K")
         sliding = isinstance(spec, SlidingWindowSpec)
@@ -185,6 +236,31 @@ def groups_of(kv_cache_config: Any) -> list[Group]:
     if not out:
         raise ValueError(_UNSUPPORTED % "no group to share")
     return out
+
+
+def _state_group(i: int, g: Any, spec: Any, what: str) -> Group:
+    """A state-space group (vLLM's MambaSpec): shared in vLLM's "align" mode
+    only (the one in which vLLM keeps states at block boundaries: prefix
+    caching on), without speculative decoding's extra state blocks."""
+    mode = getattr(spec, "mamba_cache_mode", "none")
+    if mode != "align":
+        raise ValueError(_UNSUPPORTED % f"{what}: its states are cached in mode {mode!r}, "
+                         "not 'align' (vLLM keeps no state at block boundaries: prefix "
+                         "caching is off)")
+    if getattr(spec, "num_speculative_blocks", 0):
+        raise ValueError(_UNSUPPORTED % f"{what} has {spec.num_speculative_blocks} "
+                         "speculative state blocks")
+    gr = Group(i, "state", None, spec.block_size, tuple(g.layer_names),
+               state_bytes=int(spec.state_content_size_bytes),
+               state_page=int(spec.page_size_bytes),
+               state_what=(*(tuple(x) for x in spec.shapes), *(str(d) for d in spec.dtypes),
+                           str(getattr(spec, "mamba_type", "")),
+                           f"replicated={getattr(spec, 'tp_replicated', False)}"))
+    if 4 * spec.block_size * gr.state_head_dim() > gr.state_page:
+        raise ValueError(_UNSUPPORTED % f"{what}: a state of {gr.state_bytes} bytes in pages "
+                         f"of {gr.state_page}, less than a block of {spec.block_size} "
+                         "fp16 rows holds")
+    return gr
 
 
 def hma_groups(vllm_config: Any, kv_cache_config: Any

@@ -17,7 +17,7 @@ from kvshare import _vllm_keys as keys
 from kvshare import _vllm_names as names
 from kvshare._vllm_async import LOGGER_NAME
 from kvshare._vllm_common import KvshareMetadata, Side, _Load, _query, _Save
-from kvshare._vllm_groups import Group, hit_blocks, publish_ranges
+from kvshare._vllm_groups import Group, hit_blocks, publish_ranges, state_block
 from vllm.logger import init_logger
 
 if TYPE_CHECKING:
@@ -256,6 +256,8 @@ class SchedulerSide(Side):
                         meta.saves[-1].side = events.side_records(st.request, end, bs)
                         meta.saves[-1].lora = events.lora_name(st.request)
                 st.saved_blocks = end
+        if self.groups:
+            meta.saves.extend(self._state_saves(so))
 
     def request_finished(self, request: "Request",
                          block_ids: list[int]) -> tuple[bool, Optional[dict[str, Any]]]:
@@ -327,6 +329,30 @@ class SchedulerSide(Side):
                     out.append(_Save(req_id, st.prompt[: last * self.block_size], st.salt,
                                      st.adapter, ids, extras=st.extras, first=first,
                                      group=g.index))
+        return out
+
+    def _state_saves(self, so: "SchedulerOutput") -> list:
+        """The publishes of the boundary states vLLM hands connectors this
+        step (SchedulerOutput.kv_connector_block_state, vLLM >= 0.32: each
+        (group, block id, boundary tokens) of a state group in "align"
+        mode), each as the one chain block ending at its boundary. vLLM
+        vouches for a block's bytes only until the step ends: the worker
+        copies these in the step."""
+        bstate = getattr(so, "kv_connector_block_state", None)
+        offloads = getattr(bstate, "boundary_state_offloads", None) or {}
+        by_index = {g.index: g for g in self.groups if g.kind == "state"}
+        out = []
+        for req_id, entries in offloads.items():
+            st = self.reqs.get(req_id)
+            if st is None or st.skip or self.hma_off:
+                continue
+            for gid, block_id, boundary in entries:
+                g = by_index.get(gid)
+                k = state_block(g, len(st.prompt), block_id, boundary) if g else None
+                if k is not None:
+                    out.append(_Save(req_id, st.prompt[: (k + 1) * self.block_size], st.salt,
+                                     st.adapter, [0] * k + [block_id], extras=st.extras,
+                                     first=k, group=gid))
         return out
 
     def shutdown(self) -> None:

@@ -27,6 +27,24 @@ logger = init_logger(LOGGER_NAME)
 _LAYER_INDEX = re.compile(r"\.(\d+)\.")
 
 
+def _state_pages(t: "torch.Tensor", g: Any) -> "torch.Tensor":
+    """A state-space layer's cache (vLLM's raw [blocks, 1, 1, state bytes]
+    int8 view, a padded page a block) as its state group's layout stores
+    it: [blocks, block_size, 2 * head_dim] fp16 over the same memory, each
+    block's first 4 * block_size * head_dim bytes (the state, then the
+    page's padding: _vllm_groups.Group.state_head_dim)."""
+    n, width = t.shape[0], 4 * g.block_size * g.state_head_dim()
+    if t.dtype != torch.int8 or t.dim() != 4 or tuple(t.shape[1:]) != (1, 1, g.state_bytes) \
+            or t.stride(3) != 1:
+        raise ValueError(f"kvshare: a state layer's cache {tuple(t.shape)} {t.dtype}: "
+                         f"expected [blocks, 1, 1, {g.state_bytes}] int8")
+    if t.stride(0) < width or t.stride(0) % 2 or t.storage_offset() % 2:
+        raise ValueError(f"kvshare: a state layer's pages {t.stride(0)} bytes apart; "
+                         f"a block of its layout takes {width}")
+    pages = t.as_strided((n, width), (t.stride(0), 1), t.storage_offset())
+    return pages.view(torch.float16).view(n, g.block_size, width // (2 * g.block_size))
+
+
 class WorkerSide(Side):
     """The connector in a vLLM worker: the copies between the pool and the
     engine's KV cache (_vllm_async has the threads they run on and why a
@@ -70,19 +88,24 @@ class WorkerSide(Side):
         # first use: one thread there.
         threads = 1 if self.overlap or not current_platform.is_cpu() else self.load_threads
         self.pool = copy_pool(threads, "kvshare-load")
+        state_of = {n: g for g in self.groups or () if g.kind == "state" for n in g.layers}
         for i, name in enumerate(order):
             t = kv_caches[name]
             if kind == "mla":  # [blocks, block_size, latent width], the same memory
                 t = t.squeeze()
+            elif name in state_of:  # [blocks, block_size, 2 * head_dim] fp16, the same memory
+                t = _state_pages(t, state_of[name])
             self.layers[name] = (i, t)
-        first = self.layers[order[0]][1]
-        self.cache = kvshare.PagedCache.for_tensor(first, kind, self.layout.kv_heads,
-                                                   self.layout.head_dim)
         if self.groups:
             self._register_groups(kv_caches, kind)
-        elif len(order) != self.layout.layers:
-            logger.warning("kvshare: %d KV cache tensors for %d layers", len(order),
-                           self.layout.layers)
+            self.cache = self.groups[0].cache
+        else:
+            self.cache = kvshare.PagedCache.for_tensor(self.layers[order[0]][1], kind,
+                                                       self.layout.kv_heads,
+                                                       self.layout.head_dim)
+            if len(order) != self.layout.layers:
+                logger.warning("kvshare: %d KV cache tensors for %d layers", len(order),
+                               self.layout.layers)
         logger.info("kvshare connector %s: %d layers, %s layout, block %s bytes, overlap %s",
                     self.who, len(order), kind, self.layout.block_bytes, self.overlap)
 
@@ -154,7 +177,9 @@ class WorkerSide(Side):
             ready = torch.cuda.Event()
             ready.record()
         for sv in meta.saves if self.writer else ():
-            if self.publish_async:
+            # A boundary state's block is vLLM's only until the step ends
+            # (vLLM may hand it to another request next): copied now.
+            if self.publish_async and not self._is_state(sv.group):
                 # Off the step: the request's full blocks do not change while
                 # it runs, vLLM holds them once it finishes (sending), and a
                 # step that reuses one waits first (handle_preemptions).
@@ -402,8 +427,12 @@ class WorkerSide(Side):
                                  "of its layers have no KV cache tensor")
             for li, name in enumerate(names_in):
                 self.layer_ns[self.layers[name][0]] = (g.index, li)
-            g.cache = kvshare.PagedCache.for_tensor(self.layers[names_in[0]][1], kind,
+            g.cache = kvshare.PagedCache.for_tensor(self.layers[names_in[0]][1],
+                                                    "mla" if g.kind == "state" else kind,
                                                     g.layout.kv_heads, g.layout.head_dim)
+
+    def _is_state(self, group: Optional[int]) -> bool:
+        return group is not None and self._group(group).kind == "state"
 
     def _ns_of(self, group: Optional[int]) -> tuple[Any, Any, list]:
         """(clients, cache, [(index in the namespace, tensor)]) of a namespace:

@@ -1,8 +1,9 @@
 """KvshareConnector with vLLM's hybrid memory allocator (HMA): one namespace
 per KV-cache group, a sliding-window group sharing only the window a hit at
-the prompt's end attends to, and the hit every group serves, by vLLM's own
-rule (checked against vLLM's SingleTypeKVCacheManager code). Fake vLLM
-objects for the engine, a real kvshared.
+the prompt's end attends to, a state-space group the boundary states vLLM
+hands over, and the hit every group serves, by vLLM's own rule (checked
+against vLLM's SingleTypeKVCacheManager code). Fake vLLM objects for the
+engine, a real kvshared.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (  # noqa: E402
     KVConnectorRole, supports_hma)
 from vllm.v1.core.kv_cache_coordinator import replay_boundaries  # noqa: E402
 from vllm.v1.core.single_type_kv_cache_manager import (  # noqa: E402
-    FullAttentionManager, SlidingWindowManager)
+    FullAttentionManager, MambaManager, SlidingWindowManager)
 from vllm.v1.kv_cache_interface import (  # noqa: E402
     FullAttentionSpec, MambaSpec, SlidingWindowSpec)
 
@@ -36,6 +37,7 @@ from test_vllm_connector import (  # noqa: E402
 
 WINDOW = 2 * BS + 1          # a hit needs the 2 blocks before its end
 SWA, FULL = "model.layers.0.self_attn.attn", "model.layers.1.self_attn.attn"
+SSM = "model.layers.2.linear_attn"
 PAGES = 256
 KVSCTL = os.path.join(os.path.dirname(os.environ["KVSHARE_LIB"]), "kvsctl")
 
@@ -44,6 +46,14 @@ def spec(window: int | None = None, block_size: int = BS):
     kw = dict(block_size=block_size, num_kv_heads=KV_HEADS, head_size=HEAD_DIM,
               dtype=torch.float32)
     return SlidingWindowSpec(sliding_window=window, **kw) if window else FullAttentionSpec(**kw)
+
+
+def state_spec(mode: str = "align", **kw: object) -> MambaSpec:
+    """A state-space group's spec (a GDN layer's shape): a bf16 conv state
+    and an fp32 recurrent state, 656 bytes in pages of 1024."""
+    return MambaSpec(block_size=BS, shapes=((3, 24), (2, 8, 8)),
+                     dtypes=(torch.bfloat16, torch.float32), page_size_padded=1024,
+                     mamba_cache_mode=mode, **kw)
 
 
 def kv_cache_config(*groups: tuple[list[str], object]) -> types.SimpleNamespace:
@@ -78,14 +88,17 @@ class _Pool:
 
 
 def vllm_hit(groups: list[tuple[object, set[int]]], max_blocks: int) -> int:
-    """vLLM's hybrid hit (HybridKVCacheCoordinator.find_longest_cache_hit,
-    one full and one sliding group: full first, then the sliding group up to
-    its hit) in blocks, from the managers' own code."""
-    length = max_blocks * BS
-    for s, have in sorted(groups, key=lambda g: isinstance(g[0], SlidingWindowSpec)):
-        cls = SlidingWindowManager if isinstance(s, SlidingWindowSpec) else FullAttentionManager
-        _, length = cls.find_longest_cache_hit(list(range(max_blocks)), length, [0], _Pool(have),
-                                               s, False, BS)
+    """vLLM's hybrid hit (HybridKVCacheCoordinator.find_longest_cache_hit:
+    full groups first, then each other group up to the hit so far, until no
+    group cuts it) in blocks, from the managers' own code."""
+    length, before = max_blocks * BS, None
+    while length != before:
+        before = length
+        for s, have in sorted(groups, key=lambda g: not isinstance(g[0], FullAttentionSpec)):
+            cls = (SlidingWindowManager if isinstance(s, SlidingWindowSpec) else
+                   MambaManager if isinstance(s, MambaSpec) else FullAttentionManager)
+            _, length = cls.find_longest_cache_hit(list(range(max_blocks)), length, [0],
+                                                   _Pool(have), s, False, BS)
     return length // BS
 
 
@@ -93,7 +106,8 @@ def our_hit(groups: list[tuple[object, set[int]]], max_blocks: int) -> int:
     gs, have = [], {}
     for i, (s, blocks) in enumerate(groups):
         w = getattr(s, "sliding_window", None)
-        gs.append(Group(i, "sliding" if w else "full", w, BS, (f"l{i}",)))
+        kind = "state" if isinstance(s, MambaSpec) else "sliding" if w else "full"
+        gs.append(Group(i, kind, w, BS, (f"l{i}",)))
         have[i] = blocks
 
     def present(g: Group, start: int, stop: int) -> int:
@@ -118,6 +132,22 @@ def test_hit_rule_is_vllms(window):
         assert our_hit([(sw, swa)], n) == vllm_hit([(sw, swa)], n), (n, swa)
         both = [(spec(), full), (sw, swa)]
         assert our_hit(both, n) == vllm_hit(both, n), (n, full, swa)
+
+
+def test_state_hit_rule_is_vllms():
+    """Random pools: the hit with a state-space group is vLLM's (the last
+    state at or before the hit, right to left), alone, beside a full group,
+    and beside a full and a sliding group."""
+    rng = random.Random(11)
+    ssm = state_spec()
+    for _ in range(400):
+        n = rng.randrange(1, 14)
+        full = set(range(rng.randrange(0, n + 1)))
+        states = {i for i in range(n) if rng.random() < 0.3}
+        swa = {i for i in range(n) if rng.random() < 0.7}
+        for groups in ([(ssm, states)], [(spec(), full), (ssm, states)],
+                       [(ssm, states), (spec(), full), (spec(WINDOW), swa)]):
+            assert our_hit(groups, n) == vllm_hit(groups, n), (n, full, states, swa)
 
 
 def vllm_kept(window: int, prompt_len: int, interval: int | None) -> set[int]:
@@ -202,22 +232,53 @@ def test_groups_and_their_identity():
     assert _vllm_groups.publish_range(g[0], 4 * BS + 1, True) == (0, 4)  # dense retention
 
 
+def test_state_groups_and_their_identity():
+    """A state-space group in vLLM's "align" mode is shared: a one-block
+    window whose namespace names the state's bytes, shapes and dtypes; the
+    boundaries it publishes are whole blocks a hit of the prompt can end at."""
+    g = _vllm_groups.groups_of(kv_cache_config(([FULL], spec()), ([SSM], state_spec())))
+    st = g[1]
+    assert (st.kind, st.need, st.first(5), st.state_bytes, st.state_page) == (
+        "state", 1, 4, 656, 1024)
+    assert st.state_head_dim() == 11  # ceil(656 / (4 * 16)): 704 bytes of the 1024-byte page
+    assert st.suffix().startswith("|state656.1L.")
+    other = MambaSpec(block_size=BS, shapes=((3, 24), (2, 8, 8)),
+                      dtypes=(torch.float16, torch.float32), page_size_padded=1024,
+                      mamba_cache_mode="align")
+    assert _vllm_groups.groups_of(kv_cache_config(([SSM], other)))[0].suffix() != st.suffix()
+    assert _vllm_groups.publish_ranges(st, 6 * BS + 1, 0) == []  # vLLM hands its states over
+    p = 5 * BS + 1
+    assert [_vllm_groups.state_block(st, p, 7, b) for b in (BS, 3 * BS, 5 * BS)] == [0, 2, 4]
+    assert _vllm_groups.state_block(st, p, 7, 3 * BS + 5) is None  # inside a block
+    assert _vllm_groups.state_block(st, 5 * BS, 7, 5 * BS) is None  # no token left to compute
+    assert _vllm_groups.state_block(st, p, 0, 3 * BS) is None       # the null block
+
+
 def test_unsupported_groups_refused_at_start():
-    mamba = MambaSpec(block_size=BS, shapes=((4, 4),), dtypes=(torch.float32,))
-    with pytest.raises(ValueError, match="disable-hybrid-kv-cache-manager"):
-        _vllm_groups.groups_of(kv_cache_config(([FULL], spec()), (["m"], mamba)))
+    with pytest.raises(ValueError, match="mode 'none'.*disable-hybrid-kv-cache-manager"):
+        _vllm_groups.groups_of(kv_cache_config(([FULL], spec()), (["m"], state_spec("none"))))
+    with pytest.raises(ValueError, match="2 speculative state blocks"):
+        _vllm_groups.groups_of(kv_cache_config(([FULL], spec()),
+                                               (["m"], state_spec(num_speculative_blocks=2))))
+    small = MambaSpec(block_size=BS, shapes=((700,),), dtypes=(torch.int8,),
+                      page_size_padded=701, mamba_cache_mode="align")
+    with pytest.raises(ValueError, match="a state of 700 bytes in pages of 701"):
+        _vllm_groups.groups_of(kv_cache_config(([SSM], small)))
     with pytest.raises(ValueError, match="block_size 32, group 0 16"):
         _vllm_groups.groups_of(kv_cache_config(([FULL], spec()), ([SWA], spec(WINDOW, 32))))
 
 
 def test_a_group_not_followed_shares_nothing(hma, daemon, caplog):
-    """A state-space group (Mamba): the engine starts, the connector says at
-    start that it shares nothing, every request misses, nothing is published."""
-    mamba = MambaSpec(block_size=BS, shapes=((4, 4),), dtypes=(torch.float32,))
+    """A state-space group whose states vLLM does not cache at block
+    boundaries (mode "none": prefix caching off): the engine starts, the
+    connector says at start that it shares nothing, every request misses,
+    nothing is published."""
+    mamba = state_spec("none")
     with caplog.at_level("WARNING", logger="vllm.kvshare"):
         e = hma(groups=(([FULL], spec()), (["model.layers.0.mixer"], mamba)))
     assert e.sched.side.hma_off and e.sched.side.groups is None
     assert "shares nothing for this model" in caplog.text and "MambaSpec" in caplog.text
+    assert "mode 'none'" in caplog.text
     p = prompt(6, blocks=4)
     assert e.sched.get_num_new_matched_tokens(request("a", p), 0) == (0, False)
     e.step(sched_out([("a", ([1, 2, 3, 4, 5], [6, 7, 8, 9, 10]), 0)], {"a": len(p)}))
@@ -251,15 +312,29 @@ class Blocks:
         return self.ids
 
 
-def sched_out(new=(), tokens=None) -> types.SimpleNamespace:
-    """A SchedulerOutput of new requests: (req_id, block ids per group, computed)."""
+def sched_out(new=(), tokens=None, offloads=None) -> types.SimpleNamespace:
+    """A SchedulerOutput of new requests: (req_id, block ids per group,
+    computed), and the boundary states handed over ({req_id: [(group,
+    block id, boundary tokens)]}, KVConnectorBlockState's)."""
     return types.SimpleNamespace(
+        kv_connector_block_state=types.SimpleNamespace(
+            boundary_state_offloads=offloads or {}),
         scheduled_new_reqs=[types.SimpleNamespace(req_id=r, block_ids=ids, num_computed_tokens=n)
                             for r, ids, n in new],
         scheduled_cached_reqs=types.SimpleNamespace(req_ids=[], new_block_ids=[],
                                                     resumed_req_ids=set(),
                                                     num_computed_tokens=[]),
         num_scheduled_tokens=dict(tokens or {}))
+
+
+def kv_cache(s: object) -> torch.Tensor:
+    """A layer's CPU cache as vLLM hands it over: a state-space layer's
+    [pages, 1, 1, state bytes] int8 view of its padded pages, an attention
+    layer's [pages, heads, block, 2 * head_dim]."""
+    if isinstance(s, MambaSpec):
+        pages = torch.zeros(PAGES, s.page_size_bytes, dtype=torch.int8)
+        return pages[:, : s.state_content_size_bytes].unsqueeze(1).unsqueeze(1)
+    return torch.zeros(PAGES, KV_HEADS, BS, 2 * HEAD_DIM)
 
 
 class HmaEngine:
@@ -272,7 +347,8 @@ class HmaEngine:
         kvc = kv_cache_config(*(groups or (([SWA], spec(WINDOW)), ([FULL], spec()))))
         self.sched = KvshareConnector(cfg, KVConnectorRole.SCHEDULER, kvc)
         self.worker = KvshareConnector(cfg, KVConnectorRole.WORKER, kvc)
-        self.kv = {n: torch.zeros(PAGES, KV_HEADS, BS, 2 * HEAD_DIM) for n in (SWA, FULL)}
+        self.kv = {n: kv_cache(s) for names, s in groups or (([SWA], None), ([FULL], None))
+                   for n in names}
         self.worker.register_kv_caches(self.kv)
         self.next = 1
 
@@ -422,3 +498,50 @@ def test_a_failed_load_fails_the_request(hma, daemon):
     r = b.finished("b")
     assert r.failed_recving == {"b"} and "b" in r.finished_recving
     assert not b.worker.get_block_ids_with_load_errors()
+
+
+def test_state_group_publishes_the_boundary_states_and_loads_one(hma, daemon):
+    """A full and a state-space group: A publishes every full block and the
+    boundary states vLLM hands over at whole blocks (not one inside a
+    block); B hits at the last state its prompt reaches and loads that
+    state's bytes, bit for bit, into the one real block vLLM gives the
+    group there (nulls before it), in the step."""
+    groups = (([FULL], spec()), ([SSM], state_spec()))
+    a = hma(groups=groups)
+    g_full, g_ssm = a.sched.side.groups
+    assert g_ssm.layout.dtype == "fp16" and g_ssm.layout.kv_heads == 1
+    p = prompt(8, blocks=5)
+    req = request("a", p)
+    assert a.sched.get_num_new_matched_tokens(req, 0) == (0, False)
+    ids = (a.pages(6), a.pages(6))
+    a.kv[FULL][ids[0]] = 2.0
+    states = a.kv[SSM]
+    states[ids[1]] = torch.randint(-128, 128, states[ids[1]].shape, dtype=torch.int8)
+    offloads = {"a": [(1, ids[1][2], 3 * BS), (1, ids[1][4], 5 * BS), (1, ids[1][3], 3 * BS + 5)]}
+    a.step(sched_out([("a", ids, 0)], {"a": len(p)}, offloads))
+    a.worker.clear_connector_metadata()
+    held, _ = a.sched.request_finished_all_groups(req, ids)
+    if held:
+        a.finished("a")
+    assert namespaces(daemon.socket) == {g_full.layout.model: 5, g_ssm.layout.model: 2}
+
+    b = hma(groups=groups)
+    r = request("b", p)
+    hit, asynch = b.sched.get_num_new_matched_tokens(r, 0)
+    assert (hit, asynch) == (5 * BS, True)
+    bids = (b.pages(6), [0] * 4 + b.pages(2))
+    b.sched.update_state_after_alloc(r, Blocks(bids), hit)
+    res = b.finished("b")
+    assert not res.failed_recving
+    assert torch.all(b.kv[FULL][bids[0][:5]] == 2.0) and torch.all(b.kv[FULL][bids[0][5]] == 0)
+    assert torch.equal(b.kv[SSM][bids[1][4]], states[ids[1][4]])  # A's state, every byte
+    assert torch.all(b.kv[SSM][bids[1][5]] == 0)
+    # A prompt sharing 4 blocks: the last state it reaches is the one at 3.
+    q = p[: 4 * BS] + [7] * (BS + 1)
+    assert b.sched.get_num_new_matched_tokens(request("c", q), 0) == (3 * BS, True)
+    # The full group's blocks alone make no hit: every state flushed.
+    ns = {n["model"]: n["id"] for n in json.loads(kvsctl(daemon.socket, "ls", "--json"))[
+        "namespaces"]}
+    kvsctl(daemon.socket, "flush", "--namespace", str(ns[g_ssm.layout.model]))
+    assert namespaces(daemon.socket)[g_full.layout.model] == 5
+    assert b.sched.get_num_new_matched_tokens(request("d", p), 0) == (0, False)
