@@ -16,6 +16,17 @@ import json
 import os
 
 
+def parse_args(**shape: int) -> argparse.Namespace:
+    """The command line of every make_*_model.py: DIR, then an int option
+    for each of @shape (its default; --kv-heads for kv_heads), --vocab
+    (512) and --seed (1234)."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dir")
+    for name, default in {**shape, "vocab": 512, "seed": 1234}.items():
+        ap.add_argument("--" + name.replace("_", "-"), type=int, default=default)
+    return ap.parse_args()
+
+
 def save(model, a) -> None:
     """Save @model with weights scaled up (logits differ clearly between
     tokens, so a wrong KV changes the greedy output), a word-level tokenizer
@@ -47,18 +58,8 @@ def save(model, a) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("dir")
-    ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--hidden", type=int, default=256)
-    ap.add_argument("--heads", type=int, default=4)
-    ap.add_argument("--kv-heads", type=int, default=2)
-    ap.add_argument("--head-dim", type=int, default=64)
-    ap.add_argument("--intermediate", type=int, default=0)
-    ap.add_argument("--vocab", type=int, default=512)
-    ap.add_argument("--max-pos", type=int, default=8192)
-    ap.add_argument("--seed", type=int, default=1234)
-    a = ap.parse_args()
+    a = parse_args(layers=4, hidden=256, heads=4, kv_heads=2, head_dim=64, intermediate=0,
+                   max_pos=8192)
 
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM

@@ -15,25 +15,14 @@ every layer's KV.
 
 from __future__ import annotations
 
-import argparse
 import os
 
-from make_model import save  # the weights' scale, the tokenizer
+from make_model import parse_args, save  # the options, the weights' scale, the tokenizer
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("dir")
-    ap.add_argument("--layers", type=int, default=2)
-    ap.add_argument("--window", type=int, default=48)
-    ap.add_argument("--hidden", type=int, default=128)
-    ap.add_argument("--heads", type=int, default=2)
-    ap.add_argument("--kv-heads", type=int, default=1)
-    ap.add_argument("--head-dim", type=int, default=64)
-    ap.add_argument("--vocab", type=int, default=512)
-    ap.add_argument("--max-pos", type=int, default=4096)
-    ap.add_argument("--seed", type=int, default=1234)
-    a = ap.parse_args()
+    a = parse_args(layers=2, window=48, hidden=128, heads=2, kv_heads=1, head_dim=64,
+                   max_pos=4096)
 
     import torch
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig

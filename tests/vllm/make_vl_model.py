@@ -12,7 +12,6 @@ writes them, the tokenizer and the arguments).
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
@@ -23,17 +22,8 @@ IMAGE_TOKEN = "<image>"
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("dir")
-    ap.add_argument("--image-size", type=int, default=112)
-    ap.add_argument("--layers", type=int, default=2)
-    ap.add_argument("--hidden", type=int, default=128)
-    ap.add_argument("--heads", type=int, default=2)
-    ap.add_argument("--kv-heads", type=int, default=1)
-    ap.add_argument("--head-dim", type=int, default=64)
-    ap.add_argument("--vocab", type=int, default=512)
-    ap.add_argument("--seed", type=int, default=1234)
-    a = ap.parse_args()
+    a = make_model.parse_args(image_size=112, layers=2, hidden=128, heads=2, kv_heads=1,
+                              head_dim=64)
 
     import torch
     from transformers import (CLIPImageProcessor, CLIPVisionConfig, LlamaConfig, LlavaConfig,

@@ -14,7 +14,6 @@ own processes, the model built here.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import re
@@ -26,8 +25,8 @@ import pytest
 
 pytest.importorskip("vllm", reason="vLLM is not installed (scripts/python_env.sh installs it)")
 # vllm_support first: it sets KVSHARE_LIB, which importing kvshare reads.
-from vllm_support import (HERE, KVSCTL, Engine, counters, start_daemon,  # noqa: E402
-                          stop_daemon, wait_until)
+from vllm_support import (HERE, KVSCTL, Engine, counters, namespaces,  # noqa: E402
+                          start_daemon, stop_daemon, wait_until)
 import kvshare  # noqa: E402, I001
 
 BS = 32            # the CPU backend's; vLLM gives both groups this block size
@@ -45,12 +44,6 @@ def swa_model(tmp_path_factory):
                     f"--window={WINDOW}", f"--kv-heads={HEADS}", f"--head-dim={HEAD_DIM}"],
                    check=True, capture_output=True, timeout=300)
     return path
-
-
-def ls(sock: str) -> list[dict]:
-    return json.loads(subprocess.run([KVSCTL, "--socket", sock, "ls", "--json"],
-                                     capture_output=True, text=True, check=True).stdout)[
-        "namespaces"]
 
 
 def test_vllm_hma_sliding_window_loads_what_another_vllm_published(tmp_path, swa_model):
@@ -78,7 +71,7 @@ def test_vllm_hma_sliding_window_loads_what_another_vllm_published(tmp_path, swa
                                   r"tokens\)", alog)) >= 2, alog[-6000:]
 
         # One namespace per group: the sliding one holds its window only.
-        spaces = {n["model"].split("|", 1)[1].split(".")[0]: n for n in ls(sock)}
+        spaces = {n["model"].split("|", 1)[1].split(".")[0]: n for n in namespaces(sock)}
         assert {k: n["blocks"] for k, n in spaces.items()} == {f"swa{WINDOW}": NEED, "full": FULL}
         assert all(n["model"].startswith(str(swa_model) + "#") for n in spaces.values())
 

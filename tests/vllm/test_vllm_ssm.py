@@ -15,7 +15,6 @@ own processes, the model built here. vLLM's CPU GDN layers run bf16 only.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import re
@@ -27,8 +26,8 @@ import pytest
 
 pytest.importorskip("vllm", reason="vLLM is not installed (scripts/python_env.sh installs it)")
 # vllm_support first: it sets KVSHARE_LIB, which importing kvshare reads.
-from vllm_support import (HERE, KVSCTL, Engine, counters, start_daemon,  # noqa: E402
-                          stop_daemon)
+from vllm_support import (HERE, KVSCTL, Engine, counters, namespaces,  # noqa: E402
+                          start_daemon, stop_daemon)
 import kvshare  # noqa: E402, I001
 
 BS = 64            # vLLM raises the block size to 64 so that an attention
@@ -45,12 +44,6 @@ def ssm_model(tmp_path_factory):
                     f"--kv-heads={HEADS}", f"--head-dim={HEAD_DIM}"],
                    check=True, capture_output=True, timeout=300)
     return path
-
-
-def ls(sock: str) -> list[dict]:
-    return json.loads(subprocess.run([KVSCTL, "--socket", sock, "ls", "--json"],
-                                     capture_output=True, text=True, check=True).stdout)[
-        "namespaces"]
 
 
 def test_vllm_state_space_model_loads_the_state_another_vllm_published(tmp_path, ssm_model):
@@ -80,7 +73,7 @@ def test_vllm_state_space_model_loads_the_state_another_vllm_published(tmp_path,
 
         # One namespace per group: the state group's holds the state at the
         # prompt's last block boundary, the one a hit can end at.
-        spaces = {n["model"].split("|", 1)[1].split(".")[0]: n for n in ls(sock)}
+        spaces = {n["model"].split("|", 1)[1].split(".")[0]: n for n in namespaces(sock)}
         state = next(k for k in spaces if k.startswith("state"))
         assert {k: n["blocks"] for k, n in spaces.items()} == {state: 1, "full": FULL}
         assert all(n["model"].startswith(str(ssm_model) + "#") for n in spaces.values())

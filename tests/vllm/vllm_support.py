@@ -77,6 +77,13 @@ def stop_daemon(d: subprocess.Popen) -> None:
             d.wait()
 
 
+def namespaces(sock: str) -> list[dict]:
+    """The daemon's namespaces, as `kvsctl ls --json` lists them."""
+    return json.loads(subprocess.run([KVSCTL, "--socket", sock, "ls", "--json"],
+                                     capture_output=True, text=True, check=True).stdout)[
+        "namespaces"]
+
+
 def counters(path) -> dict:
     """A connector side's stats_file (PATH.scheduler, PATH.worker); {} until written."""
     return json.loads(path.read_text()) if path.exists() else {}
