@@ -254,6 +254,21 @@ def test_state_groups_and_their_identity():
     assert _vllm_groups.state_block(st, p, 0, 3 * BS) is None       # the null block
 
 
+def test_sub_block_hits_are_told_at_start(daemon, monkeypatch, caplog):
+    """vLLM's prefix_match_unit below the groups' block size (its own cache
+    then hits inside blocks): the connector says at start that its hits end
+    at whole blocks."""
+    monkeypatch.setattr(parallel_state, "get_tensor_model_parallel_rank", lambda: 0)
+    cfg = hma_config(daemon.socket)
+    cfg.cache_config.prefix_match_unit = BS // 2
+    kvc = kv_cache_config(([FULL], spec()), ([SSM], state_spec()))
+    with caplog.at_level("WARNING", logger="vllm.kvshare"):
+        c = KvshareConnector(cfg, KVConnectorRole.SCHEDULER, kvc)
+    c.shutdown()
+    assert f"prefix_match_unit {BS // 2}" in caplog.text
+    assert f"a hit from the pool ends at a multiple of {BS}" in caplog.text
+
+
 def test_unsupported_groups_refused_at_start():
     with pytest.raises(ValueError, match="mode 'none'.*disable-hybrid-kv-cache-manager"):
         _vllm_groups.groups_of(kv_cache_config(([FULL], spec()), (["m"], state_spec("none"))))
