@@ -101,6 +101,8 @@ class Counters:
                                  # a miss
     request_errors: int = 0      # a call refused for its own request (LIMIT, FULL,
                                  # bad input...): that request misses, the client stays
+    output_saves: int = 0        # scheduler: publishes of blocks past the prompt,
+                                 # its output's (publish_output)
 
     def line(self, who: str) -> str:
         bw = self.loaded_bytes / self.load_seconds / 1e9 if self.load_seconds else 0.0
@@ -333,6 +335,7 @@ class Side:
         self.overlap = tc.get_from_extra_config("overlap", None)
         self.load_threads = max(1, int(tc.get_from_extra_config("load_threads", 2)))
         self.publish_async = _flag(tc.get_from_extra_config("publish_async", True))
+        self.publish_output = _flag(tc.get_from_extra_config("publish_output", False))
         self.describe = _flag(tc.get_from_extra_config("describe", False))
         stats_file = tc.get_from_extra_config("stats_file", None)
         # Each tensor-parallel rank has a worker side: ranks after the

@@ -76,8 +76,8 @@ class SchedulerSide(Side):
                            names.adapter(getattr(request, "lora_request", None)), skip=skip,
                            extras=extras)
             self.reqs[request.request_id] = st
-            if self.describe and not skip:
-                st.request = request
+            if (self.describe or self.publish_output) and not skip:
+                st.request = request  # vLLM's hashes; its output's token ids
         return st
 
     def on_new_request(self, request: "Request") -> None:
@@ -245,19 +245,33 @@ class SchedulerSide(Side):
             steps.append((req_id, cr.num_computed_tokens[i] + so.num_scheduled_tokens[req_id]))
         for req_id, computed in steps:
             st = self.reqs[req_id]
-            end = min(computed, len(st.prompt)) // bs
+            seq = self._published_tokens(st)
+            end = min(computed, len(seq)) // bs
             if not st.skip and not self.hma_off and st.saved_blocks < end <= len(st.block_ids):
                 if self.groups:  # what each group keeps
                     meta.saves.extend(self._groups_saves(req_id, st, end))
                 else:
-                    meta.saves.append(_Save(req_id, st.prompt[: end * bs], st.salt,
+                    meta.saves.append(_Save(req_id, list(seq[: end * bs]), st.salt,
                                             st.adapter, st.block_ids[:end], st.extras))
-                    if st.request is not None:  # side records: one namespace only
+                    if end * bs > len(st.prompt):
+                        self.counters.output_saves += 1
+                    if self.describe:  # side records: one namespace only
                         meta.saves[-1].side = events.side_records(st.request, end, bs)
                         meta.saves[-1].lora = events.lora_name(st.request)
                 st.saved_blocks = end
         if self.groups:
             meta.saves.extend(self._state_saves(so))
+
+    def _published_tokens(self, st: _ReqState) -> Any:
+        """The tokens whose full blocks are published as their KV is
+        computed (a sequence, sliced only when a block is): the prompt's;
+        with publish_output (one namespace only, not HMA: each group would
+        keep its own part of the output) the output's too, as vLLM's own
+        prefix cache keeps them (the token a step runs was sampled before
+        it: vLLM's all_token_ids holds it)."""
+        if not self.publish_output or self.groups or st.request is None:
+            return st.prompt
+        return getattr(st.request, "all_token_ids", None) or st.prompt
 
     def request_finished(self, request: "Request",
                          block_ids: list[int]) -> tuple[bool, Optional[dict[str, Any]]]:

@@ -150,11 +150,14 @@ class Engine:
 
     def finish(self, req: types.SimpleNamespace, pages: list[int]) -> None:
         """request_finished, then (when it holds the blocks for a publish)
-        empty steps until get_finished reports the request, as vLLM does."""
+        empty steps until get_finished reports the request, as vLLM does
+        (kv_connector_no_forward: the step's loads and saves, no forward)."""
         held, _ = self.sched.request_finished(req, pages)
         deadline = time.monotonic() + 10
         while held:
             self.worker.bind_connector_metadata(self.sched.build_connector_meta(sched_out()))
+            self.worker.start_load_kv(None)
+            self.worker.wait_for_save()
             sending, _ = self.worker.get_finished({req.request_id})
             self.worker.clear_connector_metadata()
             held = req.request_id not in (sending or ())
@@ -628,6 +631,53 @@ def test_finished_request_held_until_its_publish_is_done(engines, daemon):
     short = request("s", p[: BS - 1])
     e.sched.get_num_new_matched_tokens(short, 0)
     assert e.sched.request_finished(short, [300]) == (False, None)
+
+
+def decode_out(req_id: str, new_pages: list[int], computed: int, scheduled: int):
+    """A SchedulerOutput of one running request: @scheduled tokens after
+    @computed, with @new_pages appended to its blocks."""
+    return types.SimpleNamespace(
+        scheduled_new_reqs=[],
+        scheduled_cached_reqs=types.SimpleNamespace(req_ids=[req_id],
+                                                    new_block_ids=[(new_pages,)],
+                                                    resumed_req_ids=set(),
+                                                    num_computed_tokens=[computed]),
+        num_scheduled_tokens={req_id: scheduled})
+
+
+@pytest.mark.parametrize("publish_async", [True, False])
+def test_output_blocks_published_as_they_fill(engines, daemon, publish_async):
+    """publish_output: the blocks a request's output fills are published in
+    the step that computes them, after the prompt's (as vLLM's own prefix
+    cache keeps them), and another engine's next turn, whose prompt holds
+    the answer, loads all six blocks with the output's KV. Off (the
+    default): only the prompt's."""
+    out = [7] * (2 * BS)                  # the answer: two more blocks and a token
+    for on, seed in ((True, 44), (False, 45)):
+        e = engines(extra={"publish_async": publish_async, "publish_output": on})
+        p = prompt(seed)                  # 4 full blocks and a token
+        pages = list(range(100, 105))
+        a = request("a", p)
+        e.sched.get_num_new_matched_tokens(a, 0)
+        e.sched.update_state_after_alloc(a, None, 0)
+        forward(e, e.sched.build_connector_meta(sched_out([("a", pages, 0)], {"a": len(p)})),
+                {pg: torch.full((KV_HEADS, BS, 2 * HEAD_DIM), 3.0) for pg in pages})
+        a.all_token_ids = p + out         # vLLM appends each token it samples
+        # The decode steps, as one: the answer's KV but its last token's.
+        forward(e, e.sched.build_connector_meta(decode_out("a", [105, 106], len(p),
+                                                           len(out) - 1)),
+                {pg: torch.full((KV_HEADS, BS, 2 * HEAD_DIM), 5.0) for pg in (104, 105)})
+        e.finish(a, pages + [105, 106])
+        e.worker.side.publishes.wait_all()
+        assert e.sched.side.counters.output_saves == (1 if on else 0)
+    # 6 blocks of the first engine's request, 4 of the second's
+    assert stats(daemon.socket)["blocks.committed"] == 6 + 4
+
+    b = engines()
+    nxt = prompt(44) + out[:-1] + [9] * 3  # the next turn: the answer and more
+    assert b.run(request("b", nxt), 6.0) == (6 * BS, 3.0)
+    layer = b.kv["model.layers.0.self_attn.attn"]
+    assert torch.all(layer[5] == 5.0)     # the answer's second block: the decode's KV
 
 
 def test_publish_async_off_publishes_in_the_step(engines, daemon):
