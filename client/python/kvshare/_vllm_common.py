@@ -308,7 +308,8 @@ class Side:
         """@tc: vLLM's kv_transfer_config (its extra config: the module's
         docstring in vllm_connector.py)."""
         self.block_size = vllm_config.cache_config.block_size
-        self.cache_config = vllm_config.cache_config
+        # vLLM's finest hit boundary (its hash block; None: its groups' block)
+        self.match_unit = getattr(vllm_config.cache_config, "prefix_match_unit", None)
         self.counters = Counters()
         model_id, dtype = self._read_layout(vllm_config, role, tc)
         # A lookup answers in microseconds (milliseconds when it promotes
@@ -429,12 +430,11 @@ class Side:
                         f" of {g.state_bytes} bytes a layer" if g.kind == "state" else "",
                         len(g.layers),
                         g.block_size, g.layout.model)
-        unit = getattr(getattr(self, "cache_config", None), "prefix_match_unit", None)
-        if self.groups and unit and unit < self.block_size:
+        if self.groups and self.match_unit and self.match_unit < self.block_size:
             logger.warning("kvshare connector %s: prefix_match_unit %d: vLLM's own prefix cache "
                            "also hits inside blocks of %d tokens; the connector shares whole "
                            "blocks, so a hit from the pool ends at a multiple of %d",
-                           self.who, unit, self.block_size, self.block_size)
+                           self.who, self.match_unit, self.block_size, self.block_size)
         if self.latent is not None:
             logger.info("kvshare connector %s: MLA latent cache of %d elements a token, one "
                         "namespace for every tensor-parallel rank, published by rank 0",

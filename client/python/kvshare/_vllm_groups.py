@@ -65,7 +65,6 @@ class Group:
     head_dim: int = 0
     latent: Optional[int] = None  # MLA: the latent width a token
     state_bytes: int = 0         # state: the bytes of a layer's state (its page's content)
-    state_page: int = 0          # state: vLLM's page of a layer, padding included
     state_what: tuple = ()       # state: its shapes, dtypes and kind (the identity)
     # set by the connector
     layout: Optional[kvshare.Layout] = None
@@ -252,13 +251,12 @@ def _state_group(i: int, g: Any, spec: Any, what: str) -> Group:
                          "speculative state blocks")
     gr = Group(i, "state", None, spec.block_size, tuple(g.layer_names),
                state_bytes=int(spec.state_content_size_bytes),
-               state_page=int(spec.page_size_bytes),
                state_what=(*(tuple(x) for x in spec.shapes), *(str(d) for d in spec.dtypes),
                            str(getattr(spec, "mamba_type", "")),
                            f"replicated={getattr(spec, 'tp_replicated', False)}"))
-    if 4 * spec.block_size * gr.state_head_dim() > gr.state_page:
+    if 4 * spec.block_size * gr.state_head_dim() > spec.page_size_bytes:
         raise ValueError(_UNSUPPORTED % f"{what}: a state of {gr.state_bytes} bytes in pages "
-                         f"of {gr.state_page}, less than a block of {spec.block_size} "
+                         f"of {spec.page_size_bytes}, less than a block of {spec.block_size} "
                          "fp16 rows holds")
     return gr
 

@@ -358,7 +358,7 @@ class SchedulerSide(Side):
         out = []
         for req_id, entries in offloads.items():
             st = self.reqs.get(req_id)
-            if st is None or st.skip or self.hma_off:
+            if st is None or st.skip:
                 continue
             for gid, block_id, boundary in entries:
                 g = by_index.get(gid)

@@ -33,8 +33,8 @@ paged cache layer by layer on a copy thread started in start_load_kv (the
 library releases the GIL), each layer awaited in wait_for_layer_load, so the
 model computes layer l while layer l + 1 is copied. After each step's forward,
 wait_for_save publishes the prompt blocks that became full (chunked prefill
-included; a finished request's output blocks in the step after it ends)
-with reserve, store and commit, on a publish thread (publish_async:
+included; with publish_output the output's blocks as they fill; a state
+group's boundary states always in the step) with reserve, store and commit, on a publish thread (publish_async:
 vLLM holds a finished request's blocks until get_finished reports its copies
 done, and a step waits for the copies that read a block it is about to write,
 in handle_preemptions); a block another worker is writing (BUSY) or that finds
@@ -70,10 +70,10 @@ computes; false: load every layer in start_load_kv, on `load_threads` threads
 at once, before the forward; default: true on a GPU, false on a CPU, where the
 copies and the model share the same cores), `load_threads` (default 2),
 `publish_async` (default true: publish on a thread, off the step),
-`publish_output` (default false: true publishes, when a request finishes,
-the full blocks its output filled too, as vLLM's own prefix cache keeps
-them, for a next turn that sends the answer back; one namespace only, not
-with HMA),
+`publish_output` (default false: true publishes the full blocks a
+request's output fills too, in the step that computes them, as vLLM's own
+prefix cache keeps them, for a next turn that sends the answer back; one
+namespace only, not with HMA),
 `load_async` (default false: true parks hit requests in
 WAITING_FOR_REMOTE_KVS while their load runs on a thread; docs/vllm.md
 has the numbers behind the default),

@@ -12,6 +12,7 @@ import json
 import os
 import random
 import subprocess
+import threading
 import time
 import types
 
@@ -238,8 +239,7 @@ def test_state_groups_and_their_identity():
     boundaries it publishes are whole blocks a hit of the prompt can end at."""
     g = _vllm_groups.groups_of(kv_cache_config(([FULL], spec()), ([SSM], state_spec())))
     st = g[1]
-    assert (st.kind, st.need, st.first(5), st.state_bytes, st.state_page) == (
-        "state", 1, 4, 656, 1024)
+    assert (st.kind, st.need, st.first(5), st.state_bytes) == ("state", 1, 4, 656)
     assert st.state_head_dim() == 11  # ceil(656 / (4 * 16)): 704 bytes of the 1024-byte page
     assert st.suffix().startswith("|state656.1L.")
     other = MambaSpec(block_size=BS, shapes=((3, 24), (2, 8, 8)),
@@ -447,9 +447,9 @@ def kvsctl(socket: str, *args: str) -> str:
     return r.stdout
 
 
-def namespaces(socket: str) -> dict[str, int]:
-    """Each namespace's model string and its blocks (kvsctl ls)."""
-    return {n["model"]: n["blocks"] for n in json.loads(kvsctl(socket, "ls", "--json"))[
+def namespaces(socket: str, field: str = "blocks") -> dict[str, int]:
+    """Each namespace's model string and its @field (kvsctl ls: blocks, id)."""
+    return {n["model"]: n[field] for n in json.loads(kvsctl(socket, "ls", "--json"))[
         "namespaces"]}
 
 
@@ -518,9 +518,11 @@ def test_a_failed_load_fails_the_request(hma, daemon):
 def test_state_group_publishes_the_boundary_states_and_loads_one(hma, daemon):
     """A full and a state-space group: A publishes every full block and the
     boundary states vLLM hands over at whole blocks (not one inside a
-    block); B hits at the last state its prompt reaches and loads that
-    state's bytes, bit for bit, into the one real block vLLM gives the
-    group there (nulls before it), in the step."""
+    block), the states in the step itself (vLLM's block is only vouched
+    for until then) while the blocks wait on the publish thread; B hits at
+    the last state its prompt reaches and loads that state's bytes, bit for
+    bit, into the one real block vLLM gives the group there (nulls before
+    it)."""
     groups = (([FULL], spec()), ([SSM], state_spec()))
     a = hma(groups=groups)
     g_full, g_ssm = a.sched.side.groups
@@ -533,11 +535,18 @@ def test_state_group_publishes_the_boundary_states_and_loads_one(hma, daemon):
     states = a.kv[SSM]
     states[ids[1]] = torch.randint(-128, 128, states[ids[1]].shape, dtype=torch.int8)
     offloads = {"a": [(1, ids[1][2], 3 * BS), (1, ids[1][4], 5 * BS), (1, ids[1][3], 3 * BS + 5)]}
-    a.step(sched_out([("a", ids, 0)], {"a": len(p)}, offloads))
-    a.worker.clear_connector_metadata()
+    gate = threading.Event()  # the publish thread held: what it copies waits
+    a.worker.side.publishes.submit("gate", [], gate.wait)
+    try:
+        a.step(sched_out([("a", ids, 0)], {"a": len(p)}, offloads))
+        a.worker.clear_connector_metadata()
+        have = namespaces(daemon.socket)
+        assert (have.get(g_full.layout.model, 0), have[g_ssm.layout.model]) == (0, 2)
+    finally:
+        gate.set()
     held, _ = a.sched.request_finished_all_groups(req, ids)
-    if held:
-        a.finished("a")
+    assert held  # its full blocks' publish: vLLM holds them until it is done
+    a.finished("a")
     assert namespaces(daemon.socket) == {g_full.layout.model: 5, g_ssm.layout.model: 2}
 
     b = hma(groups=groups)
@@ -555,8 +564,7 @@ def test_state_group_publishes_the_boundary_states_and_loads_one(hma, daemon):
     q = p[: 4 * BS] + [7] * (BS + 1)
     assert b.sched.get_num_new_matched_tokens(request("c", q), 0) == (3 * BS, True)
     # The full group's blocks alone make no hit: every state flushed.
-    ns = {n["model"]: n["id"] for n in json.loads(kvsctl(daemon.socket, "ls", "--json"))[
-        "namespaces"]}
-    kvsctl(daemon.socket, "flush", "--namespace", str(ns[g_ssm.layout.model]))
+    kvsctl(daemon.socket, "flush", "--namespace",
+           str(namespaces(daemon.socket, "id")[g_ssm.layout.model]))
     assert namespaces(daemon.socket)[g_full.layout.model] == 5
     assert b.sched.get_num_new_matched_tokens(request("d", p), 0) == (0, False)

@@ -543,6 +543,16 @@ def forward(e: Engine, meta: object, fill: dict[int, torch.Tensor]) -> None:
     e.worker.clear_connector_metadata()
 
 
+def prefill(e: Engine, req: types.SimpleNamespace, pages: list[int],
+            fill: dict[int, torch.Tensor]) -> None:
+    """@req's first step, a miss: the lookup finds nothing, its prompt is
+    scheduled whole into @pages, and the forward writes fill[page]."""
+    assert e.sched.get_num_new_matched_tokens(req, 0) == (0, False)
+    e.sched.update_state_after_alloc(req, None, 0)
+    so = sched_out([(req.request_id, pages, 0)], {req.request_id: len(req.prompt_token_ids)})
+    forward(e, e.sched.build_connector_meta(so), fill)
+
+
 def pool_kv(e: Engine, socket: str, tokens: list[int], blocks: int) -> torch.Tensor:
     """Every layer of the pool's first `blocks` blocks of `tokens`, loaded
     into fresh pages: [layers, blocks, kv_heads, BS, 2 * head_dim]."""
@@ -578,9 +588,7 @@ def test_reused_block_not_published_with_another_requests_kv(engines, daemon):
     kv_a = {pg: torch.randn(KV_HEADS, BS, 2 * HEAD_DIM, generator=gen) for pg in pages}
     gate = gate_publishes(e)
     a = request("a", p)
-    assert e.sched.get_num_new_matched_tokens(a, 0) == (0, False)
-    e.sched.update_state_after_alloc(a, None, 0)
-    forward(e, e.sched.build_connector_meta(sched_out([("a", pages, 0)], {"a": len(p)})), kv_a)
+    prefill(e, a, pages, kv_a)
     assert e.worker.side.publishes.busy() == {"gate", "a"}  # a's copy has not run
     # a is preempted; b gets its blocks in the next step
     b = request("b", prompt(41))
@@ -610,10 +618,7 @@ def test_finished_request_held_until_its_publish_is_done(engines, daemon):
     pages = list(range(200, 205))
     gate = gate_publishes(e)
     a = request("a", p)
-    e.sched.get_num_new_matched_tokens(a, 0)
-    e.sched.update_state_after_alloc(a, None, 0)
-    forward(e, e.sched.build_connector_meta(sched_out([("a", pages, 0)], {"a": len(p)})),
-            {pg: torch.full((KV_HEADS, BS, 2 * HEAD_DIM), 3.0) for pg in pages})
+    prefill(e, a, pages, {pg: torch.full((KV_HEADS, BS, 2 * HEAD_DIM), 3.0) for pg in pages})
     assert e.sched.request_finished(a, pages) == (True, None)
     meta = e.sched.build_connector_meta(sched_out())
     assert meta.sending == {"a"}
@@ -658,10 +663,7 @@ def test_output_blocks_published_as_they_fill(engines, daemon, publish_async):
         p = prompt(seed)                  # 4 full blocks and a token
         pages = list(range(100, 105))
         a = request("a", p)
-        e.sched.get_num_new_matched_tokens(a, 0)
-        e.sched.update_state_after_alloc(a, None, 0)
-        forward(e, e.sched.build_connector_meta(sched_out([("a", pages, 0)], {"a": len(p)})),
-                {pg: torch.full((KV_HEADS, BS, 2 * HEAD_DIM), 3.0) for pg in pages})
+        prefill(e, a, pages, {pg: torch.full((KV_HEADS, BS, 2 * HEAD_DIM), 3.0) for pg in pages})
         a.all_token_ids = p + out         # vLLM appends each token it samples
         # The decode steps, as one: the answer's KV but its last token's.
         forward(e, e.sched.build_connector_meta(decode_out("a", [105, 106], len(p),
@@ -685,10 +687,7 @@ def test_publish_async_off_publishes_in_the_step(engines, daemon):
     p = prompt(43)
     pages = list(range(100, 105))
     a = request("a", p)
-    e.sched.get_num_new_matched_tokens(a, 0)
-    e.sched.update_state_after_alloc(a, None, 0)
-    forward(e, e.sched.build_connector_meta(sched_out([("a", pages, 0)], {"a": len(p)})),
-            {pg: torch.full((KV_HEADS, BS, 2 * HEAD_DIM), 3.0) for pg in pages})
+    prefill(e, a, pages, {pg: torch.full((KV_HEADS, BS, 2 * HEAD_DIM), 3.0) for pg in pages})
     assert stats(daemon.socket)["blocks.committed"] == 4  # before any get_finished
     assert e.sched.request_finished(a, pages) == (False, None)
 
