@@ -1,4 +1,5 @@
-"""The tiny random model, built once for every vLLM test of the session."""
+"""The tiny random models more than one test file runs, built once a session
+(a pytest-xdist worker's)."""
 
 from __future__ import annotations
 
@@ -11,4 +12,15 @@ def tiny_model(tmp_path_factory):
 
     path = tmp_path_factory.mktemp("vllm-model") / "model"
     make_model(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def mla_model(tmp_path_factory):
+    """The tiny DeepSeek-V2 (make_mla_model.py, MLA_LAYERS layers) of
+    test_vllm_mla.py and test_vllm_tp.py."""
+    from vllm_support import MLA_LAYERS, build_model
+
+    path = tmp_path_factory.mktemp("vllm-mla-model") / "model"
+    build_model(path, "make_mla_model.py", f"--layers={MLA_LAYERS}")
     return path

@@ -29,7 +29,7 @@ import pytest
 pytest.importorskip("vllm", reason="vLLM is not installed (scripts/python_env.sh installs it)")
 # vllm_support first: it sets KVSHARE_LIB, which importing kvshare reads.
 from vllm_support import (BT, KVSCTL, MODEL, Engine, counters, daemon_stats,  # noqa: E402
-                          start_daemon, stop_daemon, wait_until)
+                          namespaces, start_daemon, stop_daemon, wait_until)
 import kvshare  # noqa: E402, I001
 
 PREFIX = 8 * BT    # the shared prefix: 8 full blocks
@@ -130,15 +130,14 @@ def test_vllm_loads_a_prefix_another_vllm_published(work, tiny_model):
 
         # Writer and reader (each side of each) named the model alike, with
         # no model_id: the served model and a digest of its identity.
-        ls = json.loads(subprocess.run([KVSCTL, "--socket", sock, "ls", "--json"],
-                                       capture_output=True, text=True, check=True).stdout)
-        assert [(n["model"].split("#")[0], n["blocks"]) for n in ls["namespaces"]] \
-            == [(str(tiny_model), 10)], ls
+        spaces = namespaces(sock)
+        assert [(n["model"].split("#")[0], n["blocks"]) for n in spaces] \
+            == [(str(tiny_model), 10)], spaces
 
         # Negative control: other KV under the same hashes.
         subprocess.run([KVSCTL, "--socket", sock, "flush", "--all"], check=True,
                        capture_output=True)
-        layout = kvshare.Layout(model=ls["namespaces"][0]["model"], layers=MODEL["layers"],
+        layout = kvshare.Layout(model=spaces[0]["model"], layers=MODEL["layers"],
                                 kv_heads=MODEL["kv_heads"], head_dim=MODEL["head_dim"],
                                 block_tokens=BT, dtype="fp32")
         with kvshare.Client(sock, layout) as c:

@@ -12,34 +12,23 @@ block_size 16 only.
 
 from __future__ import annotations
 
-import json
-import os
 import random
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 pytest.importorskip("vllm", reason="vLLM is not installed (scripts/python_env.sh installs it)")
 # vllm_support first: it sets KVSHARE_LIB, which importing kvshare reads.
-from vllm_support import (HERE, KVSCTL, Engine, counters, daemon_stats,  # noqa: E402
-                          start_daemon, stop_daemon, wait_until)
+from vllm_support import (KVSCTL, MLA_LAYERS, Engine, counters, daemon_stats,  # noqa: E402
+                          namespaces, start_daemon, stop_daemon, wait_until)
 import kvshare  # noqa: E402, I001
 
 BS = 16            # the CPU MLA backend's only block size
-LAYERS = 2
+LAYERS = MLA_LAYERS  # the model's (conftest.py mla_model)
 WIDTH = 576        # kv_lora_rank 512 + qk_rope_head_dim 64, the backend's only width
 FULL = 4           # full blocks of the prompt
 TOKENS = 6         # generated
-
-
-@pytest.fixture(scope="module")
-def mla_model(tmp_path_factory):
-    path = tmp_path_factory.mktemp("vllm-mla-model") / "model"
-    subprocess.run([sys.executable, os.path.join(HERE, "make_mla_model.py"), str(path),
-                    f"--layers={LAYERS}"], check=True, capture_output=True, timeout=300)
-    return path
 
 
 def test_vllm_mla_loads_what_another_vllm_published(tmp_path, mla_model):
@@ -83,15 +72,14 @@ def test_vllm_mla_loads_what_another_vllm_published(tmp_path, mla_model):
         assert after["engines.hit_tokens"] == FULL * BS
 
         # One namespace, the MLA one: its model string says the latent width.
-        ls = json.loads(subprocess.run([KVSCTL, "--socket", sock, "ls", "--json"],
-                                       capture_output=True, text=True, check=True).stdout)
+        spaces = namespaces(sock)
         assert [(n["model"].split("#")[0], n["model"].endswith(f"|mla{WIDTH}"), n["blocks"])
-                for n in ls["namespaces"]] == [(str(mla_model), True, FULL)], ls
+                for n in spaces] == [(str(mla_model), True, FULL)], spaces
 
         # Other latent rows under the same hashes: B's output changes.
         subprocess.run([KVSCTL, "--socket", sock, "flush", "--all"], check=True,
                        capture_output=True)
-        layout = kvshare.Layout(model=ls["namespaces"][0]["model"], layers=LAYERS, kv_heads=1,
+        layout = kvshare.Layout(model=spaces[0]["model"], layers=LAYERS, kv_heads=1,
                                 head_dim=WIDTH // 2, block_tokens=BS, dtype="fp32")
         assert layout.block_bytes == block_bytes
         with kvshare.Client(sock, layout) as c:

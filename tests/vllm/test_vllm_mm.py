@@ -12,16 +12,13 @@ cache (--no-prefix-cache), so every hit B has comes from kvshared.
 
 from __future__ import annotations
 
-import os
 import random
-import subprocess
-import sys
 
 import pytest
 
 pytest.importorskip("vllm", reason="vLLM is not installed (scripts/python_env.sh installs it)")
 # vllm_support first: it sets KVSHARE_LIB, which importing kvshare reads.
-from vllm_support import HERE, Engine, counters, start_daemon, stop_daemon  # noqa: E402
+from vllm_support import Engine, build_model, counters, start_daemon, stop_daemon  # noqa: E402
 
 BS = 32           # the CPU attention backend takes multiples of 32
 IMAGE_ID = 512       # make_vl_model.py's "<image>": the vocabulary's words, then it
@@ -33,8 +30,7 @@ TOKENS = 6           # generated
 @pytest.fixture(scope="module")
 def vl_model(tmp_path_factory):
     path = tmp_path_factory.mktemp("vllm-vl-model") / "model"
-    subprocess.run([sys.executable, os.path.join(HERE, "make_vl_model.py"), str(path)],
-                   check=True, capture_output=True, timeout=300)
+    build_model(path, "make_vl_model.py")
     return path
 
 

@@ -15,18 +15,16 @@ own processes, the model built here. vLLM's CPU GDN layers run bf16 only.
 
 from __future__ import annotations
 
-import os
 import random
 import re
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 pytest.importorskip("vllm", reason="vLLM is not installed (scripts/python_env.sh installs it)")
 # vllm_support first: it sets KVSHARE_LIB, which importing kvshare reads.
-from vllm_support import (HERE, KVSCTL, Engine, counters, namespaces,  # noqa: E402
+from vllm_support import (KVSCTL, Engine, build_model, counters, namespaces,  # noqa: E402
                           start_daemon, stop_daemon)
 import kvshare  # noqa: E402, I001
 
@@ -40,9 +38,7 @@ HEADS, HEAD_DIM = 2, 128   # KV heads of the attention layer
 @pytest.fixture(scope="module")
 def ssm_model(tmp_path_factory):
     path = tmp_path_factory.mktemp("vllm-ssm-model") / "model"
-    subprocess.run([sys.executable, os.path.join(HERE, "make_ssm_model.py"), str(path),
-                    f"--kv-heads={HEADS}", f"--head-dim={HEAD_DIM}"],
-                   check=True, capture_output=True, timeout=300)
+    build_model(path, "make_ssm_model.py", f"--kv-heads={HEADS}", f"--head-dim={HEAD_DIM}")
     return path
 
 

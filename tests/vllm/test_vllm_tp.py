@@ -24,8 +24,8 @@ import pytest
 
 pytest.importorskip("vllm", reason="vLLM is not installed (scripts/python_env.sh installs it)")
 # vllm_support first: it sets KVSHARE_LIB, which importing kvshare reads.
-from vllm_support import (BT, HERE, MODEL, counters, daemon_stats, engine_env,  # noqa: E402
-                          start_daemon, stop_daemon)
+from vllm_support import (BT, HERE, MLA_LAYERS, MODEL, counters, daemon_stats,  # noqa: E402
+                          engine_env, start_daemon, stop_daemon)
 
 TP = 2
 PREFIX = 3 * BT
@@ -53,6 +53,12 @@ def engine(work, model, name: str, prompt: list[int], *extra: str) -> subprocess
            "--max-model-len", "512", *extra]
     return subprocess.Popen(cmd, stdout=open(work / f"{name}.log", "w"),
                             stderr=subprocess.STDOUT, env=env)
+
+
+def worker_counters(work, name: str, rank: int) -> dict:
+    """Engine @name's worker counters on tensor-parallel rank @rank (its
+    stats_file: NAME.worker for rank 0, NAME.worker.RANK after)."""
+    return counters(work / (f"{name}.worker" + (f".{rank}" if rank else "")))
 
 
 def tokens(work, name: str, proc: subprocess.Popen) -> list[int]:
@@ -88,7 +94,7 @@ def test_tp2_engines_share_a_prefix(tmp_path, tiny_model):
         tokens(tmp_path, "writer", writer)
         blocks = PREFIX // BT
         for rank in range(TP):
-            w = counters(tmp_path / ("writer.worker" + (f".{rank}" if rank else "")))
+            w = worker_counters(tmp_path, "writer", rank)
             assert w["published_blocks"] == blocks and w["daemon_errors"] == 0, (rank, w)
         st = daemon_stats(sock)
         assert st["blocks.committed"] == TP * blocks, st
@@ -102,7 +108,7 @@ def test_tp2_engines_share_a_prefix(tmp_path, tiny_model):
         rs = counters(tmp_path / "reader.scheduler")
         assert rs["hit_tokens"] == PREFIX and rs["no_client"] == 0, rs
         for rank in range(TP):
-            rw = counters(tmp_path / ("reader.worker" + (f".{rank}" if rank else "")))
+            rw = worker_counters(tmp_path, "reader", rank)
             assert rw["loaded_blocks"] == blocks and rw["load_errors"] == 0, (rank, rw)
             # one rank's share: 4 layers x K and V x BT tokens x kv_heads / TP x 64 x fp32
             assert rw["loaded_bytes"] == blocks * 4 * 2 * BT * (MODEL["kv_heads"] // TP) \
@@ -117,14 +123,6 @@ def test_tp2_engines_share_a_prefix(tmp_path, tiny_model):
 
 MLA_BS = 16  # the CPU MLA backend's only block size
 MLA_WIDTH = 576
-
-
-@pytest.fixture(scope="module")
-def mla_model(tmp_path_factory):
-    path = tmp_path_factory.mktemp("vllm-mla-tp-model") / "model"
-    subprocess.run([sys.executable, os.path.join(HERE, "make_mla_model.py"), str(path),
-                    "--layers=2"], check=True, capture_output=True, timeout=300)
-    return path
 
 
 def test_tp2_mla_engines_share_one_latent_namespace(tmp_path, mla_model):
@@ -151,7 +149,7 @@ def test_tp2_mla_engines_share_one_latent_namespace(tmp_path, mla_model):
                         "--stats-file", str(tmp_path / "writer"))
         procs.append(writer)
         want = tokens(tmp_path, "writer", writer)
-        w0, w1 = counters(tmp_path / "writer.worker"), counters(tmp_path / "writer.worker.1")
+        w0, w1 = (worker_counters(tmp_path, "writer", r) for r in range(TP))
         assert w0["published_blocks"] == full and w0["daemon_errors"] == 0, w0
         assert w1["published_blocks"] == 0 and w1["daemon_errors"] == 0, w1  # one writer
         st = daemon_stats(sock)
@@ -165,9 +163,10 @@ def test_tp2_mla_engines_share_one_latent_namespace(tmp_path, mla_model):
         rs = counters(tmp_path / "reader.scheduler")
         assert rs["hit_tokens"] == full * MLA_BS and rs["no_client"] == 0, rs
         for rank in range(TP):  # every rank loads the whole latent block
-            rw = counters(tmp_path / ("reader.worker" + (f".{rank}" if rank else "")))
+            rw = worker_counters(tmp_path, "reader", rank)
             assert rw["loaded_blocks"] == full and rw["load_errors"] == 0, (rank, rw)
-            assert rw["loaded_bytes"] == full * 2 * MLA_BS * MLA_WIDTH * 4, (rank, rw)
+            assert rw["loaded_bytes"] == full * MLA_LAYERS * MLA_BS * MLA_WIDTH * 4, \
+                (rank, rw)
     finally:
         for proc in procs:
             if proc.poll() is None:

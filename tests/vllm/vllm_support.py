@@ -35,11 +35,19 @@ ENGINE_TIMEOUT = 900
 MODEL = dict(layers=4, hidden=256, heads=4, kv_heads=2, head_dim=64)
 
 
+MLA_LAYERS = 2  # the tiny DeepSeek-V2 of mla_model (conftest.py)
+
+
+def build_model(path, script: str, *args: str) -> None:
+    """A tiny random model and its tokenizer at @path, by @script (one of
+    the make_*_model.py here) with @args."""
+    subprocess.run([sys.executable, os.path.join(HERE, script), str(path), *args],
+                   check=True, capture_output=True, timeout=300)
+
+
 def make_model(path) -> None:
     """The tiny random Llama (MODEL) and its word-level tokenizer, at @path."""
-    args = [f"--{k.replace('_', '-')}={v}" for k, v in MODEL.items()]
-    subprocess.run([sys.executable, os.path.join(HERE, "make_model.py"), str(path), *args],
-                   check=True, capture_output=True, timeout=300)
+    build_model(path, "make_model.py", *(f"--{k.replace('_', '-')}={v}" for k, v in MODEL.items()))
 
 
 def engine_env() -> dict[str, str]:
