@@ -65,6 +65,8 @@ def main() -> None:
     ap.add_argument("--reconnect-interval", type=float, default=5)
     ap.add_argument("--tp", type=int, default=1,
                     help="tensor-parallel ranks (worker processes, vLLM's mp executor)")
+    ap.add_argument("--retention-interval",
+                    help="vLLM's prefix_cache_retention_interval: tokens, or none (dense)")
     ap.add_argument("--image-size", type=int, default=112)
     ap.add_argument("--extra", default="{}",
                     help="more of the connector's extra config, as JSON")
@@ -106,6 +108,9 @@ def main() -> None:
         kw["kv_events_config"] = KVEventsConfig(enable_kv_cache_events=True, publisher="zmq",
                                                 endpoint=a.kv_events,
                                                 replay_endpoint=a.kv_events_replay)
+    if a.retention_interval is not None:
+        kw["prefix_cache_retention_interval"] = (None if a.retention_interval == "none"
+                                                 else int(a.retention_interval))
     if a.max_batched_tokens:
         kw["max_num_batched_tokens"] = a.max_batched_tokens
     if a.attention_backend:

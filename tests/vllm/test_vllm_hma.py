@@ -14,6 +14,7 @@ own processes, the model built here.
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import subprocess
@@ -104,6 +105,59 @@ def test_vllm_hma_sliding_window_loads_what_another_vllm_published(tmp_path, swa
             "loaded_blocks") == 2 * (FULL + NEED))
         b.wait()
         base.wait()
+    finally:
+        for e in engines:
+            e.stop()
+        stop_daemon(daemon)
+
+
+ANSWER = 40  # the writer's tokens: with its prompt's, 301 computed: 9 full blocks
+
+
+def test_vllm_hma_next_turn_hits_the_answer_another_vllm_published(tmp_path, swa_model):
+    """publish_output with HMA on and dense retention (vLLM then keeps every
+    block of both groups, the answer's too): the writer publishes its
+    prompt's and its answer's 9 full blocks in each group; a fresh reader's
+    next turn (the prompt, the answer, more text) hits through the answer
+    in both groups, loads the full group's 9 blocks and the sliding
+    group's window, and makes the tokens it makes itself from an empty
+    pool (its second round; vLLM's own prefix cache off)."""
+    rng = random.Random(19)
+    p = [rng.randrange(4, 512) for _ in range(FULL * BS + 6)]
+    sock = str(tmp_path / "kvshared.sock")
+    daemon = start_daemon(sock, open(tmp_path / "kvshared.log", "w"))
+    conn = ["--socket", sock, "--block-size", str(BS), "--max-model-len", "512",
+            "--retention-interval", "none", "--extra", json.dumps({"publish_output": True})]
+    engines: list[Engine] = []
+    try:
+        writer = Engine(tmp_path, swa_model, "writer", [p], *conn, "--max-tokens", str(ANSWER),
+                        "--stats-file", str(tmp_path / "writer"))
+        engines.append(writer)
+        answer = writer.rounds(1)[0][0]
+        writer.wait()
+        ww, ws = counters(tmp_path / "writer.worker"), counters(tmp_path / "writer.scheduler")
+        assert ww["published_blocks"] == 2 * (FULL + 1) and ww["daemon_errors"] == 0, ww
+        assert ws["output_saves"] >= 1, ws
+        spaces = {n["model"].split("|", 1)[1].split(".")[0]: n["blocks"]
+                  for n in namespaces(sock)}
+        assert spaces == {f"swa{WINDOW}": FULL + 1, "full": FULL + 1}
+
+        nxt = p + answer[:30] + [rng.randrange(4, 512) for _ in range(10)]  # 302 tokens
+        reader = Engine(tmp_path, swa_model, "reader", [nxt], *conn, "--no-prefix-cache",
+                        "--max-tokens", str(TOKENS), "--stats-file", str(tmp_path / "reader"),
+                        "--rounds", "2", "--go-file", str(tmp_path / "go"))
+        engines.append(reader)
+        got = reader.rounds(1)[0]
+        rs, rw = counters(tmp_path / "reader.scheduler"), counters(tmp_path / "reader.worker")
+        assert rs["hit_tokens"] == (FULL + 1) * BS, rs  # through the answer's block
+        assert rw["loaded_blocks"] == FULL + 1 + NEED and rw["load_errors"] == 0, rw
+        subprocess.run([KVSCTL, "--socket", sock, "flush", "--all"], check=True,
+                       capture_output=True)
+        (tmp_path / "go.1").touch()
+        want = reader.rounds(2)[1]
+        reader.wait()
+        assert counters(tmp_path / "reader.scheduler")["hit_tokens"] == (FULL + 1) * BS
+        assert got == want, f"loaded {got} != computed {want}"
     finally:
         for e in engines:
             e.stop()

@@ -23,6 +23,14 @@ What each group shares is what vLLM's own prefix cache keeps of it:
                       the one chain block that ends at its boundary. A hit
                       needs the state at its end only: a one-block window,
                       scanned right to left as MambaManager does.
+With publish_output a request's answer is published as vLLM keeps it while
+the request decodes: a full group's every block, a sliding group's dense or
+periodic windows over the whole request (its last window stays the
+prompt's), a state group's handed-over states at the answer's boundaries;
+with retention interval 0 and a sliding or state group vLLM keeps nothing a
+hit past the prompt could use, and nothing of the answer is published
+(keeps_output). A sliding group's blocks its window has left are freed by
+vLLM and never copied (live_first).
 The hit reported to the scheduler is vLLM's own rule (HybridKVCacheCoordinator
 over SingleTypeKVCacheManager.find_longest_cache_hit): the longest block-
 aligned length L that every group serves, a full group when the pool holds
@@ -150,24 +158,32 @@ def publish_range(g: Group, prompt_len: int, dense: bool) -> tuple[int, int]:
     return g.first(end), end
 
 
-def publish_ranges(g: Group, prompt_len: int, interval: Optional[int]
-                   ) -> list[tuple[int, int]]:
-    """The block ranges [first, last) of a prompt the group publishes, for
+def publish_ranges(g: Group, prompt_len: int, interval: Optional[int],
+                   seq_len: Optional[int] = None) -> list[tuple[int, int]]:
+    """The block ranges [first, last) of a request the group publishes, for
     vLLM's prefix_cache_retention_interval (None: dense, 0: the last window
     only, > 0: also a window before every interval boundary), as
     SlidingWindowManager.reachable_block_mask keeps them: publish_range's,
     and for a positive interval of @seg blocks a sliding group's need
     blocks before each boundary k * seg (all blocks when need >= seg); a
-    state group none (it publishes the states vLLM hands over: state_block)."""
+    state group none (it publishes the states vLLM hands over: state_block).
+    @seq_len: the tokens whose blocks are published (the prompt's and, with
+    publish_output, its output's so far; default the prompt's). vLLM keeps
+    a full group's every block of them and a sliding group's dense or
+    periodic windows over them, while the last window stays the prompt's
+    (vLLM's replay boundary is the prompt's end)."""
     if g.kind == "state":
         return []
-    first, last = publish_range(g, prompt_len, interval is None)
-    if g.kind == "full" or not interval:
+    blocks = (prompt_len if seq_len is None else seq_len) // g.block_size
+    if g.kind == "full" or interval is None:
+        return [(0, blocks)]
+    first, last = publish_range(g, prompt_len, False)
+    if not interval:
         return [(first, last)]
-    seg, full = interval // g.block_size, prompt_len // g.block_size
+    seg = interval // g.block_size
     if g.need >= seg:
-        return [(0, full)]
-    keep = set(range(first, last)) | {i for i in range(full) if i % seg >= seg - g.need}
+        return [(0, blocks)]
+    keep = set(range(first, last)) | {i for i in range(blocks) if i % seg >= seg - g.need}
     out: list[tuple[int, int]] = []
     for i in sorted(keep):
         if out and out[-1][1] == i:
@@ -177,15 +193,36 @@ def publish_ranges(g: Group, prompt_len: int, interval: Optional[int]
     return out
 
 
-def state_block(g: Group, prompt_len: int, block_id: int, boundary: int) -> Optional[int]:
+def keeps_output(groups: list[Group], interval: Optional[int]) -> bool:
+    """Whether vLLM's own prefix cache keeps what a hit past a prompt's end
+    needs in every group: a full group keeps its every block, a sliding or
+    state group only with dense (None) or periodic (> 0) retention; with 0
+    it keeps the window and state at the prompt's replay boundary alone, so
+    no hit reaches into the output and its full blocks would serve none."""
+    return interval != 0 or all(g.kind == "full" for g in groups)
+
+
+def live_first(g: Group, computed: int) -> int:
+    """The first of a group's blocks vLLM still holds for a request with
+    @computed tokens computed before the step (a sliding group frees the
+    blocks its window has left: SlidingWindowManager.get_num_skipped_tokens;
+    they may hold another request's KV by now)."""
+    if g.kind != "sliding":
+        return 0
+    return max(0, computed - g.window + 1) // g.block_size
+
+
+def state_block(g: Group, prompt_len: int, block_id: int, boundary: int,
+                seq_len: int = 0) -> Optional[int]:
     """The chain block a state group publishes for a boundary state vLLM
     hands over (its block @block_id holds the state after @boundary
-    tokens), or None: a boundary inside a block, one no hit of the prompt
-    can end at (a hit leaves the prompt's last token to compute), vLLM's
-    null block."""
+    tokens), or None: a boundary inside a block, one no hit can end at (a
+    hit of the prompt leaves its last token to compute; with
+    publish_output, a next turn's hit may end at any block of the
+    @seq_len tokens published), vLLM's null block."""
     bs = g.block_size
-    if block_id == 0 or boundary <= 0 or boundary % bs \
-            or boundary > (prompt_len - 1) // bs * bs:
+    last = max((prompt_len - 1) // bs, seq_len // bs) * bs
+    if block_id == 0 or boundary <= 0 or boundary % bs or boundary > last:
         return None
     return boundary // bs - 1
 

@@ -17,7 +17,8 @@ from kvshare import _vllm_keys as keys
 from kvshare import _vllm_names as names
 from kvshare._vllm_async import LOGGER_NAME
 from kvshare._vllm_common import KvshareMetadata, Side, _Load, _query, _Save
-from kvshare._vllm_groups import Group, hit_blocks, publish_ranges, state_block
+from kvshare._vllm_groups import (Group, hit_blocks, keeps_output, live_first,
+                                  publish_ranges, state_block)
 from vllm.logger import init_logger
 
 if TYPE_CHECKING:
@@ -185,7 +186,7 @@ class SchedulerSide(Side):
 
     def _build(self, so: "SchedulerOutput", meta: KvshareMetadata) -> None:
         bs = self.block_size
-        steps: list[tuple[str, int]] = []
+        steps: list[tuple[str, int, int]] = []  # (request, computed before, after the step)
         meta.sending, self.sending = self.sending, set()
         meta.async_loads, self.async_loads = self.async_loads, []
         for ld in meta.async_loads:
@@ -220,7 +221,8 @@ class SchedulerSide(Side):
             if self.groups:
                 st.group_blocks = [list(x) for x in nr.block_ids]
             written(st, nr.num_computed_tokens)
-            steps.append((nr.req_id, nr.num_computed_tokens + so.num_scheduled_tokens[nr.req_id]))
+            steps.append((nr.req_id, nr.num_computed_tokens,
+                          nr.num_computed_tokens + so.num_scheduled_tokens[nr.req_id]))
             plan_load(nr.req_id, st)
         cr = so.scheduled_cached_reqs
         for i, req_id in enumerate(cr.req_ids):
@@ -236,25 +238,26 @@ class SchedulerSide(Side):
                 else:
                     st.block_ids.extend(new[0])
                     meta.writes.update(new[0])
-                    for g, ids in enumerate(new[1:] if self.groups else (), 1):
+                    for g, ids in enumerate(new if self.groups else ()):
                         st.group_blocks[g].extend(ids)
                         meta.writes.update(ids)
             if req_id in cr.resumed_req_ids:
                 written(st, cr.num_computed_tokens[i])
                 plan_load(req_id, st)
-            steps.append((req_id, cr.num_computed_tokens[i] + so.num_scheduled_tokens[req_id]))
-        for req_id, computed in steps:
+            steps.append((req_id, cr.num_computed_tokens[i],
+                          cr.num_computed_tokens[i] + so.num_scheduled_tokens[req_id]))
+        for req_id, before, computed in steps:
             st = self.reqs[req_id]
             seq = self._published_tokens(st)
             end = min(computed, len(seq)) // bs
             if not st.skip and not self.hma_off and st.saved_blocks < end <= len(st.block_ids):
+                if end * bs > len(st.prompt):
+                    self.counters.output_saves += 1
                 if self.groups:  # what each group keeps
-                    meta.saves.extend(self._groups_saves(req_id, st, end))
+                    meta.saves.extend(self._groups_saves(req_id, st, seq, end, before))
                 else:
                     meta.saves.append(_Save(req_id, list(seq[: end * bs]), st.salt,
                                             st.adapter, st.block_ids[:end], st.extras))
-                    if end * bs > len(st.prompt):
-                        self.counters.output_saves += 1
                     if self.describe:  # side records: one namespace only
                         meta.saves[-1].side = events.side_records(st.request, end, bs)
                         meta.saves[-1].lora = events.lora_name(st.request)
@@ -265,11 +268,13 @@ class SchedulerSide(Side):
     def _published_tokens(self, st: _ReqState) -> Any:
         """The tokens whose full blocks are published as their KV is
         computed (a sequence, sliced only when a block is): the prompt's;
-        with publish_output (one namespace only, not HMA: each group would
-        keep its own part of the output) the output's too, as vLLM's own
-        prefix cache keeps them (the token a step runs was sampled before
-        it: vLLM's all_token_ids holds it)."""
-        if not self.publish_output or self.groups or st.request is None:
+        with publish_output the output's too, as vLLM's own prefix cache
+        keeps them (the token a step runs was sampled before it: vLLM's
+        all_token_ids holds it); with HMA, only where vLLM keeps every
+        group's part of a hit past the prompt (keeps_output: a sliding or
+        state group's retention interval is not 0)."""
+        if not self.publish_output or st.request is None \
+                or (self.groups and not keeps_output(self.groups, self.interval)):
             return st.prompt
         return getattr(st.request, "all_token_ids", None) or st.prompt
 
@@ -331,16 +336,21 @@ class SchedulerSide(Side):
                       first=g.first(end),
                       group=g.index) for g in self.groups]
 
-    def _groups_saves(self, req_id: str, st: Any, end: int) -> list:
-        """The publishes of a prompt's blocks up to @end (what each group keeps)."""
+    def _groups_saves(self, req_id: str, st: Any, seq: Any, end: int, before: int) -> list:
+        """The publishes of the blocks of @seq (the published tokens) up to
+        @end, what each group keeps, of the blocks vLLM still holds with
+        @before tokens computed before the step (a sliding group's blocks
+        its window has left are freed: never copied, even when the pool
+        lost them since they were published)."""
         out = []
         for g in self.groups:
+            live = live_first(g, before)
             for first, last in publish_ranges(g, len(st.prompt),
-                                              None if self.dense else self.interval):
-                last = min(last, end)
+                                              None if self.dense else self.interval, len(seq)):
+                first, last = max(first, live), min(last, end)
                 ids = st.group_blocks[g.index][:last] if g.index < len(st.group_blocks) else []
                 if last > first and len(ids) == last and 0 not in ids[first:]:  # 0: null
-                    out.append(_Save(req_id, st.prompt[: last * self.block_size], st.salt,
+                    out.append(_Save(req_id, list(seq[: last * self.block_size]), st.salt,
                                      st.adapter, ids, extras=st.extras, first=first,
                                      group=g.index))
         return out
@@ -360,11 +370,13 @@ class SchedulerSide(Side):
             st = self.reqs.get(req_id)
             if st is None or st.skip:
                 continue
+            seq = self._published_tokens(st)
             for gid, block_id, boundary in entries:
                 g = by_index.get(gid)
-                k = state_block(g, len(st.prompt), block_id, boundary) if g else None
+                k = state_block(g, len(st.prompt), block_id, boundary,
+                                len(seq)) if g else None
                 if k is not None:
-                    out.append(_Save(req_id, st.prompt[: (k + 1) * self.block_size], st.salt,
+                    out.append(_Save(req_id, list(seq[: (k + 1) * self.block_size]), st.salt,
                                      st.adapter, [0] * k + [block_id], extras=st.extras,
                                      first=k, group=gid))
         return out

@@ -72,8 +72,9 @@ copies and the model share the same cores), `load_threads` (default 2),
 `publish_async` (default true: publish on a thread, off the step),
 `publish_output` (default false: true publishes the full blocks a
 request's output fills too, in the step that computes them, as vLLM's own
-prefix cache keeps them, for a next turn that sends the answer back; one
-namespace only, not with HMA),
+prefix cache keeps them, for a next turn that sends the answer back; with
+HMA each group's part as vLLM keeps it: nothing at the default retention
+interval 0 with a sliding or state group),
 `load_async` (default false: true parks hit requests in
 WAITING_FOR_REMOTE_KVS while their load runs on a thread; docs/vllm.md
 has the numbers behind the default),

@@ -151,30 +151,36 @@ def test_state_hit_rule_is_vllms():
             assert our_hit(groups, n) == vllm_hit(groups, n), (n, full, states, swa)
 
 
-def vllm_kept(window: int, prompt_len: int, interval: int | None) -> set[int]:
-    """The blocks of a prompt vLLM's SlidingWindowManager caches (its own
-    reachable_block_mask, with the coordinator's replay boundary)."""
-    full = prompt_len // BS
+def vllm_kept(window: int, prompt_len: int, interval: int | None,
+              seq_len: int | None = None) -> set[int]:
+    """The blocks of a request vLLM's SlidingWindowManager caches (its own
+    reachable_block_mask, with the coordinator's replay boundary: the
+    prompt's) when @seq_len tokens (the prompt's and its output's; default
+    the prompt's) are computed."""
+    full = (prompt_len if seq_len is None else seq_len) // BS
     mask = SlidingWindowManager.reachable_block_mask(
         0, full, BS, spec(window), False, retention_interval=interval,
         reachable_boundaries=replay_boundaries(prompt_len, BS, use_eagle=False))
     return set(range(full)) if mask is None else {i for i in range(full) if mask[i]}
 
 
-def published(window: int, prompt_len: int, interval: int | None) -> set[int]:
+def published(window: int, prompt_len: int, interval: int | None,
+              seq_len: int | None = None) -> set[int]:
     g = Group(0, "sliding", window, BS, ("l0",))
-    return {i for a, b in _vllm_groups.publish_ranges(g, prompt_len, interval)
+    return {i for a, b in _vllm_groups.publish_ranges(g, prompt_len, interval, seq_len)
             for i in range(a, b)}
 
 
 @pytest.mark.parametrize("window", [2, BS, BS + 1, 2 * BS + 1, 3 * BS, 5 * BS + 7])
 def test_publish_rule_is_what_vllm_keeps(window):
-    """Every prompt length and retention interval: a sliding group publishes
-    exactly the blocks vLLM's prefix cache keeps of the prompt."""
+    """Every prompt length, output length and retention interval: a sliding
+    group publishes exactly the blocks vLLM's prefix cache keeps of the
+    request."""
     for interval in (None, 0, BS, 2 * BS, 3 * BS, 4 * BS, 7 * BS):
         for n in range(0, 24 * BS, 5):
-            assert published(window, n, interval) == vllm_kept(window, n, interval), (
-                interval, n)
+            for out in (0, 1, BS, 5 * BS + 3):
+                assert published(window, n, interval, n + out) == \
+                    vllm_kept(window, n, interval, n + out), (interval, n, out)
 
 
 @pytest.mark.parametrize("window", [2, BS + 1, 2 * BS + 1, 3 * BS])
@@ -251,6 +257,8 @@ def test_state_groups_and_their_identity():
     assert [_vllm_groups.state_block(st, p, 7, b) for b in (BS, 3 * BS, 5 * BS)] == [0, 2, 4]
     assert _vllm_groups.state_block(st, p, 7, 3 * BS + 5) is None  # inside a block
     assert _vllm_groups.state_block(st, 5 * BS, 7, 5 * BS) is None  # no token left to compute
+    assert _vllm_groups.state_block(st, 5 * BS, 7, 6 * BS, 6 * BS + 3) == 5  # an answer's
+    assert _vllm_groups.state_block(st, 5 * BS, 7, 7 * BS, 6 * BS + 3) is None  # past it
     assert _vllm_groups.state_block(st, p, 0, 3 * BS) is None       # the null block
 
 
@@ -325,6 +333,17 @@ class Blocks:
 
     def get_block_ids(self) -> tuple[list[int], ...]:
         return self.ids
+
+
+def decode_out(req_id: str, new_ids: tuple[list[int], ...], computed: int, scheduled: int,
+               offloads=None) -> types.SimpleNamespace:
+    """A SchedulerOutput of one running request: @scheduled tokens after
+    @computed, new_ids[g] appended to group g's blocks."""
+    so = sched_out(tokens={req_id: scheduled}, offloads=offloads)
+    so.scheduled_cached_reqs = types.SimpleNamespace(
+        req_ids=[req_id], new_block_ids=[new_ids], resumed_req_ids=set(),
+        num_computed_tokens=[computed])
+    return so
 
 
 def sched_out(new=(), tokens=None, offloads=None) -> types.SimpleNamespace:
@@ -568,3 +587,86 @@ def test_state_group_publishes_the_boundary_states_and_loads_one(hma, daemon):
            str(namespaces(daemon.socket, "id")[g_ssm.layout.model]))
     assert namespaces(daemon.socket)[g_full.layout.model] == 5
     assert b.sched.get_num_new_matched_tokens(request("d", p), 0) == (0, False)
+
+
+@pytest.mark.parametrize("interval,swa_blocks,hit", [(None, 5, 8), (0, 2, 5), (3 * BS, 6, 6)])
+def test_output_published_where_vllm_keeps_it(hma, daemon, interval, swa_blocks, hit):
+    """publish_output with a sliding group: A's answer is published as vLLM's
+    own prefix cache keeps it for each retention interval (dense: every
+    block; 0: nothing past the prompt's window, not even the full group's,
+    which would serve no hit; 3 blocks: the periodic windows), never from a
+    block the window has left (dense: the sliding namespace flushed after
+    the prompt, the answer's step copies blocks [3, 8) only: vLLM freed 0-2);
+    B's next turn hits what every group serves and loads the answer's KV."""
+    a = hma(retention=interval, extra={"publish_output": True})
+    g_swa, g_full = a.sched.side.groups
+    p, out = prompt(9, blocks=5), [7] * (3 * BS)  # 81 tokens; 47 of the answer computed
+    req = request("a", p)
+    assert a.sched.get_num_new_matched_tokens(req, 0) == (0, False)
+    ids = (a.pages(6), a.pages(6))
+    a.kv[SWA][ids[0]], a.kv[FULL][ids[1]] = 1.0, 1.5
+    a.step(sched_out([("a", ids, 0)], {"a": len(p)}))
+    a.worker.clear_connector_metadata()
+    if interval is None:
+        a.worker.side.publishes.wait_all()
+        kvsctl(daemon.socket, "flush", "--namespace",
+               str(namespaces(daemon.socket, "id")[g_swa.layout.model]))
+    req.all_token_ids = p + out  # vLLM appends each token it samples
+    new = (a.pages(2), a.pages(2))  # the answer's KV from block 5 (its prompt's last token) on
+    a.kv[SWA][[ids[0][5], *new[0]]], a.kv[FULL][[ids[1][5], *new[1]]] = 3.0, 3.5
+    a.step(decode_out("a", new, len(p), len(out) - 1))
+    a.worker.clear_connector_metadata()
+    if a.sched.request_finished_all_groups(req, (ids[0] + new[0], ids[1] + new[1]))[0]:
+        a.finished("a")
+    kept = interval != 0
+    assert a.sched.side.counters.output_saves == (1 if kept else 0)
+    assert namespaces(daemon.socket) == {g_swa.layout.model: swa_blocks,
+                                         g_full.layout.model: 8 if kept else 5}
+
+    b = hma(retention=interval)
+    nxt = p + out[:-1] + [9] * 3  # the next turn: the answer and more (8 blocks, 3 tokens)
+    got, bids, r = b.load(request("b", nxt))
+    assert got == hit * BS and not r.failed_recving
+    for i in range(hit):  # the prompt's blocks 0-4, then the answer's
+        assert torch.all(b.kv[FULL][bids[1][i]] == (1.5 if i < 5 else 3.5)), i
+    for i in range(hit - 2, hit):  # the sliding group's window
+        assert torch.all(b.kv[SWA][bids[0][i]] == (1.0 if i < 5 else 3.0)), i
+    assert torch.all(b.kv[FULL][bids[1][hit]] == -1)
+
+
+def test_output_states_published_with_dense_retention(hma, daemon):
+    """A state group with publish_output: the states vLLM hands over at the
+    answer's block boundaries are published with dense retention (vLLM then
+    keeps them), and a next turn hits the answer's last state; with
+    interval 0 vLLM keeps none there and the answer is not published."""
+    groups = (([FULL], spec()), ([SSM], state_spec()))
+    for interval, hit in ((None, 7), (0, 0)):
+        kvsctl(daemon.socket, "flush", "--all")
+        a = hma(groups=groups, retention=interval, extra={"publish_output": True})
+        g_full, g_ssm = a.sched.side.groups
+        p, out = prompt(10, blocks=3), [5] * (4 * BS)  # 49 tokens; 63 of the answer computed
+        req = request("a", p)
+        assert a.sched.get_num_new_matched_tokens(req, 0) == (0, False)
+        ids = (a.pages(4), a.pages(4))
+        states = a.kv[SSM]
+        a.step(sched_out([("a", ids, 0)], {"a": len(p)}))
+        a.worker.clear_connector_metadata()
+        req.all_token_ids = p + out
+        new = (a.pages(3), a.pages(3))
+        states[new[1]] = torch.randint(-128, 128, states[new[1]].shape, dtype=torch.int8)
+        a.step(decode_out("a", new, len(p), len(out) - 1,
+                          {"a": [(1, new[1][1], 6 * BS), (1, new[1][2], 7 * BS)]}))
+        a.worker.clear_connector_metadata()
+        if a.sched.request_finished_all_groups(req, (ids[0] + new[0], ids[1] + new[1]))[0]:
+            a.finished("a")
+        b = hma(groups=groups, retention=interval)
+        nxt = p + out[:-1] + [9] * 3  # 7 blocks and 2 tokens
+        assert b.sched.get_num_new_matched_tokens(request("b", nxt), 0) == (
+            hit * BS, hit > 0)
+        if hit:
+            assert namespaces(daemon.socket) == {g_full.layout.model: 7,
+                                                 g_ssm.layout.model: 2}
+            bids = (b.pages(8), [0] * 6 + b.pages(2))
+            b.sched.update_state_after_alloc(request("b", nxt), Blocks(bids), hit * BS)
+            assert not b.finished("b").failed_recving
+            assert torch.equal(b.kv[SSM][bids[1][6]], states[new[1][2]])
