@@ -14,6 +14,11 @@
 
 /* ---- life cycle ------------------------------------------------------- */
 
+int kvs_cache_reserve_pages(kvs_cache *c)
+{
+	return c->by_uid || !c->arena ? 0 : kvs_arena_reserve(c->arena);
+}
+
 int kvs_cache_create(const kvs_cache_config *cfg, kvs_counters *stats,
 		     kvs_cache **out)
 {
@@ -42,6 +47,7 @@ int kvs_cache_create(const kvs_cache_config *cfg, kvs_counters *stats,
 	c->by_uid = cfg->max_tenants > 0;
 	c->maxdoms = c->by_uid ? cfg->max_tenants : 1;
 	c->dom_bytes = c->by_uid ? cfg->tenant_bytes : cfg->host_bytes;
+	c->hugepages = cfg->hugepages;
 	clock_gettime(CLOCK_MONOTONIC, &c->born);
 	if (!kvs_policy_known(pol) || strlen(pol) >= sizeof(c->policy_name) ||
 	    (c->by_uid && c->dom_bytes == 0)) {

@@ -153,6 +153,7 @@ struct kvs_cache {
 	uint32_t ndoms, maxdoms;
 	int by_uid;           /* --tenant-arenas uid */
 	uint64_t dom_bytes;   /* host bytes of each domain's arena */
+	int hugepages;        /* its arenas on 2 MiB huge pages */
 	uint32_t page_bytes;
 	char policy_name[32];
 	uint32_t gen;         /* slot generations handed out */

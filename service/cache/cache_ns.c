@@ -52,7 +52,13 @@ int cache_dom_adopt(kvs_cache *c, uint32_t uid, kvs_arena *arena,
 	if (arena)
 		d->arena = arena;
 	else
-		rc = kvs_arena_create(name, c->dom_bytes, &d->arena);
+		rc = c->hugepages
+			     ? kvs_arena_create_huge(name, c->dom_bytes, &d->arena)
+			     : kvs_arena_create(name, c->dom_bytes, &d->arena);
+	/* A tenant's arena serves at once; the shared one waits for
+	 * kvs_cache_reserve_pages(), after any adoption has replaced it. */
+	if (rc == 0 && c->by_uid)
+		rc = kvs_arena_reserve(d->arena);
 	if (rc == 0)
 		rc = kvs_slab_create(kvs_arena_bytes(d->arena), c->page_bytes,
 				     &d->slab);

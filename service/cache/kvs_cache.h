@@ -42,6 +42,7 @@ typedef struct kvs_owner kvs_owner; /* one per connection */
 typedef struct kvs_cache_config {
 	uint64_t host_bytes;
 	uint32_t page_bytes;
+	int hugepages;       /* host arenas on 2 MiB huge pages */
 	const char *policy;  /* eviction policy name, "lru" */
 	uint32_t max_leases; /* per owner */
 	uint32_t max_pinned; /* per owner: pins of all its leases; 0: none */
@@ -93,6 +94,14 @@ typedef struct kvs_ns_info {
  */
 int kvs_cache_create(const kvs_cache_config *cfg, kvs_counters *stats,
 		     kvs_cache **out);
+/*
+ * kvs_cache_reserve_pages - with hugepages, take the shared host arena's
+ * pages from the huge page pool (kvs_arena_reserve): once, after any adoption
+ * (which replaces the arena kvs_cache_create made) and before any client
+ * may touch it. 0 without hugepages or with tenant arenas (each reserved
+ * when made). Errors: -ENOMEM (the pool is short), -errno.
+ */
+int kvs_cache_reserve_pages(kvs_cache *c);
 void kvs_cache_destroy(kvs_cache *c);
 
 /* The shared host arena (--tenant-arenas off): its fd, size and id. With

@@ -55,6 +55,12 @@ const struct setting config_settings[] = {
 	  .flags = F_POW2, .def = "64K", .shift = 10,
 	  .why = "must be a power of two from 4K to 1G",
 	  .help = "slot allocator page, power of two >= 4K (default {} KiB)" },
+	{ .name = "host-hugepages", .type = T_BOOL,
+	  FIELD(int, host_hugepages), .def = "false",
+	  .why = "must be true or false",
+	  .help = "host-RAM arenas on 2 MiB huge pages (from vm.nr_hugepages;\n"
+		  "sizes rounded down to 2 MiB): a client maps a block with\n"
+		  "one page fault per 2 MiB instead of one per 64 KiB" },
 	{ .name = "log-level", .arg = "LEVEL", .type = T_LEVEL,
 	  FIELD(enum kvs_log_level, log_level), .def = "info",
 	  .why = "must be error, warn, info or debug",
@@ -486,13 +492,26 @@ int kvs_config_defaults(kvs_config *cfg)
 	return 0;
 }
 
+/* What an arena's size is a multiple of: the slot page, and with
+ * --host-hugepages the huge page too (both powers of two). */
+static uint64_t arena_unit(const kvs_config *cfg)
+{
+	return cfg->host_hugepages && cfg->page_bytes < (2u << 20) ? 2u << 20
+								    : cfg->page_bytes;
+}
+
+uint64_t kvs_config_host_bytes(const kvs_config *cfg)
+{
+	return cfg->host_bytes & ~(arena_unit(cfg) - 1);
+}
+
 uint64_t kvs_config_tenant_bytes(const kvs_config *cfg)
 {
 	uint64_t b = cfg->tenant_bytes;
 
 	if (!b && cfg->max_tenants)
 		b = cfg->host_bytes / cfg->max_tenants;
-	return b & ~(uint64_t)(cfg->page_bytes - 1);
+	return b & ~(arena_unit(cfg) - 1);
 }
 
 static int bad(const char *flag, const char *val, const char *why)
@@ -508,6 +527,9 @@ static int check_rules(const kvs_config *cfg)
 {
 	if (cfg->host_bytes < cfg->page_bytes)
 		return bad("--host-size", "", "smaller than one page");
+	if (kvs_config_host_bytes(cfg) == 0)
+		return bad("--host-size", "", "smaller than one 2 MiB huge page "
+			   "(--host-hugepages)");
 	/* Per-uid arenas with tiers shared by every domain would let one
 	 * tenant's blocks reach another's arena: not built, so refused. (The
 	 * server turns --gpu auto off under them, for the same reason.) */
@@ -553,7 +575,8 @@ static int check_rules(const kvs_config *cfg)
 			   "needs --remote-tls-key and --remote-tls-cert both");
 	if (cfg->tenant_arenas && kvs_config_tenant_bytes(cfg) < cfg->page_bytes)
 		return bad("--tenant-size", "", "a tenant arena is smaller than "
-			   "one page (--host-size / --max-tenants, or --tenant-size)");
+			   "one page (--host-size / --max-tenants, or --tenant-size, "
+			   "2 MiB with --host-hugepages)");
 	return 0;
 }
 

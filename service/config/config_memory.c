@@ -57,6 +57,11 @@ int kvs_config_memory_check(const kvs_config *cfg, const char *meminfo,
 			 host / gib, total / gib, swap / gib);
 		return KVS_E_CONFIG;
 	}
+	/* Huge pages come from their own pool, not counted available, and
+	 * are all reserved when the arena is mapped: a short pool is refused
+	 * at start (server.c says so), never an OOM later. */
+	if (cfg->host_hugepages)
+		return 0;
 	if (avail && host > avail) {
 		snprintf(why, cap, "%.1f GiB is more than the memory "
 			 "available now (%.1f GiB of %.1f GiB RAM, %.1f GiB swap): "

@@ -31,6 +31,7 @@ typedef struct kvs_config {
 	char socket_path[KVS_SOCKET_PATH_MAX];
 	uint64_t host_bytes;    /* host arena size */
 	uint32_t page_bytes;    /* slot allocator page */
+	int host_hugepages;     /* 1: host arenas on 2 MiB huge pages */
 	enum kvs_log_level log_level;
 	int ready_fd;           /* -1: none */
 	char take_over[KVS_SOCKET_PATH_MAX]; /* a running daemon's socket
@@ -148,6 +149,10 @@ const char *kvs_config_set(kvs_config *cfg, const char *key, const char *val);
  * what kvs_config_parse_text() returns.
  */
 int kvs_config_load_file(kvs_config *cfg, const char *path);
+
+/* kvs_config_host_bytes - the host arena's bytes: --host-size rounded
+ * down to the slot page, and to 2 MiB with --host-hugepages. */
+uint64_t kvs_config_host_bytes(const kvs_config *cfg);
 
 /* kvs_config_tenant_bytes - the host bytes of each tenant arena:
  * --tenant-size, or --host-size divided evenly by --max-tenants (rounded down

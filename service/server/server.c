@@ -465,10 +465,31 @@ static int endpoints_open(kvs_server *s, const kvs_config *cfg)
 	return rc;
 }
 
+/* Huge pages (--host-hugepages): the pool's pages taken only once any
+ * adoption is done, for the arena that serves (an adopted one has them:
+ * a take-over never needs the pool twice). */
+static int host_tier_reserve(kvs_server *s, const kvs_config *cfg)
+{
+	int rc = kvs_cache_reserve_pages(s->cache);
+
+	if (rc < 0)
+		kvs_err("cannot reserve the host tier's %" PRIu64 " bytes of "
+			"huge pages: %s%s", kvs_config_host_bytes(cfg),
+			kvs_strerror(rc),
+			rc == -ENOMEM ? " (--host-hugepages: fewer free 2 MiB huge "
+					"pages than it needs; see HugePages_Free and "
+					"HugePages_Rsvd in /proc/meminfo, and "
+					"vm.nr_hugepages)"
+				      : "");
+	return rc;
+}
+
 int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 {
-	kvs_cache_config cc = { .host_bytes = cfg->host_bytes,
-				.page_bytes = cfg->page_bytes, .policy = cfg->policy,
+	kvs_cache_config cc = { .host_bytes = kvs_config_host_bytes(cfg),
+				.page_bytes = cfg->page_bytes,
+				.hugepages = cfg->host_hugepages,
+				.policy = cfg->policy,
 				.max_leases = cfg->max_leases,
 				.max_pinned = cfg->max_pinned_blocks,
 				.max_tenants = cfg->tenant_arenas ? cfg->max_tenants : 0,
@@ -511,11 +532,14 @@ int kvs_server_create(const kvs_config *cfg, kvs_server **out)
 	rc = kvs_cache_create(&cc, &s->stats, &s->cache);
 	if (rc < 0) {
 		kvs_err("cannot create the host tier of %" PRIu64 " bytes: %s",
-			cfg->host_bytes, kvs_strerror(rc));
+			kvs_config_host_bytes(cfg), kvs_strerror(rc));
 		goto fail;
 	}
 	rc = server_adopt(s, fds, (uint32_t)nfds);
 	nfds = 0; /* the cache's now, or closed */
+	if (rc < 0)
+		goto fail;
+	rc = host_tier_reserve(s, cfg);
 	if (rc < 0)
 		goto fail;
 	rc = tiers_open(s, cfg);

@@ -10,10 +10,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <linux/memfd.h>
+
 struct kvs_arena {
 	int fd;
 	void *base;
 	uint64_t bytes;
+	int unreserved; /* a huge-page arena mapped MAP_NORESERVE */
 };
 
 uint64_t kvs_arena_size(uint64_t bytes)
@@ -23,36 +26,82 @@ uint64_t kvs_arena_size(uint64_t bytes)
 	return (bytes + (uint64_t)pg - 1) / (uint64_t)pg * (uint64_t)pg;
 }
 
-int kvs_arena_create(const char *name, uint64_t bytes, kvs_arena **out)
+/* A hugetlb memfd of @bytes, sealed as kvs_memfd_sealed() seals. */
+static int memfd_huge(const char *name, uint64_t bytes)
 {
-	uint64_t size = kvs_arena_size(bytes);
+	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING |
+					    MFD_HUGETLB | MFD_HUGE_2MB),
+	    err;
+
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)bytes) < 0 ||
+	    fcntl(fd, F_ADD_SEALS, KVS_MEMFD_SEALS) < 0) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+static int arena_create(const char *name, uint64_t size, int huge,
+			kvs_arena **out)
+{
 	kvs_arena *a;
 	int err;
 
-	if (size == 0)
+	if (size == 0 || (huge && size % KVS_ARENA_HUGE_PAGE))
 		return -EINVAL;
 	a = calloc(1, sizeof(*a));
 	if (!a)
 		return -ENOMEM;
 	/* Sealed: the clients it is handed to cannot shrink it under us. */
-	a->fd = kvs_memfd_sealed(name, size);
+	a->fd = huge ? memfd_huge(name, size) : kvs_memfd_sealed(name, size);
 	if (a->fd < 0) {
 		err = a->fd;
 		free(a);
 		return err;
 	}
-	a->base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd, 0);
+	a->base = mmap(NULL, size, PROT_READ | PROT_WRITE,
+		       MAP_SHARED | (huge ? MAP_NORESERVE : 0), a->fd, 0);
 	if (a->base == MAP_FAILED) {
 		err = -errno;
 		goto fail;
 	}
 	a->bytes = size;
+	a->unreserved = huge;
 	*out = a;
 	return 0;
 fail:
 	close(a->fd);
 	free(a);
 	return err;
+}
+
+int kvs_arena_create(const char *name, uint64_t bytes, kvs_arena **out)
+{
+	return arena_create(name, kvs_arena_size(bytes), 0, out);
+}
+
+int kvs_arena_create_huge(const char *name, uint64_t bytes, kvs_arena **out)
+{
+	return arena_create(name, bytes, 1, out);
+}
+
+int kvs_arena_reserve(kvs_arena *a)
+{
+	void *p;
+
+	if (!a->unreserved)
+		return 0;
+	/* A shared hugetlb mapping reserves the file's pages in the memfd's
+	 * own reserve map: they stay reserved after this mapping goes. */
+	p = mmap(NULL, a->bytes, PROT_READ, MAP_SHARED, a->fd, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	munmap(p, a->bytes);
+	a->unreserved = 0;
+	return 0;
 }
 
 int kvs_arena_adopt(int fd, uint64_t bytes, kvs_arena **out)

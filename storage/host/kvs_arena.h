@@ -25,6 +25,25 @@ typedef struct kvs_arena kvs_arena;
  * Ownership: *out until kvs_arena_destroy(), which unmaps and closes the fd.
  */
 int kvs_arena_create(const char *name, uint64_t bytes, kvs_arena **out);
+/*
+ * kvs_arena_create_huge - the same arena on 2 MiB huge pages (a hugetlb
+ * memfd: the pages come from vm.nr_hugepages). A process then maps a
+ * block's pages with one fault per 2 MiB where 4K pages take one per
+ * 64 KiB. It is made without taking its pages from the pool
+ * (MAP_NORESERVE): nothing may touch it before kvs_arena_reserve(), since
+ * a page the pool cannot give is SIGBUS. So a daemon that is about to
+ * adopt its predecessor's arena does not need the pool twice over.
+ * @bytes: a multiple of KVS_ARENA_HUGE_PAGE. Errors: -EINVAL (not a
+ * multiple), as kvs_arena_create otherwise.
+ *
+ * kvs_arena_reserve - take every page of a huge-page arena from the pool
+ * now (the reservation stays with the memfd, for every process that maps
+ * it); 0 for any other arena. Errors: -ENOMEM (fewer free huge pages than
+ * it needs: nothing taken), -errno of mmap.
+ */
+#define KVS_ARENA_HUGE_PAGE (2u << 20)
+int kvs_arena_create_huge(const char *name, uint64_t bytes, kvs_arena **out);
+int kvs_arena_reserve(kvs_arena *a);
 uint64_t kvs_arena_size(uint64_t bytes);
 /*
  * kvs_arena_adopt - an arena over memfd @fd, made by another process (a

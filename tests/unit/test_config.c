@@ -42,6 +42,12 @@ static void memory_checks(void)
 	CHECK_EQ(kvs_config_memory_check(&cfg, mi, why, sizeof(why)), KVS_E_CONFIG);
 	CHECK(strstr(why, "more than this machine's memory (RAM 8.0 GiB + swap 2.0 GiB)") != NULL);
 	CHECK_EQ(kvs_config_memory_check(&cfg, "MemFree: 1 kB\n", why, sizeof(why)), 0);
+	/* Huge pages: their pool is reserved at start, not counted available. */
+	cfg.host_bytes = 6ull << 30;
+	cfg.host_hugepages = 1;
+	CHECK_EQ(kvs_config_memory_check(&cfg, mi, why, sizeof(why)), 0);
+	cfg.host_bytes = 11ull << 30;
+	CHECK_EQ(kvs_config_memory_check(&cfg, mi, why, sizeof(why)), KVS_E_CONFIG);
 	/* The machine's own: a quarter of what is free fits. */
 	CHECK(kvs_config_defaults(&cfg) == 0);
 	CHECK_EQ(kvs_config_memory_check(&cfg, NULL, why, sizeof(why)), 0);
@@ -291,6 +297,28 @@ static void cfg_file(kvs_config *cfg)
 	CHECK_EQ(kvs_config_parse_text(cfg, "", 0, "t"), 0);
 }
 
+/* --host-hugepages: the arenas' sizes rounded down to 2 MiB, under one
+ * huge page refused. */
+static void cfg_hugepages(kvs_config *cfg)
+{
+	char *argv[] = { "kvshared", "--host-size", "67M", "--host-hugepages",
+			 "--max-tenants", "4", NULL };
+
+	kvs_config_defaults(cfg);
+	CHECK_EQ(kvs_config_parse_args(cfg, 4, argv), 0);
+	CHECK_EQ(cfg->host_hugepages, 1);
+	CHECK_EQ(kvs_config_host_bytes(cfg), 66ull << 20);
+	kvs_config_defaults(cfg);
+	CHECK_EQ(kvs_config_parse_args(cfg, 6, argv), 0);
+	CHECK_EQ(kvs_config_tenant_bytes(cfg), 16ull << 20); /* 16.75M each */
+	kvs_config_defaults(cfg);
+	CHECK_EQ(kvs_config_parse_args(cfg, 3, argv), 0);  /* without it */
+	CHECK_EQ(kvs_config_host_bytes(cfg), 67ull << 20);
+	argv[2] = "1M";
+	kvs_config_defaults(cfg);
+	CHECK_EQ(kvs_config_parse_args(cfg, 4, argv), KVS_E_CONFIG);
+}
+
 /* Flags win over the file, wherever --config stands. */
 static void cfg_flags_over_file(kvs_config *cfg)
 {
@@ -325,5 +353,6 @@ int main(void)
 	cfg_remote_tls(&cfg);
 	cfg_file(&cfg);
 	cfg_flags_over_file(&cfg);
+	cfg_hugepages(&cfg);
 	return check_summary("test_config");
 }

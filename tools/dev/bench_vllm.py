@@ -169,6 +169,9 @@ def main() -> None:
     ap.add_argument("--settle", type=float, default=1.0,
                     help="seconds the reader waits before each kvshare hit, for the last "
                          "fresh prompt's publish to end")
+    ap.add_argument("--host-hugepages", action="store_true",
+                    help="the daemon's arena on 2 MiB huge pages (reserve them first: "
+                         "vm.nr_hugepages, (2 * reps + 2) * 32 of them at the defaults)")
     ap.add_argument("--extra", default="{}",
                     help="more of the connector's extra config, as JSON (load_threads: 1)")
     ap.add_argument("--profile", metavar="DIR",
@@ -209,7 +212,8 @@ def main() -> None:
     daemon = subprocess.Popen([os.path.join(build, "kvshared"), "--socket", sock,
                                # the cached prompts, and the fresh ones the
                                # reader publishes too: nothing is evicted
-                               "--host-size", str((2 * a.reps + 1) * kv_bytes + (64 << 20))],
+                               "--host-size", str((2 * a.reps + 1) * kv_bytes + (64 << 20)),
+                               *(["--host-hugepages"] if a.host_hugepages else [])],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         for role in ("writer", "reader"):
