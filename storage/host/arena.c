@@ -26,24 +26,6 @@ uint64_t kvs_arena_size(uint64_t bytes)
 	return (bytes + (uint64_t)pg - 1) / (uint64_t)pg * (uint64_t)pg;
 }
 
-/* A hugetlb memfd of @bytes, sealed as kvs_memfd_sealed() seals. */
-static int memfd_huge(const char *name, uint64_t bytes)
-{
-	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING |
-					    MFD_HUGETLB | MFD_HUGE_2MB),
-	    err;
-
-	if (fd < 0)
-		return -errno;
-	if (ftruncate(fd, (off_t)bytes) < 0 ||
-	    fcntl(fd, F_ADD_SEALS, KVS_MEMFD_SEALS) < 0) {
-		err = -errno;
-		close(fd);
-		return err;
-	}
-	return fd;
-}
-
 static int arena_create(const char *name, uint64_t size, int huge,
 			kvs_arena **out)
 {
@@ -56,7 +38,8 @@ static int arena_create(const char *name, uint64_t size, int huge,
 	if (!a)
 		return -ENOMEM;
 	/* Sealed: the clients it is handed to cannot shrink it under us. */
-	a->fd = huge ? memfd_huge(name, size) : kvs_memfd_sealed(name, size);
+	a->fd = kvs_memfd_sealed_flags(name, size,
+				       huge ? MFD_HUGETLB | MFD_HUGE_2MB : 0);
 	if (a->fd < 0) {
 		err = a->fd;
 		free(a);

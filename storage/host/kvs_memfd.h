@@ -29,11 +29,15 @@
 
 #define KVS_MEMFD_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
 
-/* kvs_memfd_sealed - a memfd named @name of exactly @bytes, sealed with
- * KVS_MEMFD_SEALS. Returns the fd or -errno. */
-static inline int kvs_memfd_sealed(const char *name, uint64_t bytes)
+/* kvs_memfd_sealed_flags - a memfd named @name of exactly @bytes, made
+ * with memfd_create's @flags besides MFD_CLOEXEC | MFD_ALLOW_SEALING
+ * (MFD_HUGETLB: on huge pages), sealed with KVS_MEMFD_SEALS. Returns the
+ * fd or -errno. kvs_memfd_sealed - the same on the system's pages. */
+static inline int kvs_memfd_sealed_flags(const char *name, uint64_t bytes,
+					 unsigned int flags)
 {
-	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING), err;
+	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING | flags),
+	    err;
 
 	if (fd < 0)
 		return -errno;
@@ -44,6 +48,11 @@ static inline int kvs_memfd_sealed(const char *name, uint64_t bytes)
 		return err;
 	}
 	return fd;
+}
+
+static inline int kvs_memfd_sealed(const char *name, uint64_t bytes)
+{
+	return kvs_memfd_sealed_flags(name, bytes, 0);
 }
 
 #endif /* KVS_MEMFD_H */
