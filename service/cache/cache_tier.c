@@ -365,12 +365,17 @@ int kvs_tier_rec_restore(kvs_tier_mod *t, uint32_t ns_id, kvs_hash hash,
 	return 0;
 }
 
-int kvs_tier_rec_has(const kvs_tier_mod *t, uint32_t ns_id, kvs_hash hash)
+uint32_t kvs_tier_rec_find(const kvs_tier_mod *t, uint32_t ns_id, kvs_hash hash)
 {
 	const kvs_cache *c = t->cache;
 	uint32_t idx = kvs_table_find(c->table, cache_ns_key(ns_id, hash));
 
-	return idx != KVS_NONE && cache_rec(c, idx)->ns == ns_id;
+	return idx != KVS_NONE && cache_rec(c, idx)->ns == ns_id ? idx : KVS_NONE;
+}
+
+int kvs_tier_rec_has(const kvs_tier_mod *t, uint32_t ns_id, kvs_hash hash)
+{
+	return kvs_tier_rec_find(t, ns_id, hash) != KVS_NONE;
 }
 
 uint32_t cache_find(kvs_cache *c, uint32_t ns_id, kvs_hash hash)

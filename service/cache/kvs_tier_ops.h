@@ -277,8 +277,10 @@ int kvs_tier_ns_restore(kvs_tier_mod *t, const kvs_ns_desc *d, uint32_t id);
 int kvs_tier_rec_restore(kvs_tier_mod *t, uint32_t ns, kvs_hash hash,
 			 uint64_t bytes, uint64_t stamp, uint32_t *idx);
 int kvs_tier_rec_link(kvs_tier_mod *t, uint32_t idx, kvs_hash parent);
-/* Whether the table has a record of block @hash of namespace @ns. */
+/* Whether the table has a record of block @hash of namespace @ns;
+ * rec_find also gives its index (KVS_NONE when it has none). */
 int kvs_tier_rec_has(const kvs_tier_mod *t, uint32_t ns, kvs_hash hash);
+uint32_t kvs_tier_rec_find(const kvs_tier_mod *t, uint32_t ns, kvs_hash hash);
 
 /* ---- the cache's side -------------------------------------------------- */
 

@@ -172,6 +172,16 @@ static int restored(const ssd_tier *t, uint32_t id)
 	return id && id <= t->nnsv && t->nsv[id - 1].state == NSF_RESTORED;
 }
 
+/* Whether this run wrote block @k to SSD. Its entry was put then, maybe
+ * after the batch that read this older one: deleting that as stale would
+ * take the new entry out of the index. */
+static int written_here(const ssd_tier *t, const kvs_index_key *k)
+{
+	uint32_t idx = kvs_tier_rec_find(&t->base, k->ns, k->hash);
+
+	return idx != KVS_NONE && (loc_flags(ssd_loc(t, idx)) & LOC_SSD);
+}
+
 static int pend_room(ssd_load *ld)
 {
 	uint64_t cap = ld->cap ? ld->cap * 2 : 4096;
@@ -189,7 +199,9 @@ static int pend_room(ssd_load *ld)
  * parent if the table has it, else remembered for the link pass at the
  * end. A key the table has already is skipped: the table is the live truth
  * (a block written, demoted or loaded by a lookup since the start), newer
- * than any entry read here. A stale entry is deleted from the index.
+ * than any entry read here. A stale entry is deleted from the index, but
+ * for a block this run wrote to SSD (written_here): the index's entry is
+ * that write's.
  * Returns 0, 1 (skipped or stale) or -ENOMEM.
  */
 static int load_put(ssd_tier *t, const kvs_index_key *k, const kvs_index_val *v,
@@ -207,6 +219,8 @@ static int load_put(ssd_tier *t, const kvs_index_key *k, const kvs_index_val *v,
 	 * layout since: it must not take its blocks). */
 	if (!restored(t, k->ns))
 		rc = kvs_tier_rec_has(&t->base, k->ns, k->hash) ? -EEXIST : -EINVAL;
+	else if (written_here(t, k))
+		return 1;
 	else if (entry_ok(t, v))
 		rc = kvs_tier_rec_restore(&t->base, k->ns, k->hash, v->len,
 					  v->atime, &idx);
