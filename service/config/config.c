@@ -492,12 +492,14 @@ int kvs_config_defaults(kvs_config *cfg)
 	return 0;
 }
 
+#define HUGE_PAGE (2u << 20) /* --host-hugepages: the arena's pages */
+
 /* What an arena's size is a multiple of: the slot page, and with
  * --host-hugepages the huge page too (both powers of two). */
 static uint64_t arena_unit(const kvs_config *cfg)
 {
-	return cfg->host_hugepages && cfg->page_bytes < (2u << 20) ? 2u << 20
-								    : cfg->page_bytes;
+	return cfg->host_hugepages && cfg->page_bytes < HUGE_PAGE ? HUGE_PAGE
+								  : cfg->page_bytes;
 }
 
 uint64_t kvs_config_host_bytes(const kvs_config *cfg)

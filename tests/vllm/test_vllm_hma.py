@@ -25,7 +25,7 @@ import pytest
 pytest.importorskip("vllm", reason="vLLM is not installed (scripts/python_env.sh installs it)")
 # vllm_support first: it sets KVSHARE_LIB, which importing kvshare reads.
 from vllm_support import (KVSCTL, Engine, build_model, counters, namespaces,  # noqa: E402
-                          start_daemon, stop_daemon, wait_until)
+                          next_turn, start_daemon, stop_daemon, wait_until)
 import kvshare  # noqa: E402, I001
 
 BS = 32            # the CPU backend's; vLLM gives both groups this block size
@@ -128,37 +128,19 @@ def test_vllm_hma_next_turn_hits_the_answer_another_vllm_published(tmp_path, swa
     daemon = start_daemon(sock, open(tmp_path / "kvshared.log", "w"))
     conn = ["--socket", sock, "--block-size", str(BS), "--max-model-len", "512",
             "--retention-interval", "none", "--extra", json.dumps({"publish_output": True})]
-    engines: list[Engine] = []
     try:
-        writer = Engine(tmp_path, swa_model, "writer", [p], *conn, "--max-tokens", str(ANSWER),
-                        "--stats-file", str(tmp_path / "writer"))
-        engines.append(writer)
-        answer = writer.rounds(1)[0][0]
-        writer.wait()
-        ww, ws = counters(tmp_path / "writer.worker"), counters(tmp_path / "writer.scheduler")
-        assert ww["published_blocks"] == 2 * (FULL + 1) and ww["daemon_errors"] == 0, ww
-        assert ws["output_saves"] >= 1, ws
-        spaces = {n["model"].split("|", 1)[1].split(".")[0]: n["blocks"]
-                  for n in namespaces(sock)}
-        assert spaces == {f"swa{WINDOW}": FULL + 1, "full": FULL + 1}
-
-        nxt = p + answer[:30] + [rng.randrange(4, 512) for _ in range(10)]  # 302 tokens
-        reader = Engine(tmp_path, swa_model, "reader", [nxt], *conn, "--no-prefix-cache",
-                        "--max-tokens", str(TOKENS), "--stats-file", str(tmp_path / "reader"),
-                        "--rounds", "2", "--go-file", str(tmp_path / "go"))
-        engines.append(reader)
-        got = reader.rounds(1)[0]
-        rs, rw = counters(tmp_path / "reader.scheduler"), counters(tmp_path / "reader.worker")
-        assert rs["hit_tokens"] == (FULL + 1) * BS, rs  # through the answer's block
-        assert rw["loaded_blocks"] == FULL + 1 + NEED and rw["load_errors"] == 0, rw
-        subprocess.run([KVSCTL, "--socket", sock, "flush", "--all"], check=True,
-                       capture_output=True)
-        (tmp_path / "go.1").touch()
-        want = reader.rounds(2)[1]
-        reader.wait()
-        assert counters(tmp_path / "reader.scheduler")["hit_tokens"] == (FULL + 1) * BS
-        assert got == want, f"loaded {got} != computed {want}"
+        r = next_turn(tmp_path, swa_model, sock, p, conn, ANSWER, rng,
+                      ("--max-tokens", str(TOKENS)))
     finally:
-        for e in engines:
-            e.stop()
         stop_daemon(daemon)
+    ww, ws = r.writer_worker, r.writer_scheduler
+    assert ww["published_blocks"] == 2 * (FULL + 1) and ww["daemon_errors"] == 0, ww
+    assert ws["output_saves"] >= 1, ws
+    spaces = {n["model"].split("|", 1)[1].split(".")[0]: n["blocks"] for n in r.spaces}
+    assert spaces == {f"swa{WINDOW}": FULL + 1, "full": FULL + 1}
+    # The next turn, 302 tokens: through the answer's block in both groups.
+    rs, rw = r.reader_scheduler, r.reader_worker
+    assert rs["hit_tokens"] == (FULL + 1) * BS, rs
+    assert rw["loaded_blocks"] == FULL + 1 + NEED and rw["load_errors"] == 0, rw
+    assert r.reader_scheduler_after["hit_tokens"] == (FULL + 1) * BS
+    assert r.got == r.want, f"loaded {r.got} != computed {r.want}"

@@ -166,6 +166,48 @@ START_TIMEOUT = 600   # a server's start on a loaded 2-core machine: about a min
 REQUEST_TIMEOUT = 120
 
 
+def next_turn(work, model, sock: str, prompt: list[int], conn: list[str], answer: int,
+              rng, reader_args: tuple = ()):
+    """publish_output's multi-turn run: a writer engine answers @prompt with
+    @answer greedy tokens, publishing through @conn; then a reader in a
+    fresh process, vLLM's prefix cache off, runs the next turn (the prompt,
+    the answer's first 30 tokens, 10 more) once, and again from an emptied
+    pool. Returns what the caller checks: the answer, the writer's worker
+    and scheduler counters, the pool's namespaces after the writer, the
+    reader's scheduler and worker counters after its first round, its
+    scheduler's after the second, and the tokens of both rounds."""
+    import types
+
+    engines: list[Engine] = []
+    try:
+        writer = Engine(work, model, "writer", [prompt], *conn, "--max-tokens", str(answer),
+                        "--stats-file", str(work / "writer"))
+        engines.append(writer)
+        out = writer.rounds(1)[0][0]
+        writer.wait()
+        r = types.SimpleNamespace(answer=out, writer_worker=counters(work / "writer.worker"),
+                                  writer_scheduler=counters(work / "writer.scheduler"),
+                                  spaces=namespaces(sock))
+        nxt = prompt + out[:30] + [rng.randrange(4, 512) for _ in range(10)]
+        reader = Engine(work, model, "reader", [nxt], *conn, *reader_args, "--no-prefix-cache",
+                        "--stats-file", str(work / "reader"), "--rounds", "2",
+                        "--go-file", str(work / "go"))
+        engines.append(reader)
+        r.got = reader.rounds(1)[0]
+        r.reader_scheduler = counters(work / "reader.scheduler")
+        r.reader_worker = counters(work / "reader.worker")
+        subprocess.run([KVSCTL, "--socket", sock, "flush", "--all"], check=True,
+                       capture_output=True)
+        (work / "go.1").touch()
+        r.want = reader.rounds(2)[1]
+        reader.wait()
+        r.reader_scheduler_after = counters(work / "reader.scheduler")
+        return r
+    finally:
+        for e in engines:
+            e.stop()
+
+
 def free_port() -> int:
     """A loopback port free now (the server binds it a moment later)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:

@@ -331,7 +331,7 @@ class Side:
         self.groups, self.hma_off = hma_groups(vllm_config, kv_cache_config)
         if self.groups:
             interval = getattr(vllm_config.cache_config, "prefix_cache_retention_interval", 0)
-            self._setup_groups(model_id, dtype, interval is None, interval)
+            self._setup_groups(model_id, dtype, interval)
         self.log_interval = float(tc.get_from_extra_config("log_interval", 30))
         self.overlap = tc.get_from_extra_config("overlap", None)
         self.load_threads = max(1, int(tc.get_from_extra_config("load_threads", 2)))
@@ -475,13 +475,12 @@ class Side:
             raise ValueError(f"kvshare: max_salts {v}: a number >= 1")
         return int(v)
 
-    def _setup_groups(self, model: str, dtype: str, dense: bool,
-                      interval: Optional[int] = 0) -> None:
+    def _setup_groups(self, model: str, dtype: str, interval: Optional[int] = 0) -> None:
         """A layout and clients for each group (model: the model string
         before any suffix; MLA groups end in |mla<width>)."""
         base = self.clients
-        self.dense = dense
-        self.interval = interval  # sliding groups' prefix_cache_retention_interval
+        # sliding and state groups' prefix_cache_retention_interval (None: dense)
+        self.interval = interval
         self.block_size = self.groups[0].block_size  # every group's (groups_of)
         self.failed_recv: set[str] = set()
         for g in self.groups:

@@ -219,9 +219,10 @@ def state_block(g: Group, prompt_len: int, block_id: int, boundary: int,
     tokens), or None: a boundary inside a block, one no hit can end at (a
     hit of the prompt leaves its last token to compute; with
     publish_output, a next turn's hit may end at any block of the
-    @seq_len tokens published), vLLM's null block."""
+    @seq_len tokens published when they are more than the prompt's),
+    vLLM's null block."""
     bs = g.block_size
-    last = max((prompt_len - 1) // bs, seq_len // bs) * bs
+    last = ((prompt_len - 1) // bs if seq_len <= prompt_len else seq_len // bs) * bs
     if block_id == 0 or boundary <= 0 or boundary % bs or boundary > last:
         return None
     return boundary // bs - 1

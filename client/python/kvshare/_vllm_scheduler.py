@@ -346,7 +346,7 @@ class SchedulerSide(Side):
         for g in self.groups:
             live = live_first(g, before)
             for first, last in publish_ranges(g, len(st.prompt),
-                                              None if self.dense else self.interval, len(seq)):
+                                              self.interval, len(seq)):
                 first, last = max(first, live), min(last, end)
                 ids = st.group_blocks[g.index][:last] if g.index < len(st.group_blocks) else []
                 if last > first and len(ids) == last and 0 not in ids[first:]:  # 0: null

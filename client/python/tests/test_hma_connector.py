@@ -257,6 +257,7 @@ def test_state_groups_and_their_identity():
     assert [_vllm_groups.state_block(st, p, 7, b) for b in (BS, 3 * BS, 5 * BS)] == [0, 2, 4]
     assert _vllm_groups.state_block(st, p, 7, 3 * BS + 5) is None  # inside a block
     assert _vllm_groups.state_block(st, 5 * BS, 7, 5 * BS) is None  # no token left to compute
+    assert _vllm_groups.state_block(st, 5 * BS, 7, 5 * BS, 5 * BS) is None  # the prompt only
     assert _vllm_groups.state_block(st, 5 * BS, 7, 6 * BS, 6 * BS + 3) == 5  # an answer's
     assert _vllm_groups.state_block(st, 5 * BS, 7, 7 * BS, 6 * BS + 3) is None  # past it
     assert _vllm_groups.state_block(st, p, 0, 3 * BS) is None       # the null block
